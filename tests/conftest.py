@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_command(args: list[str], timeout: float, **kwargs) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **kwargs.pop("env", {}))
+    return subprocess.run(
+        args, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT, **kwargs
+    )
+
+
+@pytest.fixture
+def python() -> str:
+    return sys.executable

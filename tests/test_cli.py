@@ -1,0 +1,48 @@
+"""The README's main command, end to end: a scenario against the embedded simulator."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import run_command
+
+METRICS = ("tpot", "request_tpot", "itl", "ttft", "e2e")
+
+
+def test_quickstart_run_writes_summary_and_report(tmp_path: Path, python: str) -> None:
+    out = tmp_path / "quick"
+    result = run_command(
+        [python, "-m", "tpot_locust", "run", "scenarios/quickstart.yaml", "--run-time", "10s",
+         "--out", str(out)],
+        timeout=180,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    for name in METRICS:
+        assert summary["metrics"][name]["count"] > 0, name
+        assert summary["metrics"][name]["unit"] == "ms"
+    assert summary["requests"]["ok"] > 0 and summary["requests"]["failed"] == 0
+    assert summary["tokens"]["output"] > 0 and summary["tokens"]["estimated"] is False
+    assert set(summary["classes"]) == {"chat"}
+    assert "TPOT: gap of every output token after the first" in result.stdout
+    assert "tokens/s" in result.stdout and "P99.99" in result.stdout
+    # the saved histograms re-report the same figures
+    again = run_command([python, "-m", "tpot_locust", "report", str(out), "--json"], timeout=60)
+    assert again.returncode == 0, again.stderr
+    reloaded = json.loads(again.stdout)
+    assert reloaded["metrics"] == summary["metrics"]
+
+
+def test_validate_names_file_line_and_key(tmp_path: Path, python: str) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nclasses:\n  chat:\n    users: 2\n    output_tokens: -5\n")
+    result = run_command([python, "-m", "tpot_locust", "validate", str(bad)], timeout=60)
+    assert result.returncode == 2
+    assert f"{bad}:5:5: classes.chat.output_tokens: must be > 0" in result.stderr
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("name: x\nclasses:\n  chat:\n    users: 2\n    turn: 3\n")
+    result = run_command([python, "-m", "tpot_locust", "run", str(typo)], timeout=60)
+    assert result.returncode == 2
+    assert f"{typo}:5:5: classes.chat.turn: unknown key" in result.stderr
+    assert "Traceback" not in result.stderr

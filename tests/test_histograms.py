@@ -1,0 +1,71 @@
+"""Bulk numpy recording equals hdrhistogram's own record_value, bucket for bucket."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tpot_locust.histograms import (
+    HIGHEST_US,
+    counts_view,
+    decode_histogram,
+    histogram_stats,
+    new_histogram,
+    record_many,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=HIGHEST_US), min_size=1, max_size=300))
+def test_bulk_record_matches_record_value(values: list[int]) -> None:
+    bulk, reference = new_histogram(), new_histogram()
+    record_many(bulk, np.array(values, dtype=np.int64))
+    for value in values:
+        reference.record_value(value)
+    assert np.array_equal(counts_view(bulk), counts_view(reference))
+    assert bulk.total_count == reference.total_count
+    assert bulk.encode() == reference.encode()
+
+
+def test_powers_of_two_boundaries() -> None:
+    values = [v for k in range(1, 32) for v in (2**k - 1, 2**k, 2**k + 1) if v <= HIGHEST_US]
+    bulk, reference = new_histogram(), new_histogram()
+    record_many(bulk, np.array(values))
+    for value in values:
+        reference.record_value(value)
+    assert np.array_equal(counts_view(bulk), counts_view(reference))
+
+
+def test_stats_match_library_percentiles() -> None:
+    rng = np.random.default_rng(3)
+    values = rng.lognormal(7, 1.2, 20_000).astype(np.int64) + 1
+    histogram = new_histogram()
+    record_many(histogram, values)
+    stats = histogram_stats(histogram)
+    for percentile, value in stats.percentiles.items():
+        assert value == histogram.get_value_at_percentile(percentile)
+    assert abs(stats.mean - histogram.get_mean_value()) < 1e-6 * stats.mean
+    assert stats.max == histogram.get_max_value()
+    assert stats.count == values.size
+    assert stats.above[99.0] == int(np.count_nonzero(values > stats.percentiles[99.0]))
+
+
+def test_out_of_range_values_are_clamped_and_counted_not_dropped() -> None:
+    histogram = new_histogram()
+    clamped = record_many(histogram, np.array([-5, 10, HIGHEST_US * 2]))
+    assert clamped == 2
+    assert histogram.total_count == 3
+
+
+def test_merge_of_encoded_parts_equals_one_histogram_of_all_values() -> None:
+    rng = np.random.default_rng(7)
+    parts = [rng.integers(1, 200_000, 5_000) for _ in range(4)]
+    whole = new_histogram()
+    record_many(whole, np.concatenate(parts))
+    merged = new_histogram()
+    for part in parts:
+        histogram = new_histogram()
+        record_many(histogram, part)
+        merged.add(decode_histogram(histogram.encode()))
+    assert histogram_stats(merged) == histogram_stats(whole)

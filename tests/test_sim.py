@@ -1,0 +1,457 @@
+"""Tests of the embedded simulator: real subprocesses, stdlib HTTP clients, truth checks."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import random
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tpot_locust.distributions import Fixed
+from tpot_locust.sim.chunks import StreamEncoder
+from tpot_locust.sim.http import HttpError, RequestReader
+from tpot_locust.sim.process import SimProcess, start_simulator
+from tpot_locust.sim.request import RequestError, SimRequest, decide_length, parse_request
+from tpot_locust.sim.truth import read_truth
+from tpot_locust.sim.vocab import text as vocab_text
+
+GAP_MS = 2.0
+TTFT_MS = 20.0
+USAGE = {"include_usage": True}
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+class RawResponse:
+    def __init__(self, status: int, headers: dict[str, str], chunks: list[bytes], body: bytes):
+        self.status = status
+        self.headers = headers
+        self.chunks = chunks  # HTTP chunks of a chunked body, in order (terminator excluded)
+        self.body = body
+
+    def events(self) -> list[str]:
+        """SSE payloads; asserts each HTTP chunk is exactly one ``data: ...\\n\\n`` event."""
+        out = []
+        for chunk in self.chunks:
+            text = chunk.decode("utf-8")
+            assert text.startswith("data: ") and text.endswith("\n\n"), text
+            assert text.count("\n\n") == 1, text
+            out.append(text[len("data: ") : -2])
+        return out
+
+
+def request_bytes(
+    method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+) -> bytes:
+    payload = (
+        b"" if body is None else body if isinstance(body, bytes) else json.dumps(body).encode()
+    )
+    lines = [f"{method} {path} HTTP/1.1", "Host: sim"]
+    lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
+    if body is not None:
+        lines += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + payload
+
+
+def read_response(f: Any) -> RawResponse:
+    """Parse one response from a socket file, keeping chunk boundaries visible."""
+    status = int(f.readline().split()[1])
+    headers = {}
+    while (line := f.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode().partition(":")
+        headers[name.strip().lower()] = value.strip()
+    chunks: list[bytes] = []
+    if headers.get("transfer-encoding") == "chunked":
+        while True:
+            size = int(f.readline().strip(), 16)
+            data = f.read(size + 2)
+            assert data.endswith(b"\r\n")
+            if size == 0:
+                break
+            chunks.append(data[:-2])
+        return RawResponse(status, headers, chunks, b"".join(chunks))
+    return RawResponse(status, headers, chunks, f.read(int(headers.get("content-length", "0"))))
+
+
+def exchange(sim: SimProcess, method: str, path: str, body: Any = None, **headers: str):
+    with socket.create_connection((sim.host, sim.port), timeout=10) as sock:
+        sock.sendall(request_bytes(method, path, body, {**headers, "Connection": "close"}))
+        with sock.makefile("rb") as f:
+            return read_response(f)
+
+
+def wait_truth(sim: SimProcess, request_id: str, timeout_s: float = 3.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for record in sim.read_truth():
+            if record["request_id"] == request_id:
+                return record
+        assert time.monotonic() < deadline, f"no truth line for {request_id}"
+        time.sleep(0.02)
+
+
+def chat_body(**fields: Any) -> dict[str, Any]:
+    return {
+        "model": "tpot-sim",
+        "messages": [{"role": "user", "content": "hi there you"}],
+        **fields,
+    }
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
+    truth = tmp_path_factory.mktemp("sim") / "truth.jsonl"
+    args = ["--gap-ms", str(GAP_MS), "--ttft-ms", str(TTFT_MS), "--natural-tokens", "5"]
+    with start_simulator(*args, truth=truth) as process:
+        yield process
+
+
+# -- endpoints -----------------------------------------------------------------------------------
+
+
+def test_models_and_health(sim: SimProcess) -> None:
+    conn = http.client.HTTPConnection(sim.host, sim.port, timeout=5)
+    conn.request("GET", "/v1/models")
+    response = conn.getresponse()
+    assert response.status == 200
+    models = json.loads(response.read())
+    assert models["object"] == "list"
+    assert [m["id"] for m in models["data"]] == ["tpot-sim"]
+    assert models["data"][0]["object"] == "model"
+    conn.request("GET", "/health")
+    response = conn.getresponse()
+    assert response.status == 200
+    assert response.read() in (b"", b"ok")
+    conn.close()
+
+
+def test_streamed_chat_vllm_format_and_truth(sim: SimProcess) -> None:
+    before = time.perf_counter_ns()
+    response = exchange(
+        sim,
+        "POST",
+        "/v1/chat/completions",
+        chat_body(
+            max_tokens=50, ignore_eos=True, stream=True, stream_options={"include_usage": True}
+        ),
+        **{"X-Request-Id": "req-chat-50"},
+    )
+    after = time.perf_counter_ns()
+    assert response.status == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert response.headers["transfer-encoding"] == "chunked"
+    events = response.events()
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    role, contents, finish, usage = chunks[0], chunks[1:51], chunks[51], chunks[52]
+    assert len(chunks) == 53
+    base = {
+        "id": "chatcmpl-req-chat-50",
+        "object": "chat.completion.chunk",
+        "created": role["created"],
+        "model": "tpot-sim",
+    }
+    assert isinstance(role["created"], int)
+    assert role == {
+        **base,
+        "choices": [
+            {
+                "index": 0,
+                "delta": {"role": "assistant", "content": ""},
+                "logprobs": None,
+                "finish_reason": None,
+            }
+        ],
+    }
+    for chunk in contents:
+        assert chunk == {
+            **base,
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"content": chunk["choices"][0]["delta"]["content"]},
+                    "logprobs": None,
+                    "finish_reason": None,
+                }
+            ],
+        }
+    text = "".join(c["choices"][0]["delta"]["content"] for c in contents)
+    assert text == vocab_text(50)
+    assert all(c["choices"][0]["delta"]["content"].startswith(" ") for c in contents)
+    assert finish["choices"][0]["delta"] == {}
+    assert finish["choices"][0]["finish_reason"] == "length"
+    assert "usage" not in finish
+    assert usage == {
+        **base,
+        "choices": [],
+        "usage": {"prompt_tokens": 3, "total_tokens": 53, "completion_tokens": 50},
+    }
+
+    truth = wait_truth(sim, "req-chat-50")
+    assert truth["api"] == "chat"
+    assert truth["aborted"] is False
+    assert (truth["prompt_tokens"], truth["completion_tokens"]) == (3, 50)
+    assert truth["tokens"] == [1] * 50
+    send = truth["send_ns"]
+    assert len(send) == 50 and send == sorted(send)
+    offset = truth["perf_offset_ns"]
+    # Monotonic stamps of the server and of this process are on one clock.
+    assert before < truth["arrival_ns"] - offset < send[0] - offset < after
+    assert send[0] - truth["arrival_ns"] >= TTFT_MS * 1e6
+    gaps = sorted(b - a for a, b in zip(send, send[1:], strict=False))
+    assert 1.0e6 < gaps[len(gaps) // 2] < 3.5e6
+    # Absolute schedule: the grid, not the wake-ups, sets the total span (no drift).
+    span = send[-1] - send[0]
+    assert 49 * GAP_MS * 1e6 - 2e6 <= span <= 49 * GAP_MS * 1e6 + 40e6
+
+
+def test_streamed_completions_with_continuous_usage(sim: SimProcess) -> None:
+    body = {
+        "prompt": "one two three four",
+        "max_tokens": 4,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
+    response = exchange(sim, "POST", "/v1/completions", body, **{"X-Request-Id": "req-cmpl"})
+    events = response.events()
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert len(chunks) == 6  # 4 tokens, finish, usage: no role chunk
+    for i, chunk in enumerate(chunks[:4], start=1):
+        assert chunk["id"] == "cmpl-req-cmpl"
+        assert chunk["object"] == "text_completion"
+        choice = chunk["choices"][0]
+        assert set(choice) == {"index", "text", "logprobs", "finish_reason"}
+        assert choice["finish_reason"] is None
+        assert chunk["usage"] == {"prompt_tokens": 4, "total_tokens": 4 + i, "completion_tokens": i}
+    assert "".join(c["choices"][0]["text"] for c in chunks[:4]) == vocab_text(4)
+    assert chunks[4]["choices"][0]["text"] == ""
+    assert chunks[4]["choices"][0]["finish_reason"] == "length"
+    assert chunks[5]["choices"] == []
+    assert chunks[5]["usage"]["completion_tokens"] == 4
+    truth = wait_truth(sim, "req-cmpl")
+    assert truth["api"] == "completions"
+    assert len(truth["send_ns"]) == 4
+
+
+def test_non_streaming_chat_and_completions(sim: SimProcess) -> None:
+    start = time.monotonic()
+    body = chat_body(max_tokens=20, ignore_eos=True)
+    response = exchange(sim, "POST", "/v1/chat/completions", body, **{"X-Request-Id": "req-ns"})
+    elapsed = time.monotonic() - start
+    assert response.status == 200
+    assert response.headers["content-type"] == "application/json"
+    data = json.loads(response.body)
+    assert data["object"] == "chat.completion"
+    assert data["choices"][0]["message"] == {"role": "assistant", "content": vocab_text(20)}
+    assert data["choices"][0]["finish_reason"] == "length"
+    assert data["usage"] == {"prompt_tokens": 3, "total_tokens": 23, "completion_tokens": 20}
+    assert elapsed >= (TTFT_MS + 19 * GAP_MS) / 1000  # sent when the last token is due
+    truth = wait_truth(sim, "req-ns")
+    assert truth["tokens"] == [20] and len(truth["send_ns"]) == 1
+
+    body = {"prompt": "a b", "max_completion_tokens": 3, "ignore_eos": True, "stream": False}
+    data = json.loads(exchange(sim, "POST", "/v1/completions", body).body)
+    assert data["object"] == "text_completion"
+    assert data["choices"][0]["text"] == vocab_text(3)
+    assert data["usage"]["completion_tokens"] == 3
+
+
+def test_natural_length_min_tokens_and_max_tokens(sim: SimProcess) -> None:
+    def completion(**fields: Any) -> tuple[int, str]:
+        data = json.loads(exchange(sim, "POST", "/v1/chat/completions", chat_body(**fields)).body)
+        return data["usage"]["completion_tokens"], data["choices"][0]["finish_reason"]
+
+    assert completion(max_tokens=50) == (5, "stop")  # --natural-tokens 5
+    assert completion(max_tokens=50, min_tokens=8) == (8, "stop")
+    assert completion(max_tokens=3) == (3, "length")
+    assert completion(max_tokens=50, ignore_eos=True) == (50, "length")
+
+
+def test_errors(sim: SimProcess) -> None:
+    response = exchange(sim, "POST", "/v1/chat/completions", b"{not json")
+    assert response.status == 400
+    error = json.loads(response.body)["error"]
+    assert error["type"] == "BadRequestError" and error["code"] == 400
+    assert isinstance(error["message"], str)
+    body = chat_body(max_tokens=0)
+    assert exchange(sim, "POST", "/v1/chat/completions", body).status == 400
+    assert exchange(sim, "GET", "/v1/nope").status == 404
+    response = exchange(sim, "GET", "/v1/chat/completions")
+    assert response.status == 405
+    assert response.headers["allow"] == "POST"
+    with socket.create_connection((sim.host, sim.port), timeout=5) as sock:
+        sock.sendall(b"GARBAGE\r\n\r\n")
+        with sock.makefile("rb") as f:
+            assert read_response(f).status == 400
+            assert f.read() == b""  # closed after a framing error
+
+
+def test_keep_alive_pipelining_and_close(sim: SimProcess) -> None:
+    conn = http.client.HTTPConnection(sim.host, sim.port, timeout=5)
+    bodies = [chat_body(max_tokens=2, ignore_eos=True, stream=s) for s in (True, False)]
+    conn.request("POST", "/v1/chat/completions", json.dumps(bodies[0]))
+    first = conn.getresponse()
+    assert b"[DONE]" in first.read()
+    sock = conn.sock
+    conn.request("POST", "/v1/chat/completions", json.dumps(bodies[1]))
+    second = conn.getresponse()
+    assert json.loads(second.read())["usage"]["completion_tokens"] == 2
+    assert conn.sock is sock  # the same connection served both
+    conn.close()
+
+    with socket.create_connection((sim.host, sim.port), timeout=5) as sock:
+        both = request_bytes("POST", "/v1/completions", {"prompt": "x", "max_tokens": 2})
+        both += request_bytes("GET", "/health", headers={"Connection": "close"})
+        sock.sendall(both)  # pipelined: answered in order, then closed as asked
+        with sock.makefile("rb") as f:
+            assert json.loads(read_response(f).body)["object"] == "text_completion"
+            last = read_response(f)
+            assert last.status == 200 and last.headers["connection"] == "close"
+            assert f.read() == b""
+
+
+def test_client_disconnect_is_recorded_as_aborted(sim: SimProcess) -> None:
+    body = chat_body(max_tokens=5000, ignore_eos=True, stream=True)
+    with socket.create_connection((sim.host, sim.port), timeout=5) as sock:
+        sock.sendall(request_bytes("POST", "/v1/chat/completions", body, {"X-Request-Id": "gone"}))
+        with sock.makefile("rb") as f:
+            for _ in range(30):
+                f.readline()
+    truth = wait_truth(sim, "gone")
+    assert truth["aborted"] is True
+    assert 0 < truth["completion_tokens"] < 5000
+    assert len(truth["send_ns"]) == truth["completion_tokens"]
+
+
+def test_sigterm_flushes_truth_and_ready_file(tmp_path: Path) -> None:
+    truth, ready = tmp_path / "t.jsonl", tmp_path / "ready.url"
+    sim = start_simulator("--ttft-ms", "1", "--ready-file", str(ready), truth=truth)
+    try:
+        assert ready.read_text().strip() == sim.url
+        body = {"prompt": "x", "max_tokens": 1, "ignore_eos": True}
+        assert (
+            exchange(sim, "POST", "/v1/completions", body, **{"X-Request-Id": "done"}).status == 200
+        )
+        sock = socket.create_connection((sim.host, sim.port), timeout=5)
+        stream = chat_body(max_tokens=100000, ignore_eos=True, stream=True)
+        sock.sendall(
+            request_bytes("POST", "/v1/chat/completions", stream, {"X-Request-Id": "open"})
+        )
+        sock.recv(4096)
+    finally:
+        assert sim.stop() == 0
+    sock.close()
+    records = {r["request_id"]: r for r in read_truth(truth)}
+    assert records["done"]["aborted"] is False
+    assert records["open"]["aborted"] is True
+
+
+# -- units ---------------------------------------------------------------------------------------
+
+
+def _request(**fields: Any) -> SimRequest:
+    values: dict[str, Any] = dict(
+        request_id="r",
+        api="chat",
+        model='m"odel',
+        prompt_tokens=2,
+        max_tokens=10,
+        min_tokens=0,
+        ignore_eos=False,
+        stream=True,
+        include_usage=True,
+        continuous_usage=False,
+        arrival_perf_ns=0,
+        completion_tokens=3,
+        finish_reason="stop",
+    )
+    values.update(fields)
+    return SimRequest(**values)
+
+
+@pytest.mark.parametrize("continuous", [False, True])
+def test_encoder_chunks_are_valid_framed_json(continuous: bool) -> None:
+    encoder = StreamEncoder(_request(continuous_usage=continuous), 'id"\\x', 7)
+    raw = encoder.role() + encoder.content(b'\\"q\\u00e9', 1) + encoder.finish()
+    chunks = []
+    while raw:
+        size_line, _, raw = raw.partition(b"\r\n")
+        size = int(size_line, 16)
+        chunks.append(raw[:size])
+        assert raw[size : size + 2] == b"\r\n"
+        raw = raw[size + 2 :]
+    assert chunks[-1] == b""
+    events = [c.decode()[6:-2] for c in chunks[:-1]]
+    assert events[-1] == "[DONE]"
+    parsed = [json.loads(e) for e in events[:-1]]
+    assert all(p["id"] == 'id"\\x' and p["model"] == 'm"odel' for p in parsed)
+    assert parsed[1]["choices"][0]["delta"]["content"] == '"qé'
+    assert ("usage" in parsed[1]) is continuous
+    assert parsed[2]["choices"][0]["finish_reason"] == "stop"
+
+
+def test_parse_request_and_length() -> None:
+    def parse(body: Any, api: Any = "chat") -> SimRequest:
+        raw = json.dumps(body).encode()
+        return parse_request(
+            raw,
+            api,
+            request_id="r",
+            default_model="dm",
+            default_max_tokens=256,
+            arrival_perf_ns=0,
+        )
+
+    req = parse({"messages": [{"content": "a b"}, {"content": [{"type": "text", "text": "c"}]}]})
+    assert (req.prompt_tokens, req.max_tokens, req.model, req.stream) == (3, 256, "dm", False)
+    assert parse({"prompt": [1, 2, 3], "max_tokens": 5, "foo": 1}, "completions").prompt_tokens == 3
+    for bad in ({"messages": []}, {"messages": [{}], "max_tokens": "x"}, [1]):
+        with pytest.raises(RequestError):
+            parse(bad)
+    with pytest.raises(RequestError):
+        parse({"messages": [{}], "max_tokens": 2, "min_tokens": 3})
+    rng = random.Random(1)
+    req = _request(max_tokens=10, min_tokens=0)
+    decide_length(req, Fixed(4), rng)
+    assert (req.completion_tokens, req.finish_reason) == (4, "stop")
+    req = _request(max_tokens=10, ignore_eos=True)
+    decide_length(req, Fixed(4), rng)
+    assert (req.completion_tokens, req.finish_reason) == (10, "length")
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=400), max_size=6))
+def test_request_reader_any_split(cuts: list[int]) -> None:
+    stream = request_bytes("POST", "/v1/completions?x=1", {"prompt": "hi"}) + request_bytes(
+        "GET", "/health", headers={"Connection": "close"}
+    )
+    reader, requests, last = RequestReader(), [], 0
+    for cut in sorted(c % len(stream) for c in cuts) + [len(stream)]:
+        reader.feed(stream[last:cut])
+        last = cut
+        while (request := reader.next_request()) is not None:
+            requests.append(request)
+    assert [(r.method, r.path, r.keep_alive) for r in requests] == [
+        ("POST", "/v1/completions", True),
+        ("GET", "/health", False),
+    ]
+    assert json.loads(requests[0].body) == {"prompt": "hi"}
+
+
+def test_request_reader_rejects_malformed() -> None:
+    for raw in (b"GET /\r\n\r\n", b"GET / HTTP/1.1\r\nBad Header\r\n\r\n", b"GET / HTTP/2\r\n\r\n"):
+        reader = RequestReader()
+        reader.feed(raw)
+        with pytest.raises(HttpError):
+            reader.next_request()

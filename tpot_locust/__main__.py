@@ -1,0 +1,5 @@
+import sys
+
+from tpot_locust.cli import main
+
+sys.exit(main())

@@ -1,0 +1,109 @@
+"""``tpot-locust``: a thin command layer over the modules that do the work."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tpot_locust.scenario import ScenarioError, load_scenario
+
+EXIT_USAGE = 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tpot_locust.run import RunOptions, run_scenario
+
+    options = RunOptions(
+        scenario_path=Path(args.scenario),
+        host=args.host,
+        users=args.users,
+        spawn_rate=args.spawn_rate,
+        run_time=args.run_time,
+        out=Path(args.out) if args.out else None,
+        overrides=args.set or [],
+        locust_args=args.locust_args or [],
+    )
+    return run_scenario(options)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from tpot_locust.report import build_summary, format_full_report, load_results
+
+    totals, run = load_results(Path(args.out))
+    summary = build_summary(totals, run)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(format_full_report(summary))
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    failed = 0
+    for path in args.files:
+        try:
+            scenario = load_scenario(Path(path))
+        except ScenarioError as error:
+            print(error, file=sys.stderr)
+            failed += 1
+        else:
+            print(f"{path}: ok ({len(scenario.classes)} classes, {scenario.users} users)")
+    return EXIT_USAGE if failed else 0
+
+
+def _sim(args: argparse.Namespace) -> int:
+    from tpot_locust.sim.cli import main as sim_main
+
+    return sim_main(args.sim_args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tpot-locust", description="Per-token latency load tests for LLM servers."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run a scenario headless (simulator if no host)")
+    run.add_argument("scenario", help="scenario YAML file")
+    run.add_argument("--host", help="server base URL, e.g. http://127.0.0.1:8000")
+    run.add_argument("--users", type=int, help="users (single-class scenarios)")
+    run.add_argument("--spawn-rate", type=float, help="users started per second")
+    run.add_argument("--run-time", help="duration, e.g. 30s, 5m")
+    run.add_argument("--out", help="results directory")
+    run.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a key")
+    run.add_argument("locust_args", nargs="*", help="after --: extra Locust arguments")
+    run.set_defaults(handler=_run)
+
+    report = commands.add_parser("report", help="re-print the report of a results directory")
+    report.add_argument("out", help="results directory of a run")
+    report.add_argument("--json", action="store_true", help="print the summary as JSON")
+    report.set_defaults(handler=_report)
+
+    validate = commands.add_parser("validate", help="check scenario files")
+    validate.add_argument("files", nargs="+")
+    validate.set_defaults(handler=_validate)
+
+    sim = commands.add_parser("sim", help="start the simulated server", add_help=False)
+    sim.add_argument("sim_args", nargs=argparse.REMAINDER)
+    sim.set_defaults(handler=_sim)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except ScenarioError as error:
+        print(f"tpot-locust: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except (FileNotFoundError, ValueError) as error:
+        print(f"tpot-locust: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

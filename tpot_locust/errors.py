@@ -1,0 +1,43 @@
+"""Categorised request failures.
+
+Every way a request can fail maps to one category name; the category is what
+``summary.json`` counts under ``requests.errors`` and what Locust's failure table shows
+first, so a tail caused by failures is visible rather than silently dropped.
+"""
+
+from __future__ import annotations
+
+HTTP_4XX = "http_4xx"
+HTTP_429 = "http_429"
+HTTP_5XX = "http_5xx"
+STREAM_ERROR_EVENT = "stream_error_event"
+CONNECTION_ERROR = "connection_error"
+CONNECTION_RESET = "connection_reset"
+TRUNCATED = "truncated"
+BAD_JSON = "bad_json"
+BAD_HTTP = "bad_http"
+NOT_SSE = "not_sse"
+TIMEOUT_CONNECT = "timeout_connect"
+TIMEOUT_FIRST_TOKEN = "timeout_first_token"
+TIMEOUT_IDLE = "timeout_idle"
+TIMEOUT_TOTAL = "timeout_total"
+OVERSIZED_EVENT = "oversized_event"
+EMPTY_STREAM = "empty_stream"
+CLIENT_ERROR = "client_error"  # a bug on our side, still counted, never raised
+
+
+class StreamError(Exception):
+    """A request that failed, with the category it is counted under."""
+
+    def __init__(self, category: str, message: str) -> None:
+        super().__init__(f"{category}: {message}")
+        self.category = category
+        self.message = message
+
+
+def http_status_category(status: int) -> str:
+    if status == 429:
+        return HTTP_429
+    if 400 <= status < 500:
+        return HTTP_4XX
+    return HTTP_5XX

@@ -1,0 +1,36 @@
+"""Synthetic prompt text of about a requested number of tokens.
+
+Words are common English words that are a single token (with their leading space) in the
+BPE vocabularies of Llama, Qwen, Mistral and GPT models, so N words is about N tokens; the
+server's ``usage.prompt_tokens`` gives the real count, and both are kept. Random words
+also keep prompts from sharing a prefix, so prefix caching does not hide prefill work.
+"""
+
+from __future__ import annotations
+
+import random
+
+WORDS: tuple[str, ...] = tuple(
+    """the of and to in is was for that with as on by at from his her they this had
+    are but not be or have an which one were all their been has would when there who more
+    will out up into so can said what about other some time them these two may first then
+    do any like my now over such our man me even most made after also did many before must
+    through back years where much your way well down should because each just those people
+    how too little state good very make world still own see men work long get here between
+    both life being under never day same another know while last might us great old year
+    off come since against go came right used take three states himself few house use during
+    without again place around however home small found thought went say part once general
+    high upon school every don does got united left number course war until always away
+    something fact though water less public put think almost hand enough far took head yet
+    government system better set told nothing night end why called didn find going look
+    asked later knew point next program city business give group toward young days let room
+    president side social given present several order national possible rather second face
+    per among form important often things looked early white case john become large big need
+    four within felt along children saw best church ever least power development light""".split()
+)
+
+
+def synthetic_text(tokens: int, rng: random.Random) -> str:
+    """About ``tokens`` tokens of text; no two calls share a prefix (with high probability)."""
+    words = rng.choices(WORDS, k=max(tokens, 1))
+    return " ".join(words)

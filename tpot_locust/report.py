@@ -1,0 +1,178 @@
+"""The seed-style report: tables, ``summary.json`` and the saved histograms.
+
+Everything here is computed from merged histograms and counters, never from averages of
+percentiles, so ``tpot-locust report OUT`` reproduces the end-of-run report exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tpot_locust.histograms import PERCENTILES, histogram_stats
+from tpot_locust.recorder import METRICS, ClassMetrics, MetricSet
+
+SUMMARY_FILE = "summary.json"
+HISTOGRAMS_FILE = "histograms.json"
+TAIL_MIN_SAMPLES = 10  # fewer samples above a percentile than this: that tail is unmeasured
+PER_TOKEN_METRICS = ("tpot", "itl")
+
+TITLES = {
+    "tpot": "TPOT: gap of every output token after the first, token-weighted",
+    "request_tpot": "Request TPOT: (last - first event) / (tokens after the first event)",
+    "itl": "ITL: gap between consecutive token events (inter-chunk latency)",
+    "ttft": "TTFT: send -> first token event",
+    "e2e": "E2E: send -> last token event",
+    "worst_gap": "Worst gap: largest ITL of each request",
+}
+
+
+def _key(percentile: float) -> str:
+    return f"p{percentile:g}"
+
+
+def metric_summary(metrics: ClassMetrics, name: str) -> dict[str, Any]:
+    stats = histogram_stats(metrics.histograms[name])
+    summary: dict[str, Any] = {
+        "unit": "ms",
+        "count": stats.count,
+        "mean": round(stats.mean / 1000, 4),
+    }
+    for percentile in PERCENTILES:
+        summary[_key(percentile)] = stats.percentiles[percentile] / 1000
+    summary["max"] = stats.max / 1000
+    summary["min"] = stats.min / 1000
+    summary["above"] = {_key(p): stats.above[p] for p in PERCENTILES}
+    summary["unmeasured_tail"] = [
+        _key(p) for p in PERCENTILES if stats.count and stats.above[p] < TAIL_MIN_SAMPLES
+    ]
+    median = stats.percentiles[50.0]
+    summary["skew_mean_over_median"] = round(stats.mean / median, 3) if median else None
+    summary["tail_p99.99_over_median"] = (
+        round(stats.percentiles[99.99] / median, 2) if median else None
+    )
+    return summary
+
+
+def _class_summary(metrics: ClassMetrics) -> dict[str, Any]:
+    counters = metrics.counters
+    window_s = (counters.last_token_wall_ns - counters.first_send_wall_ns) / 1e9
+    per_s = counters.output_tokens / window_s if window_s > 0 else 0.0
+    return {
+        "metrics": {name: metric_summary(metrics, name) for name in METRICS},
+        "requests": {
+            "ok": counters.ok,
+            "failed": counters.failed,
+            "errors": dict(sorted(counters.errors.items())),
+            "per_s": round(counters.ok / window_s, 3) if window_s > 0 else 0.0,
+        },
+        "tokens": {
+            "output": counters.output_tokens,
+            "estimated": counters.estimated_requests > 0,
+            "estimated_requests": counters.estimated_requests,
+            "partial": counters.partial_tokens,
+            "per_s": round(per_s, 1),
+            "prompt_requested": counters.prompt_tokens_requested,
+            "prompt_reported": counters.prompt_tokens_reported,
+        },
+        "window_s": round(window_s, 3),
+        "clamped_values": counters.clamped_values,
+    }
+
+
+def build_summary(totals: MetricSet, run: dict[str, Any] | None = None) -> dict[str, Any]:
+    summary = _class_summary(totals.combined())
+    summary["classes"] = {
+        name: _class_summary(metrics) for name, metrics in sorted(totals.classes.items())
+    }
+    summary["run"] = run or {}
+    return summary
+
+
+def _ms(value: float) -> str:
+    return f"{value:10.3f}"
+
+
+def _tokens_per_s(value_ms: float) -> str:
+    return f"{1000 / value_ms:10.1f}" if value_ms > 0 else f"{'-':>10}"
+
+
+def format_metric(name: str, metric: dict[str, Any]) -> list[str]:
+    per_token = name in PER_TOKEN_METRICS
+    lines = [f"{TITLES[name]}   count {metric['count']:,}"]
+    header = f"  {'':8}{'ms':>10}" + (f"{'tokens/s':>10}" if per_token else "")
+    lines.append(header + f"{'samples above':>16}")
+    rows: list[tuple[str, float, str]] = [("mean", metric["mean"], "")]
+    for percentile in PERCENTILES:
+        key = _key(percentile)
+        label = "median" if percentile == 50.0 else f"P{percentile:g}"
+        above = metric["above"][key]
+        warning = ""
+        if key in metric["unmeasured_tail"]:
+            warning = f"  ! fewer than {TAIL_MIN_SAMPLES} samples above: tail not yet measured"
+        rows.append((label, metric[key], f"{above:16,}{warning}"))
+    rows.append(("max", metric["max"], ""))
+    for label, value, rest in rows:
+        line = f"  {label:8}{_ms(value)}" + (_tokens_per_s(value) if per_token else "")
+        lines.append((line + rest).rstrip())
+    skew, tail = metric["skew_mean_over_median"], metric["tail_p99.99_over_median"]
+    if skew is not None:
+        lines.append(
+            f"  skew (mean/median) {skew:.2f}x   tail amplification (P99.99/median) {tail:.1f}x"
+        )
+    return lines
+
+
+def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
+    requests, tokens = summary["requests"], summary["tokens"]
+    lines = [f"=== tpot-locust report ({scope}) ==="]
+    errors = ", ".join(f"{k}={v}" for k, v in requests["errors"].items()) or "none"
+    estimated = " (estimated: server reported no usage)" if tokens["estimated"] else ""
+    lines.append(f"requests ok {requests['ok']:,}  failed {requests['failed']:,}  errors: {errors}")
+    lines.append(
+        f"output tokens {tokens['output']:,}{estimated}  partial (failed requests) "
+        f"{tokens['partial']:,}  throughput {tokens['per_s']:,.1f} tokens/s, "
+        f"{requests['per_s']:.2f} requests/s over {summary['window_s']:.1f} s"
+    )
+    for name in METRICS:
+        metric = summary["metrics"][name]
+        if metric["count"] == 0:
+            continue
+        lines.append("")
+        lines.extend(format_metric(name, metric))
+    return "\n".join(lines)
+
+
+def format_full_report(summary: dict[str, Any]) -> str:
+    parts = [format_report(summary)]
+    if len(summary["classes"]) > 1:
+        for name, class_summary in summary["classes"].items():
+            parts.append(format_report(class_summary, scope=f"class {name}"))
+    return "\n\n".join(parts)
+
+
+def write_results(out_dir: Path, totals: MetricSet, run: dict[str, Any]) -> dict[str, Any]:
+    """Write ``summary.json`` and ``histograms.json`` (everything needed to re-report)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = build_summary(totals, run)
+    saved = {"format": "hdrhistogram-v2-base64", "unit": "us", "run": run}
+    saved["classes"] = totals.encode()
+    _write_json(out_dir / HISTOGRAMS_FILE, saved)
+    _write_json(out_dir / SUMMARY_FILE, summary)
+    return summary
+
+
+def load_results(out_dir: Path) -> tuple[MetricSet, dict[str, Any]]:
+    path = out_dir / HISTOGRAMS_FILE
+    try:
+        saved = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no saved histograms (is this a run's output?)") from None
+    return MetricSet.decode(saved["classes"]), saved.get("run", {})
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    temporary = path.with_suffix(path.suffix + ".tmp")
+    temporary.write_text(json.dumps(data, indent=2) + "\n")
+    temporary.replace(path)

@@ -1,0 +1,22 @@
+"""Embedded simulated OpenAI-compatible streaming server (vLLM wire format).
+
+It exists so the load tester can be tested end to end against a server whose token timing is
+known exactly: every token event's send time is written to a ground-truth file.
+"""
+
+from __future__ import annotations
+
+__all__ = ["main", "start_simulator", "SimProcess"]
+
+
+def __getattr__(name: str) -> object:
+    # Lazy, so ``python -m tpot_locust.sim`` does not import the subprocess helpers.
+    if name == "main":
+        from .cli import main
+
+        return main
+    if name in ("start_simulator", "SimProcess"):
+        from . import process
+
+        return getattr(process, name)
+    raise AttributeError(name)

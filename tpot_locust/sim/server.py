@@ -1,0 +1,187 @@
+"""Routes and lifecycle of the simulated OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import signal
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..distributions import Distribution, Fixed, LogNormal
+from .clock import Clock
+from .http import HttpConnection, HttpRequest, error_body, full_response
+from .request import Api, RequestError, decide_length, parse_request
+from .scheduler import Scheduler
+from .stream import Stream
+from .timing import GapModel, TimingModel
+from .truth import TruthWriter
+
+ROUTES: dict[str, str] = {
+    "/v1/chat/completions": "POST",
+    "/v1/completions": "POST",
+    "/v1/models": "GET",
+    "/health": "GET",
+}
+
+
+@dataclass
+class SimConfig:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    model: str = "tpot-sim"
+    ttft_ms: Distribution = field(default_factory=lambda: Fixed(20.0))
+    gap_ms: Distribution = field(default_factory=lambda: Fixed(2.0))
+    natural_tokens: Distribution = field(default_factory=lambda: LogNormal(400.0, 200.0))
+    seed: int = 0
+    default_max_tokens: int = 256
+    truth_path: Path | None = None
+
+
+class SimServer:
+    """Listens, routes requests and owns the shared scheduler, clock and truth writer."""
+
+    def __init__(self, config: SimConfig, timing: TimingModel | None = None) -> None:
+        self.config = config
+        self.timing: TimingModel = timing or GapModel(config.ttft_ms, config.gap_ms, config.seed)
+        self.clock = Clock()
+        self._natural_rng = random.Random(config.seed + 1_000_003)
+        self._connections: set[HttpConnection] = set()
+        self._streams: set[Stream] = set()
+        self._server: asyncio.AbstractServer | None = None
+        self._scheduler: Scheduler | None = None
+        self._truth: TruthWriter | None = None
+        self._created = int(time.time())
+        self.url = ""
+
+    async def start(self) -> str:
+        """Bind and listen; returns the base URL (with the real port when port 0 was asked)."""
+        loop = asyncio.get_running_loop()
+        self._scheduler = Scheduler(loop)
+        self._truth = TruthWriter(self.config.truth_path, loop)
+        self._server = await loop.create_server(
+            lambda: HttpConnection(self._handle, self._connections),
+            self.config.host,
+            self.config.port,
+            backlog=1024,
+            reuse_address=True,
+        )
+        sock = self._server.sockets[0]
+        host, port = sock.getsockname()[:2]
+        if host in ("0.0.0.0", "::"):
+            host = "127.0.0.1"
+        elif sock.family == socket.AF_INET6:
+            host = f"[{host}]"
+        self.url = f"http://{host}:{port}"
+        return self.url
+
+    async def close(self) -> None:
+        """Stop listening, record in-flight requests as aborted, close connections, flush."""
+        if self._server is not None:
+            self._server.close()
+        for stream in list(self._streams):
+            stream.abort()
+        for conn in list(self._connections):
+            conn.close()
+        if self._scheduler is not None:
+            self._scheduler.close()
+        if self._truth is not None:
+            self._truth.close()
+        await asyncio.sleep(0)  # let transports run connection_lost
+
+    # -- routing -----------------------------------------------------------------------------
+
+    def _handle(self, conn: HttpConnection, request: HttpRequest) -> None:
+        method = ROUTES.get(request.path)
+        if method is None:
+            self._error(conn, request, 404, f"no route for {request.path}")
+        elif request.method != method:
+            message = f"{request.method} not allowed on {request.path}; use {method}"
+            self._error(conn, request, 405, message, [("allow", method)])
+        elif request.path == "/health":
+            keep = request.keep_alive
+            conn.respond(full_response(200, b"", keep, "text/plain"), keep)
+        elif request.path == "/v1/models":
+            keep = request.keep_alive
+            conn.respond(full_response(200, self._models_body(), keep), keep)
+        else:
+            self._completion(conn, request, "chat" if "chat" in request.path else "completions")
+
+    def _error(
+        self,
+        conn: HttpConnection,
+        request: HttpRequest,
+        status: int,
+        message: str,
+        headers: list[tuple[str, str]] | None = None,
+    ) -> None:
+        keep = request.keep_alive
+        conn.respond(
+            full_response(status, error_body(status, message), keep, headers=headers or ()), keep
+        )
+
+    def _models_body(self) -> bytes:
+        model = self.config.model
+        card = {
+            "id": model,
+            "object": "model",
+            "created": self._created,
+            "owned_by": "tpot-sim",
+            "root": model,
+            "parent": None,
+        }
+        return json.dumps({"object": "list", "data": [card]}).encode("utf-8")
+
+    def _completion(self, conn: HttpConnection, http_request: HttpRequest, api: Api) -> None:
+        arrival = time.perf_counter_ns()
+        request_id = http_request.headers.get("x-request-id") or uuid.uuid4().hex
+        try:
+            request = parse_request(
+                http_request.body,
+                api,
+                request_id=request_id,
+                default_model=self.config.model,
+                default_max_tokens=self.config.default_max_tokens,
+                arrival_perf_ns=arrival,
+            )
+        except RequestError as exc:
+            self._error(conn, http_request, exc.status, exc.message)
+            return
+        decide_length(request, self.config.natural_tokens, self._natural_rng)
+        prefix = "chatcmpl-" if api == "chat" else "cmpl-"
+        assert self._scheduler is not None and self._truth is not None
+        stream = Stream(
+            conn,
+            request,
+            timing=self.timing,
+            clock=self.clock,
+            truth=self._truth,
+            keep_alive=http_request.keep_alive,
+            response_id=prefix + request_id,
+            on_end=self._streams.discard,
+        )
+        self._streams.add(stream)
+        self._scheduler.add(stream, stream.start())
+
+
+async def serve(config: SimConfig, on_ready: Callable[[str], None] | None = None) -> None:
+    """Run until SIGTERM/SIGINT, then shut down cleanly (truth flushed)."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    server = SimServer(config)
+    try:
+        url = await server.start()
+        if on_ready is not None:
+            on_ready(url)
+        await stop.wait()
+    finally:
+        await server.close()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)

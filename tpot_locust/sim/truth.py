@@ -1,0 +1,65 @@
+"""Ground-truth writer: one JSON line per finished or aborted request.
+
+The load tester's measurements are checked against these lines, so they are flushed at least
+every 100 ms (a test can read them while the server runs) and on shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+FLUSH_INTERVAL_S = 0.1
+
+
+class TruthWriter:
+    """Buffers lines and flushes them within ``FLUSH_INTERVAL_S``; disabled without a path."""
+
+    def __init__(self, path: Path | None, loop: asyncio.AbstractEventLoop) -> None:
+        self.path = path
+        self._loop = loop
+        self._lines: list[str] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._file = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    @property
+    def enabled(self) -> bool:
+        return self._file is not None
+
+    def record(self, record: dict[str, Any]) -> None:
+        if self._file is None:
+            return
+        self._lines.append(json.dumps(record, separators=(",", ":")) + "\n")
+        if self._timer is None:
+            self._timer = self._loop.call_later(FLUSH_INTERVAL_S, self.flush)
+
+    def flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._file is None or not self._lines:
+            return
+        lines, self._lines = self._lines, []
+        self._file.write("".join(lines))
+        self._file.flush()
+
+    def close(self) -> None:
+        self.flush()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def read_truth(path: Path | str) -> list[dict[str, Any]]:
+    """All complete lines of a truth file (a partial last line is skipped)."""
+    records = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.endswith("\n"):
+                records.append(json.loads(line))
+    return records

@@ -1,0 +1,80 @@
+"""Incremental ``text/event-stream`` parser.
+
+Bytes go in as they arrive from the socket, complete events come out. Only ``data``
+matters to OpenAI-style streams; ``event``/``id``/``retry`` fields and ``:`` comments are
+accepted and ignored. Lines may end in LF, CRLF or CR, and any of them may be split across
+reads, so a CR at the end of a read is held back until the next byte shows what it was.
+"""
+
+from __future__ import annotations
+
+from tpot_locust.errors import OVERSIZED_EVENT, TRUNCATED, StreamError
+
+DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
+
+
+class SSEParser:
+    """Feed bytes, get the ``data`` payload (bytes) of every completed event."""
+
+    __slots__ = ("_buffer", "_held_cr", "_max_event_bytes")
+
+    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        self._buffer = b""
+        self._held_cr = False
+        self._max_event_bytes = max_event_bytes
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        if self._held_cr:
+            chunk = b"\r" + chunk
+            self._held_cr = False
+        if chunk.endswith(b"\r"):
+            chunk = chunk[:-1]
+            self._held_cr = True
+        if b"\r" in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        buffer = self._buffer + chunk if self._buffer else chunk
+        events: list[bytes] = []
+        start = 0
+        while True:
+            end = buffer.find(b"\n\n", start)
+            if end < 0:
+                break
+            payload = _event_data(buffer[start:end])
+            if payload is not None:
+                events.append(payload)
+            start = end + 2
+        self._buffer = buffer[start:]
+        if len(self._buffer) > self._max_event_bytes:
+            self._buffer = b""
+            raise StreamError(OVERSIZED_EVENT, f"event larger than {self._max_event_bytes} bytes")
+        return events
+
+    def close(self) -> list[bytes]:
+        """End of stream: a held CR ends a line; an unfinished event means truncation."""
+        events = self.feed(b"\n") if self._held_cr else []
+        rest = self._buffer.strip(b"\n")
+        self._buffer = b""
+        if rest and _event_data(rest) is not None:
+            raise StreamError(TRUNCATED, "stream ended inside an event")
+        return events
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._buffer.strip(b"\n")) or self._held_cr
+
+
+def _event_data(block: bytes) -> bytes | None:
+    """The joined ``data`` lines of one event block, or None if it has no data field."""
+    if block.startswith(b"data: ") and b"\n" not in block:
+        return block[6:]  # the common case: one ``data:`` line
+    data: list[bytes] = []
+    for line in block.split(b"\n"):
+        if not line or line.startswith(b":"):
+            continue
+        name, _, value = line.partition(b":")
+        if name != b"data":
+            continue
+        data.append(value[1:] if value.startswith(b" ") else value)
+    if not data:
+        return None
+    return b"\n".join(data)

@@ -1,0 +1,83 @@
+"""Per-request token timings and the samples each metric takes from them.
+
+All clocks are ``time.perf_counter_ns()`` in the process that sent the request (see the
+README's metric definitions). This object is what the ``token_timings`` event carries, so
+a locustfile's own listener sees exactly what our recorder sees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+NS_PER_US = 1000
+
+
+@dataclass(slots=True)
+class RequestTimings:
+    user_class: str
+    api: str
+    request_id: str
+    t_intended_ns: int
+    t_send_ns: int
+    token_stamps: list[int] = field(default_factory=list)  # arrival of each token event
+    token_counts: list[int] = field(default_factory=list)  # k_i tokens carried by event i
+    output_tokens: int = 0
+    tokens_estimated: bool = False
+    counts_from_usage: bool = False
+    prompt_tokens_requested: int = 0
+    prompt_tokens_reported: int | None = None
+    finish_reason: str | None = None
+    error_category: str | None = None
+    error_message: str | None = None
+    t_end_ns: int = 0  # when the stream ended (success or failure)
+
+    @property
+    def ok(self) -> bool:
+        return self.error_category is None
+
+    @property
+    def ttft_ns(self) -> int | None:
+        return self.token_stamps[0] - self.t_send_ns if self.token_stamps else None
+
+    @property
+    def ttft_from_intended_ns(self) -> int | None:
+        return self.token_stamps[0] - self.t_intended_ns if self.token_stamps else None
+
+    @property
+    def e2e_ns(self) -> int:
+        last = self.token_stamps[-1] if self.token_stamps else self.t_end_ns
+        return last - self.t_send_ns
+
+    @property
+    def decode_tokens(self) -> int:
+        """Output tokens after the first event's: the denominator of request TPOT."""
+        if not self.token_counts:
+            return 0
+        return self.output_tokens - self.token_counts[0]
+
+    @property
+    def request_tpot_ns(self) -> float | None:
+        if len(self.token_stamps) < 2 or self.decode_tokens < 1:
+            return None
+        return (self.token_stamps[-1] - self.token_stamps[0]) / self.decode_tokens
+
+    def itl_ns(self) -> np.ndarray:
+        """One gap per token event after the first: the stall a reader sees."""
+        return np.diff(np.asarray(self.token_stamps, dtype=np.int64))
+
+    def tpot_ns(self) -> np.ndarray:
+        """One sample per output token after the first: event i>1 gives k_i x gap_i/k_i."""
+        gaps = self.itl_ns()
+        if gaps.size == 0:
+            return gaps.astype(np.float64)
+        counts = np.asarray(self.token_counts[1:], dtype=np.int64)
+        if np.all(counts == 1):
+            return gaps.astype(np.float64)
+        return np.repeat(gaps / counts, counts)
+
+
+def to_us(values_ns: np.ndarray) -> np.ndarray:
+    """Nanoseconds to whole microseconds, rounded to nearest (histogram unit)."""
+    return np.rint(np.asarray(values_ns, dtype=np.float64) / NS_PER_US).astype(np.int64)
