@@ -1,8 +1,8 @@
 """Wires the recorder into Locust: one per process, deltas from workers, the final report.
 
-Importing ``tpot_locust`` registers these listeners on Locust's global ``events`` (as a
-locustfile's own listeners would be), so ``locust -f locustfiles/chat.py`` records and
-reports the same histograms as ``tpot-locust run``.
+Importing ``tpot_locust.users`` registers these listeners on Locust's global ``events`` (as
+a locustfile's own listeners would be), so ``locust -f locustfiles/chat.py`` records and
+reports the same histograms as ``tpot-locust run``, alone or as master and workers.
 """
 
 from __future__ import annotations
@@ -12,58 +12,110 @@ import os
 from pathlib import Path
 from typing import Any
 
+import gevent
+import locust.runners
 from locust import events
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
+from tpot_locust.collector import Collector
+from tpot_locust.distributed import MasterLink, WorkerLink
 from tpot_locust.events import ensure_token_timings
-from tpot_locust.recorder import MetricSet, Recorder
+from tpot_locust.recorder import Recorder
 from tpot_locust.report import build_summary, format_full_report, write_results
 
 logger = logging.getLogger(__name__)
-MESSAGE_KEY = "tpot_locust"
+DEFAULT_REPORT_INTERVAL_S = 1.0
 _STATES: list[RunState] = []
 
 
 class RunState:
-    """This process's recorder and, on a master or local runner, the merged totals."""
+    """This process's recorder and, on a master or local runner, the collector."""
 
     def __init__(self, environment: Environment) -> None:
         self.environment = environment
         self.recorder = Recorder()
-        self.totals = MetricSet()
-        self.workers_reported: set[str] = set()
+        self.collector = Collector()
+        self.master: MasterLink | None = None
+        self.worker: WorkerLink | None = None
+        self.ticker: gevent.Greenlet | None = None
         self.summary: dict[str, Any] | None = None
+        self.running = False
 
-    def collect_local(self) -> MetricSet:
-        """Totals including what this process recorded but has not yet added."""
-        self.totals.add(self.recorder.take_interval())
-        return self.totals
+    @property
+    def out_dir(self) -> Path | None:
+        out = getattr(self.environment.parsed_options, "tpot_out", None)
+        return Path(out) if out else None
 
-    def reset(self) -> None:
+    @property
+    def interval_s(self) -> float:
+        value = getattr(self.environment.parsed_options, "tpot_report_interval", None)
+        return float(value or DEFAULT_REPORT_INTERVAL_S)
+
+    def _users(self) -> int:
+        runner = self.environment.runner
+        return runner.user_count if runner is not None else 0
+
+    def _tick(self) -> None:
+        if self.master is None:
+            self.collector.add_delta(self.recorder.take_interval())
+        self.collector.tick(self._users())
+
+    def _tick_forever(self) -> None:
+        while True:
+            gevent.sleep(self.interval_s)
+            self._tick()
+
+    def start(self) -> None:
+        self.stop_ticker()
         self.recorder.take_interval()
-        self.totals = MetricSet()
+        self.collector.start(self.out_dir)
+        if self.master is not None:
+            self.master.reset()
         self.summary = None
+        self.running = True
+        self.ticker = gevent.spawn(self._tick_forever)
+
+    def stop_ticker(self) -> None:
+        if self.ticker is not None:
+            self.ticker.kill(block=True)
+            self.ticker = None
+
+    def finish(self) -> dict[str, Any]:
+        """Collect every final delta, close the last interval, write the results."""
+        if self.master is not None:
+            self.master.flush()
+        self.stop_ticker()
+        self._tick()
+        self.collector.close()
+        self.running = False
+        run = self.run_info()
+        if self.out_dir is not None:
+            self.summary = write_results(self.out_dir, self.collector.totals, run)
+        else:
+            self.summary = build_summary(self.collector.totals, run)
+        if self.master is not None and self.master.missing():
+            self.environment.process_exit_code = 1  # an incomplete measurement must not pass
+        return self.summary
 
     def run_info(self) -> dict[str, Any]:
         options = self.environment.parsed_options
-        info: dict[str, Any] = {"host": self.environment.host}
+        info: dict[str, Any] = {"host": self.environment.host, "complete": True}
         if options is not None:
-            info["users"] = getattr(options, "num_users", None)
-            info["run_time"] = getattr(options, "run_time", None)
             info["scenario"] = getattr(options, "tpot_scenario_name", None)
-        if self.workers_reported:
-            info["workers_reported"] = sorted(self.workers_reported)
+        info["report_interval_s"] = self.interval_s
+        if self.master is not None:
+            workers = self.master.summary()
+            info["workers"] = workers
+            info["complete"] = not workers["missing"]
+        info["timeseries"] = self.collector.timeseries
         return info
 
-    def finish(self) -> dict[str, Any]:
-        totals = self.collect_local()
-        out = getattr(self.environment.parsed_options, "tpot_out", None)
-        if out:
-            self.summary = write_results(Path(out), totals, self.run_info())
-        else:
-            self.summary = build_summary(totals, self.run_info())
-        return self.summary
+    def reset(self) -> None:
+        """Locust's Reset Stats: ours restart too (the timeline keeps its clock)."""
+        self.recorder.take_interval()
+        self.collector.totals = type(self.collector.totals)()
+        self.collector.pending = type(self.collector.pending)()
 
 
 def get_state(environment: Environment) -> RunState:
@@ -82,7 +134,13 @@ def _add_arguments(parser: Any, **_: Any) -> None:
     group.add_argument(
         "--tpot-out",
         default=os.environ.get("TPOT_OUT"),
-        help="directory for summary.json and histograms.json (env TPOT_OUT)",
+        help="directory for summary.json, histograms.json and interval logs (env TPOT_OUT)",
+    )
+    group.add_argument(
+        "--tpot-report-interval",
+        type=float,
+        default=float(os.environ.get("TPOT_REPORT_INTERVAL", DEFAULT_REPORT_INTERVAL_S)),
+        help="seconds between worker reports and time-series points (default 1)",
     )
     group.add_argument(
         "--tpot-scenario-name", default=os.environ.get("TPOT_SCENARIO_NAME"), help="run label"
@@ -92,27 +150,28 @@ def _add_arguments(parser: Any, **_: Any) -> None:
 @events.init.add_listener
 def _on_init(environment: Environment, **_: Any) -> None:
     state = get_state(environment)
+    # Locust re-reads this module global on every report loop.
+    locust.runners.WORKER_REPORT_INTERVAL = state.interval_s
     runner = environment.runner
     if isinstance(runner, WorkerRunner):
-
-        @environment.events.report_to_master.add_listener
-        def _send_delta(client_id: str, data: dict[str, Any], **_: Any) -> None:
-            data[MESSAGE_KEY] = state.recorder.take_interval().encode()
-
+        state.worker = WorkerLink(state, runner)
     elif isinstance(runner, MasterRunner):
-
-        @environment.events.worker_report.add_listener
-        def _merge_delta(client_id: str, data: dict[str, Any], **_: Any) -> None:
-            delta = data.get(MESSAGE_KEY)
-            if delta:
-                state.totals.add(MetricSet.decode(delta))
-                state.workers_reported.add(client_id)
+        state.master = MasterLink(state, runner)
 
 
 @events.test_start.add_listener
 def _on_test_start(environment: Environment, **_: Any) -> None:
     if not isinstance(environment.runner, WorkerRunner):
-        get_state(environment).reset()
+        get_state(environment).start()
+
+
+@events.test_stop.add_listener
+def _on_test_stop(environment: Environment, **_: Any) -> None:
+    if isinstance(environment.runner, WorkerRunner):
+        return
+    state = get_state(environment)
+    if state.running:
+        state.finish()
 
 
 @events.reset_stats.add_listener
@@ -124,10 +183,14 @@ def _on_reset_stats(**_: Any) -> None:
 
 @events.quitting.add_listener
 def _on_quitting(environment: Environment, **_: Any) -> None:
-    if isinstance(environment.runner, WorkerRunner):
-        return
     state = get_state(environment)
-    summary = state.finish()
+    if state.worker is not None:
+        if state.out_dir is not None:
+            state.worker.write_audit(state.out_dir)
+        return
+    summary = state.finish() if state.running else state.summary
+    if summary is None:
+        return
 
     @environment.events.quit.add_listener
     def _print_report(**_: Any) -> None:

@@ -86,7 +86,12 @@ def build_summary(totals: MetricSet, run: dict[str, Any] | None = None) -> dict[
     summary["classes"] = {
         name: _class_summary(metrics) for name, metrics in sorted(totals.classes.items())
     }
-    summary["run"] = run or {}
+    run = dict(run or {})
+    summary["timeseries"] = run.pop("timeseries", [])
+    summary["complete"] = run.pop("complete", True)
+    if "workers" in run:
+        summary["workers"] = run.pop("workers")
+    summary["run"] = run
     return summary
 
 
@@ -127,6 +132,14 @@ def format_metric(name: str, metric: dict[str, Any]) -> list[str]:
 def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
     requests, tokens = summary["requests"], summary["tokens"]
     lines = [f"=== tpot-locust report ({scope}) ==="]
+    workers = summary.get("workers")
+    if workers:
+        lines.append(
+            f"workers: {workers['reported_in_full']} of {workers['seen']} reported in full"
+        )
+    if not summary.get("complete", True):
+        missing = ", ".join(workers["missing"]) if workers else "unknown"
+        lines.append(f"INCOMPLETE RUN: no final report from worker(s) {missing}")
     errors = ", ".join(f"{k}={v}" for k, v in requests["errors"].items()) or "none"
     estimated = " (estimated: server reported no usage)" if tokens["estimated"] else ""
     lines.append(f"requests ok {requests['ok']:,}  failed {requests['failed']:,}  errors: {errors}")

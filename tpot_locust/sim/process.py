@@ -29,10 +29,17 @@ class SimulatorError(RuntimeError):
 class SimProcess:
     """A running simulator subprocess; ``url`` is its base URL (no trailing slash)."""
 
-    def __init__(self, process: subprocess.Popen[str], url: str, truth_path: Path | None) -> None:
+    def __init__(
+        self,
+        process: subprocess.Popen[str],
+        url: str,
+        truth_path: Path | None,
+        reader: threading.Thread | None = None,
+    ) -> None:
         self.process = process
         self.url = url
         self.truth_path = truth_path
+        self._reader = reader
 
     @property
     def port(self) -> int:
@@ -57,7 +64,10 @@ class SimProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        if self.process.stdout is not None:
+        if self._reader is not None:
+            self._reader.join(timeout=1.0)  # it sees EOF now; close only after it is done
+        reader_done = self._reader is None or not self._reader.is_alive()
+        if reader_done and self.process.stdout is not None:
             self.process.stdout.close()
         return self.process.returncode
 
@@ -103,7 +113,8 @@ def start_simulator(
     child_env.setdefault("PYTHONUNBUFFERED", "1")
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=child_env)
     lines: queue.Queue[str | None] = queue.Queue()
-    threading.Thread(target=_drain, args=(process.stdout, lines), daemon=True).start()
+    reader = threading.Thread(target=_drain, args=(process.stdout, lines), daemon=True)
+    reader.start()
     try:
         while True:
             line = lines.get(timeout=timeout_s)
@@ -112,7 +123,7 @@ def start_simulator(
                 raise SimulatorError(f"simulator exited with {code} before it was ready")
             if line.startswith(READY_PREFIX):
                 url = line[len(READY_PREFIX) :].strip()
-                return SimProcess(process, url, truth)
+                return SimProcess(process, url, truth, reader)
     except queue.Empty:
         process.kill()
         process.wait()

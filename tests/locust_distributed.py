@@ -1,0 +1,10 @@
+"""Locustfile for distributed tests; output length from TPOT_TEST_OUTPUT_TOKENS."""
+
+import os
+
+from tpot_locust import ChatUser
+
+
+class Stream(ChatUser):
+    prompt_tokens = 16
+    output_tokens = int(os.environ.get("TPOT_TEST_OUTPUT_TOKENS", "60"))

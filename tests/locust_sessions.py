@@ -1,0 +1,20 @@
+"""Locustfile for session tests: multi-turn chat and completions, one session per user."""
+
+from locust import constant
+
+from tpot_locust import ChatUser, CompletionsUser
+
+
+class Conversation(ChatUser):
+    wait_time = constant(1000)
+    prompt_tokens = 40
+    followup_tokens = 10
+    output_tokens = 20
+    turns = 3
+    think_time = 0.05
+
+
+class Completion(CompletionsUser):
+    wait_time = constant(1000)
+    prompt_tokens = 30
+    output_tokens = 15

@@ -1,0 +1,110 @@
+"""Real master + workers: exact merge, nothing lost at shutdown, dead workers named."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+from hdrh.log import HistogramLogReader
+
+from tests.distributed import start_cluster
+from tpot_locust.histograms import histogram_stats, new_histogram
+from tpot_locust.recorder import MetricSet
+from tpot_locust.report import load_results
+from tpot_locust.sim.process import start_simulator
+
+
+def finished_truth(path: Path) -> list[dict]:
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    return [e for e in entries if not e.get("aborted")]
+
+
+def worker_audits(out: Path) -> list[MetricSet]:
+    return [
+        MetricSet.decode(json.loads(p.read_text())["classes"])
+        for p in sorted((out / "workers").glob("*.json"))
+    ]
+
+
+def check_exact_merge(out: Path, truth_path: Path, workers: int) -> dict:
+    summary = json.loads((out / "summary.json").read_text())
+    totals, _ = load_results(out)
+    merged = totals.combined().histograms["tpot"]
+    audits = worker_audits(out)
+    assert len(audits) == workers
+    per_worker = [a.combined().histograms["tpot"].total_count for a in audits]
+    assert all(count > 0 for count in per_worker), per_worker
+    assert merged.total_count == sum(per_worker) == summary["metrics"]["tpot"]["count"]
+    # ground truth: every token event after the first of each request the client completed
+    truth = finished_truth(truth_path)
+    ok = summary["requests"]["ok"]
+    completed_ids = {e["request_id"] for e in truth}
+    assert ok <= len(completed_ids)
+    # requests cut off by the stop are aborted in the truth; all completed ones were recorded
+    expected = sum(len(e["send_ns"]) - 1 for e in truth)
+    assert merged.total_count == expected, (merged.total_count, expected)
+    # merged percentiles equal those of one histogram built from all measured values
+    one = new_histogram()
+    for audit in audits:
+        one.add(audit.combined().histograms["tpot"])
+    assert histogram_stats(one) == histogram_stats(merged)
+    assert summary["complete"] is True
+    assert summary["workers"]["reported_in_full"] == workers
+    return summary
+
+
+def test_two_workers_merge_exactly(tmp_path: Path) -> None:
+    truth_path, out = tmp_path / "truth.jsonl", tmp_path / "out"
+    with start_simulator("--gap-ms", "2", "--ttft-ms", "5", truth=truth_path) as sim:
+        cluster = start_cluster(sim.url, out, workers=2, users=4, run_time="4s")
+        code, output = cluster.wait(timeout=120)
+    assert code == 0, output[-3000:]
+    summary = check_exact_merge(out, truth_path, workers=2)
+    assert "workers: 2 of 2 reported in full" in output
+    # the time series and the interval logs cover the run
+    assert len(summary["timeseries"]) >= 3
+    assert (
+        sum(p["tpot"]["count"] for p in summary["timeseries"])
+        == summary["metrics"]["tpot"]["count"]
+    )
+    reader = HistogramLogReader(str(out / "histograms" / "tpot.hlog"), new_histogram())
+    total = 0
+    while (interval := reader.get_next_interval_histogram()) is not None:
+        total += interval.total_count
+    assert total == summary["metrics"]["tpot"]["count"]
+
+
+def test_workers_slow_to_stop_lose_nothing(tmp_path: Path) -> None:
+    # ~1.2 s requests: every user is mid-stream at the stop and finishes within --stop-timeout
+    truth_path, out = tmp_path / "truth.jsonl", tmp_path / "out"
+    with start_simulator("--gap-ms", "2", "--ttft-ms", "5", truth=truth_path) as sim:
+        cluster = start_cluster(
+            sim.url, out, 2, 4, "3s", "--stop-timeout", "3",
+            env={"TPOT_TEST_OUTPUT_TOKENS": "600"},
+        )  # fmt: skip
+        code, output = cluster.wait(timeout=120)
+    assert code == 0, output[-3000:]
+    summary = check_exact_merge(out, truth_path, workers=2)
+    assert summary["requests"]["ok"] >= 4
+
+
+def test_dead_worker_is_named_and_run_marked_incomplete(tmp_path: Path) -> None:
+    truth_path, out = tmp_path / "truth.jsonl", tmp_path / "out"
+    with start_simulator("--gap-ms", "2", "--ttft-ms", "5", truth=truth_path) as sim:
+        cluster = start_cluster(sim.url, out, 2, 4, "8s")
+        time.sleep(4.5)  # both workers have reported for a few intervals
+        cluster.workers[0].kill()
+        code, output = cluster.wait(timeout=120)
+    summary = json.loads((out / "summary.json").read_text())
+    assert code == 1, output[-3000:]
+    assert summary["complete"] is False
+    assert len(summary["workers"]["missing"]) == 1
+    missing = summary["workers"]["missing"][0]
+    assert f"INCOMPLETE RUN: no final report from worker(s) {missing}" in output
+    # what the dead worker delivered before dying stays in the totals
+    (survivor,) = worker_audits(out)
+    survivor_count = survivor.combined().histograms["tpot"].total_count
+    assert summary["metrics"]["tpot"]["count"] > survivor_count > 0
+    assert np.isfinite(summary["metrics"]["tpot"]["p99"])

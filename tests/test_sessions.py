@@ -1,0 +1,42 @@
+"""Multi-turn sessions, the completions API and Locust's own stats, via plain ``locust -f``."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from tests.conftest import ROOT, run_command
+from tpot_locust.sim.process import start_simulator
+
+
+def test_multi_turn_history_and_completions_under_plain_locust(tmp_path: Path, python: str) -> None:
+    truth_path, out = tmp_path / "truth.jsonl", tmp_path / "out"
+    with start_simulator("--gap-ms", "1", "--ttft-ms", "5", truth=truth_path) as sim:
+        result = run_command(
+            [python, "-m", "locust", "-f", str(ROOT / "tests/locust_sessions.py"), "--headless",
+             "-u", "2", "-r", "2", "-t", "3s", "--host", sim.url, "--tpot-out", str(out),
+             "--csv", str(tmp_path / "locust")],
+            timeout=120,
+        )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    truth = [json.loads(line) for line in truth_path.read_text().splitlines()]
+    chat = sorted((e for e in truth if e["api"] == "chat"), key=lambda e: e["arrival_ns"])
+    completions = [e for e in truth if e["api"] == "completions"]
+    assert len(chat) == 3 and len(completions) == 1
+    # each turn re-sends the history: 40 words, then +20 answer +10 new, then +20 +10
+    prompts = [e["prompt_tokens"] for e in chat]
+    assert prompts[1] - prompts[0] == 20 + 10 and prompts[2] - prompts[1] == 20 + 10, prompts
+    assert all(e["completion_tokens"] == 20 for e in chat)
+    assert completions[0]["completion_tokens"] == 15
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["classes"]["Conversation"]["requests"]["ok"] == 3
+    assert summary["classes"]["Completion"]["tokens"]["output"] == 15
+    assert summary["classes"]["Conversation"]["tokens"]["prompt_reported"] == sum(prompts)
+    # Locust's own statistics see every request, with output tokens as response length
+    with open(tmp_path / "locust_stats.csv") as handle:
+        rows = {row["Name"]: row for row in csv.DictReader(handle)}
+    assert int(rows["/v1/chat/completions"]["Request Count"]) == 3
+    assert int(rows["/v1/completions"]["Request Count"]) == 1
+    assert float(rows["/v1/completions"]["Average Content Size"]) == 15
+    assert "TPOT: gap of every output token after the first" in result.stdout
