@@ -46,3 +46,18 @@ def test_validate_names_file_line_and_key(tmp_path: Path, python: str) -> None:
     assert result.returncode == 2
     assert f"{typo}:5:5: classes.chat.turn: unknown key" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_run_with_local_workers(tmp_path: Path, python: str) -> None:
+    out = tmp_path / "workers"
+    result = run_command(
+        [python, "-m", "tpot_locust", "run", "scenarios/quickstart.yaml", "--run-time", "4s",
+         "--workers", "2", "--out", str(out)],
+        timeout=180,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["workers"] == {"seen": 2, "reported_in_full": 2, "missing": []}
+    assert summary["complete"] is True
+    assert summary["metrics"]["tpot"]["count"] > 0
+    assert "workers: 2 of 2 reported in full" in result.stdout

@@ -22,6 +22,7 @@ def _run(args: argparse.Namespace) -> int:
         spawn_rate=args.spawn_rate,
         run_time=args.run_time,
         out=Path(args.out) if args.out else None,
+        workers=args.workers,
         overrides=args.set or [],
         locust_args=args.locust_args or [],
     )
@@ -72,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--spawn-rate", type=float, help="users started per second")
     run.add_argument("--run-time", help="duration, e.g. 30s, 5m")
     run.add_argument("--out", help="results directory")
+    run.add_argument(
+        "--workers", type=int, default=0, help="N local worker processes under one master"
+    )
     run.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a key")
     run.add_argument("locust_args", nargs="*", help="after --: extra Locust arguments")
     run.set_defaults(handler=_run)

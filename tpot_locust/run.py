@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from tpot_locust.scenario import Scenario, load_scenario
 
+WORKER_EXIT_S = 30.0
 LOCUSTFILE = Path(__file__).with_name("entry") / "scenario_locustfile.py"
 
 
@@ -28,6 +30,7 @@ class RunOptions:
     spawn_rate: float | None = None
     run_time: str | None = None
     out: Path | None = None
+    workers: int = 0
     overrides: list[str] = field(default_factory=list)
     locust_args: list[str] = field(default_factory=list)
 
@@ -72,24 +75,66 @@ def _spec_arg(value: object) -> str:
     return json.dumps(value)
 
 
-def locust_command(scenario: Scenario, host: str, out: Path, extra: list[str]) -> list[str]:
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class LocustProcesses:
+    """The commands of one run: a local runner, or a master and its local workers."""
+
+    master: list[str]
+    workers: list[list[str]]
+
+
+def locust_commands(
+    scenario: Scenario, host: str, out: Path, workers: int, extra: list[str]
+) -> LocustProcesses:
+    locust = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
     spawn_rate = scenario.spawn_rate or max(scenario.users, 1)
-    return [
-        sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
-        "-u", str(scenario.users), "-r", f"{spawn_rate:g}", "-t", f"{scenario.duration_s:g}s",
-        "--host", host, "--tpot-out", str(out), "--tpot-scenario-name", scenario.name,
-        "--only-summary", "--stop-timeout", "5", *extra,
+    master = [
+        *locust, "--headless", "-u", str(scenario.users), "-r", f"{spawn_rate:g}",
+        "-t", f"{scenario.duration_s:g}s", "--host", host, "--tpot-out", str(out),
+        "--tpot-scenario-name", scenario.name, "--only-summary", "--stop-timeout", "5",
     ]  # fmt: skip
+    if workers <= 0:
+        return LocustProcesses(master + extra, [])
+    port = free_port()
+    master += ["--master", "--expect-workers", str(workers), "--master-bind-host", "127.0.0.1",
+               "--master-bind-port", str(port)]  # fmt: skip
+    worker = [*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
+              "--loglevel", "WARNING"]  # fmt: skip
+    return LocustProcesses(master + extra, [worker] * workers)
+
+
+def _run_processes(commands: LocustProcesses, env: dict[str, str]) -> int:
+    workers = [
+        subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
+        for command in commands.workers
+    ]
+    try:
+        return subprocess.run(commands.master, env=env, check=False).returncode
+    finally:
+        for worker in workers:
+            try:
+                worker.wait(timeout=WORKER_EXIT_S)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait()
 
 
 def run_scenario(options: RunOptions) -> int:
     scenario = load_scenario(options.scenario_path, options.overrides)
     overrides = _overrides(options, scenario)
     scenario = load_scenario(options.scenario_path, overrides)
+    if options.spawn_rate is not None:
+        scenario.spawn_rate = options.spawn_rate
     out = output_dir(options, scenario)
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
-    env["TPOT_SCENARIO"] = str(options.scenario_path)
+    env["TPOT_SCENARIO"] = str(options.scenario_path.resolve())
     env["TPOT_SET"] = "\x1f".join(overrides)
     with ExitStack() as stack:
         host = options.host or scenario.host
@@ -101,13 +146,11 @@ def run_scenario(options: RunOptions) -> int:
             )
             host = simulator.url
             print(f"tpot-locust: embedded simulator at {host} (truth: {out / 'truth.jsonl'})")
-        if options.spawn_rate is not None:
-            scenario.spawn_rate = options.spawn_rate
-        command = locust_command(scenario, host, out, options.locust_args)
+        commands = locust_commands(scenario, host, out, options.workers, options.locust_args)
+        workers = f" on {options.workers} worker processes" if options.workers else ""
         print(
             f"tpot-locust: {scenario.name}: {scenario.users} users for "
-            f"{scenario.duration_s:g} s against {host}; results in {out}",
+            f"{scenario.duration_s:g} s against {host}{workers}; results in {out}",
             flush=True,
         )
-        completed = subprocess.run(command, env=env, check=False)
-    return completed.returncode
+        return _run_processes(commands, env)
