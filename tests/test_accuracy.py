@@ -37,7 +37,7 @@ def test_tpot_matches_ground_truth_at_2ms_gap_8_streams(tmp_path: Path, python: 
     assert tpot["count"] == true_gaps_ms.size == 8 * 199
     assert abs(tpot["p50"] - float(np.median(true_gaps_ms))) <= 0.3, (tpot, np.median(true_gaps_ms))
     totals, _ = load_results(out)
-    assert totals.combined().histograms["tpot"].total_count == tpot["count"]
+    assert totals.combined().histogram("tpot").total_count == tpot["count"]
     # no more than 2 % of gaps stamped together (< 0.5 ms) by the client
-    itl = totals.combined().histograms["itl"]
+    itl = totals.combined().histogram("itl")
     assert count_below(itl, 500) <= 0.02 * itl.total_count, count_below(itl, 500)

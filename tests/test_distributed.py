@@ -16,6 +16,18 @@ from tpot_locust.report import load_results
 from tpot_locust.sim.process import start_simulator
 
 
+def wait_for_intervals(hlog: Path, count: int, timeout_s: float = 60) -> None:
+    """Until the master has merged ``count`` intervals with data (a slow machine starts late)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if hlog.exists():
+            lines = [line for line in hlog.read_text().splitlines() if line[:1].isdigit()]
+            if len(lines) >= count:
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"no {count} intervals in {hlog}")
+
+
 def finished_truth(path: Path) -> list[dict]:
     entries = [json.loads(line) for line in path.read_text().splitlines()]
     return [e for e in entries if not e.get("aborted")]
@@ -31,10 +43,10 @@ def worker_audits(out: Path) -> list[MetricSet]:
 def check_exact_merge(out: Path, truth_path: Path, workers: int) -> dict:
     summary = json.loads((out / "summary.json").read_text())
     totals, _ = load_results(out)
-    merged = totals.combined().histograms["tpot"]
+    merged = totals.combined().histogram("tpot")
     audits = worker_audits(out)
     assert len(audits) == workers
-    per_worker = [a.combined().histograms["tpot"].total_count for a in audits]
+    per_worker = [a.combined().histogram("tpot").total_count for a in audits]
     assert all(count > 0 for count in per_worker), per_worker
     assert merged.total_count == sum(per_worker) == summary["metrics"]["tpot"]["count"]
     # ground truth: every token event after the first of each request the client completed
@@ -48,7 +60,7 @@ def check_exact_merge(out: Path, truth_path: Path, workers: int) -> dict:
     # merged percentiles equal those of one histogram built from all measured values
     one = new_histogram()
     for audit in audits:
-        one.add(audit.combined().histograms["tpot"])
+        one.add(audit.combined().histogram("tpot"))
     assert histogram_stats(one) == histogram_stats(merged)
     assert summary["complete"] is True
     assert summary["workers"]["reported_in_full"] == workers
@@ -93,8 +105,9 @@ def test_workers_slow_to_stop_lose_nothing(tmp_path: Path) -> None:
 def test_dead_worker_is_named_and_run_marked_incomplete(tmp_path: Path) -> None:
     truth_path, out = tmp_path / "truth.jsonl", tmp_path / "out"
     with start_simulator("--gap-ms", "2", "--ttft-ms", "5", truth=truth_path) as sim:
-        cluster = start_cluster(sim.url, out, 2, 4, "8s")
-        time.sleep(4.5)  # both workers have reported for a few intervals
+        cluster = start_cluster(sim.url, out, 2, 4, "10s")
+        wait_for_intervals(out / "histograms" / "tpot.hlog", 3)
+        time.sleep(1.5)  # both workers have reported with data a few times
         cluster.workers[0].kill()
         code, output = cluster.wait(timeout=120)
     summary = json.loads((out / "summary.json").read_text())
@@ -105,6 +118,6 @@ def test_dead_worker_is_named_and_run_marked_incomplete(tmp_path: Path) -> None:
     assert f"INCOMPLETE RUN: no final report from worker(s) {missing}" in output
     # what the dead worker delivered before dying stays in the totals
     (survivor,) = worker_audits(out)
-    survivor_count = survivor.combined().histograms["tpot"].total_count
+    survivor_count = survivor.combined().histogram("tpot").total_count
     assert summary["metrics"]["tpot"]["count"] > survivor_count > 0
     assert np.isfinite(summary["metrics"]["tpot"]["p99"])

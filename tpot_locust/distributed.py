@@ -21,6 +21,7 @@ import gevent
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from tpot_locust.recorder import MetricSet
+from tpot_locust.traffic import ProcessShare
 
 if TYPE_CHECKING:
     from tpot_locust.plugin import RunState
@@ -30,6 +31,8 @@ logger = logging.getLogger(__name__)
 DELTA_KEY = "tpot_locust"
 FLUSH = "tpot_flush"
 FINAL = "tpot_final"
+PLAN = "tpot_plan"  # master -> worker at test start: its share of open-loop traffic
+WINDOW = "tpot_window"  # burst window: worker -> master -> every worker
 FLUSH_MARGIN_S = 10.0
 
 
@@ -42,11 +45,24 @@ class WorkerLink:
         self.sent = MetricSet()  # everything shipped, for the worker's own audit file
         state.environment.events.report_to_master.add_listener(self._attach_delta)
         runner.register_message(FLUSH, self._on_flush, concurrent=True)
+        runner.register_message(PLAN, self._on_plan)
+        runner.register_message(WINDOW, self._on_window)
 
-    def _take_delta(self) -> dict[str, Any]:
-        delta = self.state.recorder.take_interval()
+    def _take_delta(self, final: bool = False) -> dict[str, Any]:
+        delta = self.state.recorder.take_interval(final=final)
         self.sent.add(delta)
         return delta.encode()
+
+    def _on_plan(self, environment: Any, msg: Any, **_: Any) -> None:
+        plan = msg.data
+        self.state.begin_traffic(ProcessShare(plan["index"], plan["count"], plan["start_wall_ns"]))
+
+    def _on_window(self, environment: Any, msg: Any, **_: Any) -> None:
+        self.state.recorder.windows.update(msg.data["id"], msg.data["start"], msg.data["end"])
+
+    def publish_window(self, window_id: str, start: int, end: int | None) -> None:
+        self.state.recorder.windows.update(window_id, start, end)
+        self.runner.send_message(WINDOW, {"id": window_id, "start": start, "end": end})
 
     def _attach_delta(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         data[DELTA_KEY] = self._take_delta()
@@ -65,7 +81,8 @@ class WorkerLink:
         deadline = time.monotonic() + environment.stop_timeout + 2
         while runner.user_count and time.monotonic() < deadline:
             gevent.sleep(0.05)
-        runner.send_message(FINAL, {DELTA_KEY: self._take_delta()})
+        self.state.end_traffic()
+        runner.send_message(FINAL, {DELTA_KEY: self._take_delta(final=True)})
 
 
 class MasterLink:
@@ -78,10 +95,24 @@ class MasterLink:
         self.finals: set[str] = set()
         state.environment.events.worker_report.add_listener(self._merge_report)
         runner.register_message(FINAL, self._on_final)
+        runner.register_message(WINDOW, self._relay_window)
 
     def reset(self) -> None:
         self.seen = {client.id for client in self.runner.clients.all}
         self.finals = set()
+
+    def send_plans(self, start_wall_ns: int) -> None:
+        """Give each live worker its index and share of the open-loop traffic."""
+        alive = sorted(self._alive(), key=self.runner.get_worker_index)
+        for index, client_id in enumerate(alive):
+            plan = {"index": index, "count": len(alive), "start_wall_ns": start_wall_ns}
+            self.runner.send_message(PLAN, plan, client_id)
+
+    def _relay_window(self, environment: Any, msg: Any, **_: Any) -> None:
+        data = msg.data
+        self.state.recorder.windows.update(data["id"], data["start"], data["end"])
+        for client_id in self._alive() - {msg.node_id}:
+            self.runner.send_message(WINDOW, data, client_id)
 
     def _merge_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         self.seen.add(client_id)

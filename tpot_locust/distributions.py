@@ -7,10 +7,13 @@ in user-class attributes and in simulator options, so they are parsed in one pla
 
 from __future__ import annotations
 
+import csv
+import json
 import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 __all__ = [
@@ -20,6 +23,7 @@ __all__ = [
     "Normal",
     "LogNormal",
     "Exponential",
+    "Empirical",
     "parse_distribution",
     "DistributionError",
 ]
@@ -114,6 +118,52 @@ class Exponential:
         return self.mean_value
 
 
+@dataclass(frozen=True)
+class Empirical:
+    """Values drawn uniformly from a list, e.g. the lengths of a production trace."""
+
+    values: tuple[float, ...]
+
+    def sample(self, rng: random.Random) -> float:
+        return rng.choice(self.values)
+
+    @property
+    def mean(self) -> float:
+        return sum(self.values) / len(self.values)
+
+
+def load_empirical(path: Path, field: str | None) -> Empirical:
+    """Lengths from a JSONL or CSV file: a numeric ``field``, or the word count of a text one.
+
+    A text field (a real prompt) counts about one token per word, as our synthetic prompts do.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise DistributionError(f"cannot read {path}: {error.strerror or error}", "file") from None
+    if path.suffix.lower() == ".csv":
+        rows: list[Any] = list(csv.DictReader(text.splitlines()))
+    else:
+        try:
+            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except ValueError as error:
+            raise DistributionError(f"{path}: not JSON lines ({error})", "file") from None
+    values: list[float] = []
+    for number, row in enumerate(rows, start=1):
+        value = row.get(field) if isinstance(row, dict) and field else row
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                value = float(len(value.split()))
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise DistributionError(f"{path} row {number}: no positive {field or 'value'}", "field")
+        values.append(float(value))
+    if not values:
+        raise DistributionError(f"{path}: no values", "file")
+    return Empirical(tuple(values))
+
+
 def _number(spec: Mapping[str, Any], key: str, *, positive: bool = True) -> float:
     if key not in spec:
         raise DistributionError("is required", key)
@@ -133,11 +183,15 @@ _KEYS: dict[str, set[str]] = {
     "normal": {"mean", "stddev"},
     "lognormal": {"mean", "stddev"},
     "exponential": {"mean"},
+    "empirical": {"file", "field"},
 }
 
 
-def parse_distribution(spec: Any) -> Distribution:
-    """Build a distribution from a number or a ``{"dist": ...}`` mapping."""
+def parse_distribution(spec: Any, base_dir: Path | None = None) -> Distribution:
+    """Build a distribution from a number or a ``{"dist": ...}`` mapping.
+
+    ``base_dir`` resolves an empirical distribution's relative ``file`` (the scenario's folder).
+    """
     if isinstance(spec, bool):
         raise DistributionError(f"must be a number or a distribution, got {spec!r}")
     if isinstance(spec, (int, float)):
@@ -154,6 +208,14 @@ def parse_distribution(spec: Any) -> Distribution:
         raise DistributionError(f"unknown key for {kind}", sorted(unknown)[0])
     if kind == "fixed":
         return Fixed(_number(spec, "value"))
+    if kind == "empirical":
+        if not isinstance(spec.get("file"), str):
+            raise DistributionError("is required (a JSONL or CSV file of lengths)", "file")
+        path = Path(spec["file"])
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        field = spec.get("field")
+        return load_empirical(path, str(field) if field is not None else None)
     if kind == "uniform":
         low, high = _number(spec, "min", positive=False), _number(spec, "max")
         if high < low:
@@ -166,11 +228,11 @@ def parse_distribution(spec: Any) -> Distribution:
     return Exponential(_number(spec, "mean"))
 
 
-def as_distribution(value: Any) -> Distribution:
+def as_distribution(value: Any, base_dir: Path | None = None) -> Distribution:
     """Accept an already-built distribution as well as a spec."""
     if hasattr(value, "sample") and hasattr(value, "mean"):
         return value
-    return parse_distribution(value)
+    return parse_distribution(value, base_dir)
 
 
 def sample_int(dist: Distribution, rng: random.Random, minimum: int = 1) -> int:

@@ -24,6 +24,7 @@ TIMEOUT_TOTAL = "timeout_total"
 OVERSIZED_EVENT = "oversized_event"
 EMPTY_STREAM = "empty_stream"
 CLIENT_ERROR = "client_error"  # a bug on our side, still counted, never raised
+MODEL_LOOKUP = "model_lookup"  # GET /v1/models gave no model (set `model` to skip it)
 
 
 class StreamError(Exception):

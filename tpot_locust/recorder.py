@@ -1,5 +1,8 @@
 """Recorder: HDR histograms per metric x user class, following HdrHistogram's Recorder.
 
+Aggregation yields to the gevent hub between batches (``gevent.sleep(0)``), so that
+bucketing never holds up the stamping of token events for more than one batch.
+
 Finished requests add their samples to the *interval* set; ``take_interval`` swaps in a
 fresh set and returns the finished one (a delta). A worker ships deltas to the master; the
 master (or a local run) adds deltas into its totals. Samples are buffered as numpy arrays
@@ -9,18 +12,36 @@ and bucketed in bulk, so the per-token cost is an append, not a ``record_value``
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
+import gevent
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from tpot_locust.histograms import add_into, decode_histogram, new_histogram, record_many
+from tpot_locust.histograms import (
+    add_into,
+    decode_histogram,
+    new_histogram,
+    record_many,
+    warm_up,
+)
+from tpot_locust.phases import BURST, PHASES, STEADY, TAG_HOLD_S, BurstWindows, RunClock
 from tpot_locust.timings import RequestTimings, to_us
 
-METRICS: tuple[str, ...] = ("tpot", "request_tpot", "itl", "ttft", "e2e", "worst_gap")
+METRICS: tuple[str, ...] = (
+    "tpot", "request_tpot", "itl", "ttft", "e2e", "worst_gap", "ttft_from_intended",
+    "schedule_lag",
+)  # fmt: skip
+PHASE_METRICS: tuple[str, ...] = ("tpot", "itl")
 FLUSH_PENDING_VALUES = 100_000
+WORST_GAPS_KEPT = 10
+
+
+def phase_metric(metric: str, phase: str) -> str:
+    """Histogram name of a metric restricted to one phase, e.g. ``tpot@burst``."""
+    return f"{metric}@{phase}"
 
 
 @dataclass
@@ -34,6 +55,9 @@ class ClassCounters:
     prompt_tokens_requested: int = 0
     prompt_tokens_reported: int = 0
     clamped_values: int = 0
+    excluded_warmup: int = 0  # requests left out of the histograms by time
+    excluded_cooldown: int = 0
+    dropped_arrivals: int = 0  # open loop: arrivals not sent because max_in_flight was full
     first_send_wall_ns: int = 0
     last_token_wall_ns: int = 0
 
@@ -47,6 +71,9 @@ class ClassCounters:
             "prompt_tokens_requested",
             "prompt_tokens_reported",
             "clamped_values",
+            "excluded_warmup",
+            "excluded_cooldown",
+            "dropped_arrivals",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.errors.update(other.errors)
@@ -69,15 +96,26 @@ class ClassCounters:
 
 @dataclass
 class ClassMetrics:
-    histograms: dict[str, HdrHistogram] = field(
-        default_factory=lambda: {name: new_histogram() for name in METRICS}
-    )
+    histograms: dict[str, HdrHistogram] = field(default_factory=dict)  # made on first use
     counters: ClassCounters = field(default_factory=ClassCounters)
+    worst_gaps: list[dict[str, Any]] = field(default_factory=list)  # largest first
+
+    def histogram(self, name: str) -> HdrHistogram:
+        histogram = self.histograms.get(name)
+        if histogram is None:
+            histogram = self.histograms[name] = new_histogram()
+        return histogram
 
     def add(self, other: ClassMetrics) -> None:
         for name, histogram in other.histograms.items():
-            add_into(self.histograms.setdefault(name, new_histogram()), histogram)
+            add_into(self.histogram(name), histogram)
         self.counters.add(other.counters)
+        self.add_worst_gaps(other.worst_gaps)
+
+    def add_worst_gaps(self, gaps: list[dict[str, Any]]) -> None:
+        if gaps:
+            merged = sorted(self.worst_gaps + gaps, key=lambda gap: -gap["ms"])
+            self.worst_gaps = merged[:WORST_GAPS_KEPT]
 
 
 class MetricSet:
@@ -113,6 +151,7 @@ class MetricSet:
                     if histogram.total_count
                 },
                 "counters": metrics.counters.to_dict(),
+                "worst_gaps": metrics.worst_gaps,
             }
             for user_class, metrics in self.classes.items()
         }
@@ -125,7 +164,21 @@ class MetricSet:
             for name, blob in encoded.get("histograms", {}).items():
                 metrics.histograms[name] = decode_histogram(blob)
             metrics.counters = ClassCounters.from_dict(encoded.get("counters", {}))
+            metrics.worst_gaps = list(encoded.get("worst_gaps", []))
         return metric_set
+
+
+@dataclass
+class _HeldGaps:
+    """A finished request's gaps, waiting to be tagged with their phase."""
+
+    user_class: str
+    request_id: str
+    release_wall_ns: int
+    starts_wall: np.ndarray
+    ends_wall: np.ndarray
+    itl_ns: np.ndarray
+    counts: np.ndarray
 
 
 class Recorder:
@@ -135,25 +188,41 @@ class Recorder:
         self._interval = MetricSet()
         self._pending: dict[tuple[str, str], list[np.ndarray]] = {}
         self._pending_values = 0
+        self._held: deque[_HeldGaps] = deque()
         self._wall_offset_ns = time.time_ns() - time.perf_counter_ns()
+        self.windows = BurstWindows()
+        self.clock: RunClock | None = None
+        warm_up()
+
+    def to_wall_ns(self, perf_ns: int) -> int:
+        return perf_ns + self._wall_offset_ns
+
+    def count_dropped(self, user_class: str) -> None:
+        self._interval.for_class(user_class).counters.dropped_arrivals += 1
 
     def record(self, timings: RequestTimings, **_: Any) -> None:
         counters = self._interval.for_class(timings.user_class).counters
-        tokens = timings.output_tokens
         if not timings.ok:
             counters.failed += 1
             counters.errors[timings.error_category or "unknown"] += 1
             counters.partial_tokens += sum(timings.token_counts)
             return
+        send_wall = self.to_wall_ns(timings.t_send_ns)
+        last_wall = self.to_wall_ns(timings.token_stamps[-1])
+        excluded = self.clock.excluded(send_wall, last_wall) if self.clock else None
+        if excluded == "warmup":
+            counters.excluded_warmup += 1
+            return
+        if excluded == "cooldown":
+            counters.excluded_cooldown += 1
+            return
         counters.ok += 1
-        counters.output_tokens += tokens
+        counters.output_tokens += timings.output_tokens
         counters.estimated_requests += timings.tokens_estimated
         counters.prompt_tokens_requested += timings.prompt_tokens_requested
         counters.prompt_tokens_reported += timings.prompt_tokens_reported or 0
-        send_wall = timings.t_send_ns + self._wall_offset_ns
         if not counters.first_send_wall_ns or send_wall < counters.first_send_wall_ns:
             counters.first_send_wall_ns = send_wall
-        last_wall = timings.token_stamps[-1] + self._wall_offset_ns
         counters.last_token_wall_ns = max(counters.last_token_wall_ns, last_wall)
 
         itl = timings.itl_ns()
@@ -162,10 +231,51 @@ class Recorder:
             scalars["worst_gap"] = int(itl.max())
         if (request_tpot := timings.request_tpot_ns) is not None:
             scalars["request_tpot"] = request_tpot
+        if timings.scheduled:
+            scalars["ttft_from_intended"] = timings.ttft_from_intended_ns
+            scalars["schedule_lag"] = timings.t_send_ns - timings.t_intended_ns
         self._add_pending(timings.user_class, "itl", to_us(itl))
         self._add_pending(timings.user_class, "tpot", to_us(timings.tpot_ns()))
         for name, value in scalars.items():
             self._add_pending(timings.user_class, name, to_us(np.array([value])))
+        if itl.size:
+            stamps = np.asarray(timings.token_stamps, dtype=np.int64) + self._wall_offset_ns
+            self._held.append(
+                _HeldGaps(
+                    user_class=timings.user_class,
+                    request_id=timings.request_id,
+                    release_wall_ns=time.time_ns() + int(TAG_HOLD_S * 1e9),
+                    starts_wall=stamps[:-1],
+                    ends_wall=stamps[1:],
+                    itl_ns=itl,
+                    counts=np.asarray(timings.token_counts[1:], dtype=np.int64),
+                )
+            )
+
+    def _tag_phases(self, everything: bool) -> None:
+        """Tag held gaps as steady or burst, once other workers' windows had time to arrive."""
+        now = time.time_ns()
+        tagged = 0
+        while self._held and (everything or self._held[0].release_wall_ns <= now):
+            held = self._held.popleft()
+            tagged += 1
+            if tagged % 16 == 0:
+                gevent.sleep(0)
+            in_burst = self.windows.overlaps(held.starts_wall, held.ends_wall)
+            for phase, mask in ((BURST, in_burst), (STEADY, ~in_burst)):
+                if not mask.any():
+                    continue
+                itl, counts = held.itl_ns[mask], held.counts[mask]
+                self._add_pending(held.user_class, phase_metric("itl", phase), to_us(itl))
+                tpot = np.repeat(itl / counts, counts)
+                self._add_pending(held.user_class, phase_metric("tpot", phase), to_us(tpot))
+            worst = int(np.argmax(held.itl_ns))
+            self._interval.for_class(held.user_class).add_worst_gaps([{
+                "ms": round(int(held.itl_ns[worst]) / 1e6, 3),
+                "phase": BURST if in_burst[worst] else STEADY,
+                "at_wall_s": round(int(held.ends_wall[worst]) / 1e9, 3),
+                "request_id": held.request_id,
+            }])  # fmt: skip
 
     def _add_pending(self, user_class: str, metric: str, values_us: np.ndarray) -> None:
         if values_us.size == 0:
@@ -179,12 +289,21 @@ class Recorder:
         """Bucket every buffered sample into the interval histograms."""
         pending, self._pending, self._pending_values = self._pending, {}, 0
         for (user_class, metric), arrays in pending.items():
+            gevent.sleep(0)  # let waiting streams be stamped between batches
             metrics = self._interval.for_class(user_class)
-            clamped = record_many(metrics.histograms[metric], np.concatenate(arrays))
+            clamped = record_many(metrics.histogram(metric), np.concatenate(arrays))
             metrics.counters.clamped_values += clamped
 
-    def take_interval(self) -> MetricSet:
-        """The delta since the previous call; recording continues into a fresh set."""
+    def take_interval(self, final: bool = False) -> MetricSet:
+        """The delta since the previous call; ``final`` also tags every held gap."""
+        self._tag_phases(everything=final)
         self.flush()
         finished, self._interval = self._interval, MetricSet()
         return finished
+
+    def reset(self) -> None:
+        self._held.clear()
+        self.take_interval()
+
+
+__all__ = ["METRICS", "PHASES", "PHASE_METRICS", "MetricSet", "Recorder", "phase_metric"]

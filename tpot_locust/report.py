@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tpot_locust.histograms import PERCENTILES, histogram_stats
+from tpot_locust.interference import format_interference, phase_summary
 from tpot_locust.recorder import METRICS, ClassMetrics, MetricSet
 
 SUMMARY_FILE = "summary.json"
@@ -25,6 +26,8 @@ TITLES = {
     "ttft": "TTFT: send -> first token event",
     "e2e": "E2E: send -> last token event",
     "worst_gap": "Worst gap: largest ITL of each request",
+    "ttft_from_intended": "TTFT from intended: open-loop arrival time -> first token event",
+    "schedule_lag": "Schedule lag: open-loop arrival time -> send (client queueing)",
 }
 
 
@@ -33,7 +36,7 @@ def _key(percentile: float) -> str:
 
 
 def metric_summary(metrics: ClassMetrics, name: str) -> dict[str, Any]:
-    stats = histogram_stats(metrics.histograms[name])
+    stats = histogram_stats(metrics.histogram(name))
     summary: dict[str, Any] = {
         "unit": "ms",
         "count": stats.count,
@@ -78,6 +81,10 @@ def _class_summary(metrics: ClassMetrics) -> dict[str, Any]:
         },
         "window_s": round(window_s, 3),
         "clamped_values": counters.clamped_values,
+        "excluded": {"warmup": counters.excluded_warmup, "cooldown": counters.excluded_cooldown},
+        "dropped_arrivals": counters.dropped_arrivals,
+        "interference": phase_summary(metrics),
+        "worst_gaps": metrics.worst_gaps,
     }
 
 
@@ -148,12 +155,21 @@ def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
         f"{tokens['partial']:,}  throughput {tokens['per_s']:,.1f} tokens/s, "
         f"{requests['per_s']:.2f} requests/s over {summary['window_s']:.1f} s"
     )
+    excluded, dropped = summary["excluded"], summary["dropped_arrivals"]
+    if excluded["warmup"] or excluded["cooldown"] or dropped:
+        lines.append(
+            f"left out: {excluded['warmup']} warm-up and {excluded['cooldown']} cool-down "
+            f"requests; {dropped} open-loop arrivals dropped (max_in_flight full)"
+        )
     for name in METRICS:
         metric = summary["metrics"][name]
         if metric["count"] == 0:
             continue
         lines.append("")
         lines.extend(format_metric(name, metric))
+    if extra := format_interference(summary):
+        lines.append("")
+        lines.extend(extra)
     return "\n".join(lines)
 
 

@@ -16,6 +16,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tpot_locust.http_client import Origin
 from tpot_locust.scenario import Scenario, load_scenario
 
 WORKER_EXIT_S = 30.0
@@ -126,6 +127,8 @@ def _run_processes(commands: LocustProcesses, env: dict[str, str]) -> int:
 
 
 def run_scenario(options: RunOptions) -> int:
+    if options.host:
+        Origin.parse(options.host)  # a usage error (exit 2) before anything starts
     scenario = load_scenario(options.scenario_path, options.overrides)
     overrides = _overrides(options, scenario)
     scenario = load_scenario(options.scenario_path, overrides)

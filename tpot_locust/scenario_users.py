@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from locust import between, constant
+from locust import LoadTestShape, between, constant
 
 from tpot_locust.distributions import Fixed, Uniform, as_distribution
 from tpot_locust.scenario import Scenario
@@ -46,17 +46,47 @@ def build_user_classes(scenario: Scenario) -> list[type[ChatUser]]:
         if key in scenario.server.get("timeouts", {}):
             attributes[attribute] = scenario.server["timeouts"][key]
     classes: list[type[ChatUser]] = []
+    staged = bool(scenario.stages)
     for traffic in scenario.classes:
+
+        def built(spec: object) -> object:
+            return None if spec is None else as_distribution(spec, scenario.base_dir)
+
         class_attributes = dict(
             attributes,
             __module__=__name__,
-            fixed_count=traffic.users,
-            prompt_tokens=traffic.prompt_tokens,
-            followup_tokens=traffic.followup_tokens,
-            output_tokens=traffic.output_tokens,
+            prompt_tokens=built(traffic.prompt_tokens),
+            followup_tokens=built(traffic.followup_tokens),
+            output_tokens=built(traffic.output_tokens),
             turns=traffic.turns,
             think_time=traffic.think_time,
             wait_time=_wait_time(traffic.wait_time),
+            shared_prefix_tokens=traffic.shared_prefix_tokens,
+            shared_prefix_ratio=traffic.shared_prefix_ratio,
         )
+        if staged:  # a shape sets the total; closed classes share it by their users
+            class_attributes["weight"] = traffic.users
+            class_attributes["fixed_count"] = 0
+        else:
+            class_attributes["fixed_count"] = traffic.users
         classes.append(type(traffic.name, (base,), class_attributes))
     return classes
+
+
+def build_shape_class(scenario: Scenario) -> type[LoadTestShape] | None:
+    """A Locust shape for ``stages``: total closed-loop users per stage; ends the run."""
+    if not scenario.stages:
+        return None
+    spawn_rate = scenario.spawn_rate or max(scenario.max_users, 1)
+
+    def tick(self: LoadTestShape) -> tuple[int, float] | None:
+        elapsed, users = self.get_run_time(), scenario.users
+        for stage in scenario.stages:
+            if stage.users is not None:
+                users = stage.users
+            elapsed -= stage.duration_s
+            if elapsed < 0:
+                return users, spawn_rate
+        return None
+
+    return type("ScenarioStages", (LoadTestShape,), {"tick": tick, "__module__": __name__})

@@ -14,16 +14,25 @@ DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
 
 
 class SSEParser:
-    """Feed bytes, get the ``data`` payload (bytes) of every completed event."""
+    """Feed bytes, get the ``data`` payload (bytes) of every completed event.
 
-    __slots__ = ("_buffer", "_held_cr", "_max_event_bytes")
+    An event larger than ``max_event_bytes`` raises ``StreamError`` (``oversized_event``).
+    When complete events came before it in the same read, ``feed`` returns them and keeps
+    the error in ``failure`` (raised by the next ``feed`` or ``close``): the caller checks
+    ``failure`` after a read that gave events, so events that did arrive are never lost.
+    """
+
+    __slots__ = ("_buffer", "_held_cr", "_max_event_bytes", "failure")
 
     def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
         self._buffer = b""
         self._held_cr = False
         self._max_event_bytes = max_event_bytes
+        self.failure: StreamError | None = None
 
     def feed(self, chunk: bytes) -> list[bytes]:
+        if self.failure is not None:
+            raise self.failure
         if self._held_cr:
             chunk = b"\r" + chunk
             self._held_cr = False
@@ -32,25 +41,39 @@ class SSEParser:
             self._held_cr = True
         if b"\r" in chunk:
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        # No event boundary was in the held bytes: search only from their last byte on.
+        scan = len(self._buffer) - 1 if self._buffer else 0
         buffer = self._buffer + chunk if self._buffer else chunk
         events: list[bytes] = []
         start = 0
         while True:
-            end = buffer.find(b"\n\n", start)
+            end = buffer.find(b"\n\n", scan)
             if end < 0:
                 break
+            if end - start > self._max_event_bytes:  # a whole oversized event in one read
+                return self._oversized(events)
             payload = _event_data(buffer[start:end])
             if payload is not None:
                 events.append(payload)
-            start = end + 2
+            start = scan = end + 2
         self._buffer = buffer[start:]
         if len(self._buffer) > self._max_event_bytes:
-            self._buffer = b""
-            raise StreamError(OVERSIZED_EVENT, f"event larger than {self._max_event_bytes} bytes")
+            return self._oversized(events)
+        return events
+
+    def _oversized(self, events: list[bytes]) -> list[bytes]:
+        self._buffer = b""
+        self._held_cr = False
+        error = StreamError(OVERSIZED_EVENT, f"event larger than {self._max_event_bytes} bytes")
+        if not events:
+            raise error
+        self.failure = error
         return events
 
     def close(self) -> list[bytes]:
         """End of stream: a held CR ends a line; an unfinished event means truncation."""
+        if self.failure is not None:
+            raise self.failure
         events = self.feed(b"\n") if self._held_cr else []
         rest = self._buffer.strip(b"\n")
         self._buffer = b""

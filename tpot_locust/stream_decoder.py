@@ -24,6 +24,10 @@ from tpot_locust.errors import (
 )
 
 DONE = b"[DONE]"
+# More tokens than this in one event (from per-chunk usage growth) is not believable: the
+# per-chunk counts are then ignored (one token per event), so a lying server cannot make
+# the TPOT histogram allocate billions of samples.
+MAX_TOKENS_PER_EVENT = 4096
 
 
 @dataclass
@@ -57,7 +61,7 @@ def _delta_tokens(choice: dict[str, Any], api: str) -> tuple[bool, str]:
     """Whether a choice carries a generated token, and its visible text."""
     if api == "completions":
         text = choice.get("text")
-        return bool(text), text or ""
+        return bool(text), text if isinstance(text, str) else ""
     delta = choice.get("delta") or choice.get("message") or {}
     if not isinstance(delta, dict):
         return False, ""
@@ -73,14 +77,15 @@ def decode_events(
     """Decode every event; a failure is returned in ``error``, never raised."""
     result = DecodedStream()
     usage_seen_on_all = True
+    usage_believable = True
     last_usage_count = 0
     for stamp, payload in zip(stamps, payloads, strict=True):
-        if payload == DONE:
+        if payload == DONE or payload.strip() == DONE:
             result.done = True
             break
         try:
             event = json.loads(payload)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
             result.error = StreamError(BAD_JSON, f"invalid JSON in event: {payload[:80]!r}")
             return result
         if not isinstance(event, dict):
@@ -108,15 +113,22 @@ def decode_events(
             if usage_seen_on_all and usage_count is not None:
                 tokens = max(usage_count - last_usage_count, 1)
                 last_usage_count = usage_count
+                if tokens > MAX_TOKENS_PER_EVENT:
+                    usage_believable = False
             result.token_stamps.append(stamp)
             result.token_counts.append(tokens)
             if text:
                 result.text_parts.append(text)
         if choice.get("finish_reason"):
             result.finish_reason = str(choice["finish_reason"])
+    if not usage_believable:
+        usage_seen_on_all = False
+        result.token_counts = [1] * len(result.token_counts)
     result.counts_from_usage = bool(result.token_counts) and usage_seen_on_all
     if result.finish_reason is None:
-        if result.done:
+        if not payloads and not reset:
+            result.error = StreamError(EMPTY_STREAM, "stream ended without any event")
+        elif result.done:
             result.error = StreamError(TRUNCATED, "[DONE] arrived without a finish_reason")
         elif reset:
             result.error = StreamError(CONNECTION_RESET, "connection reset before finish_reason")
@@ -131,7 +143,9 @@ def _usage_int(usage: Any, key: str) -> int | None:
     if not isinstance(usage, dict):
         return None
     value = usage.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
 
 
 def _error_message(error: Any) -> str:

@@ -1,9 +1,15 @@
 """One streamed request: send, stamp every SSE event on arrival, then decode and classify.
 
 The per-event work while the stream runs is only: parse the event boundary, append the
-read's arrival stamp and the raw payload. JSON decoding happens after the stream ended
-(``stream_decoder``). No exception leaves ``stream_request``: every failure becomes a
-categorised ``RequestTimings`` so a worker keeps running and nothing is silently lost.
+read's arrival stamp and the raw payload, move the read deadline. JSON decoding happens
+after the stream ended (``stream_decoder``). No exception leaves ``stream_request``: every
+failure becomes a categorised ``RequestTimings`` so a worker keeps running and nothing is
+silently lost.
+
+Timeouts are deadlines on *events*, not bytes: the first event must come within
+``first_token_timeout`` of the send, each later one within ``idle_timeout`` of the previous,
+and the whole stream within ``total_timeout``; SSE comments (keep-alives) reset nothing.
+Error messages never show the request's credentials, even when a server echoes them.
 """
 
 from __future__ import annotations
@@ -12,20 +18,24 @@ import time
 from dataclasses import dataclass
 
 from tpot_locust.errors import (
+    BAD_JSON,
     CLIENT_ERROR,
     NOT_SSE,
+    STREAM_ERROR_EVENT,
     TIMEOUT_FIRST_TOKEN,
     TIMEOUT_IDLE,
     TIMEOUT_TOTAL,
     StreamError,
     http_status_category,
 )
-from tpot_locust.http_client import HTTPConnection, ReadTimeout
+from tpot_locust.http_client import HTTPConnection, ReadTimeout, Response
 from tpot_locust.sse import SSEParser
-from tpot_locust.stream_decoder import decode_error_body, decode_events
+from tpot_locust.stream_decoder import DONE, DecodedStream, decode_error_body, decode_events
 from tpot_locust.timings import RequestTimings
 
 MAX_ERROR_BODY = 64 * 1024
+SECRET_HEADERS = ("authorization", "proxy-authorization", "api-key", "x-api-key")
+REDACTED = "[redacted]"
 
 
 @dataclass(frozen=True)
@@ -46,40 +56,43 @@ class StreamRequest:
 class _Collected:
     """Stamps and payloads gathered so far, kept even when the stream fails midway."""
 
-    __slots__ = ("stamps", "payloads", "reset")
+    __slots__ = ("stamps", "payloads", "reset", "t_send_ns", "total_deadline_ns",
+                 "event_deadline_ns")  # fmt: skip
 
-    def __init__(self) -> None:
+    def __init__(self, t_send_ns: int) -> None:
         self.stamps: list[int] = []
         self.payloads: list[bytes] = []
         self.reset = False
+        self.t_send_ns = t_send_ns
+        self.total_deadline_ns = 0
+        self.event_deadline_ns = 0
 
 
 def stream_request(
     connection: HTTPConnection, request: StreamRequest
 ) -> tuple[RequestTimings, str]:
-    timings = RequestTimings(
-        user_class=request.user_class,
-        api=request.api,
-        request_id=request.request_id,
-        t_intended_ns=request.t_intended_ns,
-        t_send_ns=time.perf_counter_ns(),
-        prompt_tokens_requested=request.prompt_tokens_requested,
-    )
-    collected = _Collected()
+    timings = _new_timings(request)
+    collected = _Collected(timings.t_send_ns)
     failure: StreamError | None = None
     try:
-        timings.t_send_ns = _send_and_collect(connection, request, collected)
+        _send_and_collect(connection, request, collected)
     except StreamError as error:
         connection.close()
         failure = error
     except ReadTimeout:
         connection.close()
-        failure = _timeout_error(request, collected, timings.t_send_ns)
+        if not (collected.payloads and collected.payloads[-1].strip() == DONE):
+            failure = _timeout_error(request, collected)
+        # else: [DONE] had come and the server kept the body open; the stream is complete
     except Exception as error:  # noqa: BLE001 - a user greenlet must never die of a request
         connection.close()
         failure = StreamError(CLIENT_ERROR, f"{error.__class__.__name__}: {error}")
+    timings.t_send_ns = collected.t_send_ns
     timings.t_end_ns = time.perf_counter_ns()
-    decoded = decode_events(collected.stamps, collected.payloads, request.api, collected.reset)
+    try:
+        decoded = decode_events(collected.stamps, collected.payloads, request.api, collected.reset)
+    except Exception as error:  # noqa: BLE001 - never expected; still counted, never raised
+        decoded = DecodedStream(error=StreamError(CLIENT_ERROR, f"decoding: {error!r}"))
     timings.token_stamps = decoded.token_stamps
     timings.token_counts = decoded.token_counts
     timings.counts_from_usage = decoded.counts_from_usage
@@ -87,51 +100,125 @@ def stream_request(
     timings.tokens_estimated = decoded.tokens_estimated
     timings.prompt_tokens_reported = decoded.prompt_tokens
     timings.finish_reason = decoded.finish_reason
-    failure = failure or decoded.error
+    failure = _first_cause(failure, decoded.error)
     if failure is not None:
         timings.error_category = failure.category
-        timings.error_message = failure.message
+        timings.error_message = redact(failure.message, request.headers)
     return timings, decoded.text
+
+
+def failed_request(request: StreamRequest, error: BaseException) -> RequestTimings:
+    """Timings of a request that failed before it could be sent (e.g. the model lookup),
+    categorised like ``stream_request`` would have: for callers that must count it."""
+    timings = _new_timings(request)
+    timings.t_end_ns = time.perf_counter_ns()
+    if isinstance(error, StreamError):
+        failure = error
+    elif isinstance(error, ReadTimeout):
+        timeout = request.first_token_timeout
+        failure = StreamError(TIMEOUT_FIRST_TOKEN, f"no response within {timeout:g} s")
+    else:
+        failure = StreamError(CLIENT_ERROR, f"{error.__class__.__name__}: {error}")
+    timings.error_category = failure.category
+    timings.error_message = redact(failure.message, request.headers)
+    return timings
+
+
+def redact(message: str, headers: dict[str, str]) -> str:
+    """The message without any credential sent in ``headers`` (servers do echo keys)."""
+    for name, value in headers.items():
+        if name.lower() not in SECRET_HEADERS or not value:
+            continue
+        scheme, _, token = value.partition(" ")
+        for secret in (value, token if scheme.lower() in ("bearer", "basic") else ""):
+            if len(secret) >= 4 and secret in message:
+                message = message.replace(secret, REDACTED)
+    return message
+
+
+def _new_timings(request: StreamRequest) -> RequestTimings:
+    return RequestTimings(
+        user_class=request.user_class,
+        api=request.api,
+        request_id=request.request_id,
+        t_intended_ns=request.t_intended_ns,
+        t_send_ns=time.perf_counter_ns(),
+        prompt_tokens_requested=request.prompt_tokens_requested,
+    )
+
+
+def _first_cause(transport: StreamError | None, content: StreamError | None) -> StreamError | None:
+    """An error event or bad JSON that arrived before the transport failed is the cause."""
+    if content is not None and content.category in (STREAM_ERROR_EVENT, BAD_JSON):
+        return content
+    return transport or content
 
 
 def _send_and_collect(
     connection: HTTPConnection, request: StreamRequest, collected: _Collected
-) -> int:
-    connection.read_timeout = request.first_token_timeout
-    response, t_send_ns = connection.request("POST", request.path, request.headers, request.body)
-    deadline_ns = t_send_ns + int(request.total_timeout * 1e9)
+) -> None:
+    total_ns = int(request.total_timeout * 1e9)
+    idle_ns = int(request.idle_timeout * 1e9)
+    first_ns = int(request.first_token_timeout * 1e9)
+    collected.total_deadline_ns = collected.t_send_ns + total_ns
+    collected.event_deadline_ns = collected.t_send_ns + first_ns
+    connection.read_timeout = min(request.first_token_timeout, request.total_timeout)
+    response, t_send_ns = connection.request(
+        "POST", request.path, request.headers, request.body, head_timeout=connection.read_timeout
+    )
+    collected.t_send_ns = t_send_ns
+    total_deadline_ns = collected.total_deadline_ns = t_send_ns + total_ns
+    collected.event_deadline_ns = t_send_ns + first_ns
     if response.status >= 400:
-        body = response.read(deadline_ns)[:MAX_ERROR_BODY]
-        raise StreamError(
-            http_status_category(response.status),
-            f"HTTP {response.status}: {decode_error_body(body)}",
-        )
+        raise _http_error(connection, request, response, total_deadline_ns)
     if "text/event-stream" not in response.content_type:
-        response.read(deadline_ns)
+        connection.read_timeout = request.idle_timeout
+        try:
+            response.read(total_deadline_ns, limit=MAX_ERROR_BODY)
+        except (StreamError, ReadTimeout):
+            pass
         raise StreamError(NOT_SSE, f"content type {response.content_type or 'missing'!r}")
+    connection.read_timeout = request.total_timeout  # the deadlines below govern every read
+    response.deadline_ns = min(collected.event_deadline_ns, total_deadline_ns)
     parser = SSEParser()
     stamps, payloads = collected.stamps, collected.payloads
-    for stamp, data in response.iter_body(deadline_ns):
+    for stamp, data in response.iter_body():
         events = parser.feed(data)
         if events:
-            if not payloads:
-                connection.read_timeout = request.idle_timeout
             for payload in events:
                 stamps.append(stamp)
                 payloads.append(payload)
-        if stamp >= deadline_ns:
-            connection.close()
+            next_event_ns = collected.event_deadline_ns = stamp + idle_ns
+            response.deadline_ns = min(next_event_ns, total_deadline_ns)
+            if parser.failure is not None:  # an oversized event came after these
+                raise parser.failure
+        if stamp >= total_deadline_ns:
             raise StreamError(TIMEOUT_TOTAL, f"stream exceeded {request.total_timeout:g} s")
     collected.reset = response.reset
     for payload in parser.close():
         stamps.append(time.perf_counter_ns())
         payloads.append(payload)
-    return t_send_ns
 
 
-def _timeout_error(request: StreamRequest, collected: _Collected, t_send_ns: int) -> StreamError:
-    elapsed_s = (time.perf_counter_ns() - t_send_ns) / 1e9
-    if elapsed_s >= request.total_timeout * 0.999:
+def _http_error(
+    connection: HTTPConnection, request: StreamRequest, response: Response, deadline_ns: int
+) -> StreamError:
+    """The categorised failure of an HTTP error status, with the server's message."""
+    connection.read_timeout = request.idle_timeout
+    try:
+        body = response.read(deadline_ns, limit=MAX_ERROR_BODY)
+    except (StreamError, ReadTimeout):
+        body = b""  # the status alone is the failure
+    retry_after = response.headers.get("retry-after")
+    detail = f" (Retry-After: {retry_after[:40]})" if retry_after else ""
+    return StreamError(
+        http_status_category(response.status),
+        f"HTTP {response.status}{detail}: {decode_error_body(body)}",
+    )
+
+
+def _timeout_error(request: StreamRequest, collected: _Collected) -> StreamError:
+    if collected.total_deadline_ns <= collected.event_deadline_ns:
         return StreamError(TIMEOUT_TOTAL, f"stream exceeded {request.total_timeout:g} s")
     if not collected.payloads:
         return StreamError(

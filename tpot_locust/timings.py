@@ -32,6 +32,7 @@ class RequestTimings:
     error_category: str | None = None
     error_message: str | None = None
     t_end_ns: int = 0  # when the stream ended (success or failure)
+    scheduled: bool = False  # open loop: t_intended_ns is an arrival time, not the send
 
     @property
     def ok(self) -> bool:

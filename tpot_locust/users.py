@@ -24,8 +24,9 @@ from locust import User, constant, task
 
 from tpot_locust import plugin as _plugin  # noqa: F401  (registers our Locust listeners)
 from tpot_locust.distributions import as_distribution, sample_int
+from tpot_locust.errors import MODEL_LOOKUP, StreamError
 from tpot_locust.events import ensure_token_timings
-from tpot_locust.http_client import HTTPConnection, Origin
+from tpot_locust.http_client import HTTPConnection, Origin, ReadTimeout
 from tpot_locust.prompts import synthetic_text
 from tpot_locust.streaming import StreamRequest, stream_request
 from tpot_locust.timings import RequestTimings
@@ -58,6 +59,8 @@ class ChatUser(User):
     total_timeout: ClassVar[float] = 600.0
     request_name: ClassVar[str | None] = None  # name in Locust's stats; default: the path
     seed: ClassVar[int | None] = None
+    shared_prefix_tokens: ClassVar[int] = 0  # same leading text in sessions (prefix caching)
+    shared_prefix_ratio: ClassVar[float] = 1.0  # fraction of sessions that use that prefix
 
     _user_counter: ClassVar[int] = 0
     _models: ClassVar[dict[str, str]] = {}
@@ -80,23 +83,57 @@ class ChatUser(User):
 
     @task
     def session(self) -> None:
-        """One conversation: each turn appends the answer and a new user message."""
+        self.run_session()
+
+    def run_session(
+        self,
+        t_intended_ns: int | None = None,
+        prompt_tokens: Any = None,
+        output_tokens: Any = None,
+        turns: int | None = None,
+    ) -> RequestTimings | None:
+        """One conversation: each turn appends the answer and a new user message.
+
+        ``t_intended_ns`` is the open-loop arrival time of the first turn; the length
+        arguments override the class's (burst requests). Returns the last turn's timings.
+        """
         history: list[dict[str, str]] = []
         prompt_so_far = 0
-        followup = self.followup_tokens if self.followup_tokens is not None else None
-        for turn in range(max(int(self.turns), 1)):
-            spec = self.prompt_tokens if turn == 0 or followup is None else followup
+        first_spec = prompt_tokens if prompt_tokens is not None else self.prompt_tokens
+        followup = self.followup_tokens
+        timings = None
+        turns = max(int(turns or self.turns), 1)
+        for turn in range(turns):
+            spec = first_spec if turn == 0 or followup is None else followup
             new_tokens = sample_int(as_distribution(spec), self.rng)
-            history.append({"role": "user", "content": synthetic_text(new_tokens, self.rng)})
+            text = synthetic_text(new_tokens, self.rng)
+            if turn == 0 and (prefix := self._shared_prefix()):
+                text = f"{prefix} {text}"
+                prompt_so_far += self.shared_prefix_tokens
+            history.append({"role": "user", "content": text})
             prompt_so_far += new_tokens
-            max_tokens = sample_int(as_distribution(self.output_tokens), self.rng)
-            timings, answer = self.send(history, max_tokens, prompt_so_far)
+            length = output_tokens if output_tokens is not None else self.output_tokens
+            max_tokens = sample_int(as_distribution(length), self.rng)
+            intended = t_intended_ns if turn == 0 else None
+            timings, answer = self.send(history, max_tokens, prompt_so_far, intended)
             if not timings.ok:
-                return
+                return timings
             history.append({"role": "assistant", "content": answer})
             prompt_so_far += timings.output_tokens
-            if turn + 1 < self.turns:
+            if turn + 1 < turns and self.think_time:
                 gevent.sleep(as_distribution(self.think_time).sample(self.rng))
+        return timings
+
+    def _shared_prefix(self) -> str:
+        """The class's common prefix (same text for every session of the class), or ""."""
+        if not self.shared_prefix_tokens or self.rng.random() >= self.shared_prefix_ratio:
+            return ""
+        cls = type(self)
+        prefix = cls.__dict__.get("_prefix_text")
+        if prefix is None:
+            prefix = synthetic_text(self.shared_prefix_tokens, random.Random(cls.__name__))
+            cls._prefix_text = prefix
+        return prefix
 
     def build_body(self, history: list[dict[str, str]], max_tokens: int) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model_name(), "stream": True}
@@ -143,26 +180,45 @@ class ChatUser(User):
             raise ValueError(f"GET /v1/models gave no model: {body[:200]!r}") from None
 
     def send(
-        self, history: list[dict[str, str]], max_tokens: int, prompt_tokens: int
+        self,
+        history: list[dict[str, str]],
+        max_tokens: int,
+        prompt_tokens: int,
+        t_intended_ns: int | None = None,
     ) -> tuple[RequestTimings, str]:
         """Stream one request, fire ``token_timings`` and Locust's ``request`` event."""
         self._requests_sent += 1
         request_id = f"{self._tag}-{self._requests_sent}"
         path = API_PATHS[self.api]
-        request = StreamRequest(
-            user_class=type(self).__name__,
-            api=self.api,
-            request_id=request_id,
-            path=path,
-            headers=self.request_headers(request_id),
-            body=json.dumps(self.build_body(history, max_tokens)).encode(),
-            prompt_tokens_requested=prompt_tokens,
-            first_token_timeout=self.first_token_timeout,
-            idle_timeout=self.idle_timeout,
-            total_timeout=self.total_timeout,
-            t_intended_ns=time.perf_counter_ns(),
-        )
-        timings, answer = stream_request(self.connection, request)
+        intended_ns = t_intended_ns or time.perf_counter_ns()
+        try:
+            body = json.dumps(self.build_body(history, max_tokens)).encode()
+        except (StreamError, ReadTimeout, ValueError) as error:
+            # The model lookup (GET /v1/models) failed: this request fails with its reason.
+            timings = RequestTimings(
+                type(self).__name__, self.api, request_id, intended_ns, time.perf_counter_ns()
+            )
+            timings.t_end_ns = time.perf_counter_ns()
+            timings.error_category = getattr(error, "category", MODEL_LOOKUP)
+            timings.error_message = f"model lookup: {getattr(error, 'message', error)}"
+            self.connection.close()
+            answer = ""
+        else:
+            request = StreamRequest(
+                user_class=type(self).__name__,
+                api=self.api,
+                request_id=request_id,
+                path=path,
+                headers=self.request_headers(request_id),
+                body=body,
+                prompt_tokens_requested=prompt_tokens,
+                first_token_timeout=self.first_token_timeout,
+                idle_timeout=self.idle_timeout,
+                total_timeout=self.total_timeout,
+                t_intended_ns=intended_ns,
+            )
+            timings, answer = stream_request(self.connection, request)
+        timings.scheduled = t_intended_ns is not None
         self._token_timings.fire(timings=timings, user=self)
         self.environment.events.request.fire(
             request_type="POST",

@@ -2,6 +2,12 @@
 
 It exists so the load tester can be tested end to end against a server whose token timing is
 known exactly: every token event's send time is written to a ground-truth file.
+
+Two timing modes: independent per-stream gaps (``--ttft-ms``/``--gap-ms``, the default,
+``timing.GapModel``), or an engine (``--profile``) that batches every request in one
+iteration-level scheduler (``engine``: continuous batching, chunked prefill, KV cache with
+preemption, stalls; ``profiles``: the cost model; ``engine_loop``: real time;
+``virtual``: deterministic virtual time for tests).
 """
 
 from __future__ import annotations

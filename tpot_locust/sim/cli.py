@@ -13,7 +13,14 @@ from typing import Any
 
 import yaml
 
-from ..distributions import Distribution, DistributionError, parse_distribution
+from ..distributions import Distribution, DistributionError, Fixed, parse_distribution
+from .profiles import (
+    ProfileError,
+    engine_params,
+    parse_assignment,
+    profile_names,
+    profile_text,
+)
 from .server import SimConfig, serve
 
 READY_PREFIX = "tpot-sim listening on "
@@ -42,8 +49,18 @@ def build_arg_parser(prog: str = "python -m tpot_locust.sim") -> argparse.Argume
     add("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     add("--port", type=int, default=8000, help="port; 0 picks a free one (default 8000)")
     add("--model", default="tpot-sim", help="model name served (default tpot-sim)")
-    add("--ttft-ms", type=distribution_arg, default="20", help="time to first token, ms")
-    add("--gap-ms", type=distribution_arg, default="2", help="gap between tokens, ms")
+    add(
+        "--ttft-ms",
+        type=distribution_arg,
+        default=None,
+        help="time to first token, ms (default 20; not with --profile)",
+    )
+    add(
+        "--gap-ms",
+        type=distribution_arg,
+        default=None,
+        help="gap between tokens, ms (default 2; not with --profile)",
+    )
     add(
         "--natural-tokens",
         type=distribution_arg,
@@ -54,7 +71,52 @@ def build_arg_parser(prog: str = "python -m tpot_locust.sim") -> argparse.Argume
     add("--seed", type=int, default=0, help="seed for timings and natural lengths")
     add("--truth", type=Path, default=None, help="ground-truth JSON-lines file to write")
     add("--ready-file", type=Path, default=None, help="write the URL here once listening")
+    engine = parser.add_argument_group(
+        "engine mode",
+        "With --profile, one scheduler loop batches all requests (continuous batching, "
+        "prefill/decode interference, KV cache, stalls) instead of independent gaps.",
+    )
+    add = engine.add_argument
+    add("--profile", default=None, metavar="NAME|FILE", help="engine profile: "
+        f"{', '.join(profile_names())}, or a YAML file (may say 'extends: NAME')")  # fmt: skip
+    add("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="override a profile key (repeatable), e.g. --set step_base_ms=6")  # fmt: skip
+    for flag, key, kind in (
+        ("--max-num-seqs", "max_num_seqs", int),
+        ("--max-num-batched-tokens", "max_num_batched_tokens", int),
+        ("--kv-cache-tokens", "kv_cache_tokens", int),
+        ("--max-model-len", "max_model_len", int),
+        ("--stall-prob", "stall_prob", float),
+    ):
+        add(flag, dest=key, type=kind, default=None, help=f"same as --set {key}=N")
+    add("--stall-ms", dest="stall_ms", type=distribution_arg, default=None,
+        help="stall duration distribution, ms (same as --set stall_ms=SPEC)")  # fmt: skip
+    add("--chunked-prefill", dest="chunked_prefill", action=argparse.BooleanOptionalAction,
+        default=None, help="split prompts into chunks that share steps with decodes")  # fmt: skip
+    add("--steps", type=Path, default=None, metavar="FILE",
+        help="write the engine's step lines here instead of into the truth file")  # fmt: skip
+    add(
+        "--timer-lead-us",
+        type=int,
+        default=1000,
+        metavar="US",
+        help="wake up to US early before each step's end and spin to it (precise step times "
+        "on a VM; 0: no spinning, steps late by the wake-up delay). Default 1000",
+    )
+    add("--list-profiles", action="store_true", help="list the shipped profiles and exit")
+    add("--show-profile", metavar="NAME", help="print a shipped profile's YAML and exit")
     return parser
+
+
+ENGINE_FLAGS = (
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "kv_cache_tokens",
+    "max_model_len",
+    "stall_prob",
+    "stall_ms",
+    "chunked_prefill",
+)
 
 
 def write_ready_file(path: Path, url: str) -> None:
@@ -71,16 +133,35 @@ def write_ready_file(path: Path, url: str) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> SimConfig:
+    """Raises ``ValueError`` (``ProfileError``) for a bad engine setup."""
+    engine = None
+    flags = [k for k in ENGINE_FLAGS if getattr(args, k) is not None]
+    if args.profile is None:
+        if flags or args.overrides or args.steps is not None:
+            raise ProfileError("--set, --steps and the engine flags need --profile")
+    else:
+        given = [f for f, v in (("--ttft-ms", args.ttft_ms), ("--gap-ms", args.gap_ms)) if v]
+        if given:
+            raise ProfileError(
+                f"{' and '.join(given)} cannot be used with --profile: the engine's step "
+                "times decide TTFT and gaps (change the profile's cost keys instead)"
+            )
+        overrides = dict(parse_assignment(text) for text in args.overrides)
+        overrides.update({k: getattr(args, k) for k in flags})
+        engine = engine_params(args.profile, overrides)
     return SimConfig(
         host=args.host,
         port=args.port,
         model=args.model,
-        ttft_ms=args.ttft_ms,
-        gap_ms=args.gap_ms,
+        ttft_ms=args.ttft_ms or Fixed(20.0),
+        gap_ms=args.gap_ms or Fixed(2.0),
         natural_tokens=args.natural_tokens,
         seed=args.seed,
         default_max_tokens=args.default_max_tokens,
         truth_path=args.truth,
+        engine=engine,
+        steps_path=args.steps,
+        timer_lead_us=max(0, args.timer_lead_us),
     )
 
 
@@ -95,12 +176,25 @@ def _announcer(ready_file: Path | None) -> Callable[[str], None]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the simulator until SIGTERM/SIGINT; returns the exit status (0 on a clean stop)."""
-    args = build_arg_parser().parse_args(argv)
+    parser = build_arg_parser()
+    args = parser.parse_args(argv)
     if args.default_max_tokens < 1:
         print("--default-max-tokens must be >= 1", file=sys.stderr)
         return 2
     try:
-        asyncio.run(serve(config_from_args(args), _announcer(args.ready_file)))
+        if args.list_profiles:
+            for name in profile_names():
+                print(f"{name}: {engine_params(name).description}")
+            return 0
+        if args.show_profile:
+            print(profile_text(args.show_profile), end="")
+            return 0
+        config = config_from_args(args)
+    except ProfileError as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(serve(config, _announcer(args.ready_file)))
     except OSError as exc:  # e.g. port in use, truth file not writable
         print(f"tpot-sim: {exc}", file=sys.stderr)
         return 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import random
 import signal
@@ -15,8 +16,12 @@ from pathlib import Path
 
 from ..distributions import Distribution, Fixed, LogNormal
 from .clock import Clock
+from .engine import Seq
+from .engine_loop import EngineLoop
+from .engine_stream import EngineStream
 from .http import HttpConnection, HttpRequest, error_body, full_response
-from .request import Api, RequestError, decide_length, parse_request
+from .profiles import EngineParams
+from .request import Api, RequestError, SimRequest, decide_length, parse_request
 from .scheduler import Scheduler
 from .stream import Stream
 from .timing import GapModel, TimingModel
@@ -41,6 +46,9 @@ class SimConfig:
     seed: int = 0
     default_max_tokens: int = 256
     truth_path: Path | None = None
+    engine: EngineParams | None = None  # None: independent per-stream gaps (GapModel)
+    steps_path: Path | None = None  # engine step lines; None: into the truth file
+    timer_lead_us: int = 1000  # engine steps: wake this early at most, then spin to the time
 
 
 class SimServer:
@@ -52,10 +60,12 @@ class SimServer:
         self.clock = Clock()
         self._natural_rng = random.Random(config.seed + 1_000_003)
         self._connections: set[HttpConnection] = set()
-        self._streams: set[Stream] = set()
+        self._streams: set[Stream | EngineStream] = set()
         self._server: asyncio.AbstractServer | None = None
         self._scheduler: Scheduler | None = None
         self._truth: TruthWriter | None = None
+        self._steps: TruthWriter | None = None  # a separate step log (--steps)
+        self.engine: EngineLoop | None = None
         self._created = int(time.time())
         self.url = ""
 
@@ -64,6 +74,17 @@ class SimServer:
         loop = asyncio.get_running_loop()
         self._scheduler = Scheduler(loop)
         self._truth = TruthWriter(self.config.truth_path, loop)
+        if self.config.engine is not None:
+            if self.config.steps_path is not None:
+                self._steps = TruthWriter(self.config.steps_path, loop)
+            self.engine = EngineLoop(
+                loop,
+                self.config.engine,
+                seed=self.config.seed,
+                offset_ns=self.clock.offset_ns,
+                steps_out=self._steps or self._truth,
+                max_lead_ns=self.config.timer_lead_us * 1000,
+            )
         self._server = await loop.create_server(
             lambda: HttpConnection(self._handle, self._connections),
             self.config.host,
@@ -90,8 +111,12 @@ class SimServer:
             conn.close()
         if self._scheduler is not None:
             self._scheduler.close()
+        if self.engine is not None:
+            self.engine.close()
         if self._truth is not None:
             self._truth.close()
+        if self._steps is not None:
+            self._steps.close()
         await asyncio.sleep(0)  # let transports run connection_lost
 
     # -- routing -----------------------------------------------------------------------------
@@ -152,9 +177,24 @@ class SimServer:
         except RequestError as exc:
             self._error(conn, http_request, exc.status, exc.message)
             return
+        if self.engine is not None:
+            limit = self.engine.core.params.max_model_len
+            asked = request.prompt_tokens + request.max_tokens
+            if asked > limit:
+                message = (
+                    f"This model's maximum context length is {limit} tokens. However, you "
+                    f"requested {asked} tokens ({request.prompt_tokens} in the messages, "
+                    f"{request.max_tokens} in the completion). Please reduce the length of "
+                    "the messages or completion."
+                )
+                self._error(conn, http_request, 400, message)
+                return
         decide_length(request, self.config.natural_tokens, self._natural_rng)
         prefix = "chatcmpl-" if api == "chat" else "cmpl-"
         assert self._scheduler is not None and self._truth is not None
+        if self.engine is not None:
+            self._engine_completion(conn, http_request, request, prefix + request_id)
+            return
         stream = Stream(
             conn,
             request,
@@ -168,6 +208,39 @@ class SimServer:
         self._streams.add(stream)
         self._scheduler.add(stream, stream.start())
 
+    def _engine_completion(
+        self, conn: HttpConnection, http_request: HttpRequest, request: SimRequest, rid: str
+    ) -> None:
+        engine = self.engine
+        assert engine is not None and self._truth is not None
+        arrival = request.arrival_perf_ns
+        frontend_ns = round(engine.core.params.frontend_ms * 1e6)
+        seq = Seq(
+            request.request_id,
+            arrival,
+            max(1, request.prompt_tokens),
+            request.completion_tokens,
+            ready_ns=arrival + frontend_ns,
+        )
+        stream = EngineStream(
+            conn,
+            request,
+            seq,
+            clock=self.clock,
+            truth=self._truth,
+            keep_alive=http_request.keep_alive,
+            response_id=rid,
+            on_end=self._engine_stream_end,
+        )
+        self._streams.add(stream)
+        stream.start()
+        engine.submit(seq)
+
+    def _engine_stream_end(self, stream: EngineStream, aborted: bool) -> None:
+        self._streams.discard(stream)
+        if aborted and self.engine is not None:
+            self.engine.abort(stream.seq)
+
 
 async def serve(config: SimConfig, on_ready: Callable[[str], None] | None = None) -> None:
     """Run until SIGTERM/SIGINT, then shut down cleanly (truth flushed)."""
@@ -178,6 +251,7 @@ async def serve(config: SimConfig, on_ready: Callable[[str], None] | None = None
     server = SimServer(config)
     try:
         url = await server.start()
+        gc.freeze()  # startup objects never need collecting: keeps full collections short
         if on_ready is not None:
             on_ready(url)
         await stop.wait()

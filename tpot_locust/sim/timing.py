@@ -1,7 +1,8 @@
 """When each token of a response is due, behind a small interface.
 
-The scheduler only asks a ``TimingModel`` for delays, so a later continuous-batching engine
-(shared step times, prefill cost by prompt length) can replace the simple per-stream model.
+The scheduler only asks a ``TimingModel`` for delays. This is the default mode (independent
+gaps per stream); the continuous-batching engine (``--profile``: shared step times, prefill
+cost by prompt length, KV cache) is a separate path, see ``engine.py`` and ``engine_loop.py``.
 """
 
 from __future__ import annotations

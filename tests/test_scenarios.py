@@ -1,0 +1,143 @@
+"""The scenario language end to end: open loop, bursts, phases, warm-up, stages, errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import ROOT, run_command
+from tpot_locust.phases import BurstWindows, RunClock
+from tpot_locust.recorder import Recorder, phase_metric
+from tpot_locust.scenario import ScenarioError, load_scenario
+from tpot_locust.timings import RequestTimings
+
+BURST_OPEN = ROOT / "tests/scenarios/burst_open.yaml"
+
+
+def run_scenario(path: Path, out: Path, *args: str) -> tuple[dict, str]:
+    result = run_command(
+        [sys.executable, "-m", "tpot_locust", "run", str(path), "--out", str(out), *args],
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads((out / "summary.json").read_text()), result.stdout
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_open_loop_bursts_and_phases(tmp_path: Path, workers: int) -> None:
+    summary, stdout = run_scenario(BURST_OPEN, tmp_path / "out", "--workers", str(workers))
+    classes = summary["classes"]
+    # bursts every 2 s in a 6 s run: at 2 s and 4 s, 2 requests each, one window per request
+    assert summary["run"]["bursts"]["windows"] == 4
+    assert classes["prefill"]["requests"]["ok"] == 4
+    # open loop: ~4/s for 6 s (Poisson), intended times recorded, lag and TTFT from intended
+    arrivals = classes["arrivals"]
+    sent = arrivals["requests"]["ok"] + arrivals["excluded"]["warmup"]
+    assert 8 <= sent <= 45, sent
+    assert arrivals["metrics"]["schedule_lag"]["count"] == arrivals["requests"]["ok"]
+    assert arrivals["metrics"]["ttft_from_intended"]["count"] == arrivals["requests"]["ok"]
+    assert arrivals["metrics"]["schedule_lag"]["p50"] < 50  # ms: the senders kept up
+    assert classes["decode"]["metrics"]["schedule_lag"]["count"] == 0  # closed loop
+    # every gap is tagged exactly once, as steady or burst
+    decode = classes["decode"]
+    phases = decode["interference"]["phases"]
+    tagged = phases["steady"]["tpot"]["count"] + phases["burst"]["tpot"]["count"]
+    assert tagged == decode["metrics"]["tpot"]["count"]
+    assert phases["burst"]["tpot"]["count"] > 0
+    assert decode["interference"]["interference_factor"]["tpot"]["p50"] is not None
+    assert {g["phase"] for g in decode["worst_gaps"]} <= {"steady", "burst"}
+    # warm-up requests are left out of the histograms, and said so
+    assert summary["excluded"]["warmup"] > 0
+    assert "Interference: per-token gaps during prefill bursts vs steady" in stdout
+    assert "warm-up" in stdout
+    # the progress line, at least every few seconds
+    assert stdout.count("] users") >= 2
+
+
+def test_stages_change_users_and_rates(tmp_path: Path) -> None:
+    summary, _ = run_scenario(ROOT / "tests/scenarios/stages.yaml", tmp_path / "out")
+    users = [point["users"] for point in summary["timeseries"]]
+    assert max(users) >= 5 and min(users[:2]) <= 3, users
+    # constant 2/s for the first 2 s only (the second stage sets the rate to 0)
+    assert 2 <= summary["classes"]["steady_rate"]["requests"]["ok"] <= 6
+
+
+def test_phase_tagging_by_window_overlap() -> None:
+    recorder = Recorder()
+    now_perf, now_wall = time.perf_counter_ns(), time.time_ns()
+    offset = now_wall - now_perf
+    stamps = [now_perf + i * 2_000_000 for i in range(10)]
+    stamps[6] += 50_000_000  # a 52 ms gap between events 5 and 6
+    stamps[7:] = [s + 50_000_000 for s in stamps[7:]]
+    # a burst window inside that gap only
+    recorder.windows.update("w", stamps[5] + offset + 10_000_000, stamps[5] + offset + 40_000_000)
+    timings = RequestTimings(
+        user_class="c", api="chat", request_id="r", t_intended_ns=now_perf - 1,
+        t_send_ns=now_perf - 1_000_000, token_stamps=stamps, token_counts=[1] * 10,
+        output_tokens=10,
+    )  # fmt: skip
+    recorder.record(timings)
+    metrics = recorder.take_interval(final=True).classes["c"]
+    assert metrics.histogram(phase_metric("tpot", "burst")).total_count == 1
+    assert metrics.histogram(phase_metric("tpot", "steady")).total_count == 8
+    assert metrics.worst_gaps[0]["phase"] == "burst"
+    assert metrics.worst_gaps[0]["ms"] == pytest.approx(52, abs=0.01)
+
+
+def test_warmup_and_cooldown_exclusion_by_time() -> None:
+    clock = RunClock(start_wall_ns=0, duration_s=10, warmup_s=2, cooldown_s=1)
+    assert clock.excluded(int(1.5e9), int(3e9)) == "warmup"
+    assert clock.excluded(int(2.5e9), int(9.5e9)) == "cooldown"
+    assert clock.excluded(int(2.5e9), int(8e9)) is None
+    windows = BurstWindows()
+    windows.update("a", 100, None)
+    windows.update("a", 100, 200)
+    windows.update("a", 100, None)  # a late open must not reopen it
+    assert windows.overlaps(np.array([150]), np.array([160])).tolist() == [True]
+    assert windows.overlaps(np.array([250]), np.array([260])).tolist() == [False]
+
+
+ERROR_CASES = [
+    ("classes:\n  a:\n    users: 2\n    rate: 3\n",
+     "4:5: classes.a.rate: a class is closed loop"),
+    ("classes:\n  a:\n    rate: 1\n    arrival: lumpy\n",
+     "4:5: classes.a.arrival: must be one of"),
+    ("classes:\n  a: {users: 1}\nbursts:\n  - {class: b, every: 1s}\n",
+     "4:6: bursts.0.class: must name a class"),
+    ("duration: 5s\nclasses:\n  a: {users: 1}\nstages:\n  - {duration: 2s}\n",
+     "1:1: duration: the stages set the duration"),
+    ("classes:\n  a: {users: 1, output_tokens: {dist: normal, mean: -1, stddev: 1}}\n",
+     "2:47: classes.a.output_tokens.mean: must be > 0"),
+    ("classes:\n  a: {users: 1, prompt_tokens: {dist: empirical, file: nope.jsonl}}\n",
+     "2:50: classes.a.prompt_tokens.file: cannot read"),
+    ("duration: 2s\nwarmup: 3s\nclasses:\n  a: {users: 1}\n",
+     "2:1: warmup: warmup + cooldown"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "message"), ERROR_CASES)
+def test_errors_name_file_line_column_and_key(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    with pytest.raises(ScenarioError) as raised:
+        load_scenario(path)
+    assert str(raised.value).startswith(str(path))
+    assert message in str(raised.value)
+
+
+def test_empirical_lengths_and_set_overrides(tmp_path: Path) -> None:
+    (tmp_path / "lengths.jsonl").write_text('{"n": 10}\n{"n": 20}\n')
+    (tmp_path / "s.yaml").write_text(
+        "classes:\n  a:\n    users: 1\n"
+        "    prompt_tokens: {dist: empirical, file: lengths.jsonl, field: n}\n"
+    )
+    scenario = load_scenario(tmp_path / "s.yaml", ["classes.a.users=7", "duration=2m"])
+    assert scenario.users == 7 and scenario.duration_s == 120
+    (tmp_path / "lengths.jsonl").write_text('{"n": 10}\n{"n": 20}\n{"m": 1}\n')
+    with pytest.raises(ScenarioError, match="row 3: no positive n"):
+        load_scenario(tmp_path / "s.yaml")

@@ -1,0 +1,34 @@
+"""The headless progress line: elapsed / duration, users, tokens/s, current TPOT p50/p99."""
+
+from __future__ import annotations
+
+import time
+
+from tpot_locust.collector import Collector
+
+PRINT_EVERY_S = 2.0
+
+
+class ProgressPrinter:
+    def __init__(self, duration_s: float) -> None:
+        self.duration_s = duration_s
+        self.last_print = 0.0
+
+    def maybe_print(self, collector: Collector) -> None:
+        now = time.monotonic()
+        if now - self.last_print < PRINT_EVERY_S or not collector.timeseries:
+            return
+        self.last_print = now
+        print(format_progress(collector.timeseries[-1], self.duration_s), flush=True)
+
+
+def format_progress(point: dict, duration_s: float) -> str:
+    tpot = point["tpot"]
+    current = (
+        f"TPOT p50 {tpot['p50']:.2f} ms p99 {tpot['p99']:.2f} ms" if tpot["count"] else "TPOT -"
+    )
+    return (
+        f"[{point['t']:6.0f}s / {duration_s:g}s] users {point['users']:4d}  "
+        f"tokens/s {point['tokens_per_s']:9,.0f}  {current}  "
+        f"ok {point['requests_ok']} failed {point['requests_failed']}"
+    )
