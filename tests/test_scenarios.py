@@ -141,3 +141,9 @@ def test_empirical_lengths_and_set_overrides(tmp_path: Path) -> None:
     (tmp_path / "lengths.jsonl").write_text('{"n": 10}\n{"n": 20}\n{"m": 1}\n')
     with pytest.raises(ScenarioError, match="row 3: no positive n"):
         load_scenario(tmp_path / "s.yaml")
+
+
+def test_shipped_scenarios_validate() -> None:
+    for path in sorted((ROOT / "scenarios").glob("*.yaml")):
+        scenario = load_scenario(path)
+        assert scenario.classes, path
