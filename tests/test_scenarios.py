@@ -117,6 +117,13 @@ ERROR_CASES = [
      "2:50: classes.a.prompt_tokens.file: cannot read"),
     ("duration: 2s\nwarmup: 3s\nclasses:\n  a: {users: 1}\n",
      "2:1: warmup: warmup + cooldown"),
+    ("classes:\n  a:\n    users: many\n", "3:5: classes.a.users: must be an integer"),
+    ("classes:\n  a:\n    rate: -2\n", "3:5: classes.a.rate: must be >= 0"),
+    ("classes:\n  a:\n    users: 1\n  b:\n    users: 1\n    turns: [1]\n",
+     "6:5: classes.b.turns: must be an integer"),
+    ("server:\n  hots: x\nclasses:\n  a: {users: 1}\n", "2:3: server.hots: unknown key"),
+    ("classes: [a, b]\n", "1:1: classes: needs at least one traffic class"),
+    ("classes:\n  a: {users: 1\n", "invalid YAML"),
 ]  # fmt: skip
 
 
@@ -128,6 +135,21 @@ def test_errors_name_file_line_column_and_key(tmp_path: Path, text: str, message
         load_scenario(path)
     assert str(raised.value).startswith(str(path))
     assert message in str(raised.value)
+
+
+def test_validate_command_reports_every_broken_file(tmp_path: Path) -> None:
+    paths = []
+    for number, (text, _) in enumerate(ERROR_CASES):
+        path = tmp_path / f"broken{number}.yaml"
+        path.write_text(text)
+        paths.append(str(path))
+    result = run_command([sys.executable, "-m", "tpot_locust", "validate", *paths], timeout=60)
+    assert result.returncode == 2
+    errors = result.stderr.strip().splitlines()
+    assert len(errors) == len(ERROR_CASES)
+    for line, path, (_, message) in zip(errors, paths, ERROR_CASES, strict=True):
+        assert line.startswith(f"{path}:") and message in line, line
+    assert "Traceback" not in result.stderr
 
 
 def test_empirical_lengths_and_set_overrides(tmp_path: Path) -> None:
@@ -147,3 +169,27 @@ def test_shipped_scenarios_validate() -> None:
     for path in sorted((ROOT / "scenarios").glob("*.yaml")):
         scenario = load_scenario(path)
         assert scenario.classes, path
+
+
+def _arrivals(truth_path: Path) -> np.ndarray:
+    entries = [json.loads(line) for line in truth_path.read_text().splitlines()]
+    return np.sort(np.array([e["arrival_ns"] for e in entries if "request_id" in e])) / 1e9
+
+
+@pytest.mark.parametrize("slow", [False, True])
+def test_poisson_open_loop_rate_and_coordinated_omission(tmp_path: Path, slow: bool) -> None:
+    path = ROOT / "tests/scenarios/open_loop.yaml"
+    extra = ["--set", "simulator.ttft_ms=400"] if slow else []
+    summary, _ = run_scenario(path, tmp_path / "out", *extra)
+    arrivals = _arrivals(tmp_path / "out" / "truth.jsonl")
+    rate = (arrivals.size - 1) / (arrivals[-1] - arrivals[0])
+    assert 45 <= rate <= 55, rate  # 50/s within 10 %
+    gaps = np.diff(arrivals)
+    assert 0.85 <= gaps.std() / gaps.mean() <= 1.15  # Poisson: coefficient of variation ~1
+    poisson = summary["classes"]["poisson"]["metrics"]
+    assert poisson["schedule_lag"]["p50"] < 5  # ms: sends kept their schedule
+    if slow:
+        # the server is slow, not the sender: the send rate held, and TTFT from the intended
+        # time shows the full wait (it can only be >= TTFT from send)
+        assert poisson["ttft_from_intended"]["p50"] >= poisson["ttft"]["p50"] >= 400
+    assert summary["dropped_arrivals"] == 0

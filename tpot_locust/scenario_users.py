@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from locust import LoadTestShape, between, constant
+import gevent
+from locust import LoadTestShape, User, between, constant
 
 from tpot_locust.distributions import Fixed, Uniform, as_distribution
 from tpot_locust.scenario import Scenario
@@ -36,7 +37,7 @@ def _wait_time(spec: object):
     return lambda user: distribution.sample(user.rng)
 
 
-def build_user_classes(scenario: Scenario) -> list[type[ChatUser]]:
+def build_user_classes(scenario: Scenario) -> list[type[User]]:
     base = ChatUser if scenario.server.get("api", "chat") == "chat" else CompletionsUser
     attributes: dict[str, object] = {"seed": scenario.seed}
     for key, attribute in SERVER_ATTRIBUTES.items():
@@ -45,7 +46,7 @@ def build_user_classes(scenario: Scenario) -> list[type[ChatUser]]:
     for key, attribute in TIMEOUT_ATTRIBUTES.items():
         if key in scenario.server.get("timeouts", {}):
             attributes[attribute] = scenario.server["timeouts"][key]
-    classes: list[type[ChatUser]] = []
+    classes: list[type[User]] = []
     staged = bool(scenario.stages)
     for traffic in scenario.classes:
 
@@ -70,7 +71,19 @@ def build_user_classes(scenario: Scenario) -> list[type[ChatUser]]:
         else:
             class_attributes["fixed_count"] = traffic.users
         classes.append(type(traffic.name, (base,), class_attributes))
+    if staged and not scenario.max_users:
+        classes.append(_idle_class())
     return classes
+
+
+def _idle_class() -> type[User]:
+    """Locust's shapes need a class with weight > 0 even when every class is open loop."""
+
+    def idle(self: User) -> None:
+        gevent.sleep(3600)
+
+    attributes = {"__module__": __name__, "weight": 1, "wait_time": constant(0), "tasks": [idle]}
+    return type("OpenLoopOnly", (User,), attributes)
 
 
 def build_shape_class(scenario: Scenario) -> type[LoadTestShape] | None:
