@@ -1,0 +1,64 @@
+"""Through Locust's web UI (HTTP, as the buttons do): start, Reset Stats, Stop."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+from tests.conftest import ROOT
+from tests.distributed import free_port
+from tpot_locust.sim.process import start_simulator
+
+
+def post(url: str, data: dict[str, str] | None = None) -> bytes:
+    body = urllib.parse.urlencode(data or {}).encode()
+    with urllib.request.urlopen(urllib.request.Request(url, body, method="POST"), timeout=10) as r:
+        return r.read()
+
+
+def wait_up(url: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=2).read()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"{url} never answered")
+
+
+def test_reset_stats_resets_our_histograms_and_stop_writes_results(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    port = free_port()
+    ui = f"http://127.0.0.1:{port}"
+    with start_simulator("--gap-ms", "2", "--ttft-ms", "5") as sim:
+        locust = subprocess.Popen(
+            [sys.executable, "-m", "locust", "-f", str(ROOT / "tests/locust_distributed.py"),
+             "--web-host", "127.0.0.1", "--web-port", str(port), "--host", sim.url,
+             "--tpot-out", str(out)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
+        )  # fmt: skip
+        try:
+            wait_up(ui + "/")
+            post(ui + "/swarm", {"user_count": "2", "spawn_rate": "2", "host": sim.url})
+            time.sleep(3)
+            post(ui + "/stats/reset")  # the Reset Stats button
+            time.sleep(2)
+            post(ui + "/stop")  # the Stop button: our results are written at test stop
+            time.sleep(2.5)  # /stats/requests is memoised for 2 s
+            stats = json.loads(urllib.request.urlopen(ui + "/stats/requests", timeout=10).read())
+        finally:
+            locust.terminate()
+            locust.wait(timeout=30)
+    summary = json.loads((out / "summary.json").read_text())
+    locust_count = next(
+        row["num_requests"] for row in stats["stats"] if row["name"] == "/v1/chat/completions"
+    )
+    # both count requests finished after the reset: ours were reset with Locust's
+    assert summary["requests"]["ok"] == locust_count > 0
+    assert summary["metrics"]["tpot"]["count"] == locust_count * 59  # 60 tokens each
