@@ -6,7 +6,8 @@ Usage: python benchmarks/sim_engine.py [--streams 64,256] [--step-ms 5,2,1,0.5] 
 The simulator runs in its own process with the h200-llama3-8b profile made into a fixed step
 time (every cost key but ``step_base_ms`` set to 0, no jitter, no stalls), so N streams get N
 token events per step. This process keeps N keep-alive streams busy (max_tokens 2000,
-ignore_eos) with raw non-blocking sockets and epoll and only counts bytes. From the step log
+ignore_eos) with raw non-blocking sockets and epoll, reading every 4 ms (in batches, so it
+needs little CPU), and only counts bytes. From the step log
 of the measured window (the first second is skipped) it prints token events/s, the
 simulator's CPU use (its utime + stime over the window), the lateness of each step's first
 write (``sent_ns``) and last write (``done_ns``) behind the step's scheduled end
@@ -34,6 +35,7 @@ from tpot_locust.sim.process import start_simulator
 from tpot_locust.sim.truth import read_truth
 
 TERMINATOR = b"\r\n0\r\n\r\n"
+CLIENT_NAP_S = 0.004
 ZEROED = ("decode_ms_per_seq", "kv_read_ms_per_ktoken", "prefill_ms_per_token",
           "prefill_attn_ms_per_mpair", "step_jitter", "stall_prob", "frontend_ms")  # fmt: skip
 
@@ -77,6 +79,7 @@ def drive(host: str, port: int, streams: int, seconds: float) -> dict[str, float
     received = events = completed = 0
     end = time.monotonic() + seconds
     while time.monotonic() < end:
+        time.sleep(CLIENT_NAP_S)  # read in batches: the client must not starve the server
         for fd, _ in poller.poll(0.05):
             try:
                 data = socks[fd].recv(1 << 18)

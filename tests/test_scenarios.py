@@ -193,3 +193,20 @@ def test_poisson_open_loop_rate_and_coordinated_omission(tmp_path: Path, slow: b
         # time shows the full wait (it can only be >= TTFT from send)
         assert poisson["ttft_from_intended"]["p50"] >= poisson["ttft"]["p50"] >= 400
     assert summary["dropped_arrivals"] == 0
+
+
+def test_prefill_bursts_attributed_on_a_known_cause(tmp_path: Path) -> None:
+    """The engine simulator with chunked prefill off stalls every decode stream for the
+    whole prefill; on, the prefill is split into budgeted steps. Attribution must show it."""
+    path = ROOT / "tests/scenarios/prefill_burst_engine.yaml"
+    factors = {}
+    for chunked in ("false", "true"):
+        # on: 1024-token chunks (vLLM's budget is often 512-2048 when latency matters)
+        engine = f"{{chunked_prefill: {chunked}, stall_prob: 0, max_num_batched_tokens: 1024}}"
+        summary, _ = run_scenario(path, tmp_path / chunked, "--set", f"simulator.engine={engine}")
+        decode = summary["classes"]["decode"]["interference"]
+        burst, steady = decode["phases"]["burst"]["tpot"], decode["phases"]["steady"]["tpot"]
+        assert burst["count"] > 0 and steady["count"] > 0
+        factors[chunked] = burst["p99"] / steady["p99"]
+    assert factors["false"] > 3, factors
+    assert factors["true"] < factors["false"], factors

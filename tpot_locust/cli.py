@@ -54,10 +54,10 @@ def _validate(args: argparse.Namespace) -> int:
     return EXIT_USAGE if failed else 0
 
 
-def _sim(args: argparse.Namespace) -> int:
+def _sim_main(argv: list[str]) -> int:
     from tpot_locust.sim.cli import main as sim_main
 
-    return sim_main(args.sim_args)
+    return sim_main(argv)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,8 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers", type=int, default=0, help="N local worker processes under one master"
     )
     run.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a key")
-    run.add_argument("locust_args", nargs="*", help="after --: extra Locust arguments")
-    run.set_defaults(handler=_run)
+    run.set_defaults(handler=_run, locust_args=[])
+    run.epilog = "Arguments after -- go to Locust unchanged, e.g. -- --csv results/run"
 
     report = commands.add_parser("report", help="re-print the report of a results directory")
     report.add_argument("out", help="results directory of a run")
@@ -89,14 +89,25 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("files", nargs="+")
     validate.set_defaults(handler=_validate)
 
-    sim = commands.add_parser("sim", help="start the simulated server", add_help=False)
-    sim.add_argument("sim_args", nargs=argparse.REMAINDER)
-    sim.set_defaults(handler=_sim)
+    # Handled before parsing (its options are the simulator's own); listed for --help.
+    commands.add_parser("sim", help="start the simulated server (tpot-locust sim --help)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["sim"]:
+        return _sim_main(argv[1:])  # the simulator parses its own options
+    locust_args: list[str] = []
+    if "--" in argv:
+        split = argv.index("--")
+        argv, locust_args = argv[:split], argv[split + 1 :]
     args = build_parser().parse_args(argv)
+    if locust_args:
+        if args.command != "run":
+            print("tpot-locust: arguments after -- are for `run` only", file=sys.stderr)
+            return EXIT_USAGE
+        args.locust_args = locust_args
     try:
         return args.handler(args)
     except ScenarioError as error:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tpot_locust.http_client import Origin
 from tpot_locust.scenario import Scenario, load_scenario
+from tpot_locust.scenario_schema import resolve_profile
 
 WORKER_EXIT_S = 30.0
 LOCUSTFILE = Path(__file__).with_name("entry") / "scenario_locustfile.py"
@@ -69,6 +70,10 @@ def simulator_args(scenario: Scenario) -> list[str]:
         args += ["--seed", str(seed)]
     if "model" in scenario.simulator:
         args += ["--model", str(scenario.simulator["model"])]
+    if "profile" in scenario.simulator:
+        args += ["--profile", resolve_profile(scenario.simulator["profile"], scenario.base_dir)]
+        for key, value in (scenario.simulator.get("engine") or {}).items():
+            args += ["--set", f"{key}={json.dumps(value)}"]
     return args
 
 

@@ -26,7 +26,7 @@ CLASS_KEYS = {"users", "rate", "arrival", "burstiness", "max_in_flight", "prompt
               "shared_prefix_tokens", "shared_prefix_ratio"}  # fmt: skip
 STAGE_KEYS = {"duration", "users", "rate"}
 BURST_KEYS = {"class", "count", "at", "every", "start", "prompt_tokens", "output_tokens"}
-SIMULATOR_KEYS = {"ttft_ms", "gap_ms", "natural_tokens", "seed", "model"}
+SIMULATOR_KEYS = {"ttft_ms", "gap_ms", "natural_tokens", "seed", "model", "profile", "engine"}
 ARRIVALS = ("poisson", "gamma", "constant")
 
 
@@ -114,6 +114,7 @@ def validate(located: Located) -> Scenario:
     for key in ("ttft_ms", "gap_ms", "natural_tokens"):
         if key in simulator:
             distribution(located, f"simulator.{key}", simulator[key], base_dir)
+    _validate_engine(located, simulator)
     spawn_rate = data.get("spawn_rate")
     if spawn_rate is not None:
         number(located, "spawn_rate", spawn_rate)
@@ -140,6 +141,36 @@ def validate(located: Located) -> Scenario:
         warmup_s=warmup_s,
         cooldown_s=cooldown_s,
     )
+
+
+def _validate_engine(located: Located, simulator: dict[str, Any]) -> None:
+    """``profile`` (a shipped name or a YAML file) and ``engine`` overrides of its keys."""
+    from tpot_locust.sim.profiles import ProfileError, engine_params
+
+    if "profile" not in simulator:
+        if "engine" in simulator:
+            raise located.error("simulator.engine", "needs simulator.profile")
+        return
+    for key in ("ttft_ms", "gap_ms"):
+        if key in simulator:
+            raise located.error(f"simulator.{key}", "not with a profile (the engine times steps)")
+    engine = simulator.get("engine") or {}
+    if not isinstance(engine, dict):
+        raise located.error("simulator.engine", "must be a mapping of profile keys")
+    try:
+        engine_params(resolve_profile(simulator["profile"], Path(located.source).parent),
+                      dict(engine))  # fmt: skip
+    except ProfileError as error:
+        raise located.error("simulator.engine" if engine else "simulator.profile",
+                            str(error)) from None  # fmt: skip
+
+
+def resolve_profile(profile: Any, base_dir: Path) -> str:
+    """A shipped profile name as is; a file path relative to the scenario's folder."""
+    text = str(profile)
+    if text.endswith((".yaml", ".yml")) and not Path(text).is_absolute():
+        return str(base_dir / text)
+    return text
 
 
 def _validate_server(located: Located, data: Any) -> dict[str, Any]:

@@ -1,11 +1,12 @@
 """Real-time driver of the engine: one timer, one step in flight, emission at each step's end.
 
-Step k+1 starts at step k's *scheduled* end, so wake-up lateness does not accumulate. If the
-process falls more than ``MAX_LAG_NS`` behind (it was descheduled, or is overloaded), the next
-step starts now instead: clients then see one long gap, as from a real engine that stalled,
-rather than a burst of catch-up steps. Each step line records its scheduled end (``end_ns``),
-when its first and last writes happened (``sent_ns``, ``done_ns``) and any re-anchoring
-(``lag_ns``).
+Step k+1 starts at step k's *scheduled* end, so wake-up lateness and the time spent writing
+step k's tokens (which a real engine overlaps with the next step) do not accumulate. If the
+process wakes more than ``MAX_LAG_NS`` late (it was descheduled, or is overloaded), the next
+step starts at the wake-up instead: clients then see one long gap, as from a real engine that
+stalled, rather than a burst of catch-up steps. Each step line records its scheduled end
+(``end_ns``), when its first and last writes happened (``sent_ns``, ``done_ns``) and any
+re-anchoring (``lag_ns``).
 """
 
 from __future__ import annotations
@@ -69,15 +70,16 @@ class EngineLoop:
         self._armed_ns = None
         if self._closed or start is None:
             return
-        step, self._inflight = self._inflight, None
-        lag = 0
-        if step is not None:
-            self._emit(step)
-            start = step.end_ns
         now = time.perf_counter_ns()
-        if now - start > MAX_LAG_NS:
+        step, self._inflight = self._inflight, None
+        if step is not None:
+            start = step.end_ns  # the engine goes on at once: emitting overlaps the next step
+        lag = 0
+        if now - start > MAX_LAG_NS:  # woke too late: the next step starts now
             lag, start = now - start, now
             self.reanchored += 1
+        if step is not None:
+            self._emit(step)
         self._start(start, lag)
 
     def _start(self, start: int, lag: int) -> None:

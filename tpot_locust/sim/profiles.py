@@ -44,7 +44,7 @@ class ProfileError(ValueError):
     """A profile or an override is malformed; the message names the key."""
 
 
-# Measured 2026-12 on this workplace's H200 (benchmarks/sim_calibrate_h200.py: Llama-3.1-8B
+# Measured 2026-11-29 on this workplace's H200 (benchmarks/sim_calibrate_h200.py: Llama-3.1-8B
 # shapes, random bf16 weights, CUDA-graph replay, torch 2.11): decode GEMMs 4.55 ms at batch 1,
 # 5.21 at 64, 8.14 at 256 (fit 4.57 + 0.0144 * batch); decode attention 0.028 ms per 1000
 # cached tokens (GQA, 128 KiB of K+V per token); prefill 13.2 / 52.1 / 228 / 521 ms for

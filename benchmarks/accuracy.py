@@ -1,0 +1,89 @@
+"""Accuracy: measured vs true TPOT in ONE client process, at a fixed true gap and rising streams.
+
+Usage: python benchmarks/accuracy.py [--quick] [--baseline | --both] [--gaps 1,5]
+                                     [--streams 1,16,64,256] [--seconds 6] [--request-ms 400]
+
+Each case starts the simulator (its own process, ground truth on) with a fixed gap and
+streams from it with N greenlets in this process (see common.py). Columns:
+  mode        ours (stream_request + Recorder) or baseline (JSON per event, record_value
+              per token: baseline_client.py)
+  events/s    token events received per second of wall time
+  TPOT pXX    measured / true (ms), true = the simulator's send stamps of the same requests
+  err         measured - true (ms)
+  coal.       gaps < 0.1 ms (events stamped together), ours | in the truth (sent together)
+  hub lag p99 how late a greenlet sleeping 1 ms wakes: the delay any stamp can suffer
+  CPU %       this client process's CPU time / wall time (one core = 100 %)
+  wait %      time the client was runnable but had no core (a busy machine: figures noisy)
+  us/ev       client CPU microseconds per token event (sockets, parsing, recording, reports,
+              and the hub-lag probe itself: see the idle row's CPU %)
+  sim         the simulator's CPU + run-queue wait share of the wall time; >= 85 %: it could
+              not go faster and limits the rate ('S', simulator-bound)
+The first row (streams 0) is the idle hub lag and the probe's own CPU: the machine's floor.
+"""
+
+from __future__ import annotations
+
+from gevent import monkey
+
+monkey.patch_all()
+
+from common import (  # noqa: E402
+    Table,
+    base_parser,
+    ms,
+    parse_list,
+    percent,
+    print_header,
+    run_case,
+    signed_ms,
+    tokens_for,
+)
+
+
+def main() -> None:
+    parser = base_parser(__doc__)
+    modes = parser.add_mutually_exclusive_group()
+    modes.add_argument("--baseline", action="store_true", help="the straightforward client")
+    modes.add_argument("--both", action="store_true", help="ours and baseline, side by side")
+    parser.add_argument("--gaps", default="1,5", help="true gaps, ms")
+    parser.add_argument("--streams", default="1,16,64,256")
+    parser.add_argument("--seconds", type=float, default=6.0, help="streaming time per case")
+    parser.add_argument("--request-ms", type=float, default=400.0, help="length of a request")
+    args = parser.parse_args()
+    if args.quick:
+        args.gaps, args.streams, args.seconds = "1", "1,16,64", 2.0
+    modes_run = ["ours", "baseline"] if args.both else ["baseline" if args.baseline else "ours"]
+    print_header(
+        "accuracy: measured vs true TPOT, one client process",
+        [f"{args.seconds:g} s per case, TTFT 5 ms, requests of ~{args.request_ms:g} ms "
+         "(tokens = request-ms / gap), one token per event; 'S' = simulator-bound"],
+    )  # fmt: skip
+    table = Table(["gap ms", "streams", "mode", "events/s", "TPOT p50 meas/true", "err",
+                   "p99 meas/true", "err", "p99.9 meas/true", "err", "coal. ours|truth",
+                   "hub lag p99 ms", "CPU %", "wait %", "us/ev", "sim"])  # fmt: skip
+    idle = run_case(gap_ms=1, streams=0, tokens=1, duration_s=min(args.seconds, 3))
+    table.row("-", 0, "idle", "-", "-", "-", "-", "-", "-", "-", "-",
+              ms(idle.hub_lag_p99_ms), f"{idle.cpu_percent:.0f}", f"{idle.wait_percent:.0f}",
+              "-", "-")  # fmt: skip
+    for gap in parse_list(args.gaps, float):
+        tokens = tokens_for(gap, args.request_ms)
+        for streams in parse_list(args.streams):
+            for mode in modes_run:
+                case = run_case(gap_ms=gap, streams=streams, tokens=tokens,
+                                duration_s=args.seconds, mode=mode)  # fmt: skip
+                measured, true, error = case.measured_ms, case.true_ms, case.error_ms
+                cells = []
+                for p in (50.0, 99.0, 99.9):
+                    cells += [f"{ms(measured[p])} / {ms(true[p])}", signed_ms(error[p])]
+                sim = case.sim_cell
+                if case.unmatched:
+                    sim += f" ({case.unmatched} unmatched)"
+                table.row(f"{gap:g}", streams, mode, f"{case.events_per_s:,.0f}", *cells,
+                          f"{percent(case.coalesced)} \\| {percent(case.true_coalesced)}",
+                          ms(case.hub_lag_p99_ms), f"{case.cpu_percent:.0f}",
+                          f"{case.wait_percent:.0f}", f"{case.cpu_us_per_event:.1f}",
+                          sim)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""The straightforward client: what a first version of the per-event path would do.
+
+Same socket reading as ``tpot_locust.streaming`` (``HTTPConnection.request``,
+``Response.iter_body``, ``SSEParser``; each event stamped with the arrival time of the read
+that completed it), but per event, as it arrives: ``json.loads`` of the whole chunk, the
+token test, usage parsing, and one ``HdrHistogram.record_value`` per token for TPOT and one
+for ITL (pure Python, ~2 us each). Only the per-event work differs from ours, so the
+difference in CPU per event and in accuracy under load is the cost of that work.
+
+Used by ``accuracy.py`` and ``capacity.py`` with ``--baseline``; not part of the package.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from hdrh.histogram import HdrHistogram
+
+from tpot_locust.histograms import add_into, new_histogram
+from tpot_locust.http_client import HTTPConnection, ReadTimeout
+from tpot_locust.sse import SSEParser
+from tpot_locust.streaming import StreamRequest
+
+BASELINE_METRICS = ("tpot", "itl", "ttft", "e2e", "request_tpot", "worst_gap")
+
+
+@dataclass
+class Sent:
+    """One finished request as the benchmarks see it (either client)."""
+
+    request_id: str
+    ok: bool
+    t_send_ns: int
+    first_ns: int | None  # arrival of the first token event
+    events: int  # token events
+    t_call_ns: int = 0  # when the request was started, before any connect
+
+
+def _us(ns: float) -> int:
+    return max(int((ns + 500) // 1000), 0)
+
+
+class BaselineClient:
+    """Per-event JSON decoding and per-token ``record_value``; ships deltas like a worker."""
+
+    name = "baseline"
+
+    def __init__(self) -> None:
+        self.interval: dict[str, HdrHistogram] = {m: new_histogram() for m in BASELINE_METRICS}
+        self.total: dict[str, HdrHistogram] = {m: new_histogram() for m in BASELINE_METRICS}
+
+    def request(self, connection: HTTPConnection, request: StreamRequest) -> Sent:
+        try:
+            return self._request(connection, request)
+        except Exception:  # noqa: BLE001 - counted as failed, like stream_request does
+            connection.close()
+            return Sent(request.request_id, False, 0, None, 0)
+
+    def _request(self, connection: HTTPConnection, request: StreamRequest) -> Sent:
+        histograms = self.interval
+        tpot, itl = histograms["tpot"], histograms["itl"]
+        idle_ns = int(request.idle_timeout * 1e9)
+        connection.read_timeout = request.total_timeout
+        response, t_send = connection.request(
+            "POST", request.path, request.headers, request.body,
+            head_timeout=request.first_token_timeout,
+        )  # fmt: skip
+        if response.status != 200 or "text/event-stream" not in response.content_type:
+            response.read(limit=65536)
+            return Sent(request.request_id, False, t_send, None, 0)
+        response.deadline_ns = t_send + int(request.first_token_timeout * 1e9)
+        parser = SSEParser()
+        first = previous = None
+        events = worst = 0
+        finish_reason = None
+        completion_tokens = None
+        done = False
+        try:
+            for stamp, data in response.iter_body():
+                for payload in parser.feed(data):
+                    if payload == b"[DONE]":
+                        done = True
+                        continue
+                    event = json.loads(payload)  # every event, as it arrives
+                    if event.get("error"):
+                        connection.close()
+                        return Sent(request.request_id, False, t_send, first, events)
+                    usage = event.get("usage")
+                    if isinstance(usage, dict) and "completion_tokens" in usage:
+                        completion_tokens = usage["completion_tokens"]
+                    choices = event.get("choices") or []
+                    if not choices:
+                        continue
+                    choice = choices[0]
+                    delta = choice.get("delta") or {}
+                    if (
+                        delta.get("content")
+                        or delta.get("reasoning_content")
+                        or delta.get("tool_calls")
+                    ):
+                        if previous is None:
+                            first = stamp
+                        else:
+                            gap = _us(stamp - previous)
+                            tpot.record_value(gap)  # one token per event here
+                            itl.record_value(gap)
+                            worst = max(worst, gap)
+                        previous = stamp
+                        events += 1
+                    if choice.get("finish_reason"):
+                        finish_reason = choice["finish_reason"]
+                response.deadline_ns = stamp + idle_ns
+        except ReadTimeout:
+            connection.close()
+            if not done:
+                return Sent(request.request_id, False, t_send, first, events)
+        if finish_reason is None or first is None or previous is None:
+            return Sent(request.request_id, False, t_send, first, events)
+        histograms["ttft"].record_value(_us(first - t_send))
+        histograms["e2e"].record_value(_us(previous - t_send))
+        tokens = completion_tokens if completion_tokens is not None else events
+        if events > 1 and tokens > 1:
+            histograms["request_tpot"].record_value(_us((previous - first) / (tokens - 1)))
+            histograms["worst_gap"].record_value(worst)
+        return Sent(request.request_id, True, t_send, first, events)
+
+    def report(self, final: bool = False) -> None:
+        """Every report interval: encode the delta (what a worker ships), add it up, reset."""
+        for name, histogram in self.interval.items():
+            if histogram.total_count:
+                histogram.encode()
+                add_into(self.total[name], histogram)
+                histogram.reset()
+
+    def tpot(self) -> HdrHistogram:
+        return self.total["tpot"]

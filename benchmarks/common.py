@@ -1,0 +1,512 @@
+"""Shared pieces of the benchmarks: an in-process gevent client, a hub-lag probe, truth.
+
+Scripts that stream call ``gevent.monkey.patch_all()`` before importing this module.
+
+A *case* is one simulator process (``tpot_locust.sim``, ground truth on) and this process
+streaming from it: N greenlets, each sending requests back to back on its own keep-alive
+connection, starting at a random phase within one gap. Ours records with
+``stream_request`` + ``Recorder`` (the path ``ChatUser`` takes); the straightforward client
+is ``baseline_client.BaselineClient``. Both ship a delta every second as a worker does
+(``take_interval`` + ``encode``), so their CPU includes that. A greenlet sleeping 1 ms in a
+loop records how late it wakes (*hub lag*): the delay any stamp can suffer.
+
+Measured and true TPOT are compared as distributions over the same requests, both as
+HdrHistograms in whole microseconds (same buckets); the truth is the simulator's send stamp
+of each token event (``send_ns - perf_offset_ns`` is on this machine's ``perf_counter_ns``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import gevent
+import numpy as np
+from baseline_client import BaselineClient, Sent
+from hdrh.histogram import HdrHistogram
+
+from tpot_locust.histograms import count_below, histogram_stats, new_histogram, record_many
+from tpot_locust.http_client import HTTPConnection, Origin
+from tpot_locust.recorder import MetricSet, Recorder
+from tpot_locust.sim.process import start_simulator
+from tpot_locust.sim.truth import read_truth
+from tpot_locust.streaming import StreamRequest, stream_request
+from tpot_locust.timings import RequestTimings, to_us
+
+COALESCED_US = 100  # a gap below 0.1 ms: two events that arrived (or were sent) together
+PERCENTILES = (50.0, 99.0, 99.9)
+REPORT_INTERVAL_S = 1.0
+PROBE_SLEEP_S = 0.001
+SIM_SATURATED_CPU = 0.85  # simulator on a CPU or runnable this share of the time: it limits
+
+
+class Client(Protocol):
+    name: str
+
+    def request(self, connection: HTTPConnection, request: StreamRequest) -> Sent: ...
+
+    def report(self, final: bool = False) -> None: ...
+
+    def tpot(self) -> HdrHistogram: ...
+
+
+class OursClient:
+    """``stream_request`` + ``Recorder``: the package's hot path, as a Locust worker runs it."""
+
+    name = "ours"
+
+    def __init__(self) -> None:
+        self.recorder = Recorder()
+        self.total = MetricSet()
+
+    def request(self, connection: HTTPConnection, request: StreamRequest) -> Sent:
+        timings, _ = stream_request(connection, request)
+        self.recorder.record(timings)
+        stamps = timings.token_stamps
+        return Sent(request.request_id, timings.ok, timings.t_send_ns,
+                    stamps[0] if stamps else None, len(stamps))  # fmt: skip
+
+    def report(self, final: bool = False) -> None:
+        delta = self.recorder.take_interval(final=final)
+        delta.encode()  # what a worker ships to the master
+        self.total.add(delta)
+
+    def tpot(self) -> HdrHistogram:
+        return self.total.combined().histogram("tpot")
+
+
+def make_client(mode: str) -> Client:
+    return BaselineClient() if mode == "baseline" else OursClient()
+
+
+def chat_request(request_id: str, tokens: int, prompt_words: int = 32) -> StreamRequest:
+    body = {"model": "tpot-sim", "stream": True, "max_tokens": tokens, "min_tokens": tokens,
+            "ignore_eos": True, "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": "hello " * prompt_words}]}  # fmt: skip
+    return StreamRequest(
+        user_class="bench", api="chat", request_id=request_id, path="/v1/chat/completions",
+        headers={"Content-Type": "application/json", "X-Request-Id": request_id},
+        body=json.dumps(body).encode(), prompt_tokens_requested=prompt_words,
+        first_token_timeout=60, idle_timeout=60, total_timeout=600,
+        t_intended_ns=time.perf_counter_ns(),
+    )  # fmt: skip
+
+
+class HubLagProbe:
+    """A greenlet sleeping ``PROBE_SLEEP_S`` in a loop; records how late each wake-up is."""
+
+    def __init__(self) -> None:
+        self.lags_ns: list[int] = []
+        self._running = False
+        self._greenlet: gevent.Greenlet | None = None
+
+    def start(self) -> None:
+        self._running = True
+        self._greenlet = gevent.spawn(self._loop)
+
+    def _loop(self) -> None:
+        sleep_ns = int(PROBE_SLEEP_S * 1e9)
+        lags = self.lags_ns
+        while self._running:
+            before = time.perf_counter_ns()
+            gevent.sleep(PROBE_SLEEP_S)
+            lags.append(time.perf_counter_ns() - before - sleep_ns)
+
+    def stop(self) -> np.ndarray:
+        self._running = False
+        if self._greenlet is not None:
+            self._greenlet.join()
+        return np.asarray(self.lags_ns, dtype=np.int64)
+
+
+@dataclass
+class ClientRun:
+    mode: str
+    streams: int
+    sent: list[Sent]
+    tpot: HdrHistogram
+    hub_lag_ns: np.ndarray
+    cpu_s: float
+    wall_s: float
+    wait_s: float  # runnable but not running (other processes had the cores)
+
+    @property
+    def ok(self) -> list[Sent]:
+        return [s for s in self.sent if s.ok]
+
+    @property
+    def events(self) -> int:
+        return sum(s.events for s in self.sent)
+
+
+def run_streams(
+    client: Client,
+    url: str | None,
+    *,
+    streams: int,
+    tokens: int,
+    duration_s: float,
+    gap_ms: float,
+    new_connection: bool = False,
+    seed: int = 1,
+) -> ClientRun:
+    """``streams`` greenlets send requests back to back until ``duration_s`` has passed (each
+    finishes its request in flight). ``streams`` 0: the hub-lag probe alone (idle floor)."""
+    rng = random.Random(seed)
+    sent: list[Sent] = []
+    origin = Origin.parse(url) if url else None
+    stop_at = time.perf_counter() + duration_s
+    running = True
+
+    def one_stream(index: int, phase_s: float) -> None:
+        assert origin is not None
+        gevent.sleep(phase_s)
+        connection = HTTPConnection(origin)
+        number = 0
+        while time.perf_counter() < stop_at:
+            if new_connection:
+                connection = HTTPConnection(origin)
+            request = chat_request(f"{client.name}-{streams}-{index}-{number}", tokens)
+            t_call_ns = time.perf_counter_ns()
+            result = client.request(connection, request)
+            result.t_call_ns = t_call_ns
+            sent.append(result)
+            if new_connection:
+                connection.close()
+            number += 1
+        connection.close()
+
+    def reporter() -> None:
+        while running:
+            gevent.sleep(REPORT_INTERVAL_S)
+            client.report()
+
+    probe = HubLagProbe()
+    wait0 = sched_s()[1]
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    probe.start()
+    report_greenlet = gevent.spawn(reporter)
+    if streams:
+        phases = [rng.uniform(0, gap_ms / 1000) for _ in range(streams)]
+        gevent.joinall([gevent.spawn(one_stream, i, phases[i]) for i in range(streams)])
+    else:
+        gevent.sleep(duration_s)
+    running = False
+    report_greenlet.kill()
+    lags = probe.stop()
+    client.report(final=True)
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    wait = sched_s()[1] - wait0
+    return ClientRun(client.name, streams, sent, client.tpot(), lags, cpu, wall, wait)
+
+
+@dataclass
+class TruthRecord:
+    send_perf_ns: np.ndarray  # perf_counter_ns of each token event's write
+    arrival_perf_ns: int  # when the server had the request
+
+    @property
+    def ttft_ns(self) -> int:
+        return int(self.send_perf_ns[0]) - self.arrival_perf_ns if self.send_perf_ns.size else 0
+
+
+def load_truth(path: Path) -> dict[str, TruthRecord]:
+    truth = {}
+    for record in read_truth(path):
+        if record.get("aborted") or not record["send_ns"]:
+            continue
+        offset = record["perf_offset_ns"]
+        truth[record["request_id"]] = TruthRecord(
+            np.asarray(record["send_ns"], dtype=np.int64) - offset,
+            record["arrival_ns"] - offset,
+        )
+    return truth
+
+
+def sched_s(pid: int | str = "self") -> tuple[float, float]:
+    """(seconds on a CPU, seconds runnable but waiting for one) of a process's main thread,
+    from Linux ``/proc/PID/schedstat``; the wait shows a machine too busy to measure on."""
+    try:
+        running, waiting = Path(f"/proc/{pid}/schedstat").read_text().split()[:2]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    return int(running) / 1e9, int(waiting) / 1e9
+
+
+@dataclass
+class Case:
+    """One case's figures: everything the tables print."""
+
+    mode: str
+    gap_ms: float
+    streams: int
+    tokens: int
+    run: ClientRun
+    true_tpot: HdrHistogram = field(default_factory=new_histogram)
+    true_events: int = 0
+    ttft_measured_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    ttft_true_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    connect_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sim_cpu_s: float = 0.0
+    sim_wait_s: float = 0.0
+    unmatched: int = 0  # ok requests with no truth line, or with a different event count
+
+    @property
+    def events_per_s(self) -> float:
+        return self.run.events / self.run.wall_s if self.run.wall_s else 0.0
+
+    @property
+    def cpu_percent(self) -> float:
+        return 100 * self.run.cpu_s / self.run.wall_s if self.run.wall_s else 0.0
+
+    @property
+    def cpu_us_per_event(self) -> float:
+        return self.run.cpu_s / self.run.events * 1e6 if self.run.events else float("nan")
+
+    @property
+    def wait_percent(self) -> float:
+        return 100 * self.run.wait_s / self.run.wall_s if self.run.wall_s else 0.0
+
+    @property
+    def sim_cpu_share(self) -> float:
+        return self.sim_cpu_s / self.run.wall_s if self.run.wall_s else 0.0
+
+    @property
+    def sim_busy_share(self) -> float:
+        """Simulator on a CPU or waiting for one: near 1, it could not go faster."""
+        return (self.sim_cpu_s + self.sim_wait_s) / self.run.wall_s if self.run.wall_s else 0.0
+
+    @property
+    def sim_bound(self) -> bool:
+        return self.sim_busy_share >= SIM_SATURATED_CPU
+
+    @property
+    def sim_cell(self) -> str:
+        cell = f"{100 * self.sim_cpu_share:.0f}+{100 * self.sim_wait_share:.0f}%"
+        return cell + (" S" if self.sim_bound else "")
+
+    @property
+    def sim_wait_share(self) -> float:
+        return self.sim_wait_s / self.run.wall_s if self.run.wall_s else 0.0
+
+    def percentiles_ms(self, histogram: HdrHistogram) -> dict[float, float]:
+        stats = histogram_stats(histogram, PERCENTILES)
+        return {p: stats.percentiles[p] / 1000 for p in PERCENTILES}
+
+    @property
+    def measured_ms(self) -> dict[float, float]:
+        return self.percentiles_ms(self.run.tpot)
+
+    @property
+    def true_ms(self) -> dict[float, float]:
+        return self.percentiles_ms(self.true_tpot)
+
+    @property
+    def error_ms(self) -> dict[float, float]:
+        measured, true = self.measured_ms, self.true_ms
+        return {p: measured[p] - true[p] for p in PERCENTILES}
+
+    @property
+    def coalesced(self) -> float:
+        return _coalesced(self.run.tpot)
+
+    @property
+    def true_coalesced(self) -> float:
+        return _coalesced(self.true_tpot)
+
+    @property
+    def hub_lag_p99_ms(self) -> float:
+        lags = self.run.hub_lag_ns
+        return float(np.percentile(lags, 99)) / 1e6 if lags.size else float("nan")
+
+    @property
+    def ttft_overhead_ns(self) -> np.ndarray:
+        return self.ttft_measured_ns - self.ttft_true_ns
+
+
+def _coalesced(histogram: HdrHistogram) -> float:
+    total = histogram.total_count
+    return count_below(histogram, COALESCED_US) / total if total else float("nan")
+
+
+def evaluate(case: Case, truth: dict[str, TruthRecord]) -> Case:
+    """Fill in the truth side from the simulator's records of the client's ok requests."""
+    gaps: list[np.ndarray] = []
+    measured_ttft: list[int] = []
+    true_ttft: list[int] = []
+    connect: list[int] = []
+    for sent in case.run.ok:
+        record = truth.get(sent.request_id)
+        if record is None or record.send_perf_ns.size != sent.events:
+            case.unmatched += 1
+            continue
+        gaps.append(np.diff(record.send_perf_ns))
+        case.true_events += record.send_perf_ns.size
+        assert sent.first_ns is not None
+        measured_ttft.append(sent.first_ns - sent.t_send_ns)
+        true_ttft.append(record.ttft_ns)
+        connect.append(sent.t_send_ns - sent.t_call_ns)
+    if gaps:
+        record_many(case.true_tpot, to_us(np.concatenate(gaps)))
+    case.ttft_measured_ns = np.asarray(measured_ttft, dtype=np.int64)
+    case.ttft_true_ns = np.asarray(true_ttft, dtype=np.int64)
+    case.connect_ns = np.asarray(connect, dtype=np.int64)
+    return case
+
+
+def run_case(
+    *,
+    gap_ms: float,
+    streams: int,
+    tokens: int,
+    duration_s: float,
+    mode: str = "ours",
+    ttft_ms: float = 5.0,
+    new_connection: bool = False,
+    sim_args: Sequence[str] = (),
+) -> Case:
+    """Start a simulator with ground truth, stream from it, compare; streams 0: idle probe."""
+    client = make_client(mode)
+    if streams == 0:
+        run = run_streams(client, None, streams=0, tokens=tokens, duration_s=duration_s,
+                          gap_ms=gap_ms)  # fmt: skip
+        return Case(mode, gap_ms, 0, tokens, run)
+    with tempfile.TemporaryDirectory(prefix="tpot-bench-") as folder:
+        truth_path = Path(folder) / "truth.jsonl"
+        args = ["--gap-ms", f"{gap_ms:g}", "--ttft-ms", f"{ttft_ms:g}", "--seed", "1", *sim_args]
+        with start_simulator(*args, truth=truth_path) as sim:
+            sim0 = sched_s(sim.process.pid)
+            run = run_streams(client, sim.url, streams=streams, tokens=tokens,
+                              duration_s=duration_s, gap_ms=gap_ms,
+                              new_connection=new_connection)  # fmt: skip
+            sim1 = sched_s(sim.process.pid)
+        truth = load_truth(truth_path)
+    case = Case(mode, gap_ms, streams, tokens, run, sim_cpu_s=sim1[0] - sim0[0],
+                sim_wait_s=sim1[1] - sim0[1])  # fmt: skip
+    return evaluate(case, truth)
+
+
+# ---- synthetic recordings (memory, merge) ---------------------------------------------
+
+
+def synthetic_timings(
+    rng: np.random.Generator, index: int, tokens: int, user_class: str
+) -> RequestTimings:
+    """A finished request: ``tokens`` one-token events, log-normal gaps around 5 ms; every
+    second one open-loop (``scheduled``), so every metric gets samples."""
+    gaps = rng.lognormal(np.log(5e6), 0.4, tokens - 1).astype(np.int64)
+    t_send = time.perf_counter_ns() - int(gaps.sum()) - 30_000_000
+    stamps = (t_send + 25_000_000 + np.concatenate(([0], np.cumsum(gaps)))).tolist()
+    return RequestTimings(
+        user_class=user_class, api="chat", request_id=f"r{index}", t_intended_ns=t_send,
+        t_send_ns=t_send, token_stamps=stamps, token_counts=[1] * tokens,
+        output_tokens=tokens, prompt_tokens_requested=256, prompt_tokens_reported=256,
+        finish_reason="length", t_end_ns=stamps[-1], scheduled=index % 2 == 0,
+    )  # fmt: skip
+
+
+def encoded_deltas(
+    count: int, tokens: int, requests: int, classes: Sequence[str] = ("chat", "arrivals")
+) -> list[dict[str, Any]]:
+    """``count`` real encoded deltas (what a worker ships), each of ``requests`` requests."""
+    rng = np.random.default_rng(2)
+    recorder = Recorder()
+    deltas = []
+    for number in range(count):
+        for index in range(requests):
+            user_class = classes[index % len(classes)]
+            timings = synthetic_timings(rng, number * requests + index, tokens, user_class)
+            recorder.record(timings)
+        deltas.append(recorder.take_interval(final=True).encode())
+    return deltas
+
+
+# ---- output ---------------------------------------------------------------------------
+
+
+def machine_line() -> str:
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return (f"{os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"{time.strftime('%Y-%m-%d %H:%M %Z')}, load average {load}")  # fmt: skip
+
+
+def print_header(title: str, notes: Sequence[str] = ()) -> None:
+    print(f"## {title}\n")
+    print(f"Machine: {machine_line()}")
+    for note in notes:
+        print(note)
+    print(flush=True)
+
+
+class Table:
+    """A Markdown table printed row by row (so a long run shows progress)."""
+
+    def __init__(self, columns: Sequence[str]) -> None:
+        self.columns = list(columns)
+        print("| " + " | ".join(self.columns) + " |")
+        print("|" + "|".join("---:" for _ in self.columns) + "|", flush=True)
+
+    def row(self, *cells: Any) -> None:
+        print("| " + " | ".join(_cell(c) for c in cells) + " |", flush=True)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        if value != value:  # nan
+            return "-"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        if abs(value) >= 100:
+            return f"{value:.0f}"
+        if abs(value) >= 10:
+            return f"{value:.1f}"
+        return f"{value:.3f}" if abs(value) < 1 else f"{value:.2f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def ms(value: float) -> str:
+    return "-" if value != value else f"{value:.3f}"
+
+
+def signed_ms(value: float) -> str:
+    return "-" if value != value else f"{value:+.3f}"
+
+
+def percent(value: float) -> str:
+    return "-" if value != value else f"{100 * value:.1f}%"
+
+
+def parse_list(text: str, kind: Callable[[str], Any] = int) -> list[Any]:
+    return [kind(item) for item in text.split(",") if item.strip()]
+
+
+def base_parser(doc: str | None) -> argparse.ArgumentParser:
+    lines = (doc or "").strip().splitlines()
+    parser = argparse.ArgumentParser(
+        description=lines[0] if lines else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n".join(lines[1:]),
+    )
+    parser.add_argument("--quick", action="store_true", help="a smoke run (~30 s)")
+    return parser
+
+
+def tokens_for(gap_ms: float, request_ms: float) -> int:
+    """Output tokens of a request that streams for about ``request_ms`` at ``gap_ms``."""
+    return max(20, round(request_ms / gap_ms))
+
+
+def flush_stdout() -> None:
+    sys.stdout.flush()

@@ -1,0 +1,78 @@
+"""TTFT overhead: our measured TTFT minus the server's true TTFT, per request.
+
+Usage: python benchmarks/ttft_overhead.py [--quick] [--streams 1,16,64] [--seconds 5]
+                                          [--ttft-ms 20] [--gap-ms 2] [--tokens 8]
+
+The simulator answers with a fixed TTFT; its truth gives, per request, when it had the
+request (``arrival_ns``) and when it wrote the first token (``send_ns[0]``): true TTFT =
+send_ns[0] - arrival_ns. Ours = first token event's arrival stamp - t_send (taken just
+before the request is written). The difference is what the client adds: the request's
+and the first chunk's trips through loopback and the two event loops, and any delay in
+stamping. Short requests (``--tokens``) back to back on each stream; with ``reuse`` each
+stream keeps one keep-alive connection, with ``new`` every request opens (and closes) one.
+Columns:
+  TTFT p50/p99        ours / true, ms
+  overhead p50/p99/max  ours - true per request, ms
+  call->send p50/p99  from the start of the request call to t_send (building the request
+                      and, with ``new``, the TCP connect: not part of TTFT, paid all the same)
+  sim                 the simulator's CPU + run-queue wait share ('S': saturated)
+"""
+
+from __future__ import annotations
+
+from gevent import monkey
+
+monkey.patch_all()
+
+import numpy as np  # noqa: E402
+from common import (  # noqa: E402
+    Table,
+    base_parser,
+    parse_list,
+    print_header,
+    run_case,
+)
+
+
+def pct_ms(values_ns: np.ndarray, percentile: float) -> str:
+    if not values_ns.size:
+        return "-"
+    return f"{np.percentile(values_ns, percentile) / 1e6:.3f}"
+
+
+def main() -> None:
+    parser = base_parser(__doc__)
+    parser.add_argument("--streams", default="1,16,64")
+    parser.add_argument("--seconds", type=float, default=5.0, help="streaming time per case")
+    parser.add_argument("--ttft-ms", type=float, default=20.0, help="the simulator's TTFT")
+    parser.add_argument("--gap-ms", type=float, default=2.0)
+    parser.add_argument("--tokens", type=int, default=8, help="output tokens per request")
+    args = parser.parse_args()
+    if args.quick:
+        args.seconds = 2.0
+    print_header(
+        "TTFT overhead: measured - true TTFT, one client process",
+        [f"simulator TTFT {args.ttft_ms:g} ms, {args.tokens} tokens at {args.gap_ms:g} ms, "
+         f"{args.seconds:g} s per case"],
+    )  # fmt: skip
+    table = Table(["streams", "connection", "requests", "TTFT p50 ours/true", "p99 ours/true",
+                   "overhead p50", "p99", "max", "call->send p50", "p99", "wait %",
+                   "sim"])  # fmt: skip
+    for streams in parse_list(args.streams):
+        for new_connection in (False, True):
+            case = run_case(gap_ms=args.gap_ms, streams=streams, tokens=args.tokens,
+                            duration_s=args.seconds, ttft_ms=args.ttft_ms,
+                            new_connection=new_connection)  # fmt: skip
+            overhead = case.ttft_overhead_ns
+            table.row(
+                streams, "new" if new_connection else "reuse", overhead.size,
+                f"{pct_ms(case.ttft_measured_ns, 50)} / {pct_ms(case.ttft_true_ns, 50)}",
+                f"{pct_ms(case.ttft_measured_ns, 99)} / {pct_ms(case.ttft_true_ns, 99)}",
+                pct_ms(overhead, 50), pct_ms(overhead, 99), pct_ms(overhead, 100),
+                pct_ms(case.connect_ns, 50), pct_ms(case.connect_ns, 99),
+                f"{case.wait_percent:.0f}", case.sim_cell,
+            )  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
