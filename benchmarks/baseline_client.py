@@ -35,6 +35,8 @@ class Sent:
     first_ns: int | None  # arrival of the first token event
     events: int  # token events
     t_call_ns: int = 0  # when the request was started, before any connect
+    stamps: list[int] | None = None  # token event stamps, until run_streams counts them
+    events_in_window: int = 0  # token events that arrived before the run's stop time
 
 
 def _us(ns: float) -> int:
@@ -73,6 +75,7 @@ class BaselineClient:
         parser = SSEParser()
         first = previous = None
         events = worst = 0
+        stamps: list[int] = []
         finish_reason = None
         completion_tokens = None
         done = False
@@ -107,6 +110,7 @@ class BaselineClient:
                             itl.record_value(gap)
                             worst = max(worst, gap)
                         previous = stamp
+                        stamps.append(stamp)
                         events += 1
                     if choice.get("finish_reason"):
                         finish_reason = choice["finish_reason"]
@@ -123,7 +127,7 @@ class BaselineClient:
         if events > 1 and tokens > 1:
             histograms["request_tpot"].record_value(_us((previous - first) / (tokens - 1)))
             histograms["worst_gap"].record_value(worst)
-        return Sent(request.request_id, True, t_send, first, events)
+        return Sent(request.request_id, True, t_send, first, events, stamps=stamps)
 
     def report(self, final: bool = False) -> None:
         """Every report interval: encode the delta (what a worker ships), add it up, reset."""

@@ -18,10 +18,12 @@ of each token event (``send_ns - perf_offset_ns`` is on this machine's ``perf_co
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
 import platform
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -47,6 +49,20 @@ COALESCED_US = 100  # a gap below 0.1 ms: two events that arrived (or were sent)
 PERCENTILES = (50.0, 99.0, 99.9)
 REPORT_INTERVAL_S = 1.0
 PROBE_SLEEP_S = 0.001
+# ``--server engine``: the simulator's engine mode with a fixed step time (the h200 profile
+# with every cost but ``step_base_ms`` zeroed, no jitter, no stalls): every stream gets its
+# token in the same step, as from a real batching server, and one core serves ~65-75k token
+# events/s instead of ~25-30k (benchmarks/sim_engine.py).
+ENGINE_ZEROED = (
+    "decode_ms_per_seq",
+    "kv_read_ms_per_ktoken",
+    "prefill_ms_per_token",
+    "prefill_attn_ms_per_mpair",
+    "step_jitter",
+    "stall_prob",
+    "frontend_ms",
+)
+SERVERS = ("independent", "engine")
 SIM_SATURATED_CPU = 0.85  # simulator on a CPU or runnable this share of the time: it limits
 
 
@@ -74,7 +90,7 @@ class OursClient:
         self.recorder.record(timings)
         stamps = timings.token_stamps
         return Sent(request.request_id, timings.ok, timings.t_send_ns,
-                    stamps[0] if stamps else None, len(stamps))  # fmt: skip
+                    stamps[0] if stamps else None, len(stamps), stamps=stamps)  # fmt: skip
 
     def report(self, final: bool = False) -> None:
         delta = self.recorder.take_interval(final=final)
@@ -103,7 +119,12 @@ def chat_request(request_id: str, tokens: int, prompt_words: int = 32) -> Stream
 
 
 class HubLagProbe:
-    """A greenlet sleeping ``PROBE_SLEEP_S`` in a loop; records how late each wake-up is."""
+    """A greenlet sleeping ``PROBE_SLEEP_S`` in a loop; records how late each wake-up is.
+
+    On gevent's default libev loop this reads up to ~1 ms high with no work at all: when
+    other I/O wakes the loop just before a timer is due, libev's epoll backend still waits
+    at least 1 ms (``backend_mintime``) unless more I/O comes. ``IOLagProbe`` measures the
+    delay a stamp actually suffers."""
 
     def __init__(self) -> None:
         self.lags_ns: list[int] = []
@@ -129,6 +150,63 @@ class HubLagProbe:
         return np.asarray(self.lags_ns, dtype=np.int64)
 
 
+_IO_WRITER = """
+import os, sys, time
+period = float(sys.argv[1])
+while True:
+    os.write(1, time.perf_counter_ns().to_bytes(8, "little"))
+    time.sleep(period)
+"""
+
+
+class IOLagProbe:
+    """I/O lag: the delay between data becoming readable and a greenlet here reading it.
+
+    A child process writes its ``perf_counter_ns`` to a pipe every ``PROBE_SLEEP_S``; a
+    greenlet reads it and records (now - written). That is the delay a token event's stamp
+    suffers (readiness -> the reading greenlet runs), without the timer slack of
+    ``HubLagProbe``. Both clocks are CLOCK_MONOTONIC, shared by the machine's processes."""
+
+    def __init__(self) -> None:
+        self.lags_ns: list[int] = []
+        self._process: subprocess.Popen[bytes] | None = None
+        self._greenlet: gevent.Greenlet | None = None
+
+    def start(self) -> None:
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", _IO_WRITER, str(PROBE_SLEEP_S)], stdout=subprocess.PIPE
+        )
+        assert self._process.stdout is not None
+        fd = self._process.stdout.fileno()
+        os.set_blocking(fd, False)
+        self._greenlet = gevent.spawn(self._loop, fd)
+
+    def _loop(self, fd: int) -> None:
+        from gevent.os import nb_read
+
+        lags = self.lags_ns
+        pending = b""
+        while True:
+            data = nb_read(fd, 4096)
+            now = time.perf_counter_ns()
+            if not data:
+                return
+            pending += data
+            whole = len(pending) - len(pending) % 8
+            for offset in range(0, whole, 8):
+                lags.append(now - int.from_bytes(pending[offset : offset + 8], "little"))
+            pending = pending[whole:]
+
+    def stop(self) -> np.ndarray:
+        if self._process is not None:
+            self._process.terminate()
+            self._process.wait()
+        if self._greenlet is not None:
+            self._greenlet.join(timeout=2)
+            self._greenlet.kill()
+        return np.asarray(self.lags_ns, dtype=np.int64)
+
+
 @dataclass
 class ClientRun:
     mode: str
@@ -136,9 +214,15 @@ class ClientRun:
     sent: list[Sent]
     tpot: HdrHistogram
     hub_lag_ns: np.ndarray
+    io_lag_ns: np.ndarray
     cpu_s: float
     wall_s: float
     wait_s: float  # runnable but not running (other processes had the cores)
+    window_s: float = 0.0  # the sending window: requests start until then
+
+    @property
+    def events_in_window(self) -> int:
+        return sum(s.events_in_window for s in self.sent)
 
     @property
     def ok(self) -> list[Sent]:
@@ -165,7 +249,9 @@ def run_streams(
     rng = random.Random(seed)
     sent: list[Sent] = []
     origin = Origin.parse(url) if url else None
-    stop_at = time.perf_counter() + duration_s
+    start_ns = time.perf_counter_ns()
+    stop_ns = start_ns + int(duration_s * 1e9)
+    stop_at = stop_ns / 1e9
     running = True
 
     def one_stream(index: int, phase_s: float) -> None:
@@ -180,6 +266,9 @@ def run_streams(
             t_call_ns = time.perf_counter_ns()
             result = client.request(connection, request)
             result.t_call_ns = t_call_ns
+            if result.stamps is not None:
+                result.events_in_window = bisect.bisect_right(result.stamps, stop_ns)
+                result.stamps = None
             sent.append(result)
             if new_connection:
                 connection.close()
@@ -191,7 +280,8 @@ def run_streams(
             gevent.sleep(REPORT_INTERVAL_S)
             client.report()
 
-    probe = HubLagProbe()
+    probe, io_probe = HubLagProbe(), IOLagProbe()
+    io_probe.start()
     wait0 = sched_s()[1]
     cpu0, wall0 = time.process_time(), time.perf_counter()
     probe.start()
@@ -207,7 +297,9 @@ def run_streams(
     client.report(final=True)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     wait = sched_s()[1] - wait0
-    return ClientRun(client.name, streams, sent, client.tpot(), lags, cpu, wall, wait)
+    io_lags = io_probe.stop()
+    return ClientRun(client.name, streams, sent, client.tpot(), lags, io_lags, cpu, wall,
+                     wait, window_s=duration_s)  # fmt: skip
 
 
 @dataclass
@@ -223,7 +315,7 @@ class TruthRecord:
 def load_truth(path: Path) -> dict[str, TruthRecord]:
     truth = {}
     for record in read_truth(path):
-        if record.get("aborted") or not record["send_ns"]:
+        if record.get("aborted") or not record.get("send_ns"):  # (engine step lines too)
             continue
         offset = record["perf_offset_ns"]
         truth[record["request_id"]] = TruthRecord(
@@ -263,7 +355,9 @@ class Case:
 
     @property
     def events_per_s(self) -> float:
-        return self.run.events / self.run.wall_s if self.run.wall_s else 0.0
+        """Token events that arrived within the sending window, per second of it (the tail
+        of the last requests, with fewer streams, is left out)."""
+        return self.run.events_in_window / self.run.window_s if self.run.window_s else 0.0
 
     @property
     def cpu_percent(self) -> float:
@@ -330,6 +424,22 @@ class Case:
         return float(np.percentile(lags, 99)) / 1e6 if lags.size else float("nan")
 
     @property
+    def io_lag_p99_ms(self) -> float:
+        lags = self.run.io_lag_ns
+        return float(np.percentile(lags, 99)) / 1e6 if lags.size else float("nan")
+
+    @property
+    def lag_cell(self) -> str:
+        return f"{self.hub_lag_p99_ms:.3f} / {self.io_lag_p99_ms:.3f}"
+
+    def net_us_per_event(self, idle: Case | None) -> float:
+        """CPU us per token event less the probes' own CPU (the idle case's share)."""
+        if not self.run.events:
+            return float("nan")
+        floor = idle.run.cpu_s / idle.run.wall_s if idle and idle.run.wall_s else 0.0
+        return max(self.run.cpu_s - floor * self.run.wall_s, 0.0) / self.run.events * 1e6
+
+    @property
     def ttft_overhead_ns(self) -> np.ndarray:
         return self.ttft_measured_ns - self.ttft_true_ns
 
@@ -373,9 +483,12 @@ def run_case(
     mode: str = "ours",
     ttft_ms: float = 5.0,
     new_connection: bool = False,
-    sim_args: Sequence[str] = (),
+    server: str = "independent",
 ) -> Case:
-    """Start a simulator with ground truth, stream from it, compare; streams 0: idle probe."""
+    """Start a simulator with ground truth, stream from it, compare; streams 0: idle probe.
+
+    ``server`` ``independent``: each stream on its own timer (``--gap-ms``, ``--ttft-ms``);
+    ``engine``: one fixed step of ``gap_ms`` for all streams (TTFT is one step)."""
     client = make_client(mode)
     if streams == 0:
         run = run_streams(client, None, streams=0, tokens=tokens, duration_s=duration_s,
@@ -383,7 +496,14 @@ def run_case(
         return Case(mode, gap_ms, 0, tokens, run)
     with tempfile.TemporaryDirectory(prefix="tpot-bench-") as folder:
         truth_path = Path(folder) / "truth.jsonl"
-        args = ["--gap-ms", f"{gap_ms:g}", "--ttft-ms", f"{ttft_ms:g}", "--seed", "1", *sim_args]
+        if server == "engine":
+            args = ["--profile", "h200-llama3-8b", "--set", f"step_base_ms={gap_ms:g}",
+                    "--steps", str(Path(folder) / "steps.jsonl")]  # fmt: skip
+            for key in ENGINE_ZEROED:
+                args += ["--set", f"{key}=0"]
+        else:
+            args = ["--gap-ms", f"{gap_ms:g}", "--ttft-ms", f"{ttft_ms:g}"]
+        args += ["--seed", "1"]
         with start_simulator(*args, truth=truth_path) as sim:
             sim0 = sched_s(sim.process.pid)
             run = run_streams(client, sim.url, streams=streams, tokens=tokens,
@@ -503,10 +623,9 @@ def base_parser(doc: str | None) -> argparse.ArgumentParser:
     return parser
 
 
-def tokens_for(gap_ms: float, request_ms: float) -> int:
-    """Output tokens of a request that streams for about ``request_ms`` at ``gap_ms``."""
-    return max(20, round(request_ms / gap_ms))
-
-
-def flush_stdout() -> None:
-    sys.stdout.flush()
+def add_server_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--server", choices=SERVERS, default="independent",
+        help="independent: each stream on its own timer (the simulator's default mode); "
+        "engine: one fixed step for all streams, as a batching server (cheaper to serve)",
+    )  # fmt: skip

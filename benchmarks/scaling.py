@@ -142,7 +142,7 @@ def main() -> None:
             workers, cores, f"{asked:,.0f}", f"{row['tokens_per_s']:,.0f}",
             f"{row['p99']:.3f} / {row['true_p99']:.3f}",
             f"{100 * row['coalesced']:.1f}% \\| {100 * row['true_coalesced']:.1f}%",
-            f"{100 * row['machine_cpu']:.0f}%", row["failed"], row["complete"],
+            f"{100 * row['machine_cpu']:.0f}%", row["failed"], str(row["complete"]),
         )  # fmt: skip
 
 

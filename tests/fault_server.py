@@ -56,7 +56,8 @@ FAULTS: dict[str, str | None] = {
     "empty_body": "empty_stream",  # 200 text/event-stream with an empty body
     "bad_http": "bad_http",  # garbage instead of a status line
     "bad_chunk": "bad_http",  # some tokens, then broken chunked framing
-    "echo_key": "http_4xx",  # 401 whose message repeats the Authorization header
+    "echo_key": "http_4xx",  # 401 whose message repeats the Authorization header (also
+    # from GET /v1/models)
     "echo_key_event": "stream_error_event",  # an error event that repeats it
 }
 
@@ -178,7 +179,7 @@ class FaultServer:
         self.requests: Counter[str] = Counter()  # completion requests per fault
         self.injected: Counter[str] = Counter()  # per fault, "none" excluded
         self.connections: Counter[str] = Counter()  # connections by first request's fault
-        self.authorization: Counter[str] = Counter()  # Authorization header values received
+        self.authorization: Counter[str] = Counter()  # Authorization values, every request
         self.history_ok: Counter[str] = Counter()  # assistant messages sent back intact
         self.history_bad: Counter[str] = Counter()
         self._sent_texts: set[str] = set()
@@ -283,7 +284,14 @@ class FaultServer:
 
     def _respond(self, conn: _Connection, request: _Request, fault: str) -> bool:
         """Serve one request; False when the connection must not be used again."""
+        if "authorization" in request.headers:
+            with self._lock:
+                self.authorization[request.headers["authorization"]] += 1
         if request.method == "GET" and request.path.endswith("/v1/models"):
+            if fault == "echo_key":  # the model lookup fails, repeating the key
+                auth = request.headers.get("authorization", "")
+                message = f"Incorrect API key provided: {auth}"
+                return _json_reply(conn, 401, {"error": {"message": message}})
             return _json_reply(conn, 200, {"object": "list", "data": [{"id": MODEL}]})
         if request.method == "GET" and request.path.endswith("/stats"):
             return _json_reply(conn, 200, self.stats)
@@ -305,8 +313,6 @@ class FaultServer:
             self.requests[fault] += 1
             if fault != "none":
                 self.injected[fault] += 1
-            if "authorization" in request.headers:
-                self.authorization[request.headers["authorization"]] += 1
             for answer in answers:
                 if answer in self._sent_texts:
                     self.history_ok[fault] += 1

@@ -74,6 +74,14 @@ def _sessions_until_done(user: FaultUser) -> None:
 FaultUser.tasks = [_sessions_until_done]  # replaces ChatUser's endless sessions
 
 
+class ModelLookupEchoesKey(FaultUser):
+    """No model: GET /v1/models answers 401 repeating the key (run only when named)."""
+
+    abstract = os.environ.get("FAULT_MODEL_LOOKUP") != "1"
+    model = None
+    headers = {"X-Fault": "echo_key"}
+
+
 class TwoTurnsDefaultThinkTime(FaultUser):
     """Two-turn sessions with ChatUser's default think time (run only when named)."""
 

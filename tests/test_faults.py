@@ -273,7 +273,6 @@ def test_non_http_host_is_a_usage_error(tmp_path: Path, python: str) -> None:
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
-@pytest.mark.xfail(reason="needs cli.py: argparse rejects `run ... -- LOCUST_ARGS`", strict=False)
 def test_locust_arguments_after_double_dash_are_accepted(tmp_path: Path, python: str) -> None:
     result = tpot_locust(
         ["run", "scenarios/quickstart.yaml", "--run-time", "1s", "--out", str(tmp_path / "out"),

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tests.conftest import ROOT, run_command
 from tests.fault_server import FaultServer
+from tests.locust_faults import REQUESTS
 
 CLASSES = ["Fault_none", "Fault_http_500", "Fault_echo_key", "Fault_echo_key_event",
            "Fault_bad_json", "Fault_reset"]  # fmt: skip
@@ -123,3 +124,20 @@ def test_planted_key_in_no_output_of_tpot_locust_run(tmp_path: Path, python: str
     summary = json.loads(outputs[str(out / "summary.json")])
     assert summary["requests"]["ok"] > 0
     assert_nowhere(key, {**outputs, "stdout": result.stdout, "stderr": result.stderr})
+
+
+def test_planted_key_echoed_by_the_model_lookup_is_not_shown(tmp_path: Path) -> None:
+    key, out = planted_key(), tmp_path / "out"
+    with FaultServer() as server:
+        result = run_command(
+            [sys.executable, "-m", "locust", "-f", str(ROOT / "tests/locust_faults.py"),
+             "--headless", "-u", "1", "-r", "10", "-t", "20s", "--host", server.url,
+             "--only-summary", "--tpot-out", str(out), "--csv", str(out / "locust"),
+             "ModelLookupEchoesKey"],
+            timeout=60, env={"OPENAI_API_KEY": key, "FAULT_MODEL_LOOKUP": "1"},
+        )  # fmt: skip
+        received = server.stats["authorization"]
+    assert received == {f"Bearer {key}": REQUESTS}  # three lookups, each with the key
+    assert_nowhere(key, {**read_outputs(out), "stdout": result.stdout, "stderr": result.stderr})
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["requests"]["errors"] == {"http_4xx": REQUESTS}

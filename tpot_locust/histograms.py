@@ -9,6 +9,8 @@ numpy too: the library's iterators take ~1 ms per percentile and ~170 ms for a m
 
 from __future__ import annotations
 
+import ctypes
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -21,6 +23,25 @@ SIGNIFICANT_DIGITS = 3
 
 SMALL_BATCH = 4096
 PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0, 99.9, 99.99)
+
+
+MMAP_THRESHOLD_BYTES = 128 * 1024
+_M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
+
+
+def limit_heap_fragmentation() -> None:
+    """Give every counts array (184 KiB) its own mmap, returned to the OS when freed.
+
+    A master decoding ~12 histograms a second grew ~3 MB/min in a 10-minute soak from glibc
+    heap fragmentation (its Python heap was flat); with the threshold at 128 KiB
+    (``MALLOC_MMAP_THRESHOLD_=131072``, measured) it stayed flat.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+    except (OSError, AttributeError):
+        pass  # not glibc: nothing to tune
 
 
 def warm_up() -> None:

@@ -23,6 +23,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from tpot_locust.collector import Collector
 from tpot_locust.distributed import MasterLink, WorkerLink
 from tpot_locust.events import ensure_token_timings
+from tpot_locust.histograms import limit_heap_fragmentation
 from tpot_locust.phases import RunClock
 from tpot_locust.progress import ProgressPrinter
 from tpot_locust.recorder import Recorder
@@ -202,6 +203,7 @@ def _add_arguments(parser: Any, **_: Any) -> None:
 
 @events.init.add_listener
 def _on_init(environment: Environment, **_: Any) -> None:
+    limit_heap_fragmentation()
     state = get_state(environment)
     # Locust re-reads this module global on every report loop.
     locust.runners.WORKER_REPORT_INTERVAL = state.interval_s

@@ -16,6 +16,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tpot_locust.histograms import MMAP_THRESHOLD_BYTES
 from tpot_locust.http_client import Origin
 from tpot_locust.scenario import Scenario, load_scenario
 from tpot_locust.scenario_schema import resolve_profile
@@ -144,6 +145,7 @@ def run_scenario(options: RunOptions) -> int:
     env = dict(os.environ)
     env["TPOT_SCENARIO"] = str(options.scenario_path.resolve())
     env["TPOT_SET"] = "\x1f".join(overrides)
+    env.setdefault("MALLOC_MMAP_THRESHOLD_", str(MMAP_THRESHOLD_BYTES))  # see histograms.py
     with ExitStack() as stack:
         host = options.host or scenario.host
         if not host:

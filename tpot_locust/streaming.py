@@ -188,8 +188,8 @@ def _send_and_collect(
             for payload in events:
                 stamps.append(stamp)
                 payloads.append(payload)
-            next_event_ns = collected.event_deadline_ns = stamp + idle_ns
-            response.deadline_ns = min(next_event_ns, total_deadline_ns)
+            next_ns = stamp + idle_ns
+            response.deadline_ns = next_ns if next_ns < total_deadline_ns else total_deadline_ns
             if parser.failure is not None:  # an oversized event came after these
                 raise parser.failure
         if stamp >= total_deadline_ns:
@@ -218,6 +218,8 @@ def _http_error(
 
 
 def _timeout_error(request: StreamRequest, collected: _Collected) -> StreamError:
+    if collected.stamps:  # the idle deadline ran from the last event's arrival
+        collected.event_deadline_ns = collected.stamps[-1] + int(request.idle_timeout * 1e9)
     if collected.total_deadline_ns <= collected.event_deadline_ns:
         return StreamError(TIMEOUT_TOTAL, f"stream exceeded {request.total_timeout:g} s")
     if not collected.payloads:

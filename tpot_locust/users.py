@@ -24,14 +24,23 @@ from locust import User, constant, task
 
 from tpot_locust import plugin as _plugin  # noqa: F401  (registers our Locust listeners)
 from tpot_locust.distributions import as_distribution, sample_int
-from tpot_locust.errors import MODEL_LOOKUP, StreamError
+from tpot_locust.errors import (
+    CONNECTION_ERROR,
+    MODEL_LOOKUP,
+    TIMEOUT_CONNECT,
+    StreamError,
+    http_status_category,
+)
 from tpot_locust.events import ensure_token_timings
 from tpot_locust.http_client import HTTPConnection, Origin, ReadTimeout
 from tpot_locust.prompts import synthetic_text
-from tpot_locust.streaming import StreamRequest, stream_request
+from tpot_locust.stream_decoder import decode_error_body
+from tpot_locust.streaming import MAX_ERROR_BODY, StreamRequest, redact, stream_request
 from tpot_locust.timings import RequestTimings
 
 API_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+UNREACHABLE = (CONNECTION_ERROR, TIMEOUT_CONNECT)
+UNREACHABLE_BACKOFF_S = 0.5
 
 
 class ChatUser(User):
@@ -83,7 +92,9 @@ class ChatUser(User):
 
     @task
     def session(self) -> None:
-        self.run_session()
+        timings = self.run_session()
+        if timings is not None and timings.error_category in UNREACHABLE:
+            gevent.sleep(UNREACHABLE_BACKOFF_S)  # counted; no need to spin at 3,000 tries/s
 
     def run_session(
         self,
@@ -173,7 +184,12 @@ class ChatUser(User):
 
     def _first_listed_model(self) -> str:
         response, _ = self.connection.request("GET", "/v1/models", self.request_headers("models"))
-        body = response.read()
+        body = response.read(limit=MAX_ERROR_BODY)
+        if response.status >= 400:
+            raise StreamError(
+                http_status_category(response.status),
+                f"GET /v1/models: HTTP {response.status}: {decode_error_body(body)}",
+            )
         try:
             return json.loads(body)["data"][0]["id"]
         except (ValueError, KeyError, IndexError, TypeError):
@@ -200,7 +216,8 @@ class ChatUser(User):
             )
             timings.t_end_ns = time.perf_counter_ns()
             timings.error_category = getattr(error, "category", MODEL_LOOKUP)
-            timings.error_message = f"model lookup: {getattr(error, 'message', error)}"
+            detail = f"model lookup: {getattr(error, 'message', error)}"
+            timings.error_message = redact(detail, self.request_headers(request_id))
             self.connection.close()
             answer = ""
         else:

@@ -1,0 +1,174 @@
+"""Guidance: the token events/s a scenario asks for, and the run-start warning."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tpot_locust.capacity import (
+    DEFAULT_ASSUMED_GAP_MS,
+    EVENTS_PER_S_PER_WORKER,
+    SIMULATOR_EVENTS_PER_S,
+    Demand,
+    advice,
+    demand,
+    expected_events_per_s,
+    scenario_gap_ms,
+    workers_needed,
+)
+from tpot_locust.scenario import Scenario, load_scenario
+
+
+def scenario(tmp_path: Path, text: str) -> Scenario:
+    path = tmp_path / "s.yaml"
+    path.write_text(textwrap.dedent(text))
+    return load_scenario(path)
+
+
+def closed(tmp_path: Path, users: int, extra: str = "", top: str = "") -> Scenario:
+    return scenario(
+        tmp_path,
+        f"""
+        name: t
+        duration: 60s
+        {top}
+        classes:
+          chat:
+            users: {users}
+            output_tokens: 100
+            {extra}
+        """,
+    )
+
+
+def test_closed_loop_streams_all_the_time_without_pauses(tmp_path: Path) -> None:
+    s = closed(tmp_path, 10)
+    assert expected_events_per_s(s, assumed_gap_ms=5) == pytest.approx(10 * 200)
+    assert demand(s, assumed_gap_ms=5).streams == pytest.approx(10)
+
+
+def test_think_and_wait_time_lower_the_streaming_share(tmp_path: Path) -> None:
+    # 2 turns x 100 tokens x 10 ms = 2 s streaming, 1 s thinking, 1 s between sessions.
+    s = closed(tmp_path, 10, "turns: 2\n            think_time: 1\n            wait_time: 1")
+    assert expected_events_per_s(s, assumed_gap_ms=10) == pytest.approx(10 * 0.5 * 100)
+
+
+def test_distribution_means_are_used(tmp_path: Path) -> None:
+    s = scenario(
+        tmp_path,
+        """
+        duration: 60s
+        classes:
+          chat:
+            users: 4
+            output_tokens: {dist: uniform, min: 100, max: 300}
+            turns: 2
+            think_time: {dist: exponential, mean: 2}
+        """,
+    )
+    # 2 x 200 tokens x 5 ms = 2 s streaming, one 2 s think: half the time.
+    assert expected_events_per_s(s, assumed_gap_ms=5) == pytest.approx(4 * 0.5 * 200)
+
+
+def test_open_loop_rate_times_tokens_capped_by_max_in_flight(tmp_path: Path) -> None:
+    text = """
+        duration: 60s
+        classes:
+          arrivals:
+            rate: {rate}
+            max_in_flight: 10
+            output_tokens: {{dist: uniform, min: 100, max: 300}}
+            turns: 2
+        """
+    slow = scenario(tmp_path, text.format(rate=2))
+    assert expected_events_per_s(slow, assumed_gap_ms=5) == pytest.approx(2 * 2 * 200)
+    flood = scenario(tmp_path, text.format(rate=1000))
+    assert expected_events_per_s(flood, assumed_gap_ms=5) == pytest.approx(10 * 200)
+
+
+def test_stages_take_the_peak_and_share_users_by_weight(tmp_path: Path) -> None:
+    s = scenario(
+        tmp_path,
+        """
+        classes:
+          a: {users: 3, output_tokens: 100}
+          b: {users: 1, output_tokens: 100}
+          o: {rate: 1, output_tokens: 100}
+        stages:
+          - {duration: 10s, users: 8}
+          - {duration: 10s, rate: {o: 50}}
+          - {duration: 10s, users: 2, rate: {o: 5}}
+        """,
+    )
+    d = demand(s, assumed_gap_ms=10)
+    # Stage 2: users stay at 8 (6 a + 2 b, 100 events/s each), o at 50/s x 100 tokens.
+    assert d.by_class == pytest.approx({"a": 600, "b": 200, "o": 5000})
+    assert d.events_per_s == pytest.approx(5800)
+
+
+def test_largest_burst_streams_on_top(tmp_path: Path) -> None:
+    s = closed(
+        tmp_path,
+        2,
+        top="bursts:\n          - {class: chat, count: 8, at: [5s]}\n"
+        "          - {class: chat, count: 3, at: [9s]}",
+    )
+    assert expected_events_per_s(s, assumed_gap_ms=10) == pytest.approx((2 + 8) * 100)
+
+
+def test_assumed_gap_comes_from_the_simulator_unless_a_host_serves(tmp_path: Path) -> None:
+    sim = closed(tmp_path, 1, top="simulator: {gap_ms: {dist: lognormal, mean: 4, stddev: 2}}")
+    assert scenario_gap_ms(sim) == 4
+    assert scenario_gap_ms(sim, host="http://127.0.0.1:8000") == DEFAULT_ASSUMED_GAP_MS
+    hosted = closed(tmp_path, 1, top="server: {host: 'http://127.0.0.1:8000'}")
+    assert scenario_gap_ms(hosted) == DEFAULT_ASSUMED_GAP_MS
+    assert scenario_gap_ms(closed(tmp_path, 1)) == 2.0  # the simulator's default gap
+    with pytest.raises(ValueError):
+        demand(sim, assumed_gap_ms=0)
+
+
+def test_workers_needed_rounds_up() -> None:
+    s = Scenario(source=str(ROOT / "x.yaml"), name="x", duration_s=60, classes=[])
+    assert workers_needed(s) == 1
+    assert Demand(EVENTS_PER_S_PER_WORKER * 2.5, 5.0).workers_needed() == 3
+    assert Demand(EVENTS_PER_S_PER_WORKER, 5.0).workers_needed() == 1
+
+
+def test_advice_is_silent_within_capacity(tmp_path: Path) -> None:
+    host = "http://127.0.0.1:8000"
+    s = closed(tmp_path, 8)
+    assert advice(s, 0, host=host, assumed_gap_ms=5, cpus=2) is None
+    assert advice(s, 4, host=host, assumed_gap_ms=5, cpus=16) is None
+
+
+def test_advice_names_the_workers_needed(tmp_path: Path) -> None:
+    host = "http://127.0.0.1:8000"
+    users = int(EVENTS_PER_S_PER_WORKER * 2.5 * 5 / 1000)  # 2.5 workers' worth at 5 ms
+    s = closed(tmp_path, users)
+    line = advice(s, 1, host=host, assumed_gap_ms=5, cpus=16)
+    assert line is not None and "\n" not in line
+    assert line.startswith("tpot-locust: warning:")
+    assert "--workers 3" in line and "1 worker process stamps" in line
+    assert advice(s, 3, host=host, assumed_gap_ms=5, cpus=16) is None
+    # Local workers beyond the cores add nothing.
+    crowded = advice(s, 4, host=host, assumed_gap_ms=5, cpus=2)
+    assert crowded is not None and "only 2 with a core" in crowded
+    assert "Distributed runs" in crowded
+
+
+def test_advice_warns_about_the_embedded_simulator(tmp_path: Path) -> None:
+    users = int(SIMULATOR_EVENTS_PER_S * 1.5 * 2 / 1000)  # 1.5x the simulator at 2 ms
+    s = closed(tmp_path, users)
+    line = advice(s, 64, cpus=128)  # enough workers: only the simulator is short
+    assert line is not None and "embedded simulator" in line and "--workers" not in line
+    assert advice(s, 64, host="http://127.0.0.1:8000", assumed_gap_ms=2, cpus=128) is None
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "scenarios").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_scenarios_have_a_finite_demand(path: Path) -> None:
+    d = demand(load_scenario(path))
+    assert 0 < d.events_per_s < 1e7
+    assert d.workers_needed() >= 1
