@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/accuracy.py [--quick] [--baseline | --both] [--gaps 1,5]
                                      [--streams 1,16,64,256] [--seconds 6] [--tokens 256]
-                                     [--server independent|engine]
+                                     [--server independent|engine] [--fixed-length]
 
 Each case starts the simulator (its own process, ground truth on) with a fixed gap and
 streams from it with N greenlets in this process (see common.py). ``--server independent``
@@ -38,7 +38,7 @@ monkey.patch_all()
 
 from common import (  # noqa: E402
     Table,
-    add_server_argument,
+    add_load_arguments,
     base_parser,
     ms,
     parse_list,
@@ -58,7 +58,7 @@ def main() -> None:
     parser.add_argument("--streams", default="1,16,64,256")
     parser.add_argument("--seconds", type=float, default=6.0, help="streaming time per case")
     parser.add_argument("--tokens", type=int, default=256, help="output tokens per request")
-    add_server_argument(parser)
+    add_load_arguments(parser)
     args = parser.parse_args()
     if args.quick:
         args.gaps, args.streams, args.seconds = "1", "1,16,64", 2.0
@@ -80,7 +80,8 @@ def main() -> None:
         for streams in parse_list(args.streams):
             for mode in modes_run:
                 case = run_case(gap_ms=gap, streams=streams, tokens=args.tokens,
-                                duration_s=args.seconds, mode=mode, server=args.server)  # fmt: skip
+                                duration_s=args.seconds, mode=mode, server=args.server,
+                                fixed_length=args.fixed_length)  # fmt: skip
                 measured, true, error = case.measured_ms, case.true_ms, case.error_ms
                 cells = []
                 for p in (50.0, 99.0, 99.9):

@@ -1,18 +1,22 @@
 """Capacity: the highest token-event rate one client process stamps truthfully.
 
 Usage: python benchmarks/capacity.py [--quick] [--baseline] [--gaps 2,5]
-                                     [--streams 8,16,32,...] [--seconds 5]
-                                     [--server independent|engine]
+                                     [--streams 1,2,4,8,...] [--seconds 5]
+                                     [--server independent|engine] [--fixed-length]
 
 At each true gap, the number of streams rises step by step (the rate asked is streams x
 1000 / gap events/s). A step *holds* when the TPOT p99 error (measured - true, absolute)
-stays under 0.5 ms and the lag p99 under 1 ms. The lag is the I/O lag by default (how long
-readable data waits for its greenlet: what a stamp suffers); ``--lag timer`` uses the hub
-lag of a greenlet sleeping 1 ms instead, which on gevent's libev loop reads up to ~1 ms
-high with no work at all (see common.HubLagProbe). The ramp stops after two steps in a row
-fail. ``--server engine`` (one fixed step for all streams, as a batching server) lets the
-simulator serve ~2.5x more events per core, so the client, not the simulator, is what runs
-out. Columns as in accuracy.py, plus:
+stays under 0.5 ms and the lag p99 under 1 ms (*strict*). A busy shared VM can miss that
+even at 1 stream, so each gap's summary also gives the highest rate that held *above this
+machine's floor*: the error within 0.5 ms of the first (fewest streams) step's, the lag
+within 1 ms of the idle lag. The lag is the I/O lag by default (how long readable data
+waits for its greenlet: what a stamp suffers); ``--lag timer`` uses the hub lag of a
+greenlet sleeping 1 ms instead, which on gevent's libev loop reads up to ~1 ms high with no
+work at all (see common.HubLagProbe). The ramp stops after two steps in a row delivered
+under 80 % of the rate asked (the client, or the simulator, is full). ``--server engine``
+(one fixed step for all streams, as a batching server) lets the simulator serve ~2.5x more
+events per core, so that the client, not the simulator, runs out first.
+Columns as in accuracy.py, plus:
   asked/s     streams x 1000 / gap: the rate the simulator was asked for
   holds       yes when both limits hold
 The summary line per gap gives the highest events/s that held, the CPU us per event there,
@@ -29,7 +33,7 @@ monkey.patch_all()
 from common import (  # noqa: E402
     Case,
     Table,
-    add_server_argument,
+    add_load_arguments,
     base_parser,
     ms,
     parse_list,
@@ -41,12 +45,23 @@ from common import (  # noqa: E402
 
 P99_ERROR_LIMIT_MS = 0.5
 LAG_LIMIT_MS = 1.0
-STREAMS = "2,4,8,16,32,48,64,96,128,192,256,384,512"
+STREAMS = "1,2,4,8,16,32,48,64,96,128,192,256"
 
 
-def holds(case: Case, lag: str) -> bool:
-    lag_ms = case.hub_lag_p99_ms if lag == "timer" else case.io_lag_p99_ms
-    return abs(case.error_ms[99.0]) < P99_ERROR_LIMIT_MS and lag_ms < LAG_LIMIT_MS
+def lag_ms(case: Case, lag: str) -> float:
+    return case.hub_lag_p99_ms if lag == "timer" else case.io_lag_p99_ms
+
+
+def holds(case: Case, lag: str, error_floor_ms: float = 0.0, lag_floor_ms: float = 0.0) -> bool:
+    """Both limits hold, above the given floors (0: the strict limits)."""
+    return (abs(case.error_ms[99.0]) < error_floor_ms + P99_ERROR_LIMIT_MS
+            and lag_ms(case, lag) < lag_floor_ms + LAG_LIMIT_MS)  # fmt: skip
+
+
+def saturated(case: Case) -> bool:
+    """The rate stopped following the ask: the client (or the simulator) is full."""
+    asked = case.streams * 1000 / case.gap_ms
+    return case.events_per_s < 0.8 * asked
 
 
 def main() -> None:
@@ -57,10 +72,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="streaming time per step")
     parser.add_argument("--tokens", type=int, default=256, help="output tokens per request")
     parser.add_argument("--lag", choices=("io", "timer"), default="io", help="lag criterion")
-    add_server_argument(parser)
+    add_load_arguments(parser)
     args = parser.parse_args()
     if args.quick:
-        args.gaps, args.streams, args.seconds = "5", "16,64,128", 2.0
+        args.gaps, args.streams, args.seconds = "5", "1,16,64", 2.0
     mode = "baseline" if args.baseline else "ours"
     print_header(
         f"capacity: token events/s one client process holds ({mode})",
@@ -76,11 +91,13 @@ def main() -> None:
                    "holds"])  # fmt: skip
     summaries = []
     for gap in parse_list(args.gaps, float):
-        best: Case | None = None
-        failures = 0
+        cases: list[Case] = []
+        full = 0
         for streams in parse_list(args.streams):
             case = run_case(gap_ms=gap, streams=streams, tokens=args.tokens,
-                            duration_s=args.seconds, mode=mode, server=args.server)  # fmt: skip
+                            duration_s=args.seconds, mode=mode, server=args.server,
+                            fixed_length=args.fixed_length)  # fmt: skip
+            cases.append(case)
             ok = holds(case, args.lag)
             measured, true = case.measured_ms[99.0], case.true_ms[99.0]
             table.row(f"{gap:g}", streams, f"{streams * 1000 / gap:,.0f}",
@@ -90,26 +107,32 @@ def main() -> None:
                       case.lag_cell, f"{case.cpu_percent:.0f}",
                       f"{case.wait_percent:.0f}", f"{case.net_us_per_event(idle):.1f}",
                       case.sim_cell, "yes" if ok else "no")  # fmt: skip
-            if ok:
-                failures = 0
-                if best is None or case.events_per_s > best.events_per_s:
-                    best = case
-            else:
-                failures += 1
-                if failures >= 2:
-                    break
-        summaries.append((gap, best))
+            full = full + 1 if saturated(case) else 0
+            if full >= 2:
+                break
+        summaries.append((gap, cases))
     print()
-    for gap, best in summaries:
-        if best is None:
-            print(f"gap {gap:g} ms: no step held (see the idle floor and wait %)")
+    for gap, cases in summaries:
+        if not cases:
             continue
-        bound = ">= " if best.sim_bound else ""
-        us = best.net_us_per_event(idle)
-        print(f"gap {gap:g} ms: {bound}{best.events_per_s:,.0f} token events/s held "
-              f"({best.streams} streams), {us:.1f} CPU us per event "
-              f"(a whole core at that cost: {1e6 / us:,.0f} events/s)"
-              + (" - simulator-bound" if best.sim_bound else ""))  # fmt: skip
+        floor = cases[0]  # the fewest streams: this machine's own error at this gap
+        error_floor, lag_floor = abs(floor.error_ms[99.0]), lag_ms(idle, args.lag)
+        for label, floors in (
+            ("strict", (0.0, 0.0)),
+            (f"above this machine's floor (error {error_floor:.3f} ms at {floor.streams} "
+             f"streams, idle lag {lag_floor:.3f} ms)", (error_floor, lag_floor)),
+        ):  # fmt: skip
+            held = [c for c in cases if holds(c, args.lag, *floors)]
+            if not held:
+                print(f"gap {gap:g} ms, {label}: no step held")
+                continue
+            best = max(held, key=lambda c: c.events_per_s)
+            us = best.net_us_per_event(idle)
+            bound = ">= " if best.sim_bound else ""
+            print(f"gap {gap:g} ms, {label}: {bound}{best.events_per_s:,.0f} token events/s "
+                  f"held ({best.streams} streams), {us:.1f} CPU us per event (a whole core "
+                  f"at that cost: {1e6 / us:,.0f} events/s)"
+                  + (", simulator-bound" if best.sim_bound else ""))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -242,10 +242,15 @@ def run_streams(
     duration_s: float,
     gap_ms: float,
     new_connection: bool = False,
+    fixed_length: bool = False,
     seed: int = 1,
 ) -> ClientRun:
     """``streams`` greenlets send requests back to back until ``duration_s`` has passed (each
-    finishes its request in flight). ``streams`` 0: the hub-lag probe alone (idle floor)."""
+    finishes its request in flight). ``streams`` 0: the lag probes alone (idle floor).
+
+    Request lengths are drawn uniformly from ``tokens`` +-50 % (seeded per stream, so both
+    clients get the same sequence), so that streams do not all end their requests at the
+    same moment; ``fixed_length`` makes every request ``tokens`` long."""
     rng = random.Random(seed)
     sent: list[Sent] = []
     origin = Origin.parse(url) if url else None
@@ -258,11 +263,13 @@ def run_streams(
         assert origin is not None
         gevent.sleep(phase_s)
         connection = HTTPConnection(origin)
+        lengths = random.Random(seed * 1_000_003 + index)
         number = 0
         while time.perf_counter() < stop_at:
             if new_connection:
                 connection = HTTPConnection(origin)
-            request = chat_request(f"{client.name}-{streams}-{index}-{number}", tokens)
+            length = tokens if fixed_length else lengths.randint(tokens // 2, tokens * 3 // 2)
+            request = chat_request(f"{client.name}-{streams}-{index}-{number}", max(length, 2))
             t_call_ns = time.perf_counter_ns()
             result = client.request(connection, request)
             result.t_call_ns = t_call_ns
@@ -293,11 +300,10 @@ def run_streams(
         gevent.sleep(duration_s)
     running = False
     report_greenlet.kill()
-    lags = probe.stop()
+    lags, io_lags = probe.stop(), io_probe.stop()  # before the final report's long block
     client.report(final=True)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     wait = sched_s()[1] - wait0
-    io_lags = io_probe.stop()
     return ClientRun(client.name, streams, sent, client.tpot(), lags, io_lags, cpu, wall,
                      wait, window_s=duration_s)  # fmt: skip
 
@@ -484,6 +490,7 @@ def run_case(
     ttft_ms: float = 5.0,
     new_connection: bool = False,
     server: str = "independent",
+    fixed_length: bool = False,
 ) -> Case:
     """Start a simulator with ground truth, stream from it, compare; streams 0: idle probe.
 
@@ -508,7 +515,8 @@ def run_case(
             sim0 = sched_s(sim.process.pid)
             run = run_streams(client, sim.url, streams=streams, tokens=tokens,
                               duration_s=duration_s, gap_ms=gap_ms,
-                              new_connection=new_connection)  # fmt: skip
+                              new_connection=new_connection,
+                              fixed_length=fixed_length)  # fmt: skip
             sim1 = sched_s(sim.process.pid)
         truth = load_truth(truth_path)
     case = Case(mode, gap_ms, streams, tokens, run, sim_cpu_s=sim1[0] - sim0[0],
@@ -621,6 +629,15 @@ def base_parser(doc: str | None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--quick", action="store_true", help="a smoke run (~30 s)")
     return parser
+
+
+def add_load_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--server`` and ``--fixed-length``: how the simulator sends and how long requests are."""
+    parser.add_argument(
+        "--fixed-length", action="store_true",
+        help="every request exactly --tokens long (streams then end their requests together)",
+    )  # fmt: skip
+    add_server_argument(parser)
 
 
 def add_server_argument(parser: argparse.ArgumentParser) -> None:

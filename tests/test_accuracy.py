@@ -38,6 +38,10 @@ def test_tpot_matches_ground_truth_at_2ms_gap_8_streams(tmp_path: Path, python: 
     assert abs(tpot["p50"] - float(np.median(true_gaps_ms))) <= 0.3, (tpot, np.median(true_gaps_ms))
     totals, _ = load_results(out)
     assert totals.combined().histogram("tpot").total_count == tpot["count"]
-    # no more than 2 % of gaps stamped together (< 0.5 ms) by the client
+    # no more than 2 % of gaps stamped together (< 0.5 ms) by the client. The simulator's
+    # timer can itself send two tokens < 0.5 ms apart when its loop wakes late (its truth
+    # shows those): only the excess over the truth is the client's doing.
     itl = totals.combined().histogram("itl")
-    assert count_below(itl, 500) <= 0.02 * itl.total_count, count_below(itl, 500)
+    true_close = int(np.count_nonzero(true_gaps_ms < 0.5))
+    client_close = count_below(itl, 500) - true_close
+    assert client_close <= 0.02 * itl.total_count, (count_below(itl, 500), true_close)
