@@ -93,6 +93,8 @@ class ChunkedDecoder:
     def _feed(self, data: bytes, payload: list[bytes]) -> None:
         buffer = self._buffer + data if self._buffer else data
         position = 0
+        if self._state == self._SIZE:
+            position = self._whole_chunks(buffer, payload)
         while self._state != self._DONE:
             if self._state == self._DATA:
                 piece = buffer[position : position + self._remaining]
@@ -126,6 +128,26 @@ class ChunkedDecoder:
             elif not line:  # the empty line after the last chunk's trailers
                 self._state = self._DONE
         self._buffer = buffer[position:]
+
+    @staticmethod
+    def _whole_chunks(buffer: bytes, payload: list[bytes]) -> int:
+        """Fast path for complete ``<hex>\\r\\n<data>\\r\\n`` chunks (servers send one SSE
+        event per chunk); returns where it stopped. Anything else (a partial or last chunk,
+        an extension, bad framing) is left to the state machine."""
+        position, length = 0, len(buffer)
+        while True:
+            line_end = buffer.find(b"\r\n", position)
+            if line_end < 0:
+                return position
+            try:
+                size = int(buffer[position:line_end], 16)
+            except ValueError:
+                return position
+            data_end = line_end + 2 + size
+            if size <= 0 or data_end + 2 > length or buffer[data_end : data_end + 2] != b"\r\n":
+                return position
+            payload.append(buffer[line_end + 2 : data_end])
+            position = data_end + 2
 
 
 @dataclass

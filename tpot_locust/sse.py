@@ -44,19 +44,21 @@ class SSEParser:
         # No event boundary was in the held bytes: search only from their last byte on.
         scan = len(self._buffer) - 1 if self._buffer else 0
         buffer = self._buffer + chunk if self._buffer else chunk
+        if buffer.find(b"\n\n", scan) < 0:
+            self._buffer = buffer
+            if len(buffer) > self._max_event_bytes:
+                return self._oversized([])
+            return []
+        blocks = buffer.split(b"\n\n")
+        self._buffer = blocks.pop()
         events: list[bytes] = []
-        start = 0
-        while True:
-            end = buffer.find(b"\n\n", scan)
-            if end < 0:
-                break
-            if end - start > self._max_event_bytes:  # a whole oversized event in one read
+        for block in blocks:
+            if len(block) > self._max_event_bytes:  # a whole oversized event in one read
                 return self._oversized(events)
-            payload = _event_data(buffer[start:end])
-            if payload is not None:
+            if block[:6] == b"data: " and b"\n" not in block:
+                events.append(block[6:])  # the common case: one ``data:`` line
+            elif block and (payload := _event_data(block)) is not None:
                 events.append(payload)
-            start = scan = end + 2
-        self._buffer = buffer[start:]
         if len(self._buffer) > self._max_event_bytes:
             return self._oversized(events)
         return events

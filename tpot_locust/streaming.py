@@ -69,8 +69,9 @@ class _Collected:
 
 
 def stream_request(
-    connection: HTTPConnection, request: StreamRequest
+    connection: HTTPConnection, request: StreamRequest, want_text: bool = True
 ) -> tuple[RequestTimings, str]:
+    """Send, collect, decode; ``want_text=False`` skips rebuilding the answer's text."""
     timings = _new_timings(request)
     collected = _Collected(timings.t_send_ns)
     failure: StreamError | None = None
@@ -90,7 +91,13 @@ def stream_request(
     timings.t_send_ns = collected.t_send_ns
     timings.t_end_ns = time.perf_counter_ns()
     try:
-        decoded = decode_events(collected.stamps, collected.payloads, request.api, collected.reset)
+        decoded = decode_events(
+            collected.stamps,
+            collected.payloads,
+            request.api,
+            collected.reset,
+            want_text=want_text,
+        )
     except Exception as error:  # noqa: BLE001 - never expected; still counted, never raised
         decoded = DecodedStream(error=StreamError(CLIENT_ERROR, f"decoding: {error!r}"))
     timings.token_stamps = decoded.token_stamps

@@ -234,7 +234,8 @@ class ChatUser(User):
                 total_timeout=self.total_timeout,
                 t_intended_ns=intended_ns,
             )
-            timings, answer = stream_request(self.connection, request)
+            # the answer's text is needed only to continue the conversation
+            timings, answer = stream_request(self.connection, request, want_text=self.turns > 1)
         timings.scheduled = t_intended_ns is not None
         self._token_timings.fire(timings=timings, user=self)
         self.environment.events.request.fire(

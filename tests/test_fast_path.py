@@ -1,0 +1,90 @@
+"""The fast per-event path gives exactly what decoding every event in full gives."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tpot_locust.http_client import ChunkedDecoder
+from tpot_locust.sse import SSEParser
+from tpot_locust.stream_decoder import decode_events
+
+TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=6)
+
+
+def chat_event(kind: str, text: str, tokens: int) -> dict:
+    delta: dict = {}
+    if kind == "role":
+        delta = {"role": "assistant", "content": ""}
+    elif kind == "token":
+        delta = {"content": text or "x"}
+    elif kind == "empty":
+        delta = {"content": None}
+    elif kind == "reasoning":
+        delta = {"reasoning_content": text or "r"}
+    elif kind == "tool":
+        delta = {"tool_calls": [{"index": 0, "function": {"arguments": '{"content":"x"}'}}]}
+    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}
+    event = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [choice]}
+    if kind == "usage_token":
+        event["choices"][0]["delta"] = {"content": text or "u"}
+        event["usage"] = {"prompt_tokens": 3, "completion_tokens": tokens}
+    return event
+
+
+@st.composite
+def streams(draw: st.DrawFn) -> tuple[bytes, str]:
+    api = draw(st.sampled_from(["chat", "completions"]))
+    kinds = draw(st.lists(st.sampled_from(
+        ["token", "token", "token", "role", "empty", "reasoning", "tool", "usage_token"]),
+        max_size=30))  # fmt: skip
+    events: list[dict] = []
+    total = 0
+    for kind in kinds:
+        text = draw(TEXT)
+        if api == "completions":
+            events.append({"choices": [{"index": 0, "text": text, "finish_reason": None}]})
+            continue
+        total += draw(st.integers(1, 3)) if kind == "usage_token" else 0
+        events.append(chat_event(kind, text, total))
+    if draw(st.booleans()):
+        events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
+    if draw(st.booleans()):
+        events.append({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 9}})
+    separators = draw(st.sampled_from([(",", ":"), (", ", ": ")]))
+    newline = draw(st.sampled_from([b"\n", b"\r\n"]))
+    body = b""
+    for event in events:
+        data = b"data: " + json.dumps(event, separators=separators).encode() + newline * 2
+        body += f"{len(data):x}\r\n".encode() + data + b"\r\n"
+    if draw(st.booleans()):
+        data = b"data: [DONE]" + newline * 2
+        body += f"{len(data):x}\r\n".encode() + data + b"\r\n"
+    return body + b"0\r\n\r\n", api
+
+
+@settings(max_examples=300, deadline=None)
+@given(streams(), st.lists(st.integers(min_value=0, max_value=4000), max_size=30))
+def test_fast_path_equals_full_decoding(stream: tuple[bytes, str], cuts: list[int]) -> None:
+    body, api = stream
+    decoder, parser = ChunkedDecoder(), SSEParser()
+    stamps: list[int] = []
+    payloads: list[bytes] = []
+    previous = 0
+    for stamp, cut in enumerate(sorted({c for c in cuts if c < len(body)}) + [len(body)]):
+        for payload in parser.feed(decoder.feed(body[previous:cut])):
+            stamps.append(stamp)
+            payloads.append(payload)
+        previous = cut
+    fast = decode_events(stamps, payloads, api)
+    full = decode_events(stamps, payloads, api, fast=False)
+    assert fast.token_stamps == full.token_stamps
+    assert fast.token_counts == full.token_counts
+    assert fast.output_tokens == full.output_tokens
+    assert fast.tokens_estimated == full.tokens_estimated
+    assert fast.counts_from_usage == full.counts_from_usage
+    assert fast.finish_reason == full.finish_reason
+    assert (fast.error and fast.error.category) == (full.error and full.error.category)
+    assert fast.text == full.text
