@@ -66,10 +66,12 @@ def test_events_one_ms_apart_are_stamped_individually() -> None:
     assert timings.ok, timings.error_message
     assert timings.output_tokens == 100 and not timings.tokens_estimated
     gaps_ms = np.diff(timings.token_stamps) / 1e6
-    # not batched together (a reader that waits for n bytes merged 77 % of such gaps);
-    # a few may merge when this shared 2-core machine stalls the reading thread
-    assert np.count_nonzero(gaps_ms < 0.3) <= 25, gaps_ms
     truth_ms = np.diff(script.write_ns[1:101]) / 1e6
+    # not batched together (a reader that waits for n bytes merged 77 % of such gaps). When
+    # Locust's monkey-patching (another test module) turns the server thread into a greenlet
+    # of this process, its writes can bunch up too: count only gaps the client merged.
+    merged_by_client = np.count_nonzero((gaps_ms < 0.3) & (truth_ms >= 0.5))
+    assert merged_by_client <= 10, (gaps_ms, truth_ms)
     assert abs(np.median(gaps_ms) - np.median(truth_ms)) < 0.2
 
 
