@@ -1,4 +1,4 @@
-"""Through Locust's web UI (HTTP, as the buttons do): start, Reset Stats, Stop."""
+"""Through Locust's web UI (HTTP, as the page does): the TPOT tab, Reset Stats, Stop."""
 
 from __future__ import annotations
 
@@ -47,6 +47,15 @@ def test_reset_stats_resets_our_histograms_and_stop_writes_results(tmp_path: Pat
             wait_up(ui + "/")
             post(ui + "/swarm", {"user_count": "2", "spawn_rate": "2", "host": sim.url})
             time.sleep(3)
+            # the TPOT tab: declared in the page, its rows in the stats the page polls
+            page = urllib.request.urlopen(ui + "/", timeout=10).read().decode()
+            assert "extended_tabs" in page and "TPOT" in page
+            live = json.loads(urllib.request.urlopen(ui + "/stats/requests", timeout=10).read())
+            (tab,) = [t for t in live["extended_stats"] if t["key"] == "tpot"]
+            tpot_row = next(row for row in tab["data"] if row["metric"] == "TPOT")
+            assert tpot_row["count"] > 0 and tpot_row["p50"] > 0 and tpot_row["tokens_per_s"]
+            now = json.loads(urllib.request.urlopen(ui + "/tpot/summary.json", timeout=10).read())
+            assert now["metrics"]["tpot"]["count"] > 0
             post(ui + "/stats/reset")  # the Reset Stats button
             time.sleep(2)
             post(ui + "/stop")  # the Stop button: our results are written at test stop

@@ -20,6 +20,7 @@ from locust import events
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
+from tpot_locust import webui
 from tpot_locust.collector import Collector
 from tpot_locust.distributed import MasterLink, WorkerLink
 from tpot_locust.events import ensure_token_timings
@@ -212,6 +213,8 @@ def _on_init(environment: Environment, **_: Any) -> None:
         state.worker = WorkerLink(state, runner)
     elif isinstance(runner, MasterRunner):
         state.master = MasterLink(state, runner)
+    if not isinstance(runner, WorkerRunner):
+        webui.install(environment, state)
 
 
 def quiet_garbage_collector() -> None:
