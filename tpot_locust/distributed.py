@@ -24,7 +24,7 @@ from tpot_locust.recorder import MetricSet
 from tpot_locust.traffic import ProcessShare
 
 if TYPE_CHECKING:
-    from tpot_locust.plugin import RunState
+    from tpot_locust.run_state import RunState
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from tpot_locust.report import build_summary
 if TYPE_CHECKING:
     from locust.env import Environment
 
-    from tpot_locust.plugin import RunState
+    from tpot_locust.run_state import RunState
 
 TAB_KEY = "tpot"
 TAB_METRICS = ("tpot", "itl", "request_tpot", "ttft", "e2e", "worst_gap")

@@ -1,0 +1,161 @@
+"""One process's run: its recorder, collector, traffic driver and the end-of-run results.
+
+A Locust process holds one ``RunState`` (created by ``plugin.get_state``); the listeners in
+``plugin`` call into it at Locust's lifecycle events.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import gevent
+from locust.env import Environment
+
+from tpot_locust.collector import Collector
+from tpot_locust.distributed import MasterLink, WorkerLink
+from tpot_locust.phases import RunClock
+from tpot_locust.progress import ProgressPrinter
+from tpot_locust.recorder import Recorder
+from tpot_locust.report import build_summary, write_results
+from tpot_locust.scenario import Scenario
+from tpot_locust.traffic import ProcessShare, TrafficDriver
+
+DEFAULT_REPORT_INTERVAL_S = 1.0
+_SCENARIO: tuple[Scenario, dict[str, type]] | None = None
+
+
+def use_scenario(scenario: Scenario, classes: dict[str, type]) -> None:
+    """Called by the scenario locustfile: open-loop classes, bursts and phases come from it."""
+    global _SCENARIO
+    _SCENARIO = (scenario, classes)
+
+
+class RunState:
+    """This process's recorder and, on a master or local runner, the collector."""
+
+    def __init__(self, environment: Environment) -> None:
+        self.environment = environment
+        self.recorder = Recorder()
+        self.collector = Collector()
+        self.master: MasterLink | None = None
+        self.worker: WorkerLink | None = None
+        self.ticker: gevent.Greenlet | None = None
+        self.summary: dict[str, Any] | None = None
+        self.running = False
+        self.driver: TrafficDriver | None = None
+        self.progress: ProgressPrinter | None = None
+
+    @property
+    def out_dir(self) -> Path | None:
+        out = getattr(self.environment.parsed_options, "tpot_out", None)
+        return Path(out) if out else None
+
+    @property
+    def interval_s(self) -> float:
+        value = getattr(self.environment.parsed_options, "tpot_report_interval", None)
+        return float(value or DEFAULT_REPORT_INTERVAL_S)
+
+    def _users(self) -> int:
+        runner = self.environment.runner
+        return runner.user_count if runner is not None else 0
+
+    def _tick(self, final: bool = False) -> None:
+        if self.master is None:
+            self.collector.add_delta(self.recorder.take_interval(final=final))
+        self.collector.tick(self._users() + (self.driver.in_flight if self.driver else 0))
+        if self.progress is not None and not final:
+            self.progress.maybe_print(self.collector)
+
+    def _tick_forever(self) -> None:
+        while True:
+            gevent.sleep(self.interval_s)
+            self._tick()
+
+    def start(self) -> None:
+        self.stop_ticker()
+        self.recorder.reset()
+        self.recorder.windows.clear()
+        self.collector.start(self.out_dir)
+        self.summary = None
+        self.running = True
+        options = self.environment.parsed_options
+        if _SCENARIO is not None and getattr(options, "headless", False):
+            self.progress = ProgressPrinter(_SCENARIO[0].duration_s)
+        start_wall_ns = time.time_ns()
+        if self.master is not None:
+            self.master.reset()
+            self.master.send_plans(start_wall_ns)
+        else:
+            self.begin_traffic(ProcessShare(0, 1, start_wall_ns))
+        self.ticker = gevent.spawn(self._tick_forever)
+
+    def begin_traffic(self, share: ProcessShare) -> None:
+        """This process's part of a scenario: its clock, open-loop share and bursts."""
+        if _SCENARIO is None:
+            return
+        scenario, classes = _SCENARIO
+        self.recorder.clock = RunClock(
+            share.start_wall_ns, scenario.duration_s, scenario.warmup_s, scenario.cooldown_s
+        )
+        self.end_traffic()
+        publish = self.worker.publish_window if self.worker else self.recorder.windows.update
+        self.driver = TrafficDriver(
+            self.environment, scenario, classes, share, publish, self.recorder.count_dropped
+        )
+        self.driver.start()
+
+    def end_traffic(self) -> None:
+        if self.driver is not None:
+            self.driver.stop(self.environment.stop_timeout or 0)
+            self.driver = None
+
+    def stop_ticker(self) -> None:
+        if self.ticker is not None:
+            self.ticker.kill(block=True)
+            self.ticker = None
+
+    def finish(self) -> dict[str, Any]:
+        """Collect every final delta, close the last interval, write the results."""
+        self.end_traffic()
+        if self.master is not None:
+            self.master.flush()
+        self.stop_ticker()
+        self._tick(final=True)
+        self.collector.close()
+        self.running = False
+        run = self.run_info()
+        if self.out_dir is not None:
+            self.summary = write_results(self.out_dir, self.collector.totals, run)
+        else:
+            self.summary = build_summary(self.collector.totals, run)
+        if self.master is not None and self.master.missing():
+            self.environment.process_exit_code = 1  # an incomplete measurement must not pass
+        return self.summary
+
+    def run_info(self) -> dict[str, Any]:
+        options = self.environment.parsed_options
+        info: dict[str, Any] = {"host": self.environment.host, "complete": True}
+        if options is not None:
+            info["scenario"] = getattr(options, "tpot_scenario_name", None)
+        info["report_interval_s"] = self.interval_s
+        if self.master is not None:
+            workers = self.master.summary()
+            info["workers"] = workers
+            info["complete"] = not workers["missing"]
+        info["timeseries"] = self.collector.timeseries
+        info["bursts"] = {
+            "windows": len(self.recorder.windows),
+            "prefill_s": sorted(round(d, 3) for d in self.recorder.windows.durations_s()),
+        }
+        if self.recorder.clock is not None:
+            info["warmup_s"] = self.recorder.clock.warmup_s
+            info["cooldown_s"] = self.recorder.clock.cooldown_s
+        return info
+
+    def reset(self) -> None:
+        """Locust's Reset Stats: ours restart too (the timeline keeps its clock)."""
+        self.recorder.reset()
+        self.collector.totals = type(self.collector.totals)()
+        self.collector.pending = type(self.collector.pending)()
