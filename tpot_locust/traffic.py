@@ -22,6 +22,7 @@ from gevent.pool import Group
 from locust.env import Environment
 
 from tpot_locust.arrivals import arrival_times
+from tpot_locust.distributions import as_distribution
 from tpot_locust.scenario import Burst, Scenario, TrafficClass
 
 if TYPE_CHECKING:  # users imports the plugin, which imports this module
@@ -149,20 +150,24 @@ class TrafficDriver:
 
     def _bursts(self, burst: Burst, number: int) -> None:
         start = self.share.start_perf_ns()
+        lengths = tuple(  # built once: an empirical file is read here, not per request
+            None if spec is None else as_distribution(spec, self.scenario.base_dir)
+            for spec in (burst.prompt_tokens, burst.output_tokens)
+        )
         for occurrence, t_s in enumerate(burst.times_s):
             self._sleep_until(start, t_s)
             for request in range(burst.count):
                 window_id = f"b{number}.{occurrence}.{request}"
-                self.sessions.spawn(self._burst_request, burst, window_id)
+                self.sessions.spawn(self._burst_request, burst, window_id, lengths)
 
-    def _burst_request(self, burst: Burst, window_id: str) -> None:
+    def _burst_request(self, burst: Burst, window_id: str, lengths: tuple) -> None:
         pool = self.pools[burst.class_name]
         agent = pool.take()
         start_wall = time.time_ns()
         self.on_window(window_id, start_wall, None)
         end_wall = None
         try:
-            timings = agent.run_session(None, burst.prompt_tokens, burst.output_tokens, turns=1)
+            timings = agent.run_session(None, *lengths, turns=1)
             if timings is not None:
                 offset = time.time_ns() - time.perf_counter_ns()
                 first = timings.token_stamps[0] if timings.token_stamps else timings.t_end_ns
