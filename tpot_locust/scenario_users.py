@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import gevent
 from locust import LoadTestShape, User, between, constant
 
@@ -26,10 +28,10 @@ TIMEOUT_ATTRIBUTES = {
 }
 
 
-def _wait_time(spec: object):
+def _wait_time(spec: object, base_dir: Path):
     if not spec:
         return constant(0)
-    distribution = as_distribution(spec)
+    distribution = as_distribution(spec, base_dir)
     if isinstance(distribution, Fixed):
         return constant(distribution.value)
     if isinstance(distribution, Uniform):
@@ -51,6 +53,7 @@ def build_user_classes(scenario: Scenario) -> list[type[User]]:
     for traffic in scenario.classes:
 
         def built(spec: object) -> object:
+            """Distributions made once (an empirical file is read here, not per request)."""
             return None if spec is None else as_distribution(spec, scenario.base_dir)
 
         class_attributes = dict(
@@ -60,8 +63,8 @@ def build_user_classes(scenario: Scenario) -> list[type[User]]:
             followup_tokens=built(traffic.followup_tokens),
             output_tokens=built(traffic.output_tokens),
             turns=traffic.turns,
-            think_time=traffic.think_time,
-            wait_time=_wait_time(traffic.wait_time),
+            think_time=built(traffic.think_time) if traffic.think_time else 0,
+            wait_time=_wait_time(traffic.wait_time, scenario.base_dir),
             shared_prefix_tokens=traffic.shared_prefix_tokens,
             shared_prefix_ratio=traffic.shared_prefix_ratio,
         )
