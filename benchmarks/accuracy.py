@@ -2,13 +2,12 @@
 
 Usage: python benchmarks/accuracy.py [--quick] [--baseline | --both] [--gaps 1,5]
                                      [--streams 1,16,64,256] [--seconds 6] [--tokens 256]
-                                     [--server independent|engine] [--fixed-length]
+                                     [--server independent|engine] [--fixed-length] [--no-pin]
 
 Each case starts the simulator (its own process, ground truth on) with a fixed gap and
 streams from it with N greenlets in this process (see common.py). ``--server independent``
-(default): each stream on its own timer; ``engine``: one fixed step for all streams, as a
-batching server sends (and cheaper to serve: ~65-75k events/s per core against ~25-30k).
-Columns:
+(default): each stream on its own timer; ``engine``: one fixed step for all streams, so
+every stream's token arrives in the same instant, as from a batching server. Columns:
   mode        ours (stream_request + Recorder) or baseline (JSON per event, record_value
               per token: baseline_client.py)
   events/s    token events that arrived while requests were being started (the sending
@@ -43,8 +42,10 @@ from common import (  # noqa: E402
     ms,
     parse_list,
     percent,
+    pinning_note,
     print_header,
     run_case,
+    set_pinning,
     signed_ms,
 )
 
@@ -57,9 +58,10 @@ def main() -> None:
     parser.add_argument("--gaps", default="1,5", help="true gaps, ms")
     parser.add_argument("--streams", default="1,16,64,256")
     parser.add_argument("--seconds", type=float, default=6.0, help="streaming time per case")
-    parser.add_argument("--tokens", type=int, default=256, help="output tokens per request")
+    parser.add_argument("--tokens", type=int, default=256, help="mean output tokens (+-50 %%)")
     add_load_arguments(parser)
     args = parser.parse_args()
+    set_pinning(not args.no_pin)
     if args.quick:
         args.gaps, args.streams, args.seconds = "1", "1,16,64", 2.0
     modes_run = ["ours", "baseline"] if args.both else ["baseline" if args.baseline else "ours"]
@@ -67,7 +69,7 @@ def main() -> None:
         "accuracy: measured vs true TPOT, one client process",
         [f"server {args.server}, {args.seconds:g} s per case, TTFT 5 ms (engine: one step), "
          f"requests of {args.tokens} tokens back to back, one token per event; 'S' = "
-         "simulator-bound"],
+         "simulator-bound", pinning_note()],
     )  # fmt: skip
     table = Table(["gap ms", "streams", "mode", "events/s", "TPOT p50 meas/true", "err",
                    "p99 meas/true", "err", "p99.9 meas/true", "err", "coal. ours|truth",

@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/capacity.py [--quick] [--baseline] [--gaps 2,5]
                                      [--streams 1,2,4,8,...] [--seconds 5]
-                                     [--server independent|engine] [--fixed-length]
+                                     [--server independent|engine] [--fixed-length] [--no-pin]
 
 At each true gap, the number of streams rises step by step (the rate asked is streams x
 1000 / gap events/s). A step *holds* when the TPOT p99 error (measured - true, absolute)
@@ -13,9 +13,9 @@ within 1 ms of the idle lag. The lag is the I/O lag by default (how long readabl
 waits for its greenlet: what a stamp suffers); ``--lag timer`` uses the hub lag of a
 greenlet sleeping 1 ms instead, which on gevent's libev loop reads up to ~1 ms high with no
 work at all (see common.HubLagProbe). The ramp stops after two steps in a row delivered
-under 80 % of the rate asked (the client, or the simulator, is full). ``--server engine``
-(one fixed step for all streams, as a batching server) lets the simulator serve ~2.5x more
-events per core, so that the client, not the simulator, runs out first.
+under 80 % of the rate asked (the client, or the simulator, is full). ``--server engine``:
+one fixed step for all streams (every stream's token in the same instant, as from a
+batching server) instead of a timer per stream.
 Columns as in accuracy.py, plus:
   asked/s     streams x 1000 / gap: the rate the simulator was asked for
   holds       yes when both limits hold
@@ -38,8 +38,10 @@ from common import (  # noqa: E402
     ms,
     parse_list,
     percent,
+    pinning_note,
     print_header,
     run_case,
+    set_pinning,
     signed_ms,
 )
 
@@ -70,10 +72,11 @@ def main() -> None:
     parser.add_argument("--gaps", default="2,5", help="true gaps, ms")
     parser.add_argument("--streams", default=STREAMS, help="the ramp")
     parser.add_argument("--seconds", type=float, default=5.0, help="streaming time per step")
-    parser.add_argument("--tokens", type=int, default=256, help="output tokens per request")
+    parser.add_argument("--tokens", type=int, default=256, help="mean output tokens (+-50 %%)")
     parser.add_argument("--lag", choices=("io", "timer"), default="io", help="lag criterion")
     add_load_arguments(parser)
     args = parser.parse_args()
+    set_pinning(not args.no_pin)
     if args.quick:
         args.gaps, args.streams, args.seconds = "5", "1,16,64", 2.0
     mode = "baseline" if args.baseline else "ours"
@@ -81,7 +84,7 @@ def main() -> None:
         f"capacity: token events/s one client process holds ({mode})",
         [f"server {args.server}; holds: |TPOT p99 error| < {P99_ERROR_LIMIT_MS} ms and "
          f"{args.lag} lag p99 < {LAG_LIMIT_MS} ms; {args.seconds:g} s per step; "
-         "'S' = simulator-bound"],
+         "'S' = simulator-bound", pinning_note()],
     )  # fmt: skip
     idle = run_case(gap_ms=1, streams=0, tokens=1, duration_s=min(args.seconds, 3))
     print(f"Idle lag p99 timer / io (the machine's floor): {idle.lag_cell} ms, "

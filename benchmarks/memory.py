@@ -13,13 +13,16 @@ peak so far. Histograms have a fixed size (~190 KB each: 1 us..1 h at 3 digits; 
 per class for all metrics), so RSS must stay flat from 1e5 to 1e7 gaps, where a list of
 values would grow by ~8 bytes per gap (~80 MB at 1e7).
 
-Finding (2026-11-29): each ``HdrHistogram`` references itself through its encoder
+Each part runs once per memory variant (``common.VARIANTS``), in a fresh process:
+  as is                     what a run does (the histogram <-> encoder cycle broken)
+  mmap limit                plus glibc's mmap threshold at 128 KiB (an earlier workaround)
+Finding (2026-11-29, fixed since in ``tpot_locust.histograms``): each ``HdrHistogram``
+references itself through its encoder
 (``histogram.encoder.histogram``), so a dropped one (every delta decoded, every interval
 swapped out, every ``combined()``) waits for Python's cyclic garbage collector, with its
-~190 KB counts array. Live memory stays flat (``after gc`` column) but RSS climbs by
-hundreds of such arrays between full collections. Rows ``fix`` apply the proposed fix
-(``encoder.histogram`` made a ``weakref.proxy`` in ``new_histogram``/``decode_histogram``,
-monkey-patched here; nothing else changes): RSS then stays flat without any collection.
+~190 KB counts array: RSS climbs by hundreds of them between full collections (``histogram
+objects`` = alive or awaiting collection; ``RSS after gc`` = after ``gc.collect()``). With
+the cycle broken they are freed at once and RSS stays flat.
 
 Phase tagging holds each request's gaps for ``TAG_HOLD_S`` (2 s of wall time) before
 bucketing them, so a worker holds rate x 2 s x ~32 bytes (~1.6 MB at 25k events/s). This
@@ -35,7 +38,16 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import Table, base_parser, encoded_deltas, parse_list, print_header, synthetic_timings
+from common import (
+    VARIANTS,
+    Table,
+    apply_variant,
+    base_parser,
+    encoded_deltas,
+    parse_list,
+    print_header,
+    synthetic_timings,
+)
 
 REPORT_EVERY = 100  # requests per shipped delta
 
@@ -47,23 +59,6 @@ def proc_status_mb() -> tuple[float, float]:
         if name in ("VmRSS", "VmHWM"):
             values[name] = int(rest.split()[0]) / 1024
     return values["VmRSS"], values["VmHWM"]
-
-
-def break_cycles() -> None:
-    """The proposed fix, patched in: no histogram -> encoder -> histogram cycle."""
-    import weakref
-
-    import tpot_locust.histograms as histograms
-    import tpot_locust.recorder as recorder
-
-    new, decode = histograms.new_histogram, histograms.decode_histogram
-
-    def unlink(histogram):
-        histogram.encoder.histogram = weakref.proxy(histogram)
-        return histogram
-
-    histograms.new_histogram = recorder.new_histogram = lambda: unlink(new())
-    histograms.decode_histogram = recorder.decode_histogram = lambda blob: unlink(decode(blob))
 
 
 def checkpoint_line(gaps: int, started: float) -> str:
@@ -126,11 +121,9 @@ def master_part(checkpoints: list[int], tokens: int) -> None:
         print(checkpoint_line(merged * gaps_per_delta, started), flush=True)
 
 
-def run_part(part: str, checkpoints: list[int], tokens: int, fix: bool) -> list[list[str]]:
+def run_part(part: str, checkpoints: list[int], tokens: int, variant: str) -> list[list[str]]:
     command = [sys.executable, __file__, "--part", part, "--tokens", str(tokens),
-               "--gaps", ",".join(str(c) for c in checkpoints)]  # fmt: skip
-    if fix:
-        command.append("--break-cycles")
+               "--gaps", ",".join(str(c) for c in checkpoints), "--variant", variant]  # fmt: skip
     output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     return [line.split() for line in output.splitlines() if line.strip()]
 
@@ -140,10 +133,10 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=500, help="token events per request")
     parser.add_argument("--gaps", default="1e5,1e6,1e7", help="checkpoints, gaps recorded")
     parser.add_argument("--part", choices=("worker", "master"), help=argparse_hidden())
-    parser.add_argument("--break-cycles", action="store_true", help=argparse_hidden())
+    parser.add_argument("--variant", choices=VARIANTS, help=argparse_hidden())
     args = parser.parse_args()
-    if args.break_cycles:
-        break_cycles()
+    if args.part:
+        apply_variant(args.variant or VARIANTS[0])
     checkpoints = [int(float(c)) for c in parse_list(args.gaps, str)]
     if args.quick and not args.part:
         checkpoints = [c for c in checkpoints if c <= 1_000_000]
@@ -159,12 +152,11 @@ def main() -> None:
          f"{REPORT_EVERY} requests; each part in a fresh process. Phase-tagging hold set to "
          f"0 (at 25k events/s a worker holds 2 s x 25k x 32 B = 1.6 MB more)"],
     )  # fmt: skip
-    table = Table(["process", "histograms", "gaps", "VmRSS MB", "growth MB", "VmHWM MB",
+    table = Table(["process", "variant", "gaps", "VmRSS MB", "growth MB", "VmHWM MB",
                    "histogram objects", "RSS after gc MB", "seconds"])  # fmt: skip
     for part in ("worker", "master"):
-        for fix in (False, True):
-            variant = "fix" if fix else "as is"
-            lines = run_part(part, checkpoints, args.tokens, fix)
+        for variant in VARIANTS:
+            lines = run_part(part, checkpoints, args.tokens, variant)
             start = float(lines[0][1])
             table.row(part, variant, "0 (start)", f"{start:.1f}", "-", "-", "-", "-", "-")
             for gaps, rss, hwm, seconds, alive, after in lines[1:]:

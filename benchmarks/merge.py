@@ -9,29 +9,90 @@ every metric present: ~25k token gaps, a worker near capacity), inside Locust's 
 message. Per report the master unpacks the message, decodes the delta
 (``MetricSet.decode``) and adds it to its pending interval (``Collector.add_delta``); once
 a second it closes the interval (``Collector.tick``: add to totals, time-series point,
-interval histogram log). Table 1: microseconds per step (median and p99 over many reports).
-Table 2: a loop of ``--seconds`` simulated seconds, each with ``--workers`` reports and one
-tick, timed by CPU time: the master's CPU share (100 % = one core busy).
+interval histogram log). Each memory variant (``common.VARIANTS``: as a run does, and with
+the glibc mmap limit of an earlier workaround) runs in a fresh process. Columns:
+  unpack/decode/add  microseconds per report, median (p99 for the sum)
+  tick               milliseconds per closed interval (20 reports in it)
+  N workers          a loop of --seconds simulated seconds, each with N reports and one
+                     tick, timed by CPU time: the master's CPU share (100 % = one core)
+  RSS                the process's resident memory at the end
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import msgpack
 import numpy as np
-from common import Table, base_parser, encoded_deltas, print_header
+from common import (
+    VARIANTS,
+    Table,
+    apply_variant,
+    base_parser,
+    encoded_deltas,
+    print_header,
+    rss_mb,
+)
 
-from tpot_locust.collector import Collector
-from tpot_locust.recorder import MetricSet
+REPORTS = 400
 
 
 def timed_us(function, *args):
     started = time.perf_counter_ns()
     result = function(*args)
     return result, (time.perf_counter_ns() - started) / 1000
+
+
+def measure(args) -> dict:
+    """One variant, in this (fresh) process."""
+    from tpot_locust.collector import Collector
+    from tpot_locust.recorder import MetricSet
+
+    apply_variant(args.variant)
+    classes = [f"class{i}" for i in range(args.classes)]
+    deltas = encoded_deltas(8, args.tokens, args.requests, classes)
+    messages = [msgpack.packb({"stats": {}, "tpot_locust": d}) for d in deltas]
+    result: dict = {
+        "bytes": float(np.mean([len(m) for m in messages])),
+        "histograms": sum(len(c["histograms"]) for c in deltas[0].values()),
+    }
+    with tempfile.TemporaryDirectory(prefix="tpot-merge-") as folder:
+        collector = Collector()
+        collector.start(Path(folder))
+        steps: dict[str, list[float]] = {"unpack": [], "decode": [], "add": [], "tick": []}
+        for number in range(REPORTS):
+            data, unpack_us = timed_us(msgpack.unpackb, messages[number % len(messages)])
+            delta, decode_us = timed_us(MetricSet.decode, data["tpot_locust"])
+            _, add_us = timed_us(collector.add_delta, delta)
+            steps["unpack"].append(unpack_us)
+            steps["decode"].append(decode_us)
+            steps["add"].append(add_us)
+            if number % 20 == 19:
+                steps["tick"].append(timed_us(collector.tick, 64)[1])
+        collector.close()
+    for name, values in steps.items():
+        result[name] = float(np.median(values))
+    total = np.add(np.add(steps["unpack"], steps["decode"]), steps["add"])
+    result["report_p99"] = float(np.percentile(total, 99))
+
+    with tempfile.TemporaryDirectory(prefix="tpot-merge-") as folder:
+        collector = Collector()
+        collector.start(Path(folder))
+        cpu0 = time.process_time()
+        for second in range(args.seconds):
+            for worker in range(args.workers):
+                data = msgpack.unpackb(messages[(second + worker) % len(messages)])
+                collector.add_delta(MetricSet.decode(data["tpot_locust"]))
+            collector.tick(args.workers)
+        result["cpu_share"] = (time.process_time() - cpu0) / args.seconds
+        collector.close()
+    result["rss"] = rss_mb()
+    return result
 
 
 def main() -> None:
@@ -41,59 +102,35 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=100, help="requests per delta")
     parser.add_argument("--tokens", type=int, default=250, help="token events per request")
     parser.add_argument("--classes", type=int, default=2, help="user classes per delta")
+    parser.add_argument("--variant", choices=VARIANTS, help="(internal) measure one variant")
     args = parser.parse_args()
     if args.quick:
         args.seconds = 3
-    classes = [f"class{i}" for i in range(args.classes)]
-    deltas = encoded_deltas(8, args.tokens, args.requests, classes)
-    messages = [msgpack.packb({"stats": {}, "tpot_locust": d}) for d in deltas]
-    histograms = sum(len(c["histograms"]) for c in deltas[0].values())
+    if args.variant:
+        print(json.dumps(measure(args)))
+        return
+    rows = []
+    for variant in VARIANTS:
+        command = [sys.executable, __file__, "--variant", variant, "--workers",
+                   str(args.workers), "--seconds", str(args.seconds), "--requests",
+                   str(args.requests), "--tokens", str(args.tokens), "--classes",
+                   str(args.classes)]  # fmt: skip
+        output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+        rows.append((variant, json.loads(output.splitlines()[-1])))
+    first = rows[0][1]
     print_header(
         "merge: master cost per worker report",
         [f"one delta: {args.requests} requests x {args.tokens} token events "
          f"({args.requests * (args.tokens - 1):,} gaps), {args.classes} classes, "
-         f"{histograms} histograms, {np.mean([len(m) for m in messages]):,.0f} bytes "
-         "as a msgpack message"],
+         f"{first['histograms']} histograms, {first['bytes']:,.0f} bytes as a msgpack "
+         f"message; {REPORTS} reports, a tick every 20"],
     )  # fmt: skip
-
-    with tempfile.TemporaryDirectory(prefix="tpot-merge-") as folder:
-        collector = Collector()
-        collector.start(Path(folder))
-        steps: dict[str, list[float]] = {"unpack": [], "decode": [], "add": [], "tick": []}
-        for number in range(400):
-            message = messages[number % len(messages)]
-            data, unpack_us = timed_us(msgpack.unpackb, message)
-            delta, decode_us = timed_us(MetricSet.decode, data["tpot_locust"])
-            _, add_us = timed_us(collector.add_delta, delta)
-            steps["unpack"].append(unpack_us)
-            steps["decode"].append(decode_us)
-            steps["add"].append(add_us)
-            if number % 20 == 19:
-                steps["tick"].append(timed_us(collector.tick, 64)[1])
-        table = Table(["step", "median us", "p99 us", "per"])
-        for name, values in steps.items():
-            table.row(name, float(np.median(values)), float(np.percentile(values, 99)),
-                      "second (20 reports)" if name == "tick" else "report")  # fmt: skip
-        per_report = sum(float(np.median(steps[s])) for s in ("unpack", "decode", "add"))
-        table.row("**report total**", per_report, "-", "report")
-        collector.close()
-    print()
-
-    with tempfile.TemporaryDirectory(prefix="tpot-merge-") as folder:
-        collector = Collector()
-        collector.start(Path(folder))
-        cpu0, wall0 = time.process_time(), time.perf_counter()
-        for second in range(args.seconds):
-            for worker in range(args.workers):
-                data = msgpack.unpackb(messages[(second + worker) % len(messages)])
-                collector.add_delta(MetricSet.decode(data["tpot_locust"]))
-            collector.tick(args.workers)
-        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-        collector.close()
-    table = Table(["workers", "reports/s", "CPU ms per second of run", "master CPU share",
-                   "wall ms per second"])  # fmt: skip
-    table.row(args.workers, args.workers, cpu / args.seconds * 1000,
-              f"{100 * cpu / args.seconds:.1f}%", wall / args.seconds * 1000)  # fmt: skip
+    table = Table(["variant", "unpack us", "decode us", "add us", "report us", "report p99 us",
+                   "tick ms", f"{args.workers} workers: CPU share", "RSS MB"])  # fmt: skip
+    for variant, r in rows:
+        report = r["unpack"] + r["decode"] + r["add"]
+        table.row(variant, r["unpack"], r["decode"], r["add"], report, r["report_p99"],
+                  r["tick"] / 1000, f"{100 * r['cpu_share']:.1f}%", r["rss"])  # fmt: skip
 
 
 if __name__ == "__main__":

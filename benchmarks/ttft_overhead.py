@@ -2,13 +2,14 @@
 
 Usage: python benchmarks/ttft_overhead.py [--quick] [--streams 1,16,64] [--seconds 5]
                                           [--ttft-ms 20] [--gap-ms 2] [--tokens 8]
+                                          [--no-pin]
 
 The simulator answers with a fixed TTFT; its truth gives, per request, when it had the
 request (``arrival_ns``) and when it wrote the first token (``send_ns[0]``): true TTFT =
 send_ns[0] - arrival_ns. Ours = first token event's arrival stamp - t_send (taken just
 before the request is written). The difference is what the client adds: the request's
 and the first chunk's trips through loopback and the two event loops, and any delay in
-stamping. Short requests (``--tokens``) back to back on each stream; with ``reuse`` each
+stamping. Short requests (``--tokens``, +-50 %) back to back on each stream; with ``reuse`` each
 stream keeps one keep-alive connection, with ``new`` every request opens (and closes) one.
 Columns:
   TTFT p50/p99        ours / true, ms
@@ -27,10 +28,13 @@ monkey.patch_all()
 import numpy as np  # noqa: E402
 from common import (  # noqa: E402
     Table,
+    add_pin_argument,
     base_parser,
     parse_list,
+    pinning_note,
     print_header,
     run_case,
+    set_pinning,
 )
 
 
@@ -47,13 +51,15 @@ def main() -> None:
     parser.add_argument("--ttft-ms", type=float, default=20.0, help="the simulator's TTFT")
     parser.add_argument("--gap-ms", type=float, default=2.0)
     parser.add_argument("--tokens", type=int, default=8, help="output tokens per request")
+    add_pin_argument(parser)
     args = parser.parse_args()
+    set_pinning(not args.no_pin)
     if args.quick:
         args.seconds = 2.0
     print_header(
         "TTFT overhead: measured - true TTFT, one client process",
         [f"simulator TTFT {args.ttft_ms:g} ms, {args.tokens} tokens at {args.gap_ms:g} ms, "
-         f"{args.seconds:g} s per case"],
+         f"{args.seconds:g} s per case", pinning_note()],
     )  # fmt: skip
     table = Table(["streams", "connection", "requests", "TTFT p50 ours/true", "p99 ours/true",
                    "overhead p50", "p99", "max", "call->send p50", "p99", "wait %",

@@ -19,7 +19,6 @@ from locust.runners import MasterRunner, WorkerRunner
 from tpot_locust import webui
 from tpot_locust.distributed import MasterLink, WorkerLink
 from tpot_locust.events import ensure_token_timings
-from tpot_locust.histograms import limit_heap_fragmentation
 from tpot_locust.report import format_full_report
 from tpot_locust.run_state import DEFAULT_REPORT_INTERVAL_S, RunState, use_scenario
 
@@ -58,7 +57,6 @@ def _add_arguments(parser: Any, **_: Any) -> None:
 
 @events.init.add_listener
 def _on_init(environment: Environment, **_: Any) -> None:
-    limit_heap_fragmentation()
     state = get_state(environment)
     # Locust re-reads this module global on every report loop.
     locust.runners.WORKER_REPORT_INTERVAL = state.interval_s

@@ -189,6 +189,7 @@ class Recorder:
         self._pending: dict[tuple[str, str], list[np.ndarray]] = {}
         self._pending_values = 0
         self._held: deque[_HeldGaps] = deque()
+        self._finished: deque[RequestTimings] = deque()
         self._wall_offset_ns = time.time_ns() - time.perf_counter_ns()
         self.windows = BurstWindows()
         self.clock: RunClock | None = None
@@ -224,7 +225,13 @@ class Recorder:
         if not counters.first_send_wall_ns or send_wall < counters.first_send_wall_ns:
             counters.first_send_wall_ns = send_wall
         counters.last_token_wall_ns = max(counters.last_token_wall_ns, last_wall)
+        # The samples are computed later, in flush(), a request at a time with a yield in
+        # between: done here, at the end of each request, they blocked the event loop for
+        # ~0.3 ms per request and stretched other streams' gaps (benchmarks/README.md).
+        self._finished.append(timings)
 
+    def _samples(self, timings: RequestTimings) -> None:
+        """Every histogram sample of one successful request, buffered for bucketing."""
         itl = timings.itl_ns()
         scalars: dict[str, float] = {"ttft": timings.ttft_ns, "e2e": timings.e2e_ns}
         if itl.size:
@@ -283,10 +290,19 @@ class Recorder:
         self._pending.setdefault((user_class, metric), []).append(values_us)
         self._pending_values += values_us.size
         if self._pending_values >= FLUSH_PENDING_VALUES:
-            self.flush()
+            self._bucket()
 
     def flush(self) -> None:
-        """Bucket every buffered sample into the interval histograms."""
+        """Compute the samples of finished requests, then bucket them into the interval."""
+        self._compute_finished()
+        self._bucket()
+
+    def _compute_finished(self) -> None:
+        while self._finished:
+            self._samples(self._finished.popleft())
+            gevent.sleep(0)  # one request's work at a time: streams get stamped in between
+
+    def _bucket(self) -> None:
         pending, self._pending, self._pending_values = self._pending, {}, 0
         for (user_class, metric), arrays in pending.items():
             gevent.sleep(0)  # let waiting streams be stamped between batches
@@ -296,13 +312,15 @@ class Recorder:
 
     def take_interval(self, final: bool = False) -> MetricSet:
         """The delta since the previous call; ``final`` also tags every held gap."""
+        self._compute_finished()
         self._tag_phases(everything=final)
-        self.flush()
+        self._bucket()
         finished, self._interval = self._interval, MetricSet()
         return finished
 
     def reset(self) -> None:
         self._held.clear()
+        self._finished.clear()
         self.take_interval()
 
 

@@ -16,7 +16,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tpot_locust.histograms import MMAP_THRESHOLD_BYTES
+from tpot_locust.capacity import advice
 from tpot_locust.http_client import Origin
 from tpot_locust.scenario import Scenario, load_scenario
 from tpot_locust.scenario_schema import resolve_profile
@@ -140,12 +140,13 @@ def run_scenario(options: RunOptions) -> int:
     scenario = load_scenario(options.scenario_path, overrides)
     if options.spawn_rate is not None:
         scenario.spawn_rate = options.spawn_rate
+    if warning := advice(scenario, options.workers, host=options.host):
+        print(warning, file=sys.stderr, flush=True)
     out = output_dir(options, scenario)
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env["TPOT_SCENARIO"] = str(options.scenario_path.resolve())
     env["TPOT_SET"] = "\x1f".join(overrides)
-    env.setdefault("MALLOC_MMAP_THRESHOLD_", str(MMAP_THRESHOLD_BYTES))  # see histograms.py
     with ExitStack() as stack:
         host = options.host or scenario.host
         if not host:
