@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import gevent
+from gevent.lock import Semaphore
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from tpot_locust.recorder import MetricSet
@@ -43,15 +44,19 @@ class WorkerLink:
         self.state = state
         self.runner = runner
         self.sent = MetricSet()  # everything shipped, for the worker's own audit file
+        # Taking a delta yields (so stamping goes on): one at a time, so the final delta
+        # cannot overtake a periodic report still being assembled.
+        self._taking = Semaphore()
         state.environment.events.report_to_master.add_listener(self._attach_delta)
         runner.register_message(FLUSH, self._on_flush, concurrent=True)
         runner.register_message(PLAN, self._on_plan)
         runner.register_message(WINDOW, self._on_window)
 
     def _take_delta(self, final: bool = False) -> dict[str, Any]:
-        delta = self.state.recorder.take_interval(final=final)
-        self.sent.add(delta)
-        return delta.encode()
+        with self._taking:
+            delta = self.state.recorder.take_interval(final=final)
+            self.sent.add(delta)
+            return delta.encode(cooperative=True)
 
     def _on_plan(self, environment: Any, msg: Any, **_: Any) -> None:
         plan = msg.data
