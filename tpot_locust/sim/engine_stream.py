@@ -17,7 +17,7 @@ from .clock import Clock
 from .engine import Seq
 from .http import HttpConnection, full_response, response_head
 from .request import SimRequest
-from .truth import TruthWriter
+from .truth import TruthWriter, request_truth
 from .vocab import ESCAPED
 
 N_WORDS = len(ESCAPED)
@@ -140,19 +140,8 @@ class EngineStream:
             self._truth.record(self.truth_record(aborted))
 
     def truth_record(self, aborted: bool) -> dict[str, Any]:
-        request = self.request
         return {
-            "request_id": request.request_id,
-            "api": request.api,
-            "prompt_tokens": request.prompt_tokens,
-            "completion_tokens": sum(self._tokens),
-            "arrival_ns": self._clock.wall(request.arrival_perf_ns),
-            "send_ns": self._send_ns,
-            "tokens": self._tokens,
-            "perf_offset_ns": self._clock.offset_ns,
-            "aborted": aborted,
-            "stream": request.stream,
-            "finish_reason": None if aborted else request.finish_reason,
+            **request_truth(self.request, self._clock, self._send_ns, self._tokens, aborted),
             **self.seq.truth_fields(self._clock.offset_ns),
             "steps": self._steps,
         }

@@ -9,7 +9,11 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .clock import Clock
+    from .request import SimRequest
 
 FLUSH_INTERVAL_S = 0.1
 
@@ -63,3 +67,22 @@ def read_truth(path: Path | str) -> list[dict[str, Any]]:
             if line.endswith("\n"):
                 records.append(json.loads(line))
     return records
+
+
+def request_truth(
+    request: SimRequest, clock: Clock, send_ns: list[int], tokens: list[int], aborted: bool
+) -> dict[str, Any]:
+    """The keys every request line has, in either timing mode (see the README)."""
+    return {
+        "request_id": request.request_id,
+        "api": request.api,
+        "prompt_tokens": request.prompt_tokens,
+        "completion_tokens": sum(tokens),
+        "arrival_ns": clock.wall(request.arrival_perf_ns),
+        "send_ns": send_ns,
+        "tokens": tokens,
+        "perf_offset_ns": clock.offset_ns,
+        "aborted": aborted,
+        "stream": request.stream,
+        "finish_reason": None if aborted else request.finish_reason,
+    }
