@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.conftest import ROOT
+from tpot_locust.run import free_port
+
+__all__ = ["Cluster", "free_port", "start_cluster"]
 
 LOCUSTFILE = str(ROOT / "tests/locust_distributed.py")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
