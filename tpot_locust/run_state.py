@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import gevent
+from gevent.event import Event
 from locust.env import Environment
 
 from tpot_locust.collector import Collector
@@ -68,9 +69,8 @@ class RunState:
         if self.progress is not None and not final:
             self.progress.maybe_print(self.collector)
 
-    def _tick_forever(self) -> None:
-        while True:
-            gevent.sleep(self.interval_s)
+    def _tick_forever(self, stop: Event) -> None:
+        while not stop.wait(timeout=self.interval_s):
             self._tick()
 
     def start(self) -> None:
@@ -89,7 +89,8 @@ class RunState:
             self.master.send_plans(start_wall_ns)
         else:
             self.begin_traffic(ProcessShare(0, 1, start_wall_ns))
-        self.ticker = gevent.spawn(self._tick_forever)
+        self._stop_ticking = Event()
+        self.ticker = gevent.spawn(self._tick_forever, self._stop_ticking)
 
     def begin_traffic(self, share: ProcessShare) -> None:
         """This process's part of a scenario: its clock, open-loop share and bursts."""
@@ -112,8 +113,11 @@ class RunState:
             self.driver = None
 
     def stop_ticker(self) -> None:
+        """Stop between ticks, never inside one: a tick yields (so stamping goes on), and a
+        tick killed halfway had moved its interval into the totals but not the time series."""
         if self.ticker is not None:
-            self.ticker.kill(block=True)
+            self._stop_ticking.set()
+            self.ticker.join()
             self.ticker = None
 
     def finish(self) -> dict[str, Any]:
