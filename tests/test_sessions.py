@@ -40,3 +40,24 @@ def test_multi_turn_history_and_completions_under_plain_locust(tmp_path: Path, p
     assert int(rows["/v1/completions"]["Request Count"]) == 1
     assert float(rows["/v1/completions"]["Average Content Size"]) == 15
     assert "TPOT: gap of every output token after the first" in result.stdout
+
+
+def test_requests_cut_off_by_the_stop_are_counted_interrupted(tmp_path: Path, python: str) -> None:
+    truth_path, out = tmp_path / "truth.jsonl", tmp_path / "out"
+    # 20 tokens 300 ms apart: every request is still streaming when the 2 s run stops
+    with start_simulator("--gap-ms", "300", "--ttft-ms", "5", truth=truth_path) as sim:
+        result = run_command(
+            [python, "-m", "locust", "-f", str(ROOT / "tests/locust_sessions.py"), "--headless",
+             "-u", "2", "-r", "2", "-t", "2s", "--host", sim.url, "--tpot-out", str(out)],
+            timeout=120,
+        )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["requests"]["interrupted"] == 2, summary["requests"]
+    assert summary["requests"]["ok"] == summary["requests"]["failed"] == 0
+    assert summary["metrics"]["tpot"]["count"] == 0
+    assert "requests interrupted by the stop (not counted): 2" in result.stdout, result.stderr[
+        -2000:
+    ]
+    truth = [json.loads(line) for line in truth_path.read_text().splitlines()]
+    assert len(truth) == 2 and all(e.get("aborted") for e in truth), truth

@@ -25,6 +25,9 @@ OVERSIZED_EVENT = "oversized_event"
 EMPTY_STREAM = "empty_stream"
 CLIENT_ERROR = "client_error"  # a bug on our side, still counted, never raised
 MODEL_LOOKUP = "model_lookup"  # GET /v1/models gave no model (set `model` to skip it)
+# Cut off on our side by the end of the run (Locust stops users mid-request): counted
+# apart from failures, like k6's interrupted iterations, and never a failed SLO.
+INTERRUPTED = "interrupted"
 
 
 class StreamError(Exception):

@@ -117,5 +117,6 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
 
     @environment.events.quit.add_listener
     def _print_report(**_: Any) -> None:
-        if summary["requests"]["ok"] or summary["requests"]["failed"]:
+        requests = summary["requests"]
+        if requests["ok"] or requests["failed"] or requests["interrupted"]:
             print("\n" + format_full_report(summary), flush=True)

@@ -20,6 +20,7 @@ import gevent
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
+from tpot_locust.errors import INTERRUPTED
 from tpot_locust.histograms import (
     add_into,
     decode_histogram,
@@ -37,6 +38,7 @@ METRICS: tuple[str, ...] = (
 PHASE_METRICS: tuple[str, ...] = ("tpot", "itl")
 FLUSH_PENDING_VALUES = 100_000
 WORST_GAPS_KEPT = 10
+MAX_INTERRUPTED_IDS = 100
 
 
 def phase_metric(metric: str, phase: str) -> str:
@@ -58,6 +60,8 @@ class ClassCounters:
     excluded_warmup: int = 0  # requests left out of the histograms by time
     excluded_cooldown: int = 0
     dropped_arrivals: int = 0  # open loop: arrivals not sent because max_in_flight was full
+    interrupted: int = 0  # in flight when the run stopped: neither ok nor failed
+    interrupted_ids: list[str] = field(default_factory=list)  # the first few, to cross-check
     first_send_wall_ns: int = 0
     last_token_wall_ns: int = 0
 
@@ -74,8 +78,11 @@ class ClassCounters:
             "excluded_warmup",
             "excluded_cooldown",
             "dropped_arrivals",
+            "interrupted",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        room = MAX_INTERRUPTED_IDS - len(self.interrupted_ids)
+        self.interrupted_ids.extend(other.interrupted_ids[: max(room, 0)])
         self.errors.update(other.errors)
         if other.first_send_wall_ns:
             firsts = [t for t in (self.first_send_wall_ns, other.first_send_wall_ns) if t]
@@ -214,6 +221,11 @@ class Recorder:
 
     def record(self, timings: RequestTimings, **_: Any) -> None:
         counters = self._interval.for_class(timings.user_class).counters
+        if timings.error_category == INTERRUPTED:
+            counters.interrupted += 1
+            if len(counters.interrupted_ids) < MAX_INTERRUPTED_IDS:
+                counters.interrupted_ids.append(timings.request_id)
+            return
         if not timings.ok:
             counters.failed += 1
             counters.errors[timings.error_category or "unknown"] += 1

@@ -68,6 +68,7 @@ def _class_summary(metrics: ClassMetrics) -> dict[str, Any]:
             "ok": counters.ok,
             "failed": counters.failed,
             "errors": dict(sorted(counters.errors.items())),
+            "interrupted": counters.interrupted,
             "per_s": round(counters.ok / window_s, 3) if window_s > 0 else 0.0,
         },
         "tokens": {
@@ -150,6 +151,8 @@ def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
     errors = ", ".join(f"{k}={v}" for k, v in requests["errors"].items()) or "none"
     estimated = " (estimated: server reported no usage)" if tokens["estimated"] else ""
     lines.append(f"requests ok {requests['ok']:,}  failed {requests['failed']:,}  errors: {errors}")
+    if requests.get("interrupted"):
+        lines.append(f"requests interrupted by the stop (not counted): {requests['interrupted']:,}")
     lines.append(
         f"output tokens {tokens['output']:,}{estimated}  partial (failed requests) "
         f"{tokens['partial']:,}  throughput {tokens['per_s']:,.1f} tokens/s, "

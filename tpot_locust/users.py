@@ -26,6 +26,7 @@ from tpot_locust import plugin as _plugin  # noqa: F401  (registers our Locust l
 from tpot_locust.distributions import as_distribution, sample_int
 from tpot_locust.errors import (
     CONNECTION_ERROR,
+    INTERRUPTED,
     MODEL_LOOKUP,
     TIMEOUT_CONNECT,
     StreamError,
@@ -234,8 +235,12 @@ class ChatUser(User):
                 total_timeout=self.total_timeout,
                 t_intended_ns=intended_ns,
             )
-            # the answer's text is needed only to continue the conversation
-            timings, answer = stream_request(self.connection, request, want_text=self.turns > 1)
+            try:
+                # the answer's text is needed only to continue the conversation
+                timings, answer = stream_request(self.connection, request, want_text=self.turns > 1)
+            except gevent.GreenletExit:
+                self._count_interrupted(request_id, intended_ns)
+                raise
         timings.scheduled = t_intended_ns is not None
         self._token_timings.fire(timings=timings, user=self)
         self.environment.events.request.fire(
@@ -249,6 +254,16 @@ class ChatUser(User):
             url=path,
         )
         return timings, answer
+
+    def _count_interrupted(self, request_id: str, intended_ns: int) -> None:
+        """A request the stop killed mid-stream: counted, so the totals still add up."""
+        self.connection.close()
+        now = time.perf_counter_ns()
+        timings = RequestTimings(type(self).__name__, self.api, request_id, intended_ns, now)
+        timings.t_end_ns = now
+        timings.error_category = INTERRUPTED
+        timings.error_message = "stopped by the end of the run"
+        self._token_timings.fire(timings=timings, user=self)
 
 
 class CompletionsUser(ChatUser):
