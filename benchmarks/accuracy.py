@@ -1,6 +1,6 @@
 """Accuracy: measured vs true TPOT in ONE client process, at a fixed true gap and rising streams.
 
-Usage: python benchmarks/accuracy.py [--quick] [--baseline | --both] [--gaps 1,5]
+Usage: python benchmarks/accuracy.py [--quick] [--baseline | --both | --modes M,M] [--gaps 1,5]
                                      [--streams 1,16,64,256] [--seconds 6] [--tokens 256]
                                      [--server independent|engine] [--fixed-length] [--no-pin]
 
@@ -8,8 +8,9 @@ Each case starts the simulator (its own process, ground truth on) with a fixed g
 streams from it with N greenlets in this process (see common.py). ``--server independent``
 (default): each stream on its own timer; ``engine``: one fixed step for all streams, so
 every stream's token arrives in the same instant, as from a batching server. Columns:
-  mode        ours (stream_request + Recorder) or baseline (JSON per event, record_value
-              per token: baseline_client.py)
+  mode        ours (stream_request + Recorder, kernel receive stamps), ours-user (the same,
+              stamped when each read returns) or baseline (user stamps, JSON per event,
+              record_value per token: baseline_client.py)
   events/s    token events that arrived while requests were being started (the sending
               window, --seconds), per second of it
   TPOT pXX    measured / true (ms), true = the simulator's send stamps of the same requests
@@ -36,6 +37,7 @@ from gevent import monkey
 monkey.patch_all()
 
 from common import (  # noqa: E402
+    MODES,
     Table,
     add_load_arguments,
     base_parser,
@@ -55,6 +57,7 @@ def main() -> None:
     modes = parser.add_mutually_exclusive_group()
     modes.add_argument("--baseline", action="store_true", help="the straightforward client")
     modes.add_argument("--both", action="store_true", help="ours and baseline, side by side")
+    modes.add_argument("--modes", help=f"any of {','.join(MODES)}, side by side")
     parser.add_argument("--gaps", default="1,5", help="true gaps, ms")
     parser.add_argument("--streams", default="1,16,64,256")
     parser.add_argument("--seconds", type=float, default=6.0, help="streaming time per case")
@@ -65,6 +68,10 @@ def main() -> None:
     if args.quick:
         args.gaps, args.streams, args.seconds = "1", "1,16,64", 2.0
     modes_run = ["ours", "baseline"] if args.both else ["baseline" if args.baseline else "ours"]
+    if args.modes:
+        modes_run = parse_list(args.modes, str)
+        if unknown := set(modes_run) - set(MODES):
+            parser.error(f"unknown mode(s) {', '.join(sorted(unknown))}")
     print_header(
         "accuracy: measured vs true TPOT, one client process",
         [f"server {args.server}, {args.seconds:g} s per case, TTFT 5 ms (engine: one step), "

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from hdrh.histogram import HdrHistogram
 
 from tpot_locust.histograms import add_into, new_histogram
-from tpot_locust.http_client import HTTPConnection, ReadTimeout
+from tpot_locust.http_client import USER_CLOCK, HTTPConnection, ReadTimeout
 from tpot_locust.sse import SSEParser
 from tpot_locust.streaming import StreamRequest
 
@@ -47,6 +47,7 @@ class BaselineClient:
     """Per-event JSON decoding and per-token ``record_value``; ships deltas like a worker."""
 
     name = "baseline"
+    clock = USER_CLOCK  # perf_counter_ns when each read returns, as a plain client stamps
 
     def __init__(self) -> None:
         self.interval: dict[str, HdrHistogram] = {m: new_histogram() for m in BASELINE_METRICS}

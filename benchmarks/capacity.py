@@ -1,6 +1,6 @@
 """Capacity: the highest token-event rate one client process stamps truthfully.
 
-Usage: python benchmarks/capacity.py [--quick] [--baseline] [--gaps 2,5]
+Usage: python benchmarks/capacity.py [--quick] [--baseline | --mode M] [--gaps 2,5]
                                      [--streams 1,2,4,8,...] [--seconds 5]
                                      [--server independent|engine] [--fixed-length] [--no-pin]
 
@@ -31,6 +31,7 @@ from gevent import monkey
 monkey.patch_all()
 
 from common import (  # noqa: E402
+    MODES,
     Case,
     Table,
     add_load_arguments,
@@ -69,6 +70,7 @@ def saturated(case: Case) -> bool:
 def main() -> None:
     parser = base_parser(__doc__)
     parser.add_argument("--baseline", action="store_true", help="the straightforward client")
+    parser.add_argument("--mode", choices=MODES, help="ours (default), ours-user or baseline")
     parser.add_argument("--gaps", default="2,5", help="true gaps, ms")
     parser.add_argument("--streams", default=STREAMS, help="the ramp")
     parser.add_argument("--seconds", type=float, default=5.0, help="streaming time per step")
@@ -79,7 +81,7 @@ def main() -> None:
     set_pinning(not args.no_pin)
     if args.quick:
         args.gaps, args.streams, args.seconds = "5", "1,16,64", 2.0
-    mode = "baseline" if args.baseline else "ours"
+    mode = args.mode or ("baseline" if args.baseline else "ours")
     print_header(
         f"capacity: token events/s one client process holds ({mode})",
         [f"server {args.server}; holds: |TPOT p99 error| < {P99_ERROR_LIMIT_MS} ms and "

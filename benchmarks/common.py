@@ -48,7 +48,7 @@ from tpot_locust.histograms import (
     new_histogram,
     record_many,
 )
-from tpot_locust.http_client import HTTPConnection, Origin
+from tpot_locust.http_client import KERNEL_CLOCK, USER_CLOCK, HTTPConnection, Origin
 from tpot_locust.recorder import MetricSet, Recorder
 from tpot_locust.sim.process import start_simulator
 from tpot_locust.sim.truth import read_truth
@@ -108,8 +108,14 @@ def pinning_note() -> str:
             f"CPU {','.join(str(c) for c in sorted(_pinning[1]))}")  # fmt: skip
 
 
+# ours: kernel receive stamps (the package's default on Linux); ours-user: the same code
+# stamping with perf_counter_ns after each read returns (TPOT_LOCUST_STAMPS=user)
+MODES = ("ours", "ours-user", "baseline")
+
+
 class Client(Protocol):
     name: str
+    clock: str  # the arrival clock of its connections (http_client.KERNEL_CLOCK / USER_CLOCK)
 
     def request(self, connection: HTTPConnection, request: StreamRequest) -> Sent: ...
 
@@ -121,9 +127,9 @@ class Client(Protocol):
 class OursClient:
     """``stream_request`` + ``Recorder``: the package's hot path, as a Locust worker runs it."""
 
-    name = "ours"
-
-    def __init__(self) -> None:
+    def __init__(self, clock: str = KERNEL_CLOCK) -> None:
+        self.clock = clock
+        self.name = "ours" if clock == KERNEL_CLOCK else "ours-user"
         self.recorder = Recorder()
         self.total = MetricSet()
 
@@ -136,15 +142,17 @@ class OursClient:
 
     def report(self, final: bool = False) -> None:
         delta = self.recorder.take_interval(final=final)
-        delta.encode()  # what a worker ships to the master
-        self.total.add(delta)
+        delta.encode(cooperative=True)  # what a worker ships to the master
+        self.total.add(delta, cooperative=True)
 
     def tpot(self) -> HdrHistogram:
         return self.total.combined().histogram("tpot")
 
 
 def make_client(mode: str) -> Client:
-    return BaselineClient() if mode == "baseline" else OursClient()
+    if mode == "baseline":
+        return BaselineClient()
+    return OursClient(USER_CLOCK if mode == "ours-user" else KERNEL_CLOCK)
 
 
 def chat_request(request_id: str, tokens: int, prompt_words: int = 32) -> StreamRequest:
@@ -305,12 +313,12 @@ def run_streams(
     def one_stream(index: int, phase_s: float) -> None:
         assert origin is not None
         gevent.sleep(phase_s)
-        connection = HTTPConnection(origin)
+        connection = HTTPConnection(origin, clock=client.clock)
         lengths = random.Random(seed * 1_000_003 + index)
         number = 0
         while time.perf_counter() < stop_at:
             if new_connection:
-                connection = HTTPConnection(origin)
+                connection = HTTPConnection(origin, clock=client.clock)
             length = tokens if fixed_length else lengths.randint(tokens // 2, tokens * 3 // 2)
             request = chat_request(f"{client.name}-{streams}-{index}-{number}", max(length, 2))
             t_call_ns = time.perf_counter_ns()

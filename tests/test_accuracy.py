@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,7 @@ def test_tpot_matches_ground_truth_at_2ms_gap_8_streams(tmp_path: Path, python: 
     # every request's output count equals the truth
     assert summary["tokens"]["output"] == sum(len(e["send_ns"]) for e in finished) == 8 * 200
     assert summary["tokens"]["estimated"] is False
+    assert summary["run"]["arrival_clock"] == ("kernel" if sys.platform == "linux" else "user")
     true_gaps_ms = np.concatenate([np.diff(e["send_ns"]) for e in finished]) / 1e6
     tpot = summary["metrics"]["tpot"]
     assert tpot["count"] == true_gaps_ms.size == 8 * 199

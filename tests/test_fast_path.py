@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from tpot_locust.http_client import ChunkedDecoder
 from tpot_locust.sse import SSEParser
-from tpot_locust.stream_decoder import decode_events
+from tpot_locust.stream_decoder import StreamDecoder, decode_events
 
 TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=6)
 
@@ -72,13 +72,16 @@ def test_fast_path_equals_full_decoding(stream: tuple[bytes, str], cuts: list[in
     decoder, parser = ChunkedDecoder(), SSEParser()
     stamps: list[int] = []
     payloads: list[bytes] = []
+    # the fast path as streaming runs it: the events of each read at once, as they arrive
+    read_by_read = StreamDecoder(api)
     previous = 0
     for stamp, cut in enumerate(sorted({c for c in cuts if c < len(body)}) + [len(body)]):
-        for payload in parser.feed(decoder.feed(body[previous:cut])):
-            stamps.append(stamp)
-            payloads.append(payload)
+        events = parser.feed(decoder.feed(body[previous:cut]))
+        read_by_read.feed(stamp, events)
+        stamps.extend([stamp] * len(events))
+        payloads.extend(events)
         previous = cut
-    fast = decode_events(stamps, payloads, api)
+    fast = read_by_read.finish()
     full = decode_events(stamps, payloads, api, fast=False)
     assert fast.token_stamps == full.token_stamps
     assert fast.token_counts == full.token_counts

@@ -12,8 +12,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-import gevent
-
+from tpot_locust.cooperation import let_streams_run
 from tpot_locust.histograms import histogram_stats
 from tpot_locust.recorder import METRICS, ClassMetrics, MetricSet
 
@@ -43,7 +42,7 @@ class IntervalLogs:
 
     def write(self, combined: ClassMetrics, start_wall_s: float, end_wall_s: float) -> None:
         for name, handle in self.files.items():
-            gevent.sleep(0)  # encoding takes ~0.5 ms: let streams be stamped in between
+            let_streams_run()  # encoding takes ~0.5 ms: let streams be stamped in between
             histogram = combined.histograms.get(name)
             if histogram is None or not histogram.total_count:
                 continue
@@ -82,8 +81,9 @@ class Collector:
     def tick(self, users: int) -> None:
         now = time.time()
         interval, self.pending = self.pending, MetricSet()
-        self.totals.add(interval)
-        combined = interval.combined()
+        # cooperative: in a local run the users stream in this process meanwhile
+        self.totals.add(interval, cooperative=True)
+        combined = interval.combined(cooperative=True)
         self.timeseries.append(self._point(combined, now, users))
         if self.logs is not None:
             self.logs.write(combined, self.last_tick_wall_s, now)
@@ -100,7 +100,7 @@ class Collector:
             "requests_failed": combined.counters.failed,
         }
         for name in TIMESERIES_METRICS:
-            gevent.sleep(0)
+            let_streams_run()
             stats = histogram_stats(combined.histogram(name), TIMESERIES_PERCENTILES)
             point[name] = {"count": stats.count} | {
                 f"p{p:g}": stats.percentiles[p] / 1000 for p in TIMESERIES_PERCENTILES

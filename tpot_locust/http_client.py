@@ -3,15 +3,18 @@
 Why not Locust's clients: geventhttpclient's ``iter_content(n)`` blocks until n bytes have
 arrived (events 1 ms apart get stamped together) and swallows a closed connection (a
 truncated stream looks complete); ``requests`` costs more CPU per event. Here every
-``recv`` is stamped with ``perf_counter_ns`` as it returns, chunked framing is decoded
+read is stamped with its arrival time (see ``arrival_clock``), chunked framing is decoded
 incrementally, and an early close or reset is reported instead of hidden. Under Locust the
 socket module is gevent's, so reads yield to other users.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import ssl
+import struct
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,6 +31,28 @@ from tpot_locust.errors import (
 
 RECV_BYTES = 65536
 MAX_HEAD_BYTES = 64 * 1024
+
+# Linux stamps every received segment in the kernel (SO_TIMESTAMPNS, CLOCK_REALTIME); a read
+# then carries the arrival time of its last segment, however late our event loop got to it.
+# Python does not export the constant; 35 is its value on x86, arm and most other Linuxes
+# (elsewhere no such control message comes back and reads fall back to the user clock).
+_SO_TIMESTAMPNS = 35
+_TIMESPEC = struct.Struct("@qq")
+_ANCILLARY_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
+# A kernel stamp further back than this is a clock step, not a late read: not trusted.
+_MAX_KERNEL_AGE_NS = 10 * 1_000_000_000
+KERNEL_CLOCK = "kernel"  # SO_TIMESTAMPNS: when the data reached the socket
+USER_CLOCK = "user"  # perf_counter_ns when recv returned: includes event-loop delay
+
+
+def arrival_clock() -> str:
+    """The clock plain-TCP reads are stamped with in this process (TLS reads: always user).
+
+    ``TPOT_LOCUST_STAMPS=user`` turns kernel stamps off, e.g. to compare both.
+    """
+    if os.environ.get("TPOT_LOCUST_STAMPS", KERNEL_CLOCK) == USER_CLOCK:
+        return USER_CLOCK
+    return KERNEL_CLOCK if sys.platform.startswith("linux") and _ANCILLARY_BYTES else USER_CLOCK
 
 
 class ReadTimeout(Exception):
@@ -207,12 +232,11 @@ class Response:
                 self._finish(keep_alive=True)
                 return
             try:
-                data = conn.recv(self.deadline_ns)
+                data, stamp = conn.recv_stamped(self.deadline_ns)
             except ConnectionResetError:
                 self.reset = True
                 self._finish(keep_alive=False, complete=False)
                 return
-            stamp = time.perf_counter_ns()
             if not data:
                 # A close ends a body only when it has neither length nor chunked framing.
                 self._finish(keep_alive=False, complete=decoder is None and remaining is None)
@@ -252,7 +276,11 @@ class HTTPConnection:
     """One keep-alive connection, reused by one Locust user for its requests in turn."""
 
     def __init__(
-        self, origin: Origin, connect_timeout: float = 10.0, read_timeout: float = 60.0
+        self,
+        origin: Origin,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
+        clock: str | None = None,
     ) -> None:
         self.origin = origin
         self.connect_timeout = connect_timeout
@@ -260,6 +288,13 @@ class HTTPConnection:
         self._sock: socket.socket | None = None
         self._pending = b""
         self.connections_opened = 0
+        wanted = clock or arrival_clock()
+        self.clock = (
+            KERNEL_CLOCK if wanted == KERNEL_CLOCK and origin.scheme == "http" else USER_CLOCK
+        )
+        self._kernel_stamps = False  # on the socket now open
+        self._real_minus_perf_ns = 0
+        self._last_stamp_ns = 0
 
     def close(self) -> None:
         if self._sock is not None:
@@ -281,6 +316,7 @@ class HTTPConnection:
             ) from None
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._kernel_stamps = self.clock == KERNEL_CLOCK and _enable_kernel_stamps(sock)
             if origin.scheme == "https":
                 sock = ssl.create_default_context().wrap_socket(sock, server_hostname=origin.host)
         except TimeoutError:
@@ -311,13 +347,37 @@ class HTTPConnection:
             raise ReadTimeout()  # a zero timeout would make the read non-blocking
         try:
             sock.settimeout(timeout)
-            return sock.recv(RECV_BYTES)
+            if not self._kernel_stamps:
+                return sock.recv(RECV_BYTES)
+            data, ancillary, _, _ = sock.recvmsg(RECV_BYTES, _ANCILLARY_BYTES)
+            self._last_stamp_ns = self._arrival_ns(ancillary, time.perf_counter_ns())
+            return data
         except TimeoutError:
             raise ReadTimeout() from None
         except ConnectionError:
             raise ConnectionResetError() from None
         except OSError as error:
             raise StreamError(CONNECTION_ERROR, f"read: {error.strerror or error}") from None
+
+    def recv_stamped(self, deadline_ns: int | None = None) -> tuple[bytes, int]:
+        """``recv`` and the data's arrival (``perf_counter_ns``): the kernel's stamp where
+        the socket has one, else the time the read returned."""
+        data = self.recv(deadline_ns)
+        if self._kernel_stamps:
+            return data, self._last_stamp_ns
+        return data, time.perf_counter_ns()
+
+    def _arrival_ns(self, ancillary: list[tuple[int, int, bytes]], now_ns: int) -> int:
+        """The kernel's receive stamp on our clock; never later than now, never earlier
+        than the previous read's stamp (so gaps stay non-negative across a clock step)."""
+        stamp = now_ns
+        for level, kind, data in ancillary:
+            if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(data) >= 16:
+                seconds, nanoseconds = _TIMESPEC.unpack_from(data)
+                kernel_ns = seconds * 1_000_000_000 + nanoseconds - self._real_minus_perf_ns
+                if now_ns - _MAX_KERNEL_AGE_NS <= kernel_ns <= now_ns:
+                    stamp = kernel_ns
+        return max(stamp, self._last_stamp_ns)
 
     def request(
         self,
@@ -340,7 +400,10 @@ class HTTPConnection:
             reused = self._sock is not None
             if self._sock is None:
                 self._sock = self._connect()
+            # per request, so that a step of the wall clock spoils at most one request
+            self._real_minus_perf_ns = time.time_ns() - time.perf_counter_ns()
             send_ns = time.perf_counter_ns()
+            self._last_stamp_ns = send_ns
             deadline_ns = None if head_timeout is None else send_ns + int(head_timeout * 1e9)
             try:
                 self._sock.settimeout(self.read_timeout)
@@ -394,8 +457,7 @@ class HTTPConnection:
                 return response
             if len(buffer) > MAX_HEAD_BYTES:
                 raise StreamError(BAD_HTTP, "response head too large")
-            data = self.recv(deadline_ns)
-            stamp = time.perf_counter_ns()
+            data, stamp = self.recv_stamped(deadline_ns)
             if not data:
                 if buffer:
                     raise StreamError(BAD_HTTP, "connection closed inside the response head")
@@ -424,6 +486,14 @@ class HTTPConnection:
             first_body=buffer[end + 4 :],
             head_stamp_ns=stamp,
         )
+
+
+def _enable_kernel_stamps(sock: socket.socket) -> bool:
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+    except OSError:
+        return False
+    return True
 
 
 class _EmptyHead(Exception):

@@ -1,6 +1,6 @@
 """Recorder: HDR histograms per metric x user class, following HdrHistogram's Recorder.
 
-Aggregation yields to the gevent hub between batches (``gevent.sleep(0)``), so that
+Aggregation yields to the gevent hub between batches (``let_streams_run``), so that
 bucketing never holds up the stamping of token events for more than one batch.
 
 Finished requests add their samples to the *interval* set; ``take_interval`` swaps in a
@@ -16,10 +16,10 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-import gevent
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
+from tpot_locust.cooperation import let_streams_run
 from tpot_locust.errors import INTERRUPTED
 from tpot_locust.histograms import (
     add_into,
@@ -37,6 +37,7 @@ METRICS: tuple[str, ...] = (
 )  # fmt: skip
 PHASE_METRICS: tuple[str, ...] = ("tpot", "itl")
 FLUSH_PENDING_VALUES = 100_000
+BUCKET_SLICE = 4096  # values bucketed between two yields
 WORST_GAPS_KEPT = 10
 MAX_INTERRUPTED_IDS = 100
 
@@ -113,8 +114,12 @@ class ClassMetrics:
             histogram = self.histograms[name] = new_histogram()
         return histogram
 
-    def add(self, other: ClassMetrics) -> None:
+    def add(self, other: ClassMetrics, cooperative: bool = False) -> None:
+        """``cooperative``: yield before each histogram (~50 us each; a set has ~20), for
+        a process whose users stream meanwhile; only where nothing else changes ``other``."""
         for name, histogram in other.histograms.items():
+            if cooperative:
+                let_streams_run()
             add_into(self.histogram(name), histogram)
         self.counters.add(other.counters)
         self.add_worst_gaps(other.worst_gaps)
@@ -127,7 +132,7 @@ class ClassMetrics:
 
 def _encode(histogram: HdrHistogram, cooperative: bool) -> str:
     if cooperative:
-        gevent.sleep(0)
+        let_streams_run()
     return histogram.encode().decode("ascii")
 
 
@@ -143,15 +148,15 @@ class MetricSet:
             metrics = self.classes[user_class] = ClassMetrics()
         return metrics
 
-    def add(self, other: MetricSet) -> None:
+    def add(self, other: MetricSet, cooperative: bool = False) -> None:
         for user_class, metrics in other.classes.items():
-            self.for_class(user_class).add(metrics)
+            self.for_class(user_class).add(metrics, cooperative)
 
-    def combined(self) -> ClassMetrics:
+    def combined(self, cooperative: bool = False) -> ClassMetrics:
         """All classes merged exactly (counts add; percentiles are recomputed)."""
         total = ClassMetrics()
         for metrics in self.classes.values():
-            total.add(metrics)
+            total.add(metrics, cooperative)
         return total
 
     def encode(self, cooperative: bool = False) -> dict[str, Any]:
@@ -290,7 +295,7 @@ class Recorder:
             held = self._held.popleft()
             tagged += 1
             if tagged % 16 == 0:
-                gevent.sleep(0)
+                let_streams_run()
             in_burst = self.windows.overlaps(held.starts_wall, held.ends_wall)
             for phase, mask in ((BURST, in_burst), (STEADY, ~in_burst)):
                 if not mask.any():
@@ -323,15 +328,19 @@ class Recorder:
     def _compute_finished(self) -> None:
         while self._finished:
             self._samples(self._finished.popleft())
-            gevent.sleep(0)  # one request's work at a time: streams get stamped in between
+            let_streams_run()  # one request's work at a time: streams get stamped in between
 
     def _bucket(self) -> None:
         pending, self._pending, self._pending_values = self._pending, {}, 0
         for (user_class, metric), arrays in pending.items():
-            gevent.sleep(0)  # let waiting streams be stamped between batches
             metrics = self._interval.for_class(user_class)
-            clamped = record_many(metrics.histogram(metric), np.concatenate(arrays))
-            metrics.counters.clamped_values += clamped
+            values = np.concatenate(arrays)
+            for start in range(0, values.size, BUCKET_SLICE):
+                let_streams_run()  # let waiting streams be read between slices (~0.3 ms each)
+                clamped = record_many(
+                    metrics.histogram(metric), values[start : start + BUCKET_SLICE]
+                )
+                metrics.counters.clamped_values += clamped
 
     def take_interval(self, final: bool = False) -> MetricSet:
         """The delta since the previous call; ``final`` also tags every held gap."""

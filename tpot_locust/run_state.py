@@ -16,6 +16,7 @@ from locust.env import Environment
 
 from tpot_locust.collector import Collector
 from tpot_locust.distributed import MasterLink, WorkerLink
+from tpot_locust.http_client import arrival_clock
 from tpot_locust.phases import RunClock
 from tpot_locust.progress import ProgressPrinter
 from tpot_locust.recorder import Recorder
@@ -144,6 +145,8 @@ class RunState:
         if options is not None:
             info["scenario"] = getattr(options, "tpot_scenario_name", None)
         info["report_interval_s"] = self.interval_s
+        # in the master's environment: workers started with another one may differ
+        info["arrival_clock"] = arrival_clock()
         if self.master is not None:
             workers = self.master.summary()
             info["workers"] = workers

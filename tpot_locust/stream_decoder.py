@@ -1,10 +1,10 @@
 """Turns the stamped ``data`` payloads of an OpenAI-style stream into token events.
 
-Runs once per request after the stream has ended, so JSON decoding stays off the per-event
-path; the stamps were taken on arrival, before any decoding. Plain token chunks (non-empty
-content, ``"finish_reason":null``, no usage, error, tool call or reasoning field: nearly all
-events of a stream) are recognised by a byte scan, and their text is JSON-decoded once per
-request; every other event is decoded in full. Both paths give identical timings (tested).
+Runs read by read as the stream arrives, after each read was stamped. Plain token chunks
+(non-empty content, ``"finish_reason":null``, no usage, error, tool call or reasoning
+field: nearly all events of a stream) are recognised by a byte scan, and their text is
+JSON-decoded once per request; every other event is decoded in full. Both paths give
+identical timings (tested).
 Rules (see README, "Metric definitions"): a token event carries at least one generated
 token (content, reasoning or tool-call delta; empty strings and role-only, usage-only or
 keep-alive events are not);
@@ -114,60 +114,74 @@ def _delta_tokens(choice: dict[str, Any], api: str) -> tuple[bool, str]:
     return carries, content if isinstance(content, str) else ""
 
 
-def decode_events(
-    stamps: list[int],
-    payloads: list[bytes],
-    api: str,
-    reset: bool = False,
-    fast: bool = True,
-    want_text: bool = True,
-) -> DecodedStream:
-    """Decode every event; a failure is returned in ``error``, never raised.
+class StreamDecoder:
+    """Decodes a stream's events read by read, as they arrive.
 
-    ``fast=False`` decodes every event in full (the reference the fast path is tested by).
+    Per read, plain token events cost a byte scan each; anything else is decoded in full.
+    Done while the stream runs, this work is spread thin: decoding a whole stream at its
+    end blocked the event loop for ~0.5-1 ms per request and delayed other streams' reads.
+    After ``[DONE]`` or a failure, later events are ignored. ``fast=False`` decodes every
+    event in full (the reference the fast path is tested by).
     """
-    result = DecodedStream()
-    usage_seen_on_all = True
-    usage_believable = True
-    last_usage_count = 0
-    marker = _TEXT_MARKERS.get(api, _TEXT_MARKERS["chat"]) if fast else b"\0"
-    skip = len(marker)
-    token_stamps, token_counts, text_parts = (
-        result.token_stamps,
-        result.token_counts,
-        result.text_parts,
-    )
-    for stamp, payload in zip(stamps, payloads, strict=True):
-        # Fast path: a plain token event (one choice: we always request n=1). The checks
-        # run cheapest and most selective first; anything unusual is decoded in full.
-        at = payload.find(marker)
-        if (
-            at > 0
-            and payload[at + skip : at + skip + 1] not in (b'"', b"")  # non-empty: a token
-            and _PLAIN_MARK in payload
-            and payload[-1:] == b"}"  # the event is a whole object
-            and _NOT_PLAIN.search(payload) is None
-        ):
-            usage_seen_on_all = False  # a plain token event carries no usage
-            token_stamps.append(stamp)
-            token_counts.append(1)
-            if want_text:
-                text_parts.append(plain_text_at(payload, at + skip))
-            continue
+
+    def __init__(self, api: str, fast: bool = True, want_text: bool = True) -> None:
+        self.result = DecodedStream()
+        self.events = 0  # every data event fed, ignored ones included
+        self.stopped = False
+        self._api = api
+        self._marker = _TEXT_MARKERS.get(api, _TEXT_MARKERS["chat"]) if fast else b"\0"
+        self._want_text = want_text
+        self._usage_seen_on_all = True
+        self._usage_believable = True
+        self._last_usage_count = 0
+
+    def feed(self, stamp: int, payloads: list[bytes]) -> None:
+        """The events of one read, all stamped with the read's arrival."""
+        self.events += len(payloads)
+        if self.stopped:
+            return
+        marker = self._marker
+        skip = len(marker)
+        result = self.result
+        token_stamps, token_counts = result.token_stamps, result.token_counts
+        text_parts = result.text_parts if self._want_text else None
+        for payload in payloads:
+            # Fast path: a plain token event (one choice: we always request n=1). The checks
+            # run cheapest and most selective first; anything unusual is decoded in full.
+            at = payload.find(marker)
+            if (
+                at > 0
+                and payload[at + skip : at + skip + 1] not in (b'"', b"")  # non-empty: a token
+                and _PLAIN_MARK in payload
+                and payload[-1:] == b"}"  # the event is a whole object
+                and _NOT_PLAIN.search(payload) is None
+            ):
+                self._usage_seen_on_all = False  # a plain token event carries no usage
+                token_stamps.append(stamp)
+                token_counts.append(1)
+                if text_parts is not None:
+                    text_parts.append(plain_text_at(payload, at + skip))
+                continue
+            self._decode_in_full(stamp, payload)
+            if self.stopped:
+                return
+
+    def _decode_in_full(self, stamp: int, payload: bytes) -> None:
+        result = self.result
         if payload == DONE or payload.strip() == DONE:
-            result.done = True
-            break
+            result.done = self.stopped = True
+            return
         try:
             event = json.loads(payload)
         except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
-            result.error = StreamError(BAD_JSON, f"invalid JSON in event: {payload[:80]!r}")
-            return result
+            self._fail(StreamError(BAD_JSON, f"invalid JSON in event: {payload[:80]!r}"))
+            return
         if not isinstance(event, dict):
-            result.error = StreamError(BAD_JSON, f"event is not a JSON object: {payload[:80]!r}")
-            return result
+            self._fail(StreamError(BAD_JSON, f"event is not a JSON object: {payload[:80]!r}"))
+            return
         if event.get("error"):
-            result.error = StreamError(STREAM_ERROR_EVENT, _error_message(event["error"]))
-            return result
+            self._fail(StreamError(STREAM_ERROR_EVENT, _error_message(event["error"])))
+            return
         usage = event.get("usage")
         usage_count = _usage_int(usage, "completion_tokens")
         if usage_count is not None:
@@ -177,40 +191,68 @@ def decode_events(
                 result.prompt_tokens = prompt
         choices = event.get("choices") or []
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            continue
+            return
         choice = choices[0]
-        carries, text = _delta_tokens(choice, api)
+        carries, text = _delta_tokens(choice, self._api)
         if carries:
             if usage_count is None:
-                usage_seen_on_all = False
+                self._usage_seen_on_all = False
             tokens = 1
-            if usage_seen_on_all and usage_count is not None:
-                tokens = max(usage_count - last_usage_count, 1)
-                last_usage_count = usage_count
+            if self._usage_seen_on_all and usage_count is not None:
+                tokens = max(usage_count - self._last_usage_count, 1)
+                self._last_usage_count = usage_count
                 if tokens > MAX_TOKENS_PER_EVENT:
-                    usage_believable = False
-            token_stamps.append(stamp)
-            token_counts.append(tokens)
-            if text and want_text:
-                text_parts.append(text)
+                    self._usage_believable = False
+            result.token_stamps.append(stamp)
+            result.token_counts.append(tokens)
+            if text and self._want_text:
+                result.text_parts.append(text)
         if choice.get("finish_reason"):
             result.finish_reason = str(choice["finish_reason"])
-    if not usage_believable:
-        usage_seen_on_all = False
-        result.token_counts = [1] * len(result.token_counts)
-    result.counts_from_usage = bool(result.token_counts) and usage_seen_on_all
-    if result.finish_reason is None:
-        if not payloads and not reset:
-            result.error = StreamError(EMPTY_STREAM, "stream ended without any event")
-        elif result.done:
-            result.error = StreamError(TRUNCATED, "[DONE] arrived without a finish_reason")
-        elif reset:
-            result.error = StreamError(CONNECTION_RESET, "connection reset before finish_reason")
-        else:
-            result.error = StreamError(TRUNCATED, "stream closed before finish_reason")
-    elif not result.token_stamps:
-        result.error = StreamError(EMPTY_STREAM, "finished without any token event")
-    return result
+
+    def _fail(self, error: StreamError) -> None:
+        self.result.error = error
+        self.stopped = True
+
+    def finish(self, reset: bool = False) -> DecodedStream:
+        """The decoded stream, once it has ended (``reset``: by a connection reset)."""
+        result = self.result
+        if result.error is not None:
+            return result
+        if not self._usage_believable:
+            self._usage_seen_on_all = False
+            result.token_counts = [1] * len(result.token_counts)
+        result.counts_from_usage = bool(result.token_counts) and self._usage_seen_on_all
+        if result.finish_reason is None:
+            if not self.events and not reset:
+                result.error = StreamError(EMPTY_STREAM, "stream ended without any event")
+            elif result.done:
+                result.error = StreamError(TRUNCATED, "[DONE] arrived without a finish_reason")
+            elif reset:
+                result.error = StreamError(
+                    CONNECTION_RESET, "connection reset before finish_reason"
+                )
+            else:
+                result.error = StreamError(TRUNCATED, "stream closed before finish_reason")
+        elif not result.token_stamps:
+            result.error = StreamError(EMPTY_STREAM, "finished without any token event")
+        return result
+
+
+def decode_events(
+    stamps: list[int],
+    payloads: list[bytes],
+    api: str,
+    reset: bool = False,
+    fast: bool = True,
+    want_text: bool = True,
+) -> DecodedStream:
+    """Decode a whole recorded stream at once (tests, references); a failure is returned
+    in ``error``, never raised."""
+    decoder = StreamDecoder(api, fast=fast, want_text=want_text)
+    for stamp, payload in zip(stamps, payloads, strict=True):
+        decoder.feed(stamp, [payload])
+    return decoder.finish(reset)
 
 
 def _usage_int(usage: Any, key: str) -> int | None:

@@ -1,8 +1,9 @@
-"""One streamed request: send, stamp every SSE event on arrival, then decode and classify.
+"""One streamed request: send, stamp every read on arrival, split and classify its events.
 
-The per-event work while the stream runs is only: parse the event boundary, append the
-read's arrival stamp and the raw payload, move the read deadline. JSON decoding happens
-after the stream ended (``stream_decoder``). No exception leaves ``stream_request``: every
+The work per read while the stream runs is: find the event boundaries, hand the events
+and the read's arrival stamp to ``stream_decoder`` (a byte scan per plain token event,
+JSON only for unusual ones), move the read deadline. No exception leaves
+``stream_request``: every
 failure becomes a categorised ``RequestTimings`` so a worker keeps running and nothing is
 silently lost.
 
@@ -30,7 +31,7 @@ from tpot_locust.errors import (
 )
 from tpot_locust.http_client import HTTPConnection, ReadTimeout, Response
 from tpot_locust.sse import SSEParser
-from tpot_locust.stream_decoder import DONE, DecodedStream, decode_error_body, decode_events
+from tpot_locust.stream_decoder import DecodedStream, StreamDecoder, decode_error_body
 from tpot_locust.timings import RequestTimings
 
 MAX_ERROR_BODY = 64 * 1024
@@ -54,14 +55,14 @@ class StreamRequest:
 
 
 class _Collected:
-    """Stamps and payloads gathered so far, kept even when the stream fails midway."""
+    """The stream decoded so far, kept even when the stream fails midway."""
 
-    __slots__ = ("stamps", "payloads", "reset", "t_send_ns", "total_deadline_ns",
+    __slots__ = ("decoder", "last_event_ns", "reset", "t_send_ns", "total_deadline_ns",
                  "event_deadline_ns")  # fmt: skip
 
-    def __init__(self, t_send_ns: int) -> None:
-        self.stamps: list[int] = []
-        self.payloads: list[bytes] = []
+    def __init__(self, t_send_ns: int, decoder: StreamDecoder) -> None:
+        self.decoder = decoder
+        self.last_event_ns = 0  # arrival of the last read that held an event
         self.reset = False
         self.t_send_ns = t_send_ns
         self.total_deadline_ns = 0
@@ -73,7 +74,7 @@ def stream_request(
 ) -> tuple[RequestTimings, str]:
     """Send, collect, decode; ``want_text=False`` skips rebuilding the answer's text."""
     timings = _new_timings(request)
-    collected = _Collected(timings.t_send_ns)
+    collected = _Collected(timings.t_send_ns, StreamDecoder(request.api, want_text=want_text))
     failure: StreamError | None = None
     try:
         _send_and_collect(connection, request, collected)
@@ -82,7 +83,7 @@ def stream_request(
         failure = error
     except ReadTimeout:
         connection.close()
-        if not (collected.payloads and collected.payloads[-1].strip() == DONE):
+        if not collected.decoder.result.done:
             failure = _timeout_error(request, collected)
         # else: [DONE] had come and the server kept the body open; the stream is complete
     except Exception as error:  # noqa: BLE001 - a user greenlet must never die of a request
@@ -93,13 +94,7 @@ def stream_request(
     # No yield from here until the caller has recorded the request: a stopping user is
     # killed at its next yield, and a stream the server finished would then be lost.
     try:
-        decoded = decode_events(
-            collected.stamps,
-            collected.payloads,
-            request.api,
-            collected.reset,
-            want_text=want_text,
-        )
+        decoded = collected.decoder.finish(collected.reset)
     except Exception as error:  # noqa: BLE001 - never expected; still counted, never raised
         decoded = DecodedStream(error=StreamError(CLIENT_ERROR, f"decoding: {error!r}"))
     timings.token_stamps = decoded.token_stamps
@@ -190,13 +185,12 @@ def _send_and_collect(
     connection.read_timeout = request.total_timeout  # the deadlines below govern every read
     response.deadline_ns = min(collected.event_deadline_ns, total_deadline_ns)
     parser = SSEParser()
-    stamps, payloads = collected.stamps, collected.payloads
+    decoder = collected.decoder
     for stamp, data in response.iter_body():
         events = parser.feed(data)
         if events:
-            for payload in events:
-                stamps.append(stamp)
-                payloads.append(payload)
+            decoder.feed(stamp, events)
+            collected.last_event_ns = stamp
             next_ns = stamp + idle_ns
             response.deadline_ns = next_ns if next_ns < total_deadline_ns else total_deadline_ns
             if parser.failure is not None:  # an oversized event came after these
@@ -204,9 +198,8 @@ def _send_and_collect(
         if stamp >= total_deadline_ns:
             raise StreamError(TIMEOUT_TOTAL, f"stream exceeded {request.total_timeout:g} s")
     collected.reset = response.reset
-    for payload in parser.close():
-        stamps.append(time.perf_counter_ns())
-        payloads.append(payload)
+    if events := parser.close():
+        decoder.feed(time.perf_counter_ns(), events)
 
 
 def _http_error(
@@ -227,11 +220,11 @@ def _http_error(
 
 
 def _timeout_error(request: StreamRequest, collected: _Collected) -> StreamError:
-    if collected.stamps:  # the idle deadline ran from the last event's arrival
-        collected.event_deadline_ns = collected.stamps[-1] + int(request.idle_timeout * 1e9)
+    if collected.decoder.events:  # the idle deadline ran from the last event's arrival
+        collected.event_deadline_ns = collected.last_event_ns + int(request.idle_timeout * 1e9)
     if collected.total_deadline_ns <= collected.event_deadline_ns:
         return StreamError(TIMEOUT_TOTAL, f"stream exceeded {request.total_timeout:g} s")
-    if not collected.payloads:
+    if not collected.decoder.events:
         return StreamError(
             TIMEOUT_FIRST_TOKEN, f"no event within {request.first_token_timeout:g} s"
         )

@@ -1,0 +1,70 @@
+"""Kernel receive stamps: a read that comes late still carries the data's arrival time."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tpot_locust.http_client import KERNEL_CLOCK, USER_CLOCK, HTTPConnection, Origin
+from tpot_locust.sim.process import start_simulator
+from tpot_locust.sse import SSEParser
+from tpot_locust.stream_decoder import decode_events
+
+GAP_MS = 50
+# Each read starts this long after the previous one returned: tokens 2-4 wait 10, 20, 30 ms
+# in the socket, and the next token is still 40, 30, 20 ms away (one token per read).
+LATE_MS = 60
+
+
+def stamped_tokens(url: str, clock: str) -> tuple[list[int], str]:
+    """Stream 4 tokens, reading each one late; the token stamps and the request id."""
+    connection = HTTPConnection(Origin.parse(url), clock=clock)
+    messages = [{"role": "user", "content": "hi"}]
+    body = {"model": "m", "stream": True, "max_tokens": 4, "messages": messages}
+    request_id = f"stamps-{clock}"
+    headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
+    response, _ = connection.request(
+        "POST", "/v1/chat/completions", headers, json.dumps(body).encode()
+    )
+    parser = SSEParser()
+    stamps: list[int] = []
+    payloads: list[bytes] = []
+    for stamp, data in response.iter_body():
+        for payload in parser.feed(data):
+            stamps.append(stamp)
+            payloads.append(payload)
+        time.sleep(LATE_MS / 1000)  # a busy event loop: the next token waits in the socket
+    connection.close()
+    decoded = decode_events(stamps, payloads, "chat")
+    assert decoded.error is None and decoded.output_tokens == 4
+    return decoded.token_stamps, request_id
+
+
+def true_sends(truth: Path, request_id: str) -> list[int]:
+    for line in truth.read_text().splitlines():
+        record = json.loads(line)
+        if record["request_id"] == request_id:
+            return [send - record["perf_offset_ns"] for send in record["send_ns"]]
+    raise AssertionError(f"no truth for {request_id}")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
+def test_kernel_stamps_carry_arrival_time_of_late_reads(tmp_path: Path) -> None:
+    truth = tmp_path / "truth.jsonl"
+    with start_simulator(  # the truth file is complete once the simulator has stopped
+        "--gap-ms", str(GAP_MS), "--ttft-ms", "5", truth=truth
+    ) as sim:
+        kernel, kernel_id = stamped_tokens(sim.url, KERNEL_CLOCK)
+        user, user_id = stamped_tokens(sim.url, USER_CLOCK)
+    kernel_error_ms = [
+        (s - t) / 1e6 for s, t in zip(kernel, true_sends(truth, kernel_id), strict=True)
+    ]
+    user_error_ms = [(s - t) / 1e6 for s, t in zip(user, true_sends(truth, user_id), strict=True)]
+    # the kernel stamps the data as it arrives: within the machine's loopback delay
+    assert all(-1 <= error <= 5 for error in kernel_error_ms), kernel_error_ms
+    # the user clock stamps the late reads late (what the kernel stamps spare us)
+    assert all(error >= 5 for error in user_error_ms[1:]), user_error_ms
