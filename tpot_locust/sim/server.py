@@ -22,6 +22,7 @@ from .engine_stream import EngineStream
 from .http import HttpConnection, HttpRequest, error_body, full_response
 from .profiles import EngineParams
 from .request import Api, RequestError, SimRequest, decide_length, parse_request
+from .response import Response
 from .scheduler import Scheduler
 from .stream import Stream
 from .timing import GapModel, TimingModel
@@ -60,7 +61,7 @@ class SimServer:
         self.clock = Clock()
         self._natural_rng = random.Random(config.seed + 1_000_003)
         self._connections: set[HttpConnection] = set()
-        self._streams: set[Stream | EngineStream] = set()
+        self._streams: set[Response] = set()
         self._server: asyncio.AbstractServer | None = None
         self._scheduler: Scheduler | None = None
         self._truth: TruthWriter | None = None
@@ -203,7 +204,7 @@ class SimServer:
             truth=self._truth,
             keep_alive=http_request.keep_alive,
             response_id=prefix + request_id,
-            on_end=self._streams.discard,
+            on_end=self._stream_end,
         )
         self._streams.add(stream)
         self._scheduler.add(stream, stream.start())
@@ -235,6 +236,9 @@ class SimServer:
         self._streams.add(stream)
         stream.start()
         engine.submit(seq)
+
+    def _stream_end(self, stream: Stream, aborted: bool) -> None:
+        self._streams.discard(stream)
 
     def _engine_stream_end(self, stream: EngineStream, aborted: bool) -> None:
         self._streams.discard(stream)
