@@ -28,12 +28,11 @@ from tpot_locust.distributions import as_distribution
 from tpot_locust.scenario import Scenario, TrafficClass
 
 # Token events/s one worker process stamps truthfully, from ``benchmarks/capacity.py``
-# (client pinned to its own core, 2-core shared VM, Python 3.11, 2026-11-29): the highest
-# rate at which TPOT p99 stayed within 0.5 ms of the server's true gaps was 3.9k events/s
-# at 2 ms gaps and 3.2k at 5 ms (both limits, I/O lag p99 < 1 ms too: 2.0k and 1.6k).
-# Conservative: rounded down. The end-of-request work (decoding every event's JSON at once)
-# sets this limit; raise it when ``benchmarks/capacity.py`` shows a faster hot path.
-EVENTS_PER_S_PER_WORKER = 3_000
+# (client pinned to its own core, 2-core shared VM, Python 3.11, 2026-11-30, kernel receive
+# stamps): TPOT p99 stayed within 0.5 ms of the server's true gaps up to 23.7k events/s at
+# 2 ms gaps and 25.4k at 5 ms; a real Locust worker at 31.7k was +1.4 ms (scaling.py).
+# Rounded down; raise it when ``benchmarks/capacity.py`` shows a faster hot path.
+EVENTS_PER_S_PER_WORKER = 20_000
 # The embedded simulator (one asyncio process): sharing 2 cores with the client, its sends
 # stayed on time (truth coalesced < 3 %) up to ~32k token events/s; with a core of its
 # own, ~60k. Beyond this its own gaps run late (the truth file shows it).
