@@ -64,7 +64,11 @@ def test_kernel_stamps_carry_arrival_time_of_late_reads(tmp_path: Path) -> None:
         (s - t) / 1e6 for s, t in zip(kernel, true_sends(truth, kernel_id), strict=True)
     ]
     user_error_ms = [(s - t) / 1e6 for s, t in zip(user, true_sends(truth, user_id), strict=True)]
-    # the kernel stamps the data as it arrives: within the machine's loopback delay
-    assert all(-1 <= error <= 5 for error in kernel_error_ms), kernel_error_ms
+    # The kernel stamps the data as it arrives: within the machine's loopback delay. A read
+    # that (on a very slow machine) held two tokens carries the later one's arrival: only
+    # the last token of each read is held to that.
+    last_of_read = [i == len(kernel) - 1 or kernel[i] != kernel[i + 1] for i in range(len(kernel))]
+    checked = [error for error, last in zip(kernel_error_ms, last_of_read, strict=True) if last]
+    assert all(-1 <= error <= 5 for error in checked), kernel_error_ms
     # the user clock stamps the late reads late (what the kernel stamps spare us)
     assert all(error >= 5 for error in user_error_ms[1:]), user_error_ms
