@@ -3,9 +3,8 @@
 The work per read while the stream runs is: find the event boundaries, hand the events
 and the read's arrival stamp to ``stream_decoder`` (a byte scan per plain token event,
 JSON only for unusual ones), move the read deadline. No exception leaves
-``stream_request``: every
-failure becomes a categorised ``RequestTimings`` so a worker keeps running and nothing is
-silently lost.
+``stream_request``: every failure becomes a categorised ``RequestTimings`` so a worker
+keeps running and nothing is silently lost.
 
 Timeouts are deadlines on *events*, not bytes: the first event must come within
 ``first_token_timeout`` of the send, each later one within ``idle_timeout`` of the previous,
@@ -92,7 +91,7 @@ def stream_request(
     timings.t_send_ns = collected.t_send_ns
     timings.t_end_ns = time.perf_counter_ns()
     # No yield from here until the caller has recorded the request: a stopping user is
-    # killed at its next yield, and a stream the server finished would then be lost.
+    # killed at its next yield, and a stream the server finished would count as interrupted.
     try:
         decoded = collected.decoder.finish(collected.reset)
     except Exception as error:  # noqa: BLE001 - never expected; still counted, never raised
