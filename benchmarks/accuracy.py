@@ -17,9 +17,9 @@ every stream's token arrives in the same instant, as from a batching server. Col
   err         measured - true (ms)
   coal.       gaps < 0.1 ms (events stamped together), ours | in the truth (sent together)
   lag p99     timer: how late a greenlet sleeping 1 ms wakes (the hub lag; on libev it reads
-              up to ~1 ms high with no work at all, see common.HubLagProbe) / io: how long
+              up to ~1 ms high with no work at all, see probes.HubLagProbe) / io: how long
               data written to a pipe every 1 ms by another process waits before a greenlet
-              here reads it: the delay a token event's stamp suffers (common.IOLagProbe)
+              here reads it: the delay a token event's stamp suffers (probes.IOLagProbe)
   CPU %       this client process's CPU time / wall time (one core = 100 %; the probes
               included, see the idle row)
   wait %      time the client was runnable but had no core (a busy machine: figures noisy)
@@ -38,17 +38,21 @@ monkey.patch_all()
 
 from common import (  # noqa: E402
     MODES,
+    run_case,
+)
+from output import (  # noqa: E402
     Table,
     add_load_arguments,
     base_parser,
     ms,
     parse_list,
     percent,
-    pinning_note,
     print_header,
-    run_case,
-    set_pinning,
     signed_ms,
+)
+from probes import (  # noqa: E402
+    pinning_note,
+    set_pinning,
 )
 
 

@@ -14,7 +14,7 @@ event loop no longer delays the stamp, only makes a stream read two events at on
 The lag is the I/O lag by default (how long readable data waits for its greenlet: what a
 user-clock stamp suffers); ``--lag timer`` uses the hub lag of a greenlet sleeping 1 ms
 instead, which on gevent's libev loop reads up to ~1 ms high with no work at all (see
-common.HubLagProbe). The ramp stops after two steps in a row delivered under 80 % of the
+probes.HubLagProbe). The ramp stops after two steps in a row delivered under 80 % of the
 rate asked (the client, or the simulator, is full). ``--server engine``:
 one fixed step for all streams (every stream's token in the same instant, as from a
 batching server) instead of a timer per stream.
@@ -37,17 +37,21 @@ monkey.patch_all()
 from common import (  # noqa: E402
     MODES,
     Case,
+    run_case,
+)
+from output import (  # noqa: E402
     Table,
     add_load_arguments,
     base_parser,
     ms,
     parse_list,
     percent,
-    pinning_note,
     print_header,
-    run_case,
-    set_pinning,
     signed_ms,
+)
+from probes import (  # noqa: E402
+    pinning_note,
+    set_pinning,
 )
 
 P99_ERROR_LIMIT_MS = 0.5

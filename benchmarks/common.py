@@ -20,27 +20,21 @@ of each token event (``send_ns - perf_offset_ns`` is on this machine's ``perf_co
 
 from __future__ import annotations
 
-import argparse
 import bisect
-import ctypes
 import gc
 import json
-import os
-import platform
 import random
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import gevent
 import numpy as np
 from baseline_client import BaselineClient, Sent
 from hdrh.histogram import HdrHistogram
+from probes import HubLagProbe, IOLagProbe, pin_other, sched_s
 
 from tpot_locust.histograms import (
     count_below,
@@ -53,12 +47,11 @@ from tpot_locust.recorder import MetricSet, Recorder
 from tpot_locust.sim.process import start_simulator
 from tpot_locust.sim.truth import read_truth
 from tpot_locust.streaming import StreamRequest, stream_request
-from tpot_locust.timings import RequestTimings, to_us
+from tpot_locust.timings import to_us
 
 COALESCED_US = 100  # a gap below 0.1 ms: two events that arrived (or were sent) together
 PERCENTILES = (50.0, 99.0, 99.9)
 REPORT_INTERVAL_S = 1.0
-PROBE_SLEEP_S = 0.001
 # ``--server engine``: the simulator's engine mode with a fixed step time (the h200 profile
 # with every cost but ``step_base_ms`` zeroed, no jitter, no stalls): every stream gets its
 # token in the same step, as from a real batching server (benchmarks/sim_engine.py: one
@@ -72,40 +65,7 @@ ENGINE_ZEROED = (
     "stall_prob",
     "frontend_ms",
 )
-SERVERS = ("independent", "engine")
 SIM_SATURATED_CPU = 0.85  # simulator on a CPU or runnable this share of the time: it limits
-
-
-# CPU pinning (``--no-pin`` turns it off): this client on the last core, the simulator and
-# the I/O-lag writer on the others. On a shared 2-core VM this cut the client's run-queue
-# wait from ~7 % to ~1 % of the time and the p99 error at 16 streams by about half.
-_pinning: tuple[set[int], set[int]] | None = None
-
-
-def set_pinning(enabled: bool) -> None:
-    global _pinning
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if enabled and len(cpus) >= 2:
-        _pinning = ({cpus[-1]}, set(cpus[:-1]))
-        os.sched_setaffinity(0, _pinning[0])
-    else:
-        _pinning = None
-
-
-def pin_other(pid: int) -> None:
-    """Keep a helper process (simulator, probe writer) off the client's core."""
-    if _pinning is not None:
-        try:
-            os.sched_setaffinity(pid, _pinning[1])
-        except OSError:
-            pass
-
-
-def pinning_note() -> str:
-    if _pinning is None:
-        return "not pinned"
-    return (f"client pinned to CPU {min(_pinning[0])}, simulator and probe writer to "
-            f"CPU {','.join(str(c) for c in sorted(_pinning[1]))}")  # fmt: skip
 
 
 # ours: kernel receive stamps (the package's default on Linux); ours-user: the same code
@@ -166,96 +126,6 @@ def chat_request(request_id: str, tokens: int, prompt_words: int = 32) -> Stream
         first_token_timeout=60, idle_timeout=60, total_timeout=600,
         t_intended_ns=time.perf_counter_ns(),
     )  # fmt: skip
-
-
-class HubLagProbe:
-    """A greenlet sleeping ``PROBE_SLEEP_S`` in a loop; records how late each wake-up is.
-
-    On gevent's default libev loop this reads up to ~1 ms high with no work at all: when
-    other I/O wakes the loop just before a timer is due, libev's epoll backend still waits
-    at least 1 ms (``backend_mintime``) unless more I/O comes. ``IOLagProbe`` measures the
-    delay a stamp actually suffers."""
-
-    def __init__(self) -> None:
-        self.lags_ns: list[int] = []
-        self._running = False
-        self._greenlet: gevent.Greenlet | None = None
-
-    def start(self) -> None:
-        self._running = True
-        self._greenlet = gevent.spawn(self._loop)
-
-    def _loop(self) -> None:
-        sleep_ns = int(PROBE_SLEEP_S * 1e9)
-        lags = self.lags_ns
-        while self._running:
-            before = time.perf_counter_ns()
-            gevent.sleep(PROBE_SLEEP_S)
-            lags.append(time.perf_counter_ns() - before - sleep_ns)
-
-    def stop(self) -> np.ndarray:
-        self._running = False
-        if self._greenlet is not None:
-            self._greenlet.join()
-        return np.asarray(self.lags_ns, dtype=np.int64)
-
-
-_IO_WRITER = """
-import os, sys, time
-period = float(sys.argv[1])
-while True:
-    os.write(1, time.perf_counter_ns().to_bytes(8, "little"))
-    time.sleep(period)
-"""
-
-
-class IOLagProbe:
-    """I/O lag: the delay between data becoming readable and a greenlet here reading it.
-
-    A child process writes its ``perf_counter_ns`` to a pipe every ``PROBE_SLEEP_S``; a
-    greenlet reads it and records (now - written). That is the delay a token event's stamp
-    suffers (readiness -> the reading greenlet runs), without the timer slack of
-    ``HubLagProbe``. Both clocks are CLOCK_MONOTONIC, shared by the machine's processes."""
-
-    def __init__(self) -> None:
-        self.lags_ns: list[int] = []
-        self._process: subprocess.Popen[bytes] | None = None
-        self._greenlet: gevent.Greenlet | None = None
-
-    def start(self) -> None:
-        self._process = subprocess.Popen(
-            [sys.executable, "-c", _IO_WRITER, str(PROBE_SLEEP_S)], stdout=subprocess.PIPE
-        )
-        pin_other(self._process.pid)
-        assert self._process.stdout is not None
-        fd = self._process.stdout.fileno()
-        os.set_blocking(fd, False)
-        self._greenlet = gevent.spawn(self._loop, fd)
-
-    def _loop(self, fd: int) -> None:
-        from gevent.os import nb_read
-
-        lags = self.lags_ns
-        pending = b""
-        while True:
-            data = nb_read(fd, 4096)
-            now = time.perf_counter_ns()
-            if not data:
-                return
-            pending += data
-            whole = len(pending) - len(pending) % 8
-            for offset in range(0, whole, 8):
-                lags.append(now - int.from_bytes(pending[offset : offset + 8], "little"))
-            pending = pending[whole:]
-
-    def stop(self) -> np.ndarray:
-        if self._process is not None:
-            self._process.terminate()
-            self._process.wait()
-        if self._greenlet is not None:
-            self._greenlet.join(timeout=2)
-            self._greenlet.kill()
-        return np.asarray(self.lags_ns, dtype=np.int64)
 
 
 @dataclass
@@ -382,16 +252,6 @@ def load_truth(path: Path) -> dict[str, TruthRecord]:
             record["arrival_ns"] - offset,
         )
     return truth
-
-
-def sched_s(pid: int | str = "self") -> tuple[float, float]:
-    """(seconds on a CPU, seconds runnable but waiting for one) of a process's main thread,
-    from Linux ``/proc/PID/schedstat``; the wait shows a machine too busy to measure on."""
-    try:
-        running, waiting = Path(f"/proc/{pid}/schedstat").read_text().split()[:2]
-    except (OSError, ValueError):
-        return 0.0, 0.0
-    return int(running) / 1e9, int(waiting) / 1e9
 
 
 @dataclass
@@ -576,162 +436,3 @@ def run_case(
     case = Case(mode, gap_ms, streams, tokens, run, sim_cpu_s=sim1[0] - sim0[0],
                 sim_wait_s=sim1[1] - sim0[1])  # fmt: skip
     return evaluate(case, truth)
-
-
-# ---- synthetic recordings (memory, merge) ---------------------------------------------
-
-
-def synthetic_timings(
-    rng: np.random.Generator, index: int, tokens: int, user_class: str
-) -> RequestTimings:
-    """A finished request: ``tokens`` one-token events, log-normal gaps around 5 ms; every
-    second one open-loop (``scheduled``), so every metric gets samples."""
-    gaps = rng.lognormal(np.log(5e6), 0.4, tokens - 1).astype(np.int64)
-    t_send = time.perf_counter_ns() - int(gaps.sum()) - 30_000_000
-    stamps = (t_send + 25_000_000 + np.concatenate(([0], np.cumsum(gaps)))).tolist()
-    return RequestTimings(
-        user_class=user_class, api="chat", request_id=f"r{index}", t_intended_ns=t_send,
-        t_send_ns=t_send, token_stamps=stamps, token_counts=[1] * tokens,
-        output_tokens=tokens, prompt_tokens_requested=256, prompt_tokens_reported=256,
-        finish_reason="length", t_end_ns=stamps[-1], scheduled=index % 2 == 0,
-    )  # fmt: skip
-
-
-def encoded_deltas(
-    count: int, tokens: int, requests: int, classes: Sequence[str] = ("chat", "arrivals")
-) -> list[dict[str, Any]]:
-    """``count`` real encoded deltas (what a worker ships), each of ``requests`` requests."""
-    rng = np.random.default_rng(2)
-    recorder = Recorder()
-    deltas = []
-    for number in range(count):
-        for index in range(requests):
-            user_class = classes[index % len(classes)]
-            timings = synthetic_timings(rng, number * requests + index, tokens, user_class)
-            recorder.record(timings)
-        deltas.append(recorder.take_interval(final=True).encode())
-    return deltas
-
-
-# Memory handling variants (memory.py, merge.py), each applied once in a fresh process:
-# "as is" is what a run does (since 2026-11-30 the histogram <-> encoder reference cycle is
-# broken in tpot_locust.histograms, so a dropped histogram is freed at once); "mmap limit"
-# adds glibc's mmap threshold at 128 KiB (the earlier workaround, since removed: it made
-# decoding ~3x slower and the cycle fix alone keeps RSS flat).
-VARIANTS = ("as is", "mmap limit")
-
-
-def limit_heap_fragmentation() -> None:
-    ctypes.CDLL("libc.so.6").mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
-
-
-def apply_variant(variant: str) -> None:
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}")
-    if variant == "mmap limit":
-        limit_heap_fragmentation()
-
-
-def rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-# ---- output ---------------------------------------------------------------------------
-
-
-def machine_line() -> str:
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return (f"{os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"{time.strftime('%Y-%m-%d %H:%M %Z')}, load average {load}")  # fmt: skip
-
-
-def print_header(title: str, notes: Sequence[str] = ()) -> None:
-    print(f"## {title}\n")
-    print(f"Machine: {machine_line()}")
-    for note in notes:
-        print(note)
-    print(flush=True)
-
-
-class Table:
-    """A Markdown table printed row by row (so a long run shows progress)."""
-
-    def __init__(self, columns: Sequence[str]) -> None:
-        self.columns = list(columns)
-        print("| " + " | ".join(self.columns) + " |")
-        print("|" + "|".join("---:" for _ in self.columns) + "|", flush=True)
-
-    def row(self, *cells: Any) -> None:
-        print("| " + " | ".join(_cell(c) for c in cells) + " |", flush=True)
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, float):
-        if value != value:  # nan
-            return "-"
-        if abs(value) >= 1000:
-            return f"{value:,.0f}"
-        if abs(value) >= 100:
-            return f"{value:.0f}"
-        if abs(value) >= 10:
-            return f"{value:.1f}"
-        return f"{value:.3f}" if abs(value) < 1 else f"{value:.2f}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
-
-
-def ms(value: float) -> str:
-    return "-" if value != value else f"{value:.3f}"
-
-
-def signed_ms(value: float) -> str:
-    return "-" if value != value else f"{value:+.3f}"
-
-
-def percent(value: float) -> str:
-    return "-" if value != value else f"{100 * value:.1f}%"
-
-
-def parse_list(text: str, kind: Callable[[str], Any] = int) -> list[Any]:
-    return [kind(item) for item in text.split(",") if item.strip()]
-
-
-def base_parser(doc: str | None) -> argparse.ArgumentParser:
-    lines = (doc or "").strip().splitlines()
-    parser = argparse.ArgumentParser(
-        description=lines[0] if lines else None,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="\n".join(lines[1:]),
-    )
-    parser.add_argument("--quick", action="store_true", help="a smoke run (~30 s)")
-    return parser
-
-
-def add_pin_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--no-pin", action="store_true",
-        help="do not pin this client to one core and the simulator to the others",
-    )  # fmt: skip
-
-
-def add_load_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--server``, ``--fixed-length``, ``--no-pin``: the simulator's sending, request
-    lengths, CPU pinning."""
-    add_pin_argument(parser)
-    parser.add_argument(
-        "--fixed-length", action="store_true",
-        help="every request exactly --tokens long (streams then end their requests together)",
-    )  # fmt: skip
-    add_server_argument(parser)
-
-
-def add_server_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--server", choices=SERVERS, default="independent",
-        help="independent: each stream on its own timer (the simulator's default mode); "
-        "engine: one fixed step for all streams, as a batching server sends",
-    )  # fmt: skip

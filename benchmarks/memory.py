@@ -38,14 +38,16 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import (
-    VARIANTS,
+from output import (
     Table,
-    apply_variant,
     base_parser,
-    encoded_deltas,
     parse_list,
     print_header,
+)
+from synthetic import (
+    VARIANTS,
+    apply_variant,
+    encoded_deltas,
     synthetic_timings,
 )
 

@@ -29,13 +29,15 @@ from pathlib import Path
 
 import msgpack
 import numpy as np
-from common import (
-    VARIANTS,
+from output import (
     Table,
-    apply_variant,
     base_parser,
-    encoded_deltas,
     print_header,
+)
+from synthetic import (
+    VARIANTS,
+    apply_variant,
+    encoded_deltas,
     rss_mb,
 )
 

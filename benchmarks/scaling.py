@@ -29,7 +29,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import Table, base_parser, parse_list, print_header
+from output import (
+    Table,
+    base_parser,
+    parse_list,
+    print_header,
+)
 
 from tpot_locust.histograms import (
     add_into,

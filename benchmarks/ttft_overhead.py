@@ -27,13 +27,17 @@ monkey.patch_all()
 
 import numpy as np  # noqa: E402
 from common import (  # noqa: E402
+    run_case,
+)
+from output import (  # noqa: E402
     Table,
     add_pin_argument,
     base_parser,
     parse_list,
-    pinning_note,
     print_header,
-    run_case,
+)
+from probes import (  # noqa: E402
+    pinning_note,
     set_pinning,
 )
 

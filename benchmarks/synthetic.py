@@ -1,0 +1,72 @@
+"""Synthetic recordings for the memory and merge benchmarks: real deltas without a server."""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tpot_locust.recorder import Recorder
+from tpot_locust.timings import RequestTimings
+
+
+def synthetic_timings(
+    rng: np.random.Generator, index: int, tokens: int, user_class: str
+) -> RequestTimings:
+    """A finished request: ``tokens`` one-token events, log-normal gaps around 5 ms; every
+    second one open-loop (``scheduled``), so every metric gets samples."""
+    gaps = rng.lognormal(np.log(5e6), 0.4, tokens - 1).astype(np.int64)
+    t_send = time.perf_counter_ns() - int(gaps.sum()) - 30_000_000
+    stamps = (t_send + 25_000_000 + np.concatenate(([0], np.cumsum(gaps)))).tolist()
+    return RequestTimings(
+        user_class=user_class, api="chat", request_id=f"r{index}", t_intended_ns=t_send,
+        t_send_ns=t_send, token_stamps=stamps, token_counts=[1] * tokens,
+        output_tokens=tokens, prompt_tokens_requested=256, prompt_tokens_reported=256,
+        finish_reason="length", t_end_ns=stamps[-1], scheduled=index % 2 == 0,
+    )  # fmt: skip
+
+
+def encoded_deltas(
+    count: int, tokens: int, requests: int, classes: Sequence[str] = ("chat", "arrivals")
+) -> list[dict[str, Any]]:
+    """``count`` real encoded deltas (what a worker ships), each of ``requests`` requests."""
+    rng = np.random.default_rng(2)
+    recorder = Recorder()
+    deltas = []
+    for number in range(count):
+        for index in range(requests):
+            user_class = classes[index % len(classes)]
+            timings = synthetic_timings(rng, number * requests + index, tokens, user_class)
+            recorder.record(timings)
+        deltas.append(recorder.take_interval(final=True).encode())
+    return deltas
+
+
+# Memory handling variants (memory.py, merge.py), each applied once in a fresh process:
+# "as is" is what a run does (since 2026-11-30 the histogram <-> encoder reference cycle is
+# broken in tpot_locust.histograms, so a dropped histogram is freed at once); "mmap limit"
+# adds glibc's mmap threshold at 128 KiB (the earlier workaround, since removed: it made
+# decoding ~3x slower and the cycle fix alone keeps RSS flat).
+VARIANTS = ("as is", "mmap limit")
+
+
+def limit_heap_fragmentation() -> None:
+    ctypes.CDLL("libc.so.6").mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
+
+
+def apply_variant(variant: str) -> None:
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}")
+    if variant == "mmap limit":
+        limit_heap_fragmentation()
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
