@@ -91,3 +91,29 @@ def test_fast_path_equals_full_decoding(stream: tuple[bytes, str], cuts: list[in
     assert fast.finish_reason == full.finish_reason
     assert (fast.error and fast.error.category) == (full.error and full.error.category)
     assert fast.text == full.text
+
+
+def test_template_path_leaves_unusual_texts_and_frames_to_full_decoding() -> None:
+    """Once a stream's frame is learned, texts with quotes or a final backslash and events
+    in another frame (finish, usage, another field) still decode exactly."""
+
+    def frame(content: str, finish: str | None = None, **extra: object) -> bytes:
+        choice = {"index": 0, "delta": {"content": content}, "finish_reason": finish}
+        event = {"id": "c1", "object": "chat.completion.chunk", "choices": [choice], **extra}
+        return json.dumps(event, separators=(",", ":")).encode()
+
+    payloads = [
+        frame("a"), frame("b"), frame('say "hi"'), frame("back\\"), frame("\\n"),
+        frame("c", logprobs=None), frame("d", usage={"completion_tokens": 6}),
+        frame("", "stop", usage={"prompt_tokens": 1, "completion_tokens": 7}), b"[DONE]",
+    ]  # fmt: skip
+    stamps = list(range(len(payloads)))
+    decoder = StreamDecoder("chat")
+    for stamp, payload in zip(stamps, payloads, strict=True):
+        decoder.feed(stamp, [payload])
+    fast = decoder.finish()
+    full = decode_events(stamps, payloads, "chat", fast=False)
+    assert fast.token_stamps == full.token_stamps == [0, 1, 2, 3, 4, 5, 6]
+    assert fast.text == full.text == 'absay "hi"back' + "\\" + "\\n" + "cd"
+    assert fast.output_tokens == full.output_tokens == 7
+    assert fast.finish_reason == full.finish_reason == "stop"

@@ -181,8 +181,9 @@ class StreamDecoder:
                 text = plain_text_at(payload, at + skip)
                 if text_parts is not None:
                     text_parts.append(text)
-                if self._fast:
-                    prefix, suffix = payload[: at + skip], payload[at + skip + len(text) :]
+                end = at + skip + len(text)
+                if self._fast and payload[end : end + 1] == b'"':  # the text's closing quote
+                    prefix, suffix = payload[: at + skip], payload[end:]
                     self._prefix, self._suffix = prefix, suffix
                     text_start, text_end = len(prefix), -len(suffix)
                 continue
