@@ -32,17 +32,22 @@ def wait_up(url: str, timeout_s: float = 60) -> None:
     raise AssertionError(f"{url} never answered")
 
 
+def start_web_ui(port: int, host: str, out: Path) -> subprocess.Popen[bytes]:
+    """Plain Locust with its web UI on 127.0.0.1:``port``, recording into ``out``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "locust", "-f", str(ROOT / "tests/locust_distributed.py"),
+         "--web-host", "127.0.0.1", "--web-port", str(port), "--host", host,
+         "--tpot-out", str(out)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
+    )  # fmt: skip
+
+
 def test_reset_stats_resets_our_histograms_and_stop_writes_results(tmp_path: Path) -> None:
     out = tmp_path / "out"
     port = free_port()
     ui = f"http://127.0.0.1:{port}"
     with start_simulator("--gap-ms", "2", "--ttft-ms", "5") as sim:
-        locust = subprocess.Popen(
-            [sys.executable, "-m", "locust", "-f", str(ROOT / "tests/locust_distributed.py"),
-             "--web-host", "127.0.0.1", "--web-port", str(port), "--host", sim.url,
-             "--tpot-out", str(out)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
-        )  # fmt: skip
+        locust = start_web_ui(port, sim.url, out)
         try:
             wait_up(ui + "/")
             post(ui + "/swarm", {"user_count": "2", "spawn_rate": "2", "host": sim.url})

@@ -6,15 +6,12 @@ Playwright drives that browser and never downloads one of its own.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
 from tests.distributed import free_port
-from tests.test_web_ui import post, wait_up
+from tests.test_web_ui import post, start_web_ui, wait_up
 from tpot_locust.sim.process import start_simulator
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -32,12 +29,7 @@ def test_tpot_tab_shows_live_percentiles_in_the_browser(tmp_path: Path) -> None:
     port = free_port()
     ui = f"http://127.0.0.1:{port}"
     with start_simulator("--gap-ms", "2", "--ttft-ms", "5") as sim:
-        locust = subprocess.Popen(
-            [sys.executable, "-m", "locust", "-f", str(ROOT / "tests/locust_distributed.py"),
-             "--web-host", "127.0.0.1", "--web-port", str(port), "--host", sim.url,
-             "--tpot-out", str(tmp_path / "out")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
-        )  # fmt: skip
+        locust = start_web_ui(port, sim.url, tmp_path / "out")
         try:
             wait_up(ui + "/")
             post(ui + "/swarm", {"user_count": "2", "spawn_rate": "2", "host": sim.url})

@@ -7,36 +7,21 @@ plus the engine's fields (steps, preemptions) in the truth line.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from .clock import Clock
 from .engine import Seq
 from .http import HttpConnection
 from .request import SimRequest
-from .response import Response
-from .truth import TruthWriter
+from .response import Response, ResponseSetup
 
 
 class EngineStream(Response):
     __slots__ = ("seq", "_sent", "_total", "_steps")
 
     def __init__(
-        self,
-        conn: HttpConnection,
-        request: SimRequest,
-        seq: Seq,
-        *,
-        clock: Clock,
-        truth: TruthWriter,
-        keep_alive: bool,
-        response_id: str,
-        on_end: Callable[[Any, bool], None],
+        self, conn: HttpConnection, request: SimRequest, setup: ResponseSetup, seq: Seq
     ) -> None:
-        super().__init__(
-            conn, request, clock=clock, truth=truth, keep_alive=keep_alive,
-            response_id=response_id, on_end=on_end,
-        )  # fmt: skip
+        super().__init__(conn, request, setup)
         self.seq = seq
         seq.sink = self
         self._sent = 0

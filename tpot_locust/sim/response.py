@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from . import vocab
@@ -21,6 +22,17 @@ from .truth import TruthWriter, request_truth
 from .vocab import ESCAPED
 
 N_WORDS = len(ESCAPED)
+
+
+@dataclass(frozen=True)
+class ResponseSetup:
+    """What the server tells each response besides the request itself."""
+
+    clock: Clock
+    truth: TruthWriter
+    keep_alive: bool
+    response_id: str
+    on_end: Callable[[Any, bool], None]  # (response, aborted): the server forgets it
 
 
 class Response:
@@ -43,27 +55,17 @@ class Response:
         "_tokens",
     )
 
-    def __init__(
-        self,
-        conn: HttpConnection,
-        request: SimRequest,
-        *,
-        clock: Clock,
-        truth: TruthWriter,
-        keep_alive: bool,
-        response_id: str,
-        on_end: Callable[[Any, bool], None],
-    ) -> None:
+    def __init__(self, conn: HttpConnection, request: SimRequest, setup: ResponseSetup) -> None:
         self.active = True
         self.request = request
         self._conn = conn
         self._write = conn.write
-        self._clock = clock
-        self._offset_ns = clock.offset_ns
-        self._truth = truth
-        self._keep_alive = keep_alive
-        self._on_end = on_end  # (response, aborted): the server forgets it
-        self._response_id = response_id
+        self._clock = setup.clock
+        self._offset_ns = setup.clock.offset_ns
+        self._truth = setup.truth
+        self._keep_alive = setup.keep_alive
+        self._on_end = setup.on_end
+        self._response_id = response_id = setup.response_id
         self._created = int(time.time())
         self._encoder = StreamEncoder(request, response_id, self._created)
         self._send_ns: list[int] = []

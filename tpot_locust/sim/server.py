@@ -22,7 +22,7 @@ from .engine_stream import EngineStream
 from .http import HttpConnection, HttpRequest, error_body, full_response
 from .profiles import EngineParams
 from .request import Api, RequestError, SimRequest, decide_length, parse_request
-from .response import Response
+from .response import Response, ResponseSetup
 from .scheduler import Scheduler
 from .stream import Stream
 from .timing import GapModel, TimingModel
@@ -196,16 +196,10 @@ class SimServer:
         if self.engine is not None:
             self._engine_completion(conn, http_request, request, prefix + request_id)
             return
-        stream = Stream(
-            conn,
-            request,
-            timing=self.timing,
-            clock=self.clock,
-            truth=self._truth,
-            keep_alive=http_request.keep_alive,
-            response_id=prefix + request_id,
-            on_end=self._stream_end,
+        setup = ResponseSetup(
+            self.clock, self._truth, http_request.keep_alive, prefix + request_id, self._stream_end
         )
+        stream = Stream(conn, request, setup, self.timing)
         self._streams.add(stream)
         self._scheduler.add(stream, stream.start())
 
@@ -223,16 +217,10 @@ class SimServer:
             request.completion_tokens,
             ready_ns=arrival + frontend_ns,
         )
-        stream = EngineStream(
-            conn,
-            request,
-            seq,
-            clock=self.clock,
-            truth=self._truth,
-            keep_alive=http_request.keep_alive,
-            response_id=rid,
-            on_end=self._engine_stream_end,
+        setup = ResponseSetup(
+            self.clock, self._truth, http_request.keep_alive, rid, self._engine_stream_end
         )
+        stream = EngineStream(conn, request, setup, seq)
         self._streams.add(stream)
         stream.start()
         engine.submit(seq)

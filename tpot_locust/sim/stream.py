@@ -6,15 +6,11 @@ so a late wake sends everything due at once and the next event is not pushed bac
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-from .clock import Clock, s_to_ns
+from .clock import s_to_ns
 from .http import HttpConnection
 from .request import SimRequest
-from .response import Response
+from .response import Response, ResponseSetup
 from .timing import TimingModel
-from .truth import TruthWriter
 
 
 class Stream(Response):
@@ -23,21 +19,9 @@ class Stream(Response):
     __slots__ = ("_timing", "_next_gap", "_due", "_sent")
 
     def __init__(
-        self,
-        conn: HttpConnection,
-        request: SimRequest,
-        *,
-        timing: TimingModel,
-        clock: Clock,
-        truth: TruthWriter,
-        keep_alive: bool,
-        response_id: str,
-        on_end: Callable[[Any, bool], None],
+        self, conn: HttpConnection, request: SimRequest, setup: ResponseSetup, timing: TimingModel
     ) -> None:
-        super().__init__(
-            conn, request, clock=clock, truth=truth, keep_alive=keep_alive,
-            response_id=response_id, on_end=on_end,
-        )  # fmt: skip
+        super().__init__(conn, request, setup)
         self._timing = timing
         self._next_gap = timing.next_gap_s
         self._due = 0
