@@ -31,24 +31,13 @@ import threading
 import time
 from pathlib import Path
 
-from tpot_locust.sim.process import start_simulator
+from tpot_locust.sim.process import cpu_seconds, machine_busy_seconds, start_simulator
 from tpot_locust.sim.truth import read_truth
 
 TERMINATOR = b"\r\n0\r\n\r\n"
 CLIENT_NAP_S = 0.004
 ZEROED = ("decode_ms_per_seq", "kv_read_ms_per_ktoken", "prefill_ms_per_token",
           "prefill_attn_ms_per_mpair", "step_jitter", "stall_prob", "frontend_ms")  # fmt: skip
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def machine_busy_seconds() -> float:
-    """CPU seconds all CPUs spent busy (not idle or iowait) since boot."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def request_bytes(index: int, number: int) -> bytes:

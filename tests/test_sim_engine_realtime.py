@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tpot_locust.sim.process import start_simulator
+from tpot_locust.sim.process import cpu_seconds, machine_busy_seconds, start_simulator
 from tpot_locust.sim.truth import read_truth
 
 MS = 1_000_000
@@ -85,18 +85,6 @@ def split_truth(path: Path) -> tuple[dict[str, dict[str, Any]], list[dict[str, A
 
 def lateness_ms(steps: list[dict[str, Any]]) -> list[float]:
     return sorted((s["sent_ns"] - s["end_ns"]) / MS for s in steps if s["emitted"])
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def machine_busy_seconds() -> float:
-    """CPU seconds all CPUs spent neither idle nor in iowait since boot (Linux /proc)."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 LATE_P99_MS = 0.5

@@ -22,6 +22,19 @@ from .truth import read_truth
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (Linux /proc): what the simulator (or its client) spent."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all CPUs spent neither idle nor in iowait since boot (Linux /proc): with
+    ``cpu_seconds``, how busy other processes kept the machine while timing was measured."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
 class SimulatorError(RuntimeError):
     """The simulator exited or did not become ready in time."""
 
