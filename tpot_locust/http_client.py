@@ -330,8 +330,10 @@ class HTTPConnection:
         self.connections_opened += 1
         return sock
 
-    def recv(self, deadline_ns: int | None = None) -> bytes:
-        """One read of at most ``RECV_BYTES``; b"" at end of stream.
+    def recv_stamped(self, deadline_ns: int | None = None) -> tuple[bytes, int]:
+        """One read of at most ``RECV_BYTES`` (b"" at end of stream) and the data's arrival
+        (``perf_counter_ns``): the kernel's stamp where the socket has one, else the time
+        the read returned.
 
         Raises ``ReadTimeout`` (nothing before the read timeout or ``deadline_ns``),
         ``ConnectionResetError`` (reset, broken pipe, aborted) or ``StreamError`` (any
@@ -339,7 +341,7 @@ class HTTPConnection:
         """
         sock = self._sock
         if sock is None:
-            return b""
+            return b"", time.perf_counter_ns()
         timeout = self.read_timeout
         if deadline_ns is not None:
             timeout = min(timeout, (deadline_ns - time.perf_counter_ns()) / 1e9)
@@ -348,24 +350,16 @@ class HTTPConnection:
         try:
             sock.settimeout(timeout)
             if not self._kernel_stamps:
-                return sock.recv(RECV_BYTES)
+                return sock.recv(RECV_BYTES), time.perf_counter_ns()
             data, ancillary, _, _ = sock.recvmsg(RECV_BYTES, _ANCILLARY_BYTES)
             self._last_stamp_ns = self._arrival_ns(ancillary, time.perf_counter_ns())
-            return data
+            return data, self._last_stamp_ns
         except TimeoutError:
             raise ReadTimeout() from None
         except ConnectionError:
             raise ConnectionResetError() from None
         except OSError as error:
             raise StreamError(CONNECTION_ERROR, f"read: {error.strerror or error}") from None
-
-    def recv_stamped(self, deadline_ns: int | None = None) -> tuple[bytes, int]:
-        """``recv`` and the data's arrival (``perf_counter_ns``): the kernel's stamp where
-        the socket has one, else the time the read returned."""
-        data = self.recv(deadline_ns)
-        if self._kernel_stamps:
-            return data, self._last_stamp_ns
-        return data, time.perf_counter_ns()
 
     def _arrival_ns(self, ancillary: list[tuple[int, int, bytes]], now_ns: int) -> int:
         """The kernel's receive stamp on our clock; never later than now, never earlier
