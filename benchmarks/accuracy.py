@@ -9,8 +9,9 @@ streams from it with N greenlets in this process (see common.py). ``--server ind
 (default): each stream on its own timer; ``engine``: one fixed step for all streams, so
 every stream's token arrives in the same instant, as from a batching server. Columns:
   mode        ours (stream_request + Recorder, kernel receive stamps), ours-user (the same,
-              stamped when each read returns) or baseline (user stamps, JSON per event,
-              record_value per token: baseline_client.py)
+              stamped when each read returns), ours-greenlet (ours, each stream's greenlet
+              reading its socket instead of the event loop's callback) or baseline (user
+              stamps, JSON per event, record_value per token: baseline_client.py)
   events/s    token events that arrived while requests were being started (the sending
               window, --seconds), per second of it
   TPOT pXX    measured / true (ms), true = the simulator's send stamps of the same requests

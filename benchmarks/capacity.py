@@ -78,7 +78,9 @@ def saturated(case: Case) -> bool:
 def main() -> None:
     parser = base_parser(__doc__)
     parser.add_argument("--baseline", action="store_true", help="the straightforward client")
-    parser.add_argument("--mode", choices=MODES, help="ours (default), ours-user or baseline")
+    parser.add_argument(
+        "--mode", choices=MODES, help="ours (default), ours-user, ours-greenlet or baseline"
+    )
     parser.add_argument("--gaps", default="2,5", help="true gaps, ms")
     parser.add_argument("--streams", default=STREAMS, help="the ramp")
     parser.add_argument("--seconds", type=float, default=5.0, help="streaming time per step")

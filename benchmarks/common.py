@@ -36,6 +36,7 @@ from baseline_client import BaselineClient, Sent
 from hdrh.histogram import HdrHistogram
 from probes import HubLagProbe, IOLagProbe, pin_other, sched_s
 
+from tpot_locust import loop_reads
 from tpot_locust.histograms import (
     count_below,
     histogram_stats,
@@ -69,8 +70,10 @@ SIM_SATURATED_CPU = 0.85  # simulator on a CPU or runnable this share of the tim
 
 
 # ours: kernel receive stamps (the package's default on Linux); ours-user: the same code
-# stamping with perf_counter_ns after each read returns (TPOT_LOCUST_STAMPS=user)
-MODES = ("ours", "ours-user", "baseline")
+# stamping with perf_counter_ns after each read returns (TPOT_LOCUST_STAMPS=user);
+# ours-greenlet: ours, with each stream's greenlet reading its socket instead of the event
+# loop's callback (loop_reads.ENABLED = False: how it was before)
+MODES = ("ours", "ours-user", "ours-greenlet", "baseline")
 
 
 class Client(Protocol):
@@ -87,13 +90,15 @@ class Client(Protocol):
 class OursClient:
     """``stream_request`` + ``Recorder``: the package's hot path, as a Locust worker runs it."""
 
-    def __init__(self, clock: str = KERNEL_CLOCK) -> None:
-        self.clock = clock
-        self.name = "ours" if clock == KERNEL_CLOCK else "ours-user"
+    def __init__(self, name: str = "ours") -> None:
+        self.name = name
+        self.clock = USER_CLOCK if name == "ours-user" else KERNEL_CLOCK
+        self.in_loop = name != "ours-greenlet"
         self.recorder = Recorder()
         self.total = MetricSet()
 
     def request(self, connection: HTTPConnection, request: StreamRequest) -> Sent:
+        loop_reads.ENABLED = self.in_loop
         timings, _ = stream_request(connection, request)
         self.recorder.record(timings)
         stamps = timings.token_stamps
@@ -112,7 +117,7 @@ class OursClient:
 def make_client(mode: str) -> Client:
     if mode == "baseline":
         return BaselineClient()
-    return OursClient(USER_CLOCK if mode == "ours-user" else KERNEL_CLOCK)
+    return OursClient(mode)
 
 
 def chat_request(request_id: str, tokens: int, prompt_words: int = 32) -> StreamRequest:

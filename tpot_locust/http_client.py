@@ -188,7 +188,14 @@ class Response:
     # Deadline of the next read (perf_counter_ns); ``iter_body`` re-reads it before every
     # read, so a caller can move it while the body streams (first-token, idle, total).
     deadline_ns: int | None = None
-    _stamps: list[int] = field(default_factory=list)
+    _decoder: ChunkedDecoder | None = field(init=False, default=None)
+    _remaining: int | None = field(init=False, default=None)  # identity body bytes left
+
+    def __post_init__(self) -> None:
+        if "chunked" in self.headers.get("transfer-encoding", "").lower():
+            self._decoder = ChunkedDecoder()
+        else:
+            self._remaining = self._content_length()
 
     @property
     def content_type(self) -> str:
@@ -201,46 +208,56 @@ class Response:
         ``complete`` is False and ``reset`` tells which. Raises ``ReadTimeout`` when no byte
         came before ``deadline_ns`` (or ``self.deadline_ns``, which the caller may move), and
         ``StreamError`` for bad framing or a socket error other than a reset.
+        (``loop_reads.read_body`` does the same from inside the event loop.)
         """
         if deadline_ns is not None:
             self.deadline_ns = deadline_ns
-        conn = self.connection
-        chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
-        remaining = None if chunked else self._content_length()
-        decoder = ChunkedDecoder() if chunked else None
         data, stamp = self.first_body, self.head_stamp_ns
         while True:
-            if data:
-                if decoder is not None:
-                    payload = decoder.feed(data)
-                    if payload:
-                        yield stamp, payload
-                    if decoder.failure is not None:
-                        raise decoder.failure
-                    if decoder.done:
-                        self._finish(keep_alive=True)
-                        return
-                else:
-                    if remaining is not None:
-                        data = data[:remaining]
-                        remaining -= len(data)
-                    yield stamp, data
-                    if remaining == 0:
-                        self._finish(keep_alive=True)
-                        return
-            elif remaining == 0:
-                self._finish(keep_alive=True)
+            payload = self.take(data)
+            if payload:
+                yield stamp, payload
+            if self.settle():
                 return
             try:
-                data, stamp = conn.recv_stamped(self.deadline_ns)
+                data, stamp = self.connection.recv_stamped(self.deadline_ns)
             except ConnectionResetError:
-                self.reset = True
-                self._finish(keep_alive=False, complete=False)
+                self.peer_closed(reset=True)
                 return
             if not data:
-                # A close ends a body only when it has neither length nor chunked framing.
-                self._finish(keep_alive=False, complete=decoder is None and remaining is None)
+                self.peer_closed(reset=False)
                 return
+
+    def take(self, data: bytes) -> bytes:
+        """The body payload in bytes just read (framing removed). Hand it on, then call
+        ``settle``: a framing error after good payload is raised there, not lost."""
+        if self._decoder is not None:
+            return self._decoder.feed(data) if data else b""
+        if self._remaining is not None:
+            data = data[: self._remaining]
+            self._remaining -= len(data)
+        return data
+
+    def settle(self) -> bool:
+        """Whether the body is complete (the connection is then ready for reuse or closed);
+        raises the framing error ``take`` kept."""
+        decoder = self._decoder
+        if decoder is not None:
+            if decoder.failure is not None:
+                raise decoder.failure
+            ended = decoder.done
+        else:
+            ended = self._remaining == 0
+        if ended:
+            self._finish(keep_alive=True)
+        return ended
+
+    def peer_closed(self, reset: bool) -> None:
+        """The peer closed (``reset``: reset) before ``settle`` saw the body complete."""
+        self.reset = reset
+        # A close ends a body only when it has neither length nor chunked framing.
+        framed = self._decoder is not None or self._remaining is not None
+        self._finish(keep_alive=False, complete=not reset and not framed)
 
     def read(self, deadline_ns: int | None = None, limit: int | None = None) -> bytes:
         """The whole body; with ``limit``, at most that many bytes (then the connection is
@@ -349,13 +366,38 @@ class HTTPConnection:
             raise ReadTimeout()  # a zero timeout would make the read non-blocking
         try:
             sock.settimeout(timeout)
+            return self._read(sock)
+        except TimeoutError:
+            raise ReadTimeout() from None
+
+    def loop_fileno(self) -> int | None:
+        """The socket's descriptor when ``read_ready`` may be used (plain TCP, gevent's
+        non-blocking socket underneath), else None."""
+        sock = self._sock
+        if sock is None or self.origin.scheme != "http":
+            return None
+        raw = getattr(sock, "_sock", None)  # gevent's socket keeps the OS one here
+        if raw is None or raw.gettimeout() != 0.0:
+            return None
+        return sock.fileno()
+
+    def read_ready(self) -> tuple[bytes, int] | None:
+        """``recv_stamped`` for a socket the event loop said is readable: never waits;
+        None when nothing was there after all. Only where ``loop_fileno`` is not None."""
+        try:
+            return self._read(self._sock._sock)  # type: ignore[union-attr]
+        except BlockingIOError:
+            return None
+
+    def _read(self, sock: socket.socket) -> tuple[bytes, int]:
+        try:
             if not self._kernel_stamps:
                 return sock.recv(RECV_BYTES), time.perf_counter_ns()
             data, ancillary, _, _ = sock.recvmsg(RECV_BYTES, _ANCILLARY_BYTES)
             self._last_stamp_ns = self._arrival_ns(ancillary, time.perf_counter_ns())
             return data, self._last_stamp_ns
-        except TimeoutError:
-            raise ReadTimeout() from None
+        except (TimeoutError, BlockingIOError):
+            raise
         except ConnectionError:
             raise ConnectionResetError() from None
         except OSError as error:

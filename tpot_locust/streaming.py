@@ -1,8 +1,9 @@
 """One streamed request: send, stamp every read on arrival, split and classify its events.
 
-The work per read while the stream runs is: find the event boundaries, hand the events
-and the read's arrival stamp to ``stream_decoder`` (a byte scan per plain token event,
-JSON only for unusual ones), move the read deadline. No exception leaves
+The work per read while the stream runs (done by the event loop's callback on the ready
+socket, ``loop_reads``) is: find the event boundaries, hand the events and the read's
+arrival stamp to ``stream_decoder`` (a byte scan per plain token event, JSON only for
+unusual ones), move the read deadline. No exception leaves
 ``stream_request``: every failure becomes a categorised ``RequestTimings`` so a worker
 keeps running and nothing is silently lost.
 
@@ -29,6 +30,7 @@ from tpot_locust.errors import (
     http_status_category,
 )
 from tpot_locust.http_client import HTTPConnection, ReadTimeout, Response
+from tpot_locust.loop_reads import read_body
 from tpot_locust.sse import SSEParser
 from tpot_locust.stream_decoder import DecodedStream, StreamDecoder, decode_error_body
 from tpot_locust.timings import RequestTimings
@@ -185,7 +187,8 @@ def _send_and_collect(
     response.deadline_ns = min(collected.event_deadline_ns, total_deadline_ns)
     parser = SSEParser()
     decoder = collected.decoder
-    for stamp, data in response.iter_body():
+
+    def consume(stamp: int, data: bytes) -> None:
         events = parser.feed(data)
         if events:
             decoder.feed(stamp, events)
@@ -196,6 +199,8 @@ def _send_and_collect(
                 raise parser.failure
         if stamp >= total_deadline_ns:
             raise StreamError(TIMEOUT_TOTAL, f"stream exceeded {request.total_timeout:g} s")
+
+    read_body(response, consume)
     collected.reset = response.reset
     if events := parser.close():
         decoder.feed(time.perf_counter_ns(), events)

@@ -1,0 +1,158 @@
+"""Bodies read by the event loop's callback give what a reading greenlet gives, and stop
+cleanly: timeouts, resets, framing errors, a killed user, many streams at once."""
+
+from __future__ import annotations
+
+from gevent import monkey
+
+monkey.patch_all()  # as in a Locust worker: the loop reader needs gevent's sockets
+
+import time  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+
+import gevent  # noqa: E402
+import pytest  # noqa: E402
+
+from tests.scripted_server import Script, chunk, scripted_server, sse_head  # noqa: E402
+from tests.test_streaming import DONE, FINISH, request, token  # noqa: E402
+from tpot_locust import loop_reads  # noqa: E402
+from tpot_locust.errors import (  # noqa: E402
+    BAD_HTTP,
+    BAD_JSON,
+    CONNECTION_RESET,
+    TIMEOUT_FIRST_TOKEN,
+    TIMEOUT_IDLE,
+    TIMEOUT_TOTAL,
+    TRUNCATED,
+)
+from tpot_locust.http_client import HTTPConnection, Origin  # noqa: E402
+from tpot_locust.streaming import stream_request  # noqa: E402
+from tpot_locust.timings import RequestTimings  # noqa: E402
+
+
+@pytest.fixture(params=["loop", "greenlet"])
+def loop_reads_taken(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Runs the test with each read path; lists every body the loop reader waited for."""
+    monkeypatch.setattr(loop_reads, "ENABLED", request.param == "loop")
+    taken: list[int] = []
+    wait = loop_reads._LoopRead.wait
+
+    def counted(self: loop_reads._LoopRead) -> None:
+        taken.append(1)
+        wait(self)
+
+    monkeypatch.setattr(loop_reads._LoopRead, "wait", counted)
+    return taken
+
+
+def tokens(count: int, every_s: float, start_s: float = 0.0) -> list[tuple[float, bytes]]:
+    return [(start_s + i * every_s, token(f" t{i}")) for i in range(count)]
+
+
+def stream(steps: list[tuple[float, bytes]], end: bytes = FINISH + DONE) -> Script:
+    return Script([(0.0, sse_head()), *steps, (steps[-1][0] if steps else 0.0, end)])
+
+
+def run_on_one_connection(scripts: list[Script], **timeouts: float) -> list[RequestTimings]:
+    with scripted_server(scripts) as url:
+        connection = HTTPConnection(Origin.parse(url))
+        results = [stream_request(connection, request(**timeouts))[0] for _ in scripts]
+        connection.close()
+    return results
+
+
+CASES = {
+    "complete": (stream(tokens(20, 0.002)), None, 20),
+    "closed mid-stream": (Script([(0.0, sse_head()), *tokens(3, 0.002)]), TRUNCATED, 3),
+    "reset mid-stream": (Script([(0.0, sse_head()), *tokens(3, 0.002)], reset=True),
+                         CONNECTION_RESET, 3),  # fmt: skip
+    "bad chunk size after tokens": (Script([(0.0, sse_head()), (0.01, token(" a") + b"zz\r\n")]),
+                                    BAD_HTTP, 1),  # fmt: skip
+    "bad JSON after tokens": (stream(tokens(2, 0.002), chunk(b"data: {x\n\n") + DONE),
+                              BAD_JSON, 2),  # fmt: skip
+    "idle timeout": (Script([(0.0, sse_head()), *tokens(2, 0.01), (1.5, token(" late"))]),
+                     TIMEOUT_IDLE, 2),  # fmt: skip
+    "first-token timeout": (Script([(0.0, sse_head()), (1.5, token(" late"))]),
+                            TIMEOUT_FIRST_TOKEN, 0),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_each_ending_is_the_same_on_both_paths(loop_reads_taken: list[int], case: str) -> None:
+    script, category, events = CASES[case]
+    (timings,) = run_on_one_connection([script], first_token_timeout=0.3, idle_timeout=0.3)
+    assert timings.error_category == category, timings.error_message
+    assert len(timings.token_stamps) == events
+    assert loop_reads_taken == ([1] if loop_reads.ENABLED else [])
+
+
+def test_stamps_follow_the_writes(loop_reads_taken: list[int]) -> None:
+    script = stream(tokens(30, 0.004))
+    (timings,) = run_on_one_connection([script])
+    assert timings.ok, timings.error_message
+    token_writes = script.write_ns[1:31]
+    lateness_ms = [(s - w) / 1e6 for s, w in zip(timings.token_stamps, token_writes, strict=True)]
+    assert all(-0.1 < late < 20 for late in lateness_ms), lateness_ms
+    assert sorted(lateness_ms)[15] < 2  # the median read is prompt, not batched
+
+
+def test_connection_is_reused_after_a_complete_body(loop_reads_taken: list[int]) -> None:
+    scripts = [Script([(0.0, sse_head() + token(" a") + FINISH + DONE)], keep_open_s=2.0)] * 1
+    with scripted_server(scripts) as url:
+        connection = HTTPConnection(Origin.parse(url))
+        first, _ = stream_request(connection, request())
+        assert first.ok, first.error_message
+        assert connection.loop_fileno() is not None or not loop_reads.ENABLED
+        connection.close()
+    assert connection.connections_opened == 1
+
+
+def test_a_moving_deadline_neither_fires_early_nor_late(loop_reads_taken: list[int]) -> None:
+    # events every 50 ms for 0.6 s under a 0.2 s idle timeout: the one timer keeps moving
+    steady = stream(tokens(12, 0.05))
+    stall = Script([(0.0, sse_head()), *tokens(3, 0.05), (2.0, token(" late"))])
+    started = time.perf_counter()
+    ok, stalled = run_on_one_connection([steady, stall], idle_timeout=0.2)
+    assert ok.ok and len(ok.token_stamps) == 12, ok.error_message
+    assert stalled.error_category == TIMEOUT_IDLE
+    idle_s = (stalled.t_end_ns - stalled.token_stamps[-1]) / 1e9
+    assert 0.2 <= idle_s < 0.6, idle_s
+    assert time.perf_counter() - started < 3
+
+
+def test_total_timeout_ends_a_stream_that_never_stalls(loop_reads_taken: list[int]) -> None:
+    (timings,) = run_on_one_connection([stream(tokens(40, 0.02))], total_timeout=0.3)
+    assert timings.error_category == TIMEOUT_TOTAL
+    assert 5 < len(timings.token_stamps) < 40
+
+
+@pytest.fixture
+def hub_errors(capfd: pytest.CaptureFixture[str]) -> Iterator[None]:
+    yield
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_killed_reader_stops_watching_its_socket(hub_errors: None) -> None:
+    script = stream(tokens(50, 0.01))
+    with scripted_server([script, stream(tokens(3, 0.001))]) as url:
+        connection = HTTPConnection(Origin.parse(url))
+        reader = gevent.spawn(stream_request, connection, request())
+        gevent.sleep(0.15)  # mid-stream: the loop is reading for it
+        reader.kill()  # as Locust stops a user
+        assert connection._sock is None  # the rest of the body will never be read: closed
+        gevent.sleep(0.2)  # the server writes on; no callback may run for the dead reader
+        after, _ = stream_request(connection, request())
+    assert after.ok and len(after.token_stamps) == 3, after.error_message
+
+
+def test_many_streams_at_once_each_get_their_own_events(loop_reads_taken: list[int]) -> None:
+    count = 24
+    scripts = [stream(tokens(25, 0.005, start_s=i * 0.001)) for i in range(count)]
+    with scripted_server(scripts) as url:
+        connections = [HTTPConnection(Origin.parse(url)) for _ in range(count)]
+        jobs = [gevent.spawn(stream_request, c, request()) for c in connections]
+        gevent.joinall(jobs, timeout=20, raise_error=True)
+    results = [job.value for job in jobs]
+    assert all(t.ok and len(t.token_stamps) == 25 for t, _ in results)
+    assert all(text == "".join(f" t{i}" for i in range(25)) for _, text in results)
+    assert len(loop_reads_taken) == (count if loop_reads.ENABLED else 0)
