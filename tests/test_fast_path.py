@@ -117,3 +117,39 @@ def test_template_path_leaves_unusual_texts_and_frames_to_full_decoding() -> Non
     assert fast.text == full.text == 'absay "hi"back' + "\\" + "\\n" + "cd"
     assert fast.output_tokens == full.output_tokens == 7
     assert fast.finish_reason == full.finish_reason == "stop"
+
+
+def chunk_ends(body: bytes) -> list[int]:
+    """Where each chunk of a chunked body ends: a server's usual read boundaries."""
+    ends, position = [], 0
+    while (size := int(body[position : body.index(b"\r\n", position)], 16)) > 0:
+        position = body.index(b"\r\n", position) + 2 + size + 2
+        ends.append(position)
+    return ends
+
+
+def frame_and_split(body: bytes, cuts: list[int]) -> tuple[bytes, list[bytes]]:
+    """The chunked body's payload and its events, read in pieces cut at ``cuts``."""
+    decoder, parser = ChunkedDecoder(), SSEParser()
+    payload, events = b"", []
+    previous = 0
+    for cut in sorted({c for c in cuts if 0 < c < len(body)}) + [len(body)]:
+        piece = decoder.feed(body[previous:cut])
+        payload += piece
+        events += parser.feed(piece)
+        previous = cut
+    assert decoder.done
+    return payload, events + parser.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(streams(), st.lists(st.integers(min_value=0, max_value=4000), max_size=6))
+def test_one_read_per_chunk_frames_like_any_split(
+    stream: tuple[bytes, str], cuts: list[int]
+) -> None:
+    """Reads of exactly one chunk each (the one-event fast paths of both parsers) and
+    reads cut anywhere give the payload and events of the whole body read at once."""
+    body, _ = stream
+    whole = frame_and_split(body, [])
+    assert frame_and_split(body, chunk_ends(body)) == whole
+    assert frame_and_split(body, chunk_ends(body) + cuts) == whole

@@ -61,20 +61,22 @@ def run_on_one_connection(scripts: list[Script], **timeouts: float) -> list[Requ
     return results
 
 
-CASES = {
+# fmt: off
+CASES = {  # the script, the error category it must give, the token events kept
     "complete": (stream(tokens(20, 0.002)), None, 20),
     "closed mid-stream": (Script([(0.0, sse_head()), *tokens(3, 0.002)]), TRUNCATED, 3),
-    "reset mid-stream": (Script([(0.0, sse_head()), *tokens(3, 0.002)], reset=True),
-                         CONNECTION_RESET, 3),  # fmt: skip
-    "bad chunk size after tokens": (Script([(0.0, sse_head()), (0.01, token(" a") + b"zz\r\n")]),
-                                    BAD_HTTP, 1),  # fmt: skip
-    "bad JSON after tokens": (stream(tokens(2, 0.002), chunk(b"data: {x\n\n") + DONE),
-                              BAD_JSON, 2),  # fmt: skip
-    "idle timeout": (Script([(0.0, sse_head()), *tokens(2, 0.01), (1.5, token(" late"))]),
-                     TIMEOUT_IDLE, 2),  # fmt: skip
-    "first-token timeout": (Script([(0.0, sse_head()), (1.5, token(" late"))]),
-                            TIMEOUT_FIRST_TOKEN, 0),  # fmt: skip
+    "reset mid-stream": (
+        Script([(0.0, sse_head()), *tokens(3, 0.002)], reset=True), CONNECTION_RESET, 3),
+    "bad chunk size after tokens": (
+        Script([(0.0, sse_head()), (0.01, token(" a") + b"zz\r\n")]), BAD_HTTP, 1),
+    "bad JSON after tokens": (
+        stream(tokens(2, 0.002), chunk(b"data: {x\n\n") + DONE), BAD_JSON, 2),
+    "idle timeout": (
+        Script([(0.0, sse_head()), *tokens(2, 0.01), (1.5, token(" late"))]), TIMEOUT_IDLE, 2),
+    "first-token timeout": (
+        Script([(0.0, sse_head()), (1.5, token(" late"))]), TIMEOUT_FIRST_TOKEN, 0),
 }
+# fmt: on
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -105,6 +105,16 @@ class ChunkedDecoder:
     def feed(self, data: bytes) -> bytes:
         if self.failure is not None:
             raise self.failure
+        if self._state == self._SIZE and not self._buffer:
+            # the common read: exactly one whole chunk (servers send one event per chunk)
+            line_end = data.find(b"\r\n", 0, 18)
+            if line_end > 0:
+                try:
+                    size = int(data[:line_end], 16)
+                except ValueError:
+                    size = 0
+                if size > 0 and len(data) == line_end + size + 4 and data[-2:] == b"\r\n":
+                    return data[line_end + 2 : -2]
         payload: list[bytes] = []
         try:
             self._feed(data, payload)

@@ -33,6 +33,16 @@ class SSEParser:
     def feed(self, chunk: bytes) -> list[bytes]:
         if self.failure is not None:
             raise self.failure
+        if (  # the common read: exactly one event of one ``data:`` line, nothing held
+            chunk[:6] == b"data: "
+            and chunk.find(b"\n", 6) == len(chunk) - 2
+            and chunk[-1:] == b"\n"
+            and not self._buffer
+            and not self._held_cr
+            and b"\r" not in chunk
+            and len(chunk) <= self._max_event_bytes
+        ):
+            return [chunk[6:-2]]
         if self._held_cr:
             chunk = b"\r" + chunk
             self._held_cr = False
