@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/ttft_overhead.py [--quick] [--streams 1,16,64] [--seconds 5]
                                           [--ttft-ms 20] [--gap-ms 2] [--tokens 8]
-                                          [--no-pin]
+                                          [--modes ours,ours-greenlet] [--no-pin]
 
 The simulator answers with a fixed TTFT; its truth gives, per request, when it had the
 request (``arrival_ns``) and when it wrote the first token (``send_ns[0]``): true TTFT =
@@ -27,6 +27,7 @@ monkey.patch_all()
 
 import numpy as np  # noqa: E402
 from common import (  # noqa: E402
+    MODES,
     run_case,
 )
 from output import (  # noqa: E402
@@ -55,6 +56,7 @@ def main() -> None:
     parser.add_argument("--ttft-ms", type=float, default=20.0, help="the simulator's TTFT")
     parser.add_argument("--gap-ms", type=float, default=2.0)
     parser.add_argument("--tokens", type=int, default=8, help="output tokens per request")
+    parser.add_argument("--modes", default="ours", help=f"any of {','.join(MODES)}")
     add_pin_argument(parser)
     args = parser.parse_args()
     set_pinning(not args.no_pin)
@@ -65,23 +67,25 @@ def main() -> None:
         [f"simulator TTFT {args.ttft_ms:g} ms, {args.tokens} tokens at {args.gap_ms:g} ms, "
          f"{args.seconds:g} s per case", pinning_note()],
     )  # fmt: skip
-    table = Table(["streams", "connection", "requests", "TTFT p50 ours/true", "p99 ours/true",
-                   "overhead p50", "p99", "max", "call->send p50", "p99", "wait %",
-                   "sim"])  # fmt: skip
-    for streams in parse_list(args.streams):
-        for new_connection in (False, True):
-            case = run_case(gap_ms=args.gap_ms, streams=streams, tokens=args.tokens,
-                            duration_s=args.seconds, ttft_ms=args.ttft_ms,
-                            new_connection=new_connection)  # fmt: skip
-            overhead = case.ttft_overhead_ns
-            table.row(
-                streams, "new" if new_connection else "reuse", overhead.size,
-                f"{pct_ms(case.ttft_measured_ns, 50)} / {pct_ms(case.ttft_true_ns, 50)}",
-                f"{pct_ms(case.ttft_measured_ns, 99)} / {pct_ms(case.ttft_true_ns, 99)}",
-                pct_ms(overhead, 50), pct_ms(overhead, 99), pct_ms(overhead, 100),
-                pct_ms(case.connect_ns, 50), pct_ms(case.connect_ns, 99),
-                f"{case.wait_percent:.0f}", case.sim_cell,
-            )  # fmt: skip
+    table = Table(["streams", "mode", "connection", "requests", "TTFT p50 ours/true",
+                   "p99 ours/true", "overhead p50", "p99", "max", "call->send p50", "p99",
+                   "wait %", "sim"])  # fmt: skip
+    modes = parse_list(args.modes, str)
+    cases = [(streams, mode, new_connection) for streams in parse_list(args.streams)
+             for new_connection in (False, True) for mode in modes]  # fmt: skip
+    for streams, mode, new_connection in cases:
+        case = run_case(gap_ms=args.gap_ms, streams=streams, tokens=args.tokens,
+                        duration_s=args.seconds, ttft_ms=args.ttft_ms, mode=mode,
+                        new_connection=new_connection)  # fmt: skip
+        overhead = case.ttft_overhead_ns
+        table.row(
+            streams, mode, "new" if new_connection else "reuse", overhead.size,
+            f"{pct_ms(case.ttft_measured_ns, 50)} / {pct_ms(case.ttft_true_ns, 50)}",
+            f"{pct_ms(case.ttft_measured_ns, 99)} / {pct_ms(case.ttft_true_ns, 99)}",
+            pct_ms(overhead, 50), pct_ms(overhead, 99), pct_ms(overhead, 100),
+            pct_ms(case.connect_ns, 50), pct_ms(case.connect_ns, 99),
+            f"{case.wait_percent:.0f}", case.sim_cell,
+        )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -29,10 +29,11 @@ from tpot_locust.scenario import Scenario, TrafficClass
 
 # Token events/s one worker process stamps truthfully, from ``benchmarks/capacity.py``
 # (client pinned to its own core, 2-core shared VM, Python 3.11, 2026-11-30, kernel receive
-# stamps): TPOT p99 stayed within 0.5 ms of the server's true gaps up to 23.7k events/s at
-# 2 ms gaps and 25.4k at 5 ms; a real Locust worker at 31.7k was +1.4 ms (scaling.py).
-# Rounded down; raise it when ``benchmarks/capacity.py`` shows a faster hot path.
-EVENTS_PER_S_PER_WORKER = 20_000
+# stamps, reads in the event loop): TPOT p99 stayed within 0.5 ms of the server's true gaps
+# up to 47k events/s at 2 ms gaps and 38k at 5 ms (31.6k and 12.7k with the loop's lag
+# also under 1 ms); a real Locust worker at 31.7k was +0.06 ms, at 62.9k +2.1 ms
+# (scaling.py). Rounded down; raise it when ``benchmarks/capacity.py`` shows a faster path.
+EVENTS_PER_S_PER_WORKER = 30_000
 # The embedded simulator (one asyncio process): sharing 2 cores with the client, its sends
 # stayed on time (truth coalesced < 3 %) up to ~32k token events/s; with a core of its
 # own, ~60k. Beyond this its own gaps run late (the truth file shows it).
