@@ -7,7 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tpot_locust.http_client import ChunkedDecoder
+from tpot_locust.chunked import ChunkedDecoder
 from tpot_locust.sse import SSEParser
 from tpot_locust.stream_decoder import StreamDecoder, decode_events
 

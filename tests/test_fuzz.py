@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tpot_locust import errors
-from tpot_locust.http_client import ChunkedDecoder, HTTPConnection, Origin
+from tpot_locust.chunked import ChunkedDecoder
+from tpot_locust.http_client import HTTPConnection, Origin
 from tpot_locust.recorder import Recorder
 from tpot_locust.sse import SSEParser
 from tpot_locust.stream_decoder import decode_events

@@ -10,6 +10,7 @@ import pytest
 
 from tests.scripted_server import Script, chunk, scripted_server, sse_head
 from tpot_locust.errors import (
+    BAD_HTTP,
     BAD_JSON,
     CONNECTION_RESET,
     HTTP_5XX,
@@ -120,6 +121,14 @@ def test_http_errors_before_the_stream(status: int, category: str) -> None:
     (timings,) = run([Script([(0.0, head.encode() + body)])])
     assert timings.error_category == category
     assert "slow down" in timings.error_message
+
+
+def test_a_bad_content_length_is_bad_http_but_an_error_status_keeps_its_category() -> None:
+    bad_length = b"Content-Length: lots\r\n\r\n"
+    error = b"HTTP/1.1 429 Too Many Requests\r\n" + bad_length
+    stream = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n" + bad_length
+    timings = run([Script([(0.0, error)]), Script([(0.0, stream + token(" a"))])])
+    assert [t.error_category for t in timings] == [HTTP_429, BAD_HTTP]
 
 
 def test_not_sse_content_type() -> None:
