@@ -148,48 +148,53 @@ class StreamDecoder:
         self.events += len(payloads)
         if self.stopped:
             return
+        result = self.result
+        for payload in payloads:
+            text = self._framed_text(payload)
+            if text is None:
+                text = self._scanned_text(payload)
+            if text is None:  # anything unusual is decoded in full
+                self._decode_in_full(stamp, payload)
+                if self.stopped:
+                    return
+                continue
+            result.token_stamps.append(stamp)
+            result.token_counts.append(1)
+            if self._want_text:
+                result.text_parts.append(text)
+
+    def _framed_text(self, payload: bytes) -> bytes | None:
+        """The raw text of a plain token event in the stream's frame, else None."""
+        prefix, suffix = self._prefix, self._suffix
+        if prefix is None or not payload.startswith(prefix) or not payload.endswith(suffix):
+            return None
+        text = payload[len(prefix) : len(payload) - len(suffix)]
+        # no quote: the text is the whole string; no final backslash: not an escape
+        if text and b'"' not in text and text[-1:] != b"\\":
+            return text
+        return None
+
+    def _scanned_text(self, payload: bytes) -> bytes | None:
+        """The raw text of a plain token event found by scanning (one choice: we always
+        request n=1), else None; learns the stream's frame from it. The checks run cheapest
+        and most selective first."""
         marker = self._marker
         skip = len(marker)
-        prefix, suffix = self._prefix, self._suffix
-        text_start, text_end = len(prefix or b""), -len(suffix)
-        result = self.result
-        token_stamps, token_counts = result.token_stamps, result.token_counts
-        text_parts = result.text_parts if self._want_text else None
-        for payload in payloads:
-            if prefix is not None and payload.startswith(prefix) and payload.endswith(suffix):
-                text = payload[text_start:text_end]
-                # no quote: the text is the whole string; no final backslash: not an escape
-                if text and b'"' not in text and text[-1:] != b"\\":
-                    token_stamps.append(stamp)
-                    token_counts.append(1)
-                    if text_parts is not None:
-                        text_parts.append(text)
-                    continue
-            # A plain token event (one choice: we always request n=1)? The checks run
-            # cheapest and most selective first; anything unusual is decoded in full.
-            at = payload.find(marker)
-            if (
-                at > 0
-                and payload[at + skip : at + skip + 1] not in (b'"', b"")  # non-empty: a token
-                and _PLAIN_MARK in payload
-                and payload[-1:] == b"}"  # the event is a whole object
-                and _NOT_PLAIN.search(payload) is None
-            ):
-                self._usage_seen_on_all = False  # a plain token event carries no usage
-                token_stamps.append(stamp)
-                token_counts.append(1)
-                text = plain_text_at(payload, at + skip)
-                if text_parts is not None:
-                    text_parts.append(text)
-                end = at + skip + len(text)
-                if self._fast and payload[end : end + 1] == b'"':  # the text's closing quote
-                    prefix, suffix = payload[: at + skip], payload[end:]
-                    self._prefix, self._suffix = prefix, suffix
-                    text_start, text_end = len(prefix), -len(suffix)
-                continue
-            self._decode_in_full(stamp, payload)
-            if self.stopped:
-                return
+        at = payload.find(marker)
+        if not (
+            at > 0
+            and payload[at + skip : at + skip + 1] not in (b'"', b"")  # non-empty: a token
+            and _PLAIN_MARK in payload
+            and payload[-1:] == b"}"  # the event is a whole object
+            and _NOT_PLAIN.search(payload) is None
+        ):
+            return None
+        self._usage_seen_on_all = False  # a plain token event carries no usage
+        text = plain_text_at(payload, at + skip)
+        end = at + skip + len(text)
+        if self._fast and payload[end : end + 1] == b'"':  # the text's closing quote
+            self._prefix, self._suffix = payload[: at + skip], payload[end:]
+        return text
 
     def _decode_in_full(self, stamp: int, payload: bytes) -> None:
         result = self.result
