@@ -77,29 +77,38 @@ def test_merge_of_encoded_parts_equals_one_histogram_of_all_values() -> None:
 
 def test_recorder_batches_lose_nothing() -> None:
     """Through the Recorder (buffered, bucketed in slices with yields): counts and
-    percentiles equal one ``record_value`` per sample, with multi-token events too."""
+    percentiles of every metric equal one ``record_value`` per sample, with multi-token
+    events too."""
     rng = np.random.default_rng(7)
     recorder = Recorder()
-    reference = {"tpot": new_histogram(), "itl": new_histogram()}
+    names = ("tpot", "itl", "ttft", "e2e", "worst_gap", "request_tpot")
+    reference = {name: new_histogram() for name in names}
     start = time.perf_counter_ns()
     for number in range(30):  # 30 x ~400 gaps: several slices of BUCKET_SLICE values
         gaps = rng.integers(200_000, 40_000_000, size=400)
         stamps = (start + np.concatenate([[0], np.cumsum(gaps)])).tolist()
-        counts = rng.choice([1, 1, 1, 2, 5], size=len(stamps)).tolist()
+        counts = [1] * len(stamps)  # every other request: some events carry several tokens
+        if number % 2:
+            counts = rng.choice([1, 1, 1, 2, 5], size=len(stamps)).tolist()
         timings = RequestTimings(
             user_class="c", api="chat", request_id=f"r{number}", t_intended_ns=start - 1,
             t_send_ns=start - 1_000_000, token_stamps=stamps, token_counts=counts,
             output_tokens=sum(counts),
         )  # fmt: skip
         recorder.record(timings)
-        for value in to_us(timings.tpot_ns()):
-            reference["tpot"].record_value(int(value))
-        for value in to_us(timings.itl_ns()):
-            reference["itl"].record_value(int(value))
+        samples = {
+            "tpot": timings.tpot_ns(), "itl": timings.itl_ns(),
+            "ttft": [timings.ttft_ns], "e2e": [timings.e2e_ns],
+            "worst_gap": [max(timings.itl_ns())], "request_tpot": [timings.request_tpot_ns],
+        }  # fmt: skip
+        for name, values in samples.items():
+            for value in to_us(np.asarray(values)):
+                reference[name].record_value(int(value))
+    reference["tpot@steady"], reference["itl@steady"] = reference["tpot"], reference["itl"]
     metrics = recorder.take_interval(final=True).classes["c"]
     assert reference["tpot"].total_count > 3 * BUCKET_SLICE
     for name, expected in reference.items():
         measured = metrics.histogram(name)
-        assert measured.total_count == expected.total_count
-        assert np.array_equal(counts_view(measured), counts_view(expected))
+        assert measured.total_count == expected.total_count, name
+        assert np.array_equal(counts_view(measured), counts_view(expected)), name
         assert histogram_stats(measured) == histogram_stats(expected)

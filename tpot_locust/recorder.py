@@ -201,7 +201,12 @@ class _HeldGaps:
     starts_wall: np.ndarray
     ends_wall: np.ndarray
     itl_ns: np.ndarray
-    counts: np.ndarray
+    counts: np.ndarray | None  # tokens per event, None when every event carried one
+
+
+def _tpot_ns(itl_ns: np.ndarray, counts: np.ndarray | None) -> np.ndarray:
+    """One sample per token: an event of k tokens gives k samples of gap / k."""
+    return itl_ns if counts is None else np.repeat(itl_ns / counts, counts)
 
 
 class Recorder:
@@ -210,6 +215,7 @@ class Recorder:
     def __init__(self) -> None:
         self._interval = MetricSet()
         self._pending: dict[tuple[str, str], list[np.ndarray]] = {}
+        self._pending_scalars: dict[tuple[str, str], list[float]] = {}  # one per request
         self._pending_values = 0
         self._held: deque[_HeldGaps] = deque()
         self._finished: deque[RequestTimings] = deque()
@@ -259,8 +265,17 @@ class Recorder:
         self._finished.append(timings)
 
     def _samples(self, timings: RequestTimings) -> None:
-        """Every histogram sample of one successful request, buffered for bucketing."""
-        itl = timings.itl_ns()
+        """Every histogram sample of one successful request, buffered for bucketing.
+
+        The stamps become one array once, and scalars are buffered as Python numbers: at
+        tens of thousands of events/s, per-request numpy calls were most of this work."""
+        user_class = timings.user_class
+        stamps = np.asarray(timings.token_stamps, dtype=np.int64)
+        itl = stamps[1:] - stamps[:-1]
+        counts = timings.token_counts
+        per_event = None  # tokens per event after the first, where any event carried several
+        if counts.count(1) != len(counts):
+            per_event = np.asarray(counts[1:], dtype=np.int64)
         scalars: dict[str, float] = {"ttft": timings.ttft_ns, "e2e": timings.e2e_ns}
         if itl.size:
             scalars["worst_gap"] = int(itl.max())
@@ -269,21 +284,21 @@ class Recorder:
         if timings.scheduled:
             scalars["ttft_from_intended"] = timings.ttft_from_intended_ns
             scalars["schedule_lag"] = timings.t_send_ns - timings.t_intended_ns
-        self._add_pending(timings.user_class, "itl", to_us(itl))
-        self._add_pending(timings.user_class, "tpot", to_us(timings.tpot_ns()))
+        self._add_pending(user_class, "itl", to_us(itl))
+        self._add_pending(user_class, "tpot", to_us(_tpot_ns(itl, per_event)))
         for name, value in scalars.items():
-            self._add_pending(timings.user_class, name, to_us(np.array([value])))
+            self._pending_scalars.setdefault((user_class, name), []).append(value)
         if itl.size:
-            stamps = np.asarray(timings.token_stamps, dtype=np.int64) + self._wall_offset_ns
+            walls = stamps + self._wall_offset_ns
             self._held.append(
                 _HeldGaps(
-                    user_class=timings.user_class,
+                    user_class=user_class,
                     request_id=timings.request_id,
                     release_wall_ns=time.time_ns() + int(TAG_HOLD_S * 1e9),
-                    starts_wall=stamps[:-1],
-                    ends_wall=stamps[1:],
+                    starts_wall=walls[:-1],
+                    ends_wall=walls[1:],
                     itl_ns=itl,
-                    counts=np.asarray(timings.token_counts[1:], dtype=np.int64),
+                    counts=per_event,
                 )
             )
 
@@ -300,9 +315,10 @@ class Recorder:
             for phase, mask in ((BURST, in_burst), (STEADY, ~in_burst)):
                 if not mask.any():
                     continue
-                itl, counts = held.itl_ns[mask], held.counts[mask]
+                itl = held.itl_ns[mask]
+                counts = None if held.counts is None else held.counts[mask]
                 self._add_pending(held.user_class, phase_metric("itl", phase), to_us(itl))
-                tpot = np.repeat(itl / counts, counts)
+                tpot = _tpot_ns(itl, counts)
                 self._add_pending(held.user_class, phase_metric("tpot", phase), to_us(tpot))
             worst = int(np.argmax(held.itl_ns))
             self._interval.for_class(held.user_class).add_worst_gaps([{
@@ -332,6 +348,9 @@ class Recorder:
 
     def _bucket(self) -> None:
         pending, self._pending, self._pending_values = self._pending, {}, 0
+        scalars, self._pending_scalars = self._pending_scalars, {}
+        for key, values_ns in scalars.items():
+            pending.setdefault(key, []).append(to_us(np.asarray(values_ns, dtype=np.float64)))
         for (user_class, metric), arrays in pending.items():
             metrics = self._interval.for_class(user_class)
             values = np.concatenate(arrays)
