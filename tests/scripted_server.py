@@ -2,11 +2,13 @@
 
 Each accepted connection reads one request head+body, then performs the steps of the
 script: ``(delay_s, bytes)`` writes, then closes (or resets) the socket. Used where the
-simulator cannot misbehave on purpose (truncation, resets, exact write timing).
+simulator cannot misbehave on purpose (truncation, resets, exact write timing). Also the
+chunks (``token``, ``FINISH``, ``DONE``) and the request the client tests share.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 import threading
@@ -14,6 +16,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+
+from tpot_locust.streaming import StreamRequest
 
 
 @dataclass
@@ -32,6 +36,27 @@ def sse_head() -> bytes:
     return (
         b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
     )
+
+
+def token(text: str, finish: str | None = None) -> bytes:
+    event = {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}]}
+    return chunk(b"data: " + json.dumps(event).encode() + b"\n\n")
+
+
+FINISH = chunk(b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}\n\n')
+
+
+DONE = chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+
+
+def request(**overrides: float) -> StreamRequest:
+    values: dict[str, float] = dict(first_token_timeout=5.0, idle_timeout=5.0, total_timeout=30.0)
+    values.update(overrides)
+    return StreamRequest(
+        user_class="Test", api="chat", request_id="r1", path="/v1/chat/completions",
+        headers={"Content-Type": "application/json"}, body=b"{}", prompt_tokens_requested=5,
+        t_intended_ns=time.perf_counter_ns(), **values,
+    )  # fmt: skip
 
 
 def _read_request(conn: socket.socket) -> bool:

@@ -13,8 +13,16 @@ from collections.abc import Iterator  # noqa: E402
 import gevent  # noqa: E402
 import pytest  # noqa: E402
 
-from tests.scripted_server import Script, chunk, scripted_server, sse_head  # noqa: E402
-from tests.test_streaming import DONE, FINISH, request, token  # noqa: E402
+from tests.scripted_server import (  # noqa: E402
+    DONE,
+    FINISH,
+    Script,
+    chunk,
+    request,
+    scripted_server,
+    sse_head,
+    token,
+)
 from tpot_locust import loop_reads  # noqa: E402
 from tpot_locust.errors import (  # noqa: E402
     BAD_HTTP,

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
 
-from tests.scripted_server import Script, chunk, scripted_server, sse_head
+from tests.scripted_server import (
+    DONE,
+    FINISH,
+    Script,
+    chunk,
+    request,
+    scripted_server,
+    sse_head,
+    token,
+)
 from tpot_locust.errors import (
     BAD_HTTP,
     BAD_JSON,
@@ -22,33 +30,12 @@ from tpot_locust.errors import (
     TRUNCATED,
 )
 from tpot_locust.http_client import HTTPConnection, Origin
-from tpot_locust.streaming import StreamRequest, stream_request
-
-
-def token(text: str, finish: str | None = None) -> bytes:
-    event = {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}]}
-    return chunk(b"data: " + json.dumps(event).encode() + b"\n\n")
-
-
-FINISH = chunk(b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}\n\n')
+from tpot_locust.streaming import stream_request
 
 
 def usage(tokens: int) -> bytes:
     body = b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":%d}}' % tokens
     return chunk(b"data: " + body + b"\n\n")
-
-
-DONE = chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
-
-
-def request(**overrides: float) -> StreamRequest:
-    values = dict(first_token_timeout=5.0, idle_timeout=5.0, total_timeout=30.0)
-    values.update(overrides)
-    return StreamRequest(
-        user_class="Test", api="chat", request_id="r1", path="/v1/chat/completions",
-        headers={"Content-Type": "application/json"}, body=b"{}", prompt_tokens_requested=5,
-        t_intended_ns=time.perf_counter_ns(), **values,
-    )  # fmt: skip
 
 
 def run(scripts: list[Script], **overrides: float):
