@@ -272,6 +272,9 @@ class Case:
     true_events: int = 0
     ttft_measured_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     ttft_true_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # our first token stamp - the server's write of that token: the response side of the
+    # TTFT overhead (the rest, t_send -> the server's parse, is the request side)
+    first_stamp_late_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     connect_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     sim_cpu_s: float = 0.0
     sim_wait_s: float = 0.0
@@ -378,6 +381,7 @@ def evaluate(case: Case, truth: dict[str, TruthRecord]) -> Case:
     gaps: list[np.ndarray] = []
     measured_ttft: list[int] = []
     true_ttft: list[int] = []
+    first_late: list[int] = []
     connect: list[int] = []
     for sent in case.run.ok:
         record = truth.get(sent.request_id)
@@ -389,11 +393,13 @@ def evaluate(case: Case, truth: dict[str, TruthRecord]) -> Case:
         assert sent.first_ns is not None
         measured_ttft.append(sent.first_ns - sent.t_send_ns)
         true_ttft.append(record.ttft_ns)
+        first_late.append(sent.first_ns - int(record.send_perf_ns[0]))
         connect.append(sent.t_send_ns - sent.t_call_ns)
     if gaps:
         record_many(case.true_tpot, to_us(np.concatenate(gaps)))
     case.ttft_measured_ns = np.asarray(measured_ttft, dtype=np.int64)
     case.ttft_true_ns = np.asarray(true_ttft, dtype=np.int64)
+    case.first_stamp_late_ns = np.asarray(first_late, dtype=np.int64)
     case.connect_ns = np.asarray(connect, dtype=np.int64)
     return case
 

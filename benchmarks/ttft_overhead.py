@@ -14,6 +14,11 @@ stream keeps one keep-alive connection, with ``new`` every request opens (and cl
 Columns:
   TTFT p50/p99        ours / true, ms
   overhead p50/p99/max  ours - true per request, ms
+  of it: stamp p99    the response side: our first token's stamp - the server's write of
+                      it (how late we stamped it)
+  of it: request p99  the request side: t_send -> the server's parse of the request (the
+                      overhead less the stamp part: loopback, and the server reading late)
+  CPU %, req/s        this client's CPU (one core = 100 %) and requests per second
   call->send p50/p99  from the start of the request call to t_send (building the request
                       and, with ``new``, the TCP connect: not part of TTFT, paid all the same)
   sim                 the simulator's CPU + run-queue wait share ('S': saturated)
@@ -68,7 +73,8 @@ def main() -> None:
          f"{args.seconds:g} s per case", pinning_note()],
     )  # fmt: skip
     table = Table(["streams", "mode", "connection", "requests", "TTFT p50 ours/true",
-                   "p99 ours/true", "overhead p50", "p99", "max", "call->send p50", "p99",
+                   "p99 ours/true", "overhead p50", "p99", "max", "of it: stamp p99",
+                   "of it: request p99", "call->send p50", "p99", "CPU %", "req/s",
                    "wait %", "sim"])  # fmt: skip
     modes = parse_list(args.modes, str)
     cases = [(streams, mode, new_connection) for streams in parse_list(args.streams)
@@ -83,7 +89,10 @@ def main() -> None:
             f"{pct_ms(case.ttft_measured_ns, 50)} / {pct_ms(case.ttft_true_ns, 50)}",
             f"{pct_ms(case.ttft_measured_ns, 99)} / {pct_ms(case.ttft_true_ns, 99)}",
             pct_ms(overhead, 50), pct_ms(overhead, 99), pct_ms(overhead, 100),
+            pct_ms(case.first_stamp_late_ns, 99),
+            pct_ms(overhead - case.first_stamp_late_ns, 99),
             pct_ms(case.connect_ns, 50), pct_ms(case.connect_ns, 99),
+            f"{case.cpu_percent:.0f}", round(overhead.size / case.run.window_s),
             f"{case.wait_percent:.0f}", case.sim_cell,
         )  # fmt: skip
 
