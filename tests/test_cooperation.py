@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import gevent
 import gevent.socket
 import pytest
 
+from tpot_locust import cooperation
 from tpot_locust.cooperation import let_streams_run
 
 
@@ -42,3 +44,22 @@ def test_streams_read_within_one_slice_of_work() -> None:
 def test_sleep_zero_does_not_poll_sockets(yield_once: Callable[[], None]) -> None:
     """Why ``let_streams_run`` exists: gevent runs queued callbacks before polling I/O."""
     assert order_of_events(yield_once).index("read") == 3
+
+
+@pytest.mark.parametrize(
+    ("item_s", "items", "fewest", "most"), [(0.00002, 200, 1, 25), (0.001, 10, 10, 10)]
+)
+def test_work_slices_yield_by_time_not_by_count(
+    monkeypatch: pytest.MonkeyPatch, item_s: float, items: int, fewest: int, most: int
+) -> None:
+    """Cheap items share a yield (each yield costs a loop iteration); an item longer than
+    a slice is followed by a yield of its own."""
+    yields: list[float] = []
+    monkeypatch.setattr(cooperation, "let_streams_run", lambda: yields.append(time.perf_counter()))
+    slices = cooperation.WorkSlices(slice_ns=200_000)
+    for _ in range(items):
+        busy_until = time.perf_counter() + item_s  # wall time: preemption cannot stretch it
+        while time.perf_counter() < busy_until:
+            pass
+        slices.after_item()
+    assert fewest <= len(yields) <= most

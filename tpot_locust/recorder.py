@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from tpot_locust.cooperation import let_streams_run
+from tpot_locust.cooperation import WorkSlices, let_streams_run
 from tpot_locust.errors import INTERRUPTED
 from tpot_locust.histograms import (
     add_into,
@@ -305,12 +305,10 @@ class Recorder:
     def _tag_phases(self, everything: bool) -> None:
         """Tag held gaps as steady or burst, once other workers' windows had time to arrive."""
         now = time.time_ns()
-        tagged = 0
+        slices = WorkSlices()
         while self._held and (everything or self._held[0].release_wall_ns <= now):
+            slices.after_item()
             held = self._held.popleft()
-            tagged += 1
-            if tagged % 16 == 0:
-                let_streams_run()
             in_burst = self.windows.overlaps(held.starts_wall, held.ends_wall)
             for phase, mask in ((BURST, in_burst), (STEADY, ~in_burst)):
                 if not mask.any():
@@ -342,9 +340,10 @@ class Recorder:
         self._bucket()
 
     def _compute_finished(self) -> None:
+        slices = WorkSlices()  # streams get stamped in between
         while self._finished:
             self._samples(self._finished.popleft())
-            let_streams_run()  # one request's work at a time: streams get stamped in between
+            slices.after_item()
 
     def _bucket(self) -> None:
         pending, self._pending, self._pending_values = self._pending, {}, 0
