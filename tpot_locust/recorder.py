@@ -29,7 +29,7 @@ from tpot_locust.histograms import (
     warm_up,
 )
 from tpot_locust.phases import BURST, PHASES, STEADY, TAG_HOLD_S, BurstWindows, RunClock
-from tpot_locust.timings import RequestTimings, to_us
+from tpot_locust.timings import RequestTimings, to_us, tpot_samples_ns
 
 METRICS: tuple[str, ...] = (
     "tpot", "request_tpot", "itl", "ttft", "e2e", "worst_gap", "ttft_from_intended",
@@ -204,11 +204,6 @@ class _HeldGaps:
     counts: np.ndarray | None  # tokens per event, None when every event carried one
 
 
-def _tpot_ns(itl_ns: np.ndarray, counts: np.ndarray | None) -> np.ndarray:
-    """One sample per token: an event of k tokens gives k samples of gap / k."""
-    return itl_ns if counts is None else np.repeat(itl_ns / counts, counts)
-
-
 class Recorder:
     """Listener of ``token_timings``: one per process."""
 
@@ -272,10 +267,7 @@ class Recorder:
         user_class = timings.user_class
         stamps = np.asarray(timings.token_stamps, dtype=np.int64)
         itl = stamps[1:] - stamps[:-1]
-        counts = timings.token_counts
-        per_event = None  # tokens per event after the first, where any event carried several
-        if counts.count(1) != len(counts):
-            per_event = np.asarray(counts[1:], dtype=np.int64)
+        per_event = timings.tokens_after_first()
         scalars: dict[str, float] = {"ttft": timings.ttft_ns, "e2e": timings.e2e_ns}
         if itl.size:
             scalars["worst_gap"] = int(itl.max())
@@ -285,7 +277,7 @@ class Recorder:
             scalars["ttft_from_intended"] = timings.ttft_from_intended_ns
             scalars["schedule_lag"] = timings.t_send_ns - timings.t_intended_ns
         self._add_pending(user_class, "itl", to_us(itl))
-        self._add_pending(user_class, "tpot", to_us(_tpot_ns(itl, per_event)))
+        self._add_pending(user_class, "tpot", to_us(tpot_samples_ns(itl, per_event)))
         for name, value in scalars.items():
             self._pending_scalars.setdefault((user_class, name), []).append(value)
         if itl.size:
@@ -316,7 +308,7 @@ class Recorder:
                 itl = held.itl_ns[mask]
                 counts = None if held.counts is None else held.counts[mask]
                 self._add_pending(held.user_class, phase_metric("itl", phase), to_us(itl))
-                tpot = _tpot_ns(itl, counts)
+                tpot = tpot_samples_ns(itl, counts)
                 self._add_pending(held.user_class, phase_metric("tpot", phase), to_us(tpot))
             worst = int(np.argmax(held.itl_ns))
             self._interval.for_class(held.user_class).add_worst_gaps([{

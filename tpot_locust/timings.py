@@ -68,15 +68,22 @@ class RequestTimings:
         """One gap per token event after the first: the stall a reader sees."""
         return np.diff(np.asarray(self.token_stamps, dtype=np.int64))
 
+    def tokens_after_first(self) -> np.ndarray | None:
+        """k_i of each token event after the first; None when each carried one token."""
+        after = self.token_counts[1:]
+        if after.count(1) == len(after):
+            return None
+        return np.asarray(after, dtype=np.int64)
+
     def tpot_ns(self) -> np.ndarray:
         """One sample per output token after the first: event i>1 gives k_i x gap_i/k_i."""
-        gaps = self.itl_ns()
-        if gaps.size == 0:
-            return gaps.astype(np.float64)
-        counts = np.asarray(self.token_counts[1:], dtype=np.int64)
-        if np.all(counts == 1):
-            return gaps.astype(np.float64)
-        return np.repeat(gaps / counts, counts)
+        return tpot_samples_ns(self.itl_ns(), self.tokens_after_first())
+
+
+def tpot_samples_ns(gaps_ns: np.ndarray, tokens: np.ndarray | None) -> np.ndarray:
+    """TPOT samples of gaps between token events: a gap before an event of k tokens gives
+    k samples of gap / k (``tokens`` None: one token per event, the gaps themselves)."""
+    return gaps_ns if tokens is None else np.repeat(gaps_ns / tokens, tokens)
 
 
 def to_us(values_ns: np.ndarray) -> np.ndarray:
