@@ -21,6 +21,8 @@ every stream's token arrives in the same instant, as from a batching server. Col
               up to ~1 ms high with no work at all, see probes.HubLagProbe) / io: how long
               data written to a pipe every 1 ms by another process waits before a greenlet
               here reads it: the delay a token event's stamp suffers (probes.IOLagProbe)
+  read delay  the package's own client-health metric ("read_delay": our clock at each read
+              - the kernel's stamp of its data), p99 ms; "-" where reads have no kernel stamp
   CPU %       this client process's CPU time / wall time (one core = 100 %; the probes
               included, see the idle row)
   wait %      time the client was runnable but had no core (a busy machine: figures noisy)
@@ -85,10 +87,11 @@ def main() -> None:
     )  # fmt: skip
     table = Table(["gap ms", "streams", "mode", "events/s", "TPOT p50 meas/true", "err",
                    "p99 meas/true", "err", "p99.9 meas/true", "err", "coal. ours|truth",
-                   "lag p99 ms timer / io", "CPU %", "wait %", "us/ev", "sim"])  # fmt: skip
+                   "lag p99 ms timer / io", "read delay p99", "CPU %", "wait %", "us/ev",
+                   "sim"])  # fmt: skip
     idle = run_case(gap_ms=1, streams=0, tokens=1, duration_s=min(args.seconds, 3))
     table.row("-", 0, "idle", "-", "-", "-", "-", "-", "-", "-", "-",
-              idle.lag_cell, f"{idle.cpu_percent:.0f}", f"{idle.wait_percent:.0f}",
+              idle.lag_cell, "-", f"{idle.cpu_percent:.0f}", f"{idle.wait_percent:.0f}",
               "-", "-")  # fmt: skip
     for gap in parse_list(args.gaps, float):
         for streams in parse_list(args.streams):
@@ -101,11 +104,13 @@ def main() -> None:
                 for p in (50.0, 99.0, 99.9):
                     cells += [f"{ms(measured[p])} / {ms(true[p])}", signed_ms(error[p])]
                 sim = case.sim_cell
+                delay = case.read_delay_p99_ms
+                read_delay = "-" if delay is None else f"{delay:.3f}"
                 if case.unmatched:
                     sim += f" ({case.unmatched} unmatched)"
                 table.row(f"{gap:g}", streams, mode, f"{case.events_per_s:,.0f}", *cells,
                           f"{percent(case.coalesced)} \\| {percent(case.true_coalesced)}",
-                          case.lag_cell, f"{case.cpu_percent:.0f}",
+                          case.lag_cell, read_delay, f"{case.cpu_percent:.0f}",
                           f"{case.wait_percent:.0f}", f"{case.net_us_per_event(idle):.1f}",
                           sim)  # fmt: skip
 

@@ -143,3 +143,6 @@ class BaselineClient:
 
     def tpot(self) -> HdrHistogram:
         return self.total["tpot"]
+
+    def read_delays(self) -> HdrHistogram | None:
+        return None  # user-clock reads: no kernel stamp to measure the delay from

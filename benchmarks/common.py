@@ -86,6 +86,8 @@ class Client(Protocol):
 
     def tpot(self) -> HdrHistogram: ...
 
+    def read_delays(self) -> HdrHistogram | None: ...
+
 
 class OursClient:
     """``stream_request`` + ``Recorder``: the package's hot path, as a Locust worker runs it."""
@@ -112,6 +114,11 @@ class OursClient:
 
     def tpot(self) -> HdrHistogram:
         return self.total.combined().histogram("tpot")
+
+    def read_delays(self) -> HdrHistogram | None:
+        """The package's own read-delay metric (None on the user clock: no samples)."""
+        histogram = self.total.combined().histogram("read_delay")
+        return histogram if histogram.total_count else None
 
 
 def make_client(mode: str) -> Client:
@@ -145,6 +152,7 @@ class ClientRun:
     wall_s: float
     wait_s: float  # runnable but not running (other processes had the cores)
     window_s: float = 0.0  # the sending window: requests start until then
+    read_delays: HdrHistogram | None = None  # the client's own read-delay metric, if any
 
     @property
     def events_in_window(self) -> int:
@@ -233,7 +241,7 @@ def run_streams(
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     wait = sched_s()[1] - wait0
     return ClientRun(client.name, streams, sent, client.tpot(), lags, io_lags, cpu, wall,
-                     wait, window_s=duration_s)  # fmt: skip
+                     wait, window_s=duration_s, read_delays=client.read_delays())  # fmt: skip
 
 
 @dataclass
@@ -354,6 +362,11 @@ class Case:
     def io_lag_p99_ms(self) -> float:
         lags = self.run.io_lag_ns
         return float(np.percentile(lags, 99)) / 1e6 if lags.size else float("nan")
+
+    @property
+    def read_delay_p99_ms(self) -> float | None:
+        histogram = self.run.read_delays
+        return None if histogram is None else histogram.get_value_at_percentile(99) / 1000
 
     @property
     def lag_cell(self) -> str:

@@ -25,6 +25,9 @@ def test_quickstart_run_writes_summary_and_report(tmp_path: Path, python: str) -
     assert summary["requests"]["ok"] > 0 and summary["requests"]["failed"] == 0
     assert summary["tokens"]["output"] > 0 and summary["tokens"]["estimated"] is False
     assert set(summary["classes"]) == {"chat"}
+    # every read was stamped by the kernel (Linux, plain HTTP), so each has its delay
+    assert summary["metrics"]["read_delay"]["count"] >= summary["requests"]["ok"]
+    assert isinstance(summary["client"]["busy"], bool)
     assert "TPOT: gap of every output token after the first" in result.stdout
     assert "tokens/s" in result.stdout and "P99.99" in result.stdout
     # the saved histograms re-report the same figures

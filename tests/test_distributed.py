@@ -62,6 +62,9 @@ def check_exact_merge(out: Path, truth_path: Path, workers: int) -> dict:
     for audit in audits:
         one.add(audit.combined().histogram("tpot"))
     assert histogram_stats(one) == histogram_stats(merged)
+    # the client's own read delays merge the same way
+    delays = [a.combined().histogram("read_delay").total_count for a in audits]
+    assert min(delays) > 0 and sum(delays) == summary["metrics"]["read_delay"]["count"]
     assert summary["complete"] is True
     assert summary["workers"]["reported_in_full"] == workers
     return summary

@@ -81,7 +81,7 @@ def test_recorder_batches_lose_nothing() -> None:
     events too."""
     rng = np.random.default_rng(7)
     recorder = Recorder()
-    names = ("tpot", "itl", "ttft", "e2e", "worst_gap", "request_tpot")
+    names = ("tpot", "itl", "ttft", "e2e", "worst_gap", "request_tpot", "read_delay")
     reference = {name: new_histogram() for name in names}
     start = time.perf_counter_ns()
     for number in range(30):  # 30 x ~400 gaps: several slices of BUCKET_SLICE values
@@ -94,12 +94,14 @@ def test_recorder_batches_lose_nothing() -> None:
             user_class="c", api="chat", request_id=f"r{number}", t_intended_ns=start - 1,
             t_send_ns=start - 1_000_000, token_stamps=stamps, token_counts=counts,
             output_tokens=sum(counts),
+            read_delays_ns=rng.integers(0, 3_000_000, size=len(stamps) + 1).tolist(),
         )  # fmt: skip
         recorder.record(timings)
         samples = {
             "tpot": timings.tpot_ns(), "itl": timings.itl_ns(),
             "ttft": [timings.ttft_ns], "e2e": [timings.e2e_ns],
             "worst_gap": [max(timings.itl_ns())], "request_tpot": [timings.request_tpot_ns],
+            "read_delay": timings.read_delays_ns,
         }  # fmt: skip
         for name, values in samples.items():
             for value in to_us(np.asarray(values)):

@@ -20,8 +20,9 @@ GAP_MS = 50
 LATE_MS = 60
 
 
-def stamped_tokens(url: str, clock: str) -> tuple[list[int], str]:
-    """Stream 4 tokens, reading each one late; the token stamps and the request id."""
+def stamped_tokens(url: str, clock: str) -> tuple[list[int], str, list[int]]:
+    """Stream 4 tokens, reading each one late; the token stamps, the request id and the
+    connection's read delays."""
     connection = HTTPConnection(Origin.parse(url), clock=clock)
     messages = [{"role": "user", "content": "hi"}]
     body = {"model": "m", "stream": True, "max_tokens": 4, "messages": messages}
@@ -41,7 +42,7 @@ def stamped_tokens(url: str, clock: str) -> tuple[list[int], str]:
     connection.close()
     decoded = decode_events(stamps, payloads, "chat")
     assert decoded.error is None and decoded.output_tokens == 4
-    return decoded.token_stamps, request_id
+    return decoded.token_stamps, request_id, connection.read_delays_ns
 
 
 def true_sends(truth: Path, request_id: str) -> list[int]:
@@ -58,8 +59,8 @@ def test_kernel_stamps_carry_arrival_time_of_late_reads(tmp_path: Path) -> None:
     with start_simulator(  # the truth file is complete once the simulator has stopped
         "--gap-ms", str(GAP_MS), "--ttft-ms", "5", truth=truth
     ) as sim:
-        kernel, kernel_id = stamped_tokens(sim.url, KERNEL_CLOCK)
-        user, user_id = stamped_tokens(sim.url, USER_CLOCK)
+        kernel, kernel_id, _ = stamped_tokens(sim.url, KERNEL_CLOCK)
+        user, user_id, _ = stamped_tokens(sim.url, USER_CLOCK)
     kernel_error_ms = [
         (s - t) / 1e6 for s, t in zip(kernel, true_sends(truth, kernel_id), strict=True)
     ]
@@ -72,3 +73,18 @@ def test_kernel_stamps_carry_arrival_time_of_late_reads(tmp_path: Path) -> None:
     assert all(-1 <= error <= 5 for error in checked), kernel_error_ms
     # the user clock stamps the late reads late (what the kernel stamps spare us)
     assert all(error >= 5 for error in user_error_ms[1:]), user_error_ms
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
+def test_read_delay_is_how_long_the_data_waited_in_the_socket() -> None:
+    """A read's delay (our clock at the read - the kernel's stamp) is how long its token
+    waited: ~10, 20 and 30 ms for tokens 2-4 here. Reads on the user clock have no such
+    measure and report none (rather than zeros)."""
+    with start_simulator("--gap-ms", str(GAP_MS), "--ttft-ms", "5") as sim:
+        _, _, kernel_delays = stamped_tokens(sim.url, KERNEL_CLOCK)
+        _, _, user_delays = stamped_tokens(sim.url, USER_CLOCK)
+    delays_ms = [delay / 1e6 for delay in kernel_delays]
+    assert all(delay >= 0 for delay in delays_ms), delays_ms
+    for waited_ms in (10, 20, 30):  # a sleep may overshoot on a loaded machine
+        assert any(waited_ms - 2 <= delay <= waited_ms + 8 for delay in delays_ms), delays_ms
+    assert user_delays == []

@@ -225,6 +225,9 @@ class HTTPConnection:
         self._kernel_stamps = False  # on the socket now open
         self._real_minus_perf_ns = 0
         self._last_stamp_ns = 0
+        # How late each read of the current request came: our clock at the read minus the
+        # kernel's arrival stamp (kernel stamps only). A new list for every request.
+        self.read_delays_ns: list[int] = []
 
     def close(self) -> None:
         if self._sock is not None:
@@ -307,8 +310,10 @@ class HTTPConnection:
             if not self._kernel_stamps:
                 return sock.recv(RECV_BYTES), time.perf_counter_ns()
             data, ancillary, _, _ = sock.recvmsg(RECV_BYTES, _ANCILLARY_BYTES)
-            self._last_stamp_ns = self._arrival_ns(ancillary, time.perf_counter_ns())
-            return data, self._last_stamp_ns
+            now_ns = time.perf_counter_ns()
+            stamp = self._last_stamp_ns = self._arrival_ns(ancillary, now_ns)
+            self.read_delays_ns.append(now_ns - stamp)
+            return data, stamp
         except (TimeoutError, BlockingIOError):
             raise
         except ConnectionError:
@@ -345,6 +350,7 @@ class HTTPConnection:
         Raises ``StreamError`` (categorised) or ``ReadTimeout``; the connection is closed.
         """
         message = self._message(method, path, headers, body)
+        self.read_delays_ns = []
         for attempt in (0, 1):
             reused = self._sock is not None
             if self._sock is None:

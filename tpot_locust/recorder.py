@@ -33,7 +33,7 @@ from tpot_locust.timings import RequestTimings, to_us, tpot_samples_ns
 
 METRICS: tuple[str, ...] = (
     "tpot", "request_tpot", "itl", "ttft", "e2e", "worst_gap", "ttft_from_intended",
-    "schedule_lag",
+    "schedule_lag", "read_delay",
 )  # fmt: skip
 PHASE_METRICS: tuple[str, ...] = ("tpot", "itl")
 FLUSH_PENDING_VALUES = 100_000
@@ -278,6 +278,8 @@ class Recorder:
             scalars["schedule_lag"] = timings.t_send_ns - timings.t_intended_ns
         self._add_pending(user_class, "itl", to_us(itl))
         self._add_pending(user_class, "tpot", to_us(tpot_samples_ns(itl, per_event)))
+        if timings.read_delays_ns:
+            self._add_pending(user_class, "read_delay", to_us(timings.read_delays_ns))
         for name, value in scalars.items():
             self._pending_scalars.setdefault((user_class, name), []).append(value)
         if itl.size:

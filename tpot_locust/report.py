@@ -28,7 +28,10 @@ TITLES = {
     "worst_gap": "Worst gap: largest ITL of each request",
     "ttft_from_intended": "TTFT from intended: open-loop arrival time -> first token event",
     "schedule_lag": "Schedule lag: open-loop arrival time -> send (client queueing)",
+    "read_delay": "Read delay: kernel receipt of a read's bytes -> this client reading them",
 }
+# Read delay P99 above this: the worker was too busy to read on time (see client_check).
+CLIENT_BUSY_READ_DELAY_MS = 1.0
 
 
 def _key(percentile: float) -> str:
@@ -58,12 +61,27 @@ def metric_summary(metrics: ClassMetrics, name: str) -> dict[str, Any]:
     return summary
 
 
+def client_check(read_delay: dict[str, Any]) -> dict[str, Any]:
+    """Whether the load generator kept up, from how late it read data that had arrived.
+
+    A late read does not move a kernel-stamped token, but events that arrive while a
+    socket waits are read together and share one stamp: their gaps read as zero and one
+    long gap. ``busy`` is None where reads carried no kernel stamp (TLS, not Linux).
+    """
+    if not read_delay["count"]:
+        return {"read_delay_p99_ms": None, "busy": None}
+    p99 = read_delay[_key(99.0)]
+    return {"read_delay_p99_ms": p99, "busy": p99 > CLIENT_BUSY_READ_DELAY_MS}
+
+
 def _class_summary(metrics: ClassMetrics) -> dict[str, Any]:
     counters = metrics.counters
     window_s = (counters.last_token_wall_ns - counters.first_send_wall_ns) / 1e9
     per_s = counters.output_tokens / window_s if window_s > 0 else 0.0
+    summaries = {name: metric_summary(metrics, name) for name in METRICS}
     return {
-        "metrics": {name: metric_summary(metrics, name) for name in METRICS},
+        "metrics": summaries,
+        "client": client_check(summaries["read_delay"]),
         "requests": {
             "ok": counters.ok,
             "failed": counters.failed,
@@ -158,6 +176,14 @@ def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
         f"{tokens['partial']:,}  throughput {tokens['per_s']:,.1f} tokens/s, "
         f"{requests['per_s']:.2f} requests/s over {summary['window_s']:.1f} s"
     )
+    if summary["client"]["busy"]:
+        p99 = summary["client"]["read_delay_p99_ms"]
+        lines.append(
+            f"! client busy: 1 % of reads came more than {p99:.1f} ms after their data arrived "
+            f"(read delay P99 > {CLIENT_BUSY_READ_DELAY_MS:g} ms); token events closer together "
+            "than that were read together and share one stamp. Use more workers or less load "
+            "per worker."
+        )
     excluded, dropped = summary["excluded"], summary["dropped_arrivals"]
     if excluded["warmup"] or excluded["cooldown"] or dropped:
         lines.append(

@@ -33,6 +33,8 @@ class RequestTimings:
     error_message: str | None = None
     t_end_ns: int = 0  # when the stream ended (success or failure)
     scheduled: bool = False  # open loop: t_intended_ns is an arrival time, not the send
+    # Per read (kernel stamps only): our clock at the read - the kernel's arrival stamp.
+    read_delays_ns: list[int] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from tpot_locust.run_state import RunState
 
 TAB_KEY = "tpot"
-TAB_METRICS = ("tpot", "itl", "request_tpot", "ttft", "e2e", "worst_gap")
+TAB_METRICS = ("tpot", "itl", "request_tpot", "ttft", "e2e", "worst_gap", "read_delay")
 PER_TOKEN = ("tpot", "itl")
 COLUMNS = (
     ("name", "Class"), ("metric", "Metric"), ("count", "Samples"), ("mean", "Mean ms"),
