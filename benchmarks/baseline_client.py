@@ -37,6 +37,7 @@ class Sent:
     t_call_ns: int = 0  # when the request was started, before any connect
     stamps: list[int] | None = None  # token event stamps, until run_streams counts them
     events_in_window: int = 0  # token events that arrived before the run's stop time
+    sequence: int = 0  # its place on its stream: 0 is the first (it opens the connection)
 
 
 def _us(ns: float) -> int:

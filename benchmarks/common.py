@@ -207,6 +207,7 @@ def run_streams(
             t_call_ns = time.perf_counter_ns()
             result = client.request(connection, request)
             result.t_call_ns = t_call_ns
+            result.sequence = number
             if result.stamps is not None:
                 result.events_in_window = bisect.bisect_right(result.stamps, stop_ns)
                 result.stamps = None
@@ -284,6 +285,7 @@ class Case:
     # TTFT overhead (the rest, t_send -> the server's parse, is the request side)
     first_stamp_late_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     connect_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sequence: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per stream
     sim_cpu_s: float = 0.0
     sim_wait_s: float = 0.0
     unmatched: int = 0  # ok requests with no truth line, or with a different event count
@@ -396,6 +398,7 @@ def evaluate(case: Case, truth: dict[str, TruthRecord]) -> Case:
     true_ttft: list[int] = []
     first_late: list[int] = []
     connect: list[int] = []
+    sequence: list[int] = []
     for sent in case.run.ok:
         record = truth.get(sent.request_id)
         if record is None or record.send_perf_ns.size != sent.events:
@@ -408,12 +411,14 @@ def evaluate(case: Case, truth: dict[str, TruthRecord]) -> Case:
         true_ttft.append(record.ttft_ns)
         first_late.append(sent.first_ns - int(record.send_perf_ns[0]))
         connect.append(sent.t_send_ns - sent.t_call_ns)
+        sequence.append(sent.sequence)
     if gaps:
         record_many(case.true_tpot, to_us(np.concatenate(gaps)))
     case.ttft_measured_ns = np.asarray(measured_ttft, dtype=np.int64)
     case.ttft_true_ns = np.asarray(true_ttft, dtype=np.int64)
     case.first_stamp_late_ns = np.asarray(first_late, dtype=np.int64)
     case.connect_ns = np.asarray(connect, dtype=np.int64)
+    case.sequence = np.asarray(sequence, dtype=np.int64)
     return case
 
 

@@ -29,6 +29,7 @@ from tpot_locust.errors import (
     TIMEOUT_CONNECT,
     StreamError,
 )
+from tpot_locust.timings import int_array
 
 RECV_BYTES = 65536
 MAX_HEAD_BYTES = 64 * 1024
@@ -227,7 +228,7 @@ class HTTPConnection:
         self._last_stamp_ns = 0
         # How late each read of the current request came: our clock at the read minus the
         # kernel's arrival stamp (kernel stamps only). A new list for every request.
-        self.read_delays_ns: list[int] = []
+        self.read_delays_ns = int_array()
 
     def close(self) -> None:
         if self._sock is not None:
@@ -350,7 +351,7 @@ class HTTPConnection:
         Raises ``StreamError`` (categorised) or ``ReadTimeout``; the connection is closed.
         """
         message = self._message(method, path, headers, body)
-        self.read_delays_ns = []
+        self.read_delays_ns = int_array()
         for attempt in (0, 1):
             reused = self._sock is not None
             if self._sock is None:

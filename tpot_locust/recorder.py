@@ -265,7 +265,7 @@ class Recorder:
         The stamps become one array once, and scalars are buffered as Python numbers: at
         tens of thousands of events/s, per-request numpy calls were most of this work."""
         user_class = timings.user_class
-        stamps = np.asarray(timings.token_stamps, dtype=np.int64)
+        stamps = np.array(timings.token_stamps, dtype=np.int64)  # a copy: never pins the array
         itl = stamps[1:] - stamps[:-1]
         per_event = timings.tokens_after_first()
         scalars: dict[str, float] = {"ttft": timings.ttft_ns, "e2e": timings.e2e_ns}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ from tpot_locust.errors import (
     TRUNCATED,
     StreamError,
 )
+from tpot_locust.timings import int_array
 
 DONE = b"[DONE]"
 # More tokens than this in one event (from per-chunk usage growth) is not believable: the
@@ -75,8 +77,8 @@ def _joined_text(parts: list[str | bytes]) -> str:
 
 @dataclass
 class DecodedStream:
-    token_stamps: list[int] = field(default_factory=list)
-    token_counts: list[int] = field(default_factory=list)
+    token_stamps: array[int] = field(default_factory=int_array)
+    token_counts: array[int] = field(default_factory=int_array)
     text_parts: list[str | bytes] = field(default_factory=list)
     finish_reason: str | None = None
     done: bool = False
@@ -251,7 +253,7 @@ class StreamDecoder:
             return result
         if not self._usage_believable:
             self._usage_seen_on_all = False
-            result.token_counts = [1] * len(result.token_counts)
+            result.token_counts = array("q", [1]) * len(result.token_counts)
         result.counts_from_usage = bool(result.token_counts) and self._usage_seen_on_all
         if result.finish_reason is None:
             if not self.events and not reset:

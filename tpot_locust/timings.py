@@ -7,11 +7,24 @@ a locustfile's own listener sees exactly what our recorder sees.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 
 import numpy as np
 
 NS_PER_US = 1000
+
+
+def int_array() -> array[int]:
+    """A growable int64 sequence for per-event values.
+
+    Why not a list: Python's cycle collector visits every element of every list it finds in
+    a young generation, and a worker holds a second's finished requests (hundreds of
+    lists of hundreds of stamps) until its report: single collections paused the event
+    loop for 2-8 ms (measured in a Locust worker at 32k tokens/s). An array holds plain
+    numbers the collector never looks at, and numpy reads it without conversion.
+    """
+    return array("q")
 
 
 @dataclass(slots=True)
@@ -21,8 +34,8 @@ class RequestTimings:
     request_id: str
     t_intended_ns: int
     t_send_ns: int
-    token_stamps: list[int] = field(default_factory=list)  # arrival of each token event
-    token_counts: list[int] = field(default_factory=list)  # k_i tokens carried by event i
+    token_stamps: array[int] = field(default_factory=int_array)  # arrival of each token event
+    token_counts: array[int] = field(default_factory=int_array)  # k_i tokens of event i
     output_tokens: int = 0
     tokens_estimated: bool = False
     counts_from_usage: bool = False
@@ -34,7 +47,7 @@ class RequestTimings:
     t_end_ns: int = 0  # when the stream ended (success or failure)
     scheduled: bool = False  # open loop: t_intended_ns is an arrival time, not the send
     # Per read (kernel stamps only): our clock at the read - the kernel's arrival stamp.
-    read_delays_ns: list[int] = field(default_factory=list)
+    read_delays_ns: array[int] = field(default_factory=int_array)
 
     @property
     def ok(self) -> bool:
