@@ -206,12 +206,9 @@ def run_streams(
             request = chat_request(f"{client.name}-{streams}-{index}-{number}", max(length, 2))
             t_call_ns = time.perf_counter_ns()
             result = client.request(connection, request)
-            result.t_call_ns = t_call_ns
-            result.sequence = number
-            if result.stamps is not None:
-                result.events_in_window = bisect.bisect_right(result.stamps, stop_ns)
-                result.stamps = None
-            sent.append(result)
+            in_window = 0 if result.stamps is None else bisect.bisect_right(result.stamps, stop_ns)
+            sent.append(result._replace(t_call_ns=t_call_ns, sequence=number, stamps=None,
+                                        events_in_window=in_window))  # fmt: skip
             if new_connection:
                 connection.close()
             number += 1
