@@ -67,6 +67,9 @@ def check_exact_merge(out: Path, truth_path: Path, workers: int) -> dict:
     assert min(delays) > 0 and sum(delays) == summary["metrics"]["read_delay"]["count"]
     assert summary["complete"] is True
     assert summary["workers"]["reported_in_full"] == workers
+    # and each worker's own read delay, judged apart from the others
+    per_worker_delay = summary["workers"]["read_delay_p99_ms"]
+    assert len(per_worker_delay) == workers and all(v >= 0 for v in per_worker_delay.values())
     return summary
 
 

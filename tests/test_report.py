@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tpot_locust.histograms import record_many
+from tpot_locust.progress import format_progress
 from tpot_locust.recorder import MetricSet
 from tpot_locust.report import CLIENT_BUSY_READ_DELAY_MS, build_summary, format_report
 
@@ -41,3 +42,27 @@ def test_without_kernel_stamps_the_check_says_unknown_not_fine() -> None:
     assert summary["client"] == {"read_delay_p99_ms": None, "busy": None}
     report = format_report(summary)
     assert "client busy" not in report and "Read delay" not in report
+
+
+def test_a_busy_worker_is_named_even_when_the_merged_delays_look_fine() -> None:
+    summary = summary_with_read_delays([100] * 1000)
+    summary["workers"] = {
+        "seen": 3, "reported_in_full": 3, "missing": [],
+        "read_delay_p99_ms": {"w-a": 0.2, "w-b": 6.5, "w-c": 0.3},
+    }  # fmt: skip
+    report = format_report(summary)
+    assert "! busy workers (read delay P99 > 1 ms): w-b (6.5 ms)" in report
+    assert "w-a" not in report and "client busy" not in report
+
+
+def test_progress_line_shows_the_intervals_read_delay() -> None:
+    point = {
+        "t": 12.0, "users": 8, "tokens_per_s": 1500.0, "requests_ok": 40, "requests_failed": 0,
+        "tpot": {"count": 900, "p50": 5.0, "p99": 7.0},
+        "read_delay": {"count": 950, "p50": 0.1, "p99": 0.4},
+    }  # fmt: skip
+    assert format_progress(point, 60).endswith("read delay p99 0.40 ms")
+    point["read_delay"]["p99"] = 2.5
+    assert format_progress(point, 60).endswith("read delay p99 2.50 ms (client busy)")
+    point["read_delay"]["count"] = 0  # no kernel stamps: nothing to show
+    assert "read delay" not in format_progress(point, 60)

@@ -16,7 +16,7 @@ from tpot_locust.cooperation import let_streams_run
 from tpot_locust.histograms import histogram_stats
 from tpot_locust.recorder import METRICS, ClassMetrics, MetricSet
 
-TIMESERIES_METRICS = ("tpot", "itl", "ttft")
+TIMESERIES_METRICS = ("tpot", "itl", "ttft", "read_delay")
 TIMESERIES_PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 HLOG_FOLDER = "histograms"
 

@@ -21,10 +21,13 @@ import gevent
 from gevent.lock import Semaphore
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
+from tpot_locust.histograms import add_into, histogram_stats, new_histogram
 from tpot_locust.recorder import MetricSet
 from tpot_locust.traffic import ProcessShare
 
 if TYPE_CHECKING:
+    from hdrh.histogram import HdrHistogram
+
     from tpot_locust.run_state import RunState
 
 logger = logging.getLogger(__name__)
@@ -98,6 +101,9 @@ class MasterLink:
         self.runner = runner
         self.seen: set[str] = set()
         self.finals: set[str] = set()
+        # each worker's own read delays: one overloaded worker among many barely moves the
+        # merged histogram, so the report judges every worker by its own
+        self.read_delays: dict[str, HdrHistogram] = {}
         state.environment.events.worker_report.add_listener(self._merge_report)
         runner.register_message(FINAL, self._on_final)
         runner.register_message(WINDOW, self._relay_window)
@@ -105,6 +111,7 @@ class MasterLink:
     def reset(self) -> None:
         self.seen = {client.id for client in self.runner.clients.all}
         self.finals = set()
+        self.read_delays = {}
 
     def send_plans(self, start_wall_ns: int) -> None:
         """Give each live worker its index and share of the open-loop traffic."""
@@ -123,14 +130,22 @@ class MasterLink:
         self.seen.add(client_id)
         delta = data.get(DELTA_KEY)
         if delta:
-            self.state.collector.add_delta(MetricSet.decode(delta))
+            self._add_delta(client_id, MetricSet.decode(delta))
 
     def _on_final(self, environment: Any, msg: Any, **_: Any) -> None:
         self.seen.add(msg.node_id)
         delta = msg.data.get(DELTA_KEY) if isinstance(msg.data, dict) else None
         if delta:
-            self.state.collector.add_delta(MetricSet.decode(delta))
+            self._add_delta(msg.node_id, MetricSet.decode(delta))
         self.finals.add(msg.node_id)
+
+    def _add_delta(self, client_id: str, delta: MetricSet) -> None:
+        self.state.collector.add_delta(delta)
+        for metrics in delta.classes.values():
+            if (read_delay := metrics.histograms.get("read_delay")) is not None:
+                if client_id not in self.read_delays:
+                    self.read_delays[client_id] = new_histogram()
+                add_into(self.read_delays[client_id], read_delay)
 
     def _alive(self) -> set[str]:
         return {c.id for c in self.runner.clients.all if c.state != STATE_MISSING}
@@ -158,4 +173,8 @@ class MasterLink:
             "seen": len(self.seen),
             "reported_in_full": len(self.finals),
             "missing": self.missing(),
+            "read_delay_p99_ms": {
+                client_id: histogram_stats(histogram, (99.0,)).percentiles[99.0] / 1000
+                for client_id, histogram in sorted(self.read_delays.items())
+            },
         }

@@ -1,10 +1,12 @@
-"""The headless progress line: elapsed / duration, users, tokens/s, current TPOT p50/p99."""
+"""The headless progress line: elapsed / duration, users, tokens/s, current TPOT p50/p99,
+and how late this interval's reads came (the load generator's own health)."""
 
 from __future__ import annotations
 
 import time
 
 from tpot_locust.collector import Collector
+from tpot_locust.report import CLIENT_BUSY_READ_DELAY_MS
 
 PRINT_EVERY_S = 2.0
 
@@ -27,8 +29,13 @@ def format_progress(point: dict, duration_s: float) -> str:
     current = (
         f"TPOT p50 {tpot['p50']:.2f} ms p99 {tpot['p99']:.2f} ms" if tpot["count"] else "TPOT -"
     )
-    return (
+    line = (
         f"[{point['t']:6.0f}s / {duration_s:g}s] users {point['users']:4d}  "
         f"tokens/s {point['tokens_per_s']:9,.0f}  {current}  "
         f"ok {point['requests_ok']} failed {point['requests_failed']}"
     )
+    read_delay = point.get("read_delay", {})
+    if read_delay.get("count"):
+        busy = " (client busy)" if read_delay["p99"] > CLIENT_BUSY_READ_DELAY_MS else ""
+        line += f"  read delay p99 {read_delay['p99']:.2f} ms{busy}"
+    return line

@@ -163,6 +163,14 @@ def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
         lines.append(
             f"workers: {workers['reported_in_full']} of {workers['seen']} reported in full"
         )
+    late_workers = {
+        client_id: p99
+        for client_id, p99 in (workers or {}).get("read_delay_p99_ms", {}).items()
+        if p99 > CLIENT_BUSY_READ_DELAY_MS
+    }
+    if late_workers:
+        named = ", ".join(f"{client_id} ({p99:.1f} ms)" for client_id, p99 in late_workers.items())
+        lines.append(f"! busy workers (read delay P99 > {CLIENT_BUSY_READ_DELAY_MS:g} ms): {named}")
     if not summary.get("complete", True):
         missing = ", ".join(workers["missing"]) if workers else "unknown"
         lines.append(f"INCOMPLETE RUN: no final report from worker(s) {missing}")
