@@ -26,7 +26,7 @@ def test_late_reads_mark_the_client_busy_and_the_report_says_so() -> None:
     assert summary["client"]["busy"] is True
     assert abs(summary["client"]["read_delay_p99_ms"] - late_us / 1000) < 0.01  # HDR precision
     report = format_report(summary)
-    assert "! client busy: 1 % of reads came more than 4.0 ms after their data arrived" in report
+    assert "! client busy: 1 % of reads came more than 4.0 ms after their newest data" in report
     assert "Read delay: kernel receipt of a read's bytes" in report
 
 

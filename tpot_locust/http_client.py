@@ -227,7 +227,7 @@ class HTTPConnection:
         self._real_minus_perf_ns = 0
         self._last_stamp_ns = 0
         # How late each read of the current request came: our clock at the read minus the
-        # kernel's arrival stamp (kernel stamps only). A new list for every request.
+        # kernel's arrival stamp (kernel stamps only). A new array for every request.
         self.read_delays_ns = int_array()
 
     def close(self) -> None:

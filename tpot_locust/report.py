@@ -187,10 +187,10 @@ def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
     if summary["client"]["busy"]:
         p99 = summary["client"]["read_delay_p99_ms"]
         lines.append(
-            f"! client busy: 1 % of reads came more than {p99:.1f} ms after their data arrived "
-            f"(read delay P99 > {CLIENT_BUSY_READ_DELAY_MS:g} ms); token events closer together "
-            "than that were read together and share one stamp. Use more workers or less load "
-            "per worker."
+            f"! client busy: 1 % of reads came more than {p99:.1f} ms after their newest data "
+            f"arrived (read delay P99 > {CLIENT_BUSY_READ_DELAY_MS:g} ms); token events closer "
+            "together than that were read together and share one stamp. Use more workers or "
+            "less load per worker."
         )
     excluded, dropped = summary["excluded"], summary["dropped_arrivals"]
     if excluded["warmup"] or excluded["cooldown"] or dropped:

@@ -1,0 +1,80 @@
+"""End to end: a client too busy to read on time is caught by its own read delays.
+
+Streams from the simulator while a greenlet holds the event loop for 6 ms in every 10 (CPU
+work, as an overloaded worker does); the summary must flag the client busy, and a calm run
+of the same streams must show shorter read delays.
+"""
+
+from __future__ import annotations
+
+from gevent import monkey
+
+monkey.patch_all()  # as in a Locust worker: reads are made by the event loop
+
+import dataclasses  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
+
+import gevent  # noqa: E402
+import pytest  # noqa: E402
+
+from tests.scripted_server import request  # noqa: E402
+from tpot_locust.http_client import HTTPConnection, Origin  # noqa: E402
+from tpot_locust.recorder import Recorder  # noqa: E402
+from tpot_locust.report import build_summary, format_report  # noqa: E402
+from tpot_locust.sim.process import start_simulator  # noqa: E402
+from tpot_locust.streaming import stream_request  # noqa: E402
+
+STREAMS = 8
+REQUESTS_PER_STREAM = 2
+TOKENS = 100
+HOLD_S, EVERY_S = 0.006, 0.010
+
+
+def hold_the_loop(until: list[bool]) -> None:
+    while not until:
+        busy_until = time.perf_counter() + HOLD_S
+        while time.perf_counter() < busy_until:
+            pass
+        gevent.sleep(EVERY_S - HOLD_S)
+
+
+def streamed_summary(url: str, busy: bool) -> dict[str, Any]:
+    recorder = Recorder()
+    body = json.dumps({"model": "m", "stream": True, "max_tokens": TOKENS,
+                       "messages": [{"role": "user", "content": "hi"}]}).encode()  # fmt: skip
+
+    def one_stream(index: int) -> None:
+        connection = HTTPConnection(Origin.parse(url))
+        for number in range(REQUESTS_PER_STREAM):
+            sent = dataclasses.replace(request(), request_id=f"{busy}-{index}-{number}", body=body)
+            timings, _ = stream_request(connection, sent)
+            assert timings.ok, timings.error_message
+            recorder.record(timings)
+        connection.close()
+
+    done: list[bool] = []
+    holder = gevent.spawn(hold_the_loop, done) if busy else None
+    gevent.joinall([gevent.spawn(one_stream, i) for i in range(STREAMS)], raise_error=True)
+    done.append(True)
+    if holder is not None:
+        holder.join()
+    return build_summary(recorder.take_interval(final=True))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernel stamps are Linux's")
+def test_a_client_holding_its_loop_is_reported_busy() -> None:
+    with start_simulator("--gap-ms", "2", "--ttft-ms", "5") as sim:
+        streamed_summary(sim.url, busy=False)  # warm-up: first connections, lazy imports
+        calm = streamed_summary(sim.url, busy=False)
+        busy = streamed_summary(sim.url, busy=True)
+    assert busy["client"]["busy"] is True, busy["client"]
+    assert "! client busy" in format_report(busy)
+    # The same streams without the holder read on time by comparison. (A read that found
+    # several events waiting counts from the newest one, so a held loop shows up to about
+    # one token gap here, not the whole 6 ms hold: README, "Read delay".)
+    assert calm["client"]["read_delay_p99_ms"] < busy["client"]["read_delay_p99_ms"]
+    reads = calm["metrics"]["read_delay"]["count"]
+    assert reads >= STREAMS * REQUESTS_PER_STREAM * 2  # at least a head and a body read each
