@@ -39,7 +39,10 @@ PHASE_METRICS: tuple[str, ...] = ("tpot", "itl")
 FLUSH_PENDING_VALUES = 100_000
 BUCKET_SLICE = 4096  # values bucketed between two yields
 WORST_GAPS_KEPT = 10
-REQUESTS_PER_BATCH = 32  # finished requests whose samples are computed together
+# Finished requests whose samples are computed together (between two yields): up to this
+# many, and no more once they hold this many token events (~0.3 ms of work).
+REQUESTS_PER_BATCH = 32
+EVENTS_PER_BATCH = 1024
 MAX_INTERRUPTED_IDS = 100
 
 
@@ -264,7 +267,7 @@ class Recorder:
     def _samples(self, user_class: str, requests: list[RequestTimings]) -> None:
         """Every histogram sample of a batch of successful requests of one class, buffered.
 
-        One set of numpy calls per batch: made per request, they were ~35 us of an 8-token
+        One set of numpy calls per batch: made per request, they were ~36 us of an 8-token
         request, ~10 % of a worker's CPU at 1,800 such requests/s (benchmarks/README.md)."""
         scalars = self._pending_scalars
         for timings in requests:
@@ -349,10 +352,13 @@ class Recorder:
         slices = WorkSlices()  # streams get stamped in between
         finished = self._finished
         while finished:
-            batch = [finished.popleft() for _ in range(min(REQUESTS_PER_BATCH, len(finished)))]
             classes: dict[str, list[RequestTimings]] = {}
-            for timings in batch:
+            taken = events = 0
+            while finished and taken < REQUESTS_PER_BATCH and events < EVENTS_PER_BATCH:
+                timings = finished.popleft()
                 classes.setdefault(timings.user_class, []).append(timings)
+                taken += 1
+                events += len(timings.token_stamps)
             for user_class, requests in classes.items():
                 self._samples(user_class, requests)
             slices.after_item()
