@@ -39,10 +39,6 @@ PHASE_METRICS: tuple[str, ...] = ("tpot", "itl")
 FLUSH_PENDING_VALUES = 100_000
 BUCKET_SLICE = 4096  # values bucketed between two yields
 WORST_GAPS_KEPT = 10
-# Finished requests whose samples are computed together (between two yields): up to this
-# many, and no more once they hold this many token events (~0.3 ms of work).
-REQUESTS_PER_BATCH = 32
-EVENTS_PER_BATCH = 1024
 MAX_INTERRUPTED_IDS = 100
 
 
@@ -197,16 +193,15 @@ class MetricSet:
 
 @dataclass
 class _HeldGaps:
-    """A batch of finished requests' gaps (one class), waiting to be tagged with their phase."""
+    """A finished request's gaps, waiting to be tagged with their phase."""
 
     user_class: str
+    request_id: str
     release_wall_ns: int
     starts_wall: np.ndarray
     ends_wall: np.ndarray
     itl_ns: np.ndarray
     counts: np.ndarray | None  # tokens per event, None when every event carried one
-    request_ids: list[str]  # the requests with a gap, in order
-    segments: np.ndarray  # where each of those requests' gaps begin
 
 
 class Recorder:
@@ -259,63 +254,47 @@ class Recorder:
         if not counters.first_send_wall_ns or send_wall < counters.first_send_wall_ns:
             counters.first_send_wall_ns = send_wall
         counters.last_token_wall_ns = max(counters.last_token_wall_ns, last_wall)
-        # The samples are computed later, in flush(), in batches with a yield in between:
-        # done here, at the end of each request, they blocked the event loop for ~0.3 ms
-        # per request and stretched other streams' gaps (benchmarks/README.md).
+        # The samples are computed later, in flush(), a request at a time with a yield in
+        # between: done here, at the end of each request, they blocked the event loop for
+        # ~0.3 ms per request and stretched other streams' gaps (benchmarks/README.md).
         self._finished.append(timings)
 
-    def _samples(self, user_class: str, requests: list[RequestTimings]) -> None:
-        """Every histogram sample of a batch of successful requests of one class, buffered.
+    def _samples(self, timings: RequestTimings) -> None:
+        """Every histogram sample of one successful request, buffered for bucketing.
 
-        One set of numpy calls per batch: made per request, they were ~36 us of an 8-token
-        request, ~10 % of a worker's CPU at 1,800 such requests/s (benchmarks/README.md)."""
-        scalars = self._pending_scalars
-        for timings in requests:
-            values: dict[str, float] = {"ttft": timings.ttft_ns, "e2e": timings.e2e_ns}
-            if (request_tpot := timings.request_tpot_ns) is not None:
-                values["request_tpot"] = request_tpot
-            if timings.scheduled:
-                values["ttft_from_intended"] = timings.ttft_from_intended_ns
-                values["schedule_lag"] = timings.t_send_ns - timings.t_intended_ns
-            for name, value in values.items():
-                scalars.setdefault((user_class, name), []).append(value)
-        lengths = np.array([len(timings.token_stamps) for timings in requests], dtype=np.int64)
-        stamps = _joined([timings.token_stamps for timings in requests])
-        counts = _joined([timings.token_counts for timings in requests])
-        # position j > a request's first stamp ends the gap (j - 1, j) of that request
-        ends_gap = np.ones(stamps.size, dtype=bool)
-        ends_gap[np.cumsum(lengths) - lengths] = False
-        gap_ends = np.flatnonzero(ends_gap)
-        itl = stamps[gap_ends] - stamps[gap_ends - 1]
-        per_event = counts[gap_ends]  # tokens of each event after a request's first
-        if bool((per_event == 1).all()):
-            per_event = None
+        The stamps become one array once, and scalars are buffered as Python numbers: at
+        tens of thousands of events/s, per-request numpy calls were most of this work."""
+        user_class = timings.user_class
+        stamps = np.array(timings.token_stamps, dtype=np.int64)  # a copy: never pins the array
+        itl = stamps[1:] - stamps[:-1]
+        per_event = timings.tokens_after_first()
+        scalars: dict[str, float] = {"ttft": timings.ttft_ns, "e2e": timings.e2e_ns}
+        if itl.size:
+            scalars["worst_gap"] = int(itl.max())
+        if (request_tpot := timings.request_tpot_ns) is not None:
+            scalars["request_tpot"] = request_tpot
+        if timings.scheduled:
+            scalars["ttft_from_intended"] = timings.ttft_from_intended_ns
+            scalars["schedule_lag"] = timings.t_send_ns - timings.t_intended_ns
         self._add_pending(user_class, "itl", to_us(itl))
         self._add_pending(user_class, "tpot", to_us(tpot_samples_ns(itl, per_event)))
-        delays = [timings.read_delays_ns for timings in requests if timings.read_delays_ns]
-        if delays:
-            self._add_pending(user_class, "read_delay", to_us(_joined(delays)))
-        if not itl.size:
-            return
-        with_gaps = lengths > 1
-        segments = (np.cumsum(lengths - 1) - (lengths - 1))[with_gaps]
-        worst = np.maximum.reduceat(itl, segments)
-        scalars.setdefault((user_class, "worst_gap"), []).extend(worst.tolist())
-        walls = stamps + self._wall_offset_ns
-        self._held.append(
-            _HeldGaps(
-                user_class=user_class,
-                release_wall_ns=time.time_ns() + int(TAG_HOLD_S * 1e9),
-                starts_wall=walls[gap_ends - 1],
-                ends_wall=walls[gap_ends],
-                itl_ns=itl,
-                counts=per_event,
-                request_ids=[
-                    t.request_id for t, kept in zip(requests, with_gaps, strict=True) if kept
-                ],
-                segments=segments,
+        if timings.read_delays_ns:
+            self._add_pending(user_class, "read_delay", to_us(timings.read_delays_ns))
+        for name, value in scalars.items():
+            self._pending_scalars.setdefault((user_class, name), []).append(value)
+        if itl.size:
+            walls = stamps + self._wall_offset_ns
+            self._held.append(
+                _HeldGaps(
+                    user_class=user_class,
+                    request_id=timings.request_id,
+                    release_wall_ns=time.time_ns() + int(TAG_HOLD_S * 1e9),
+                    starts_wall=walls[:-1],
+                    ends_wall=walls[1:],
+                    itl_ns=itl,
+                    counts=per_event,
+                )
             )
-        )
 
     def _tag_phases(self, everything: bool) -> None:
         """Tag held gaps as steady or burst, once other workers' windows had time to arrive."""
@@ -333,7 +312,13 @@ class Recorder:
                 self._add_pending(held.user_class, phase_metric("itl", phase), to_us(itl))
                 tpot = tpot_samples_ns(itl, counts)
                 self._add_pending(held.user_class, phase_metric("tpot", phase), to_us(tpot))
-            self._interval.for_class(held.user_class).add_worst_gaps(_worst_gaps(held, in_burst))
+            worst = int(np.argmax(held.itl_ns))
+            self._interval.for_class(held.user_class).add_worst_gaps([{
+                "ms": round(int(held.itl_ns[worst]) / 1e6, 3),
+                "phase": BURST if in_burst[worst] else STEADY,
+                "at_wall_s": round(int(held.ends_wall[worst]) / 1e9, 3),
+                "request_id": held.request_id,
+            }])  # fmt: skip
 
     def _add_pending(self, user_class: str, metric: str, values_us: np.ndarray) -> None:
         if values_us.size == 0:
@@ -350,17 +335,8 @@ class Recorder:
 
     def _compute_finished(self) -> None:
         slices = WorkSlices()  # streams get stamped in between
-        finished = self._finished
-        while finished:
-            classes: dict[str, list[RequestTimings]] = {}
-            taken = events = 0
-            while finished and taken < REQUESTS_PER_BATCH and events < EVENTS_PER_BATCH:
-                timings = finished.popleft()
-                classes.setdefault(timings.user_class, []).append(timings)
-                taken += 1
-                events += len(timings.token_stamps)
-            for user_class, requests in classes.items():
-                self._samples(user_class, requests)
+        while self._finished:
+            self._samples(self._finished.popleft())
             slices.after_item()
 
     def _bucket(self) -> None:
@@ -390,29 +366,6 @@ class Recorder:
         self._held.clear()
         self._finished.clear()
         self.take_interval()
-
-
-def _joined(sequences: list) -> np.ndarray:
-    """Per-request int sequences (arrays or lists) as one int64 array."""
-    return np.concatenate([np.asarray(values, dtype=np.int64) for values in sequences])
-
-
-def _worst_gaps(held: _HeldGaps, in_burst: np.ndarray) -> list[dict[str, Any]]:
-    """The largest gap of each of the batch's requests that could make the kept few."""
-    itl, segments = held.itl_ns, held.segments
-    bounds = np.append(segments, itl.size)
-    per_request = np.maximum.reduceat(itl, segments)
-    gaps = []
-    for request in np.argsort(per_request)[-WORST_GAPS_KEPT:]:
-        start, end = int(bounds[request]), int(bounds[request + 1])
-        at = start + int(np.argmax(itl[start:end]))
-        gaps.append({
-            "ms": round(int(itl[at]) / 1e6, 3),
-            "phase": BURST if in_burst[at] else STEADY,
-            "at_wall_s": round(int(held.ends_wall[at]) / 1e9, 3),
-            "request_id": held.request_ids[request],
-        })  # fmt: skip
-    return gaps
 
 
 __all__ = ["METRICS", "PHASES", "PHASE_METRICS", "MetricSet", "Recorder", "phase_metric"]
