@@ -22,7 +22,8 @@ every stream's token arrives in the same instant, as from a batching server. Col
               data written to a pipe every 1 ms by another process waits before a greenlet
               here reads it: the delay a token event's stamp suffers (probes.IOLagProbe)
   read delay  the package's own client-health metric ("read_delay": our clock at each read
-              - the kernel's stamp of its data), p99 ms; "-" where reads have no kernel stamp
+              - the kernel's stamp of the newest data it returned), p99 ms; "-" where reads
+              have no kernel stamp
   CPU %       this client process's CPU time / wall time (one core = 100 %; the probes
               included, see the idle row)
   wait %      time the client was runnable but had no core (a busy machine: figures noisy)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ GAP_MS = 50
 LATE_MS = 60
 
 
-def stamped_tokens(url: str, clock: str) -> tuple[list[int], str, list[int]]:
+def stamped_tokens(url: str, clock: str) -> tuple[Sequence[int], str, Sequence[int]]:
     """Stream 4 tokens, reading each one late; the token stamps, the request id and the
     connection's read delays."""
     connection = HTTPConnection(Origin.parse(url), clock=clock)
