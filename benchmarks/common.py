@@ -365,7 +365,7 @@ class Case:
     @property
     def read_delay_p99_ms(self) -> float | None:
         histogram = self.run.read_delays
-        return None if histogram is None else histogram.get_value_at_percentile(99) / 1000
+        return None if histogram is None else self.percentiles_ms(histogram)[99.0]
 
     @property
     def lag_cell(self) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from tpot_locust.collector import Collector
-from tpot_locust.report import CLIENT_BUSY_READ_DELAY_MS
+from tpot_locust.report import client_check
 
 PRINT_EVERY_S = 2.0
 
@@ -34,8 +34,8 @@ def format_progress(point: dict, duration_s: float) -> str:
         f"tokens/s {point['tokens_per_s']:9,.0f}  {current}  "
         f"ok {point['requests_ok']} failed {point['requests_failed']}"
     )
-    read_delay = point.get("read_delay", {})
-    if read_delay.get("count"):
-        busy = " (client busy)" if read_delay["p99"] > CLIENT_BUSY_READ_DELAY_MS else ""
-        line += f"  read delay p99 {read_delay['p99']:.2f} ms{busy}"
+    check = client_check(point.get("read_delay") or {"count": 0})
+    if check["busy"] is not None:
+        busy = " (client busy)" if check["busy"] else ""
+        line += f"  read delay p99 {check['read_delay_p99_ms']:.2f} ms{busy}"
     return line
