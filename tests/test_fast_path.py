@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from tpot_locust.chunked import ChunkedDecoder
 from tpot_locust.sse import SSEParser
-from tpot_locust.stream_decoder import StreamDecoder, decode_events
+from tpot_locust.stream_decoder import StreamDecoder, decode_events, feed_read
 
 TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=6)
 
@@ -66,18 +66,29 @@ def streams(draw: st.DrawFn) -> tuple[bytes, str]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(streams(), st.lists(st.integers(min_value=0, max_value=4000), max_size=30))
-def test_fast_path_equals_full_decoding(stream: tuple[bytes, str], cuts: list[int]) -> None:
+@given(
+    streams(),
+    st.lists(st.integers(min_value=0, max_value=4000), max_size=30),
+    st.booleans(),
+)
+def test_fast_path_equals_full_decoding(
+    stream: tuple[bytes, str], cuts: list[int], read_per_chunk: bool
+) -> None:
+    """``read_per_chunk``: a read ends at every chunk's end, as from a streaming server
+    (where ``feed_read`` takes one-event reads without the parser), plus the random cuts."""
     body, api = stream
-    decoder, parser = ChunkedDecoder(), SSEParser()
+    if read_per_chunk:
+        cuts = cuts + chunk_ends(body)
+    chunks, parser, reference_parser = ChunkedDecoder(), SSEParser(), SSEParser()
     stamps: list[int] = []
     payloads: list[bytes] = []
-    # the fast path as streaming runs it: the events of each read at once, as they arrive
+    # the fast path as streaming runs it: each read's bytes as they arrive
     read_by_read = StreamDecoder(api)
     previous = 0
     for stamp, cut in enumerate(sorted({c for c in cuts if c < len(body)}) + [len(body)]):
-        events = parser.feed(decoder.feed(body[previous:cut]))
-        read_by_read.feed(stamp, events)
+        data = chunks.feed(body[previous:cut])
+        feed_read(parser, read_by_read, stamp, data)
+        events = reference_parser.feed(data)
         stamps.extend([stamp] * len(events))
         payloads.extend(events)
         previous = cut
@@ -154,3 +165,28 @@ def test_one_read_per_chunk_frames_like_any_split(
     whole = frame_and_split(body, [])
     assert frame_and_split(body, chunk_ends(body)) == whole
     assert frame_and_split(body, chunk_ends(body) + cuts) == whole
+
+
+def test_one_event_reads_skip_the_parser_only_where_it_would_agree() -> None:
+    """``feed_read`` takes a read that is one plain event in the stream's frame without the
+    SSE parser; a read after a partial event, a text with a quote (another field follows)
+    and two events in one read still go through the parser and decode exactly."""
+
+    def event(content: str, **extra: object) -> bytes:
+        delta = {"content": content, **extra}
+        choice = {"index": 0, "delta": delta, "finish_reason": None}
+        data = {"id": "c1", "object": "chat.completion.chunk", "choices": [choice]}
+        return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
+
+    parser, decoder = SSEParser(), StreamDecoder("chat")
+    assert feed_read(parser, decoder, 1, event("a"))  # learns the frame
+    assert feed_read(parser, decoder, 2, event("b"))
+    assert feed_read(parser, decoder, 3, event("c", extra="d"))  # a quote in the middle
+    assert feed_read(parser, decoder, 4, event("e") + event("f"))
+    assert decoder.result.text == "abcef"
+    assert list(decoder.result.token_stamps) == [1, 2, 3, 4, 4]
+    # the parser holds half an event: the next read completes it, whatever it looks like
+    assert not feed_read(parser, decoder, 5, event("g")[:20])
+    assert parser.pending
+    assert feed_read(parser, decoder, 6, event("h"))
+    assert not parser.pending

@@ -73,6 +73,16 @@ class SSEParser:
             return self._oversized(events)
         return events
 
+    def at_event_start(self, size: int) -> bool:
+        """Nothing held from earlier reads and ``size`` bytes fit one event: a read that is
+        one whole event may then be taken without ``feed`` (``feed_read``)."""
+        return (
+            not self._buffer
+            and not self._held_cr
+            and self.failure is None
+            and size <= self._max_event_bytes
+        )
+
     def _oversized(self, events: list[bytes]) -> list[bytes]:
         self._buffer = b""
         self._held_cr = False

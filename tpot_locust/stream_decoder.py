@@ -3,8 +3,9 @@
 Runs read by read as the stream arrives, after each read was stamped. Plain token chunks
 (non-empty content, ``"finish_reason":null``, no usage, error, tool call or reasoning
 field: nearly all events of a stream) are recognised by a byte scan, and their text is
-JSON-decoded once per request; every other event is decoded in full. Both paths give
-identical timings (tested).
+JSON-decoded once per request; every other event is decoded in full. Once a stream's frame
+is known, a read that is exactly one such event skips the SSE parser too (``feed_read``).
+All paths give identical timings (tested).
 Rules (see README, "Metric definitions"): a token event carries at least one generated
 token (content, reasoning or tool-call delta; empty strings and role-only, usage-only or
 keep-alive events are not);
@@ -28,6 +29,7 @@ from tpot_locust.errors import (
     TRUNCATED,
     StreamError,
 )
+from tpot_locust.sse import SSEParser
 from tpot_locust.timings import int_array
 
 DONE = b"[DONE]"
@@ -144,6 +146,9 @@ class StreamDecoder:
         self._last_usage_count = 0
         self._prefix: bytes | None = None  # the template: bytes before and after a plain text
         self._suffix = b""
+        # the template as one SSE event: ``data: `` + prefix ... suffix + the blank line
+        self._event_head: bytes | None = None
+        self._event_tail = b""
 
     def feed(self, stamp: int, payloads: list[bytes]) -> None:
         """The events of one read, all stamped with the read's arrival."""
@@ -164,6 +169,31 @@ class StreamDecoder:
             result.token_counts.append(1)
             if self._want_text:
                 result.text_parts.append(text)
+
+    def feed_event_bytes(self, stamp: int, data: bytes) -> bool:
+        """A read that is exactly one SSE event ``data: <plain token event in the stream's
+        frame>`` and its blank line: recorded as ``feed`` would, with comparisons only.
+
+        False (nothing recorded) for anything else: the caller hands the bytes to its SSE
+        parser (called only when the parser is ``at_event_start``).
+        """
+        head = self._event_head
+        if head is None or self.stopped or not data.startswith(head):
+            return False
+        tail = self._event_tail
+        if not data.endswith(tail):
+            return False
+        text = data[len(head) : len(data) - len(tail)]
+        # the whole string (no quote), not an escape (no final backslash), one SSE line
+        if not text or b'"' in text or text[-1:] == b"\\" or b"\n" in text or b"\r" in text:
+            return False
+        self.events += 1
+        result = self.result
+        result.token_stamps.append(stamp)
+        result.token_counts.append(1)
+        if self._want_text:
+            result.text_parts.append(text)
+        return True
 
     def _framed_text(self, payload: bytes) -> bytes | None:
         """The raw text of a plain token event in the stream's frame, else None."""
@@ -196,6 +226,7 @@ class StreamDecoder:
         end = at + skip + len(text)
         if self._fast and payload[end : end + 1] == b'"':  # the text's closing quote
             self._prefix, self._suffix = payload[: at + skip], payload[end:]
+            self._event_head, self._event_tail = b"data: " + self._prefix, self._suffix + b"\n\n"
         return text
 
     def _decode_in_full(self, stamp: int, payload: bytes) -> None:
@@ -285,6 +316,21 @@ def decode_events(
     for stamp, payload in zip(stamps, payloads, strict=True):
         decoder.feed(stamp, [payload])
     return decoder.finish(reset)
+
+
+def feed_read(parser: SSEParser, decoder: StreamDecoder, stamp: int, data: bytes) -> bool:
+    """One read's body bytes into the parser and the decoder; whether it completed an event.
+
+    A read that is one plain token event in the stream's frame (nearly every read of a
+    streaming server) skips the parser: one function and a few comparisons, where the
+    parser and ``feed`` took three calls and a list (``benchmarks/README.md``)."""
+    if parser.at_event_start(len(data)) and decoder.feed_event_bytes(stamp, data):
+        return True
+    events = parser.feed(data)
+    if events:
+        decoder.feed(stamp, events)
+        return True
+    return False
 
 
 def _usage_int(usage: Any, key: str) -> int | None:

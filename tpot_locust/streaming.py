@@ -2,8 +2,9 @@
 
 The work per read while the stream runs (done by the event loop's callback on the ready
 socket, ``loop_reads``) is: find the event boundaries, hand the events and the read's
-arrival stamp to ``stream_decoder`` (a byte scan per plain token event, JSON only for
-unusual ones), move the read deadline. No exception leaves
+arrival stamp to ``stream_decoder`` (a read of one plain token event in the stream's frame:
+a few comparisons; else a byte scan per plain token event, JSON only for unusual ones),
+move the read deadline. No exception leaves
 ``stream_request``: every failure becomes a categorised ``RequestTimings`` so a worker
 keeps running and nothing is silently lost.
 
@@ -32,7 +33,12 @@ from tpot_locust.errors import (
 from tpot_locust.http_client import HTTPConnection, ReadTimeout, Response
 from tpot_locust.loop_reads import read_body
 from tpot_locust.sse import SSEParser
-from tpot_locust.stream_decoder import DecodedStream, StreamDecoder, decode_error_body
+from tpot_locust.stream_decoder import (
+    DecodedStream,
+    StreamDecoder,
+    decode_error_body,
+    feed_read,
+)
 from tpot_locust.timings import RequestTimings
 
 MAX_ERROR_BODY = 64 * 1024
@@ -190,9 +196,7 @@ def _send_and_collect(
     decoder = collected.decoder
 
     def consume(stamp: int, data: bytes) -> None:
-        events = parser.feed(data)
-        if events:
-            decoder.feed(stamp, events)
+        if feed_read(parser, decoder, stamp, data):
             collected.last_event_ns = stamp
             next_ns = stamp + idle_ns
             response.deadline_ns = next_ns if next_ns < total_deadline_ns else total_deadline_ns
