@@ -39,6 +39,7 @@ MAX_HEAD_BYTES = 64 * 1024
 # Python does not export the constant; 35 is its value on x86, arm and most other Linuxes
 # (elsewhere no such control message comes back and reads fall back to the user clock).
 _SO_TIMESTAMPNS = 35
+_SOL_SOCKET = socket.SOL_SOCKET
 _TIMESPEC = struct.Struct("@qq")
 _ANCILLARY_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
 # A kernel stamp further back than this is a clock step, not a late read: not trusted.
@@ -327,12 +328,13 @@ class HTTPConnection:
         than the previous read's stamp (so gaps stay non-negative across a clock step)."""
         stamp = now_ns
         for level, kind, data in ancillary:
-            if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(data) >= 16:
+            if kind == _SO_TIMESTAMPNS and level == _SOL_SOCKET and len(data) >= 16:
                 seconds, nanoseconds = _TIMESPEC.unpack_from(data)
                 kernel_ns = seconds * 1_000_000_000 + nanoseconds - self._real_minus_perf_ns
                 if now_ns - _MAX_KERNEL_AGE_NS <= kernel_ns <= now_ns:
                     stamp = kernel_ns
-        return max(stamp, self._last_stamp_ns)
+        last_ns = self._last_stamp_ns
+        return stamp if stamp > last_ns else last_ns
 
     def request(
         self,
