@@ -43,7 +43,8 @@ _PLAIN_MARK = b'"finish_reason":null'
 _NOT_PLAIN = re.compile(rb'"(?:usage|error|tool_calls|reasoning)')
 _TEXT_MARKERS = {"chat": b'"content":"', "completions": b'"text":"'}
 _BACKSLASH = 92
-_NOT_IN_TEXT = b'"\r\n'  # in the raw text of a one-event read (``feed_event_bytes``)
+_NOT_IN_TEXT = b'"'  # a quote would end the JSON string: the text is not all of it
+_NOT_IN_EVENT_TEXT = b'"\r\n'  # nor, in a whole SSE event, a line break
 
 
 def plain_text_at(payload: bytes, start: int) -> bytes:
@@ -57,6 +58,18 @@ def plain_text_at(payload: bytes, start: int) -> bytes:
             return payload[start:end]
         end = payload.find(b'"', end + 1)
     return b""
+
+
+def _text_in_frame(data: bytes, head: bytes, tail: bytes, not_in_text: bytes) -> bytes | None:
+    """The raw text between a plain token event's ``head`` and ``tail`` (the stream's frame),
+    or None: the text must be non-empty, hold none of ``not_in_text`` and not end in a
+    backslash (an escape). Deleting those bytes and comparing lengths is one call for all."""
+    if not data.startswith(head) or not data.endswith(tail):
+        return None
+    text = data[len(head) : len(data) - len(tail)]
+    if not text or text[-1] == _BACKSLASH or len(text.translate(None, not_in_text)) != len(text):
+        return None
+    return text
 
 
 def _joined_text(parts: list[str | bytes]) -> str:
@@ -177,17 +190,11 @@ class StreamDecoder:
         False (nothing recorded) for anything else: the caller hands the bytes to its SSE
         parser (called only when the parser is ``at_event_start``).
         """
-        head, tail = self._event_head, self._event_tail
-        if head is None or self.stopped or not data.startswith(head) or not data.endswith(tail):
+        head = self._event_head
+        if head is None or self.stopped:
             return False
-        text = data[len(head) : len(data) - len(tail)]
-        # the whole string (no quote), not an escape (no final backslash), one SSE line (no
-        # line break); deleting those bytes and comparing lengths is one call for all three
-        if (
-            not text
-            or text[-1] == _BACKSLASH
-            or len(text.translate(None, _NOT_IN_TEXT)) != len(text)
-        ):
+        text = _text_in_frame(data, head, self._event_tail, _NOT_IN_EVENT_TEXT)
+        if text is None:
             return False
         self.events += 1
         result = self.result
@@ -199,14 +206,10 @@ class StreamDecoder:
 
     def _framed_text(self, payload: bytes) -> bytes | None:
         """The raw text of a plain token event in the stream's frame, else None."""
-        prefix, suffix = self._prefix, self._suffix
-        if prefix is None or not payload.startswith(prefix) or not payload.endswith(suffix):
+        prefix = self._prefix
+        if prefix is None:
             return None
-        text = payload[len(prefix) : len(payload) - len(suffix)]
-        # no quote: the text is the whole string; no final backslash: not an escape
-        if text and b'"' not in text and text[-1:] != b"\\":
-            return text
-        return None
+        return _text_in_frame(payload, prefix, self._suffix, _NOT_IN_TEXT)
 
     def _scanned_text(self, payload: bytes) -> bytes | None:
         """The raw text of a plain token event found by scanning (one choice: we always
