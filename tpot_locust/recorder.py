@@ -202,6 +202,8 @@ class _HeldGaps:
     ends_wall: np.ndarray
     itl_ns: np.ndarray
     counts: np.ndarray | None  # tokens per event, None when every event carried one
+    itl_us: np.ndarray  # the request's whole-request samples: its steady-phase samples too
+    tpot_us: np.ndarray  # when no gap of it overlaps a burst (nearly always)
 
 
 class Recorder:
@@ -276,8 +278,9 @@ class Recorder:
         if timings.scheduled:
             scalars["ttft_from_intended"] = timings.ttft_from_intended_ns
             scalars["schedule_lag"] = timings.t_send_ns - timings.t_intended_ns
-        self._add_pending(user_class, "itl", to_us(itl))
-        self._add_pending(user_class, "tpot", to_us(tpot_samples_ns(itl, per_event)))
+        itl_us, tpot_us = to_us(itl), to_us(tpot_samples_ns(itl, per_event))
+        self._add_pending(user_class, "itl", itl_us)
+        self._add_pending(user_class, "tpot", tpot_us)
         if timings.read_delays_ns:
             self._add_pending(user_class, "read_delay", to_us(timings.read_delays_ns))
         for name, value in scalars.items():
@@ -293,6 +296,8 @@ class Recorder:
                     ends_wall=walls[1:],
                     itl_ns=itl,
                     counts=per_event,
+                    itl_us=itl_us,
+                    tpot_us=tpot_us,
                 )
             )
 
@@ -304,17 +309,26 @@ class Recorder:
             slices.after_item()
             held = self._held.popleft()
             in_burst = self.windows.overlaps(held.starts_wall, held.ends_wall)
-            for phase, mask in ((BURST, in_burst), (STEADY, ~in_burst)):
-                if not mask.any():
-                    continue
-                itl = held.itl_ns[mask]
-                counts = None if held.counts is None else held.counts[mask]
-                self._add_pending(held.user_class, phase_metric("itl", phase), to_us(itl))
-                tpot = tpot_samples_ns(itl, counts)
-                self._add_pending(held.user_class, phase_metric("tpot", phase), to_us(tpot))
+            if not in_burst.any():  # all steady: the whole-request samples, as they are
+                self._add_pending(held.user_class, phase_metric("itl", STEADY), held.itl_us)
+                self._add_pending(held.user_class, phase_metric("tpot", STEADY), held.tpot_us)
+            else:
+                for phase, mask in ((BURST, in_burst), (STEADY, ~in_burst)):
+                    if not mask.any():
+                        continue
+                    itl = held.itl_ns[mask]
+                    counts = None if held.counts is None else held.counts[mask]
+                    self._add_pending(held.user_class, phase_metric("itl", phase), to_us(itl))
+                    tpot = tpot_samples_ns(itl, counts)
+                    self._add_pending(held.user_class, phase_metric("tpot", phase), to_us(tpot))
             worst = int(np.argmax(held.itl_ns))
-            self._interval.for_class(held.user_class).add_worst_gaps([{
-                "ms": round(int(held.itl_ns[worst]) / 1e6, 3),
+            metrics = self._interval.for_class(held.user_class)
+            ms = round(int(held.itl_ns[worst]) / 1e6, 3)
+            kept = metrics.worst_gaps
+            if len(kept) == WORST_GAPS_KEPT and ms <= kept[-1]["ms"]:
+                continue  # would sort in after the last kept gap, and be dropped
+            metrics.add_worst_gaps([{
+                "ms": ms,
                 "phase": BURST if in_burst[worst] else STEADY,
                 "at_wall_s": round(int(held.ends_wall[worst]) / 1e9, 3),
                 "request_id": held.request_id,
