@@ -25,8 +25,8 @@ objects`` = alive or awaiting collection; ``RSS after gc`` = after ``gc.collect(
 the cycle broken they are freed at once and RSS stays flat.
 
 Phase tagging holds each request's gaps for ``TAG_HOLD_S`` (2 s of wall time) before
-bucketing them, so a worker holds rate x 2 s x ~32 bytes (~1.6 MB at 25k events/s). This
-synthetic loop records ~1M gaps/s, which would hold ~60 MB for no real reason, so the hold
+bucketing them, so a worker holds rate x 2 s x ~40 bytes (~2 MB at 25k events/s). This
+synthetic loop records ~1M gaps/s, which would hold ~80 MB for no real reason, so the hold
 is set to 0 here; the table's note gives the held size at the capacity rate.
 """
 
@@ -152,7 +152,7 @@ def main() -> None:
         "memory: RSS after recording token gaps (worker) and merging them (master)",
         [f"{args.tokens} token events per synthetic request, 2 classes; a delta every "
          f"{REPORT_EVERY} requests; each part in a fresh process. Phase-tagging hold set to "
-         f"0 (at 25k events/s a worker holds 2 s x 25k x 32 B = 1.6 MB more)"],
+         f"0 (at 25k events/s a worker holds 2 s x 25k x 40 B = 2 MB more)"],
     )  # fmt: skip
     table = Table(["process", "variant", "gaps", "VmRSS MB", "growth MB", "VmHWM MB",
                    "histogram objects", "RSS after gc MB", "seconds"])  # fmt: skip
