@@ -219,7 +219,7 @@ def run_streams(
             gevent.sleep(REPORT_INTERVAL_S)
             client.report()
 
-    gc.collect()  # as a worker does at test start (plugin.quiet_garbage_collector)
+    gc.collect()  # as a worker does at test start (quiet_loop.collect_garbage_now)
     gc.freeze()
     probe, io_probe = HubLagProbe(), IOLagProbe()
     io_probe.start()

@@ -25,6 +25,7 @@ def _run(args: argparse.Namespace) -> int:
         workers=args.workers,
         overrides=args.set or [],
         locust_args=args.locust_args or [],
+        truth_tolerance_ms=args.truth_tolerance_ms,
     )
     return run_scenario(options)
 
@@ -77,6 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers", type=int, default=0, help="N local worker processes under one master"
     )
     run.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a key")
+    run.add_argument(
+        "--truth-tolerance-ms",
+        type=float,
+        metavar="MS",
+        help="with the embedded simulator: exit 3 when a measured TTFT, ITL or TPOT figure "
+        "(p50 ... p99.99, max) is further than MS from the simulator's truth",
+    )
     run.set_defaults(handler=_run, locust_args=[])
     run.epilog = "Arguments after -- go to Locust unchanged, e.g. -- --csv results/run"
 

@@ -23,6 +23,7 @@ from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from tpot_locust.histograms import add_into, histogram_stats, new_histogram
 from tpot_locust.recorder import MetricSet
+from tpot_locust.stalls import ClientHealth
 from tpot_locust.traffic import ProcessShare
 
 if TYPE_CHECKING:
@@ -79,8 +80,9 @@ class WorkerLink:
         """``OUT/workers/<id>.json``: what this worker recorded and sent, to check merges."""
         folder = out_dir / "workers"
         folder.mkdir(parents=True, exist_ok=True)
-        audit = {"client_id": self.runner.client_id, "classes": self.sent.encode()}
+        audit = {"client_id": self.runner.client_id, **self.sent.encode()}
         (folder / f"{self.runner.client_id}.json").write_text(json.dumps(audit))
+        self.state.write_stall_windows(out_dir, self.runner.client_id)
 
     def _on_flush(self, environment: Any, msg: Any, **_: Any) -> None:
         runner = self.runner
@@ -104,6 +106,7 @@ class MasterLink:
         # each worker's own read delays: one overloaded worker among many barely moves the
         # merged histogram, so the report judges every worker by its own
         self.read_delays: dict[str, HdrHistogram] = {}
+        self.client_health: dict[str, ClientHealth] = {}  # each worker's loop lag and stalls
         state.environment.events.worker_report.add_listener(self._merge_report)
         runner.register_message(FINAL, self._on_final)
         runner.register_message(WINDOW, self._relay_window)
@@ -112,6 +115,7 @@ class MasterLink:
         self.seen = {client.id for client in self.runner.clients.all}
         self.finals = set()
         self.read_delays = {}
+        self.client_health = {}
 
     def send_plans(self, start_wall_ns: int) -> None:
         """Give each live worker its index and share of the open-loop traffic."""
@@ -140,6 +144,8 @@ class MasterLink:
         self.finals.add(msg.node_id)
 
     def _add_delta(self, client_id: str, delta: MetricSet) -> None:
+        delta.client.name_worker(client_id)
+        self.client_health.setdefault(client_id, ClientHealth()).add(delta.client)
         self.state.collector.add_delta(delta)
         for metrics in delta.classes.values():
             if (read_delay := metrics.histograms.get("read_delay")) is not None:
@@ -176,5 +182,12 @@ class MasterLink:
             "read_delay_p99_ms": {
                 client_id: histogram_stats(histogram, (99.0,)).percentiles[99.0] / 1000
                 for client_id, histogram in sorted(self.read_delays.items())
+            },
+            "stalls": {
+                client_id: health.stalls for client_id, health in sorted(self.client_health.items())
+            },
+            "loop_lag_max_ms": {
+                client_id: histogram_stats(health.loop_lag, ()).max / 1000
+                for client_id, health in sorted(self.client_health.items())
             },
         }

@@ -196,3 +196,28 @@ def count_below(histogram: HdrHistogram, value_us: int) -> int:
     """Samples in buckets wholly below ``value_us`` (exact below 2048 us)."""
     index = int(counts_indexes(np.array([value_us], dtype=np.int64))[0])
     return int(counts_view(histogram)[:index].sum())
+
+
+def count_above(histogram: HdrHistogram, value_us: int) -> int:
+    """Samples in buckets above the one holding ``value_us``: how ``HistogramStats.above``
+    counts, so a part's count is comparable with its whole's."""
+    index = int(counts_indexes(np.array([value_us], dtype=np.int64))[0])
+    return int(counts_view(histogram)[index + 1 :].sum())
+
+
+def without(histogram: HdrHistogram, part: HdrHistogram) -> HdrHistogram:
+    """The samples of ``histogram`` that are not in ``part`` (a subset of it), exactly."""
+    result = new_histogram()
+    if not part.total_count:
+        add_into(result, histogram)
+        return result
+    counts = counts_view(histogram).astype(np.int64) - counts_view(part).astype(np.int64)
+    counts = np.maximum(counts, 0)
+    counts_view(result)[:] = counts
+    result.total_count = int(counts.sum())
+    if result.total_count:
+        nonzero = np.flatnonzero(counts)
+        layout = _layout()
+        result.min_value = int(layout.lowest[nonzero[0]])
+        result.max_value = int(layout.highest[nonzero[-1]])
+    return result

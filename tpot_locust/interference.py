@@ -66,5 +66,11 @@ def format_interference(summary: dict[str, Any]) -> list[str]:
             lines.append(f"  {name.upper() + ' factor':14}{'':10}{ratios}")
     worst = summary.get("worst_gaps") or []
     if worst:
-        lines.append("Worst gaps: " + ", ".join(f"{g['ms']:.1f} ms ({g['phase']})" for g in worst))
+        lines.append("Worst gaps: " + ", ".join(_worst_gap(gap) for gap in worst))
+
     return lines
+
+
+def _worst_gap(gap: dict[str, Any]) -> str:
+    stall = ", client stall" if gap.get("client_stall") else ""
+    return f"{gap['ms']:.1f} ms ({gap['phase']}{stall})"

@@ -7,7 +7,6 @@ reports the same histograms as ``tpot-locust run``, alone or as master and worke
 
 from __future__ import annotations
 
-import gc
 import os
 from typing import Any
 
@@ -16,11 +15,12 @@ from locust import events
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
-from tpot_locust import webui
+from tpot_locust import quiet_loop, webui
 from tpot_locust.distributed import MasterLink, WorkerLink
 from tpot_locust.events import ensure_token_timings
 from tpot_locust.report import format_full_report
 from tpot_locust.run_state import DEFAULT_REPORT_INTERVAL_S, RunState, use_scenario
+from tpot_locust.stalls import TRACE_ENV, StallTracer
 
 __all__ = ["get_state", "use_scenario"]
 _STATES: list[RunState] = []
@@ -67,22 +67,17 @@ def _on_init(environment: Environment, **_: Any) -> None:
         state.master = MasterLink(state, runner)
     if not isinstance(runner, WorkerRunner):
         webui.install(environment, state)
-
-
-def quiet_garbage_collector() -> None:
-    """Keep full GC passes off the stamping path.
-
-    A full (gen 2) collection walked every object of Locust, gevent and numpy and paused
-    the event loop for ~31 ms (measured), which showed up as false 30-40 ms token gaps.
-    Objects alive at test start are frozen out of collection; the rest collect as usual.
-    """
-    gc.collect()
-    gc.freeze()
+    quiet_loop.collect_garbage_now()
 
 
 @events.test_start.add_listener
 def _on_test_start(environment: Environment, **_: Any) -> None:
-    quiet_garbage_collector()
+    quiet_loop.before_streams_start()
+    recorder = get_state(environment).recorder
+    if not isinstance(environment.runner, MasterRunner) and not recorder.probe.running:
+        recorder.probe.start()  # this process reads streams: watch its loop from now on
+        if os.environ.get(TRACE_ENV):
+            StallTracer(recorder.probe).start()
     if not isinstance(environment.runner, WorkerRunner):
         get_state(environment).start()
 

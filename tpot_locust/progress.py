@@ -34,6 +34,8 @@ def format_progress(point: dict, duration_s: float) -> str:
         f"tokens/s {point['tokens_per_s']:9,.0f}  {current}  "
         f"ok {point['requests_ok']} failed {point['requests_failed']}"
     )
+    if point.get("stalls"):
+        line += f"  stalls {point['stalls']} (max {point['loop_lag_max_ms']:.0f} ms)"
     check = client_check(point.get("read_delay") or {"count": 0})
     if check["busy"] is not None:
         busy = " (client busy)" if check["busy"] else ""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ from tpot_locust.histograms import (
     warm_up,
 )
 from tpot_locust.phases import BURST, PHASES, STEADY, TAG_HOLD_S, BurstWindows, RunClock
+from tpot_locust.stalls import CLIENT_STALL, ClientHealth, LagProbe, StallWindows
 from tpot_locust.timings import RequestTimings, to_us, tpot_samples_ns
 
 METRICS: tuple[str, ...] = (
@@ -36,6 +37,9 @@ METRICS: tuple[str, ...] = (
     "schedule_lag", "read_delay",
 )  # fmt: skip
 PHASE_METRICS: tuple[str, ...] = ("tpot", "itl")
+# Metrics whose samples are tagged when they overlap a client stall (a copy of each tagged
+# sample goes into ``metric@client_stall``; the report sets those aside).
+STALL_METRICS: tuple[str, ...] = ("tpot", "itl", "ttft", "e2e", "request_tpot", "worst_gap")
 FLUSH_PENDING_VALUES = 100_000
 BUCKET_SLICE = 4096  # values bucketed between two yields
 WORST_GAPS_KEPT = 10
@@ -63,24 +67,13 @@ class ClassCounters:
     dropped_arrivals: int = 0  # open loop: arrivals not sent because max_in_flight was full
     interrupted: int = 0  # in flight when the run stopped: neither ok nor failed
     interrupted_ids: list[str] = field(default_factory=list)  # the first few, to cross-check
+    shared_stamp_events: int = 0  # token events read together with the one before them
+    multi_event_reads: int = 0  # reads that returned more than one token event
     first_send_wall_ns: int = 0
     last_token_wall_ns: int = 0
 
     def add(self, other: ClassCounters) -> None:
-        for name in (
-            "ok",
-            "failed",
-            "output_tokens",
-            "partial_tokens",
-            "estimated_requests",
-            "prompt_tokens_requested",
-            "prompt_tokens_reported",
-            "clamped_values",
-            "excluded_warmup",
-            "excluded_cooldown",
-            "dropped_arrivals",
-            "interrupted",
-        ):
+        for name in _SUMMED_COUNTERS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         room = MAX_INTERRUPTED_IDS - len(self.interrupted_ids)
         self.interrupted_ids.extend(other.interrupted_ids[: max(room, 0)])
@@ -97,9 +90,16 @@ class ClassCounters:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ClassCounters:
-        counters = cls(**{k: v for k, v in data.items() if k != "errors"})
+        known = {f.name for f in fields(cls)} - {"errors"}
+        counters = cls(**{k: v for k, v in data.items() if k in known})
         counters.errors = Counter(data.get("errors", {}))
         return counters
+
+
+# Every int counter adds, but the wall-clock bounds (min and max instead).
+_SUMMED_COUNTERS = tuple(
+    f.name for f in fields(ClassCounters) if f.type == "int" and not f.name.endswith("_wall_ns")
+)
 
 
 @dataclass
@@ -141,6 +141,7 @@ class MetricSet:
 
     def __init__(self) -> None:
         self.classes: dict[str, ClassMetrics] = {}
+        self.client = ClientHealth()  # the recording processes' own loop lag and stalls
 
     def for_class(self, user_class: str) -> ClassMetrics:
         metrics = self.classes.get(user_class)
@@ -151,6 +152,7 @@ class MetricSet:
     def add(self, other: MetricSet, cooperative: bool = False) -> None:
         for user_class, metrics in other.classes.items():
             self.for_class(user_class).add(metrics, cooperative)
+        self.client.add(other.client)
 
     def combined(self, cooperative: bool = False) -> ClassMetrics:
         """All classes merged exactly (counts add; percentiles are recomputed)."""
@@ -166,7 +168,7 @@ class MetricSet:
         worker's delta that must not stall token stamping; only for a set nothing else
         changes meanwhile (a delta already taken out of the recorder).
         """
-        return {
+        classes = {
             user_class: {
                 "histograms": {
                     name: _encode(histogram, cooperative)
@@ -178,10 +180,15 @@ class MetricSet:
             }
             for user_class, metrics in self.classes.items()
         }
+        return {"classes": classes, "client": self.client.encode()}
 
     @classmethod
     def decode(cls, data: dict[str, Any]) -> MetricSet:
+        """Also reads the older form (classes only, no ``client``: results saved before)."""
         metric_set = cls()
+        if "client" in data:
+            metric_set.client = ClientHealth.decode(data["client"])
+            data = data.get("classes", {})
         for user_class, encoded in data.items():
             metrics = metric_set.for_class(user_class)
             for name, blob in encoded.get("histograms", {}).items():
@@ -193,11 +200,13 @@ class MetricSet:
 
 @dataclass
 class _HeldGaps:
-    """A finished request's gaps, waiting to be tagged with their phase."""
+    """A finished request's gaps, waiting to be tagged with their phase and stalls."""
 
     user_class: str
     request_id: str
     release_wall_ns: int
+    send_wall_ns: int
+    scalars: dict[str, float]  # the request's one-sample metrics (tagged as a whole)
     starts_wall: np.ndarray
     ends_wall: np.ndarray
     itl_ns: np.ndarray
@@ -218,8 +227,15 @@ class Recorder:
         self._finished: deque[RequestTimings] = deque()
         self._wall_offset_ns = time.time_ns() - time.perf_counter_ns()
         self.windows = BurstWindows()
+        self.stalls = StallWindows()
+        self.probe = LagProbe(self._on_stall)
         self.clock: RunClock | None = None
         warm_up()
+
+    def _on_stall(self, start_perf_ns: int, end_perf_ns: int) -> None:
+        start, end = self.to_wall_ns(start_perf_ns), self.to_wall_ns(end_perf_ns)
+        self.stalls.add(start, end)
+        self._interval.client.note_stall(start, end)
 
     def to_wall_ns(self, perf_ns: int) -> int:
         return perf_ns + self._wall_offset_ns
@@ -286,28 +302,41 @@ class Recorder:
         for name, value in scalars.items():
             self._pending_scalars.setdefault((user_class, name), []).append(value)
         if itl.size:
-            walls = stamps + self._wall_offset_ns
-            self._held.append(
-                _HeldGaps(
-                    user_class=user_class,
-                    request_id=timings.request_id,
-                    release_wall_ns=time.time_ns() + int(TAG_HOLD_S * 1e9),
-                    starts_wall=walls[:-1],
-                    ends_wall=walls[1:],
-                    itl_ns=itl,
-                    counts=per_event,
-                    itl_us=itl_us,
-                    tpot_us=tpot_us,
+            shared = itl == 0  # events a read returned together carry one stamp
+            if shared.any():
+                counters = self._interval.for_class(user_class).counters
+                counters.shared_stamp_events += int(np.count_nonzero(shared))
+                counters.multi_event_reads += int(shared[0]) + int(
+                    np.count_nonzero(shared[1:] & ~shared[:-1])
                 )
+        walls = stamps + self._wall_offset_ns
+        self._held.append(
+            _HeldGaps(
+                user_class=user_class,
+                request_id=timings.request_id,
+                release_wall_ns=time.time_ns() + int(TAG_HOLD_S * 1e9),
+                send_wall_ns=self.to_wall_ns(timings.t_send_ns),
+                scalars=scalars,
+                starts_wall=walls[:-1],
+                ends_wall=walls[1:],
+                itl_ns=itl,
+                counts=per_event,
+                itl_us=itl_us,
+                tpot_us=tpot_us,
             )
+        )
 
     def _tag_phases(self, everything: bool) -> None:
-        """Tag held gaps as steady or burst, once other workers' windows had time to arrive."""
+        """Tag held gaps as steady or burst, once other workers' windows had time to arrive,
+        and set aside copies of the samples that overlap this process's stalls."""
         now = time.time_ns()
         slices = WorkSlices()
         while self._held and (everything or self._held[0].release_wall_ns <= now):
             slices.after_item()
             held = self._held.popleft()
+            in_stall = self._tag_stalls(held) if self.stalls else None
+            if not held.itl_ns.size:
+                continue
             in_burst = self.windows.overlaps(held.starts_wall, held.ends_wall)
             if not in_burst.any():  # all steady: the whole-request samples, as they are
                 self._add_pending(held.user_class, phase_metric("itl", STEADY), held.itl_us)
@@ -332,7 +361,33 @@ class Recorder:
                 "phase": BURST if in_burst[worst] else STEADY,
                 "at_wall_s": round(int(held.ends_wall[worst]) / 1e9, 3),
                 "request_id": held.request_id,
+                "client_stall": bool(in_stall is not None and in_stall[worst]),
             }])  # fmt: skip
+
+    def _tag_stalls(self, held: _HeldGaps) -> np.ndarray:
+        """Copies of the request's samples that overlap a stall into ``metric@client_stall``;
+        returns which of its gaps did."""
+        user_class = held.user_class
+        in_stall = self.stalls.overlaps(held.starts_wall, held.ends_wall)
+        tagged: list[str] = []
+        if in_stall.any():
+            itl = held.itl_ns[in_stall]
+            counts = None if held.counts is None else held.counts[in_stall]
+            self._add_pending(user_class, phase_metric("itl", CLIENT_STALL), to_us(itl))
+            tpot = to_us(tpot_samples_ns(itl, counts))
+            self._add_pending(user_class, phase_metric("tpot", CLIENT_STALL), tpot)
+            tagged.append("request_tpot")
+            if in_stall[int(np.argmax(held.itl_ns))]:
+                tagged.append("worst_gap")
+        send = held.send_wall_ns
+        first_and_last = np.array([send + held.scalars["ttft"], send + held.scalars["e2e"]])
+        ttft_tagged, e2e_tagged = self.stalls.overlaps(np.array([send, send]), first_and_last)
+        tagged += ["ttft"] * bool(ttft_tagged) + ["e2e"] * bool(e2e_tagged)
+        for name in tagged:
+            if name in held.scalars:
+                key = (user_class, phase_metric(name, CLIENT_STALL))
+                self._pending_scalars.setdefault(key, []).append(held.scalars[name])
+        return in_stall
 
     def _add_pending(self, user_class: str, metric: str, values_us: np.ndarray) -> None:
         if values_us.size == 0:
@@ -373,13 +428,18 @@ class Recorder:
         self._compute_finished()
         self._tag_phases(everything=final)
         self._bucket()
+        self._interval.client.record_lags(self.probe.take_lags())
         finished, self._interval = self._interval, MetricSet()
         return finished
 
     def reset(self) -> None:
         self._held.clear()
         self._finished.clear()
+        self.stalls.clear()
         self.take_interval()
 
 
-__all__ = ["METRICS", "PHASES", "PHASE_METRICS", "MetricSet", "Recorder", "phase_metric"]
+__all__ = [
+    "METRICS", "PHASES", "PHASE_METRICS", "STALL_METRICS", "MetricSet", "Recorder",
+    "phase_metric",
+]  # fmt: skip

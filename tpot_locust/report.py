@@ -10,9 +10,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tpot_locust.histograms import PERCENTILES, histogram_stats
+from tpot_locust.histograms import PERCENTILES, count_above, histogram_stats, without
 from tpot_locust.interference import format_interference, phase_summary
-from tpot_locust.recorder import METRICS, ClassMetrics, MetricSet
+from tpot_locust.recorder import METRICS, STALL_METRICS, ClassMetrics, MetricSet, phase_metric
+from tpot_locust.stalls import CLIENT_STALL, ClientHealth
 
 SUMMARY_FILE = "summary.json"
 HISTOGRAMS_FILE = "histograms.json"
@@ -58,7 +59,46 @@ def metric_summary(metrics: ClassMetrics, name: str) -> dict[str, Any]:
     summary["tail_p99.99_over_median"] = (
         round(stats.percentiles[99.99] / median, 2) if median else None
     )
+    if name in STALL_METRICS:
+        summary[CLIENT_STALL] = stall_summary(metrics, name, stats.percentiles)
     return summary
+
+
+def stall_summary(
+    metrics: ClassMetrics, name: str, percentiles: dict[float, int]
+) -> dict[str, Any]:
+    """The samples of ``name`` that overlap client stalls: how many, how many lie above
+    each printed percentile, and every figure again with them set aside."""
+    tagged = metrics.histograms.get(phase_metric(name, CLIENT_STALL))
+    if tagged is None or not tagged.total_count:
+        return {"count": 0}
+    clean = histogram_stats(without(metrics.histogram(name), tagged))
+    set_aside: dict[str, Any] = {"count": clean.count}
+    set_aside |= {_key(p): clean.percentiles[p] / 1000 for p in PERCENTILES}
+    set_aside["max"] = clean.max / 1000
+    return {
+        "count": tagged.total_count,
+        "above": {_key(p): count_above(tagged, percentiles[p]) for p in PERCENTILES},
+        "max": histogram_stats(tagged, ()).max / 1000,
+        "set_aside": set_aside,
+    }
+
+
+def client_health(health: ClientHealth, start_wall_s: float | None) -> dict[str, Any]:
+    """The recording processes' own event loops: lag, stall windows, the worst of them."""
+    lag = histogram_stats(health.loop_lag, (50.0, 99.0, 99.9))
+    worst = []
+    for stall in health.worst_stalls:
+        at_s = stall["at_wall_s"] - start_wall_s if start_wall_s else None
+        worst.append(stall | {"at_s": None if at_s is None else round(at_s, 3)})
+    return {
+        "loop_lag": {"count": lag.count} | {
+            _key(p): value / 1000 for p, value in lag.percentiles.items()
+        } | {"max": lag.max / 1000},
+        "stalls": health.stalls,
+        "stalled_ms": round(health.stalled_ns / 1e6, 3),
+        "worst_stalls": worst,
+    }  # fmt: skip
 
 
 def client_check(read_delay: dict[str, Any]) -> dict[str, Any]:
@@ -86,7 +126,11 @@ def _class_summary(metrics: ClassMetrics) -> dict[str, Any]:
     summaries = {name: metric_summary(metrics, name) for name in METRICS}
     return {
         "metrics": summaries,
-        "client": client_check(summaries["read_delay"]),
+        "client": client_check(summaries["read_delay"])
+        | {
+            "shared_stamp_events": counters.shared_stamp_events,
+            "multi_event_reads": counters.multi_event_reads,
+        },
         "requests": {
             "ok": counters.ok,
             "failed": counters.failed,
@@ -118,6 +162,8 @@ def build_summary(totals: MetricSet, run: dict[str, Any] | None = None) -> dict[
         name: _class_summary(metrics) for name, metrics in sorted(totals.classes.items())
     }
     run = dict(run or {})
+    summary["client"] |= client_health(totals.client, run.get("start_wall_s"))
+    summary["client"]["stall_threshold_ms"] = run.get("stall_threshold_ms")
     summary["timeseries"] = run.pop("timeseries", [])
     summary["complete"] = run.pop("complete", True)
     if "workers" in run:
@@ -135,23 +181,39 @@ def _tokens_per_s(value_ms: float) -> str:
 
 
 def format_metric(name: str, metric: dict[str, Any]) -> list[str]:
+    """One metric's table; where samples overlap client stalls, a column with them set
+    aside and a warning next to every percentile with any of them above it."""
     per_token = name in PER_TOKEN_METRICS
+    stalls = metric.get(CLIENT_STALL) or {"count": 0}
     lines = [f"{TITLES[name]}   count {metric['count']:,}"]
     header = f"  {'':8}{'ms':>10}" + (f"{'tokens/s':>10}" if per_token else "")
-    lines.append(header + f"{'samples above':>16}")
+    lines.append(
+        header + f"{'samples above':>16}" + (f"{'stall-free':>12}" if stalls["count"] else "")
+    )
     rows: list[tuple[str, float, str]] = [("mean", metric["mean"], "")]
     for percentile in PERCENTILES:
         key = _key(percentile)
         label = "median" if percentile == 50.0 else f"P{percentile:g}"
         above = metric["above"][key]
-        warning = ""
+        rest = f"{above:16,}"
+        if stalls["count"]:
+            rest += _ms(stalls["set_aside"][key]).rjust(12)
+            if tagged := stalls["above"][key]:
+                whose = ": this tail is the client's" if 2 * tagged >= above else ""
+                rest += f"  ! {tagged:,} above overlap client stalls{whose}"
         if key in metric["unmeasured_tail"]:
-            warning = f"  ! fewer than {TAIL_MIN_SAMPLES} samples above: tail not yet measured"
-        rows.append((label, metric[key], f"{above:16,}{warning}"))
-    rows.append(("max", metric["max"], ""))
+            rest += f"  ! fewer than {TAIL_MIN_SAMPLES} samples above: tail not yet measured"
+        rows.append((label, metric[key], rest))
+    max_rest = f"{'':16}{_ms(stalls['set_aside']['max']).rjust(12)}" if stalls["count"] else ""
+    rows.append(("max", metric["max"], max_rest))
     for label, value, rest in rows:
         line = f"  {label:8}{_ms(value)}" + (_tokens_per_s(value) if per_token else "")
         lines.append((line + rest).rstrip())
+    if stalls["count"]:
+        lines.append(
+            f"  {stalls['count']:,} samples overlap client stalls (worst {stalls['max']:.1f} ms);"
+            " stall-free: every figure with them set aside"
+        )
     skew, tail = metric["skew_mean_over_median"], metric["tail_p99.99_over_median"]
     if skew is not None:
         lines.append(
@@ -203,6 +265,7 @@ def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
             f"left out: {excluded['warmup']} warm-up and {excluded['cooldown']} cool-down "
             f"requests; {dropped} open-loop arrivals dropped (max_in_flight full)"
         )
+    lines.extend(format_client_stalls(summary))
     for name in METRICS:
         metric = summary["metrics"][name]
         if metric["count"] == 0:
@@ -213,6 +276,27 @@ def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
         lines.append("")
         lines.extend(extra)
     return "\n".join(lines)
+
+
+def format_client_stalls(summary: dict[str, Any]) -> list[str]:
+    """The run's client stalls in a line or two; nothing when the loops never stalled."""
+    client = summary["client"]
+    if not client.get("stalls"):
+        return []
+    lag = client["loop_lag"]
+    where = ", ".join(
+        f"{stall['ms']:.1f} ms"
+        + (f" at {stall['at_s']:.1f} s" if stall.get("at_s") is not None else "")
+        + (f" on {stall['worker']}" if stall.get("worker") else "")
+        for stall in client["worst_stalls"][:3]
+    )
+    return [
+        f"! client stalls: the event loop that reads the streams was held {client['stalls']:,} "
+        f"times over {client['stall_threshold_ms'] or '-'} ms ({client['stalled_ms']:.1f} ms "
+        f"in all; worst {where}); loop lag P99 {lag['p99']:.2f} ms, max {lag['max']:.1f} ms.",
+        f"  Token gaps across a stall are tagged client_stall and set aside below; "
+        f"{client['shared_stamp_events']:,} token events shared a read with the one before.",
+    ]
 
 
 def format_full_report(summary: dict[str, Any]) -> str:
@@ -228,7 +312,7 @@ def write_results(out_dir: Path, totals: MetricSet, run: dict[str, Any]) -> dict
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = build_summary(totals, run)
     saved = {"format": "hdrhistogram-v2-base64", "unit": "us", "run": run}
-    saved["classes"] = totals.encode()
+    saved |= totals.encode()  # "classes" and "client"
     _write_json(out_dir / HISTOGRAMS_FILE, saved)
     _write_json(out_dir / SUMMARY_FILE, summary)
     return summary
@@ -240,7 +324,8 @@ def load_results(out_dir: Path) -> tuple[MetricSet, dict[str, Any]]:
         saved = json.loads(path.read_text())
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: no saved histograms (is this a run's output?)") from None
-    return MetricSet.decode(saved["classes"]), saved.get("run", {})
+    encoded = saved if "client" in saved else saved["classes"]  # older runs: classes only
+    return MetricSet.decode(encoded), saved.get("run", {})
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:

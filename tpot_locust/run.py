@@ -18,10 +18,18 @@ from pathlib import Path
 
 from tpot_locust.capacity import advice
 from tpot_locust.http_client import Origin
+from tpot_locust.report import SUMMARY_FILE
 from tpot_locust.scenario import Scenario, load_scenario
 from tpot_locust.scenario_schema import resolve_profile
+from tpot_locust.truth_check import (
+    TRUTH_FILE,
+    format_truth_check,
+    load_stall_windows,
+    truth_check,
+)
 
 WORKER_EXIT_S = 30.0
+TRUTH_CHECK_FAILED = 3  # exit code: the run's figures are not the simulator's (see README)
 LOCUSTFILE = Path(__file__).with_name("entry") / "scenario_locustfile.py"
 
 
@@ -36,6 +44,7 @@ class RunOptions:
     workers: int = 0
     overrides: list[str] = field(default_factory=list)
     locust_args: list[str] = field(default_factory=list)
+    truth_tolerance_ms: float | None = None
 
 
 def _overrides(options: RunOptions, scenario: Scenario) -> list[str]:
@@ -149,11 +158,12 @@ def run_scenario(options: RunOptions) -> int:
     env["TPOT_SET"] = "\x1f".join(overrides)
     with ExitStack() as stack:
         host = options.host or scenario.host
+        host_given = bool(host)
         if not host:
             from tpot_locust.sim.process import start_simulator
 
             simulator = stack.enter_context(
-                start_simulator(*simulator_args(scenario), truth=out / "truth.jsonl")
+                start_simulator(*simulator_args(scenario), truth=out / TRUTH_FILE)
             )
             host = simulator.url
             print(f"tpot-locust: embedded simulator at {host} (truth: {out / 'truth.jsonl'})")
@@ -164,4 +174,21 @@ def run_scenario(options: RunOptions) -> int:
             f"{scenario.duration_s:g} s against {host}{workers}; results in {out}",
             flush=True,
         )
-        return _run_processes(commands, env)
+        code = _run_processes(commands, env)
+    if not host_given and check_against_truth(out, options.truth_tolerance_ms) is False:
+        return TRUTH_CHECK_FAILED
+    return code
+
+
+def check_against_truth(out: Path, tolerance_ms: float | None) -> bool | None:
+    """Compare the run's summary with the simulator's truth; store and print the result.
+    Returns whether it passed (None: no tolerance given, or nothing to compare)."""
+    summary_path, truth_path = out / SUMMARY_FILE, out / TRUTH_FILE
+    if not summary_path.exists() or not truth_path.exists():
+        return None
+    summary = json.loads(summary_path.read_text())
+    check = truth_check(summary, truth_path, tolerance_ms, load_stall_windows(out))
+    summary["truth_check"] = check
+    summary_path.write_text(json.dumps(summary, indent=2) + "\n")
+    print("\n".join(format_truth_check(check)), flush=True)
+    return check["passed"]

@@ -6,6 +6,7 @@ A Locust process holds one ``RunState`` (created by ``plugin.get_state``); the l
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from tpot_locust.progress import ProgressPrinter
 from tpot_locust.recorder import Recorder
 from tpot_locust.report import build_summary, write_results
 from tpot_locust.scenario import Scenario
+from tpot_locust.stalls import STALLS_FOLDER
 from tpot_locust.traffic import ProcessShare, TrafficDriver
 
 DEFAULT_REPORT_INTERVAL_S = 1.0
@@ -88,6 +90,7 @@ class RunState:
         if self.master is not None:
             self.master.reset()
             self.master.send_plans(start_wall_ns)
+            self.recorder.clock = self._run_clock(start_wall_ns)  # the timeline, for results
         else:
             self.begin_traffic(ProcessShare(0, 1, start_wall_ns))
         self._stop_ticking = Event()
@@ -98,15 +101,20 @@ class RunState:
         if _SCENARIO is None:
             return
         scenario, classes = _SCENARIO
-        self.recorder.clock = RunClock(
-            share.start_wall_ns, scenario.duration_s, scenario.warmup_s, scenario.cooldown_s
-        )
+        self.recorder.clock = self._run_clock(share.start_wall_ns)
         self.end_traffic()
         publish = self.worker.publish_window if self.worker else self.recorder.windows.update
         self.driver = TrafficDriver(
             self.environment, scenario, classes, share, publish, self.recorder.count_dropped
         )
         self.driver.start()
+
+    @staticmethod
+    def _run_clock(start_wall_ns: int) -> RunClock | None:
+        if _SCENARIO is None:
+            return None
+        scenario = _SCENARIO[0]
+        return RunClock(start_wall_ns, scenario.duration_s, scenario.warmup_s, scenario.cooldown_s)
 
     def end_traffic(self) -> None:
         if self.driver is not None:
@@ -133,11 +141,22 @@ class RunState:
         run = self.run_info()
         if self.out_dir is not None:
             self.summary = write_results(self.out_dir, self.collector.totals, run)
+            if self.master is None:
+                self.write_stall_windows(self.out_dir, "local")
         else:
             self.summary = build_summary(self.collector.totals, run)
         if self.master is not None and self.master.missing():
             self.environment.process_exit_code = 1  # an incomplete measurement must not pass
         return self.summary
+
+    def write_stall_windows(self, out_dir: Path, process: str) -> None:
+        """``OUT/client_stalls/<process>.json``: every stall window of this process (wall
+        ns), to line up with a server's own logs (the truth check does, with its truth)."""
+        folder = out_dir / STALLS_FOLDER
+        folder.mkdir(parents=True, exist_ok=True)
+        saved = {"threshold_ms": self.recorder.probe.threshold_ns / 1e6,
+                 "windows": self.recorder.stalls.to_list()}  # fmt: skip
+        (folder / f"{process}.json").write_text(json.dumps(saved))
 
     def run_info(self) -> dict[str, Any]:
         options = self.environment.parsed_options
@@ -145,6 +164,8 @@ class RunState:
         if options is not None:
             info["scenario"] = getattr(options, "tpot_scenario_name", None)
         info["report_interval_s"] = self.interval_s
+        info["start_wall_s"] = self.collector.start_wall_s
+        info["stall_threshold_ms"] = self.recorder.probe.threshold_ns / 1e6
         # in the master's environment: workers started with another one may differ
         info["arrival_clock"] = arrival_clock()
         if self.master is not None:
@@ -159,6 +180,7 @@ class RunState:
         if self.recorder.clock is not None:
             info["warmup_s"] = self.recorder.clock.warmup_s
             info["cooldown_s"] = self.recorder.clock.cooldown_s
+            info["duration_s"] = self.recorder.clock.duration_s
         return info
 
     def reset(self) -> None:

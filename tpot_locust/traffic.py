@@ -22,13 +22,17 @@ from gevent.pool import Group
 from locust.env import Environment
 
 from tpot_locust.arrivals import arrival_times
+from tpot_locust.cooperation import let_streams_run
 from tpot_locust.distributions import as_distribution
 from tpot_locust.scenario import Burst, Scenario, TrafficClass
 
 if TYPE_CHECKING:  # users imports the plugin, which imports this module
-    from tpot_locust.users import ChatUser
+    from tpot_locust.users import ChatUser, PreparedTurn
 
 logger = logging.getLogger(__name__)
+# Burst requests are built and connected this long before their send time: long enough for
+# 8 x 16k-token prompts (~30 ms of sliced work), short enough for servers' keep-alive.
+BURST_PREPARE_LEAD_S = 1.0
 WindowCallback = Callable[[str, int, "int | None"], None]
 
 
@@ -154,20 +158,28 @@ class TrafficDriver:
             None if spec is None else as_distribution(spec, self.scenario.base_dir)
             for spec in (burst.prompt_tokens, burst.output_tokens)
         )
-        for occurrence, t_s in enumerate(burst.times_s):
-            self._sleep_until(start, t_s)
-            for request in range(burst.count):
-                window_id = f"b{number}.{occurrence}.{request}"
-                self.sessions.spawn(self._burst_request, burst, window_id, lengths)
-
-    def _burst_request(self, burst: Burst, window_id: str, lengths: tuple) -> None:
         pool = self.pools[burst.class_name]
-        agent = pool.take()
+        for occurrence, t_s in enumerate(burst.times_s):
+            # Built and connected shortly before the send time, yielding as they go: at
+            # the send time, the prompts held every stream's reads (users.prepare_turn).
+            self._sleep_until(start, t_s - BURST_PREPARE_LEAD_S)
+            prepared = [(agent := pool.take(), agent.prepare_turn(*lengths))
+                        for _ in range(burst.count)]  # fmt: skip
+            self._sleep_until(start, t_s)
+            for request, (agent, turn) in enumerate(prepared):
+                window_id = f"b{number}.{occurrence}.{request}"
+                self.sessions.spawn(self._burst_request, burst, window_id, agent, turn)
+                let_streams_run()  # one send per loop iteration: streams are read between
+
+    def _burst_request(
+        self, burst: Burst, window_id: str, agent: ChatUser, turn: PreparedTurn
+    ) -> None:
+        pool = self.pools[burst.class_name]
         start_wall = time.time_ns()
         self.on_window(window_id, start_wall, None)
         end_wall = None
         try:
-            timings = agent.run_session(None, *lengths, turns=1)
+            timings = agent.send_prepared(turn)
             if timings is not None:
                 offset = time.time_ns() - time.perf_counter_ns()
                 first = timings.token_stamps[0] if timings.token_stamps else timings.t_end_ns

@@ -42,8 +42,28 @@ class SimRequest:
     finish_reason: str = "length"
 
 
+# Python's ASCII whitespace, as ``str.split()`` splits on it.
+_ASCII_SPACE = bytes(range(9, 14)) + bytes(range(28, 33))
+_LONG_TEXT = 4096
+
+
 def _words(value: Any) -> int:
-    return len(value.split()) if isinstance(value, str) else 0
+    """``len(value.split())``; without the list of words for long ASCII text, whose
+    building (2.3 ms for a 16k-word prompt) held the server's loop and every stream's
+    next token: a burst of long prompts then slowed the gap-mode streams it must not."""
+    if not isinstance(value, str):
+        return 0
+    if len(value) < _LONG_TEXT or not value.isascii():
+        return len(value.split())
+    if "  " not in value and not any(space in value for space in _OTHER_SPACES):
+        return value.count(" ") + 1 - value.startswith(" ") - value.endswith(" ")
+    marks = value.encode("ascii").translate(_SPACE_TO_0)  # 0 for a space, 1 for the rest
+    # a word starts at a non-space that follows a space, or at the text's start
+    return marks.count(b"\x00\x01") + (marks[:1] == b"\x01")
+
+
+_OTHER_SPACES = tuple(chr(code) for code in _ASCII_SPACE if code != 32)
+_SPACE_TO_0 = bytes(0 if i in _ASCII_SPACE else 1 for i in range(256))
 
 
 def _content_words(content: Any) -> int:

@@ -10,6 +10,7 @@ import signal
 import socket
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from .stream import Stream
 from .timing import GapModel, TimingModel
 from .truth import TruthWriter
 
+LARGE_BODY = 32 * 1024  # request bodies decoded one per loop iteration (long prompts)
 ROUTES: dict[str, str] = {
     "/v1/chat/completions": "POST",
     "/v1/completions": "POST",
@@ -68,6 +70,7 @@ class SimServer:
         self._steps: TruthWriter | None = None  # a separate step log (--steps)
         self.engine: EngineLoop | None = None
         self._created = int(time.time())
+        self._large: deque[tuple[HttpConnection, HttpRequest, Api, int]] = deque()
         self.url = ""
 
     async def start(self) -> str:
@@ -136,7 +139,21 @@ class SimServer:
             keep = request.keep_alive
             conn.respond(full_response(200, self._models_body(), keep), keep)
         else:
-            self._completion(conn, request, "chat" if "chat" in request.path else "completions")
+            api: Api = "chat" if "chat" in request.path else "completions"
+            if len(request.body) < LARGE_BODY:
+                self._completion(conn, request, api, time.perf_counter_ns())
+                return
+            # Decoding a long prompt takes ~1 ms: a burst of them decoded in one loop
+            # iteration delayed every stream's next token, interference the simulator in
+            # gap mode must not make. One per iteration lets due tokens go out in between.
+            self._large.append((conn, request, api, time.perf_counter_ns()))
+            if len(self._large) == 1:
+                asyncio.get_running_loop().call_soon(self._next_large)
+
+    def _next_large(self) -> None:
+        self._completion(*self._large.popleft())
+        if self._large:
+            asyncio.get_running_loop().call_soon(self._next_large)
 
     def _error(
         self,
@@ -163,8 +180,9 @@ class SimServer:
         }
         return json.dumps({"object": "list", "data": [card]}).encode("utf-8")
 
-    def _completion(self, conn: HttpConnection, http_request: HttpRequest, api: Api) -> None:
-        arrival = time.perf_counter_ns()
+    def _completion(
+        self, conn: HttpConnection, http_request: HttpRequest, api: Api, arrival: int
+    ) -> None:
         request_id = http_request.headers.get("x-request-id") or uuid.uuid4().hex
         try:
             request = parse_request(

@@ -1,0 +1,31 @@
+"""Locustfile for the planted-stall test: streams of 3 ms gaps, and once, mid-run, a
+greenlet that holds the event loop for 40 ms (as a slow listener or a GC pass would)."""
+
+import os
+
+import gevent
+from gevent import monkey
+from locust import constant, events
+
+from tpot_locust import ChatUser
+
+STALL_AFTER_S = float(os.environ.get("PLANTED_STALL_AFTER_S", "5"))
+STALL_S = 0.040
+_blocking_sleep = monkey.get_original("time", "sleep")
+
+
+class Streams(ChatUser):
+    wait_time = constant(0)
+    prompt_tokens = 64
+    output_tokens = 256
+    turns = 1
+
+
+def _hold_the_loop() -> None:
+    gevent.sleep(STALL_AFTER_S)
+    _blocking_sleep(STALL_S)
+
+
+@events.test_start.add_listener
+def _plant(environment, **_):
+    gevent.spawn(_hold_the_loop)

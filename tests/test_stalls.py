@@ -1,0 +1,158 @@
+"""The stall detector's parts: windows, the probe, tagging in the recorder, merging."""
+
+from __future__ import annotations
+
+import json
+import time
+from array import array
+from pathlib import Path
+
+import gevent
+import numpy as np
+from gevent import monkey
+
+from tpot_locust.histograms import count_above, histogram_stats, new_histogram, record_many
+from tpot_locust.histograms import without as histogram_without
+from tpot_locust.recorder import MetricSet, Recorder
+from tpot_locust.report import build_summary, format_report
+from tpot_locust.stalls import ClientHealth, LagProbe, StallWindows
+from tpot_locust.timings import RequestTimings
+from tpot_locust.truth_check import truth_check
+
+
+def test_windows_mark_exactly_the_overlapping_gaps() -> None:
+    windows = StallWindows()
+    windows.add(100, 200)
+    windows.add(500, 520)
+    starts = np.array([0, 90, 150, 199, 200, 300, 510, 519, 600], dtype=np.int64)
+    ends = np.array([90, 110, 160, 400, 210, 499, 515, 700, 700], dtype=np.int64)
+    mask = windows.overlaps(starts, ends)
+    brute = np.array([any(s < e2 and e > s2 for s2, e2 in [(100, 200), (500, 520)])
+                      for s, e in zip(starts, ends, strict=True)])  # fmt: skip
+    assert mask.tolist() == brute.tolist()
+    assert not StallWindows().overlaps(starts, ends).any()
+
+
+def test_probe_sees_a_held_loop() -> None:
+    seen: list[tuple[int, int]] = []
+    probe = LagProbe(lambda start, end: seen.append((start, end)), threshold_ms=5)
+    probe.start()
+    try:
+        gevent.sleep(0.02)
+        monkey.get_original("time", "sleep")(0.03)  # hold the loop 30 ms
+        gevent.sleep(0.02)
+    finally:
+        probe.stop()
+    assert len(seen) == 1
+    start, end = seen[0]
+    assert 30e6 <= end - start < 60e6
+    lags = np.asarray(probe.take_lags())
+    assert lags.max() >= 28e6 and lags.size >= 20
+
+
+def _timings(request_id: str, send: int, stamps: list[int]) -> RequestTimings:
+    timings = RequestTimings("chat", "chat", request_id, send, send)
+    timings.token_stamps.extend(stamps)
+    timings.token_counts.extend([1] * len(stamps))
+    timings.output_tokens = len(stamps)
+    return timings
+
+
+def test_recorder_sets_aside_the_gaps_across_a_stall() -> None:
+    recorder = Recorder()
+    base = time.perf_counter_ns()
+    ms = 1_000_000
+    # a stall from 50 to 90 ms: the events sent at 70 and 80 were read together when the loop
+    # ran again, both with the kernel's stamp of the newest (88)
+    recorder._on_stall(base + 50 * ms, base + 90 * ms)
+    recorder.record(_timings("a", base, [base + 10 * ms + i * 10 * ms for i in range(5)]
+                             + [base + 88 * ms, base + 88 * ms, base + 100 * ms]))  # fmt: skip
+    recorder.record(_timings("b", base + 150 * ms, [base + 200 * ms, base + 203 * ms]))  # after
+    delta = recorder.take_interval(final=True)
+    metrics = delta.classes["chat"]
+    itl = metrics.histograms["itl"]
+    tagged = metrics.histograms["itl@client_stall"]
+    # tagged: the 38 ms gap, the zero one and the one that began inside the window
+    assert itl.total_count == 8 and tagged.total_count == 3
+    assert histogram_stats(tagged, ()).max // 1000 == 38
+    clean = histogram_stats(histogram_without(itl, tagged), ())
+    assert clean.count == 5 and clean.max < 11_000
+    assert "ttft@client_stall" not in metrics.histograms  # a's ended before, b's began after
+    assert metrics.histograms["e2e@client_stall"].total_count == 1  # request a spans it
+    assert metrics.histograms["worst_gap@client_stall"].total_count == 1
+    assert metrics.counters.shared_stamp_events == 1
+    assert metrics.counters.multi_event_reads == 1
+    assert delta.client.stalls == 1
+    assert [gap["client_stall"] for gap in metrics.worst_gaps] == [True, False]
+    summary = build_summary(delta, {"start_wall_s": time.time(), "stall_threshold_ms": 2.0})
+    assert summary["metrics"]["itl"]["client_stall"]["count"] == 3
+    assert summary["client"]["stalls"] == 1
+    report = format_report(summary)
+    assert "! client stalls" in report and "overlap client stalls" in report
+
+
+def test_client_health_merges_and_survives_encoding() -> None:
+    one, two = ClientHealth(), ClientHealth()
+    one.record_lags(array("q", [100_000, 2_000_000]))
+    one.note_stall(0, 30_000_000)
+    two.note_stall(10**9, 10**9 + 5_000_000)
+    two.name_worker("w2")
+    merged = MetricSet()
+    for health in (one, two):
+        part = MetricSet()
+        part.client = health
+        merged.add(MetricSet.decode(json.loads(json.dumps(part.encode()))))
+    assert merged.client.stalls == 2
+    assert merged.client.stalled_ns == 35_000_000
+    assert [s["ms"] for s in merged.client.worst_stalls] == [30.0, 5.0]
+    assert merged.client.worst_stalls[1]["worker"] == "w2"
+    assert merged.client.loop_lag.total_count == 2
+
+
+def test_older_saved_histograms_still_decode() -> None:
+    metric_set = MetricSet()
+    record_many(metric_set.for_class("chat").histogram("tpot"), np.array([5, 7]))
+    older = metric_set.encode()["classes"]  # results saved before the client section
+    assert MetricSet.decode(older).classes["chat"].histogram("tpot").total_count == 2
+
+
+def test_count_above_and_without_agree_with_the_whole() -> None:
+    whole, part = new_histogram(), new_histogram()
+    values = np.arange(1, 5001, dtype=np.int64)
+    record_many(whole, values)
+    record_many(part, values[values % 7 == 0])
+    stats = histogram_stats(whole)
+    rest = histogram_stats(histogram_without(whole, part))
+    assert rest.count == whole.total_count - part.total_count
+    p99 = stats.percentiles[99.0]
+    assert count_above(whole, p99) == stats.above[99.0]
+    assert count_above(part, p99) == np.count_nonzero(values[values % 7 == 0] > p99)
+
+
+def test_truth_check_compares_every_figure(tmp_path: Path) -> None:
+    truth = tmp_path / "truth.jsonl"
+    lines = []
+    for index in range(50):
+        sends = [10**9 + index * 10**7 + 20 * 10**6 + k * 2 * 10**6 for k in range(101)]
+        lines.append({"request_id": f"r{index}", "arrival_ns": 10**9 + index * 10**7,
+                      "send_ns": sends, "tokens": [1] * 101, "aborted": False})  # fmt: skip
+    lines.append({"request_id": "cut", "arrival_ns": 0, "send_ns": [1, 99], "tokens": [1, 1],
+                  "aborted": True})  # fmt: skip
+    lines.append({"type": "engine"})
+    truth.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    figures = {"p50": 2.0, "p90": 2.0, "p99": 2.0, "p99.9": 2.0, "p99.99": 2.0, "max": 2.0}
+    summary = {
+        "metrics": {
+            "tpot": {"count": 5000, **figures},
+            "itl": {"count": 5000, **figures, "max": 4.5},
+            "ttft": {"count": 50, **dict.fromkeys(figures, 20.1)},
+        },
+        "run": {},
+    }
+    check = truth_check(summary, truth, tolerance_ms=1.0)
+    assert check["metrics"]["tpot"]["count"] == {"measured": 5000, "true": 5000}
+    assert check["metrics"]["tpot"]["p99.99"]["error"] == 0
+    assert abs(check["metrics"]["ttft"]["p50"]["error"] - 0.1) < 1e-9
+    assert check["metrics"]["itl"]["max"]["error"] == 2.5
+    assert check["passed"] is False and check["worst_error_ms"] == 2.5
+    assert truth_check(summary, truth)["passed"] is None

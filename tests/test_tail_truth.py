@@ -1,0 +1,133 @@
+"""The far tail against the simulator's truth over whole runs (start, bursts and stop), and
+the client stall detector: every stall seen, tagged and set aside (issue 13)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import ROOT, run_command
+from tpot_locust.sim.process import start_simulator
+from tpot_locust.truth_check import load_stall_windows, truth_check
+
+# A stall of ours (Locust's stop: 25-80 ms; burst prompts built at send time: ~25 ms) is
+# above what this machine's scheduler does to a process now and then (up to ~20 ms).
+OWN_STALL_MS = 25.0
+
+
+def _run(tmp_path: Path, python: str, scenario: str, *args: str) -> tuple[dict, str]:
+    out = tmp_path / "out"
+    result = run_command(
+        [python, "-m", "tpot_locust", "run", str(ROOT / "tests/scenarios" / scenario),
+         "--out", str(out), *args],
+        timeout=240,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads((out / "summary.json").read_text()), result.stdout
+
+
+def assert_tail_true(summary: dict, tolerances: dict[str, float]) -> None:
+    """Each figure within its tolerance of the truth, or the run says why: samples above it
+    overlap client stalls (the report warns next to it). On a quiet machine the first holds;
+    on a busy 2-core VM, whose scheduler holds either process for up to ~20 ms now and then,
+    the second can (and then setting the stalls aside can also drop true gaps of the server
+    that was held at the same moment, so that figure is not asserted here)."""
+    rows = summary["truth_check"]["metrics"]["tpot"]
+    stalls = summary["metrics"]["tpot"]["client_stall"]
+    for key, tolerance in tolerances.items():
+        row = rows[key]
+        if abs(row["error"]) <= tolerance:
+            continue
+        tagged = stalls["count"] if key == "max" else stalls.get("above", {}).get(key, 0)
+        assert tagged, f"TPOT {key} off by {row['error']} ms and no client stall above it"
+
+
+def assert_no_own_stall_at_stop(summary: dict) -> None:
+    """Locust's stop ran while the last requests streamed and held the loop 25-70 ms."""
+    stop_s = summary["run"]["duration_s"]
+    near_stop = [
+        stall
+        for stall in summary["client"]["worst_stalls"]
+        if abs(stall["at_s"] - stop_s) < 1.0 and stall["ms"] >= OWN_STALL_MS
+    ]
+    assert not near_stop, near_stop
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_whole_run_tail_matches_truth(tmp_path: Path, python: str, workers: int) -> None:
+    summary, stdout = _run(tmp_path, python, "tail_truth.yaml", "--workers", str(workers))
+    check = summary["truth_check"]
+    assert (
+        check["metrics"]["tpot"]["count"]["measured"] == check["metrics"]["tpot"]["count"]["true"]
+    )
+    assert_tail_true(summary, {"p50": 0.3, "p99": 1.0, "p99.9": 1.0, "p99.99": 1.0, "max": 2.0})
+    assert_no_own_stall_at_stop(summary)
+    assert "Truth check" in stdout
+    if workers:
+        assert set(summary["workers"]["stalls"]) == set(summary["workers"]["read_delay_p99_ms"])
+        assert len(summary["workers"]["stalls"]) == workers
+
+
+def _burst_windows_truth(truth: Path) -> tuple[np.ndarray, np.ndarray]:
+    """True TPOT of decode gaps inside and outside the burst windows (arrival of a
+    long-prompt request to its first token)."""
+    records = [json.loads(line) for line in truth.read_text().splitlines()]
+    requests = [r for r in records if "request_id" in r and not r["aborted"] and r["send_ns"]]
+    windows = [(r["arrival_ns"], r["send_ns"][0]) for r in requests if r["prompt_tokens"] > 8000]
+    inside, outside = [], []
+    for record in requests:
+        if record["prompt_tokens"] > 8000:
+            continue
+        stamps = np.asarray(record["send_ns"], dtype=np.int64)
+        starts, ends = stamps[:-1], stamps[1:]
+        mask = np.zeros(starts.shape, dtype=bool)
+        for start, end in windows:
+            mask |= (starts < end) & (ends > start)
+        gaps = np.diff(stamps) / 1e6
+        inside.append(gaps[mask])
+        outside.append(gaps[~mask])
+    return np.concatenate(inside), np.concatenate(outside)
+
+
+def test_gap_mode_bursts_show_no_interference(tmp_path: Path, python: str) -> None:
+    """Bursts cannot slow a gap-mode simulator's streams: what the report calls interference
+    here is the client's own (it was 3.9x when burst prompts were built at send time)."""
+    summary, _ = _run(tmp_path, python, "burst_gap_mode.yaml")
+    interference = summary["interference"]
+    assert interference is not None
+    burst_p99 = interference["phases"]["burst"]["tpot"]["p99"]
+    true_inside, _ = _burst_windows_truth(tmp_path / "out" / "truth.jsonl")
+    true_p99 = float(np.percentile(true_inside, 99, method="inverted_cdf"))
+    factor = interference["interference_factor"]["tpot"]["p99"]
+    assert abs(burst_p99 - true_p99) <= 1.0, (burst_p99, true_p99, summary["client"])
+    assert 0.8 <= factor <= 1.2, (factor, interference)
+
+
+def test_planted_stall_is_seen_tagged_and_set_aside(tmp_path: Path, python: str) -> None:
+    truth_path, out = tmp_path / "truth.jsonl", tmp_path / "out"
+    with start_simulator("--gap-ms", "3", "--ttft-ms", "20", truth=truth_path) as sim:
+        result = run_command(
+            [python, "-m", "locust", "-f", str(ROOT / "tests/locust_planted_stall.py"),
+             "--headless", "-u", "16", "-r", "16", "-t", "15s", "--host", sim.url,
+             "--tpot-out", str(out), "--only-summary", "--stop-timeout", "5"],
+            timeout=120,
+        )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    client = summary["client"]
+    planted = [s for s in client["worst_stalls"] if s["ms"] >= 40 and 4.0 < s["at_s"] < 7.0]
+    assert planted, client["worst_stalls"]
+    tpot = summary["metrics"]["tpot"]
+    assert tpot["client_stall"]["count"] >= 16  # every stream had a gap across the stall
+    assert tpot["client_stall"]["max"] >= 40
+    assert tpot["max"] >= 40  # as measured, the stall is in the figures...
+    assert "overlap client stalls" in result.stdout  # ...and the report says whose it is
+    assert "! client stalls" in result.stdout
+    assert any(gap["client_stall"] for gap in summary["worst_gaps"])
+    check = truth_check(summary, truth_path, stalls=load_stall_windows(out))
+    for key in ("p99.99", "max"):
+        row = check["metrics"]["tpot"][key]
+        assert abs(row["stall_free_error"]) <= 1.0, (key, row)

@@ -1,0 +1,235 @@
+"""Client stall detector: when this process's event loop could not run, and for how long.
+
+Kernel receive stamps keep a token's time true when our read of it comes late, but not
+when several events wait in one socket: one read returns them all, with the newest one's
+stamp, and a single long gap swallows the others. Read delay tops out near one token gap,
+so a short, rare stall (a stop, a GC pass, a burst prompt built on the loop) never moves
+its P99 while it rewrites the P99.99. So every recording process runs a *lag probe*: a
+repeating timer on gevent's loop whose lateness is the time the loop could not run
+(``loop_lag``, one sample per tick). A tick later than ``threshold`` closes a *stall
+window* from the previous tick (the last moment the loop was seen running) to this one;
+the recorder tags every token gap that overlaps a window of its own process
+``client_stall`` and the report keeps those samples apart.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from gevent import get_hub, monkey
+from hdrh.histogram import HdrHistogram
+
+from tpot_locust.histograms import add_into, decode_histogram, new_histogram, record_many
+from tpot_locust.timings import to_us
+
+CLIENT_STALL = "client_stall"  # the tag, and the suffix of the set-aside histograms
+PROBE_INTERVAL_MS = 1.0
+# Later than this, a probe tick marks a stall window. Normal lateness on an idle or
+# moderately busy loop is below 1 ms (libev rounds its poll timeout up to whole ms).
+DEFAULT_STALL_THRESHOLD_MS = 2.0
+THRESHOLD_ENV = "TPOT_STALL_THRESHOLD_MS"
+TRACE_ENV = "TPOT_STALL_TRACE"
+STALLS_FOLDER = "client_stalls"  # OUT/client_stalls/<process>.json: a run's stall windows
+WORST_STALLS_KEPT = 10
+
+
+def stall_threshold_ms() -> float:
+    value = os.environ.get(THRESHOLD_ENV)
+    return float(value) if value else DEFAULT_STALL_THRESHOLD_MS
+
+
+OnStall = Callable[[int, int], None]
+
+
+class LagProbe:
+    """A repeating timer on this process's gevent loop; lateness per tick, stalls."""
+
+    def __init__(
+        self, on_stall: OnStall, threshold_ms: float | None = None,
+        interval_ms: float = PROBE_INTERVAL_MS,
+    ) -> None:  # fmt: skip
+        self.interval_ns = int(interval_ms * 1e6)
+        threshold = stall_threshold_ms() if threshold_ms is None else threshold_ms
+        self.threshold_ns = int(threshold * 1e6)
+        self.lags_ns: array[int] = array("q")  # drained by the recorder with each interval
+        self._on_stall = on_stall
+        self._timer: Any = None
+        self._last_ns = 0
+
+    @property
+    def running(self) -> bool:
+        return self._timer is not None
+
+    def start(self) -> None:
+        if self._timer is not None:
+            return
+        self._timer = get_hub().loop.timer(self.interval_ns / 1e9, self.interval_ns / 1e9)
+        self._last_ns = time.perf_counter_ns()
+        self._timer.start(self._tick)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.close()
+            self._timer = None
+
+    def _tick(self) -> None:
+        now = time.perf_counter_ns()
+        last, self._last_ns = self._last_ns, now
+        lag = now - last - self.interval_ns
+        self.lags_ns.append(lag if lag > 0 else 0)
+        if lag > self.threshold_ns:
+            self._on_stall(last, now)
+
+    def take_lags(self) -> array[int]:
+        lags, self.lags_ns = self.lags_ns, array("q")
+        return lags
+
+
+class StallTracer:
+    """Prints where this process's loop is stuck while a stall goes on (``TPOT_STALL_TRACE=1``).
+
+    A real OS thread (not a greenlet: a greenlet cannot run while the loop is held) looks at
+    the probe's last tick every millisecond; when it is older than the threshold it prints
+    the main thread's stack once per stall. The interpreter hands the thread the GIL every
+    switch interval (5 ms), so stalls shorter than that may pass unseen.
+    """
+
+    def __init__(self, probe: LagProbe) -> None:
+        self.probe = probe
+        self._main = monkey.get_original("_thread", "get_ident")()  # the loop's OS thread
+
+    def start(self) -> None:
+        start_new_thread = monkey.get_original("_thread", "start_new_thread")
+        start_new_thread(self._watch, ())
+
+    def _watch(self) -> None:
+        sleep = monkey.get_original("time", "sleep")
+        reported = 0
+        while True:
+            sleep(0.001)
+            last = self.probe._last_ns
+            held = time.perf_counter_ns() - last - self.probe.interval_ns
+            if held > self.probe.threshold_ns and last != reported and self.probe.running:
+                reported = last
+                frame = sys._current_frames().get(self._main)
+                stack = "".join(traceback.format_stack(frame, limit=12)) if frame else "?"
+                print(f"tpot-locust: loop held {held / 1e6:.1f} ms so far at\n{stack}",
+                      file=sys.stderr, flush=True)  # fmt: skip
+
+
+class StallWindows:
+    """This process's stall windows (wall ns), in time order; they never overlap."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self._arrays: tuple[np.ndarray, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def add(self, start_wall_ns: int, end_wall_ns: int) -> None:
+        self.starts.append(start_wall_ns)
+        self.ends.append(end_wall_ns)
+        self._arrays = None
+
+    def clear(self) -> None:
+        self.starts, self.ends, self._arrays = [], [], None
+
+    def to_list(self) -> list[list[int]]:
+        """``[[start_wall_ns, end_wall_ns], ...]``, as saved in ``STALLS_FOLDER``."""
+        return [[start, end] for start, end in zip(self.starts, self.ends, strict=True)]
+
+    @classmethod
+    def from_lists(cls, *window_lists: list[list[int]]) -> StallWindows:
+        """Windows of several processes in one (for a check that cannot tell them apart)."""
+        windows = cls()
+        for start, end in sorted(w for windows_of in window_lists for w in windows_of):
+            if windows.ends and start < windows.ends[-1]:  # overlapping: merge
+                windows.ends[-1] = max(windows.ends[-1], end)
+            else:
+                windows.add(start, end)
+        return windows
+
+    def overlaps(self, gap_starts: np.ndarray, gap_ends: np.ndarray) -> np.ndarray:
+        """Boolean mask: which gaps (start, end) overlap any window (wall ns arrays)."""
+        if not self.starts or gap_starts.size == 0:
+            return np.zeros(gap_starts.shape, dtype=bool)
+        if self._arrays is None:
+            self._arrays = (np.array(self.starts, np.int64), np.array(self.ends, np.int64))
+        starts, ends = self._arrays
+        # the first window ending after each gap starts is the only one that can overlap it
+        first = np.searchsorted(ends, gap_starts, side="right")
+        found = first < starts.size
+        mask = np.zeros(gap_starts.shape, dtype=bool)
+        mask[found] = starts[first[found]] < gap_ends[found]
+        return mask
+
+
+@dataclass
+class ClientHealth:
+    """One process's (or, merged, every process's) loop lag and stall windows of a period."""
+
+    loop_lag: HdrHistogram = field(default_factory=new_histogram)  # microseconds
+    stalls: int = 0
+    stalled_ns: int = 0
+    worst_stalls: list[dict[str, Any]] = field(default_factory=list)  # longest first
+
+    def record_lags(self, lags_ns: array[int]) -> None:
+        if lags_ns:
+            record_many(self.loop_lag, to_us(np.asarray(lags_ns, dtype=np.int64)))
+
+    def note_stall(self, start_wall_ns: int, end_wall_ns: int, worker: str | None = None) -> None:
+        self.stalls += 1
+        self.stalled_ns += end_wall_ns - start_wall_ns
+        stall = {"ms": round((end_wall_ns - start_wall_ns) / 1e6, 3),
+                 "at_wall_s": round(end_wall_ns / 1e9, 3), "worker": worker}  # fmt: skip
+        self._keep_worst([stall])
+
+    def name_worker(self, worker: str) -> None:
+        """On the master: which worker's loop these stalls were."""
+        for stall in self.worst_stalls:
+            stall["worker"] = stall.get("worker") or worker
+
+    def _keep_worst(self, stalls: list[dict[str, Any]]) -> None:
+        merged = sorted(self.worst_stalls + stalls, key=lambda stall: -stall["ms"])
+        self.worst_stalls = merged[:WORST_STALLS_KEPT]
+
+    def add(self, other: ClientHealth) -> None:
+        add_into(self.loop_lag, other.loop_lag)
+        self.stalls += other.stalls
+        self.stalled_ns += other.stalled_ns
+        if other.worst_stalls:
+            self._keep_worst([dict(stall) for stall in other.worst_stalls])
+
+    def encode(self) -> dict[str, Any]:
+        loop_lag = self.loop_lag.encode().decode("ascii") if self.loop_lag.total_count else None
+        return {"loop_lag": loop_lag, "stalls": self.stalls, "stalled_ns": self.stalled_ns,
+                "worst_stalls": self.worst_stalls}  # fmt: skip
+
+    @classmethod
+    def decode(cls, data: dict[str, Any]) -> ClientHealth:
+        health = cls(stalls=int(data.get("stalls", 0)), stalled_ns=int(data.get("stalled_ns", 0)))
+        health.worst_stalls = list(data.get("worst_stalls", []))
+        if data.get("loop_lag"):
+            health.loop_lag = decode_histogram(data["loop_lag"])
+        return health
+
+
+__all__ = [
+    "CLIENT_STALL",
+    "ClientHealth",
+    "DEFAULT_STALL_THRESHOLD_MS",
+    "LagProbe",
+    "PROBE_INTERVAL_MS",
+    "StallWindows",
+    "stall_threshold_ms",
+]
