@@ -23,7 +23,7 @@ from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from tpot_locust.histograms import add_into, histogram_stats, new_histogram
 from tpot_locust.recorder import MetricSet
-from tpot_locust.stalls import ClientHealth
+from tpot_locust.stalls import STALLS_FOLDER, ClientHealth
 from tpot_locust.traffic import ProcessShare
 
 if TYPE_CHECKING:
@@ -80,9 +80,9 @@ class WorkerLink:
         """``OUT/workers/<id>.json``: what this worker recorded and sent, to check merges."""
         folder = out_dir / "workers"
         folder.mkdir(parents=True, exist_ok=True)
-        audit = {"client_id": self.runner.client_id, **self.sent.encode()}
+        audit = {"client_id": self.runner.client_id, **self.sent.encode(),
+                 STALLS_FOLDER: self.state.stall_record()}  # fmt: skip
         (folder / f"{self.runner.client_id}.json").write_text(json.dumps(audit))
-        self.state.write_stall_windows(out_dir, self.runner.client_id)
 
     def _on_flush(self, environment: Any, msg: Any, **_: Any) -> None:
         runner = self.runner

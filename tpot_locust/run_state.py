@@ -142,21 +142,19 @@ class RunState:
         if self.out_dir is not None:
             self.summary = write_results(self.out_dir, self.collector.totals, run)
             if self.master is None:
-                self.write_stall_windows(self.out_dir, "local")
+                folder = self.out_dir / STALLS_FOLDER
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / "local.json").write_text(json.dumps(self.stall_record()))
         else:
             self.summary = build_summary(self.collector.totals, run)
         if self.master is not None and self.master.missing():
             self.environment.process_exit_code = 1  # an incomplete measurement must not pass
         return self.summary
 
-    def write_stall_windows(self, out_dir: Path, process: str) -> None:
-        """``OUT/client_stalls/<process>.json``: every stall window of this process (wall
-        ns), to line up with a server's own logs (the truth check does, with its truth)."""
-        folder = out_dir / STALLS_FOLDER
-        folder.mkdir(parents=True, exist_ok=True)
-        saved = {"threshold_ms": self.recorder.probe.threshold_ns / 1e6,
-                 "windows": self.recorder.stalls.to_list()}  # fmt: skip
-        (folder / f"{process}.json").write_text(json.dumps(saved))
+    def stall_record(self) -> dict[str, Any]:
+        """This process's stall windows, as saved (``OUT/client_stalls/local.json``, or a
+        worker's ``OUT/workers/<id>.json``)."""
+        return self.recorder.stalls.to_record(self.recorder.probe.threshold_ns / 1e6)
 
     def run_info(self) -> dict[str, Any]:
         options = self.environment.parsed_options

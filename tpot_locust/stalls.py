@@ -18,6 +18,7 @@ import os
 import sys
 import time
 import traceback
+import uuid
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,7 +38,10 @@ PROBE_INTERVAL_MS = 1.0
 DEFAULT_STALL_THRESHOLD_MS = 2.0
 THRESHOLD_ENV = "TPOT_STALL_THRESHOLD_MS"
 TRACE_ENV = "TPOT_STALL_TRACE"
-STALLS_FOLDER = "client_stalls"  # OUT/client_stalls/<process>.json: a run's stall windows
+STALLS_FOLDER = "client_stalls"  # OUT/client_stalls/local.json: a local run's stall windows
+# Starts every request id this process sends, so that a request can be matched with the
+# stall windows of the process that measured it (as the truth check does).
+PROCESS_TAG = uuid.uuid4().hex[:4]
 WORST_STALLS_KEPT = 10
 
 
@@ -67,6 +71,11 @@ class LagProbe:
     @property
     def running(self) -> bool:
         return self._timer is not None
+
+    @property
+    def last_tick_ns(self) -> int:
+        """When the loop last ran this probe (``perf_counter_ns``)."""
+        return self._last_ns
 
     def start(self) -> None:
         if self._timer is not None:
@@ -115,7 +124,7 @@ class StallTracer:
         reported = 0
         while True:
             sleep(0.001)
-            last = self.probe._last_ns
+            last = self.probe.last_tick_ns
             held = time.perf_counter_ns() - last - self.probe.interval_ns
             if held > self.probe.threshold_ns and last != reported and self.probe.running:
                 reported = last
@@ -144,19 +153,18 @@ class StallWindows:
     def clear(self) -> None:
         self.starts, self.ends, self._arrays = [], [], None
 
-    def to_list(self) -> list[list[int]]:
-        """``[[start_wall_ns, end_wall_ns], ...]``, as saved in ``STALLS_FOLDER``."""
-        return [[start, end] for start, end in zip(self.starts, self.ends, strict=True)]
+    def to_record(self, threshold_ms: float) -> dict[str, Any]:
+        """What a run saves of this process's windows (wall ns), to line them up with a
+        server's own logs and with the requests this process sent."""
+        windows = [[start, end] for start, end in zip(self.starts, self.ends, strict=True)]
+        return {"request_id_prefix": PROCESS_TAG, "threshold_ms": threshold_ms,
+                "windows": windows}  # fmt: skip
 
     @classmethod
-    def from_lists(cls, *window_lists: list[list[int]]) -> StallWindows:
-        """Windows of several processes in one (for a check that cannot tell them apart)."""
+    def from_record(cls, record: dict[str, Any]) -> StallWindows:
         windows = cls()
-        for start, end in sorted(w for windows_of in window_lists for w in windows_of):
-            if windows.ends and start < windows.ends[-1]:  # overlapping: merge
-                windows.ends[-1] = max(windows.ends[-1], end)
-            else:
-                windows.add(start, end)
+        for start, end in record["windows"]:
+            windows.add(start, end)
         return windows
 
     def overlaps(self, gap_starts: np.ndarray, gap_ends: np.ndarray) -> np.ndarray:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from tpot_locust.histograms import PERCENTILES
-from tpot_locust.stalls import STALLS_FOLDER, StallWindows
+from tpot_locust.stalls import PROCESS_TAG, STALLS_FOLDER, StallWindows
 
 CHECKED_METRICS = ("ttft", "itl", "tpot")
 TRUTH_FILE = "truth.jsonl"
@@ -32,16 +32,23 @@ def _key(percentile: float) -> str:
     return f"p{percentile:g}"
 
 
-def load_stall_windows(out_dir: Path) -> StallWindows | None:
-    """Every process's stall windows of a run (``OUT/client_stalls/``), or None."""
-    files = sorted((out_dir / STALLS_FOLDER).glob("*.json"))
-    if not files:
+ProcessStalls = dict[str, StallWindows]  # request id prefix (the process) -> its windows
+
+
+def load_stall_windows(out_dir: Path) -> ProcessStalls | None:
+    """Every process's stall windows of a run: ``OUT/client_stalls/local.json`` and the
+    workers' ``OUT/workers/<id>.json``; None when none were saved."""
+    records = [json.loads(f.read_text()) for f in sorted((out_dir / STALLS_FOLDER).glob("*.json"))]
+    for audit in sorted((out_dir / "workers").glob("*.json")):
+        if (record := json.loads(audit.read_text()).get(STALLS_FOLDER)) is not None:
+            records.append(record)
+    if not records:
         return None
-    return StallWindows.from_lists(*(json.loads(f.read_text())["windows"] for f in files))
+    return {r["request_id_prefix"]: StallWindows.from_record(r) for r in records}
 
 
 def true_samples_ms(
-    truth_path: Path, run: dict[str, Any], stalls: StallWindows | None = None
+    truth_path: Path, run: dict[str, Any], stalls: ProcessStalls | None = None
 ) -> dict[str, np.ndarray]:
     """The true TTFT, ITL and TPOT samples (ms) of the requests a run's report counts;
     with ``stalls``, also ``<metric>@stall_free``: those that overlap no client stall (the
@@ -72,9 +79,11 @@ def true_samples_ms(
                 parts[name].append(values)
             if stalls is None:
                 continue
+            # the windows of the process that sent it (none known: nothing set aside)
+            windows = stalls.get(record["request_id"][: len(PROCESS_TAG)], StallWindows())
             arrival = np.array([record["arrival_ns"]], dtype=np.int64)
-            ttft_free = ~stalls.overlaps(arrival, stamps[:1])
-            gaps_free = ~stalls.overlaps(stamps[:-1], stamps[1:])
+            ttft_free = ~windows.overlaps(arrival, stamps[:1])
+            gaps_free = ~windows.overlaps(stamps[:-1], stamps[1:])
             free["ttft"].append(samples["ttft"][ttft_free])
             free["itl"].append(gaps[gaps_free])
             free["tpot"].append(_tpot(gaps[gaps_free], tokens[gaps_free]))
@@ -102,7 +111,7 @@ def truth_check(
     summary: dict[str, Any],
     truth_path: Path,
     tolerance_ms: float | None = None,
-    stalls: StallWindows | None = None,
+    stalls: ProcessStalls | None = None,
 ) -> dict[str, Any]:
     """Measured against true at p50 ... p99.99 and max, per metric; ``passed`` when every
     error is within ``tolerance_ms`` (None: no tolerance given, nothing to pass).

@@ -38,6 +38,7 @@ from tpot_locust.errors import (
 from tpot_locust.events import ensure_token_timings
 from tpot_locust.http_client import HTTPConnection, Origin, ReadTimeout
 from tpot_locust.prompts import synthetic_text
+from tpot_locust.stalls import PROCESS_TAG
 from tpot_locust.stream_decoder import decode_error_body
 from tpot_locust.streaming import MAX_ERROR_BODY, StreamRequest, redact, stream_request
 from tpot_locust.timings import RequestTimings
@@ -80,7 +81,7 @@ class ChatUser(User):
 
     def on_start(self) -> None:
         ChatUser._user_counter += 1
-        self._tag = f"{uuid.uuid4().hex[:10]}"
+        self._tag = f"{PROCESS_TAG}{uuid.uuid4().hex[:6]}"  # which process sent it, first
         self._requests_sent = 0
         seed = None if self.seed is None else self.seed * 100_003 + ChatUser._user_counter
         self.rng = random.Random(seed)

@@ -47,7 +47,7 @@ _ASCII_SPACE = bytes(range(9, 14)) + bytes(range(28, 33))
 _LONG_TEXT = 4096
 
 
-def _words(value: Any) -> int:
+def count_words(value: Any) -> int:
     """``len(value.split())``; without the list of words for long ASCII text, whose
     building (2.3 ms for a 16k-word prompt) held the server's loop and every stream's
     next token: a burst of long prompts then slowed the gap-mode streams it must not."""
@@ -68,8 +68,8 @@ _SPACE_TO_0 = bytes(0 if i in _ASCII_SPACE else 1 for i in range(256))
 
 def _content_words(content: Any) -> int:
     if isinstance(content, list):  # multi-part content: count the text parts
-        return sum(_words(p.get("text")) for p in content if isinstance(p, dict))
-    return _words(content)
+        return sum(count_words(p.get("text")) for p in content if isinstance(p, dict))
+    return count_words(content)
 
 
 def count_chat_prompt(messages: Any) -> int:
@@ -87,10 +87,10 @@ def count_chat_prompt(messages: Any) -> int:
 def count_completion_prompt(prompt: Any) -> int:
     """Words of a prompt string; token-id lists count one per id."""
     if isinstance(prompt, str):
-        return _words(prompt)
+        return count_words(prompt)
     if isinstance(prompt, list) and prompt:
         if all(isinstance(p, str) for p in prompt):
-            return sum(_words(p) for p in prompt)
+            return sum(count_words(p) for p in prompt)
         if all(isinstance(p, int) and not isinstance(p, bool) for p in prompt):
             return len(prompt)
         if all(isinstance(p, list) for p in prompt):
