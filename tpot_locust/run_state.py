@@ -179,6 +179,7 @@ class RunState:
             info["warmup_s"] = self.recorder.clock.warmup_s
             info["cooldown_s"] = self.recorder.clock.cooldown_s
             info["duration_s"] = self.recorder.clock.duration_s
+            info["clock_start_wall_ns"] = self.recorder.clock.start_wall_ns
         return info
 
     def reset(self) -> None:

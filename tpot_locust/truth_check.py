@@ -53,7 +53,8 @@ def true_samples_ms(
     """The true TTFT, ITL and TPOT samples (ms) of the requests a run's report counts;
     with ``stalls``, also ``<metric>@stall_free``: those that overlap no client stall (the
     true counterpart of the report's stall-free figures)."""
-    start_ns = int(run.get("start_wall_s", 0) * 1e9)
+    # the timeline warm-up and cool-down are measured on (the recorder's), else the run's
+    start_ns = run.get("clock_start_wall_ns") or int(run.get("start_wall_s", 0) * 1e9)
     warmup_end = start_ns + int(run.get("warmup_s", 0) * 1e9) if run.get("warmup_s") else None
     cooldown = run.get("cooldown_s") or 0
     duration = run.get("duration_s")

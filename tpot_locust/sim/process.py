@@ -103,18 +103,6 @@ def _drain(stream: Any, lines: queue.Queue[str | None]) -> None:
     lines.put(None)
 
 
-# The simulator runs at a lower CPU priority than the load generator on the same machine.
-# Why: woken by a request, it preempted the client on the client's own core (the kernel
-# favours a just-woken task there), and a burst of long prompts held the client's reads for
-# ~6 ms. Its truth stays true at any priority: it logs when it actually sent each token.
-SIM_NICE = 10
-
-
-def _lower_priority() -> None:
-    if hasattr(os, "nice"):
-        os.nice(SIM_NICE)
-
-
 def start_simulator(
     *args: str,
     truth: Path | None = None,
@@ -136,9 +124,7 @@ def start_simulator(
         p for p in (_PACKAGE_ROOT, child_env.get("PYTHONPATH", "")) if p
     )
     child_env.setdefault("PYTHONUNBUFFERED", "1")
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, text=True, env=child_env, preexec_fn=_lower_priority
-    )
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=child_env)
     lines: queue.Queue[str | None] = queue.Queue()
     reader = threading.Thread(target=_drain, args=(process.stdout, lines), daemon=True)
     reader.start()
