@@ -1,6 +1,9 @@
 """Locustfile for the planted-stall test: streams of 3 ms gaps, and once, mid-run, a
-greenlet that holds the event loop for 40 ms (as a slow listener or a GC pass would)."""
+greenlet that holds the event loop for 40 ms (as a slow listener or a GC pass would).
+Every successful request's stamps go to ``STAMPS_FILE`` (a ``token_timings`` listener), so
+the test can hold each measured gap against its own truth."""
 
+import json
 import os
 
 import gevent
@@ -29,3 +32,14 @@ def _hold_the_loop() -> None:
 @events.test_start.add_listener
 def _plant(environment, **_):
     gevent.spawn(_hold_the_loop)
+
+
+_stamps = open(os.environ["STAMPS_FILE"], "w") if os.environ.get("STAMPS_FILE") else None  # noqa: SIM115
+
+
+@events.token_timings.add_listener
+def _keep_stamps(timings, **_):
+    if _stamps is not None and timings.ok:
+        record = {"id": timings.request_id, "stamps": list(timings.token_stamps)}
+        _stamps.write(json.dumps(record) + "\n")
+        _stamps.flush()

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import ROOT, run_command
 from tpot_locust.sim.process import start_simulator
-from tpot_locust.truth_check import load_stall_windows, truth_check
+from tpot_locust.truth_check import load_stall_windows
 
 # A stall of ours (Locust's stop: 25-80 ms; burst prompts built at send time: ~25 ms) is
 # above what this machine's scheduler does to a process now and then (up to ~20 ms).
@@ -106,14 +106,41 @@ def test_gap_mode_bursts_show_no_interference(tmp_path: Path, python: str) -> No
     assert 0.8 <= factor <= 1.2, (factor, interference)
 
 
+def _gaps_against_truth(stamps_file: Path, truth_path: Path, out: Path) -> tuple:
+    """Every measured gap with its own true gap, and whether the recorder's rule tags it
+    (it overlaps a stall window of this process, or a shared read distorted it)."""
+    truth = {}
+    for line in truth_path.read_text().splitlines():
+        record = json.loads(line)
+        if "request_id" in record and not record["aborted"]:
+            truth[record["request_id"]] = record
+    (windows,) = load_stall_windows(out).values()
+    measured, true, tagged = [], [], []
+    for line in stamps_file.read_text().splitlines():
+        request = json.loads(line)
+        record = truth[request["id"]]
+        stamps = np.asarray(request["stamps"], dtype=np.int64)
+        sends = np.asarray(record["send_ns"], dtype=np.int64)
+        assert stamps.size == sends.size
+        walls = stamps + record["perf_offset_ns"]  # the same machine's clock, as wall ns
+        gaps = np.diff(stamps)
+        shared = gaps == 0
+        read_together = shared.copy()
+        read_together[:-1] |= shared[1:]
+        measured.append(gaps)
+        true.append(np.diff(sends))
+        tagged.append(windows.overlaps(walls[:-1], walls[1:]) | read_together)
+    return tuple(np.concatenate(parts) for parts in (measured, true, tagged))
+
+
 def test_planted_stall_is_seen_tagged_and_set_aside(tmp_path: Path, python: str) -> None:
-    truth_path, out = tmp_path / "truth.jsonl", tmp_path / "out"
+    truth_path, out, stamps = tmp_path / "truth.jsonl", tmp_path / "out", tmp_path / "s.jsonl"
     with start_simulator("--gap-ms", "3", "--ttft-ms", "20", truth=truth_path) as sim:
         result = run_command(
             [python, "-m", "locust", "-f", str(ROOT / "tests/locust_planted_stall.py"),
              "--headless", "-u", "16", "-r", "16", "-t", "15s", "--host", sim.url,
              "--tpot-out", str(out), "--only-summary", "--stop-timeout", "5"],
-            timeout=120,
+            timeout=120, env={"STAMPS_FILE": str(stamps)},
         )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
@@ -127,7 +154,15 @@ def test_planted_stall_is_seen_tagged_and_set_aside(tmp_path: Path, python: str)
     assert "overlap client stalls" in result.stdout  # ...and the report says whose it is
     assert "! client stalls" in result.stdout
     assert any(gap["client_stall"] for gap in summary["worst_gaps"])
-    check = truth_check(summary, truth_path, stalls=load_stall_windows(out))
-    for key in ("p99.99", "max"):
-        row = check["metrics"]["tpot"][key]
-        assert abs(row["stall_free_error"]) <= 1.0, (key, row)
+    # With the tagged samples set aside, what is left is the server's: each remaining gap
+    # against its own true gap, P99.99 and max within 1 ms.
+    measured, true, tagged = _gaps_against_truth(stamps, truth_path, out)
+    # the recorder's rule (this test's clock conversion may move a gap at a window's edge)
+    assert abs(int(tagged.sum()) - tpot["client_stall"]["count"]) <= 2
+    kept_measured, kept_true = measured[~tagged] / 1e6, true[~tagged] / 1e6
+    for percentile in (99.99, 100):
+        ours = float(np.percentile(kept_measured, percentile, method="inverted_cdf"))
+        theirs = float(np.percentile(kept_true, percentile, method="inverted_cdf"))
+        assert abs(ours - theirs) <= 1.0, (percentile, ours, theirs)
+    # and the report's stall-free max is that same figure (HDR: within 0.1 %)
+    assert abs(tpot["client_stall"]["set_aside"]["max"] - kept_measured.max()) <= 0.02

@@ -38,6 +38,7 @@ FLUSH = "tpot_flush"
 FINAL = "tpot_final"
 PLAN = "tpot_plan"  # master -> worker at test start: its share of open-loop traffic
 WINDOW = "tpot_window"  # burst window: worker -> master -> every worker
+STOP_RUN = "tpot_stop_run"  # worker -> master: the run cannot measure anything (why)
 FLUSH_MARGIN_S = 10.0
 
 
@@ -51,6 +52,8 @@ class WorkerLink:
         # Taking a delta yields (so stamping goes on): one at a time, so the final delta
         # cannot overtake a periodic report still being assembled.
         self._taking = Semaphore()
+        self._final_sent = False
+        self._asked_to_stop = False
         state.environment.events.report_to_master.add_listener(self._attach_delta)
         runner.register_message(FLUSH, self._on_flush, concurrent=True)
         runner.register_message(PLAN, self._on_plan)
@@ -63,11 +66,19 @@ class WorkerLink:
             return delta.encode(cooperative=True)
 
     def _on_plan(self, environment: Any, msg: Any, **_: Any) -> None:
+        self._final_sent = False  # a new test
+        self._asked_to_stop = False
+        self.state.client_errors.reset()
         plan = msg.data
         self.state.begin_traffic(ProcessShare(plan["index"], plan["count"], plan["start_wall_ns"]))
 
     def _on_window(self, environment: Any, msg: Any, **_: Any) -> None:
         self.state.recorder.windows.update(msg.data["id"], msg.data["start"], msg.data["end"])
+
+    def ask_master_to_stop(self, reason: str) -> None:
+        if not self._asked_to_stop:
+            self._asked_to_stop = True
+            self.runner.send_message(STOP_RUN, {"reason": reason})
 
     def publish_window(self, window_id: str, start: int, end: int | None) -> None:
         self.state.recorder.windows.update(window_id, start, end)
@@ -85,10 +96,17 @@ class WorkerLink:
         (folder / f"{self.runner.client_id}.json").write_text(json.dumps(audit))
 
     def _on_flush(self, environment: Any, msg: Any, **_: Any) -> None:
+        self.send_final()
+
+    def send_final(self) -> None:
+        """Stop this worker's users and send everything not yet sent; once per test."""
+        if self._final_sent:
+            return
+        self._final_sent = True
         runner = self.runner
         if runner.user_count:
             runner.stop()  # headless quit path: the master did not send "stop" first
-        deadline = time.monotonic() + environment.stop_timeout + 2
+        deadline = time.monotonic() + (self.state.environment.stop_timeout or 0) + 2
         while runner.user_count and time.monotonic() < deadline:
             gevent.sleep(0.05)
         self.state.end_traffic()
@@ -110,6 +128,7 @@ class MasterLink:
         state.environment.events.worker_report.add_listener(self._merge_report)
         runner.register_message(FINAL, self._on_final)
         runner.register_message(WINDOW, self._relay_window)
+        runner.register_message(STOP_RUN, self._on_stop_run)
 
     def reset(self) -> None:
         self.seen = {client.id for client in self.runner.clients.all}
@@ -123,6 +142,9 @@ class MasterLink:
         for index, client_id in enumerate(alive):
             plan = {"index": index, "count": len(alive), "start_wall_ns": start_wall_ns}
             self.runner.send_message(PLAN, plan, client_id)
+
+    def _on_stop_run(self, environment: Any, msg: Any, **_: Any) -> None:
+        self.state.stop_run(f"{msg.node_id}: {msg.data['reason']}")
 
     def _relay_window(self, environment: Any, msg: Any, **_: Any) -> None:
         data = msg.data

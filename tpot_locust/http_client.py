@@ -75,7 +75,10 @@ class Origin:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {url!r}")
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        return cls(parts.scheme, parts.hostname, port, parts.path.rstrip("/"))
+        path = parts.path.rstrip("/")
+        if path.endswith("/v1"):  # the OpenAI base-URL habit: our paths start with /v1
+            path = path[: -len("/v1")]
+        return cls(parts.scheme, parts.hostname, port, path)
 
     @property
     def host_header(self) -> str:

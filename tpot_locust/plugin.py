@@ -13,7 +13,7 @@ from typing import Any
 import locust.runners
 from locust import events
 from locust.env import Environment
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import STATE_INIT, STATE_STOPPED, MasterRunner, WorkerRunner
 
 from tpot_locust import quiet_loop, webui
 from tpot_locust.distributed import MasterLink, WorkerLink
@@ -32,7 +32,9 @@ def get_state(environment: Environment) -> RunState:
         state = RunState(environment)
         environment.tpot_state = state
         _STATES.append(state)
-        ensure_token_timings(environment.events).add_listener(state.recorder.record)
+        token_timings = ensure_token_timings(environment.events)
+        token_timings.add_listener(state.recorder.record)
+        token_timings.add_listener(state.client_errors.observe)
     return state
 
 
@@ -101,11 +103,18 @@ def _on_reset_stats(**_: Any) -> None:
 
 @events.quitting.add_listener
 def _on_quitting(environment: Environment, **_: Any) -> None:
+    """Locust quits (run time over, SIGTERM, Ctrl-C): its users are still running when this
+    fires, and are killed only afterwards. Stop them first, so that requests still streaming
+    count as interrupted and every worker's final delta is in before the results are made."""
     state = get_state(environment)
+    runner = environment.runner
     if state.worker is not None:
+        state.worker.send_final()  # a worker told to quit on its own (e.g. SIGTERM)
         if state.out_dir is not None:
             state.worker.write_audit(state.out_dir)
         return
+    if state.running and runner is not None and runner.state not in (STATE_STOPPED, STATE_INIT):
+        runner.stop()  # fires test_stop: the run finishes there
     summary = state.finish() if state.running else state.summary
     if summary is None:
         return

@@ -3,7 +3,7 @@
 The event loop that stamps token events is the one Locust, gevent and our listeners run
 on; whatever holds it for milliseconds while streams run merges token events into one
 read and stretches one gap over the stall (``stalls``). Each cause here was measured with
-``TPOT_STALL_TRACE=1`` (benchmarks/README.md, "Tail truth"):
+``TPOT_STALL_TRACE=1`` (benchmarks/README.md, section ``tail_truth``):
 
 - a full garbage collection walked every object of Locust, gevent and numpy (~70 ms):
   done once at init, before any stream; test start only freezes what is alive;

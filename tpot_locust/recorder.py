@@ -213,6 +213,9 @@ class _HeldGaps:
     counts: np.ndarray | None  # tokens per event, None when every event carried one
     itl_us: np.ndarray  # the request's whole-request samples: its steady-phase samples too
     tpot_us: np.ndarray  # when no gap of it overlaps a burst (nearly always)
+    # Gaps a shared read distorted (None: none): a token event read together with a later
+    # one carries that one's stamp, so the gap before it reads long and the next one zero.
+    read_together: np.ndarray | None = None
 
 
 class Recorder:
@@ -301,6 +304,7 @@ class Recorder:
             self._add_pending(user_class, "read_delay", to_us(timings.read_delays_ns))
         for name, value in scalars.items():
             self._pending_scalars.setdefault((user_class, name), []).append(value)
+        read_together = None
         if itl.size:
             shared = itl == 0  # events a read returned together carry one stamp
             if shared.any():
@@ -309,6 +313,8 @@ class Recorder:
                 counters.multi_event_reads += int(shared[0]) + int(
                     np.count_nonzero(shared[1:] & ~shared[:-1])
                 )
+                read_together = shared.copy()
+                read_together[:-1] |= shared[1:]
         walls = stamps + self._wall_offset_ns
         self._held.append(
             _HeldGaps(
@@ -323,6 +329,7 @@ class Recorder:
                 counts=per_event,
                 itl_us=itl_us,
                 tpot_us=tpot_us,
+                read_together=read_together,
             )
         )
 
@@ -334,7 +341,8 @@ class Recorder:
         while self._held and (everything or self._held[0].release_wall_ns <= now):
             slices.after_item()
             held = self._held.popleft()
-            in_stall = self._tag_stalls(held) if self.stalls else None
+            tag = self.stalls or held.read_together is not None
+            in_stall = self._tag_stalls(held) if tag else None
             if not held.itl_ns.size:
                 continue
             in_burst = self.windows.overlaps(held.starts_wall, held.ends_wall)
@@ -365,10 +373,13 @@ class Recorder:
             }])  # fmt: skip
 
     def _tag_stalls(self, held: _HeldGaps) -> np.ndarray:
-        """Copies of the request's samples that overlap a stall into ``metric@client_stall``;
-        returns which of its gaps did."""
+        """Copies of the request's samples that overlap a stall, or that a shared read
+        distorted (a hold of the loop too short for a stall window can still merge events
+        sent closer together than it), into ``metric@client_stall``; returns which gaps."""
         user_class = held.user_class
         in_stall = self.stalls.overlaps(held.starts_wall, held.ends_wall)
+        if held.read_together is not None:
+            in_stall |= held.read_together
         tagged: list[str] = []
         if in_stall.any():
             itl = held.itl_ns[in_stall]

@@ -238,6 +238,8 @@ def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
     if late_workers:
         named = ", ".join(f"{client_id} ({p99:.1f} ms)" for client_id, p99 in late_workers.items())
         lines.append(f"! busy workers (read delay P99 > {CLIENT_BUSY_READ_DELAY_MS:g} ms): {named}")
+    if stopped := summary.get("run", {}).get("stopped_because"):
+        lines.append(f"RUN STOPPED EARLY: {stopped}")
     if not summary.get("complete", True):
         missing = ", ".join(workers["missing"]) if workers else "unknown"
         lines.append(f"INCOMPLETE RUN: no final report from worker(s) {missing}")
@@ -319,6 +321,8 @@ def write_results(out_dir: Path, totals: MetricSet, run: dict[str, Any]) -> dict
 
 
 def load_results(out_dir: Path) -> tuple[MetricSet, dict[str, Any]]:
+    if out_dir.is_file():  # a file of the run (summary.json): its folder is meant
+        out_dir = out_dir.parent
     path = out_dir / HISTOGRAMS_FILE
     try:
         saved = json.loads(path.read_text())

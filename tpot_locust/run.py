@@ -1,7 +1,8 @@
 """``tpot-locust run``: a scenario as a headless Locust run, with the simulator if needed.
 
-This process only supervises: Locust runs in a child process (it monkey-patches with
-gevent on import), and so does the embedded simulator when no host is given.
+This process only supervises (``processes``): Locust runs in a child process (it
+monkey-patches with gevent on import), and so does the embedded simulator when no host is
+given; the simulator is stopped last, after every Locust process has written its part.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import sys
 import time
 from contextlib import ExitStack
@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tpot_locust.capacity import advice
 from tpot_locust.http_client import Origin
+from tpot_locust.processes import LocustProcesses, Supervisor
 from tpot_locust.report import SUMMARY_FILE
 from tpot_locust.scenario import Scenario, load_scenario
 from tpot_locust.scenario_schema import resolve_profile
@@ -28,7 +29,6 @@ from tpot_locust.truth_check import (
     truth_check,
 )
 
-WORKER_EXIT_S = 30.0
 TRUTH_CHECK_FAILED = 3  # exit code: the run's figures are not the simulator's (see README)
 LOCUSTFILE = Path(__file__).with_name("entry") / "scenario_locustfile.py"
 
@@ -47,17 +47,20 @@ class RunOptions:
     truth_tolerance_ms: float | None = None
 
 
-def _overrides(options: RunOptions, scenario: Scenario) -> list[str]:
-    overrides = list(options.overrides)
+def _overrides(options: RunOptions, scenario: Scenario) -> dict[str, str]:
+    """Every override, with the option it came from (named in its errors)."""
+    overrides = {override: f"--set {override}" for override in options.overrides}
     if options.users is not None:
         if len(scenario.classes) != 1:
             names = ", ".join(c.name for c in scenario.classes)
             raise ValueError(
                 f"--users needs a single-class scenario; use --set classes.NAME.users=N ({names})"
             )
-        overrides.append(f"classes.{scenario.classes[0].name}.users={options.users}")
+        overrides[f"classes.{scenario.classes[0].name}.users={options.users}"] = (
+            f"--users {options.users}"
+        )
     if options.run_time is not None:
-        overrides.append(f"duration={options.run_time}")
+        overrides[f"duration={options.run_time}"] = f"--run-time {options.run_time}"
     return overrides
 
 
@@ -97,14 +100,6 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@dataclass
-class LocustProcesses:
-    """The commands of one run: a local runner, or a master and its local workers."""
-
-    master: list[str]
-    workers: list[list[str]]
-
-
 def locust_commands(
     scenario: Scenario, host: str, out: Path, workers: int, extra: list[str]
 ) -> LocustProcesses:
@@ -125,40 +120,46 @@ def locust_commands(
     return LocustProcesses(master + extra, [worker] * workers)
 
 
-def _run_processes(commands: LocustProcesses, env: dict[str, str]) -> int:
-    workers = [
-        subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
-        for command in commands.workers
-    ]
+def unreachable(host: str, timeout_s: float = 5.0) -> str | None:
+    """Why nothing can connect to ``host``, or None: a dead host is named before the run
+    starts, not after a whole duration of connection errors."""
+    origin = Origin.parse(host)
     try:
-        return subprocess.run(commands.master, env=env, check=False).returncode
-    finally:
-        for worker in workers:
-            try:
-                worker.wait(timeout=WORKER_EXIT_S)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                worker.wait()
+        socket.create_connection((origin.host, origin.port), timeout_s).close()
+    except OSError as error:
+        return f"cannot connect to {origin.host_header}: {error.strerror or error}"
+    return None
 
 
 def run_scenario(options: RunOptions) -> int:
     if options.host:
         Origin.parse(options.host)  # a usage error (exit 2) before anything starts
     scenario = load_scenario(options.scenario_path, options.overrides)
-    overrides = _overrides(options, scenario)
-    scenario = load_scenario(options.scenario_path, overrides)
+    labelled = _overrides(options, scenario)
+    overrides = list(labelled)
+    scenario = load_scenario(options.scenario_path, overrides, labelled)
+    if scenario.duration_s != int(scenario.duration_s):
+        raise ValueError(f"run time {scenario.duration_s:g} s: Locust runs whole seconds")
     if options.spawn_rate is not None:
+        if options.spawn_rate <= 0:
+            raise ValueError(f"--spawn-rate {options.spawn_rate:g}: must be > 0")
         scenario.spawn_rate = options.spawn_rate
     if warning := advice(scenario, options.workers, host=options.host):
         print(warning, file=sys.stderr, flush=True)
     out = output_dir(options, scenario)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"results folder {out}: {error.strerror or error}") from None
     env = dict(os.environ)
     env["TPOT_SCENARIO"] = str(options.scenario_path.resolve())
     env["TPOT_SET"] = "\x1f".join(overrides)
     with ExitStack() as stack:
         host = options.host or scenario.host
         host_given = bool(host)
+        if host and (why := unreachable(host)):
+            print(f"tpot-locust: {why} (is the server running?)", file=sys.stderr)
+            return 1
         if not host:
             from tpot_locust.sim.process import start_simulator
 
@@ -174,7 +175,7 @@ def run_scenario(options: RunOptions) -> int:
             f"{scenario.duration_s:g} s against {host}{workers}; results in {out}",
             flush=True,
         )
-        code = _run_processes(commands, env)
+        code = Supervisor(commands, env).run()
     if not host_given and check_against_truth(out, options.truth_tolerance_ms) is False:
         return TRUTH_CHECK_FAILED
     return code

@@ -7,6 +7,7 @@ A Locust process holds one ``RunState`` (created by ``plugin.get_state``); the l
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from locust.env import Environment
 
 from tpot_locust.collector import Collector
 from tpot_locust.distributed import MasterLink, WorkerLink
+from tpot_locust.failures import ClientErrorStreak
 from tpot_locust.http_client import arrival_clock
 from tpot_locust.phases import RunClock
 from tpot_locust.progress import ProgressPrinter
@@ -26,6 +28,7 @@ from tpot_locust.scenario import Scenario
 from tpot_locust.stalls import STALLS_FOLDER
 from tpot_locust.traffic import ProcessShare, TrafficDriver
 
+logger = logging.getLogger(__name__)
 DEFAULT_REPORT_INTERVAL_S = 1.0
 _SCENARIO: tuple[Scenario, dict[str, type]] | None = None
 
@@ -50,6 +53,8 @@ class RunState:
         self.running = False
         self.driver: TrafficDriver | None = None
         self.progress: ProgressPrinter | None = None
+        self.client_errors = ClientErrorStreak(self.stop_run)
+        self.stopped_because: str | None = None
 
     @property
     def out_dir(self) -> Path | None:
@@ -76,7 +81,25 @@ class RunState:
         while not stop.wait(timeout=self.interval_s):
             self._tick()
 
+    def stop_run(self, reason: str) -> None:
+        """End the run early (exit code 1) because it cannot measure anything; a worker
+        asks its master, which stops every worker."""
+        if self.worker is not None:
+            self.worker.ask_master_to_stop(reason)
+            return
+        if self.stopped_because is not None:
+            return
+        self.stopped_because = reason
+        logger.error("tpot-locust: %s", reason)
+        self.environment.process_exit_code = 1
+        runner = self.environment.runner
+        if runner is not None:
+            headless = getattr(self.environment.parsed_options, "headless", False)
+            gevent.spawn(runner.quit if headless else runner.stop)
+
     def start(self) -> None:
+        self.client_errors.reset()
+        self.stopped_because = None
         self.stop_ticker()
         self.recorder.reset()
         self.recorder.windows.clear()
@@ -163,6 +186,7 @@ class RunState:
             info["scenario"] = getattr(options, "tpot_scenario_name", None)
         info["report_interval_s"] = self.interval_s
         info["start_wall_s"] = self.collector.start_wall_s
+        info["stopped_because"] = self.stopped_because
         info["stall_threshold_ms"] = self.recorder.probe.threshold_ns / 1e6
         # in the master's environment: workers started with another one may differ
         info["arrival_clock"] = arrival_clock()

@@ -103,16 +103,21 @@ class Scenario:
         return next(traffic for traffic in self.classes if traffic.name == name)
 
 
-def load_scenario(path: Path, overrides: list[str] | None = None) -> Scenario:
+def load_scenario(
+    path: Path, overrides: list[str] | None = None, labels: dict[str, str] | None = None
+) -> Scenario:
+    """``labels``: the option each override came from (``--users -1``), named in its
+    errors; other overrides are named as ``--set key=value``."""
     from tpot_locust.scenario_schema import validate
 
     located = load_located(path)
     for override in overrides or []:
-        _apply_override(located, override)
+        label = (labels or {}).get(override, f"--set {override}")
+        _apply_override(located, override, label)
     return validate(located)
 
 
-def _apply_override(located: Located, override: str) -> None:
+def _apply_override(located: Located, override: str, label: str) -> None:
     """``key.path=value``; the value is parsed as YAML (``--set classes.chat.users=4``)."""
     key, sep, raw = override.partition("=")
     if not sep or not key:
@@ -127,3 +132,4 @@ def _apply_override(located: Located, override: str) -> None:
         if not isinstance(target, dict):
             raise ScenarioError("--set", 1, 1, key, f"{part} is not a mapping")
     target[parts[-1]] = value
+    located.overridden[key] = label

@@ -28,14 +28,13 @@ from tpot_locust import plugin as _plugin  # noqa: F401  (registers our Locust l
 from tpot_locust.cooperation import let_streams_run
 from tpot_locust.distributions import as_distribution, sample_int
 from tpot_locust.errors import (
-    CONNECTION_ERROR,
     INTERRUPTED,
     MODEL_LOOKUP,
-    TIMEOUT_CONNECT,
     StreamError,
     http_status_category,
 )
 from tpot_locust.events import ensure_token_timings
+from tpot_locust.failures import Backoff
 from tpot_locust.http_client import HTTPConnection, Origin, ReadTimeout
 from tpot_locust.prompts import synthetic_text
 from tpot_locust.stalls import PROCESS_TAG
@@ -44,8 +43,6 @@ from tpot_locust.streaming import MAX_ERROR_BODY, StreamRequest, redact, stream_
 from tpot_locust.timings import RequestTimings
 
 API_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
-UNREACHABLE = (CONNECTION_ERROR, TIMEOUT_CONNECT)
-UNREACHABLE_BACKOFF_S = 0.5
 
 
 class ChatUser(User):
@@ -85,6 +82,7 @@ class ChatUser(User):
         self._requests_sent = 0
         seed = None if self.seed is None else self.seed * 100_003 + ChatUser._user_counter
         self.rng = random.Random(seed)
+        self._backoff = Backoff(self.rng)
         if not self.host:
             raise ValueError(f"{type(self).__name__}: no host (set it or pass --host)")
         self.connection = HTTPConnection(
@@ -98,8 +96,8 @@ class ChatUser(User):
     @task
     def session(self) -> None:
         timings = self.run_session()
-        if timings is not None and timings.error_category in UNREACHABLE:
-            gevent.sleep(UNREACHABLE_BACKOFF_S)  # counted; no need to spin at 3,000 tries/s
+        if delay := self._backoff.after(timings):
+            gevent.sleep(delay)  # a failing server is backed off from, never flooded
 
     def run_session(
         self,

@@ -6,7 +6,7 @@ here so that a validation error can say ``scenarios/x.yaml:14:5: classes.chat.us
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ class ScenarioError(ValueError):
     """A scenario problem, formatted as ``file:line:column: key.path: message``."""
 
     def __init__(self, source: str, line: int, column: int, path: str, message: str) -> None:
-        location = f"{source}:{line}:{column}"
+        location = f"{source}:{line}:{column}" if line else source  # line 0: not from a file
         super().__init__(f"{location}: {path}: {message}" if path else f"{location}: {message}")
         self.source, self.line, self.column, self.path = source, line, column, path
 
@@ -29,8 +29,15 @@ class Located:
     source: str
     data: Any
     positions: dict[str, tuple[int, int]]
+    # key path -> the command-line option that set it: its errors name the option, not a line
+    overridden: dict[str, str] = field(default_factory=dict)
 
     def error(self, path: str, message: str) -> ScenarioError:
+        prefix = path
+        while prefix:
+            if prefix in self.overridden:
+                return ScenarioError(self.overridden[prefix], 0, 0, path, message)
+            prefix = prefix.rsplit(".", 1)[0] if "." in prefix else ""
         line, column = self._position(path)
         return ScenarioError(self.source, line, column, path, message)
 

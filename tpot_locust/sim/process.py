@@ -16,6 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ..processes import child_options
 from .cli import READY_PREFIX
 from .truth import read_truth
 
@@ -124,7 +125,10 @@ def start_simulator(
         p for p in (_PACKAGE_ROOT, child_env.get("PYTHONPATH", "")) if p
     )
     child_env.setdefault("PYTHONUNBUFFERED", "1")
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=child_env)
+    # its own process group, dying with us: a Ctrl-C must not stop it before the client
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, text=True, env=child_env, **child_options()
+    )
     lines: queue.Queue[str | None] = queue.Queue()
     reader = threading.Thread(target=_drain, args=(process.stdout, lines), daemon=True)
     reader.start()

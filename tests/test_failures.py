@@ -1,0 +1,97 @@
+"""A failing server is backed off from, a run of nothing but the same client error stops
+with its cause, and a dead host is named before the run starts."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import ROOT, run_command
+from tpot_locust.failures import Backoff, ClientErrorStreak, likely_fix
+from tpot_locust.sim.process import start_simulator
+from tpot_locust.timings import RequestTimings
+
+
+def _failed(message: str, category: str = "http_4xx") -> RequestTimings:
+    timings = RequestTimings("chat", "chat", "r", 0, 0)
+    timings.error_category, timings.error_message = category, message
+    return timings
+
+
+def test_backoff_grows_with_jitter_and_a_success_resets_it() -> None:
+    backoff = Backoff(random.Random(1))
+    delays = [backoff.after(_failed("HTTP 500: boom", "http_5xx")) for _ in range(10)]
+    assert 0.05 <= delays[0] <= 0.15
+    assert all(0.5 * 5.0 <= d <= 1.5 * 5.0 for d in delays[7:])  # capped at 5 s
+    assert backoff.after(RequestTimings("chat", "chat", "r", 0, 0)) == 0.0
+    assert backoff.after(_failed("HTTP 500: boom", "http_5xx")) <= 0.15
+
+
+def test_the_same_client_error_in_a_row_trips_once_with_the_fix() -> None:
+    reasons: list[str] = []
+    streak = ClientErrorStreak(reasons.append, limit=3)
+    rejected = _failed("HTTP 422: Unrecognized request argument supplied: ignore_eos")
+    streak.observe(rejected)
+    streak.observe(RequestTimings("chat", "chat", "r", 0, 0))  # a success starts over
+    for _ in range(2):
+        streak.observe(rejected)
+    streak.observe(_failed("HTTP 429: slow down"))  # not a client error: ignored
+    assert not reasons
+    for _ in range(5):
+        streak.observe(rejected)
+    assert len(reasons) == 1
+    assert "ignore_eos: false" in reasons[0]
+    assert "check the host" in likely_fix(404, "no route")
+
+
+def _run(tmp_path: Path, host: str, seconds: int, env: dict[str, str] | None = None):
+    out = tmp_path / "out"
+    started = time.monotonic()
+    result = run_command(
+        [sys.executable, "-m", "tpot_locust", "run", "scenarios/quickstart.yaml", "--host", host,
+         "--run-time", f"{seconds}s", "--users", "4", "--out", str(out),
+         "--set", "server.model=tpot-sim"],
+        timeout=120, env=env or {},
+    )  # fmt: skip
+    return result, time.monotonic() - started, out
+
+
+def test_a_run_of_client_errors_stops_with_the_cause(tmp_path: Path) -> None:
+    with start_simulator() as sim:
+        result, took, out = _run(tmp_path, f"{sim.url}/wrong-prefix", 60)
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    assert took < 40, took  # stopped long before the 60 s
+    output = result.stdout + result.stderr
+    assert "Likely fix: check the host" in output
+    assert "RUN STOPPED EARLY" in output
+    assert "Traceback" not in output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["run"]["stopped_because"]
+    assert 20 <= summary["requests"]["failed"] <= 60
+
+
+def test_failures_are_backed_off_from(tmp_path: Path) -> None:
+    with start_simulator() as sim:
+        result, _, out = _run(tmp_path, f"{sim.url}/wrong-prefix", 6,
+                              env={"TPOT_MAX_CLIENT_ERRORS": "0"})  # fmt: skip
+    summary = json.loads((out / "summary.json").read_text())
+    failed = summary["requests"]["failed"]
+    assert failed > 0
+    assert failed <= 4 * 6 * 2, failed  # at most ~2 a second per user (was ~400)
+
+
+def test_a_dead_host_is_named_before_the_run(tmp_path: Path) -> None:
+    with start_simulator() as sim:
+        dead = sim.url  # a port that just closed
+    started = time.monotonic()
+    result = run_command(
+        [sys.executable, "-m", "tpot_locust", "run", str(ROOT / "scenarios/quickstart.yaml"),
+         "--host", dead, "--out", str(tmp_path / "out")],
+        timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "cannot connect to" in result.stderr and "is the server running" in result.stderr
+    assert time.monotonic() - started < 20
