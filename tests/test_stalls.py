@@ -11,6 +11,7 @@ import gevent
 import numpy as np
 from gevent import monkey
 
+from tpot_locust.collector import Collector
 from tpot_locust.histograms import count_above, histogram_stats, new_histogram, record_many
 from tpot_locust.histograms import without as histogram_without
 from tpot_locust.recorder import MetricSet, Recorder
@@ -156,3 +157,28 @@ def test_truth_check_compares_every_figure(tmp_path: Path) -> None:
     assert check["metrics"]["itl"]["max"]["error"] == 2.5
     assert check["passed"] is False and check["worst_error_ms"] == 2.5
     assert truth_check(summary, truth)["passed"] is None
+
+
+def test_collector_keeps_every_delta_of_an_interval() -> None:
+    """The interval's first delta is adopted as it is (no copy on a local run's tick); the
+    ones after it, even with loop lag only, must still add up."""
+    collector = Collector()
+    for lags in ([1000, 2000], [3000], [4000]):
+        delta = MetricSet()
+        delta.client.record_lags(array("q", lags))
+        collector.add_delta(delta)
+    collector.tick(users=0)
+    collector.add_delta(MetricSet())
+    collector.tick(users=0)
+    assert collector.totals.client.loop_lag.total_count == 4
+    assert len(collector.timeseries) == 2
+
+
+def test_a_short_last_interval_has_no_extrapolated_rate() -> None:
+    collector = Collector()
+    collector.start(None)
+    collector.tick(users=1)
+    collector.tick(users=1, final=True)  # at once: a few ms long
+    last = collector.timeseries[-1]
+    assert last["partial"] is True and last["tokens_per_s"] is None
+    assert "partial" not in collector.timeseries[0]

@@ -61,6 +61,7 @@ def test_reset_stats_resets_our_histograms_and_stop_writes_results(tmp_path: Pat
             assert tpot_row["count"] > 0 and tpot_row["p50"] > 0 and tpot_row["tokens_per_s"]
             now = json.loads(urllib.request.urlopen(ui + "/tpot/summary.json", timeout=10).read())
             assert now["metrics"]["tpot"]["count"] > 0
+            assert now["running"] is True and now["complete"] is False  # not final yet
             post(ui + "/stats/reset")  # the Reset Stats button
             time.sleep(2)
             post(ui + "/stop")  # the Stop button: our results are written at test stop

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from tpot_locust import __version__
 from tpot_locust.scenario import ScenarioError, load_scenario
 
 EXIT_USAGE = 2
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tpot-locust", description="Per-token latency load tests for LLM servers."
     )
+    parser.add_argument("--version", action="version", version=f"tpot-locust {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="run a scenario headless (simulator if no host)")

@@ -19,6 +19,7 @@ from tpot_locust.recorder import METRICS, ClassMetrics, MetricSet
 TIMESERIES_METRICS = ("tpot", "itl", "ttft", "read_delay")
 TIMESERIES_PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 HLOG_FOLDER = "histograms"
+MIN_FINAL_POINT_S = 0.5
 
 
 class IntervalLogs:
@@ -62,6 +63,7 @@ class Collector:
     def __init__(self) -> None:
         self.totals = MetricSet()
         self.pending = MetricSet()
+        self._pending_empty = True  # the next delta can become ``pending`` as it is
         self.timeseries: list[dict[str, Any]] = []
         self.logs: IntervalLogs | None = None
         self.start_wall_s = time.time()
@@ -71,27 +73,38 @@ class Collector:
         """A fresh run: empty totals and timeline; interval logs when there is a folder."""
         self.close()
         self.totals, self.pending, self.timeseries = MetricSet(), MetricSet(), []
+        self._pending_empty = True
         self.start_wall_s = self.last_tick_wall_s = time.time()
         if out_dir is not None:
             self.logs = IntervalLogs(out_dir / HLOG_FOLDER, self.start_wall_s)
 
+    def reset_totals(self) -> None:
+        """Locust's Reset Stats: totals and the interval under way start over."""
+        self.totals, self.pending, self._pending_empty = MetricSet(), MetricSet(), True
+
     def add_delta(self, delta: MetricSet) -> None:
-        if not self.pending.classes and not self.pending.client.stalls:
+        if self._pending_empty:
             # The interval's first delta (a local run's only one) is kept as it is: copying
             # it into fresh histograms held the loop for ~2 ms a tick while users streamed.
-            self.pending = delta
+            self.pending, self._pending_empty = delta, False
             return
         self.pending.add(delta)
 
-    def tick(self, users: int) -> None:
+    def tick(self, users: int, final: bool = False) -> None:
+        """Close the interval; ``final``: the run's last one. Shorter than
+        ``MIN_FINAL_POINT_S``, its point is marked ``partial`` and has no rates: they would be
+        extrapolated from the few requests that ended at the stop (42,608 tokens/s over
+        0.036 s, seen); its counts and percentiles stay."""
         now = time.time()
-        interval, self.pending = self.pending, MetricSet()
+        interval, self.pending, self._pending_empty = self.pending, MetricSet(), True
         # cooperative: in a local run the users stream in this process meanwhile
         self.totals.add(interval, cooperative=True)
         combined = interval.combined(cooperative=True)
         point = self._point(combined, now, users)
         point["stalls"] = interval.client.stalls
         point["loop_lag_max_ms"] = histogram_stats(interval.client.loop_lag, ()).max / 1000
+        if final and now - self.last_tick_wall_s < MIN_FINAL_POINT_S:
+            point["partial"], point["tokens_per_s"] = True, None
         self.timeseries.append(point)
         if self.logs is not None:
             self.logs.write(combined, self.last_tick_wall_s, now)

@@ -12,8 +12,9 @@ PRINT_EVERY_S = 2.0
 
 
 class ProgressPrinter:
-    def __init__(self, duration_s: float) -> None:
+    def __init__(self, duration_s: float, warmup_s: float = 0.0) -> None:
         self.duration_s = duration_s
+        self.warmup_s = warmup_s
         self.last_print = 0.0
 
     def maybe_print(self, collector: Collector) -> None:
@@ -21,7 +22,11 @@ class ProgressPrinter:
         if now - self.last_print < PRINT_EVERY_S or not collector.timeseries:
             return
         self.last_print = now
-        print(format_progress(collector.timeseries[-1], self.duration_s), flush=True)
+        point = collector.timeseries[-1]
+        line = format_progress(point, self.duration_s)
+        if point["t"] < self.warmup_s:
+            line += "  (warm-up: not recorded)"
+        print(line, flush=True)
 
 
 def format_progress(point: dict, duration_s: float) -> str:

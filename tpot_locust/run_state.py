@@ -16,6 +16,7 @@ import gevent
 from gevent.event import Event
 from locust.env import Environment
 
+from tpot_locust import __version__
 from tpot_locust.collector import Collector
 from tpot_locust.distributed import MasterLink, WorkerLink
 from tpot_locust.failures import ClientErrorStreak
@@ -73,7 +74,7 @@ class RunState:
     def _tick(self, final: bool = False) -> None:
         if self.master is None:
             self.collector.add_delta(self.recorder.take_interval(final=final))
-        self.collector.tick(self._users() + (self.driver.in_flight if self.driver else 0))
+        self.collector.tick(self._users() + (self.driver.in_flight if self.driver else 0), final)
         if self.progress is not None and not final:
             self.progress.maybe_print(self.collector)
 
@@ -108,7 +109,7 @@ class RunState:
         self.running = True
         options = self.environment.parsed_options
         if _SCENARIO is not None and getattr(options, "headless", False):
-            self.progress = ProgressPrinter(_SCENARIO[0].duration_s)
+            self.progress = ProgressPrinter(_SCENARIO[0].duration_s, _SCENARIO[0].warmup_s)
         start_wall_ns = time.time_ns()
         if self.master is not None:
             self.master.reset()
@@ -182,6 +183,8 @@ class RunState:
     def run_info(self) -> dict[str, Any]:
         options = self.environment.parsed_options
         info: dict[str, Any] = {"host": self.environment.host, "complete": True}
+        info["version"] = __version__
+        info["users"] = getattr(options, "num_users", None)
         if options is not None:
             info["scenario"] = getattr(options, "tpot_scenario_name", None)
         info["report_interval_s"] = self.interval_s
@@ -209,5 +212,4 @@ class RunState:
     def reset(self) -> None:
         """Locust's Reset Stats: ours restart too (the timeline keeps its clock)."""
         self.recorder.reset()
-        self.collector.totals = type(self.collector.totals)()
-        self.collector.pending = type(self.collector.pending)()
+        self.collector.reset_totals()

@@ -78,4 +78,7 @@ def install(environment: Environment, state: RunState) -> None:
     @web_ui.app.route("/tpot/summary.json")
     def _summary() -> Response:
         summary = build_summary(state.collector.totals, state.run_info())
+        summary["running"] = state.running  # a running test's summary is not yet complete
+        if state.running:
+            summary["complete"] = False
         return Response(json.dumps(summary, indent=2), mimetype="application/json")
