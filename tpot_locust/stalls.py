@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from gevent import get_hub, monkey
 from hdrh.histogram import HdrHistogram
 
 from tpot_locust.histograms import add_into, decode_histogram, new_histogram, record_many
@@ -78,6 +77,8 @@ class LagProbe:
         return self._last_ns
 
     def start(self) -> None:
+        from gevent import get_hub  # here: the windows and health need no gevent (the CLI)
+
         if self._timer is not None:
             return
         self._timer = get_hub().loop.timer(self.interval_ns / 1e9, self.interval_ns / 1e9)
@@ -113,14 +114,13 @@ class StallTracer:
 
     def __init__(self, probe: LagProbe) -> None:
         self.probe = probe
-        self._main = monkey.get_original("_thread", "get_ident")()  # the loop's OS thread
+        self._main = _original("_thread", "get_ident")()  # the loop's OS thread
 
     def start(self) -> None:
-        start_new_thread = monkey.get_original("_thread", "start_new_thread")
-        start_new_thread(self._watch, ())
+        _original("_thread", "start_new_thread")(self._watch, ())
 
     def _watch(self) -> None:
-        sleep = monkey.get_original("time", "sleep")
+        sleep = _original("time", "sleep")
         reported = 0
         while True:
             sleep(0.001)
@@ -132,6 +132,13 @@ class StallTracer:
                 stack = "".join(traceback.format_stack(frame, limit=12)) if frame else "?"
                 print(f"tpot-locust: loop held {held / 1e6:.1f} ms so far at\n{stack}",
                       file=sys.stderr, flush=True)  # fmt: skip
+
+
+def _original(module: str, name: str) -> Any:
+    """The function as it was before gevent patched it (a real thread, a real sleep)."""
+    from gevent import monkey
+
+    return monkey.get_original(module, name)
 
 
 class StallWindows:
@@ -195,11 +202,11 @@ class ClientHealth:
         if lags_ns:
             record_many(self.loop_lag, to_us(np.asarray(lags_ns, dtype=np.int64)))
 
-    def note_stall(self, start_wall_ns: int, end_wall_ns: int, worker: str | None = None) -> None:
+    def note_stall(self, start_wall_ns: int, end_wall_ns: int) -> None:
         self.stalls += 1
         self.stalled_ns += end_wall_ns - start_wall_ns
         stall = {"ms": round((end_wall_ns - start_wall_ns) / 1e6, 3),
-                 "at_wall_s": round(end_wall_ns / 1e9, 3), "worker": worker}  # fmt: skip
+                 "at_wall_s": round(end_wall_ns / 1e9, 3), "worker": None}  # fmt: skip
         self._keep_worst([stall])
 
     def name_worker(self, worker: str) -> None:
