@@ -43,7 +43,7 @@ def hold_the_loop(until: list[bool]) -> None:
 
 def streamed_summary(url: str, busy: bool) -> dict[str, Any]:
     recorder = Recorder()
-    body = json.dumps({"model": "m", "stream": True, "max_tokens": TOKENS,
+    body = json.dumps({"model": "tpot-sim", "stream": True, "max_tokens": TOKENS,
                        "messages": [{"role": "user", "content": "hi"}]}).encode()  # fmt: skip
 
     def one_stream(index: int) -> None:

@@ -26,7 +26,7 @@ def stamped_tokens(url: str, clock: str) -> tuple[Sequence[int], str, Sequence[i
     connection's read delays."""
     connection = HTTPConnection(Origin.parse(url), clock=clock)
     messages = [{"role": "user", "content": "hi"}]
-    body = {"model": "m", "stream": True, "max_tokens": 4, "messages": messages}
+    body = {"model": "tpot-sim", "stream": True, "max_tokens": 4, "messages": messages}
     request_id = f"stamps-{clock}"
     headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
     response, _ = connection.request(

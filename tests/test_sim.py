@@ -295,6 +295,9 @@ def test_errors(sim: SimProcess) -> None:
     body = chat_body(max_tokens=0)
     assert exchange(sim, "POST", "/v1/chat/completions", body).status == 400
     assert exchange(sim, "GET", "/v1/nope").status == 404
+    misspelt = exchange(sim, "POST", "/v1/chat/completions", chat_body(model="tpot-sin"))
+    assert misspelt.status == 404
+    assert json.loads(misspelt.body)["error"]["message"] == "The model `tpot-sin` does not exist."
     response = exchange(sim, "GET", "/v1/chat/completions")
     assert response.status == 405
     assert response.headers["allow"] == "POST"
@@ -429,6 +432,12 @@ def test_parse_request_and_length() -> None:
             parse(bad)
     with pytest.raises(RequestError):
         parse({"messages": [{}], "max_tokens": 2, "min_tokens": 3})
+    with pytest.raises(RequestError) as unknown:  # vLLM answers a misspelt model with 404
+        parse({"messages": [{"content": "a"}], "model": "d-m"})
+    assert (
+        unknown.value.status == 404 and unknown.value.message == "The model `d-m` does not exist."
+    )
+    assert parse({"messages": [{"content": "a"}], "model": "dm"}).model == "dm"
     rng = random.Random(1)
     req = _request(max_tokens=10, min_tokens=0)
     decide_length(req, Fixed(4), rng)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tpot_locust.slo import SloSpec
 from tpot_locust.yaml_source import Located, ScenarioError, load_located, parse_located
 
 __all__ = [
@@ -74,7 +75,7 @@ class Scenario:
     output: str | None = None
     server: dict[str, Any] = field(default_factory=dict)
     simulator: dict[str, Any] = field(default_factory=dict)
-    slo: dict[str, Any] = field(default_factory=dict)
+    slo: SloSpec = field(default_factory=SloSpec)
     description: str = ""
     stages: list[Stage] = field(default_factory=list)
     bursts: list[Burst] = field(default_factory=list)

@@ -11,7 +11,8 @@ from typing import Any
 
 from tpot_locust.distributions import DistributionError, parse_distribution
 from tpot_locust.scenario import Burst, Scenario, Stage, TrafficClass
-from tpot_locust.yaml_source import Located
+from tpot_locust.slo import SloSpec, parse_slo
+from tpot_locust.yaml_source import Located, did_you_mean
 
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -46,15 +47,23 @@ def parse_duration(value: Any) -> float:
 
 
 def check_keys(located: Located, path: str, data: Any, allowed: set[str]) -> dict[str, Any]:
+    """The known keys of a mapping; each unknown one is noted as a problem (with the
+    allowed key it is closest to) and left out, so validation goes on."""
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise located.error(path, "must be a mapping")
-    for key in data:
-        if key not in allowed:
-            child = f"{path}.{key}" if path else key
-            raise located.error(child, f"unknown key; allowed: {', '.join(sorted(allowed))}")
-    return data
+    known = {}
+    for key, value in data.items():
+        if key in allowed:
+            known[key] = value
+            continue
+        child = f"{path}.{key}" if path else key
+        hint = did_you_mean(str(key), allowed)
+        located.problems.append(
+            located.error(child, f"unknown key{hint}; allowed: {', '.join(sorted(allowed))}")
+        )
+    return known
 
 
 def number(
@@ -88,42 +97,63 @@ def distribution(located: Located, path: str, value: Any, base_dir: Path) -> Any
 
 
 def validate(located: Located) -> Scenario:
+    """The scenario, or ``ScenarioErrors`` listing every problem in the document."""
     data = check_keys(located, "", located.data, TOP_KEYS)
     base_dir = Path(located.source).parent
-    server = _validate_server(located, data.get("server"))
+    server: dict[str, Any] = {}
+    with located.keep_going():
+        server = _validate_server(located, data.get("server"))
+    classes: list[TrafficClass] = []
     classes_data = data.get("classes")
     if not isinstance(classes_data, dict) or not classes_data:
-        raise located.error("classes", "needs at least one traffic class (name -> class)")
-    classes = [
-        _validate_class(located, name, spec, base_dir) for name, spec in classes_data.items()
-    ]
-    names = {traffic.name for traffic in classes}
-    stages = _validate_stages(located, data.get("stages"), classes)
-    if stages and "duration" in data:
-        raise located.error("duration", "the stages set the duration; remove one of them")
-    if stages:
-        duration_s = sum(stage.duration_s for stage in stages)
-    else:
-        duration_s = duration(located, "duration", data.get("duration", "60s"))
-    bursts = _validate_bursts(located, data.get("bursts"), names, duration_s, base_dir)
-    warmup_s = duration(located, "warmup", data.get("warmup", 0), positive=False)
-    cooldown_s = duration(located, "cooldown", data.get("cooldown", 0), positive=False)
-    if warmup_s + cooldown_s >= duration_s:
-        raise located.error("warmup", "warmup + cooldown must be shorter than the duration")
-    simulator = check_keys(located, "simulator", data.get("simulator"), SIMULATOR_KEYS)
-    for key in ("ttft_ms", "gap_ms", "natural_tokens"):
-        if key in simulator:
-            distribution(located, f"simulator.{key}", simulator[key], base_dir)
-    _validate_engine(located, simulator)
+        located.problems.append(
+            located.error("classes", "needs at least one traffic class (name -> class)")
+        )
+        classes_data = {}
+    for name, spec in classes_data.items():
+        with located.keep_going():
+            classes.append(_validate_class(located, str(name), spec, base_dir))
+    names = set(classes_data)
+    stages: list[Stage] = []
+    with located.keep_going():
+        stages = _validate_stages(located, data.get("stages"), classes)
+    duration_s = 60.0
+    with located.keep_going():
+        if stages and "duration" in data:
+            raise located.error("duration", "the stages set the duration; remove one of them")
+        if stages:
+            duration_s = sum(stage.duration_s for stage in stages)
+        else:
+            duration_s = duration(located, "duration", data.get("duration", "60s"))
+    bursts: list[Burst] = []
+    with located.keep_going():
+        bursts = _validate_bursts(located, data.get("bursts"), names, duration_s, base_dir)
+    warmup_s = cooldown_s = 0.0
+    with located.keep_going():
+        warmup_s = duration(located, "warmup", data.get("warmup", 0), positive=False)
+        cooldown_s = duration(located, "cooldown", data.get("cooldown", 0), positive=False)
+        if warmup_s + cooldown_s >= duration_s:
+            raise located.error("warmup", "warmup + cooldown must be shorter than the duration")
+    simulator: dict[str, Any] = {}
+    with located.keep_going():
+        simulator = check_keys(located, "simulator", data.get("simulator"), SIMULATOR_KEYS)
+        for key in ("ttft_ms", "gap_ms", "natural_tokens"):
+            if key in simulator:
+                with located.keep_going():
+                    distribution(located, f"simulator.{key}", simulator[key], base_dir)
+        _validate_engine(located, simulator)
     spawn_rate = data.get("spawn_rate")
-    if spawn_rate is not None:
-        number(located, "spawn_rate", spawn_rate)
+    with located.keep_going():
+        if spawn_rate is not None:
+            number(located, "spawn_rate", spawn_rate)
     seed = data.get("seed")
-    if seed is not None:
-        number(located, "seed", seed, integer=True, strict=False)
-    slo = data.get("slo") or {}
-    if not isinstance(slo, dict):
-        raise located.error("slo", "must be a mapping")
+    with located.keep_going():
+        if seed is not None:
+            number(located, "seed", seed, integer=True, strict=False)
+    slo = SloSpec()
+    with located.keep_going():
+        slo = parse_slo(located, data.get("slo"), set(names))
+    located.raise_problems()
     return Scenario(
         source=located.source,
         name=str(data.get("name") or Path(located.source).stem),
@@ -208,6 +238,37 @@ def _validate_class(located: Located, name: str, data: Any, base_dir: Path) -> T
     if "users" not in spec and "rate" not in spec:
         raise located.error(path, "needs users (closed loop) or rate (open loop, per second)")
     traffic = TrafficClass(name=name)
+    with located.keep_going():
+        _validate_mode(located, path, spec, traffic)
+    for key in ("arrival", "burstiness", "max_in_flight"):
+        if key in spec and "rate" not in spec:
+            located.problems.append(
+                located.error(f"{path}.{key}", "only for open-loop classes (rate)")
+            )
+    for key in ("prompt_tokens", "output_tokens", "followup_tokens"):
+        if spec.get(key) is not None:
+            with located.keep_going():
+                value = distribution(located, f"{path}.{key}", spec[key], base_dir)
+                setattr(traffic, key, value)
+    if "turns" in spec:
+        with located.keep_going():
+            traffic.turns = int(number(located, f"{path}.turns", spec["turns"], integer=True))
+    for key in ("think_time", "wait_time"):
+        if key in spec:
+            value = spec[key]
+            with located.keep_going():
+                if value != 0:
+                    distribution(located, f"{path}.{key}", value, base_dir)
+                setattr(traffic, key, value)
+    with located.keep_going():
+        _validate_prefix(located, path, spec, traffic)
+    return traffic
+
+
+def _validate_mode(
+    located: Located, path: str, spec: dict[str, Any], traffic: TrafficClass
+) -> None:
+    """Closed loop (users) or open loop (rate, arrival process)."""
     if "users" in spec:
         traffic.users = int(number(located, f"{path}.users", spec["users"], integer=True,
                                    strict=False))  # fmt: skip
@@ -223,20 +284,11 @@ def _validate_class(located: Located, name: str, data: Any, base_dir: Path) -> T
             traffic.max_in_flight = int(
                 number(located, f"{path}.max_in_flight", spec["max_in_flight"], integer=True)
             )
-    for key in ("arrival", "burstiness", "max_in_flight"):
-        if key in spec and traffic.rate is None:
-            raise located.error(f"{path}.{key}", "only for open-loop classes (rate)")
-    for key in ("prompt_tokens", "output_tokens", "followup_tokens"):
-        if spec.get(key) is not None:
-            setattr(traffic, key, distribution(located, f"{path}.{key}", spec[key], base_dir))
-    if "turns" in spec:
-        traffic.turns = int(number(located, f"{path}.turns", spec["turns"], integer=True))
-    for key in ("think_time", "wait_time"):
-        if key in spec:
-            value = spec[key]
-            if value != 0:
-                distribution(located, f"{path}.{key}", value, base_dir)
-            setattr(traffic, key, value)
+
+
+def _validate_prefix(
+    located: Located, path: str, spec: dict[str, Any], traffic: TrafficClass
+) -> None:
     if "shared_prefix_tokens" in spec:
         traffic.shared_prefix_tokens = int(number(
             located, f"{path}.shared_prefix_tokens", spec["shared_prefix_tokens"],
@@ -248,7 +300,6 @@ def _validate_class(located: Located, name: str, data: Any, base_dir: Path) -> T
         if ratio > 1:
             raise located.error(f"{path}.shared_prefix_ratio", "must be <= 1")
         traffic.shared_prefix_ratio = float(ratio)
-    return traffic
 
 
 def _validate_stages(located: Located, data: Any, classes: list[TrafficClass]) -> list[Stage]:

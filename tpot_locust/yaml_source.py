@@ -6,6 +6,9 @@ here so that a validation error can say ``scenarios/x.yaml:14:5: classes.chat.us
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,15 +25,51 @@ class ScenarioError(ValueError):
         self.source, self.line, self.column, self.path = source, line, column, path
 
 
+class ScenarioErrors(ScenarioError):
+    """Every problem found in one document, one per line, in the order of the file."""
+
+    def __init__(self, errors: list[ScenarioError]) -> None:
+        ordered = sorted(errors, key=lambda error: (error.source, error.line, error.column))
+        first = ordered[0]
+        super().__init__(first.source, first.line, first.column, first.path, "")
+        self.args = ("\n".join(str(error) for error in ordered),)
+        self.errors = ordered
+
+
+def did_you_mean(key: str, allowed: Iterable[str]) -> str:
+    """`` (did you mean ttft_ms?)`` for a key one or two edits from an allowed one."""
+    close = difflib.get_close_matches(key, sorted(allowed), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 @dataclass(frozen=True)
 class Located:
-    """The parsed document plus the position of every key path in it."""
+    """The parsed document plus the position of every key path in it.
+
+    Validation keeps going past an error (``keep_going``) and raises every one it found at
+    the end (``raise_problems``), so one ``validate`` shows all that is wrong in a file.
+    """
 
     source: str
     data: Any
     positions: dict[str, tuple[int, int]]
     # key path -> the command-line option that set it: its errors name the option, not a line
     overridden: dict[str, str] = field(default_factory=dict)
+    problems: list[ScenarioError] = field(default_factory=list)
+
+    @contextmanager
+    def keep_going(self) -> Iterator[None]:
+        """Note an error raised inside and go on with the next part of the document."""
+        try:
+            yield
+        except ScenarioErrors as errors:
+            self.problems.extend(errors.errors)
+        except ScenarioError as error:
+            self.problems.append(error)
+
+    def raise_problems(self) -> None:
+        if self.problems:
+            raise ScenarioErrors(list(self.problems))
 
     def error(self, path: str, message: str) -> ScenarioError:
         prefix = path
@@ -60,15 +99,26 @@ def parse_located(text: str, source: str) -> Located:
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        problem = getattr(error, "problem", None) or str(error)
-        raise ScenarioError(source, line, column, "", f"invalid YAML: {problem}") from None
+        raise yaml_error(error, source) from None
     positions: dict[str, tuple[int, int]] = {}
     if node is None:
         return Located(source, {}, positions)
     data = _construct(node, "", positions, source)
     return Located(source, data, positions)
+
+
+def yaml_error(error: yaml.YAMLError, source: str) -> ScenarioError:
+    """Where the parser noticed the problem and, when it differs, where the construct it was
+    reading began: an unclosed ``[`` is noticed lines after the line that opened it."""
+    mark = getattr(error, "problem_mark", None)
+    line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+    message = f"invalid YAML: {getattr(error, 'problem', None) or error}"
+    opened = getattr(error, "context_mark", None)
+    context = getattr(error, "context", None)
+    if opened is not None and context and (opened.line + 1, opened.column + 1) != (line, column):
+        what = context.removeprefix("while ").removeprefix("parsing ").removeprefix("scanning ")
+        message += f" ({what} that started at line {opened.line + 1}, column {opened.column + 1})"
+    return ScenarioError(source, line, column, "", message)
 
 
 def _construct(

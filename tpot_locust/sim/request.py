@@ -139,6 +139,9 @@ def parse_request(
     else:
         prompt_tokens = count_completion_prompt(data.get("prompt"))
     model = data.get("model")
+    if model is not None and model != default_model:
+        # vLLM's answer, so that a misspelt model is caught against the simulator too
+        raise RequestError(f"The model `{model}` does not exist.", status=404)
     # vLLM: max_completion_tokens (newer name) wins over max_tokens.
     max_tokens = _int(data, "max_completion_tokens", 0, 1) or _int(
         data, "max_tokens", default_max_tokens, 1
@@ -152,7 +155,7 @@ def parse_request(
     return SimRequest(
         request_id=request_id,
         api=api,
-        model=model if isinstance(model, str) and model else default_model,
+        model=default_model,
         prompt_tokens=prompt_tokens,
         max_tokens=max_tokens,
         min_tokens=min_tokens,
