@@ -59,6 +59,7 @@ FAULTS: dict[str, str | None] = {
     "echo_key": "http_4xx",  # 401 whose message repeats the Authorization header (also
     # from GET /v1/models)
     "echo_key_event": "stream_error_event",  # an error event that repeats it
+    "strict": "http_4xx",  # 422 for ignore_eos, as transformers serve answers it
 }
 
 # tokens a failed request received before its fault (the rest are absent)
@@ -335,6 +336,9 @@ class FaultServer:
         if fault == "echo_key":
             message = f"Incorrect API key provided: {auth}"
             return _json_reply(conn, 401, {"error": {"message": message}})
+        if fault == "strict":
+            message = "Unrecognized request argument supplied: ignore_eos"
+            return _json_reply(conn, 422, {"error": {"message": message}})
         if fault == "not_sse":
             text = expected_text(fault, tokens)
             reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": text},

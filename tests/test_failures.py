@@ -9,7 +9,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT, run_command
+from tests.fault_server import FaultServer
 from tpot_locust.failures import Backoff, ClientErrorStreak, likely_fix
 from tpot_locust.sim.process import start_simulator
 from tpot_locust.timings import RequestTimings
@@ -47,13 +50,16 @@ def test_the_same_client_error_in_a_row_trips_once_with_the_fix() -> None:
     assert "check the host" in likely_fix(404, "no route")
 
 
-def _run(tmp_path: Path, host: str, seconds: int, env: dict[str, str] | None = None):
+def _run(
+    tmp_path: Path, host: str, seconds: int, env: dict[str, str] | None = None,
+    model: str = "tpot-sim",
+):  # fmt: skip
     out = tmp_path / "out"
     started = time.monotonic()
     result = run_command(
         [sys.executable, "-m", "tpot_locust", "run", "scenarios/quickstart.yaml", "--host", host,
          "--run-time", f"{seconds}s", "--users", "4", "--out", str(out),
-         "--set", "server.model=tpot-sim"],
+         "--set", f"server.model={model}"],
         timeout=120, env=env or {},
     )  # fmt: skip
     return result, time.monotonic() - started, out
@@ -95,3 +101,27 @@ def test_a_dead_host_is_named_before_the_run(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "cannot connect to" in result.stderr and "is the server running" in result.stderr
     assert time.monotonic() - started < 20
+
+
+@pytest.mark.parametrize(
+    ("fault", "status", "fix"),
+    [("strict", 422, "set server.ignore_eos: false and server.min_tokens: false"),
+     ("echo_key", 401, "set the API key in the environment variable")],
+)  # fmt: skip
+def test_a_server_refusing_every_request_is_not_flooded(
+    tmp_path: Path, fault: str, status: int, fix: str
+) -> None:
+    with FaultServer() as server:
+        result, took, out = _run(tmp_path, server.url, 60, model=f"fault:{fault}")
+        sent = server.requests[fault]
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output[-3000:]
+    assert "Traceback" not in output
+    assert took < 40, took
+    assert f"HTTP {status}" in output and fix in output
+    assert sent <= 4 * took * 3, (sent, took)  # a few requests a second per user at most
+    summary = json.loads((out / "summary.json").read_text())
+    requests = summary["requests"]
+    assert (
+        requests["failed"] + requests["interrupted"] == sent and summary["run"]["stopped_because"]
+    )

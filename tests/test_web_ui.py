@@ -77,3 +77,40 @@ def test_reset_stats_resets_our_histograms_and_stop_writes_results(tmp_path: Pat
     # both count requests finished after the reset: ours were reset with Locust's
     assert summary["requests"]["ok"] == locust_count > 0
     assert summary["metrics"]["tpot"]["count"] == locust_count * 59  # 60 tokens each
+
+
+def summary_now(ui: str) -> dict:
+    return json.loads(urllib.request.urlopen(ui + "/tpot/summary.json", timeout=10).read())
+
+
+def test_each_test_of_a_session_has_its_own_results_and_reset_clears_the_series(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out"
+    port = free_port()
+    ui = f"http://127.0.0.1:{port}"
+    with start_simulator("--gap-ms", "2", "--ttft-ms", "5") as sim:
+        locust = start_web_ui(port, sim.url, out)
+        try:
+            wait_up(ui + "/")
+            for _ in range(2):
+                post(ui + "/swarm", {"user_count": "2", "spawn_rate": "2", "host": sim.url})
+                time.sleep(3.5)
+                assert len(summary_now(ui)["timeseries"]) >= 2
+                post(ui + "/stats/reset")
+                time.sleep(0.2)
+                assert len(summary_now(ui)["timeseries"]) <= 1  # the series starts over
+                time.sleep(2.5)
+                post(ui + "/stop")
+                time.sleep(2)
+        finally:
+            locust.terminate()
+            locust.wait(timeout=30)
+    first = json.loads((out / "summary.json").read_text())
+    second = json.loads((out / "test-2" / "summary.json").read_text())
+    assert "test" not in first["run"] and second["run"]["test"] == 2
+    for summary in (first, second):
+        series = summary["timeseries"]
+        # after the reset, the series adds up to the totals
+        assert sum(point["requests_ok"] for point in series) == summary["requests"]["ok"] > 0
+        assert series[0]["t"] >= 3  # its first point closed after the reset

@@ -43,6 +43,29 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from tpot_locust import compare
+    from tpot_locust.report import build_summary, load_results
+
+    metrics = compare.parse_choices(
+        args.metrics, compare.LATENCY_METRICS, compare.DEFAULT_METRICS, "metrics"
+    )
+    statistics = compare.parse_choices(
+        args.percentiles, compare.STATISTICS, compare.DEFAULT_STATISTICS, "percentiles"
+    )
+    threshold = compare.parse_regression(args.max_regression)
+    base, candidate = (build_summary(*load_results(Path(folder))) for folder in
+                       (args.base, args.candidate))  # fmt: skip
+    result = compare.compare_summaries(base, candidate, metrics, statistics, threshold)
+    if args.json:
+        print(compare.format_json(result))
+    elif args.markdown:
+        print(compare.format_markdown(result))
+    else:
+        print(compare.format_table(result))
+    return result.exit_code
+
+
 def _validate(args: argparse.Namespace) -> int:
     failed = 0
     for path in args.files:
@@ -95,6 +118,21 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--json", action="store_true", help="print the summary as JSON")
     report.set_defaults(handler=_report)
 
+    compare = commands.add_parser(
+        "compare", help="compare two runs' saved histograms; exit 1 on a regression"
+    )
+    compare.add_argument("base", help="results directory of the baseline run")
+    compare.add_argument("candidate", help="results directory of the run to judge")
+    compare.add_argument(
+        "--max-regression", default="10%", help="largest allowed rise of a gated figure (10%%)"
+    )
+    compare.add_argument("--metrics", help="comma-separated, e.g. tpot,ttft (default: all)")
+    compare.add_argument("--percentiles", help="comma-separated, e.g. p50,p99,p99.99")
+    shown = compare.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    shown.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    compare.set_defaults(handler=_compare)
+
     validate = commands.add_parser("validate", help="check scenario files")
     validate.add_argument("files", nargs="+")
     validate.set_defaults(handler=_validate)
@@ -121,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args)
     except ScenarioError as error:
-        print(f"tpot-locust: {error}", file=sys.stderr)
+        for line in str(error).splitlines():
+            print(f"tpot-locust: {line}", file=sys.stderr)
         return EXIT_USAGE
     except (FileNotFoundError, ValueError) as error:
         print(f"tpot-locust: {error}", file=sys.stderr)

@@ -79,8 +79,11 @@ class Collector:
             self.logs = IntervalLogs(out_dir / HLOG_FOLDER, self.start_wall_s)
 
     def reset_totals(self) -> None:
-        """Locust's Reset Stats: totals and the interval under way start over."""
+        """Locust's Reset Stats: totals, the interval under way and the time series start
+        over (a series that began before the reset would not add up to the totals)."""
         self.totals, self.pending, self._pending_empty = MetricSet(), MetricSet(), True
+        self.timeseries = []
+        self.last_tick_wall_s = time.time()
 
     def add_delta(self, delta: MetricSet) -> None:
         if self._pending_empty:
@@ -116,7 +119,8 @@ class Collector:
             "t": round(now - self.start_wall_s, 3),
             "interval_s": round(length, 3),
             "users": users,
-            "tokens_per_s": round(combined.counters.output_tokens / length, 1),
+            # as the tokens arrived (a request's histogram samples wait for its end)
+            "tokens_per_s": round(combined.counters.arrived_tokens / length, 1),
             "requests_ok": combined.counters.ok,
             "requests_failed": combined.counters.failed,
         }

@@ -18,8 +18,7 @@ from locust.runners import STATE_INIT, STATE_STOPPED, MasterRunner, WorkerRunner
 from tpot_locust import quiet_loop, webui
 from tpot_locust.distributed import MasterLink, WorkerLink
 from tpot_locust.events import ensure_token_timings
-from tpot_locust.report import format_full_report
-from tpot_locust.run_state import DEFAULT_REPORT_INTERVAL_S, RunState, use_scenario
+from tpot_locust.run_state import DEFAULT_REPORT_INTERVAL_S, RunState, slo_of, use_scenario
 from tpot_locust.stalls import TRACE_ENV, StallTracer
 
 __all__ = ["get_state", "use_scenario"]
@@ -55,11 +54,19 @@ def _add_arguments(parser: Any, **_: Any) -> None:
     group.add_argument(
         "--tpot-scenario-name", default=os.environ.get("TPOT_SCENARIO_NAME"), help="run label"
     )
+    group.add_argument(
+        "--tpot-slo",
+        default=os.environ.get("TPOT_SLO"),
+        metavar="SCENARIO.yaml",
+        help="gate the run on this scenario's slo block: exit code 0 pass, 1 fail, 3 invalid "
+        "measurement; verdict.json, junit.xml, summary.md in --tpot-out (env TPOT_SLO)",
+    )
 
 
 @events.init.add_listener
 def _on_init(environment: Environment, **_: Any) -> None:
     state = get_state(environment)
+    state.use_slo(slo_of(environment.parsed_options))
     # Locust re-reads this module global on every report loop.
     locust.runners.WORKER_REPORT_INTERVAL = state.interval_s
     runner = environment.runner
@@ -115,12 +122,7 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
         return
     if state.running and runner is not None and runner.state not in (STATE_STOPPED, STATE_INIT):
         runner.stop()  # fires test_stop: the run finishes there
-    summary = state.finish() if state.running else state.summary
-    if summary is None:
-        return
-
-    @environment.events.quit.add_listener
-    def _print_report(**_: Any) -> None:
-        requests = summary["requests"]
-        if requests["ok"] or requests["failed"] or requests["interrupted"]:
-            print("\n" + format_full_report(summary), flush=True)
+    if state.running:
+        state.finish()
+    if state.summary is not None:
+        environment.events.quit.add_listener(lambda **_: state.print_report())

@@ -29,8 +29,10 @@ from tpot_locust.histograms import (
     warm_up,
 )
 from tpot_locust.phases import BURST, PHASES, STEADY, TAG_HOLD_S, BurstWindows, RunClock
+from tpot_locust.slo import GoodputRule
 from tpot_locust.stalls import CLIENT_STALL, ClientHealth, LagProbe, StallWindows
 from tpot_locust.timings import RequestTimings, to_us, tpot_samples_ns
+from tpot_locust.token_flow import TOKEN_FLOW
 
 METRICS: tuple[str, ...] = (
     "tpot", "request_tpot", "itl", "ttft", "e2e", "worst_gap", "ttft_from_intended",
@@ -69,6 +71,8 @@ class ClassCounters:
     interrupted_ids: list[str] = field(default_factory=list)  # the first few, to cross-check
     shared_stamp_events: int = 0  # token events read together with the one before them
     multi_event_reads: int = 0  # reads that returned more than one token event
+    good: int = 0  # successful requests that met every per-request SLO (goodput)
+    arrived_tokens: int = 0  # tokens of the token events that arrived, whatever the request's end
     first_send_wall_ns: int = 0
     last_token_wall_ns: int = 0
 
@@ -233,6 +237,7 @@ class Recorder:
         self.stalls = StallWindows()
         self.probe = LagProbe(self._on_stall)
         self.clock: RunClock | None = None
+        self.goodput: GoodputRule | None = None  # the scenario's per-request SLOs, if any
         warm_up()
 
     def _on_stall(self, start_perf_ns: int, end_perf_ns: int) -> None:
@@ -304,6 +309,8 @@ class Recorder:
             self._add_pending(user_class, "read_delay", to_us(timings.read_delays_ns))
         for name, value in scalars.items():
             self._pending_scalars.setdefault((user_class, name), []).append(value)
+        if self.goodput is not None and self.goodput.met_by(scalars):
+            self._interval.for_class(user_class).counters.good += 1
         read_together = None
         if itl.size:
             shared = itl == 0  # events a read returned together carry one stamp
@@ -440,10 +447,13 @@ class Recorder:
         self._tag_phases(everything=final)
         self._bucket()
         self._interval.client.record_lags(self.probe.take_lags())
+        for user_class, tokens in TOKEN_FLOW.take().items():
+            self._interval.for_class(user_class).counters.arrived_tokens += tokens
         finished, self._interval = self._interval, MetricSet()
         return finished
 
     def reset(self) -> None:
+        TOKEN_FLOW.clear()
         self._held.clear()
         self._finished.clear()
         self.stalls.clear()

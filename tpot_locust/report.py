@@ -12,12 +12,19 @@ from typing import Any
 
 from tpot_locust.histograms import PERCENTILES, count_above, histogram_stats, without
 from tpot_locust.interference import format_interference, phase_summary
-from tpot_locust.recorder import METRICS, STALL_METRICS, ClassMetrics, MetricSet, phase_metric
+from tpot_locust.recorder import (
+    METRICS,
+    STALL_METRICS,
+    ClassCounters,
+    ClassMetrics,
+    MetricSet,
+    phase_metric,
+)
+from tpot_locust.slo import TAIL_MIN_SAMPLES
 from tpot_locust.stalls import CLIENT_STALL, ClientHealth
 
 SUMMARY_FILE = "summary.json"
 HISTOGRAMS_FILE = "histograms.json"
-TAIL_MIN_SAMPLES = 10  # fewer samples above a percentile than this: that tail is unmeasured
 PER_TOKEN_METRICS = ("tpot", "itl")
 
 TITLES = {
@@ -119,11 +126,28 @@ def client_busy(read_delay_p99_ms: float) -> bool:
     return read_delay_p99_ms > CLIENT_BUSY_READ_DELAY_MS
 
 
-def _class_summary(metrics: ClassMetrics) -> dict[str, Any]:
+def goodput_summary(
+    counters: ClassCounters, window_s: float, limits_ms: dict[str, float]
+) -> dict[str, Any]:
+    """Good requests (every per-request SLO met) per second of the window, and as a
+    fraction of the requests that ended (failed ones count as not good)."""
+    ended = counters.ok + counters.failed
+    return {
+        "limits_ms": limits_ms,
+        "good": counters.good,
+        "per_s": round(counters.good / window_s, 3) if window_s > 0 else 0.0,
+        "fraction": round(counters.good / ended, 6) if ended else None,
+    }
+
+
+def _class_summary(
+    metrics: ClassMetrics, goodput_ms: dict[str, float] | None = None
+) -> dict[str, Any]:
     counters = metrics.counters
     window_s = (counters.last_token_wall_ns - counters.first_send_wall_ns) / 1e9
     per_s = counters.output_tokens / window_s if window_s > 0 else 0.0
     summaries = {name: metric_summary(metrics, name) for name in METRICS}
+    goodput = goodput_summary(counters, window_s, goodput_ms) if goodput_ms else None
     return {
         "metrics": summaries,
         "client": client_check(summaries["read_delay"])
@@ -153,15 +177,18 @@ def _class_summary(metrics: ClassMetrics) -> dict[str, Any]:
         "dropped_arrivals": counters.dropped_arrivals,
         "interference": phase_summary(metrics),
         "worst_gaps": metrics.worst_gaps,
+        "goodput": goodput,
     }
 
 
 def build_summary(totals: MetricSet, run: dict[str, Any] | None = None) -> dict[str, Any]:
-    summary = _class_summary(totals.combined())
-    summary["classes"] = {
-        name: _class_summary(metrics) for name, metrics in sorted(totals.classes.items())
-    }
     run = dict(run or {})
+    goodput_ms = run.get("goodput_limits_ms")
+    summary = _class_summary(totals.combined(), goodput_ms)
+    summary["classes"] = {
+        name: _class_summary(metrics, goodput_ms)
+        for name, metrics in sorted(totals.classes.items())
+    }
     summary["client"] |= client_health(totals.client, run.get("start_wall_s"))
     summary["client"]["stall_threshold_ms"] = run.get("stall_threshold_ms")
     summary["timeseries"] = run.pop("timeseries", [])
@@ -253,6 +280,13 @@ def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
         f"{tokens['partial']:,}  throughput {tokens['per_s']:,.1f} tokens/s, "
         f"{requests['per_s']:.2f} requests/s over {summary['window_s']:.1f} s"
     )
+    if goodput := summary.get("goodput"):
+        limits = ", ".join(f"{name} <= {ms:g} ms" for name, ms in goodput["limits_ms"].items())
+        fraction = "-" if goodput["fraction"] is None else f"{goodput['fraction'] * 100:.2f}%"
+        lines.append(
+            f"goodput {goodput['per_s']:.2f} good requests/s, {fraction} of ended requests "
+            f"good ({limits})"
+        )
     if summary["client"]["busy"]:
         p99 = summary["client"]["read_delay_p99_ms"]
         lines.append(

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tpot_locust.capacity import advice
+from tpot_locust.gate import unmeasured
+from tpot_locust.gating import SUPERVISED_ENV, gate_summary
 from tpot_locust.http_client import Origin
 from tpot_locust.processes import LocustProcesses, Supervisor
 from tpot_locust.report import SUMMARY_FILE
@@ -28,6 +30,7 @@ from tpot_locust.truth_check import (
     load_stall_windows,
     truth_check,
 )
+from tpot_locust.verdict_files import format_verdict, write_verdict
 
 TRUTH_CHECK_FAILED = 3  # exit code: the run's figures are not the simulator's (see README)
 LOCUSTFILE = Path(__file__).with_name("entry") / "scenario_locustfile.py"
@@ -154,12 +157,18 @@ def run_scenario(options: RunOptions) -> int:
     env = dict(os.environ)
     env["TPOT_SCENARIO"] = str(options.scenario_path.resolve())
     env["TPOT_SET"] = "\x1f".join(overrides)
+    env[SUPERVISED_ENV] = "1"  # the verdict is printed here, after the truth check
     with ExitStack() as stack:
         host = options.host or scenario.host
         host_given = bool(host)
         if host and (why := unreachable(host)):
             print(f"tpot-locust: {why} (is the server running?)", file=sys.stderr)
-            return 1
+            if scenario.slo.empty:
+                return 1
+            verdict = unmeasured(scenario.slo, f"nothing was measured: {why}")
+            write_verdict(out, verdict, scenario.name)
+            print("\n".join(format_verdict(verdict)), flush=True)
+            return verdict["exit_code"]
         if not host:
             from tpot_locust.sim.process import start_simulator
 
@@ -176,7 +185,15 @@ def run_scenario(options: RunOptions) -> int:
             flush=True,
         )
         code = Supervisor(commands, env).run()
-    if not host_given and check_against_truth(out, options.truth_tolerance_ms) is False:
+    truth_passed = None
+    if not host_given:
+        truth_passed = check_against_truth(out, options.truth_tolerance_ms)
+    if not scenario.slo.empty and (out / SUMMARY_FILE).exists():
+        summary = json.loads((out / SUMMARY_FILE).read_text())
+        verdict = gate_summary(scenario.slo, summary, out, scenario.name)
+        print("\n" + "\n".join(format_verdict(verdict)), flush=True)
+        return code if code >= 128 else verdict["exit_code"]  # stopped by a signal: say so
+    if truth_passed is False:
         return TRUTH_CHECK_FAILED
     return code
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,18 +22,37 @@ from tpot_locust import __version__
 from tpot_locust.collector import Collector
 from tpot_locust.distributed import MasterLink, WorkerLink
 from tpot_locust.failures import ClientErrorStreak
+from tpot_locust.gating import SUPERVISED_ENV, gate_summary
 from tpot_locust.http_client import arrival_clock
 from tpot_locust.phases import RunClock
 from tpot_locust.progress import ProgressPrinter
 from tpot_locust.recorder import Recorder
-from tpot_locust.report import build_summary, write_results
-from tpot_locust.scenario import Scenario
+from tpot_locust.report import build_summary, format_full_report, write_results
+from tpot_locust.scenario import Scenario, ScenarioError, load_scenario
+from tpot_locust.slo import SloSpec
 from tpot_locust.stalls import STALLS_FOLDER
 from tpot_locust.traffic import ProcessShare, TrafficDriver
+from tpot_locust.verdict_files import format_verdict
 
 logger = logging.getLogger(__name__)
 DEFAULT_REPORT_INTERVAL_S = 1.0
 _SCENARIO: tuple[Scenario, dict[str, type]] | None = None
+
+
+def slo_of(options: Any) -> SloSpec | None:
+    """The SLOs this run is gated on: the scenario's (``tpot-locust run``), or those of
+    ``--tpot-slo FILE`` (plain Locust); None when there are none."""
+    if _SCENARIO is not None:
+        spec = _SCENARIO[0].slo
+    elif path := getattr(options, "tpot_slo", None):
+        try:
+            spec = load_scenario(Path(path)).slo
+        except ScenarioError as error:
+            print(f"tpot-locust: --tpot-slo: {error}", file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
+    else:
+        return None
+    return None if spec.empty and spec.goodput is None else spec
 
 
 def use_scenario(scenario: Scenario, classes: dict[str, type]) -> None:
@@ -56,11 +77,28 @@ class RunState:
         self.progress: ProgressPrinter | None = None
         self.client_errors = ClientErrorStreak(self.stop_run)
         self.stopped_because: str | None = None
+        self.slo: SloSpec | None = None
+        self.verdict: dict[str, Any] | None = None
+        self.tests_started = 0
+        self.reported = False  # this test's report was printed already (web UI: at its stop)
+
+    def use_slo(self, spec: SloSpec | None) -> None:
+        """Gate on ``spec`` at the end; its per-request limits count goodput here too."""
+        self.slo = spec
+        self.recorder.goodput = spec.goodput if spec is not None else None
 
     @property
     def out_dir(self) -> Path | None:
+        """``--tpot-out``; the second and later tests of one web-UI session each get a
+        folder of their own in it (``test-2``, ...), so none overwrites another's results."""
         out = getattr(self.environment.parsed_options, "tpot_out", None)
-        return Path(out) if out else None
+        if not out:
+            return None
+        return Path(out) / f"test-{self.tests_started}" if self.tests_started > 1 else Path(out)
+
+    @property
+    def headless(self) -> bool:
+        return bool(getattr(self.environment.parsed_options, "headless", False))
 
     @property
     def interval_s(self) -> float:
@@ -100,6 +138,9 @@ class RunState:
 
     def start(self) -> None:
         self.client_errors.reset()
+        self.verdict = None
+        self.tests_started += 1
+        self.reported = False
         self.stopped_because = None
         self.stop_ticker()
         self.recorder.reset()
@@ -173,7 +214,27 @@ class RunState:
             self.summary = build_summary(self.collector.totals, run)
         if self.master is not None and self.master.missing():
             self.environment.process_exit_code = 1  # an incomplete measurement must not pass
+        if self.slo is not None and not self.slo.empty:
+            name = run.get("scenario") or "run"
+            self.verdict = gate_summary(self.slo, self.summary, self.out_dir, name)
+            self.environment.process_exit_code = self.verdict["exit_code"]
+        if not self.headless and self.environment.runner is not None:
+            self.print_report()  # a web-UI test: its own report, now; another may follow
         return self.summary
+
+    def print_report(self) -> None:
+        """The end-of-test report (and the SLO verdict, unless ``tpot-locust run`` prints it
+        after its truth check), once per test."""
+        summary = self.summary
+        if summary is None or self.reported:
+            return
+        self.reported = True
+        requests = summary["requests"]
+        if requests["ok"] or requests["failed"] or requests["interrupted"]:
+            where = f" (results in {self.out_dir})" if self.out_dir is not None else ""
+            print(f"\n{format_full_report(summary)}{where}", flush=True)
+        if self.verdict is not None and not os.environ.get(SUPERVISED_ENV):
+            print("\n" + "\n".join(format_verdict(self.verdict)), flush=True)
 
     def stall_record(self) -> dict[str, Any]:
         """This process's stall windows, as saved (``OUT/client_stalls/local.json``, or a
@@ -191,6 +252,8 @@ class RunState:
         info["start_wall_s"] = self.collector.start_wall_s
         info["stopped_because"] = self.stopped_because
         info["stall_threshold_ms"] = self.recorder.probe.threshold_ns / 1e6
+        if self.recorder.goodput is not None:
+            info["goodput_limits_ms"] = self.recorder.goodput.as_ms()
         # in the master's environment: workers started with another one may differ
         info["arrival_clock"] = arrival_clock()
         if self.master is not None:
@@ -202,6 +265,8 @@ class RunState:
             "windows": len(self.recorder.windows),
             "prefill_s": sorted(round(d, 3) for d in self.recorder.windows.durations_s()),
         }
+        if self.tests_started > 1:
+            info["test"] = self.tests_started  # of this web-UI session
         if self.recorder.clock is not None:
             info["warmup_s"] = self.recorder.clock.warmup_s
             info["cooldown_s"] = self.recorder.clock.cooldown_s
@@ -210,6 +275,7 @@ class RunState:
         return info
 
     def reset(self) -> None:
-        """Locust's Reset Stats: ours restart too (the timeline keeps its clock)."""
+        """Locust's Reset Stats: ours restart too, the time series with the totals (the
+        run's clock and its interval logs go on)."""
         self.recorder.reset()
         self.collector.reset_totals()

@@ -34,8 +34,14 @@ GOODPUT_METRICS = ("ttft", "request_tpot", "worst_gap", "e2e")
 THROUGHPUT_KEYS = ("tokens_per_s", "requests_per_s")
 INTERFERENCE_METRICS = ("tpot", "itl")
 INTERFERENCE_STATISTICS = ("p50", "p90", "p99", "p99.9")
-DEFAULT_MIN_SAMPLES_ABOVE = 10
+# Fewer samples than this above a percentile: that tail is not yet measured (the report
+# says so, compare does not gate on it, and an SLO verdict on it is insufficient).
+TAIL_MIN_SAMPLES = 10
+DEFAULT_MIN_SAMPLES_ABOVE = TAIL_MIN_SAMPLES
 INSUFFICIENT_POLICIES = ("fail", "warn")
+# invalid: any stall-tagged sample above a gated percentile makes its verdict invalid;
+# decisive: only when setting those samples aside would change pass into fail or back.
+CLIENT_STALL_POLICIES = ("invalid", "decisive")
 # Before the gating issue the block was flat: tpot_p99_ms: 25, ttft_p99_ms: 2000.
 _LEGACY_KEY = re.compile(r"^([a-z_]+?)_(p[0-9.]+|mean|max)_ms$")
 _TIME = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*(us|ms|s|m)?\s*$")
@@ -70,6 +76,11 @@ class GoodputRule:
 
     limits_ns: dict[str, int]
 
+    def met_by(self, request_ns: dict[str, float]) -> bool:
+        """``request_ns``: the request's one-sample metrics (a one-token request has no
+        gap and no request TPOT, and so meets those limits)."""
+        return all(request_ns.get(metric, 0) <= limit for metric, limit in self.limits_ns.items())
+
     def as_ms(self) -> dict[str, float]:
         return {metric: ns / 1e6 for metric, ns in self.limits_ns.items()}
 
@@ -90,6 +101,7 @@ class SloSpec:
     goodput: GoodputRule | None = None
     insufficient: str = "fail"
     baseline: Baseline | None = None
+    client_stalls: str = "invalid"
     raw: dict[str, Any] = field(default_factory=dict)  # as written, for the results
 
     @property
@@ -151,6 +163,9 @@ def parse_slo(located: Located, data: Any, class_names: set[str]) -> SloSpec:
     insufficient = data.get("insufficient", "fail")
     if insufficient not in INSUFFICIENT_POLICIES:
         located.problems.append(located.error("slo.insufficient", "must be fail or warn"))
+    client_stalls = data.get("client_stalls", "invalid")
+    if client_stalls not in CLIENT_STALL_POLICIES:
+        located.problems.append(located.error("slo.client_stalls", "must be invalid or decisive"))
     objectives = _scope_objectives(located, "slo", data, None, min_samples, top=True)
     classes = data.get("classes") or {}
     if not isinstance(classes, dict):
@@ -175,11 +190,14 @@ def parse_slo(located: Located, data: Any, class_names: set[str]) -> SloSpec:
     if "baseline" in data:
         with located.keep_going():
             baseline = _baseline(located, data["baseline"])
-    return SloSpec(tuple(objectives), goodput, str(insufficient), baseline, dict(data))
+    return SloSpec(
+        tuple(objectives), goodput, str(insufficient), baseline, str(client_stalls), dict(data)
+    )
 
 
 _SCOPE_KEYS = {*LATENCY_METRICS, "error_rate", "throughput", "interference"}
-_TOP_KEYS = _SCOPE_KEYS | {"classes", "goodput", "min_samples_above", "insufficient", "baseline"}
+_TOP_KEYS = _SCOPE_KEYS | {"classes", "goodput", "min_samples_above", "insufficient",
+                           "baseline", "client_stalls"}  # fmt: skip
 
 
 def _migrate_legacy(located: Located, data: dict[str, Any]) -> dict[str, Any]:

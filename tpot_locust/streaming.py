@@ -40,6 +40,7 @@ from tpot_locust.stream_decoder import (
     feed_read,
 )
 from tpot_locust.timings import RequestTimings
+from tpot_locust.token_flow import TOKEN_FLOW
 
 MAX_ERROR_BODY = 64 * 1024
 SECRET_HEADERS = ("authorization", "proxy-authorization", "api-key", "x-api-key")
@@ -82,6 +83,18 @@ def stream_request(
     """Send, collect, decode; ``want_text=False`` skips rebuilding the answer's text."""
     timings = _new_timings(request)
     collected = _Collected(timings.t_send_ns, StreamDecoder(request.api, want_text=want_text))
+    key = id(collected)
+    TOKEN_FLOW.start(key, request.user_class, collected.decoder.result.token_counts)
+    try:
+        return _stream(connection, request, timings, collected)
+    finally:
+        TOKEN_FLOW.end(key, timings.token_counts if timings.token_counts else None)
+
+
+def _stream(
+    connection: HTTPConnection, request: StreamRequest, timings: RequestTimings,
+    collected: _Collected,
+) -> tuple[RequestTimings, str]:  # fmt: skip
     failure: StreamError | None = None
     try:
         _send_and_collect(connection, request, collected)

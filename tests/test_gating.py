@@ -1,0 +1,252 @@
+"""Release gating: SLO verdicts decide the exit code and leave files CI systems read."""
+
+from __future__ import annotations
+
+import json
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, run_command
+from tpot_locust.gate import evaluate
+from tpot_locust.scenario import load_scenario
+from tpot_locust.sim.process import start_simulator
+from tpot_locust.slo import SloSpec, parse_slo
+from tpot_locust.yaml_source import parse_located
+
+GATE = ROOT / "tests/scenarios/gate.yaml"
+
+
+def tpot_locust(*args: str, timeout: float = 120) -> Any:
+    return run_command([sys.executable, "-m", "tpot_locust", *args], timeout=timeout)
+
+
+def gate_run(out: Path, *args: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    result = tpot_locust("run", str(GATE), "--out", str(out), *args)
+    assert "Traceback" not in result.stderr + result.stdout, result.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    verdict = json.loads((out / "verdict.json").read_text())
+    return result, summary, verdict
+
+
+def junit_cases(out: Path) -> list[ET.Element]:
+    root = ET.parse(out / "junit.xml").getroot()
+    assert root.tag == "testsuites"
+    (suite,) = root.findall("testsuite")
+    cases = suite.findall("testcase")
+    assert int(suite.get("tests", "0")) == len(cases)
+    return cases
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One run on 2 ms gaps that passes; one on 3 ms gaps whose TPOT p99 SLO is set below."""
+    base = tmp_path_factory.mktemp("gate")
+    passing = gate_run(base / "pass")
+    failing = gate_run(base / "fail", "--set", "simulator.gap_ms=3", "--set", "slo.tpot.p99=1ms")
+    return {"pass": (base / "pass", *passing), "fail": (base / "fail", *failing)}
+
+
+def test_slos_that_hold_pass_with_exit_0(runs: dict[str, Any]) -> None:
+    out, result, summary, verdict = runs["pass"]
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert verdict["verdict"] == "pass" and verdict["exit_code"] == 0
+    assert {c["verdict"] for c in verdict["checks"]} == {"pass"}
+    # the terminal shows the verdict table last
+    assert (
+        result.stdout.rstrip()
+        .splitlines()[-len(verdict["checks"]) * 2 - 1]
+        .startswith("=== SLO verdict: PASS")
+    )
+    cases = junit_cases(out)
+    assert len(cases) == len(verdict["checks"]) == 7
+    assert not any(case.find("failure") is not None for case in cases)
+    assert "SLO verdict **PASS**" in (out / "summary.md").read_text()
+    # goodput: every request met ttft <= 1 s and e2e <= 5 s
+    goodput = summary["goodput"]
+    assert goodput["good"] == summary["requests"]["ok"] > 0 and goodput["fraction"] == 1.0
+
+
+def test_a_broken_tpot_slo_fails_with_exit_1(runs: dict[str, Any]) -> None:
+    out, result, summary, verdict = runs["fail"]
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-2000:]
+    assert verdict["verdict"] == "fail"
+    failed = [c for c in verdict["checks"] if c["verdict"] != "pass"]
+    assert [(c["metric"], c["statistic"], c["limit"]) for c in failed] == [("tpot", "p99", 1.0)]
+    measured = summary["metrics"]["tpot"]["p99"]
+    assert failed[0]["measured"] == measured and 2.9 < measured < 5
+    assert failed[0]["samples_above"] == summary["metrics"]["tpot"]["above"]["p99"]
+    cases = junit_cases(out)
+    failures = [(case.get("name"), case.find("failure")) for case in cases]
+    failures = [(name, f) for name, f in failures if f is not None]
+    assert len(failures) == 1 and failures[0][0] == "tpot p99 <= 1 ms"
+    message = failures[0][1].get("message", "")
+    assert f"measured {measured:g} ms" in message and "limit 1 ms" in message
+    assert "FAIL" in result.stdout.rstrip().splitlines()[-len(verdict["checks"]) * 2 - 1]
+
+
+def test_verdict_values_equal_the_summary(runs: dict[str, Any]) -> None:
+    for _, _, summary, verdict in runs.values():
+        assert summary["slo"] == verdict
+        for check in verdict["checks"]:
+            scope = summary if check["class"] is None else summary["classes"][check["class"]]
+            if check["kind"] == "latency":
+                metric = scope["metrics"][check["metric"]]
+                assert check["measured"] == metric[check["statistic"]]
+                assert check["samples_above"] == metric["above"][check["statistic"]]
+            elif check["kind"] == "throughput":
+                assert check["measured"] == scope["tokens"]["per_s"]
+            elif check["metric"] == "good_fraction":
+                assert check["measured"] == scope["goodput"]["fraction"]
+
+
+def test_compare_finds_the_tpot_regression_and_passes_a_run_against_itself(
+    runs: dict[str, Any],
+) -> None:
+    base, candidate = runs["pass"][0], runs["fail"][0]
+    result = tpot_locust("compare", str(base), str(candidate), "--metrics", "tpot",
+                         "--percentiles", "p50,p99,p99.99", "--json")  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    rows = json.loads(result.stdout)["rows"]
+    p50 = next(row for row in rows if row["statistic"] == "p50")
+    assert p50["regressed"] and 0.3 < p50["change"] < 0.7  # 2 ms -> 3 ms gaps
+    assert next(row for row in rows if row["statistic"] == "p99.99")["too_few"] in (True, False)
+    same = tpot_locust("compare", str(base), str(base))
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "no gated percentile regressed" in same.stdout
+    markdown = tpot_locust("compare", str(base), str(candidate), "--markdown")
+    assert markdown.returncode == 1 and "| all | tpot | p50 |" in markdown.stdout
+
+
+def test_a_too_short_run_is_insufficient_and_warn_lets_it_pass(tmp_path: Path) -> None:
+    args = ("--run-time", "4s", "--set", "slo.ttft={p99.99: 1s}")
+    result, _, verdict = gate_run(tmp_path / "fail", *args)
+    assert result.returncode == 1, result.stdout[-2000:]
+    (ttft,) = [c for c in verdict["checks"] if c["metric"] == "ttft"]
+    assert ttft["verdict"] == "insufficient"
+    assert "samples above p99.99 (needs 10): run about" in ttft["why"]
+    result, _, verdict = gate_run(tmp_path / "warn", *args, "--set", "slo.insufficient=warn")
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert verdict["verdict"] == "pass" and verdict["warnings"]
+    assert "insufficient: warn" in result.stdout
+    skipped = [case for case in junit_cases(tmp_path / "warn") if case.find("skipped") is not None]
+    assert len(skipped) == 1
+
+
+def test_a_host_where_nothing_listens_does_not_pass(tmp_path: Path) -> None:
+    out = tmp_path / "dead"
+    result = tpot_locust("run", str(GATE), "--host", "http://127.0.0.1:9", "--out", str(out))
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["verdict"] == "invalid" and "cannot connect" in verdict["run_invalid"][0]
+    (case,) = junit_cases(out)
+    assert case.find("failure") is not None
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_plain_locust_sets_the_same_exit_code(tmp_path: Path, how: str) -> None:
+    # plain Locust runs its locustfile's classes (Chat): the all-traffic SLOs only
+    # (and no TTFT percentile: a 5 s run of 128-token requests has too few samples for it)
+    text = GATE.read_text().replace("  classes: {chat: {itl: {p90: 10ms}}}\n", "")
+    text = text.replace("  ttft: {p90: 500ms}\n", "")
+    passing, failing = tmp_path / "passing.yaml", tmp_path / "failing.yaml"
+    passing.write_text(text)
+    failing.write_text(text.replace("tpot: {p50: 10ms, p99: 10ms}", "tpot: {p50: 1ms}"))
+    with start_simulator("--gap-ms", "3", "--ttft-ms", "20") as simulator:
+        codes = {}
+        for name, scenario in (("pass", passing), ("fail", failing)):
+            out = tmp_path / name
+            option = ["--tpot-slo", str(scenario)] if how == "option" else []
+            env = {"TPOT_SLO": str(scenario)} if how == "environment" else {}
+            result = run_command(
+                [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles/chat.py"),
+                 "--headless", "-u", "4", "-r", "4", "-t", "5s", "--host", simulator.url,
+                 "--only-summary", "--tpot-out", str(out), *option],
+                timeout=90, env=env,
+            )  # fmt: skip
+            assert "Traceback" not in result.stderr, result.stderr[-3000:]
+            codes[name] = result.returncode
+            verdict = json.loads((out / "verdict.json").read_text())
+            assert verdict["exit_code"] == result.returncode
+            assert "=== SLO verdict" in result.stdout
+    assert codes == {"pass": 0, "fail": 1}
+
+
+# -- units ---------------------------------------------------------------------------------------
+
+
+def slo(text: str, classes: tuple[str, ...] = ("chat",)) -> SloSpec:
+    located = parse_located(text, "s.yaml")
+    spec = parse_slo(located, located.data["slo"], set(classes))
+    located.raise_problems()
+    return spec
+
+
+def summary_with(metric: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    base = {"requests": {"ok": 100, "failed": 0, "per_s": 1.0}, "tokens": {"per_s": 10.0},
+            "window_s": 100.0, "complete": True, "classes": {}}  # fmt: skip
+    return base | {"metrics": {"tpot": metric}} | extra
+
+
+def tpot(p99: float, above: int, tagged: int = 0, clean: float | None = None) -> dict[str, Any]:
+    metric: dict[str, Any] = {"count": 100_000, "p99": p99, "above": {"p99": above}}
+    if tagged:
+        metric["client_stall"] = {"count": tagged, "above": {"p99": tagged},
+                                  "set_aside": {"p99": clean}}  # fmt: skip
+    return metric
+
+
+def test_units_times_percentages_and_legacy_keys() -> None:
+    spec = slo("slo: {tpot: {P99: 0.015s, 99.9: 20}, tpot_p50_ms: 2, error_rate: 0.1%}")
+    bounds = {(o.metric, o.statistic): o.limit for o in spec.objectives}
+    assert bounds == {("tpot", "p99"): 15.0, ("tpot", "p99.9"): 20.0, ("tpot", "p50"): 2.0,
+                      ("error_rate", None): 0.001}  # fmt: skip
+    legacy = slo("slo: {tpot_p99_ms: 25, ttft_p99_ms: 2000, error_rate: 0.01}")
+    assert {(o.metric, o.statistic, o.limit) for o in legacy.objectives} == {
+        ("tpot", "p99", 25.0), ("ttft", "p99", 2000.0), ("error_rate", None, 0.01)
+    }  # fmt: skip
+
+
+def test_set_overrides_an_slo(tmp_path: Path) -> None:
+    scenario = load_scenario(GATE, ["slo.tpot.p99=7ms"])
+    assert {(o.metric, o.statistic): o.limit for o in scenario.slo.objectives}[("tpot", "p99")] == 7
+
+
+def test_stall_tagged_samples_above_a_gated_percentile_make_it_invalid() -> None:
+    strict = slo("slo: {tpot: {p99: 10ms}}")
+    assert evaluate(strict, summary_with(tpot(5, 1000)))["exit_code"] == 0
+    verdict = evaluate(strict, summary_with(tpot(5, 1000, tagged=3, clean=4.9)))
+    assert verdict["exit_code"] == 3 and verdict["checks"][0]["verdict"] == "invalid"
+    decisive = slo("slo: {tpot: {p99: 10ms}, client_stalls: decisive}")
+    assert evaluate(decisive, summary_with(tpot(5, 1000, tagged=3, clean=4.9)))["exit_code"] == 0
+    # the stalls decide it: raw fails, stall-free would pass
+    assert evaluate(decisive, summary_with(tpot(12, 1000, tagged=30, clean=8)))["exit_code"] == 3
+    assert evaluate(decisive, summary_with(tpot(12, 1000, tagged=30, clean=11)))["exit_code"] == 1
+
+
+def test_a_lost_worker_or_a_failed_truth_check_invalidates_the_run() -> None:
+    spec = slo("slo: {tpot: {p99: 10ms}}")
+    lost = summary_with(tpot(5, 1000), complete=False, workers={"missing": ["w1"]})
+    verdict = evaluate(spec, lost)
+    assert verdict["exit_code"] == 3 and "w1" in verdict["run_invalid"][0]
+    truth = {"passed": False, "worst_error_ms": 4.0, "tolerance_ms": 1.0}
+    assert evaluate(spec, summary_with(tpot(5, 1000), truth_check=truth))["exit_code"] == 3
+
+
+def test_goodput_counts_failed_requests_as_not_good() -> None:
+    from tpot_locust.recorder import ClassCounters
+    from tpot_locust.report import goodput_summary
+
+    counters = ClassCounters(ok=8, failed=2, good=6)
+    assert goodput_summary(counters, 2.0, {"ttft": 800.0}) == {
+        "limits_ms": {"ttft": 800.0}, "good": 6, "per_s": 3.0, "fraction": 0.6,
+    }  # fmt: skip
+    rule = slo("slo: {goodput: {ttft: 800ms, worst_gap: 50ms}}").goodput
+    assert rule is not None
+    assert rule.met_by({"ttft": 700e6, "worst_gap": 10e6, "e2e": 9e9})
+    assert not rule.met_by({"ttft": 900e6, "worst_gap": 10e6})
+    assert rule.met_by({"ttft": 700e6})  # one token: no gap

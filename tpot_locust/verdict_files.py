@@ -1,0 +1,97 @@
+"""A gate's verdict as CI systems read it: ``verdict.json``, ``junit.xml``, ``summary.md``,
+and the table the terminal shows last.
+
+``junit.xml`` holds one testcase per SLO (a failure for fail, insufficient-that-fails and
+invalid; a skip for insufficient under ``insufficient: warn``), which the test reporters of
+Jenkins, GitLab and GitHub read as they are.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+VERDICT_FILE = "verdict.json"
+JUNIT_FILE = "junit.xml"
+MARKDOWN_FILE = "summary.md"
+_MARKS = {"pass": "PASS", "fail": "FAIL", "insufficient": "INSUFFICIENT", "invalid": "INVALID"}
+
+
+def write_verdict(out_dir: Path, verdict: dict[str, Any], suite: str) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / VERDICT_FILE).write_text(json.dumps(verdict, indent=2) + "\n")
+    junit_tree(verdict, suite).write(out_dir / JUNIT_FILE, encoding="utf-8", xml_declaration=True)
+    (out_dir / MARKDOWN_FILE).write_text(format_markdown(verdict, suite) + "\n")
+
+
+def _measured(check: dict[str, Any]) -> str:
+    value = check["measured"]
+    if value is None:
+        return "-"
+    if check["unit"] == "ms":
+        return f"{value:g} ms"
+    if check["unit"] == "fraction":
+        return f"{value * 100:.4g}%"
+    return f"{value:g}"
+
+
+def junit_tree(verdict: dict[str, Any], suite: str) -> ET.ElementTree:
+    checks = verdict["checks"]
+    warn = verdict.get("insufficient_policy") == "warn"
+    cases = list(checks)
+    if verdict["run_invalid"]:
+        cases.append({"name": "run is a valid measurement", "verdict": "invalid",
+                      "why": "; ".join(verdict["run_invalid"]), "measured": None,
+                      "unit": ""})  # fmt: skip
+    failures = sum(
+        1 for c in cases if c["verdict"] in ("fail", "invalid")
+        or (c["verdict"] == "insufficient" and not warn)
+    )  # fmt: skip
+    skipped = sum(1 for c in cases if c["verdict"] == "insufficient" and warn)
+    root = ET.Element("testsuites", name="tpot-locust", tests=str(len(cases)),
+                      failures=str(failures))  # fmt: skip
+    testsuite = ET.SubElement(root, "testsuite", name=suite, tests=str(len(cases)),
+                              failures=str(failures), errors="0", skipped=str(skipped))  # fmt: skip
+    for check in cases:
+        case = ET.SubElement(testsuite, "testcase", classname=f"slo.{suite}", name=check["name"])
+        status = check["verdict"]
+        if status == "pass":
+            continue
+        if status == "insufficient" and warn:
+            ET.SubElement(case, "skipped", message=check["why"])
+            continue
+        message = f"{_MARKS[status]}: {check['why']}"
+        element = ET.SubElement(case, "failure", message=message, type=status)
+        element.text = f"measured {_measured(check)}; {check['why']}"
+    ET.indent(root)
+    return ET.ElementTree(root)
+
+
+def format_verdict(verdict: dict[str, Any]) -> list[str]:
+    """The verdict table for the terminal (100 columns)."""
+    lines = [f"=== SLO verdict: {verdict['verdict'].upper()} (exit {verdict['exit_code']}) ==="]
+    for check in verdict["checks"]:
+        lines.append(f"  {_MARKS[check['verdict']]:<13}{check['name']}")
+        lines.append(f"  {'':13}{check['why']}")
+    for reason in verdict["run_invalid"]:
+        lines.append(f"  {'INVALID':<13}run: {reason}")
+    for warning in verdict["warnings"]:
+        lines.append(f"  ! {warning}")
+    return lines
+
+
+def format_markdown(verdict: dict[str, Any], suite: str) -> str:
+    lines = [f"### tpot-locust `{suite}`: SLO verdict **{verdict['verdict'].upper()}**", "",
+             "| SLO | measured | samples above | verdict | why |",
+             "|---|---:|---:|---|---|"]  # fmt: skip
+    for check in verdict["checks"]:
+        above = "-" if check["samples_above"] is None else f"{check['samples_above']:,}"
+        lines.append(f"| {check['name']} | {_measured(check)} | {above} | "
+                     f"{_MARKS[check['verdict']]} | {check['why']} |")  # fmt: skip
+    for reason in verdict["run_invalid"]:
+        lines.append(f"| run is a valid measurement | - | - | INVALID | {reason} |")
+    for warning in verdict["warnings"]:
+        lines += ["", f"> warning: {warning}"]
+    return "\n".join(lines)
