@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import ROOT, run_command
 from tpot_locust.gate import evaluate
+from tpot_locust.gating import baseline_summary
 from tpot_locust.scenario import load_scenario
 from tpot_locust.sim.process import start_simulator
 from tpot_locust.slo import SloSpec, parse_slo
@@ -65,6 +66,8 @@ def test_slos_that_hold_pass_with_exit_0(runs: dict[str, Any]) -> None:
     assert len(cases) == len(verdict["checks"]) == 7
     assert not any(case.find("failure") is not None for case in cases)
     assert "SLO verdict **PASS**" in (out / "summary.md").read_text()
+    again = tpot_locust("report", str(out))  # a saved run re-reports its verdict too
+    assert again.returncode == 0 and "=== SLO verdict: PASS" in again.stdout
     # goodput: every request met ttft <= 1 s and e2e <= 5 s
     goodput = summary["goodput"]
     assert goodput["good"] == summary["requests"]["ok"] > 0 and goodput["fraction"] == 1.0
@@ -119,6 +122,27 @@ def test_compare_finds_the_tpot_regression_and_passes_a_run_against_itself(
     assert "no gated percentile regressed" in same.stdout
     markdown = tpot_locust("compare", str(base), str(candidate), "--markdown")
     assert markdown.returncode == 1 and "| all | tpot | p50 |" in markdown.stdout
+
+
+def test_a_baseline_named_by_the_scenario_gates_on_regressions(runs: dict[str, Any]) -> None:
+    base_dir, candidate_summary = runs["pass"][0], runs["fail"][2]
+    spec = load_scenario(GATE, [f"slo.baseline={{results: {base_dir}, percentiles: [p50]}}"]).slo
+    verdict = evaluate(spec, candidate_summary, baseline_summary(spec))
+    baseline = [c for c in verdict["checks"] if c["kind"] == "baseline"]
+    assert [(c["metric"], c["verdict"]) for c in baseline] == [("tpot", "fail"), ("ttft", "pass")]
+    assert 0.3 < baseline[0]["measured"] < 0.7 and verdict["exit_code"] == 1
+    same = evaluate(spec, runs["pass"][2], baseline_summary(spec))
+    assert {c["verdict"] for c in same["checks"] if c["kind"] == "baseline"} == {"pass"}
+    missing = load_scenario(GATE, ["slo.baseline=/nonexistent/run"]).slo
+    assert evaluate(missing, runs["pass"][2], baseline_summary(missing))["exit_code"] == 3
+
+
+def test_workers_count_goodput_and_gate_the_merged_run(tmp_path: Path) -> None:
+    result, summary, verdict = gate_run(tmp_path / "workers", "--workers", "2")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert summary["workers"]["reported_in_full"] == 2
+    assert summary["goodput"]["good"] == summary["requests"]["ok"] > 0
+    assert verdict["verdict"] == "pass"
 
 
 def test_a_too_short_run_is_insufficient_and_warn_lets_it_pass(tmp_path: Path) -> None:
@@ -250,3 +274,19 @@ def test_goodput_counts_failed_requests_as_not_good() -> None:
     assert rule.met_by({"ttft": 700e6, "worst_gap": 10e6, "e2e": 9e9})
     assert not rule.met_by({"ttft": 900e6, "worst_gap": 10e6})
     assert rule.met_by({"ttft": 700e6})  # one token: no gap
+
+
+def test_interference_and_error_rate_objectives() -> None:
+    spec = slo("slo: {interference: {tpot_p99: 3.0}, error_rate: 1%}")
+    factors = {"tpot": {"p99": 4.2}, "itl": {"p99": 1.0}}
+    summary = summary_with(tpot(5, 1000), interference={"interference_factor": factors})
+    checks = {c["metric"]: c for c in evaluate(spec, summary)["checks"]}
+    assert checks["tpot"]["verdict"] == "fail" and checks["tpot"]["measured"] == 4.2
+    assert checks["error_rate"]["verdict"] == "pass"
+    summary["requests"] = {"ok": 98, "failed": 2, "per_s": 1.0}
+    assert evaluate(spec, summary | {"interference": None})["checks"][0]["verdict"] == (
+        "insufficient"
+    )
+    assert {c["metric"]: c["verdict"] for c in evaluate(spec, summary)["checks"]}[
+        "error_rate"
+    ] == "fail"

@@ -33,13 +33,19 @@ def _run(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from tpot_locust.report import build_summary, format_full_report, load_results
+    from tpot_locust.verdict_files import VERDICT_FILE, format_verdict
 
     totals, run = load_results(Path(args.out))
     summary = build_summary(totals, run)
+    folder = Path(args.out) if Path(args.out).is_dir() else Path(args.out).parent
+    verdict_path = folder / VERDICT_FILE
+    verdict = json.loads(verdict_path.read_text()) if verdict_path.exists() else None
     if args.json:
-        print(json.dumps(summary, indent=2))
+        print(json.dumps(summary | ({"slo": verdict} if verdict else {}), indent=2))
     else:
         print(format_full_report(summary))
+        if verdict is not None:
+            print("\n" + "\n".join(format_verdict(verdict)))
     return 0
 
 
