@@ -1,6 +1,6 @@
 """The straightforward client: what a first version of the per-event path would do.
 
-Same socket reading as ``tpot_locust.streaming`` (``HTTPConnection.request``,
+Same socket reading as ``tpot_locust.wire.streaming`` (``HTTPConnection.request``,
 ``Response.iter_body``, ``SSEParser``; each event stamped with the arrival time of the read
 that completed it), but per event, as it arrives: ``json.loads`` of the whole chunk, the
 token test, usage parsing, and one ``HdrHistogram.record_value`` per token for TPOT and one
@@ -18,10 +18,10 @@ from typing import NamedTuple
 
 from hdrh.histogram import HdrHistogram
 
-from tpot_locust.histograms import add_into, new_histogram
-from tpot_locust.http_client import USER_CLOCK, HTTPConnection, ReadTimeout
-from tpot_locust.sse import SSEParser
-from tpot_locust.streaming import StreamRequest
+from tpot_locust.metrics.histograms import add_into, new_histogram
+from tpot_locust.wire.http_client import USER_CLOCK, HTTPConnection, ReadTimeout
+from tpot_locust.wire.sse import SSEParser
+from tpot_locust.wire.streaming import StreamRequest
 
 BASELINE_METRICS = ("tpot", "itl", "ttft", "e2e", "request_tpot", "worst_gap")
 

@@ -36,19 +36,20 @@ from baseline_client import BaselineClient, Sent
 from hdrh.histogram import HdrHistogram
 from probes import HubLagProbe, IOLagProbe, pin_other, sched_s
 
-from tpot_locust import loop_reads
-from tpot_locust.histograms import (
+import tpot_locust.harness  # noqa: F401  (aggregation yields to gevent's loop)
+from tpot_locust.common.timings import to_us
+from tpot_locust.metrics.histograms import (
     count_below,
     histogram_stats,
     new_histogram,
     record_many,
 )
-from tpot_locust.http_client import KERNEL_CLOCK, USER_CLOCK, HTTPConnection, Origin
-from tpot_locust.recorder import MetricSet, Recorder
+from tpot_locust.metrics.recorder import MetricSet, Recorder
 from tpot_locust.sim.process import start_simulator
 from tpot_locust.sim.truth import read_truth
-from tpot_locust.streaming import StreamRequest, stream_request
-from tpot_locust.timings import to_us
+from tpot_locust.wire import loop_reads
+from tpot_locust.wire.http_client import KERNEL_CLOCK, USER_CLOCK, HTTPConnection, Origin
+from tpot_locust.wire.streaming import StreamRequest, stream_request
 
 COALESCED_US = 100  # a gap below 0.1 ms: two events that arrived (or were sent) together
 PERCENTILES = (50.0, 99.0, 99.9)

@@ -16,7 +16,7 @@ values would grow by ~8 bytes per gap (~80 MB at 1e7).
 Each part runs once per memory variant (``common.VARIANTS``), in a fresh process:
   as is                     what a run does (the histogram <-> encoder cycle broken)
   mmap limit                plus glibc's mmap threshold at 128 KiB (an earlier workaround)
-Finding (2026-11-29, fixed since in ``tpot_locust.histograms``): each ``HdrHistogram``
+Finding (2026-11-29, fixed since in ``tpot_locust.metrics.histograms``): each ``HdrHistogram``
 references itself through its encoder
 (``histogram.encoder.histogram``), so a dropped one (every delta decoded, every interval
 swapped out, every ``combined()``) waits for Python's cyclic garbage collector, with its
@@ -78,10 +78,10 @@ def checkpoint_line(gaps: int, started: float) -> str:
 
 
 def worker_part(checkpoints: list[int], tokens: int) -> None:
-    import tpot_locust.recorder
-    from tpot_locust.recorder import Recorder
+    import tpot_locust.metrics.recorder
+    from tpot_locust.metrics.recorder import Recorder
 
-    tpot_locust.recorder.TAG_HOLD_S = 0.0  # see the module's docstring
+    tpot_locust.metrics.recorder.TAG_HOLD_S = 0.0  # see the module's docstring
 
     rng = np.random.default_rng(1)
     recorder = Recorder()
@@ -103,8 +103,8 @@ def worker_part(checkpoints: list[int], tokens: int) -> None:
 
 
 def master_part(checkpoints: list[int], tokens: int) -> None:
-    from tpot_locust.collector import Collector
-    from tpot_locust.recorder import MetricSet
+    from tpot_locust.metrics.collector import Collector
+    from tpot_locust.metrics.recorder import MetricSet
 
     deltas = encoded_deltas(10, tokens, REPORT_EVERY)
     gaps_per_delta = REPORT_EVERY * (tokens - 1)

@@ -52,8 +52,8 @@ def timed_us(function, *args):
 
 def measure(args) -> dict:
     """One variant, in this (fresh) process."""
-    from tpot_locust.collector import Collector
-    from tpot_locust.recorder import MetricSet
+    from tpot_locust.metrics.collector import Collector
+    from tpot_locust.metrics.recorder import MetricSet
 
     apply_variant(args.variant)
     classes = [f"class{i}" for i in range(args.classes)]

@@ -6,7 +6,7 @@ N keep-alive streams from the simulator (its own process, a fixed gap, long requ
 by this process in one of two ways that parse nothing (events are counted by their blank
 line): ``epoll``, a bare ``select.epoll`` loop reading each ready socket once per wake-up
 (``recvmsg`` with kernel stamps, as ours does), and ``gevent``, gevent's event loop calling
-a one-line callback per ready socket (the way ``tpot_locust.loop_reads`` reads). Whatever
+a one-line callback per ready socket (the way ``tpot_locust.wire.loop_reads`` reads). Whatever
 a client does on top (framing, SSE, classification, recording) comes on top of this.
 Columns: events/s, reads per wake-up of the loop, CPU microseconds per event in user space
 and in the kernel (``os.times``), and their sum. Compare ``accuracy.py``'s us/ev with this

@@ -20,7 +20,7 @@ import numpy as np
 from output import Table, base_parser, parse_list, print_header
 from synthetic import synthetic_timings
 
-from tpot_locust.recorder import Recorder
+from tpot_locust.metrics.recorder import Recorder
 
 REPORT_EVERY = 200
 ROUNDS = 3

@@ -36,7 +36,8 @@ from output import (
     print_header,
 )
 
-from tpot_locust.histograms import (
+from tpot_locust.common.timings import to_us
+from tpot_locust.metrics.histograms import (
     add_into,
     count_below,
     decode_histogram,
@@ -45,7 +46,6 @@ from tpot_locust.histograms import (
     record_many,
 )
 from tpot_locust.sim.truth import read_truth
-from tpot_locust.timings import to_us
 
 ROOT = Path(__file__).resolve().parents[1]
 WARMUP_S = 3

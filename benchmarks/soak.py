@@ -23,6 +23,7 @@ import os
 if __name__ != "__main__":  # imported by Locust as the locustfile
     from locust import constant
 
+    import tpot_locust.plugin  # noqa: F401  (records and reports our metrics)
     from tpot_locust import ChatUser
 
     class SoakUser(ChatUser):

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from tpot_locust.recorder import Recorder
-from tpot_locust.timings import RequestTimings
+from tpot_locust.common.timings import RequestTimings
+from tpot_locust.metrics.recorder import Recorder
 
 
 def synthetic_timings(
@@ -48,7 +48,7 @@ def encoded_deltas(
 
 # Memory handling variants (memory.py, merge.py), each applied once in a fresh process:
 # "as is" is what a run does (since 2026-11-30 the histogram <-> encoder reference cycle is
-# broken in tpot_locust.histograms, so a dropped histogram is freed at once); "mmap limit"
+# broken in tpot_locust.metrics.histograms, so a dropped histogram is freed at once); "mmap limit"
 # adds glibc's mmap threshold at 128 KiB (the earlier workaround, since removed: it made
 # decoding ~3x slower and the cycle fix alone keeps RSS flat).
 VARIANTS = ("as is", "mmap limit")

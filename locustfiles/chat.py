@@ -5,6 +5,7 @@ Streams multi-turn chat sessions; the TPOT report prints when Locust quits, and
 subclass ``ChatUser`` in your own locustfile) to change the traffic.
 """
 
+import tpot_locust.plugin  # noqa: F401  (records and reports our metrics)
 from tpot_locust import ChatUser
 
 

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# In-process tests stream under gevent as the harness does: aggregation yields to its loop.
+import tpot_locust.harness  # noqa: F401
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

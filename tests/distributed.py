@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.conftest import ROOT
-from tpot_locust.run import free_port
+from tpot_locust.cli.run import free_port
 
 __all__ = ["Cluster", "free_port", "start_cluster"]
 

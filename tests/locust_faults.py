@@ -18,6 +18,7 @@ import gevent
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for ``tests.fault_server``
 
+import tpot_locust.plugin  # noqa: F401  (records and reports our metrics)
 from tests.fault_server import FAULTS  # noqa: E402
 from tpot_locust import ChatUser  # noqa: E402
 

@@ -10,6 +10,7 @@ import gevent
 from gevent import monkey
 from locust import constant, events
 
+import tpot_locust.plugin  # noqa: F401  (records and reports our metrics)
 from tpot_locust import ChatUser
 
 STALL_AFTER_S = float(os.environ.get("PLANTED_STALL_AFTER_S", "5"))

@@ -2,6 +2,7 @@
 
 from locust import constant
 
+import tpot_locust.plugin  # noqa: F401  (records and reports our metrics)
 from tpot_locust import ChatUser, CompletionsUser
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from tpot_locust.streaming import StreamRequest
+from tpot_locust.wire.streaming import StreamRequest
 
 
 @dataclass

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_command
-from tpot_locust.http_client import Origin
+from tpot_locust.wire.http_client import Origin
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tpot_locust.capacity import (
+from tpot_locust.scenario.capacity import (
     DEFAULT_ASSUMED_GAP_MS,
     EVENTS_PER_S_PER_WORKER,
     SIMULATOR_EVENTS_PER_S,
@@ -19,7 +19,8 @@ from tpot_locust.capacity import (
     scenario_gap_ms,
     workers_needed,
 )
-from tpot_locust.scenario import Scenario, load_scenario
+from tpot_locust.scenario.loader import load_scenario
+from tpot_locust.scenario.model import Scenario
 
 
 def scenario(tmp_path: Path, text: str) -> Scenario:

@@ -21,11 +21,11 @@ import gevent  # noqa: E402
 import pytest  # noqa: E402
 
 from tests.scripted_server import request  # noqa: E402
-from tpot_locust.http_client import HTTPConnection, Origin  # noqa: E402
-from tpot_locust.recorder import Recorder  # noqa: E402
-from tpot_locust.report import build_summary, format_report  # noqa: E402
+from tpot_locust.metrics.recorder import Recorder  # noqa: E402
+from tpot_locust.report.summary import build_summary, format_report  # noqa: E402
 from tpot_locust.sim.process import start_simulator  # noqa: E402
-from tpot_locust.streaming import stream_request  # noqa: E402
+from tpot_locust.wire.http_client import HTTPConnection, Origin  # noqa: E402
+from tpot_locust.wire.streaming import stream_request  # noqa: E402
 
 STREAMS = 8
 REQUESTS_PER_STREAM = 2

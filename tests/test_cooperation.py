@@ -9,8 +9,9 @@ import gevent
 import gevent.socket
 import pytest
 
-from tpot_locust import cooperation
-from tpot_locust.cooperation import let_streams_run
+import tpot_locust.harness  # noqa: F401  (connects aggregation's yield to gevent)
+from tpot_locust.common import cooperation
+from tpot_locust.common.cooperation import let_streams_run
 
 
 def order_of_events(yield_once: Callable[[], None]) -> list[str]:

@@ -10,9 +10,9 @@ import numpy as np
 from hdrh.log import HistogramLogReader
 
 from tests.distributed import start_cluster
-from tpot_locust.histograms import histogram_stats, new_histogram
-from tpot_locust.recorder import MetricSet
-from tpot_locust.report import load_results
+from tpot_locust.metrics.histograms import histogram_stats, new_histogram
+from tpot_locust.metrics.recorder import MetricSet
+from tpot_locust.report.summary import load_results
 from tpot_locust.sim.process import start_simulator
 
 

@@ -13,9 +13,9 @@ import pytest
 
 from tests.conftest import ROOT, run_command
 from tests.fault_server import FaultServer
-from tpot_locust.failures import Backoff, ClientErrorStreak, likely_fix
+from tpot_locust.common.timings import RequestTimings
+from tpot_locust.harness.failures import Backoff, ClientErrorStreak, likely_fix
 from tpot_locust.sim.process import start_simulator
-from tpot_locust.timings import RequestTimings
 
 
 def _failed(message: str, category: str = "http_4xx") -> RequestTimings:

@@ -7,9 +7,9 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tpot_locust.chunked import ChunkedDecoder
-from tpot_locust.sse import SSEParser
-from tpot_locust.stream_decoder import StreamDecoder, decode_events, feed_read
+from tpot_locust.wire.chunked import ChunkedDecoder
+from tpot_locust.wire.sse import SSEParser
+from tpot_locust.wire.stream_decoder import StreamDecoder, decode_events, feed_read
 
 TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=6)
 

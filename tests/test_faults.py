@@ -22,8 +22,8 @@ import pytest
 from tests.conftest import ROOT, run_command
 from tests.fault_server import FAULTS, PARTIAL_FAULTS, FaultServer, expected_text
 from tests.locust_faults import OUTPUT_TOKENS, REQUESTS
-from tpot_locust.http_client import HTTPConnection, Origin
-from tpot_locust.streaming import StreamRequest, stream_request
+from tpot_locust.wire.http_client import HTTPConnection, Origin
+from tpot_locust.wire.streaming import StreamRequest, stream_request
 
 STALL_S = 1.5  # the server's stalls: well beyond the client's 0.5 s timeouts
 METRICS = ("tpot", "request_tpot", "itl", "ttft", "e2e", "worst_gap")

@@ -15,13 +15,13 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tpot_locust import errors
-from tpot_locust.chunked import ChunkedDecoder
-from tpot_locust.http_client import HTTPConnection, Origin
-from tpot_locust.recorder import Recorder
-from tpot_locust.sse import SSEParser
-from tpot_locust.stream_decoder import decode_events
-from tpot_locust.streaming import StreamRequest, stream_request
+from tpot_locust.common import errors
+from tpot_locust.metrics.recorder import Recorder
+from tpot_locust.wire.chunked import ChunkedDecoder
+from tpot_locust.wire.http_client import HTTPConnection, Origin
+from tpot_locust.wire.sse import SSEParser
+from tpot_locust.wire.stream_decoder import decode_events
+from tpot_locust.wire.streaming import StreamRequest, stream_request
 
 CATEGORIES = {value for name, value in vars(errors).items() if name.isupper()}
 FUZZ = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, run_command
-from tpot_locust.gate import evaluate
-from tpot_locust.gating import baseline_summary
-from tpot_locust.scenario import load_scenario
+from tpot_locust.report.gate import evaluate
+from tpot_locust.report.gating import baseline_summary
+from tpot_locust.scenario.loader import load_scenario
+from tpot_locust.scenario.slo import SloSpec, parse_slo
+from tpot_locust.scenario.yaml_source import parse_located
 from tpot_locust.sim.process import start_simulator
-from tpot_locust.slo import SloSpec, parse_slo
-from tpot_locust.yaml_source import parse_located
 
 GATE = ROOT / "tests/scenarios/gate.yaml"
 
@@ -262,8 +262,8 @@ def test_a_lost_worker_or_a_failed_truth_check_invalidates_the_run() -> None:
 
 
 def test_goodput_counts_failed_requests_as_not_good() -> None:
-    from tpot_locust.recorder import ClassCounters
-    from tpot_locust.report import goodput_summary
+    from tpot_locust.metrics.recorder import ClassCounters
+    from tpot_locust.report.summary import goodput_summary
 
     counters = ClassCounters(ok=8, failed=2, good=6)
     assert goodput_summary(counters, 2.0, {"ttft": 800.0}) == {

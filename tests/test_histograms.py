@@ -8,7 +8,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tpot_locust.histograms import (
+from tpot_locust.common.timings import RequestTimings, to_us
+from tpot_locust.metrics.histograms import (
     HIGHEST_US,
     counts_view,
     decode_histogram,
@@ -16,8 +17,7 @@ from tpot_locust.histograms import (
     new_histogram,
     record_many,
 )
-from tpot_locust.recorder import BUCKET_SLICE, Recorder
-from tpot_locust.timings import RequestTimings, to_us
+from tpot_locust.metrics.recorder import BUCKET_SLICE, Recorder
 
 
 @settings(max_examples=100, deadline=None)

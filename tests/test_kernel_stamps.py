@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tpot_locust.http_client import KERNEL_CLOCK, USER_CLOCK, HTTPConnection, Origin
 from tpot_locust.sim.process import start_simulator
-from tpot_locust.sse import SSEParser
-from tpot_locust.stream_decoder import decode_events
+from tpot_locust.wire.http_client import KERNEL_CLOCK, USER_CLOCK, HTTPConnection, Origin
+from tpot_locust.wire.sse import SSEParser
+from tpot_locust.wire.stream_decoder import decode_events
 
 GAP_MS = 50
 # Each read starts this long after the previous one returned: tokens 2-4 wait 10, 20, 30 ms

@@ -23,8 +23,7 @@ from tests.scripted_server import (  # noqa: E402
     sse_head,
     token,
 )
-from tpot_locust import loop_reads  # noqa: E402
-from tpot_locust.errors import (  # noqa: E402
+from tpot_locust.common.errors import (  # noqa: E402
     BAD_HTTP,
     BAD_JSON,
     CONNECTION_RESET,
@@ -33,9 +32,10 @@ from tpot_locust.errors import (  # noqa: E402
     TIMEOUT_TOTAL,
     TRUNCATED,
 )
-from tpot_locust.http_client import HTTPConnection, Origin  # noqa: E402
-from tpot_locust.streaming import stream_request  # noqa: E402
-from tpot_locust.timings import RequestTimings  # noqa: E402
+from tpot_locust.common.timings import RequestTimings  # noqa: E402
+from tpot_locust.wire import loop_reads  # noqa: E402
+from tpot_locust.wire.http_client import HTTPConnection, Origin  # noqa: E402
+from tpot_locust.wire.streaming import stream_request  # noqa: E402
 
 
 @pytest.fixture(params=["loop", "greenlet"])

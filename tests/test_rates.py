@@ -9,7 +9,7 @@ from array import array
 from pathlib import Path
 
 from tests.conftest import run_command
-from tpot_locust.token_flow import TokenFlow
+from tpot_locust.common.token_flow import TokenFlow
 
 
 def test_token_flow_counts_live_streams_at_each_take() -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tpot_locust.histograms import record_many
-from tpot_locust.progress import format_progress
-from tpot_locust.recorder import MetricSet
-from tpot_locust.report import CLIENT_BUSY_READ_DELAY_MS, build_summary, format_report
+from tpot_locust.metrics.histograms import record_many
+from tpot_locust.metrics.recorder import MetricSet
+from tpot_locust.report.progress import format_progress
+from tpot_locust.report.summary import CLIENT_BUSY_READ_DELAY_MS, build_summary, format_report
 
 
 def summary_with_read_delays(delays_us: list[int]) -> dict:

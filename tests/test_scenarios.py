@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT, run_command
-from tpot_locust.phases import BurstWindows, RunClock
-from tpot_locust.recorder import Recorder, phase_metric
-from tpot_locust.scenario import ScenarioError, load_scenario
-from tpot_locust.timings import RequestTimings
+from tpot_locust.common.timings import RequestTimings
+from tpot_locust.metrics.phases import BurstWindows, RunClock
+from tpot_locust.metrics.recorder import Recorder, phase_metric
+from tpot_locust.scenario.loader import ScenarioError, load_scenario
 
 BURST_OPEN = ROOT / "tests/scenarios/burst_open.yaml"
 

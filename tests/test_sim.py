@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tpot_locust.distributions import Fixed
+from tpot_locust.common.distributions import Fixed
 from tpot_locust.sim.chunks import StreamEncoder
 from tpot_locust.sim.http import HttpError, RequestReader
 from tpot_locust.sim.process import SimProcess, start_simulator

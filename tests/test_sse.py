@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tpot_locust.errors import OVERSIZED_EVENT, TRUNCATED, StreamError
-from tpot_locust.sse import SSEParser
+from tpot_locust.common.errors import OVERSIZED_EVENT, TRUNCATED, StreamError
+from tpot_locust.wire.sse import SSEParser
 
 STREAM = (
     b": keep-alive comment\n\n"

@@ -11,14 +11,15 @@ import gevent
 import numpy as np
 from gevent import monkey
 
-from tpot_locust.collector import Collector
-from tpot_locust.histograms import count_above, histogram_stats, new_histogram, record_many
-from tpot_locust.histograms import without as histogram_without
-from tpot_locust.recorder import MetricSet, Recorder
-from tpot_locust.report import build_summary, format_report
-from tpot_locust.stalls import ClientHealth, LagProbe, StallWindows
-from tpot_locust.timings import RequestTimings
-from tpot_locust.truth_check import truth_check
+from tpot_locust.common.timings import RequestTimings
+from tpot_locust.harness.loop_probe import LagProbe
+from tpot_locust.metrics.collector import Collector
+from tpot_locust.metrics.histograms import count_above, histogram_stats, new_histogram, record_many
+from tpot_locust.metrics.histograms import without as histogram_without
+from tpot_locust.metrics.recorder import MetricSet, Recorder
+from tpot_locust.metrics.stalls import ClientHealth, StallWindows
+from tpot_locust.report.summary import build_summary, format_report
+from tpot_locust.report.truth_check import truth_check
 
 
 def test_windows_mark_exactly_the_overlapping_gaps() -> None:
@@ -65,7 +66,7 @@ def test_recorder_sets_aside_the_gaps_across_a_stall() -> None:
     ms = 1_000_000
     # a stall from 50 to 90 ms: the events sent at 70 and 80 were read together when the loop
     # ran again, both with the kernel's stamp of the newest (88)
-    recorder._on_stall(base + 50 * ms, base + 90 * ms)
+    recorder.on_stall(base + 50 * ms, base + 90 * ms)
     recorder.record(_timings("a", base, [base + 10 * ms + i * 10 * ms for i in range(5)]
                              + [base + 88 * ms, base + 88 * ms, base + 100 * ms]))  # fmt: skip
     recorder.record(_timings("b", base + 150 * ms, [base + 200 * ms, base + 203 * ms]))  # after

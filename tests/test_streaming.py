@@ -18,7 +18,7 @@ from tests.scripted_server import (
     sse_head,
     token,
 )
-from tpot_locust.errors import (
+from tpot_locust.common.errors import (
     BAD_HTTP,
     BAD_JSON,
     CONNECTION_RESET,
@@ -30,8 +30,8 @@ from tpot_locust.errors import (
     TIMEOUT_IDLE,
     TRUNCATED,
 )
-from tpot_locust.http_client import HTTPConnection, Origin
-from tpot_locust.streaming import stream_request
+from tpot_locust.wire.http_client import HTTPConnection, Origin
+from tpot_locust.wire.streaming import stream_request
 
 
 def usage(tokens: int) -> bytes:

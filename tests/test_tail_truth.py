@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT, run_command
+from tpot_locust.report.truth_check import load_stall_windows
 from tpot_locust.sim.process import start_simulator
-from tpot_locust.truth_check import load_stall_windows
 
 # A stall of ours (Locust's stop: 25-80 ms; burst prompts built at send time: ~25 ms) is
 # above what this machine's scheduler does to a process now and then (up to ~20 ms).

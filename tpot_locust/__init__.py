@@ -8,17 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ChatUser", "CompletionsUser", "RequestTimings"]
-__version__ = "0.1.0"
+from tpot_locust.common.version import __version__
+
+__all__ = ["ChatUser", "CompletionsUser", "RequestTimings", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
     if name in ("ChatUser", "CompletionsUser"):
-        from tpot_locust import users
+        from tpot_locust.harness import users
 
         return getattr(users, name)
     if name == "RequestTimings":
-        from tpot_locust.timings import RequestTimings
+        from tpot_locust.common.timings import RequestTimings
 
         return RequestTimings
     raise AttributeError(f"module 'tpot_locust' has no attribute {name!r}")

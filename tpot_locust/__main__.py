@@ -1,5 +1,5 @@
 import sys
 
-from tpot_locust.cli import main
+from tpot_locust.cli.main import main
 
 sys.exit(main())

@@ -1,128 +1,13 @@
-"""Wires the recorder into Locust: one per process, deltas from workers, the final report.
+"""Import this in a locustfile to record, merge and report per-token timings::
 
-Importing ``tpot_locust.users`` registers these listeners on Locust's global ``events`` (as
-a locustfile's own listeners would be), so ``locust -f locustfiles/chat.py`` records and
-reports the same histograms as ``tpot-locust run``, alone or as master and workers.
+    import tpot_locust.plugin  # noqa: F401  (records and reports TPOT, TTFT, ITL, ...)
+    from tpot_locust import ChatUser
+
+Importing it registers tpot-locust's listeners on Locust's events (its command-line
+options, the recorder, the master/worker links, the TPOT tab, the report at quit), as a
+locustfile's own ``@events`` listeners would be. The user classes do not import it.
 """
 
-from __future__ import annotations
+from tpot_locust.harness import plugin as _listeners  # noqa: F401
 
-import os
-from typing import Any
-
-import locust.runners
-from locust import events
-from locust.env import Environment
-from locust.runners import STATE_INIT, STATE_STOPPED, MasterRunner, WorkerRunner
-
-from tpot_locust import quiet_loop, webui
-from tpot_locust.distributed import MasterLink, WorkerLink
-from tpot_locust.events import ensure_token_timings
-from tpot_locust.run_state import DEFAULT_REPORT_INTERVAL_S, RunState, slo_of, use_scenario
-from tpot_locust.stalls import TRACE_ENV, StallTracer
-
-__all__ = ["get_state", "use_scenario"]
-_STATES: list[RunState] = []
-
-
-def get_state(environment: Environment) -> RunState:
-    state = getattr(environment, "tpot_state", None)
-    if state is None:
-        state = RunState(environment)
-        environment.tpot_state = state
-        _STATES.append(state)
-        token_timings = ensure_token_timings(environment.events)
-        token_timings.add_listener(state.recorder.record)
-        token_timings.add_listener(state.client_errors.observe)
-    return state
-
-
-@events.init_command_line_parser.add_listener
-def _add_arguments(parser: Any, **_: Any) -> None:
-    group = parser.add_argument_group("tpot-locust")
-    group.add_argument(
-        "--tpot-out",
-        default=os.environ.get("TPOT_OUT"),
-        help="directory for summary.json, histograms.json and interval logs (env TPOT_OUT)",
-    )
-    group.add_argument(
-        "--tpot-report-interval",
-        type=float,
-        default=float(os.environ.get("TPOT_REPORT_INTERVAL", DEFAULT_REPORT_INTERVAL_S)),
-        help="seconds between worker reports and time-series points (default 1)",
-    )
-    group.add_argument(
-        "--tpot-scenario-name", default=os.environ.get("TPOT_SCENARIO_NAME"), help="run label"
-    )
-    group.add_argument(
-        "--tpot-slo",
-        default=os.environ.get("TPOT_SLO"),
-        metavar="SCENARIO.yaml",
-        help="gate the run on this scenario's slo block: exit code 0 pass, 1 fail, 3 invalid "
-        "measurement; verdict.json, junit.xml, summary.md in --tpot-out (env TPOT_SLO)",
-    )
-
-
-@events.init.add_listener
-def _on_init(environment: Environment, **_: Any) -> None:
-    state = get_state(environment)
-    state.use_slo(slo_of(environment.parsed_options))
-    # Locust re-reads this module global on every report loop.
-    locust.runners.WORKER_REPORT_INTERVAL = state.interval_s
-    runner = environment.runner
-    if isinstance(runner, WorkerRunner):
-        state.worker = WorkerLink(state, runner)
-    elif isinstance(runner, MasterRunner):
-        state.master = MasterLink(state, runner)
-    if not isinstance(runner, WorkerRunner):
-        webui.install(environment, state)
-    quiet_loop.collect_garbage_now()
-
-
-@events.test_start.add_listener
-def _on_test_start(environment: Environment, **_: Any) -> None:
-    quiet_loop.before_streams_start()
-    recorder = get_state(environment).recorder
-    if not isinstance(environment.runner, MasterRunner) and not recorder.probe.running:
-        recorder.probe.start()  # this process reads streams: watch its loop from now on
-        if os.environ.get(TRACE_ENV):
-            StallTracer(recorder.probe).start()
-    if not isinstance(environment.runner, WorkerRunner):
-        get_state(environment).start()
-
-
-@events.test_stop.add_listener
-def _on_test_stop(environment: Environment, **_: Any) -> None:
-    state = get_state(environment)
-    if isinstance(environment.runner, WorkerRunner):
-        state.end_traffic()
-        return
-    if state.running:
-        state.finish()
-
-
-@events.reset_stats.add_listener
-def _on_reset_stats(**_: Any) -> None:
-    # Locust's reset_stats event carries no environment; reset every state we know.
-    for state in _STATES:
-        state.reset()
-
-
-@events.quitting.add_listener
-def _on_quitting(environment: Environment, **_: Any) -> None:
-    """Locust quits (run time over, SIGTERM, Ctrl-C): its users are still running when this
-    fires, and are killed only afterwards. Stop them first, so that requests still streaming
-    count as interrupted and every worker's final delta is in before the results are made."""
-    state = get_state(environment)
-    runner = environment.runner
-    if state.worker is not None:
-        state.worker.send_final()  # a worker told to quit on its own (e.g. SIGTERM)
-        if state.out_dir is not None:
-            state.worker.write_audit(state.out_dir)
-        return
-    if state.running and runner is not None and runner.state not in (STATE_STOPPED, STATE_INIT):
-        runner.stop()  # fires test_stop: the run finishes there
-    if state.running:
-        state.finish()
-    if state.summary is not None:
-        environment.events.quit.add_listener(lambda **_: state.print_report())
+__all__: list[str] = []

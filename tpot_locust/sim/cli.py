@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from ..distributions import Distribution, DistributionError, Fixed, parse_distribution
+from ..common.distributions import Distribution, DistributionError, Fixed, parse_distribution
 from .profiles import (
     ProfileError,
     engine_params,

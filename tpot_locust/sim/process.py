@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ..processes import child_options
+from ..common.child_process import child_options
 from .cli import READY_PREFIX
 from .truth import read_truth
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from ..distributions import Distribution, DistributionError, parse_distribution
+from ..common.distributions import Distribution, DistributionError, parse_distribution
 
 __all__ = [
     "EngineParams",
@@ -35,6 +35,7 @@ __all__ = [
     "profile_names",
     "profile_text",
     "load_profile",
+    "check_engine",
     "engine_params",
     "parse_assignment",
 ]
@@ -279,3 +280,9 @@ def engine_params(
     params = EngineParams(**data)
     params.stall_distribution()  # validate the spec now, not at the first stall
     return params
+
+
+def check_engine(profile: str, overrides: dict[str, Any]) -> None:
+    """A scenario's ``simulator.profile`` with its ``engine`` overrides, or ProfileError
+    (a ValueError) with the reason: the check the scenario schema is handed by the CLI."""
+    engine_params(profile, overrides)

@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..distributions import Distribution, sample_int
+from ..common.distributions import Distribution, sample_int
 
 Api = Literal["chat", "completions"]
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..distributions import Distribution, Fixed, LogNormal
+from ..common.distributions import Distribution, Fixed, LogNormal
 from .clock import Clock
 from .engine import Seq
 from .engine_loop import EngineLoop

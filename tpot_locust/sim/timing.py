@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any, Protocol
 
-from ..distributions import Distribution, Fixed, as_distribution
+from ..common.distributions import Distribution, Fixed, as_distribution
 from .request import SimRequest
 
 

@@ -1,0 +1,181 @@
+"""``tpot-locust``: a thin command layer over the modules that do the work."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tpot_locust.common.version import __version__
+from tpot_locust.scenario.loader import ScenarioError, load_scenario
+
+EXIT_USAGE = 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tpot_locust.cli.run import RunOptions, run_scenario
+
+    options = RunOptions(
+        scenario_path=Path(args.scenario),
+        host=args.host,
+        users=args.users,
+        spawn_rate=args.spawn_rate,
+        run_time=args.run_time,
+        out=Path(args.out) if args.out else None,
+        workers=args.workers,
+        overrides=args.set or [],
+        locust_args=args.locust_args or [],
+        truth_tolerance_ms=args.truth_tolerance_ms,
+    )
+    return run_scenario(options)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from tpot_locust.report.summary import build_summary, format_full_report, load_results
+    from tpot_locust.report.verdict_files import VERDICT_FILE, format_verdict
+
+    totals, run = load_results(Path(args.out))
+    summary = build_summary(totals, run)
+    folder = Path(args.out) if Path(args.out).is_dir() else Path(args.out).parent
+    verdict_path = folder / VERDICT_FILE
+    verdict = json.loads(verdict_path.read_text()) if verdict_path.exists() else None
+    if args.json:
+        print(json.dumps(summary | ({"slo": verdict} if verdict else {}), indent=2))
+    else:
+        print(format_full_report(summary))
+        if verdict is not None:
+            print("\n" + "\n".join(format_verdict(verdict)))
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from tpot_locust.report import compare
+    from tpot_locust.report.summary import build_summary, load_results
+
+    metrics = compare.parse_choices(
+        args.metrics, compare.LATENCY_METRICS, compare.DEFAULT_METRICS, "metrics"
+    )
+    statistics = compare.parse_choices(
+        args.percentiles, compare.STATISTICS, compare.DEFAULT_STATISTICS, "percentiles"
+    )
+    threshold = compare.parse_regression(args.max_regression)
+    base, candidate = (build_summary(*load_results(Path(folder))) for folder in
+                       (args.base, args.candidate))  # fmt: skip
+    result = compare.compare_summaries(base, candidate, metrics, statistics, threshold)
+    if args.json:
+        print(compare.format_json(result))
+    elif args.markdown:
+        print(compare.format_markdown(result))
+    else:
+        print(compare.format_table(result))
+    return result.exit_code
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from tpot_locust.sim.profiles import check_engine
+
+    failed = 0
+    for path in args.files:
+        try:
+            scenario = load_scenario(Path(path), check_engine=check_engine)
+        except ScenarioError as error:
+            print(error, file=sys.stderr)
+            failed += 1
+        else:
+            print(f"{path}: ok ({len(scenario.classes)} classes, {scenario.users} users)")
+    return EXIT_USAGE if failed else 0
+
+
+def _sim_main(argv: list[str]) -> int:
+    from tpot_locust.sim.cli import main as sim_main
+
+    return sim_main(argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tpot-locust", description="Per-token latency load tests for LLM servers."
+    )
+    parser.add_argument("--version", action="version", version=f"tpot-locust {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run a scenario headless (simulator if no host)")
+    run.add_argument("scenario", help="scenario YAML file")
+    run.add_argument("--host", help="server base URL, e.g. http://127.0.0.1:8000")
+    run.add_argument("--users", type=int, help="users (single-class scenarios)")
+    run.add_argument("--spawn-rate", type=float, help="users started per second")
+    run.add_argument("--run-time", help="duration, e.g. 30s, 5m")
+    run.add_argument("--out", help="results directory")
+    run.add_argument(
+        "--workers", type=int, default=0, help="N local worker processes under one master"
+    )
+    run.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a key")
+    run.add_argument(
+        "--truth-tolerance-ms",
+        type=float,
+        metavar="MS",
+        help="with the embedded simulator: exit 3 when a measured TTFT, ITL or TPOT figure "
+        "(p50 ... p99.99, max) is further than MS from the simulator's truth",
+    )
+    run.set_defaults(handler=_run, locust_args=[])
+    run.epilog = "Arguments after -- go to Locust unchanged, e.g. -- --csv results/run"
+
+    report = commands.add_parser("report", help="re-print the report of a results directory")
+    report.add_argument("out", help="results directory of a run")
+    report.add_argument("--json", action="store_true", help="print the summary as JSON")
+    report.set_defaults(handler=_report)
+
+    compare = commands.add_parser(
+        "compare", help="compare two runs' saved histograms; exit 1 on a regression"
+    )
+    compare.add_argument("base", help="results directory of the baseline run")
+    compare.add_argument("candidate", help="results directory of the run to judge")
+    compare.add_argument(
+        "--max-regression", default="10%", help="largest allowed rise of a gated figure (10%%)"
+    )
+    compare.add_argument("--metrics", help="comma-separated, e.g. tpot,ttft (default: all)")
+    compare.add_argument("--percentiles", help="comma-separated, e.g. p50,p99,p99.99")
+    shown = compare.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    shown.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    compare.set_defaults(handler=_compare)
+
+    validate = commands.add_parser("validate", help="check scenario files")
+    validate.add_argument("files", nargs="+")
+    validate.set_defaults(handler=_validate)
+
+    # Handled before parsing (its options are the simulator's own); listed for --help.
+    commands.add_parser("sim", help="start the simulated server (tpot-locust sim --help)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["sim"]:
+        return _sim_main(argv[1:])  # the simulator parses its own options
+    locust_args: list[str] = []
+    if "--" in argv:
+        split = argv.index("--")
+        argv, locust_args = argv[:split], argv[split + 1 :]
+    args = build_parser().parse_args(argv)
+    if locust_args:
+        if args.command != "run":
+            print("tpot-locust: arguments after -- are for `run` only", file=sys.stderr)
+            return EXIT_USAGE
+        args.locust_args = locust_args
+    try:
+        return args.handler(args)
+    except ScenarioError as error:
+        for line in str(error).splitlines():
+            print(f"tpot-locust: {line}", file=sys.stderr)
+        return EXIT_USAGE
+    except (FileNotFoundError, ValueError) as error:
+        print(f"tpot-locust: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

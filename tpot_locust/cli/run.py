@@ -1,0 +1,214 @@
+"""``tpot-locust run``: a scenario as a headless Locust run, with the simulator if needed.
+
+This process only supervises (``processes``): Locust runs in a child process (it
+monkey-patches with gevent on import), and so does the embedded simulator when no host is
+given; the simulator is stopped last, after every Locust process has written its part.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tpot_locust.cli.processes import LocustProcesses, Supervisor
+from tpot_locust.report.gate import unmeasured
+from tpot_locust.report.gating import SUPERVISED_ENV, gate_summary
+from tpot_locust.report.summary import SUMMARY_FILE
+from tpot_locust.report.truth_check import (
+    TRUTH_FILE,
+    format_truth_check,
+    load_stall_windows,
+    truth_check,
+)
+from tpot_locust.report.verdict_files import format_verdict, write_verdict
+from tpot_locust.scenario.capacity import advice
+from tpot_locust.scenario.loader import load_scenario
+from tpot_locust.scenario.model import Scenario
+from tpot_locust.scenario.schema import resolve_profile
+from tpot_locust.sim.profiles import check_engine
+from tpot_locust.wire.http_client import Origin
+
+TRUTH_CHECK_FAILED = 3  # exit code: the run's figures are not the simulator's (see README)
+LOCUSTFILE = Path(__file__).parents[1] / "harness" / "entry" / "scenario_locustfile.py"
+
+
+@dataclass
+class RunOptions:
+    scenario_path: Path
+    host: str | None = None
+    users: int | None = None
+    spawn_rate: float | None = None
+    run_time: str | None = None
+    out: Path | None = None
+    workers: int = 0
+    overrides: list[str] = field(default_factory=list)
+    locust_args: list[str] = field(default_factory=list)
+    truth_tolerance_ms: float | None = None
+
+
+def _overrides(options: RunOptions, scenario: Scenario) -> dict[str, str]:
+    """Every override, with the option it came from (named in its errors)."""
+    overrides = {override: f"--set {override}" for override in options.overrides}
+    if options.users is not None:
+        if len(scenario.classes) != 1:
+            names = ", ".join(c.name for c in scenario.classes)
+            raise ValueError(
+                f"--users needs a single-class scenario; use --set classes.NAME.users=N ({names})"
+            )
+        overrides[f"classes.{scenario.classes[0].name}.users={options.users}"] = (
+            f"--users {options.users}"
+        )
+    if options.run_time is not None:
+        overrides[f"duration={options.run_time}"] = f"--run-time {options.run_time}"
+    return overrides
+
+
+def output_dir(options: RunOptions, scenario: Scenario) -> Path:
+    if options.out is not None:
+        return options.out
+    if scenario.output:
+        return Path(scenario.output)
+    return Path("results") / f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def simulator_args(scenario: Scenario) -> list[str]:
+    args: list[str] = []
+    for key, flag in (("ttft_ms", "--ttft-ms"), ("gap_ms", "--gap-ms"),
+                      ("natural_tokens", "--natural-tokens")):  # fmt: skip
+        if key in scenario.simulator:
+            args += [flag, _spec_arg(scenario.simulator[key])]
+    seed = scenario.simulator.get("seed", scenario.seed)
+    if seed is not None:
+        args += ["--seed", str(seed)]
+    if "model" in scenario.simulator:
+        args += ["--model", str(scenario.simulator["model"])]
+    if "profile" in scenario.simulator:
+        args += ["--profile", resolve_profile(scenario.simulator["profile"], scenario.base_dir)]
+        for key, value in (scenario.simulator.get("engine") or {}).items():
+            args += ["--set", f"{key}={json.dumps(value)}"]
+    return args
+
+
+def _spec_arg(value: object) -> str:
+    return json.dumps(value)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def locust_commands(
+    scenario: Scenario, host: str, out: Path, workers: int, extra: list[str]
+) -> LocustProcesses:
+    locust = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
+    spawn_rate = scenario.spawn_rate or max(scenario.users, 1)
+    master = [
+        *locust, "--headless", "-u", str(scenario.users), "-r", f"{spawn_rate:g}",
+        "-t", f"{scenario.duration_s:g}s", "--host", host, "--tpot-out", str(out),
+        "--tpot-scenario-name", scenario.name, "--only-summary", "--stop-timeout", "5",
+    ]  # fmt: skip
+    if workers <= 0:
+        return LocustProcesses(master + extra, [])
+    port = free_port()
+    master += ["--master", "--expect-workers", str(workers), "--master-bind-host", "127.0.0.1",
+               "--master-bind-port", str(port)]  # fmt: skip
+    worker = [*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
+              "--loglevel", "WARNING"]  # fmt: skip
+    return LocustProcesses(master + extra, [worker] * workers)
+
+
+def unreachable(host: str, timeout_s: float = 5.0) -> str | None:
+    """Why nothing can connect to ``host``, or None: a dead host is named before the run
+    starts, not after a whole duration of connection errors."""
+    origin = Origin.parse(host)
+    try:
+        socket.create_connection((origin.host, origin.port), timeout_s).close()
+    except OSError as error:
+        return f"cannot connect to {origin.host_header}: {error.strerror or error}"
+    return None
+
+
+def run_scenario(options: RunOptions) -> int:
+    if options.host:
+        Origin.parse(options.host)  # a usage error (exit 2) before anything starts
+    scenario = load_scenario(options.scenario_path, options.overrides, check_engine=check_engine)
+    labelled = _overrides(options, scenario)
+    overrides = list(labelled)
+    scenario = load_scenario(options.scenario_path, overrides, labelled, check_engine)
+    if scenario.duration_s != int(scenario.duration_s):
+        raise ValueError(f"run time {scenario.duration_s:g} s: Locust runs whole seconds")
+    if options.spawn_rate is not None:
+        if options.spawn_rate <= 0:
+            raise ValueError(f"--spawn-rate {options.spawn_rate:g}: must be > 0")
+        scenario.spawn_rate = options.spawn_rate
+    if warning := advice(scenario, options.workers, host=options.host):
+        print(warning, file=sys.stderr, flush=True)
+    out = output_dir(options, scenario)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"results folder {out}: {error.strerror or error}") from None
+    env = dict(os.environ)
+    env["TPOT_SCENARIO"] = str(options.scenario_path.resolve())
+    env["TPOT_SET"] = "\x1f".join(overrides)
+    env[SUPERVISED_ENV] = "1"  # the verdict is printed here, after the truth check
+    with ExitStack() as stack:
+        host = options.host or scenario.host
+        host_given = bool(host)
+        if host and (why := unreachable(host)):
+            print(f"tpot-locust: {why} (is the server running?)", file=sys.stderr)
+            if scenario.slo.empty:
+                return 1
+            verdict = unmeasured(scenario.slo, f"nothing was measured: {why}")
+            write_verdict(out, verdict, scenario.name)
+            print("\n".join(format_verdict(verdict)), flush=True)
+            return verdict["exit_code"]
+        if not host:
+            from tpot_locust.sim.process import start_simulator
+
+            simulator = stack.enter_context(
+                start_simulator(*simulator_args(scenario), truth=out / TRUTH_FILE)
+            )
+            host = simulator.url
+            print(f"tpot-locust: embedded simulator at {host} (truth: {out / 'truth.jsonl'})")
+        commands = locust_commands(scenario, host, out, options.workers, options.locust_args)
+        workers = f" on {options.workers} worker processes" if options.workers else ""
+        print(
+            f"tpot-locust: {scenario.name}: {scenario.users} users for "
+            f"{scenario.duration_s:g} s against {host}{workers}; results in {out}",
+            flush=True,
+        )
+        code = Supervisor(commands, env).run()
+    truth_passed = None
+    if not host_given:
+        truth_passed = check_against_truth(out, options.truth_tolerance_ms)
+    if not scenario.slo.empty and (out / SUMMARY_FILE).exists():
+        summary = json.loads((out / SUMMARY_FILE).read_text())
+        verdict = gate_summary(scenario.slo, summary, out, scenario.name)
+        print("\n" + "\n".join(format_verdict(verdict)), flush=True)
+        return code if code >= 128 else verdict["exit_code"]  # stopped by a signal: say so
+    if truth_passed is False:
+        return TRUTH_CHECK_FAILED
+    return code
+
+
+def check_against_truth(out: Path, tolerance_ms: float | None) -> bool | None:
+    """Compare the run's summary with the simulator's truth; store and print the result.
+    Returns whether it passed (None: no tolerance given, or nothing to compare)."""
+    summary_path, truth_path = out / SUMMARY_FILE, out / TRUTH_FILE
+    if not summary_path.exists() or not truth_path.exists():
+        return None
+    summary = json.loads(summary_path.read_text())
+    check = truth_check(summary, truth_path, tolerance_ms, load_stall_windows(out))
+    summary["truth_check"] = check
+    summary_path.write_text(json.dumps(summary, indent=2) + "\n")
+    print("\n".join(format_truth_check(check)), flush=True)
+    return check["passed"]

@@ -1,0 +1,240 @@
+"""Worker -> master deltas and the flush handshake that loses nothing at shutdown.
+
+Locust's master waits only 0.5 s for workers' last reports before quitting; workers slow
+to stop lost 8.9 % of their values that way (measured). So when a test stops, the master
+sends ``tpot_flush`` to every worker it knows; each worker stops its users (if the master
+has not already), then answers ``tpot_final`` with everything recorded since its last
+report. The master waits for every live worker's final (bounded by ``--stop-timeout``
+plus a margin). A worker that died or never answered is named in the summary and the run
+is marked incomplete.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import gevent
+from gevent.lock import Semaphore
+from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
+
+from tpot_locust.harness.traffic import ProcessShare
+from tpot_locust.metrics.histograms import add_into, histogram_stats, new_histogram
+from tpot_locust.metrics.recorder import MetricSet
+from tpot_locust.metrics.stalls import STALLS_FOLDER, ClientHealth
+
+if TYPE_CHECKING:
+    from hdrh.histogram import HdrHistogram
+    from locust.env import Environment
+
+    from tpot_locust.metrics.collector import Collector
+    from tpot_locust.metrics.phases import BurstWindows
+    from tpot_locust.metrics.recorder import Recorder
+
+logger = logging.getLogger(__name__)
+
+DELTA_KEY = "tpot_locust"
+FLUSH = "tpot_flush"
+FINAL = "tpot_final"
+PLAN = "tpot_plan"  # master -> worker at test start: its share of open-loop traffic
+WINDOW = "tpot_window"  # burst window: worker -> master -> every worker
+STOP_RUN = "tpot_stop_run"  # worker -> master: the run cannot measure anything (why)
+FLUSH_MARGIN_S = 10.0
+
+
+@dataclass(frozen=True)
+class WorkerHooks:
+    """What a worker's run does at the master's word: begin its share of the traffic (a new
+    test), end it (the stop), and say which stall windows it saw (its audit file)."""
+
+    begin_traffic: Callable[[ProcessShare], None]
+    end_traffic: Callable[[], None]
+    stall_record: Callable[[], dict[str, Any]]
+
+
+class WorkerLink:
+    """Worker side: ship deltas with every stats report; answer the master's flush."""
+
+    def __init__(
+        self, runner: WorkerRunner, environment: Environment, recorder: Recorder,
+        hooks: WorkerHooks,
+    ) -> None:  # fmt: skip
+        self.runner = runner
+        self.environment = environment
+        self.recorder = recorder
+        self.hooks = hooks
+        self.sent = MetricSet()  # everything shipped, for the worker's own audit file
+        # Taking a delta yields (so stamping goes on): one at a time, so the final delta
+        # cannot overtake a periodic report still being assembled.
+        self._taking = Semaphore()
+        self._final_sent = False
+        self._asked_to_stop = False
+        environment.events.report_to_master.add_listener(self._attach_delta)
+        runner.register_message(FLUSH, self._on_flush, concurrent=True)
+        runner.register_message(PLAN, self._on_plan)
+        runner.register_message(WINDOW, self._on_window)
+
+    def _take_delta(self, final: bool = False) -> dict[str, Any]:
+        with self._taking:
+            delta = self.recorder.take_interval(final=final)
+            self.sent.add(delta)
+            return delta.encode(cooperative=True)
+
+    def _on_plan(self, environment: Any, msg: Any, **_: Any) -> None:
+        self._final_sent = False  # a new test
+        self._asked_to_stop = False
+        plan = msg.data
+        self.hooks.begin_traffic(ProcessShare(plan["index"], plan["count"], plan["start_wall_ns"]))
+
+    def _on_window(self, environment: Any, msg: Any, **_: Any) -> None:
+        self.recorder.windows.update(msg.data["id"], msg.data["start"], msg.data["end"])
+
+    def ask_master_to_stop(self, reason: str) -> None:
+        if not self._asked_to_stop:
+            self._asked_to_stop = True
+            self.runner.send_message(STOP_RUN, {"reason": reason})
+
+    def publish_window(self, window_id: str, start: int, end: int | None) -> None:
+        self.recorder.windows.update(window_id, start, end)
+        self.runner.send_message(WINDOW, {"id": window_id, "start": start, "end": end})
+
+    def _attach_delta(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
+        data[DELTA_KEY] = self._take_delta()
+
+    def write_audit(self, out_dir: Path) -> None:
+        """``OUT/workers/<id>.json``: what this worker recorded and sent, to check merges."""
+        folder = out_dir / "workers"
+        folder.mkdir(parents=True, exist_ok=True)
+        audit = {"client_id": self.runner.client_id, **self.sent.encode(),
+                 STALLS_FOLDER: self.hooks.stall_record()}  # fmt: skip
+        (folder / f"{self.runner.client_id}.json").write_text(json.dumps(audit))
+
+    def _on_flush(self, environment: Any, msg: Any, **_: Any) -> None:
+        self.send_final()
+
+    def send_final(self) -> None:
+        """Stop this worker's users and send everything not yet sent; once per test."""
+        if self._final_sent:
+            return
+        self._final_sent = True
+        runner = self.runner
+        if runner.user_count:
+            runner.stop()  # headless quit path: the master did not send "stop" first
+        deadline = time.monotonic() + (self.environment.stop_timeout or 0) + 2
+        while runner.user_count and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+        self.hooks.end_traffic()
+        runner.send_message(FINAL, {DELTA_KEY: self._take_delta(final=True)})
+
+
+class MasterLink:
+    """Master side: merge deltas, track workers, run the flush handshake."""
+
+    def __init__(
+        self, runner: MasterRunner, environment: Environment, collector: Collector,
+        windows: BurstWindows, on_stop_run: Callable[[str], None],
+    ) -> None:  # fmt: skip
+        self.runner = runner
+        self.environment = environment
+        self.collector = collector
+        self.windows = windows
+        self.on_stop_run = on_stop_run
+        self.seen: set[str] = set()
+        self.finals: set[str] = set()
+        # each worker's own read delays: one overloaded worker among many barely moves the
+        # merged histogram, so the report judges every worker by its own
+        self.read_delays: dict[str, HdrHistogram] = {}
+        self.client_health: dict[str, ClientHealth] = {}  # each worker's loop lag and stalls
+        environment.events.worker_report.add_listener(self._merge_report)
+        runner.register_message(FINAL, self._on_final)
+        runner.register_message(WINDOW, self._relay_window)
+        runner.register_message(STOP_RUN, self._on_stop_run)
+
+    def reset(self) -> None:
+        self.seen = {client.id for client in self.runner.clients.all}
+        self.finals = set()
+        self.read_delays = {}
+        self.client_health = {}
+
+    def send_plans(self, start_wall_ns: int) -> None:
+        """Give each live worker its index and share of the open-loop traffic."""
+        alive = sorted(self._alive(), key=self.runner.get_worker_index)
+        for index, client_id in enumerate(alive):
+            plan = {"index": index, "count": len(alive), "start_wall_ns": start_wall_ns}
+            self.runner.send_message(PLAN, plan, client_id)
+
+    def _on_stop_run(self, environment: Any, msg: Any, **_: Any) -> None:
+        self.on_stop_run(f"{msg.node_id}: {msg.data['reason']}")
+
+    def _relay_window(self, environment: Any, msg: Any, **_: Any) -> None:
+        data = msg.data
+        self.windows.update(data["id"], data["start"], data["end"])
+        for client_id in self._alive() - {msg.node_id}:
+            self.runner.send_message(WINDOW, data, client_id)
+
+    def _merge_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
+        self.seen.add(client_id)
+        delta = data.get(DELTA_KEY)
+        if delta:
+            self._add_delta(client_id, MetricSet.decode(delta))
+
+    def _on_final(self, environment: Any, msg: Any, **_: Any) -> None:
+        self.seen.add(msg.node_id)
+        delta = msg.data.get(DELTA_KEY) if isinstance(msg.data, dict) else None
+        if delta:
+            self._add_delta(msg.node_id, MetricSet.decode(delta))
+        self.finals.add(msg.node_id)
+
+    def _add_delta(self, client_id: str, delta: MetricSet) -> None:
+        delta.client.name_worker(client_id)
+        self.client_health.setdefault(client_id, ClientHealth()).add(delta.client)
+        self.collector.add_delta(delta)
+        for metrics in delta.classes.values():
+            if (read_delay := metrics.histograms.get("read_delay")) is not None:
+                if client_id not in self.read_delays:
+                    self.read_delays[client_id] = new_histogram()
+                add_into(self.read_delays[client_id], read_delay)
+
+    def _alive(self) -> set[str]:
+        return {c.id for c in self.runner.clients.all if c.state != STATE_MISSING}
+
+    def flush(self) -> None:
+        """Ask every live worker for its final delta and wait for all of them (bounded)."""
+        self.seen |= {client.id for client in self.runner.clients.all}
+        for client_id in self._alive():
+            self.runner.send_message(FLUSH, None, client_id)
+        deadline = time.monotonic() + (self.environment.stop_timeout or 0) + FLUSH_MARGIN_S
+        while time.monotonic() < deadline:
+            waiting = self._alive() - self.finals
+            if not waiting:
+                break
+            gevent.sleep(0.05)
+        missing = self.missing()
+        if missing:
+            logger.warning("tpot-locust: no final report from worker(s): %s", ", ".join(missing))
+
+    def missing(self) -> list[str]:
+        return sorted(self.seen - self.finals)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "seen": len(self.seen),
+            "reported_in_full": len(self.finals),
+            "missing": self.missing(),
+            "read_delay_p99_ms": {
+                client_id: histogram_stats(histogram, (99.0,)).percentiles[99.0] / 1000
+                for client_id, histogram in sorted(self.read_delays.items())
+            },
+            "stalls": {
+                client_id: health.stalls for client_id, health in sorted(self.client_health.items())
+            },
+            "loop_lag_max_ms": {
+                client_id: histogram_stats(health.loop_lag, ()).max / 1000
+                for client_id, health in sorted(self.client_health.items())
+            },
+        }

@@ -1,0 +1,30 @@
+"""The locustfile ``tpot-locust run`` hands to Locust: user classes from ``TPOT_SCENARIO``.
+
+It sits alone in its folder because Locust puts a locustfile's folder on ``sys.path``.
+
+Locust collects User classes from a locustfile's namespace at import, before any command
+line option is parsed, so the scenario path travels in the environment (set by the CLI,
+the same for the master and every worker).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tpot_locust.harness.plugin import use_scenario
+from tpot_locust.harness.scenario_users import build_shape_class, build_user_classes
+from tpot_locust.scenario.loader import load_scenario
+
+_scenario_path = os.environ.get("TPOT_SCENARIO")
+if not _scenario_path:
+    raise SystemExit("the scenario locustfile needs TPOT_SCENARIO=path/to/scenario.yaml")
+_overrides = [item for item in os.environ.get("TPOT_SET", "").split("\x1f") if item]
+_scenario = load_scenario(Path(_scenario_path), _overrides)
+_classes = build_user_classes(_scenario)
+use_scenario(_scenario, {cls.__name__: cls for cls in _classes})
+globals().update({cls.__name__: cls for cls in _classes})
+_shape = build_shape_class(_scenario)
+if _shape is not None:
+    globals()[_shape.__name__] = _shape
+del _shape  # Locust takes every shape class in the namespace: keep only one name

@@ -1,0 +1,299 @@
+"""One process's run: its recorder, collector, traffic driver and the end-of-run results.
+
+A Locust process holds one ``RunState`` (created by ``plugin.get_state``); the listeners in
+``plugin`` call into it at Locust's lifecycle events.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import gevent
+from gevent.event import Event
+from locust.env import Environment
+from locust.runners import MasterRunner, WorkerRunner
+
+from tpot_locust.common.version import __version__
+from tpot_locust.harness.distributed import MasterLink, WorkerHooks, WorkerLink
+from tpot_locust.harness.failures import ClientErrorStreak
+from tpot_locust.harness.loop_probe import LagProbe
+from tpot_locust.harness.traffic import ProcessShare, TrafficDriver
+from tpot_locust.metrics.collector import Collector
+from tpot_locust.metrics.phases import RunClock
+from tpot_locust.metrics.recorder import Recorder
+from tpot_locust.metrics.stalls import STALLS_FOLDER
+from tpot_locust.report.gating import SUPERVISED_ENV, gate_summary
+from tpot_locust.report.progress import ProgressPrinter
+from tpot_locust.report.summary import build_summary, format_full_report, write_results
+from tpot_locust.report.verdict_files import format_verdict
+from tpot_locust.scenario.loader import ScenarioError, load_scenario
+from tpot_locust.scenario.model import Scenario
+from tpot_locust.scenario.slo import SloSpec
+from tpot_locust.wire.http_client import arrival_clock
+
+logger = logging.getLogger(__name__)
+DEFAULT_REPORT_INTERVAL_S = 1.0
+_SCENARIO: tuple[Scenario, dict[str, type]] | None = None
+
+
+def slo_of(options: Any) -> SloSpec | None:
+    """The SLOs this run is gated on: the scenario's (``tpot-locust run``), or those of
+    ``--tpot-slo FILE`` (plain Locust); None when there are none."""
+    if _SCENARIO is not None:
+        spec = _SCENARIO[0].slo
+    elif path := getattr(options, "tpot_slo", None):
+        try:
+            spec = load_scenario(Path(path)).slo
+        except ScenarioError as error:
+            print(f"tpot-locust: --tpot-slo: {error}", file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
+    else:
+        return None
+    return None if spec.empty and spec.goodput is None else spec
+
+
+def use_scenario(scenario: Scenario, classes: dict[str, type]) -> None:
+    """Called by the scenario locustfile: open-loop classes, bursts and phases come from it."""
+    global _SCENARIO
+    _SCENARIO = (scenario, classes)
+
+
+class RunState:
+    """This process's recorder and, on a master or local runner, the collector."""
+
+    def __init__(self, environment: Environment) -> None:
+        self.environment = environment
+        self.recorder = Recorder()
+        self.probe = LagProbe(self.recorder.on_stall)  # this process's loop, once it streams
+        self.recorder.probe = self.probe
+        self.collector = Collector()
+        self.master: MasterLink | None = None
+        self.worker: WorkerLink | None = None
+        self.ticker: gevent.Greenlet | None = None
+        self.summary: dict[str, Any] | None = None
+        self.running = False
+        self.driver: TrafficDriver | None = None
+        self.progress: ProgressPrinter | None = None
+        self.client_errors = ClientErrorStreak(self.stop_run)
+        self.stopped_because: str | None = None
+        self.slo: SloSpec | None = None
+        self.verdict: dict[str, Any] | None = None
+        self.tests_started = 0
+        self.reported = False  # this test's report was printed already (web UI: at its stop)
+
+    def attach(self, runner: Any) -> None:
+        """Link this process to its master or workers, handing each link what it uses."""
+        if isinstance(runner, WorkerRunner):
+            hooks = WorkerHooks(self._begin_worker_test, self.end_traffic, self.stall_record)
+            self.worker = WorkerLink(runner, self.environment, self.recorder, hooks)
+        elif isinstance(runner, MasterRunner):
+            self.master = MasterLink(runner, self.environment, self.collector,
+                                     self.recorder.windows, self.stop_run)  # fmt: skip
+
+    def _begin_worker_test(self, share: ProcessShare) -> None:
+        self.client_errors.reset()
+        self.begin_traffic(share)
+
+    def use_slo(self, spec: SloSpec | None) -> None:
+        """Gate on ``spec`` at the end; its per-request limits count goodput here too."""
+        self.slo = spec
+        self.recorder.goodput = spec.goodput if spec is not None else None
+
+    @property
+    def out_dir(self) -> Path | None:
+        """``--tpot-out``; the second and later tests of one web-UI session each get a
+        folder of their own in it (``test-2``, ...), so none overwrites another's results."""
+        out = getattr(self.environment.parsed_options, "tpot_out", None)
+        if not out:
+            return None
+        return Path(out) / f"test-{self.tests_started}" if self.tests_started > 1 else Path(out)
+
+    @property
+    def headless(self) -> bool:
+        return bool(getattr(self.environment.parsed_options, "headless", False))
+
+    @property
+    def interval_s(self) -> float:
+        value = getattr(self.environment.parsed_options, "tpot_report_interval", None)
+        return float(value or DEFAULT_REPORT_INTERVAL_S)
+
+    def _users(self) -> int:
+        runner = self.environment.runner
+        return runner.user_count if runner is not None else 0
+
+    def _tick(self, final: bool = False) -> None:
+        if self.master is None:
+            self.collector.add_delta(self.recorder.take_interval(final=final))
+        self.collector.tick(self._users() + (self.driver.in_flight if self.driver else 0), final)
+        if self.progress is not None and not final:
+            self.progress.maybe_print(self.collector)
+
+    def _tick_forever(self, stop: Event) -> None:
+        while not stop.wait(timeout=self.interval_s):
+            self._tick()
+
+    def stop_run(self, reason: str) -> None:
+        """End the run early (exit code 1) because it cannot measure anything; a worker
+        asks its master, which stops every worker."""
+        if self.worker is not None:
+            self.worker.ask_master_to_stop(reason)
+            return
+        if self.stopped_because is not None:
+            return
+        self.stopped_because = reason
+        logger.error("tpot-locust: %s", reason)
+        self.environment.process_exit_code = 1
+        runner = self.environment.runner
+        if runner is not None:
+            headless = getattr(self.environment.parsed_options, "headless", False)
+            gevent.spawn(runner.quit if headless else runner.stop)
+
+    def start(self) -> None:
+        self.client_errors.reset()
+        self.verdict = None
+        self.tests_started += 1
+        self.reported = False
+        self.stopped_because = None
+        self.stop_ticker()
+        self.recorder.reset()
+        self.recorder.windows.clear()
+        self.collector.start(self.out_dir)
+        self.summary = None
+        self.running = True
+        options = self.environment.parsed_options
+        if _SCENARIO is not None and getattr(options, "headless", False):
+            self.progress = ProgressPrinter(_SCENARIO[0].duration_s, _SCENARIO[0].warmup_s)
+        start_wall_ns = time.time_ns()
+        if self.master is not None:
+            self.master.reset()
+            self.master.send_plans(start_wall_ns)
+            self.recorder.clock = self._run_clock(start_wall_ns)  # the timeline, for results
+        else:
+            self.begin_traffic(ProcessShare(0, 1, start_wall_ns))
+        self._stop_ticking = Event()
+        self.ticker = gevent.spawn(self._tick_forever, self._stop_ticking)
+
+    def begin_traffic(self, share: ProcessShare) -> None:
+        """This process's part of a scenario: its clock, open-loop share and bursts."""
+        if _SCENARIO is None:
+            return
+        scenario, classes = _SCENARIO
+        self.recorder.clock = self._run_clock(share.start_wall_ns)
+        self.end_traffic()
+        publish = self.worker.publish_window if self.worker else self.recorder.windows.update
+        self.driver = TrafficDriver(
+            self.environment, scenario, classes, share, publish, self.recorder.count_dropped
+        )
+        self.driver.start()
+
+    @staticmethod
+    def _run_clock(start_wall_ns: int) -> RunClock | None:
+        if _SCENARIO is None:
+            return None
+        scenario = _SCENARIO[0]
+        return RunClock(start_wall_ns, scenario.duration_s, scenario.warmup_s, scenario.cooldown_s)
+
+    def end_traffic(self) -> None:
+        if self.driver is not None:
+            self.driver.stop(self.environment.stop_timeout or 0)
+            self.driver = None
+
+    def stop_ticker(self) -> None:
+        """Stop between ticks, never inside one: a tick yields (so stamping goes on), and a
+        tick killed halfway had moved its interval into the totals but not the time series."""
+        if self.ticker is not None:
+            self._stop_ticking.set()
+            self.ticker.join()
+            self.ticker = None
+
+    def finish(self) -> dict[str, Any]:
+        """Collect every final delta, close the last interval, write the results."""
+        self.end_traffic()
+        if self.master is not None:
+            self.master.flush()
+        self.stop_ticker()
+        self._tick(final=True)
+        self.collector.close()
+        self.running = False
+        run = self.run_info()
+        if self.out_dir is not None:
+            self.summary = write_results(self.out_dir, self.collector.totals, run)
+            if self.master is None:
+                folder = self.out_dir / STALLS_FOLDER
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / "local.json").write_text(json.dumps(self.stall_record()))
+        else:
+            self.summary = build_summary(self.collector.totals, run)
+        if self.master is not None and self.master.missing():
+            self.environment.process_exit_code = 1  # an incomplete measurement must not pass
+        if self.slo is not None and not self.slo.empty:
+            name = run.get("scenario") or "run"
+            self.verdict = gate_summary(self.slo, self.summary, self.out_dir, name)
+            self.environment.process_exit_code = self.verdict["exit_code"]
+        if not self.headless and self.environment.runner is not None:
+            self.print_report()  # a web-UI test: its own report, now; another may follow
+        return self.summary
+
+    def print_report(self) -> None:
+        """The end-of-test report (and the SLO verdict, unless ``tpot-locust run`` prints it
+        after its truth check), once per test."""
+        summary = self.summary
+        if summary is None or self.reported:
+            return
+        self.reported = True
+        requests = summary["requests"]
+        if requests["ok"] or requests["failed"] or requests["interrupted"]:
+            where = f" (results in {self.out_dir})" if self.out_dir is not None else ""
+            print(f"\n{format_full_report(summary)}{where}", flush=True)
+        if self.verdict is not None and not os.environ.get(SUPERVISED_ENV):
+            print("\n" + "\n".join(format_verdict(self.verdict)), flush=True)
+
+    def stall_record(self) -> dict[str, Any]:
+        """This process's stall windows, as saved (``OUT/client_stalls/local.json``, or a
+        worker's ``OUT/workers/<id>.json``)."""
+        return self.recorder.stalls.to_record(self.probe.threshold_ns / 1e6)
+
+    def run_info(self) -> dict[str, Any]:
+        options = self.environment.parsed_options
+        info: dict[str, Any] = {"host": self.environment.host, "complete": True}
+        info["version"] = __version__
+        info["users"] = getattr(options, "num_users", None)
+        if options is not None:
+            info["scenario"] = getattr(options, "tpot_scenario_name", None)
+        info["report_interval_s"] = self.interval_s
+        info["start_wall_s"] = self.collector.start_wall_s
+        info["stopped_because"] = self.stopped_because
+        info["stall_threshold_ms"] = self.probe.threshold_ns / 1e6
+        if self.recorder.goodput is not None:
+            info["goodput_limits_ms"] = self.recorder.goodput.as_ms()
+        # in the master's environment: workers started with another one may differ
+        info["arrival_clock"] = arrival_clock()
+        if self.master is not None:
+            workers = self.master.summary()
+            info["workers"] = workers
+            info["complete"] = not workers["missing"]
+        info["timeseries"] = self.collector.timeseries
+        info["bursts"] = {
+            "windows": len(self.recorder.windows),
+            "prefill_s": sorted(round(d, 3) for d in self.recorder.windows.durations_s()),
+        }
+        if self.tests_started > 1:
+            info["test"] = self.tests_started  # of this web-UI session
+        if self.recorder.clock is not None:
+            info["warmup_s"] = self.recorder.clock.warmup_s
+            info["cooldown_s"] = self.recorder.clock.cooldown_s
+            info["duration_s"] = self.recorder.clock.duration_s
+            info["clock_start_wall_ns"] = self.recorder.clock.start_wall_ns
+        return info
+
+    def reset(self) -> None:
+        """Locust's Reset Stats: ours restart too, the time series with the totals (the
+        run's clock and its interval logs go on)."""
+        self.recorder.reset()
+        self.collector.reset_totals()

@@ -1,0 +1,189 @@
+"""Open-loop traffic and prefill bursts, driven from the scenario's timeline.
+
+Locust's users are closed loop. Here one dispatcher per open-loop class per process sends
+sessions at absolute arrival times (its share of the class's rate) into a bounded set of
+in-flight sessions; an arrival that finds ``max_in_flight`` sessions running is counted as
+dropped, never delayed. Bursts (``count`` requests of a class sent together) are sent by
+the process with index 0 only; each burst request's prefill window is shared with every
+process (``on_window``) so all of them tag token gaps alike.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import gevent
+from gevent.pool import Group
+from locust.env import Environment
+
+from tpot_locust.common.cooperation import let_streams_run
+from tpot_locust.common.distributions import as_distribution
+from tpot_locust.scenario.arrivals import arrival_times
+from tpot_locust.scenario.model import Burst, Scenario, TrafficClass
+
+if TYPE_CHECKING:  # users imports the plugin, which imports this module
+    from tpot_locust.harness.users import ChatUser, PreparedTurn
+
+logger = logging.getLogger(__name__)
+# Burst requests are built and connected this long before their send time: long enough for
+# 8 x 16k-token prompts (~30 ms of sliced work), short enough for servers' keep-alive.
+BURST_PREPARE_LEAD_S = 1.0
+WindowCallback = Callable[[str, int, "int | None"], None]
+
+
+@dataclass(frozen=True)
+class ProcessShare:
+    """Which slice of the open-loop traffic this process sends."""
+
+    index: int
+    count: int
+    start_wall_ns: int
+
+    def start_perf_ns(self) -> int:
+        return time.perf_counter_ns() + (self.start_wall_ns - time.time_ns())
+
+
+class AgentPool:
+    """Idle user instances of one class, each with its own keep-alive connection."""
+
+    def __init__(self, environment: Environment, user_class: type[ChatUser]) -> None:
+        self.environment = environment
+        self.user_class = user_class
+        self.idle: list[ChatUser] = []
+        self.all: list[ChatUser] = []
+
+    def take(self) -> ChatUser:
+        if self.idle:
+            return self.idle.pop()
+        if not self.user_class.host:
+            self.user_class.host = self.environment.host  # Locust sets it only on spawned classes
+        agent = self.user_class(self.environment)
+        agent.on_start()
+        self.all.append(agent)
+        return agent
+
+    def give_back(self, agent: ChatUser) -> None:
+        self.idle.append(agent)
+
+    def close(self) -> None:
+        for agent in self.all:
+            agent.on_stop()
+        self.idle, self.all = [], []
+
+
+class TrafficDriver:
+    def __init__(
+        self, environment: Environment, scenario: Scenario, classes: dict[str, type[ChatUser]],
+        share: ProcessShare, on_window: WindowCallback, on_dropped: Callable[[str], None],
+    ) -> None:  # fmt: skip
+        self.environment = environment
+        self.scenario = scenario
+        self.classes = classes
+        self.share = share
+        self.on_window = on_window
+        self.on_dropped = on_dropped
+        self.pools = {name: AgentPool(environment, cls) for name, cls in classes.items()}
+        self.sessions = Group()
+        self.loops = Group()
+
+    def start(self) -> None:
+        seed = (self.scenario.seed or 0) * 1_000_003 + self.share.index
+        for offset, traffic in enumerate(t for t in self.scenario.classes if t.open_loop):
+            rng = random.Random(seed + offset)
+            self.loops.spawn(self._dispatch, traffic, rng)
+        if self.share.index == 0:
+            for number, burst in enumerate(self.scenario.bursts):
+                self.loops.spawn(self._bursts, burst, number)
+
+    def stop_dispatching(self) -> None:
+        self.loops.kill(block=True)
+
+    def stop(self, timeout_s: float) -> None:
+        """No new sessions; running ones get ``timeout_s`` to finish, then are killed."""
+        self.stop_dispatching()
+        self.sessions.join(timeout=timeout_s)
+        self.sessions.kill(block=True)
+        for pool in self.pools.values():
+            pool.close()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.sessions)
+
+    def _sleep_until(self, start_perf_ns: int, t_s: float) -> int:
+        intended = start_perf_ns + int(t_s * 1e9)
+        delay = (intended - time.perf_counter_ns()) / 1e9
+        if delay > 0:
+            gevent.sleep(delay)
+        return intended
+
+    def _dispatch(self, traffic: TrafficClass, rng: random.Random) -> None:
+        limit = max(traffic.max_in_flight // self.share.count, 1)
+        in_flight = Group()
+        start = self.share.start_perf_ns()
+        times = arrival_times(
+            traffic.arrival, traffic.rate or 0.0, traffic.burstiness, self.scenario.stages,
+            traffic.name, self.scenario.duration_s, rng, scale=1 / self.share.count,
+        )  # fmt: skip
+        for t_s in times:
+            intended = self._sleep_until(start, t_s)
+            if len(in_flight) >= limit:
+                self.on_dropped(traffic.name)
+                continue
+            session = self.sessions.spawn(self._session, traffic.name, intended)
+            in_flight.add(session)
+
+    def _session(self, class_name: str, intended_ns: int | None) -> None:
+        pool = self.pools[class_name]
+        try:
+            agent = pool.take()
+        except Exception:  # noqa: BLE001 - e.g. no host: say so once per session, keep going
+            logger.exception("tpot-locust: cannot start a %s session", class_name)
+            return
+        try:
+            agent.run_session(intended_ns)
+        except Exception:  # noqa: BLE001 - requests never raise; this would be our bug
+            logger.exception("tpot-locust: %s session failed", class_name)
+        finally:
+            pool.give_back(agent)
+
+    def _bursts(self, burst: Burst, number: int) -> None:
+        start = self.share.start_perf_ns()
+        lengths = tuple(  # built once: an empirical file is read here, not per request
+            None if spec is None else as_distribution(spec, self.scenario.base_dir)
+            for spec in (burst.prompt_tokens, burst.output_tokens)
+        )
+        pool = self.pools[burst.class_name]
+        for occurrence, t_s in enumerate(burst.times_s):
+            # Built and connected shortly before the send time, yielding as they go: at
+            # the send time, the prompts held every stream's reads (users.prepare_turn).
+            self._sleep_until(start, t_s - BURST_PREPARE_LEAD_S)
+            prepared = [(agent := pool.take(), agent.prepare_turn(*lengths))
+                        for _ in range(burst.count)]  # fmt: skip
+            self._sleep_until(start, t_s)
+            for request, (agent, turn) in enumerate(prepared):
+                window_id = f"b{number}.{occurrence}.{request}"
+                self.sessions.spawn(self._burst_request, burst, window_id, agent, turn)
+                let_streams_run()  # one send per loop iteration: streams are read between
+
+    def _burst_request(
+        self, burst: Burst, window_id: str, agent: ChatUser, turn: PreparedTurn
+    ) -> None:
+        pool = self.pools[burst.class_name]
+        start_wall = time.time_ns()
+        self.on_window(window_id, start_wall, None)
+        end_wall = None
+        try:
+            timings = agent.send_prepared(turn)
+            if timings is not None:
+                offset = time.time_ns() - time.perf_counter_ns()
+                first = timings.token_stamps[0] if timings.token_stamps else timings.t_end_ns
+                end_wall = first + offset
+        finally:
+            self.on_window(window_id, start_wall, end_wall or time.time_ns())
+            pool.give_back(agent)

@@ -1,0 +1,340 @@
+"""Locust user classes that hold multi-turn chat sessions over streaming APIs.
+
+Configure by subclassing and setting class attributes (lengths are token counts: a number
+or a distribution spec such as ``{"dist": "uniform", "min": 100, "max": 300}``)::
+
+    class Chat(ChatUser):
+        host = "http://127.0.0.1:8000"
+        prompt_tokens = 512
+        output_tokens = {"dist": "normal", "mean": 200, "stddev": 50}
+        turns = 3
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import gevent
+from locust import User, constant, task
+
+from tpot_locust.common.cooperation import let_streams_run
+from tpot_locust.common.distributions import as_distribution, sample_int
+from tpot_locust.common.errors import (
+    INTERRUPTED,
+    MODEL_LOOKUP,
+    StreamError,
+    http_status_category,
+)
+from tpot_locust.common.timings import RequestTimings
+from tpot_locust.harness.events import ensure_token_timings
+from tpot_locust.harness.failures import Backoff
+from tpot_locust.metrics.stalls import PROCESS_TAG
+from tpot_locust.scenario.prompts import synthetic_text
+from tpot_locust.wire.http_client import HTTPConnection, Origin, ReadTimeout
+from tpot_locust.wire.stream_decoder import decode_error_body
+from tpot_locust.wire.streaming import MAX_ERROR_BODY, StreamRequest, redact, stream_request
+
+API_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+logger = logging.getLogger(__name__)
+_PLUGIN_HINT = (
+    "tpot-locust: the plugin is not loaded, so no per-token timing is recorded or reported: "
+    "add `import tpot_locust.plugin` to your locustfile"
+)
+
+
+def _check_plugin(environment: Any) -> None:
+    """The user classes stream without the plugin, but nothing would record them: say so,
+    once per process (the plugin is imported by the locustfile, never as a side effect)."""
+    if getattr(environment, "tpot_state", None) is None and not getattr(
+        environment, "tpot_plugin_warned", False
+    ):
+        environment.tpot_plugin_warned = True
+        logger.error(_PLUGIN_HINT)
+
+
+class ChatUser(User):
+    """Streams ``/v1/chat/completions``; each task is one multi-turn session."""
+
+    abstract = True
+    wait_time = constant(0)
+
+    api: ClassVar[str] = "chat"
+    model: ClassVar[str | None] = None  # None: the first model listed by GET /v1/models
+    prompt_tokens: ClassVar[Any] = 256
+    followup_tokens: ClassVar[Any] = None  # later turns' new user message; None: prompt_tokens
+    output_tokens: ClassVar[Any] = 128
+    turns: ClassVar[int] = 1
+    think_time: ClassVar[Any] = 0.0  # seconds between turns (number or distribution)
+    ignore_eos: ClassVar[bool] = True
+    force_min_tokens: ClassVar[bool] = True  # send min_tokens = max_tokens (vLLM, SGLang)
+    include_usage: ClassVar[bool] = True  # stream_options.include_usage
+    extra_body: ClassVar[dict[str, Any]] = {}
+    headers: ClassVar[dict[str, str]] = {}
+    api_key_env: ClassVar[str | None] = "OPENAI_API_KEY"
+    connect_timeout: ClassVar[float] = 10.0
+    first_token_timeout: ClassVar[float] = 120.0
+    idle_timeout: ClassVar[float] = 60.0
+    total_timeout: ClassVar[float] = 600.0
+    request_name: ClassVar[str | None] = None  # name in Locust's stats; default: the path
+    seed: ClassVar[int | None] = None
+    shared_prefix_tokens: ClassVar[int] = 0  # same leading text in sessions (prefix caching)
+    shared_prefix_ratio: ClassVar[float] = 1.0  # fraction of sessions that use that prefix
+
+    _user_counter: ClassVar[int] = 0
+    _models: ClassVar[dict[str, str]] = {}
+
+    def on_start(self) -> None:
+        ChatUser._user_counter += 1
+        self._tag = f"{PROCESS_TAG}{uuid.uuid4().hex[:6]}"  # which process sent it, first
+        self._requests_sent = 0
+        seed = None if self.seed is None else self.seed * 100_003 + ChatUser._user_counter
+        self.rng = random.Random(seed)
+        self._backoff = Backoff(self.rng)
+        if not self.host:
+            raise ValueError(f"{type(self).__name__}: no host (set it or pass --host)")
+        self.connection = HTTPConnection(
+            Origin.parse(self.host), self.connect_timeout, self.idle_timeout
+        )
+        self._token_timings = ensure_token_timings(self.environment.events)
+        _check_plugin(self.environment)
+
+    def on_stop(self) -> None:
+        self.connection.close()
+
+    @task
+    def session(self) -> None:
+        timings = self.run_session()
+        if delay := self._backoff.after(timings):
+            gevent.sleep(delay)  # a failing server is backed off from, never flooded
+
+    def run_session(
+        self,
+        t_intended_ns: int | None = None,
+        prompt_tokens: Any = None,
+        output_tokens: Any = None,
+        turns: int | None = None,
+    ) -> RequestTimings | None:
+        """One conversation: each turn appends the answer and a new user message.
+
+        ``t_intended_ns`` is the open-loop arrival time of the first turn; the length
+        arguments override the class's (burst requests). Returns the last turn's timings.
+        """
+        history: list[dict[str, str]] = []
+        prompt_so_far = 0
+        first_spec = prompt_tokens if prompt_tokens is not None else self.prompt_tokens
+        followup = self.followup_tokens
+        timings = None
+        turns = max(int(turns or self.turns), 1)
+        for turn in range(turns):
+            spec = first_spec if turn == 0 or followup is None else followup
+            text, new_tokens = self._user_message(spec, first=turn == 0)
+            history.append({"role": "user", "content": text})
+            prompt_so_far += new_tokens
+            max_tokens = self._max_tokens(output_tokens)
+            intended = t_intended_ns if turn == 0 else None
+            timings, answer = self.send(history, max_tokens, prompt_so_far, intended)
+            if not timings.ok:
+                return timings
+            history.append({"role": "assistant", "content": answer})
+            prompt_so_far += timings.output_tokens
+            if turn + 1 < turns and self.think_time:
+                gevent.sleep(as_distribution(self.think_time).sample(self.rng))
+        return timings
+
+    def _user_message(
+        self, spec: Any, first: bool, pause: Callable[[], None] | None = None
+    ) -> tuple[str, int]:
+        """A new user message of ``spec`` tokens (the shared prefix first, if any)."""
+        new_tokens = sample_int(as_distribution(spec), self.rng)
+        text = synthetic_text(new_tokens, self.rng, pause)
+        if first and (prefix := self._shared_prefix()):
+            return f"{prefix} {text}", new_tokens + self.shared_prefix_tokens
+        return text, new_tokens
+
+    def _max_tokens(self, output_tokens: Any = None) -> int:
+        length = output_tokens if output_tokens is not None else self.output_tokens
+        return sample_int(as_distribution(length), self.rng)
+
+    def prepare_turn(self, prompt_tokens: Any = None, output_tokens: Any = None) -> PreparedTurn:
+        """A one-turn request built and encoded ahead of its send time, yielding as it goes.
+
+        Why: a burst of eight 16k-token prompts built at send time held the event loop for
+        ~25 ms (3 ms each), and every decode stream read in this process showed the burst's
+        "interference" without the server making any."""
+        spec = prompt_tokens if prompt_tokens is not None else self.prompt_tokens
+        text, tokens = self._user_message(spec, first=True, pause=let_streams_run)
+        history = [{"role": "user", "content": text}]
+        max_tokens = self._max_tokens(output_tokens)
+        let_streams_run()
+        body = json.dumps(self.build_body(history, max_tokens)).encode()
+        let_streams_run()
+        self.connection.open()  # eight connects at the send time held the loop ~2 ms
+        return PreparedTurn(history, max_tokens, tokens, body)
+
+    def send_prepared(self, turn: PreparedTurn) -> RequestTimings:
+        timings, _ = self.send(turn.history, turn.max_tokens, turn.prompt_tokens, body=turn.body)
+        return timings
+
+    def _shared_prefix(self) -> str:
+        """The class's common prefix (same text for every session of the class), or ""."""
+        if not self.shared_prefix_tokens or self.rng.random() >= self.shared_prefix_ratio:
+            return ""
+        cls = type(self)
+        prefix = cls.__dict__.get("_prefix_text")
+        if prefix is None:
+            prefix = synthetic_text(self.shared_prefix_tokens, random.Random(cls.__name__))
+            cls._prefix_text = prefix
+        return prefix
+
+    def build_body(self, history: list[dict[str, str]], max_tokens: int) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model_name(), "stream": True}
+        if self.api == "chat":
+            body["messages"] = history
+        else:
+            body["prompt"] = "\n\n".join(message["content"] for message in history)
+        body["max_tokens"] = max_tokens
+        if self.ignore_eos:
+            body["ignore_eos"] = True
+        if self.force_min_tokens:
+            body["min_tokens"] = max_tokens
+        if self.include_usage:
+            body["stream_options"] = {"include_usage": True}
+        body.update(self.extra_body)
+        return body
+
+    def request_headers(self, request_id: str) -> dict[str, str]:
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            "X-Request-Id": request_id,
+            **self.headers,
+        }
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    def model_name(self) -> str:
+        if self.model:
+            return self.model
+        cached = ChatUser._models.get(self.host or "")
+        if cached is None:
+            cached = ChatUser._models[self.host or ""] = self._first_listed_model()
+        return cached
+
+    def _first_listed_model(self) -> str:
+        response, _ = self.connection.request("GET", "/v1/models", self.request_headers("models"))
+        body = response.read(limit=MAX_ERROR_BODY)
+        if response.status >= 400:
+            raise StreamError(
+                http_status_category(response.status),
+                f"GET /v1/models: HTTP {response.status}: {decode_error_body(body)}",
+            )
+        try:
+            return json.loads(body)["data"][0]["id"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise ValueError(f"GET /v1/models gave no model: {body[:200]!r}") from None
+
+    def send(
+        self,
+        history: list[dict[str, str]],
+        max_tokens: int,
+        prompt_tokens: int,
+        t_intended_ns: int | None = None,
+        body: bytes | None = None,
+    ) -> tuple[RequestTimings, str]:
+        """Stream one request, fire ``token_timings`` and Locust's ``request`` event;
+        ``body``: the request already encoded (``prepare_turn``)."""
+        self._requests_sent += 1
+        request_id = f"{self._tag}-{self._requests_sent}"
+        path = API_PATHS[self.api]
+        intended_ns = t_intended_ns or time.perf_counter_ns()
+        try:
+            if body is None:
+                body = json.dumps(self.build_body(history, max_tokens)).encode()
+        except (StreamError, ReadTimeout, ValueError) as error:
+            # The model lookup (GET /v1/models) failed: this request fails with its reason.
+            timings = RequestTimings(
+                type(self).__name__, self.api, request_id, intended_ns, time.perf_counter_ns()
+            )
+            timings.t_end_ns = time.perf_counter_ns()
+            timings.error_category = getattr(error, "category", MODEL_LOOKUP)
+            detail = f"model lookup: {getattr(error, 'message', error)}"
+            timings.error_message = redact(detail, self.request_headers(request_id))
+            self.connection.close()
+            answer = ""
+        else:
+            request = StreamRequest(
+                user_class=type(self).__name__,
+                api=self.api,
+                request_id=request_id,
+                path=path,
+                headers=self.request_headers(request_id),
+                body=body,
+                prompt_tokens_requested=prompt_tokens,
+                first_token_timeout=self.first_token_timeout,
+                idle_timeout=self.idle_timeout,
+                total_timeout=self.total_timeout,
+                t_intended_ns=intended_ns,
+            )
+            try:
+                # the answer's text is needed only to continue the conversation
+                timings, answer = stream_request(self.connection, request, want_text=self.turns > 1)
+            except gevent.GreenletExit:
+                self._count_interrupted(request_id, intended_ns)
+                raise
+        timings.scheduled = t_intended_ns is not None
+        self._token_timings.fire(timings=timings, user=self)
+        self.environment.events.request.fire(
+            request_type="POST",
+            name=self.request_name or path,
+            response_time=timings.e2e_ns / 1e6,
+            response_length=timings.output_tokens,
+            response=None,
+            context={"request_id": request_id, "user_class": timings.user_class},
+            exception=None if timings.ok else RequestFailed(timings),
+            url=path,
+        )
+        return timings, answer
+
+    def _count_interrupted(self, request_id: str, intended_ns: int) -> None:
+        """A request the stop killed mid-stream: counted, so the totals still add up."""
+        self.connection.close()
+        now = time.perf_counter_ns()
+        timings = RequestTimings(type(self).__name__, self.api, request_id, intended_ns, now)
+        timings.t_end_ns = now
+        timings.error_category = INTERRUPTED
+        timings.error_message = "stopped by the end of the run"
+        self._token_timings.fire(timings=timings, user=self)
+
+
+@dataclass(frozen=True)
+class PreparedTurn:
+    """A request built before its send time (``ChatUser.prepare_turn``)."""
+
+    history: list[dict[str, str]]
+    max_tokens: int
+    prompt_tokens: int
+    body: bytes
+
+
+class CompletionsUser(ChatUser):
+    """The same sessions over ``/v1/completions``: the history is joined into one prompt."""
+
+    abstract = True
+    api: ClassVar[str] = "completions"
+
+
+class RequestFailed(Exception):
+    """What Locust's failure table shows: the category first, then the detail."""
+
+    def __init__(self, timings: RequestTimings) -> None:
+        super().__init__(f"{timings.error_category}: {timings.error_message}")

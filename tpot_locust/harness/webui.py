@@ -1,0 +1,84 @@
+"""The TPOT tab in Locust's web UI: live per-class percentiles of our histograms.
+
+Locust's React UI shows extra tabs given in ``template_args`` and fills their tables from
+``extended_stats`` in its ``/stats/requests`` JSON (polled every couple of seconds); the
+figures are the master's merged totals (closed intervals, so up to one report interval old).
+``/tpot/summary.json`` serves the whole summary, as ``summary.json`` would be now.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from tpot_locust.metrics.histograms import histogram_stats
+from tpot_locust.report.summary import build_summary
+
+if TYPE_CHECKING:
+    from locust.env import Environment
+
+    from tpot_locust.harness.run_state import RunState
+
+TAB_KEY = "tpot"
+TAB_METRICS = ("tpot", "itl", "request_tpot", "ttft", "e2e", "worst_gap", "read_delay")
+PER_TOKEN = ("tpot", "itl")
+COLUMNS = (
+    ("name", "Class"), ("metric", "Metric"), ("count", "Samples"), ("mean", "Mean ms"),
+    ("p50", "Median ms"), ("p90", "P90 ms"), ("p99", "P99 ms"), ("p99.9", "P99.9 ms"),
+    ("p99.99", "P99.99 ms"), ("max", "Max ms"), ("tokens_per_s", "Tokens/s at median"),
+)  # fmt: skip
+
+
+def tab_rows(state: RunState) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    totals = state.collector.totals
+    scopes = [("All", totals.combined())] if len(totals.classes) > 1 else []
+    scopes += sorted(totals.classes.items())
+    for scope, metrics in scopes:
+        for name in TAB_METRICS:
+            histogram = metrics.histograms.get(name)
+            if histogram is None or not histogram.total_count:
+                continue
+            stats = histogram_stats(histogram)
+            row: dict[str, Any] = {"name": scope, "metric": name.upper(), "count": stats.count}
+            row["mean"] = round(stats.mean / 1000, 3)
+            for percentile, value in stats.percentiles.items():
+                row[f"p{percentile:g}"] = value / 1000
+            row["max"] = stats.max / 1000
+            median = stats.percentiles[50.0]
+            row["tokens_per_s"] = round(1e6 / median, 1) if name in PER_TOKEN and median else ""
+            rows.append(row)
+    return rows
+
+
+def install(environment: Environment, state: RunState) -> None:
+    web_ui = environment.web_ui
+    if web_ui is None:
+        return
+    from flask import Response, request
+
+    web_ui.template_args["extended_tabs"] = [{"title": "TPOT", "key": TAB_KEY}]
+    web_ui.template_args["extended_tables"] = [
+        {"key": TAB_KEY, "structure": [{"key": key, "title": title} for key, title in COLUMNS]}
+    ]
+    web_ui.template_args["extended_csv_files"] = [
+        {"href": "/tpot/summary.json", "title": "TPOT summary (summary.json, now)"}
+    ]
+
+    @web_ui.app.after_request
+    def _add_tab_rows(response: Response) -> Response:
+        if request.path != "/stats/requests" or response.status_code != 200:
+            return response
+        data = response.get_json(silent=True)
+        if isinstance(data, dict):
+            extended = [{"key": TAB_KEY, "data": tab_rows(state)}]
+            response.set_data(json.dumps({**data, "extended_stats": extended}))
+        return response
+
+    @web_ui.app.route("/tpot/summary.json")
+    def _summary() -> Response:
+        summary = build_summary(state.collector.totals, state.run_info())
+        summary["running"] = state.running  # a running test's summary is not yet complete
+        if state.running:
+            summary["complete"] = False
+        return Response(json.dumps(summary, indent=2), mimetype="application/json")

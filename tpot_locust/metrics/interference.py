@@ -1,0 +1,76 @@
+"""Interference attribution: per-token gaps while prefill bursts run, against the rest.
+
+The *interference factor* of a percentile is burst-phase value / steady-phase value: how
+much a long prompt's prefill, inserted into running decode batches, stretches the gaps
+users see. The worst gaps of the run are listed with the phase they fell in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tpot_locust.metrics.histograms import histogram_stats
+from tpot_locust.metrics.phases import BURST, PHASES, STEADY
+from tpot_locust.metrics.recorder import PHASE_METRICS, ClassMetrics, phase_metric
+
+INTERFERENCE_PERCENTILES = (50.0, 90.0, 99.0, 99.9)
+
+
+def _key(percentile: float) -> str:
+    return f"p{percentile:g}"
+
+
+def phase_summary(metrics: ClassMetrics) -> dict[str, Any] | None:
+    """Steady vs burst percentiles and their ratios; None when no gap fell in a burst."""
+    burst_count = metrics.histogram(phase_metric("tpot", BURST)).total_count
+    if not burst_count:
+        return None
+    phases: dict[str, Any] = {phase: {} for phase in PHASES}
+    factors: dict[str, Any] = {}
+    for name in PHASE_METRICS:
+        stats = {
+            phase: histogram_stats(metrics.histogram(phase_metric(name, phase)),
+                                   INTERFERENCE_PERCENTILES)
+            for phase in PHASES
+        }  # fmt: skip
+        for phase, phase_stats in stats.items():
+            phases[phase][name] = {"count": phase_stats.count} | {
+                _key(p): phase_stats.percentiles[p] / 1000 for p in INTERFERENCE_PERCENTILES
+            }
+        factors[name] = {
+            _key(p): round(stats[BURST].percentiles[p] / stats[STEADY].percentiles[p], 2)
+            if stats[STEADY].percentiles[p]
+            else None
+            for p in INTERFERENCE_PERCENTILES
+        }
+    return {"phases": phases, "interference_factor": factors}
+
+
+def format_interference(summary: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    interference = summary.get("interference")
+    if interference:
+        lines.append("Interference: per-token gaps during prefill bursts vs steady (ms)")
+        header = "".join(f"{_key(p):>10}" for p in INTERFERENCE_PERCENTILES)
+        lines.append(f"  {'':14}{'count':>10}{header}")
+        for name in PHASE_METRICS:
+            for phase in PHASES:
+                row = interference["phases"][phase][name]
+                values = "".join(f"{row[_key(p)]:10.3f}" for p in INTERFERENCE_PERCENTILES)
+                lines.append(f"  {name.upper() + ' ' + phase:14}{row['count']:10,}{values}")
+            factor = interference["interference_factor"][name]
+            ratios = "".join(
+                f"{factor[_key(p)]:9.2f}x" if factor[_key(p)] is not None else f"{'-':>10}"
+                for p in INTERFERENCE_PERCENTILES
+            )
+            lines.append(f"  {name.upper() + ' factor':14}{'':10}{ratios}")
+    worst = summary.get("worst_gaps") or []
+    if worst:
+        lines.append("Worst gaps: " + ", ".join(_worst_gap(gap) for gap in worst))
+
+    return lines
+
+
+def _worst_gap(gap: dict[str, Any]) -> str:
+    stall = ", client stall" if gap.get("client_stall") else ""
+    return f"{gap['ms']:.1f} ms ({gap['phase']}{stall})"

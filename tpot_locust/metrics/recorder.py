@@ -1,0 +1,481 @@
+"""Recorder: HDR histograms per metric x user class, following HdrHistogram's Recorder.
+
+Aggregation yields to the gevent hub between batches (``let_streams_run``), so that
+bucketing never holds up the stamping of token events for more than one batch.
+
+Finished requests add their samples to the *interval* set; ``take_interval`` swaps in a
+fresh set and returns the finished one (a delta). A worker ships deltas to the master; the
+master (or a local run) adds deltas into its totals. Samples are buffered as numpy arrays
+and bucketed in bulk, so the per-token cost is an append, not a ``record_value`` call.
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from collections import Counter, deque
+from dataclasses import dataclass, field, fields
+from typing import Any, Protocol
+
+import numpy as np
+from hdrh.histogram import HdrHistogram
+
+from tpot_locust.common.cooperation import WorkSlices, let_streams_run
+from tpot_locust.common.errors import INTERRUPTED
+from tpot_locust.common.timings import RequestTimings, to_us, tpot_samples_ns
+from tpot_locust.common.token_flow import TOKEN_FLOW
+from tpot_locust.metrics.histograms import (
+    add_into,
+    decode_histogram,
+    new_histogram,
+    record_many,
+    warm_up,
+)
+from tpot_locust.metrics.phases import BURST, PHASES, STEADY, TAG_HOLD_S, BurstWindows, RunClock
+from tpot_locust.metrics.stalls import CLIENT_STALL, ClientHealth, StallWindows
+
+METRICS: tuple[str, ...] = (
+    "tpot", "request_tpot", "itl", "ttft", "e2e", "worst_gap", "ttft_from_intended",
+    "schedule_lag", "read_delay",
+)  # fmt: skip
+PHASE_METRICS: tuple[str, ...] = ("tpot", "itl")
+# Metrics whose samples are tagged when they overlap a client stall (a copy of each tagged
+# sample goes into ``metric@client_stall``; the report sets those aside).
+STALL_METRICS: tuple[str, ...] = ("tpot", "itl", "ttft", "e2e", "request_tpot", "worst_gap")
+FLUSH_PENDING_VALUES = 100_000
+BUCKET_SLICE = 4096  # values bucketed between two yields
+WORST_GAPS_KEPT = 10
+MAX_INTERRUPTED_IDS = 100
+
+
+def phase_metric(metric: str, phase: str) -> str:
+    """Histogram name of a metric restricted to one phase, e.g. ``tpot@burst``."""
+    return f"{metric}@{phase}"
+
+
+@dataclass
+class ClassCounters:
+    ok: int = 0
+    failed: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    output_tokens: int = 0
+    partial_tokens: int = 0  # tokens received by requests that then failed
+    estimated_requests: int = 0  # output count not reported by the server
+    prompt_tokens_requested: int = 0
+    prompt_tokens_reported: int = 0
+    clamped_values: int = 0
+    excluded_warmup: int = 0  # requests left out of the histograms by time
+    excluded_cooldown: int = 0
+    dropped_arrivals: int = 0  # open loop: arrivals not sent because max_in_flight was full
+    interrupted: int = 0  # in flight when the run stopped: neither ok nor failed
+    interrupted_ids: list[str] = field(default_factory=list)  # the first few, to cross-check
+    shared_stamp_events: int = 0  # token events read together with the one before them
+    multi_event_reads: int = 0  # reads that returned more than one token event
+    good: int = 0  # successful requests that met every per-request SLO (goodput)
+    arrived_tokens: int = 0  # tokens of the token events that arrived, whatever the request's end
+    first_send_wall_ns: int = 0
+    last_token_wall_ns: int = 0
+
+    def add(self, other: ClassCounters) -> None:
+        for name in _SUMMED_COUNTERS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        room = MAX_INTERRUPTED_IDS - len(self.interrupted_ids)
+        self.interrupted_ids.extend(other.interrupted_ids[: max(room, 0)])
+        self.errors.update(other.errors)
+        if other.first_send_wall_ns:
+            firsts = [t for t in (self.first_send_wall_ns, other.first_send_wall_ns) if t]
+            self.first_send_wall_ns = min(firsts)
+        self.last_token_wall_ns = max(self.last_token_wall_ns, other.last_token_wall_ns)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {k: v for k, v in self.__dict__.items() if k != "errors"}
+        data["errors"] = dict(self.errors)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ClassCounters:
+        known = {f.name for f in fields(cls)} - {"errors"}
+        counters = cls(**{k: v for k, v in data.items() if k in known})
+        counters.errors = Counter(data.get("errors", {}))
+        return counters
+
+
+# Every int counter adds, but the wall-clock bounds (min and max instead).
+_SUMMED_COUNTERS = tuple(
+    f.name for f in fields(ClassCounters) if f.type == "int" and not f.name.endswith("_wall_ns")
+)
+
+
+@dataclass
+class ClassMetrics:
+    histograms: dict[str, HdrHistogram] = field(default_factory=dict)  # made on first use
+    counters: ClassCounters = field(default_factory=ClassCounters)
+    worst_gaps: list[dict[str, Any]] = field(default_factory=list)  # largest first
+
+    def histogram(self, name: str) -> HdrHistogram:
+        histogram = self.histograms.get(name)
+        if histogram is None:
+            histogram = self.histograms[name] = new_histogram()
+        return histogram
+
+    def add(self, other: ClassMetrics, cooperative: bool = False) -> None:
+        """``cooperative``: yield before each histogram (~50 us each; a set has ~20), for
+        a process whose users stream meanwhile; only where nothing else changes ``other``."""
+        for name, histogram in other.histograms.items():
+            if cooperative:
+                let_streams_run()
+            add_into(self.histogram(name), histogram)
+        self.counters.add(other.counters)
+        self.add_worst_gaps(other.worst_gaps)
+
+    def add_worst_gaps(self, gaps: list[dict[str, Any]]) -> None:
+        if gaps:
+            merged = sorted(self.worst_gaps + gaps, key=lambda gap: -gap["ms"])
+            self.worst_gaps = merged[:WORST_GAPS_KEPT]
+
+
+def _encode(histogram: HdrHistogram, cooperative: bool) -> str:
+    if cooperative:
+        let_streams_run()
+    return histogram.encode().decode("ascii")
+
+
+class MetricSet:
+    """Histograms and counters per user class; an interval (delta) or a running total."""
+
+    def __init__(self) -> None:
+        self.classes: dict[str, ClassMetrics] = {}
+        self.client = ClientHealth()  # the recording processes' own loop lag and stalls
+
+    def for_class(self, user_class: str) -> ClassMetrics:
+        metrics = self.classes.get(user_class)
+        if metrics is None:
+            metrics = self.classes[user_class] = ClassMetrics()
+        return metrics
+
+    def add(self, other: MetricSet, cooperative: bool = False) -> None:
+        for user_class, metrics in other.classes.items():
+            self.for_class(user_class).add(metrics, cooperative)
+        self.client.add(other.client)
+
+    def combined(self, cooperative: bool = False) -> ClassMetrics:
+        """All classes merged exactly (counts add; percentiles are recomputed)."""
+        total = ClassMetrics()
+        for metrics in self.classes.values():
+            total.add(metrics, cooperative)
+        return total
+
+    def encode(self, cooperative: bool = False) -> dict[str, Any]:
+        """A msgpack/JSON-safe form: base64 HdrHistogram V2 blobs plus plain counters.
+
+        ``cooperative`` yields to the gevent hub before each blob (~0.5 ms each), for a
+        worker's delta that must not stall token stamping; only for a set nothing else
+        changes meanwhile (a delta already taken out of the recorder).
+        """
+        classes = {
+            user_class: {
+                "histograms": {
+                    name: _encode(histogram, cooperative)
+                    for name, histogram in metrics.histograms.items()
+                    if histogram.total_count
+                },
+                "counters": metrics.counters.to_dict(),
+                "worst_gaps": metrics.worst_gaps,
+            }
+            for user_class, metrics in self.classes.items()
+        }
+        return {"classes": classes, "client": self.client.encode()}
+
+    @classmethod
+    def decode(cls, data: dict[str, Any]) -> MetricSet:
+        """Also reads the older form (classes only, no ``client``: results saved before)."""
+        metric_set = cls()
+        if "client" in data:
+            metric_set.client = ClientHealth.decode(data["client"])
+            data = data.get("classes", {})
+        for user_class, encoded in data.items():
+            metrics = metric_set.for_class(user_class)
+            for name, blob in encoded.get("histograms", {}).items():
+                metrics.histograms[name] = decode_histogram(blob)
+            metrics.counters = ClassCounters.from_dict(encoded.get("counters", {}))
+            metrics.worst_gaps = list(encoded.get("worst_gaps", []))
+        return metric_set
+
+
+@dataclass
+class _HeldGaps:
+    """A finished request's gaps, waiting to be tagged with their phase and stalls."""
+
+    user_class: str
+    request_id: str
+    release_wall_ns: int
+    send_wall_ns: int
+    scalars: dict[str, float]  # the request's one-sample metrics (tagged as a whole)
+    starts_wall: np.ndarray
+    ends_wall: np.ndarray
+    itl_ns: np.ndarray
+    counts: np.ndarray | None  # tokens per event, None when every event carried one
+    itl_us: np.ndarray  # the request's whole-request samples: its steady-phase samples too
+    tpot_us: np.ndarray  # when no gap of it overlaps a burst (nearly always)
+    # Gaps a shared read distorted (None: none): a token event read together with a later
+    # one carries that one's stamp, so the gap before it reads long and the next one zero.
+    read_together: np.ndarray | None = None
+
+
+class LagSource(Protocol):
+    """What the recorder needs of the loop probe: the lags since the last call."""
+
+    def take_lags(self) -> array[int]: ...
+
+
+class GoodputRule(Protocol):
+    """What the recorder needs of the scenario's per-request SLOs (``scenario.slo``)."""
+
+    def met_by(self, request_ns: dict[str, float]) -> bool: ...
+
+
+class Recorder:
+    """Listener of ``token_timings``: one per process."""
+
+    def __init__(self) -> None:
+        self._interval = MetricSet()
+        self._pending: dict[tuple[str, str], list[np.ndarray]] = {}
+        self._pending_scalars: dict[tuple[str, str], list[float]] = {}  # one per request
+        self._pending_values = 0
+        self._held: deque[_HeldGaps] = deque()
+        self._finished: deque[RequestTimings] = deque()
+        self._wall_offset_ns = time.time_ns() - time.perf_counter_ns()
+        self.windows = BurstWindows()
+        self.stalls = StallWindows()
+        # the harness's loop probe (``harness.loop_probe``): its lags join each interval
+        self.probe: LagSource | None = None
+        self.clock: RunClock | None = None
+        self.goodput: GoodputRule | None = None  # the scenario's per-request SLOs, if any
+        warm_up()
+
+    def on_stall(self, start_perf_ns: int, end_perf_ns: int) -> None:
+        """A stall window of this process's loop (``perf_counter_ns``), from its probe."""
+        start, end = self.to_wall_ns(start_perf_ns), self.to_wall_ns(end_perf_ns)
+        self.stalls.add(start, end)
+        self._interval.client.note_stall(start, end)
+
+    def to_wall_ns(self, perf_ns: int) -> int:
+        return perf_ns + self._wall_offset_ns
+
+    def count_dropped(self, user_class: str) -> None:
+        self._interval.for_class(user_class).counters.dropped_arrivals += 1
+
+    def record(self, timings: RequestTimings, **_: Any) -> None:
+        counters = self._interval.for_class(timings.user_class).counters
+        if timings.error_category == INTERRUPTED:
+            counters.interrupted += 1
+            if len(counters.interrupted_ids) < MAX_INTERRUPTED_IDS:
+                counters.interrupted_ids.append(timings.request_id)
+            return
+        if not timings.ok:
+            counters.failed += 1
+            counters.errors[timings.error_category or "unknown"] += 1
+            counters.partial_tokens += sum(timings.token_counts)
+            return
+        send_wall = self.to_wall_ns(timings.t_send_ns)
+        last_wall = self.to_wall_ns(timings.token_stamps[-1])
+        excluded = self.clock.excluded(send_wall, last_wall) if self.clock else None
+        if excluded == "warmup":
+            counters.excluded_warmup += 1
+            return
+        if excluded == "cooldown":
+            counters.excluded_cooldown += 1
+            return
+        counters.ok += 1
+        counters.output_tokens += timings.output_tokens
+        counters.estimated_requests += timings.tokens_estimated
+        counters.prompt_tokens_requested += timings.prompt_tokens_requested
+        counters.prompt_tokens_reported += timings.prompt_tokens_reported or 0
+        if not counters.first_send_wall_ns or send_wall < counters.first_send_wall_ns:
+            counters.first_send_wall_ns = send_wall
+        counters.last_token_wall_ns = max(counters.last_token_wall_ns, last_wall)
+        # The samples are computed later, in flush(), a request at a time with a yield in
+        # between: done here, at the end of each request, they blocked the event loop for
+        # ~0.3 ms per request and stretched other streams' gaps (benchmarks/README.md).
+        self._finished.append(timings)
+
+    def _samples(self, timings: RequestTimings) -> None:
+        """Every histogram sample of one successful request, buffered for bucketing.
+
+        The stamps become one array once, and scalars are buffered as Python numbers: at
+        tens of thousands of events/s, per-request numpy calls were most of this work."""
+        user_class = timings.user_class
+        stamps = np.array(timings.token_stamps, dtype=np.int64)  # a copy: never pins the array
+        itl = stamps[1:] - stamps[:-1]
+        per_event = timings.tokens_after_first()
+        scalars: dict[str, float] = {"ttft": timings.ttft_ns, "e2e": timings.e2e_ns}
+        if itl.size:
+            scalars["worst_gap"] = int(itl.max())
+        if (request_tpot := timings.request_tpot_ns) is not None:
+            scalars["request_tpot"] = request_tpot
+        if timings.scheduled:
+            scalars["ttft_from_intended"] = timings.ttft_from_intended_ns
+            scalars["schedule_lag"] = timings.t_send_ns - timings.t_intended_ns
+        itl_us, tpot_us = to_us(itl), to_us(tpot_samples_ns(itl, per_event))
+        self._add_pending(user_class, "itl", itl_us)
+        self._add_pending(user_class, "tpot", tpot_us)
+        if timings.read_delays_ns:
+            self._add_pending(user_class, "read_delay", to_us(timings.read_delays_ns))
+        for name, value in scalars.items():
+            self._pending_scalars.setdefault((user_class, name), []).append(value)
+        if self.goodput is not None and self.goodput.met_by(scalars):
+            self._interval.for_class(user_class).counters.good += 1
+        read_together = None
+        if itl.size:
+            shared = itl == 0  # events a read returned together carry one stamp
+            if shared.any():
+                counters = self._interval.for_class(user_class).counters
+                counters.shared_stamp_events += int(np.count_nonzero(shared))
+                counters.multi_event_reads += int(shared[0]) + int(
+                    np.count_nonzero(shared[1:] & ~shared[:-1])
+                )
+                read_together = shared.copy()
+                read_together[:-1] |= shared[1:]
+        walls = stamps + self._wall_offset_ns
+        self._held.append(
+            _HeldGaps(
+                user_class=user_class,
+                request_id=timings.request_id,
+                release_wall_ns=time.time_ns() + int(TAG_HOLD_S * 1e9),
+                send_wall_ns=self.to_wall_ns(timings.t_send_ns),
+                scalars=scalars,
+                starts_wall=walls[:-1],
+                ends_wall=walls[1:],
+                itl_ns=itl,
+                counts=per_event,
+                itl_us=itl_us,
+                tpot_us=tpot_us,
+                read_together=read_together,
+            )
+        )
+
+    def _tag_phases(self, everything: bool) -> None:
+        """Tag held gaps as steady or burst, once other workers' windows had time to arrive,
+        and set aside copies of the samples that overlap this process's stalls."""
+        now = time.time_ns()
+        slices = WorkSlices()
+        while self._held and (everything or self._held[0].release_wall_ns <= now):
+            slices.after_item()
+            held = self._held.popleft()
+            tag = self.stalls or held.read_together is not None
+            in_stall = self._tag_stalls(held) if tag else None
+            if not held.itl_ns.size:
+                continue
+            in_burst = self.windows.overlaps(held.starts_wall, held.ends_wall)
+            if not in_burst.any():  # all steady: the whole-request samples, as they are
+                self._add_pending(held.user_class, phase_metric("itl", STEADY), held.itl_us)
+                self._add_pending(held.user_class, phase_metric("tpot", STEADY), held.tpot_us)
+            else:
+                for phase, mask in ((BURST, in_burst), (STEADY, ~in_burst)):
+                    if not mask.any():
+                        continue
+                    itl = held.itl_ns[mask]
+                    counts = None if held.counts is None else held.counts[mask]
+                    self._add_pending(held.user_class, phase_metric("itl", phase), to_us(itl))
+                    tpot = tpot_samples_ns(itl, counts)
+                    self._add_pending(held.user_class, phase_metric("tpot", phase), to_us(tpot))
+            worst = int(np.argmax(held.itl_ns))
+            metrics = self._interval.for_class(held.user_class)
+            ms = round(int(held.itl_ns[worst]) / 1e6, 3)
+            kept = metrics.worst_gaps
+            if len(kept) == WORST_GAPS_KEPT and ms <= kept[-1]["ms"]:
+                continue  # would sort in after the last kept gap, and be dropped
+            metrics.add_worst_gaps([{
+                "ms": ms,
+                "phase": BURST if in_burst[worst] else STEADY,
+                "at_wall_s": round(int(held.ends_wall[worst]) / 1e9, 3),
+                "request_id": held.request_id,
+                "client_stall": bool(in_stall is not None and in_stall[worst]),
+            }])  # fmt: skip
+
+    def _tag_stalls(self, held: _HeldGaps) -> np.ndarray:
+        """Copies of the request's samples that overlap a stall, or that a shared read
+        distorted (a hold of the loop too short for a stall window can still merge events
+        sent closer together than it), into ``metric@client_stall``; returns which gaps."""
+        user_class = held.user_class
+        in_stall = self.stalls.overlaps(held.starts_wall, held.ends_wall)
+        if held.read_together is not None:
+            in_stall |= held.read_together
+        tagged: list[str] = []
+        if in_stall.any():
+            itl = held.itl_ns[in_stall]
+            counts = None if held.counts is None else held.counts[in_stall]
+            self._add_pending(user_class, phase_metric("itl", CLIENT_STALL), to_us(itl))
+            tpot = to_us(tpot_samples_ns(itl, counts))
+            self._add_pending(user_class, phase_metric("tpot", CLIENT_STALL), tpot)
+            tagged.append("request_tpot")
+            if in_stall[int(np.argmax(held.itl_ns))]:
+                tagged.append("worst_gap")
+        send = held.send_wall_ns
+        first_and_last = np.array([send + held.scalars["ttft"], send + held.scalars["e2e"]])
+        ttft_tagged, e2e_tagged = self.stalls.overlaps(np.array([send, send]), first_and_last)
+        tagged += ["ttft"] * bool(ttft_tagged) + ["e2e"] * bool(e2e_tagged)
+        for name in tagged:
+            if name in held.scalars:
+                key = (user_class, phase_metric(name, CLIENT_STALL))
+                self._pending_scalars.setdefault(key, []).append(held.scalars[name])
+        return in_stall
+
+    def _add_pending(self, user_class: str, metric: str, values_us: np.ndarray) -> None:
+        if values_us.size == 0:
+            return
+        self._pending.setdefault((user_class, metric), []).append(values_us)
+        self._pending_values += values_us.size
+        if self._pending_values >= FLUSH_PENDING_VALUES:
+            self._bucket()
+
+    def flush(self) -> None:
+        """Compute the samples of finished requests, then bucket them into the interval."""
+        self._compute_finished()
+        self._bucket()
+
+    def _compute_finished(self) -> None:
+        slices = WorkSlices()  # streams get stamped in between
+        while self._finished:
+            self._samples(self._finished.popleft())
+            slices.after_item()
+
+    def _bucket(self) -> None:
+        pending, self._pending, self._pending_values = self._pending, {}, 0
+        scalars, self._pending_scalars = self._pending_scalars, {}
+        for key, values_ns in scalars.items():
+            pending.setdefault(key, []).append(to_us(np.asarray(values_ns, dtype=np.float64)))
+        for (user_class, metric), arrays in pending.items():
+            metrics = self._interval.for_class(user_class)
+            values = np.concatenate(arrays)
+            for start in range(0, values.size, BUCKET_SLICE):
+                let_streams_run()  # let waiting streams be read between slices (~0.3 ms each)
+                clamped = record_many(
+                    metrics.histogram(metric), values[start : start + BUCKET_SLICE]
+                )
+                metrics.counters.clamped_values += clamped
+
+    def take_interval(self, final: bool = False) -> MetricSet:
+        """The delta since the previous call; ``final`` also tags every held gap."""
+        self._compute_finished()
+        self._tag_phases(everything=final)
+        self._bucket()
+        if self.probe is not None:
+            self._interval.client.record_lags(self.probe.take_lags())
+        for user_class, tokens in TOKEN_FLOW.take().items():
+            self._interval.for_class(user_class).counters.arrived_tokens += tokens
+        finished, self._interval = self._interval, MetricSet()
+        return finished
+
+    def reset(self) -> None:
+        TOKEN_FLOW.clear()
+        self._held.clear()
+        self._finished.clear()
+        self.stalls.clear()
+        self.take_interval()
+
+
+__all__ = [
+    "METRICS", "PHASES", "PHASE_METRICS", "STALL_METRICS", "MetricSet", "Recorder",
+    "phase_metric",
+]  # fmt: skip

@@ -1,0 +1,134 @@
+"""Client stall detector: when this process's event loop could not run, and for how long.
+
+Kernel receive stamps keep a token's time true when our read of it comes late, but not
+when several events wait in one socket: one read returns them all, with the newest one's
+stamp, and a single long gap swallows the others. Read delay tops out near one token gap,
+so a short, rare stall (a stop, a GC pass, a burst prompt built on the loop) never moves
+its P99 while it rewrites the P99.99. So every recording process runs a *lag probe*
+(``harness.loop_probe``: a repeating timer on gevent's loop whose lateness is the time the
+loop could not run, ``loop_lag``). A tick later than the threshold closes a *stall
+window* from the previous tick (the last moment the loop was seen running) to this one;
+the recorder tags every token gap that overlaps a window of its own process
+``client_stall`` and the report keeps those samples apart.
+"""
+
+from __future__ import annotations
+
+import uuid
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from hdrh.histogram import HdrHistogram
+
+from tpot_locust.common.timings import to_us
+from tpot_locust.metrics.histograms import add_into, decode_histogram, new_histogram, record_many
+
+CLIENT_STALL = "client_stall"  # the tag, and the suffix of the set-aside histograms
+STALLS_FOLDER = "client_stalls"  # OUT/client_stalls/local.json: a local run's stall windows
+# Starts every request id this process sends, so that a request can be matched with the
+# stall windows of the process that measured it (as the truth check does).
+PROCESS_TAG = uuid.uuid4().hex[:4]
+WORST_STALLS_KEPT = 10
+
+
+class StallWindows:
+    """This process's stall windows (wall ns), in time order; they never overlap."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self._arrays: tuple[np.ndarray, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def add(self, start_wall_ns: int, end_wall_ns: int) -> None:
+        self.starts.append(start_wall_ns)
+        self.ends.append(end_wall_ns)
+        self._arrays = None
+
+    def clear(self) -> None:
+        self.starts, self.ends, self._arrays = [], [], None
+
+    def to_record(self, threshold_ms: float) -> dict[str, Any]:
+        """What a run saves of this process's windows (wall ns), to line them up with a
+        server's own logs and with the requests this process sent."""
+        windows = [[start, end] for start, end in zip(self.starts, self.ends, strict=True)]
+        return {"request_id_prefix": PROCESS_TAG, "threshold_ms": threshold_ms,
+                "windows": windows}  # fmt: skip
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> StallWindows:
+        windows = cls()
+        for start, end in record["windows"]:
+            windows.add(start, end)
+        return windows
+
+    def overlaps(self, gap_starts: np.ndarray, gap_ends: np.ndarray) -> np.ndarray:
+        """Boolean mask: which gaps (start, end) overlap any window (wall ns arrays)."""
+        if not self.starts or gap_starts.size == 0:
+            return np.zeros(gap_starts.shape, dtype=bool)
+        if self._arrays is None:
+            self._arrays = (np.array(self.starts, np.int64), np.array(self.ends, np.int64))
+        starts, ends = self._arrays
+        # the first window ending after each gap starts is the only one that can overlap it
+        first = np.searchsorted(ends, gap_starts, side="right")
+        found = first < starts.size
+        mask = np.zeros(gap_starts.shape, dtype=bool)
+        mask[found] = starts[first[found]] < gap_ends[found]
+        return mask
+
+
+@dataclass
+class ClientHealth:
+    """One process's (or, merged, every process's) loop lag and stall windows of a period."""
+
+    loop_lag: HdrHistogram = field(default_factory=new_histogram)  # microseconds
+    stalls: int = 0
+    stalled_ns: int = 0
+    worst_stalls: list[dict[str, Any]] = field(default_factory=list)  # longest first
+
+    def record_lags(self, lags_ns: array[int]) -> None:
+        if lags_ns:
+            record_many(self.loop_lag, to_us(np.asarray(lags_ns, dtype=np.int64)))
+
+    def note_stall(self, start_wall_ns: int, end_wall_ns: int) -> None:
+        self.stalls += 1
+        self.stalled_ns += end_wall_ns - start_wall_ns
+        stall = {"ms": round((end_wall_ns - start_wall_ns) / 1e6, 3),
+                 "at_wall_s": round(end_wall_ns / 1e9, 3), "worker": None}  # fmt: skip
+        self._keep_worst([stall])
+
+    def name_worker(self, worker: str) -> None:
+        """On the master: which worker's loop these stalls were."""
+        for stall in self.worst_stalls:
+            stall["worker"] = stall.get("worker") or worker
+
+    def _keep_worst(self, stalls: list[dict[str, Any]]) -> None:
+        merged = sorted(self.worst_stalls + stalls, key=lambda stall: -stall["ms"])
+        self.worst_stalls = merged[:WORST_STALLS_KEPT]
+
+    def add(self, other: ClientHealth) -> None:
+        add_into(self.loop_lag, other.loop_lag)
+        self.stalls += other.stalls
+        self.stalled_ns += other.stalled_ns
+        if other.worst_stalls:
+            self._keep_worst([dict(stall) for stall in other.worst_stalls])
+
+    def encode(self) -> dict[str, Any]:
+        loop_lag = self.loop_lag.encode().decode("ascii") if self.loop_lag.total_count else None
+        return {"loop_lag": loop_lag, "stalls": self.stalls, "stalled_ns": self.stalled_ns,
+                "worst_stalls": self.worst_stalls}  # fmt: skip
+
+    @classmethod
+    def decode(cls, data: dict[str, Any]) -> ClientHealth:
+        health = cls(stalls=int(data.get("stalls", 0)), stalled_ns=int(data.get("stalled_ns", 0)))
+        health.worst_stalls = list(data.get("worst_stalls", []))
+        if data.get("loop_lag"):
+            health.loop_lag = decode_histogram(data["loop_lag"])
+        return health
+
+
+__all__ = ["CLIENT_STALL", "ClientHealth", "StallWindows"]

@@ -1,0 +1,167 @@
+"""Two runs side by side: per class, metric and statistic, base, candidate and the change.
+
+Both come from their saved histograms (``tpot-locust report`` would print the same
+figures), so a percentile is compared exactly as measured. A tail with fewer than
+``TAIL_MIN_SAMPLES`` samples above it in either run is marked, never gated: its value
+moves with a handful of samples.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from tpot_locust.scenario.slo import LATENCY_METRICS, STATISTICS, TAIL_MIN_SAMPLES, parse_fraction
+
+DEFAULT_METRICS = ("tpot", "request_tpot", "itl", "ttft", "e2e")
+DEFAULT_STATISTICS = ("p50", "p90", "p99", "p99.9", "p99.99")
+
+
+@dataclass
+class Comparison:
+    scope: str  # "all" or a class name
+    metric: str
+    statistic: str
+    base: float | None
+    candidate: float | None
+    change: float | None  # (candidate - base) / base
+    base_above: int | None
+    candidate_above: int | None
+    too_few: bool
+    regressed: bool
+
+    @property
+    def change_text(self) -> str:
+        return "-" if self.change is None else f"{self.change * 100:+.1f}%"
+
+
+@dataclass
+class ComparisonResult:
+    rows: list[Comparison]
+    max_regression: float
+
+    @property
+    def regressions(self) -> list[Comparison]:
+        return [row for row in self.rows if row.regressed]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.regressions else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_regression": self.max_regression,
+            "regressed": bool(self.regressions),
+            "rows": [asdict(row) | {"change_text": row.change_text} for row in self.rows],
+        }
+
+
+def parse_choices(text: str | None, allowed: tuple[str, ...], default: tuple[str, ...],
+                  what: str) -> tuple[str, ...]:  # fmt: skip
+    """``tpot,ttft`` -> ("tpot", "ttft"); an unknown name is a usage error."""
+    if not text:
+        return default
+    names = tuple(name.strip().lower() for name in text.split(",") if name.strip())
+    for name in names:
+        if name not in allowed:
+            raise ValueError(f"--{what} {name}: use {', '.join(allowed)}")
+    return names
+
+
+def parse_regression(text: str) -> float:
+    """``10%`` or ``0.1``."""
+    try:
+        return parse_fraction(text if "%" in text else float(text))
+    except ValueError as error:
+        raise ValueError(f"--max-regression {text}: {error}") from None
+
+
+def compare_summaries(
+    base: dict[str, Any], candidate: dict[str, Any], metrics: tuple[str, ...] = DEFAULT_METRICS,
+    statistics: tuple[str, ...] = DEFAULT_STATISTICS, max_regression: float = 0.10,
+) -> ComparisonResult:  # fmt: skip
+    rows = []
+    scopes = [("all", base, candidate)]
+    for name in sorted(set(base.get("classes", {})) & set(candidate.get("classes", {}))):
+        if len(base["classes"]) > 1 or len(candidate["classes"]) > 1:
+            scopes.append((name, base["classes"][name], candidate["classes"][name]))
+    for scope, base_scope, candidate_scope in scopes:
+        for metric in metrics:
+            for statistic in statistics:
+                rows.append(_row(scope, metric, statistic, base_scope, candidate_scope,
+                                 max_regression))  # fmt: skip
+    return ComparisonResult(rows, max_regression)
+
+
+def _row(
+    scope: str, metric: str, statistic: str, base: dict[str, Any], candidate: dict[str, Any],
+    max_regression: float,
+) -> Comparison:  # fmt: skip
+    old, new = base["metrics"][metric], candidate["metrics"][metric]
+    base_value = old[statistic] if old["count"] else None
+    candidate_value = new[statistic] if new["count"] else None
+    base_above = old["above"].get(statistic) if old["count"] else None
+    candidate_above = new["above"].get(statistic) if new["count"] else None
+    too_few = base_value is None or candidate_value is None
+    if statistic.startswith("p") and not too_few:
+        too_few = min(base_above or 0, candidate_above or 0) < TAIL_MIN_SAMPLES
+    change = None
+    if base_value and candidate_value is not None:
+        change = (candidate_value - base_value) / base_value
+    regressed = not too_few and change is not None and change > max_regression
+    return Comparison(scope, metric, statistic, base_value, candidate_value, change,
+                      base_above, candidate_above, too_few, regressed)  # fmt: skip
+
+
+def _value(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _mark(row: Comparison) -> str:
+    if row.too_few:
+        return f"too few samples above (< {TAIL_MIN_SAMPLES})"
+    return "REGRESSED" if row.regressed else ""
+
+
+def format_table(result: ComparisonResult) -> str:
+    lines = [f"{'scope':<12}{'metric':<14}{'stat':<8}{'base ms':>11}{'cand. ms':>11}"
+             f"{'change':>9}  mark"]  # fmt: skip
+    for row in result.rows:
+        lines.append(
+            f"{row.scope:<12}{row.metric:<14}{row.statistic:<8}{_value(row.base):>11}"
+            f"{_value(row.candidate):>11}{row.change_text:>9}  {_mark(row)}".rstrip()
+        )
+    lines.append(_verdict_line(result))
+    return "\n".join(lines)
+
+
+def format_markdown(result: ComparisonResult) -> str:
+    lines = ["| scope | metric | stat | base ms | candidate ms | change | |",
+             "|---|---|---|---:|---:|---:|---|"]  # fmt: skip
+    for row in result.rows:
+        lines.append(
+            f"| {row.scope} | {row.metric} | {row.statistic} | {_value(row.base)} | "
+            f"{_value(row.candidate)} | {row.change_text} | {_mark(row)} |"
+        )
+    lines += ["", _verdict_line(result)]
+    return "\n".join(lines)
+
+
+def format_json(result: ComparisonResult) -> str:
+    return json.dumps(result.to_dict(), indent=2)
+
+
+def _verdict_line(result: ComparisonResult) -> str:
+    limit = f"{result.max_regression * 100:g}%"
+    if not result.regressions:
+        return f"no gated percentile regressed more than {limit}"
+    named = ", ".join(f"{r.scope} {r.metric} {r.statistic} {r.change_text}"
+                      for r in result.regressions)  # fmt: skip
+    return f"REGRESSED beyond {limit}: {named}"
+
+
+__all__ = [
+    "LATENCY_METRICS", "STATISTICS", "Comparison", "ComparisonResult", "compare_summaries",
+    "format_json", "format_markdown", "format_table", "parse_choices", "parse_regression",
+]  # fmt: skip

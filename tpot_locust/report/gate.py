@@ -1,0 +1,262 @@
+"""The release gate: a run's summary held to its scenario's SLOs, one verdict per objective.
+
+Each objective ends ``pass``, ``fail``, ``insufficient`` (too few samples above the
+percentile to know it) or ``invalid`` (the measurement cannot be trusted there: samples
+above it overlap client stalls). The run as a whole is invalid when a worker was lost or
+its self-check against the simulator's truth failed. Exit codes: 0 pass, 1 fail, 3 invalid
+(2 stays the scenario's and the command line's).
+
+Pure functions of the summary: the Locust process gates at the end of its run, and
+``tpot-locust run`` gates again once the truth check is in the summary.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tpot_locust.report.compare import Comparison, compare_summaries
+from tpot_locust.scenario.slo import Objective, SloSpec, format_limit
+
+PASS, FAIL, INSUFFICIENT, INVALID = "pass", "fail", "insufficient", "invalid"
+EXIT_PASS, EXIT_FAIL, EXIT_INVALID = 0, 1, 3
+# Metrics whose samples the recorder tags when they overlap a client stall.
+_TAGGED = ("tpot", "itl", "ttft", "e2e", "request_tpot", "worst_gap")
+
+
+@dataclass
+class Check:
+    """One objective's verdict, as written to ``verdict.json``."""
+
+    name: str
+    kind: str
+    metric: str
+    class_name: str | None
+    statistic: str | None
+    limit: float
+    unit: str
+    measured: float | None
+    samples_above: int | None
+    verdict: str
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "kind": self.kind, "metric": self.metric,
+            "class": self.class_name, "statistic": self.statistic, "limit": self.limit,
+            "unit": self.unit, "measured": self.measured, "samples_above": self.samples_above,
+            "verdict": self.verdict, "why": self.why,
+        }  # fmt: skip
+
+
+def evaluate(
+    spec: SloSpec, summary: dict[str, Any], baseline: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The verdict of a run: ``{"verdict", "exit_code", "checks": [...], "run_invalid": [...],
+    "warnings": [...]}``. ``baseline``: the summary of ``spec.baseline``'s run, when set."""
+    checks = [_check(objective, spec, summary) for objective in spec.objectives]
+    if spec.baseline is not None:
+        checks += _baseline_checks(spec, summary, baseline)
+    run_invalid = run_validity(summary)
+    warnings = [
+        f"{check.name}: {check.why} (insufficient: warn)"
+        for check in checks
+        if check.verdict == INSUFFICIENT and spec.insufficient == "warn"
+    ]
+    verdicts = {check.verdict for check in checks}
+    if run_invalid or INVALID in verdicts:
+        verdict, code = INVALID, EXIT_INVALID
+    elif FAIL in verdicts or (INSUFFICIENT in verdicts and spec.insufficient == "fail"):
+        verdict, code = FAIL, EXIT_FAIL
+    else:
+        verdict, code = PASS, EXIT_PASS
+    return {
+        "verdict": verdict,
+        "exit_code": code,
+        "checks": [check.to_dict() for check in checks],
+        "run_invalid": run_invalid,
+        "warnings": warnings,
+        "insufficient_policy": spec.insufficient,
+        "client_stalls_policy": spec.client_stalls,
+    }
+
+
+def unmeasured(spec: SloSpec, reason: str) -> dict[str, Any]:
+    """The verdict of a run that could not start (a host nothing listens on): invalid."""
+    return {
+        "verdict": INVALID, "exit_code": EXIT_INVALID, "checks": [], "run_invalid": [reason],
+        "warnings": [], "insufficient_policy": spec.insufficient,
+        "client_stalls_policy": spec.client_stalls,
+    }  # fmt: skip
+
+
+def run_validity(summary: dict[str, Any]) -> list[str]:
+    """Why the run as a whole is not a valid measurement (empty: it is)."""
+    reasons = []
+    if not summary.get("complete", True):
+        missing = ", ".join((summary.get("workers") or {}).get("missing", [])) or "unknown"
+        reasons.append(f"worker(s) lost before their final report: {missing}")
+    truth = summary.get("truth_check")
+    if truth and truth.get("passed") is False:
+        reasons.append(
+            f"the self-check against the simulator's truth failed (worst error "
+            f"{truth.get('worst_error_ms')} ms, tolerance {truth.get('tolerance_ms')} ms)"
+        )
+    requests = summary.get("requests", {})
+    if not requests.get("ok") and not requests.get("failed"):
+        reasons.append("no request finished: nothing was measured")
+    return reasons
+
+
+def _scope(summary: dict[str, Any], class_name: str | None) -> dict[str, Any] | None:
+    return summary if class_name is None else summary.get("classes", {}).get(class_name)
+
+
+def _check(objective: Objective, spec: SloSpec, summary: dict[str, Any]) -> Check:
+    scope = _scope(summary, objective.class_name)
+    if scope is None:
+        return _result(objective, None, None, INSUFFICIENT, "the class sent no request")
+    if objective.kind == "latency":
+        return _latency(objective, spec, scope)
+    if objective.kind == "error_rate":
+        requests = scope["requests"]
+        total = requests["ok"] + requests["failed"]
+        if not total:
+            return _result(objective, None, None, INSUFFICIENT, "no request finished")
+        return _bounded(objective, requests["failed"] / total, None)
+    if objective.kind == "throughput":
+        measured = scope["tokens" if objective.metric == "tokens_per_s" else "requests"]["per_s"]
+        return _bounded(objective, measured, None)
+    if objective.kind == "goodput":
+        goodput = scope.get("goodput")
+        if goodput is None:
+            return _result(objective, None, None, INSUFFICIENT, "no goodput was counted")
+        key = "fraction" if objective.metric == "good_fraction" else "per_s"
+        if goodput[key] is None:
+            return _result(objective, None, None, INSUFFICIENT, "no request finished")
+        return _bounded(objective, goodput[key], None)
+    return _interference(objective, scope)
+
+
+def _latency(objective: Objective, spec: SloSpec, scope: dict[str, Any]) -> Check:
+    metric = scope["metrics"][objective.metric]
+    statistic = str(objective.statistic)
+    if not metric["count"]:
+        return _result(objective, None, 0, INSUFFICIENT, "no samples")
+    measured = metric[statistic]
+    above = metric["above"].get(statistic) if statistic.startswith("p") else None
+    if above is not None and above < objective.min_samples_above:
+        why = (
+            f"{above} samples above {statistic} (needs {objective.min_samples_above}): "
+            f"{_longer(metric, statistic, objective.min_samples_above, scope)}"
+        )
+        return _result(objective, measured, above, INSUFFICIENT, why)
+    stalls = metric.get("client_stall") or {}
+    tagged = _tagged_above(stalls, statistic) if objective.metric in _TAGGED else 0
+    if tagged:
+        clean = stalls["set_aside"][statistic]
+        outcome, clean_outcome = measured <= objective.limit, clean <= objective.limit
+        if spec.client_stalls == "invalid" or outcome != clean_outcome:
+            why = (
+                f"{tagged:,} of the {above if above is not None else 'top'} samples above "
+                f"{statistic} overlap client stalls (stall-free {clean:g} ms): the load "
+                "generator, not the server, may have made this figure"
+            )
+            return _result(objective, measured, above, INVALID, why)
+    return _bounded(objective, measured, above)
+
+
+def _tagged_above(stalls: dict[str, Any], statistic: str) -> int:
+    if not stalls.get("count"):
+        return 0
+    if statistic == "max":
+        return 1 if stalls.get("max", 0) >= stalls["set_aside"]["max"] else 0
+    if statistic == "mean":
+        return 0
+    return int(stalls["above"].get(statistic, 0))
+
+
+def _longer(metric: dict[str, Any], statistic: str, needed: int, scope: dict[str, Any]) -> str:
+    """How much longer to run for ``needed`` samples above the percentile, at this rate."""
+    fraction_above = 1 - float(statistic[1:]) / 100
+    total_needed = math.ceil(needed / fraction_above)
+    window_s = scope.get("window_s") or 0
+    if not window_s or not metric["count"]:
+        return f"about {total_needed:,} samples in all are needed"
+    seconds = (total_needed - metric["count"]) * window_s / metric["count"]
+    return f"run about {max(seconds, 1):,.0f} s longer ({total_needed:,} samples in all)"
+
+
+def _interference(objective: Objective, scope: dict[str, Any]) -> Check:
+    interference = scope.get("interference")
+    if not interference:
+        return _result(objective, None, None, INSUFFICIENT, "no token gap fell in a burst")
+    factor = interference["interference_factor"][objective.metric].get(objective.statistic)
+    if factor is None:
+        return _result(objective, None, None, INSUFFICIENT, "no steady-phase samples")
+    return _bounded(objective, factor, None)
+
+
+def _bounded(objective: Objective, measured: float, above: int | None) -> Check:
+    ok = measured <= objective.limit if objective.upper else measured >= objective.limit
+    shown = _shown(objective, measured)
+    relation = ("<=" if ok else ">") if objective.upper else (">=" if ok else "<")
+    why = f"measured {shown} {relation} limit {format_limit(objective)}"
+    return _result(objective, measured, above, PASS if ok else FAIL, why)
+
+
+def _shown(objective: Objective, value: float) -> str:
+    if objective.kind == "latency":
+        return f"{value:g} ms"
+    if objective.kind == "error_rate" or objective.metric == "good_fraction":
+        return f"{value * 100:.4g}%"
+    return f"{value:g}"
+
+
+def _unit(objective: Objective) -> str:
+    if objective.kind == "latency":
+        return "ms"
+    if objective.kind == "error_rate" or objective.metric == "good_fraction":
+        return "fraction"
+    return "ratio" if objective.kind == "interference" else "per_s"
+
+
+def _result(
+    objective: Objective, measured: float | None, above: int | None, verdict: str, why: str
+) -> Check:
+    return Check(
+        name=objective.name, kind=objective.kind, metric=objective.metric,
+        class_name=objective.class_name, statistic=objective.statistic,
+        limit=objective.limit, unit=_unit(objective), measured=measured,
+        samples_above=above, verdict=verdict, why=why,
+    )  # fmt: skip
+
+
+def _baseline_checks(
+    spec: SloSpec, summary: dict[str, Any], baseline: dict[str, Any] | None
+) -> list[Check]:
+    assert spec.baseline is not None
+    rule = spec.baseline
+    name = f"no regression > {rule.max_regression * 100:g}% against {rule.results}"
+    if baseline is None:
+        return [Check(name, "baseline", "baseline", None, None, rule.max_regression, "fraction",
+                      None, None, INVALID, f"no saved run in {rule.results}")]  # fmt: skip
+    comparison = compare_summaries(
+        baseline, summary, rule.metrics, rule.percentiles, rule.max_regression
+    )
+    return [_compared(row, rule.max_regression) for row in comparison.rows]
+
+
+def _compared(row: Comparison, threshold: float) -> Check:
+    name = f"{row.scope}: {row.metric} {row.statistic} within +{threshold * 100:g}% of baseline"
+    if row.too_few:
+        verdict, why = INSUFFICIENT, f"too few samples above {row.statistic} to compare"
+    elif row.regressed:
+        verdict, why = FAIL, f"{row.base:g} -> {row.candidate:g} ms ({row.change_text})"
+    else:
+        verdict, why = PASS, f"{row.base:g} -> {row.candidate:g} ms ({row.change_text})"
+    return Check(
+        name, "baseline", row.metric, None if row.scope == "all" else row.scope, row.statistic,
+        threshold, "fraction", row.change, row.candidate_above, verdict, why,
+    )  # fmt: skip

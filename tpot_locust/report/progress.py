@@ -1,0 +1,48 @@
+"""The headless progress line: elapsed / duration, users, tokens/s, current TPOT p50/p99,
+and how late this interval's reads came (the load generator's own health)."""
+
+from __future__ import annotations
+
+import time
+
+from tpot_locust.metrics.collector import Collector
+from tpot_locust.report.summary import client_check
+
+PRINT_EVERY_S = 2.0
+
+
+class ProgressPrinter:
+    def __init__(self, duration_s: float, warmup_s: float = 0.0) -> None:
+        self.duration_s = duration_s
+        self.warmup_s = warmup_s
+        self.last_print = 0.0
+
+    def maybe_print(self, collector: Collector) -> None:
+        now = time.monotonic()
+        if now - self.last_print < PRINT_EVERY_S or not collector.timeseries:
+            return
+        self.last_print = now
+        point = collector.timeseries[-1]
+        line = format_progress(point, self.duration_s)
+        if point["t"] < self.warmup_s:
+            line += "  (warm-up: not recorded)"
+        print(line, flush=True)
+
+
+def format_progress(point: dict, duration_s: float) -> str:
+    tpot = point["tpot"]
+    current = (
+        f"TPOT p50 {tpot['p50']:.2f} ms p99 {tpot['p99']:.2f} ms" if tpot["count"] else "TPOT -"
+    )
+    line = (
+        f"[{point['t']:6.0f}s / {duration_s:g}s] users {point['users']:4d}  "
+        f"tokens/s {point['tokens_per_s']:9,.0f}  {current}  "
+        f"ok {point['requests_ok']} failed {point['requests_failed']}"
+    )
+    if point.get("stalls"):
+        line += f"  stalls {point['stalls']} (max {point['loop_lag_max_ms']:.0f} ms)"
+    check = client_check(point.get("read_delay") or {"count": 0})
+    if check["busy"] is not None:
+        busy = " (client busy)" if check["busy"] else ""
+        line += f"  read delay p99 {check['read_delay_p99_ms']:.2f} ms{busy}"
+    return line

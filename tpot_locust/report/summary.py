@@ -1,0 +1,372 @@
+"""The seed-style report: tables, ``summary.json`` and the saved histograms.
+
+Everything here is computed from merged histograms and counters, never from averages of
+percentiles, so ``tpot-locust report OUT`` reproduces the end-of-run report exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tpot_locust.metrics.histograms import PERCENTILES, count_above, histogram_stats, without
+from tpot_locust.metrics.interference import format_interference, phase_summary
+from tpot_locust.metrics.recorder import (
+    METRICS,
+    STALL_METRICS,
+    ClassCounters,
+    ClassMetrics,
+    MetricSet,
+    phase_metric,
+)
+from tpot_locust.metrics.stalls import CLIENT_STALL, ClientHealth
+from tpot_locust.scenario.slo import TAIL_MIN_SAMPLES
+
+SUMMARY_FILE = "summary.json"
+HISTOGRAMS_FILE = "histograms.json"
+PER_TOKEN_METRICS = ("tpot", "itl")
+
+TITLES = {
+    "tpot": "TPOT: gap of every output token after the first, token-weighted",
+    "request_tpot": "Request TPOT: (last - first event) / (tokens after the first event)",
+    "itl": "ITL: gap between consecutive token events (inter-chunk latency)",
+    "ttft": "TTFT: send -> first token event",
+    "e2e": "E2E: send -> last token event",
+    "worst_gap": "Worst gap: largest ITL of each request",
+    "ttft_from_intended": "TTFT from intended: open-loop arrival time -> first token event",
+    "schedule_lag": "Schedule lag: open-loop arrival time -> send (client queueing)",
+    "read_delay": "Read delay: kernel receipt of a read's bytes -> this client reading them",
+}
+# Read delay P99 above this: the worker was too busy to read on time (see client_check).
+CLIENT_BUSY_READ_DELAY_MS = 1.0
+
+
+def _key(percentile: float) -> str:
+    return f"p{percentile:g}"
+
+
+def metric_summary(metrics: ClassMetrics, name: str) -> dict[str, Any]:
+    stats = histogram_stats(metrics.histogram(name))
+    summary: dict[str, Any] = {
+        "unit": "ms",
+        "count": stats.count,
+        "mean": round(stats.mean / 1000, 4),
+    }
+    for percentile in PERCENTILES:
+        summary[_key(percentile)] = stats.percentiles[percentile] / 1000
+    summary["max"] = stats.max / 1000
+    summary["min"] = stats.min / 1000
+    summary["above"] = {_key(p): stats.above[p] for p in PERCENTILES}
+    summary["unmeasured_tail"] = [
+        _key(p) for p in PERCENTILES if stats.count and stats.above[p] < TAIL_MIN_SAMPLES
+    ]
+    median = stats.percentiles[50.0]
+    summary["skew_mean_over_median"] = round(stats.mean / median, 3) if median else None
+    summary["tail_p99.99_over_median"] = (
+        round(stats.percentiles[99.99] / median, 2) if median else None
+    )
+    if name in STALL_METRICS:
+        summary[CLIENT_STALL] = stall_summary(metrics, name, stats.percentiles)
+    return summary
+
+
+def stall_summary(
+    metrics: ClassMetrics, name: str, percentiles: dict[float, int]
+) -> dict[str, Any]:
+    """The samples of ``name`` that overlap client stalls: how many, how many lie above
+    each printed percentile, and every figure again with them set aside."""
+    tagged = metrics.histograms.get(phase_metric(name, CLIENT_STALL))
+    if tagged is None or not tagged.total_count:
+        return {"count": 0}
+    clean = histogram_stats(without(metrics.histogram(name), tagged))
+    set_aside: dict[str, Any] = {"count": clean.count}
+    set_aside |= {_key(p): clean.percentiles[p] / 1000 for p in PERCENTILES}
+    set_aside["max"] = clean.max / 1000
+    return {
+        "count": tagged.total_count,
+        "above": {_key(p): count_above(tagged, percentiles[p]) for p in PERCENTILES},
+        "max": histogram_stats(tagged, ()).max / 1000,
+        "set_aside": set_aside,
+    }
+
+
+def client_health(health: ClientHealth, start_wall_s: float | None) -> dict[str, Any]:
+    """The recording processes' own event loops: lag, stall windows, the worst of them."""
+    lag = histogram_stats(health.loop_lag, (50.0, 99.0, 99.9))
+    worst = []
+    for stall in health.worst_stalls:
+        at_s = stall["at_wall_s"] - start_wall_s if start_wall_s else None
+        worst.append(stall | {"at_s": None if at_s is None else round(at_s, 3)})
+    return {
+        "loop_lag": {"count": lag.count} | {
+            _key(p): value / 1000 for p, value in lag.percentiles.items()
+        } | {"max": lag.max / 1000},
+        "stalls": health.stalls,
+        "stalled_ms": round(health.stalled_ns / 1e6, 3),
+        "worst_stalls": worst,
+    }  # fmt: skip
+
+
+def client_check(read_delay: dict[str, Any]) -> dict[str, Any]:
+    """Whether the load generator kept up, from how late it read data that had arrived.
+
+    A late read does not move a kernel-stamped token, but events that arrive while a
+    socket waits are read together and share one stamp: their gaps read as zero and one
+    long gap. ``busy`` is None where reads carried no kernel stamp (TLS, not Linux).
+    """
+    if not read_delay["count"]:
+        return {"read_delay_p99_ms": None, "busy": None}
+    p99 = read_delay[_key(99.0)]
+    return {"read_delay_p99_ms": p99, "busy": client_busy(p99)}
+
+
+def client_busy(read_delay_p99_ms: float) -> bool:
+    """The one rule for a run, a worker or an interval: reads 1 % of the time this late."""
+    return read_delay_p99_ms > CLIENT_BUSY_READ_DELAY_MS
+
+
+def goodput_summary(
+    counters: ClassCounters, window_s: float, limits_ms: dict[str, float]
+) -> dict[str, Any]:
+    """Good requests (every per-request SLO met) per second of the window, and as a
+    fraction of the requests that ended (failed ones count as not good)."""
+    ended = counters.ok + counters.failed
+    return {
+        "limits_ms": limits_ms,
+        "good": counters.good,
+        "per_s": round(counters.good / window_s, 3) if window_s > 0 else 0.0,
+        "fraction": round(counters.good / ended, 6) if ended else None,
+    }
+
+
+def _class_summary(
+    metrics: ClassMetrics, goodput_ms: dict[str, float] | None = None
+) -> dict[str, Any]:
+    counters = metrics.counters
+    window_s = (counters.last_token_wall_ns - counters.first_send_wall_ns) / 1e9
+    per_s = counters.output_tokens / window_s if window_s > 0 else 0.0
+    summaries = {name: metric_summary(metrics, name) for name in METRICS}
+    goodput = goodput_summary(counters, window_s, goodput_ms) if goodput_ms else None
+    return {
+        "metrics": summaries,
+        "client": client_check(summaries["read_delay"])
+        | {
+            "shared_stamp_events": counters.shared_stamp_events,
+            "multi_event_reads": counters.multi_event_reads,
+        },
+        "requests": {
+            "ok": counters.ok,
+            "failed": counters.failed,
+            "errors": dict(sorted(counters.errors.items())),
+            "interrupted": counters.interrupted,
+            "per_s": round(counters.ok / window_s, 3) if window_s > 0 else 0.0,
+        },
+        "tokens": {
+            "output": counters.output_tokens,
+            "estimated": counters.estimated_requests > 0,
+            "estimated_requests": counters.estimated_requests,
+            "partial": counters.partial_tokens,
+            "per_s": round(per_s, 1),
+            "prompt_requested": counters.prompt_tokens_requested,
+            "prompt_reported": counters.prompt_tokens_reported,
+        },
+        "window_s": round(window_s, 3),
+        "clamped_values": counters.clamped_values,
+        "excluded": {"warmup": counters.excluded_warmup, "cooldown": counters.excluded_cooldown},
+        "dropped_arrivals": counters.dropped_arrivals,
+        "interference": phase_summary(metrics),
+        "worst_gaps": metrics.worst_gaps,
+        "goodput": goodput,
+    }
+
+
+def build_summary(totals: MetricSet, run: dict[str, Any] | None = None) -> dict[str, Any]:
+    run = dict(run or {})
+    goodput_ms = run.get("goodput_limits_ms")
+    summary = _class_summary(totals.combined(), goodput_ms)
+    summary["classes"] = {
+        name: _class_summary(metrics, goodput_ms)
+        for name, metrics in sorted(totals.classes.items())
+    }
+    summary["client"] |= client_health(totals.client, run.get("start_wall_s"))
+    summary["client"]["stall_threshold_ms"] = run.get("stall_threshold_ms")
+    summary["timeseries"] = run.pop("timeseries", [])
+    summary["complete"] = run.pop("complete", True)
+    if "workers" in run:
+        summary["workers"] = run.pop("workers")
+    summary["run"] = run
+    return summary
+
+
+def _ms(value: float) -> str:
+    return f"{value:10.3f}"
+
+
+def _tokens_per_s(value_ms: float) -> str:
+    return f"{1000 / value_ms:10.1f}" if value_ms > 0 else f"{'-':>10}"
+
+
+def format_metric(name: str, metric: dict[str, Any]) -> list[str]:
+    """One metric's table; where samples overlap client stalls, a column with them set
+    aside and a warning next to every percentile with any of them above it."""
+    per_token = name in PER_TOKEN_METRICS
+    stalls = metric.get(CLIENT_STALL) or {"count": 0}
+    lines = [f"{TITLES[name]}   count {metric['count']:,}"]
+    header = f"  {'':8}{'ms':>10}" + (f"{'tokens/s':>10}" if per_token else "")
+    lines.append(
+        header + f"{'samples above':>16}" + (f"{'stall-free':>12}" if stalls["count"] else "")
+    )
+    rows: list[tuple[str, float, str]] = [("mean", metric["mean"], "")]
+    for percentile in PERCENTILES:
+        key = _key(percentile)
+        label = "median" if percentile == 50.0 else f"P{percentile:g}"
+        above = metric["above"][key]
+        rest = f"{above:16,}"
+        if stalls["count"]:
+            rest += _ms(stalls["set_aside"][key]).rjust(12)
+            if tagged := stalls["above"][key]:
+                whose = ": this tail is the client's" if 2 * tagged >= above else ""
+                rest += f"  ! {tagged:,} above overlap client stalls{whose}"
+        if key in metric["unmeasured_tail"]:
+            rest += f"  ! fewer than {TAIL_MIN_SAMPLES} samples above: tail not yet measured"
+        rows.append((label, metric[key], rest))
+    max_rest = f"{'':16}{_ms(stalls['set_aside']['max']).rjust(12)}" if stalls["count"] else ""
+    rows.append(("max", metric["max"], max_rest))
+    for label, value, rest in rows:
+        line = f"  {label:8}{_ms(value)}" + (_tokens_per_s(value) if per_token else "")
+        lines.append((line + rest).rstrip())
+    if stalls["count"]:
+        lines.append(
+            f"  {stalls['count']:,} samples overlap client stalls (worst {stalls['max']:.1f} ms);"
+            " stall-free: every figure with them set aside"
+        )
+    skew, tail = metric["skew_mean_over_median"], metric["tail_p99.99_over_median"]
+    if skew is not None:
+        lines.append(
+            f"  skew (mean/median) {skew:.2f}x   tail amplification (P99.99/median) {tail:.1f}x"
+        )
+    return lines
+
+
+def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
+    requests, tokens = summary["requests"], summary["tokens"]
+    lines = [f"=== tpot-locust report ({scope}) ==="]
+    workers = summary.get("workers")
+    if workers:
+        lines.append(
+            f"workers: {workers['reported_in_full']} of {workers['seen']} reported in full"
+        )
+    late_workers = {
+        client_id: p99
+        for client_id, p99 in (workers or {}).get("read_delay_p99_ms", {}).items()
+        if client_busy(p99)
+    }
+    if late_workers:
+        named = ", ".join(f"{client_id} ({p99:.1f} ms)" for client_id, p99 in late_workers.items())
+        lines.append(f"! busy workers (read delay P99 > {CLIENT_BUSY_READ_DELAY_MS:g} ms): {named}")
+    if stopped := summary.get("run", {}).get("stopped_because"):
+        lines.append(f"RUN STOPPED EARLY: {stopped}")
+    if not summary.get("complete", True):
+        missing = ", ".join(workers["missing"]) if workers else "unknown"
+        lines.append(f"INCOMPLETE RUN: no final report from worker(s) {missing}")
+    errors = ", ".join(f"{k}={v}" for k, v in requests["errors"].items()) or "none"
+    estimated = " (estimated: server reported no usage)" if tokens["estimated"] else ""
+    lines.append(f"requests ok {requests['ok']:,}  failed {requests['failed']:,}  errors: {errors}")
+    if requests.get("interrupted"):
+        lines.append(f"requests interrupted by the stop (not counted): {requests['interrupted']:,}")
+    lines.append(
+        f"output tokens {tokens['output']:,}{estimated}  partial (failed requests) "
+        f"{tokens['partial']:,}  throughput {tokens['per_s']:,.1f} tokens/s, "
+        f"{requests['per_s']:.2f} requests/s over {summary['window_s']:.1f} s"
+    )
+    if goodput := summary.get("goodput"):
+        limits = ", ".join(f"{name} <= {ms:g} ms" for name, ms in goodput["limits_ms"].items())
+        fraction = "-" if goodput["fraction"] is None else f"{goodput['fraction'] * 100:.2f}%"
+        lines.append(
+            f"goodput {goodput['per_s']:.2f} good requests/s, {fraction} of ended requests "
+            f"good ({limits})"
+        )
+    if summary["client"]["busy"]:
+        p99 = summary["client"]["read_delay_p99_ms"]
+        lines.append(
+            f"! client busy: 1 % of reads came more than {p99:.1f} ms after their newest data "
+            f"arrived (read delay P99 > {CLIENT_BUSY_READ_DELAY_MS:g} ms); token events closer "
+            "together than that were read together and share one stamp. Use more workers or "
+            "less load per worker."
+        )
+    excluded, dropped = summary["excluded"], summary["dropped_arrivals"]
+    if excluded["warmup"] or excluded["cooldown"] or dropped:
+        lines.append(
+            f"left out: {excluded['warmup']} warm-up and {excluded['cooldown']} cool-down "
+            f"requests; {dropped} open-loop arrivals dropped (max_in_flight full)"
+        )
+    lines.extend(format_client_stalls(summary))
+    for name in METRICS:
+        metric = summary["metrics"][name]
+        if metric["count"] == 0:
+            continue
+        lines.append("")
+        lines.extend(format_metric(name, metric))
+    if extra := format_interference(summary):
+        lines.append("")
+        lines.extend(extra)
+    return "\n".join(lines)
+
+
+def format_client_stalls(summary: dict[str, Any]) -> list[str]:
+    """The run's client stalls in a line or two; nothing when the loops never stalled."""
+    client = summary["client"]
+    if not client.get("stalls"):
+        return []
+    lag = client["loop_lag"]
+    where = ", ".join(
+        f"{stall['ms']:.1f} ms"
+        + (f" at {stall['at_s']:.1f} s" if stall.get("at_s") is not None else "")
+        + (f" on {stall['worker']}" if stall.get("worker") else "")
+        for stall in client["worst_stalls"][:3]
+    )
+    return [
+        f"! client stalls: the loop that reads the streams was held {client['stalls']:,} times "
+        f"over {client['stall_threshold_ms'] or '-'} ms, {client['stalled_ms']:.1f} ms in all",
+        f"  worst {where}; loop lag P99 {lag['p99']:.2f} ms, max {lag['max']:.1f} ms",
+        f"  samples across a stall are tagged and also shown set aside (stall-free); "
+        f"{client['shared_stamp_events']:,} token events shared a read with the one before",
+    ]
+
+
+def format_full_report(summary: dict[str, Any]) -> str:
+    parts = [format_report(summary)]
+    if len(summary["classes"]) > 1:
+        for name, class_summary in summary["classes"].items():
+            parts.append(format_report(class_summary, scope=f"class {name}"))
+    return "\n\n".join(parts)
+
+
+def write_results(out_dir: Path, totals: MetricSet, run: dict[str, Any]) -> dict[str, Any]:
+    """Write ``summary.json`` and ``histograms.json`` (everything needed to re-report)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = build_summary(totals, run)
+    saved = {"format": "hdrhistogram-v2-base64", "unit": "us", "run": run}
+    saved |= totals.encode()  # "classes" and "client"
+    _write_json(out_dir / HISTOGRAMS_FILE, saved)
+    _write_json(out_dir / SUMMARY_FILE, summary)
+    return summary
+
+
+def load_results(out_dir: Path) -> tuple[MetricSet, dict[str, Any]]:
+    if out_dir.is_file():  # a file of the run (summary.json): its folder is meant
+        out_dir = out_dir.parent
+    path = out_dir / HISTOGRAMS_FILE
+    try:
+        saved = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no saved histograms (is this a run's output?)") from None
+    encoded = saved if "client" in saved else saved["classes"]  # older runs: classes only
+    return MetricSet.decode(encoded), saved.get("run", {})
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    temporary = path.with_suffix(path.suffix + ".tmp")
+    temporary.write_text(json.dumps(data, indent=2) + "\n")
+    temporary.replace(path)

@@ -1,0 +1,169 @@
+"""Self-check of a run against the embedded simulator's ground truth (``truth.jsonl``).
+
+The simulator logs, for every request, the instant just before it wrote each token event
+(``send_ns``) and when the request arrived (``arrival_ns``), on the same machine's clock.
+From those lines the true distributions follow with the same definitions as ours:
+
+- TTFT = first ``send_ns`` - ``arrival_ns`` (the server's view: no connection set-up);
+- ITL = consecutive ``send_ns`` differences, one per token event after the first;
+- TPOT = each ITL split over the event's tokens (``tokens[i]`` samples of gap / tokens[i]).
+
+Only requests the server finished (not ``aborted``) count, and, like the recorder, none
+sent during the warm-up or ending in the cool-down. True percentiles are exact (numpy,
+the sample at rank ceil(p x N)); ours come from HDR histograms (within 0.1 %).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tpot_locust.metrics.histograms import PERCENTILES
+from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_FOLDER, StallWindows
+
+CHECKED_METRICS = ("ttft", "itl", "tpot")
+TRUTH_FILE = "truth.jsonl"
+
+
+def _key(percentile: float) -> str:
+    return f"p{percentile:g}"
+
+
+ProcessStalls = dict[str, StallWindows]  # request id prefix (the process) -> its windows
+
+
+def load_stall_windows(out_dir: Path) -> ProcessStalls | None:
+    """Every process's stall windows of a run: ``OUT/client_stalls/local.json`` and the
+    workers' ``OUT/workers/<id>.json``; None when none were saved."""
+    records = [json.loads(f.read_text()) for f in sorted((out_dir / STALLS_FOLDER).glob("*.json"))]
+    for audit in sorted((out_dir / "workers").glob("*.json")):
+        if (record := json.loads(audit.read_text()).get(STALLS_FOLDER)) is not None:
+            records.append(record)
+    if not records:
+        return None
+    return {r["request_id_prefix"]: StallWindows.from_record(r) for r in records}
+
+
+def true_samples_ms(
+    truth_path: Path, run: dict[str, Any], stalls: ProcessStalls | None = None
+) -> dict[str, np.ndarray]:
+    """The true TTFT, ITL and TPOT samples (ms) of the requests a run's report counts;
+    with ``stalls``, also ``<metric>@stall_free``: those that overlap no client stall (the
+    true counterpart of the report's stall-free figures)."""
+    # the timeline warm-up and cool-down are measured on (the recorder's), else the run's
+    start_ns = run.get("clock_start_wall_ns") or int(run.get("start_wall_s", 0) * 1e9)
+    warmup_end = start_ns + int(run.get("warmup_s", 0) * 1e9) if run.get("warmup_s") else None
+    cooldown = run.get("cooldown_s") or 0
+    duration = run.get("duration_s")
+    cooldown_from = start_ns + int((duration - cooldown) * 1e9) if cooldown and duration else None
+    parts: dict[str, list[np.ndarray]] = {name: [] for name in CHECKED_METRICS}
+    free: dict[str, list[np.ndarray]] = {name: [] for name in CHECKED_METRICS}
+    with open(truth_path, encoding="utf-8") as lines:
+        for line in lines:
+            record = json.loads(line)
+            sends = record.get("send_ns")
+            if "request_id" not in record or record.get("aborted") or not sends:
+                continue
+            if warmup_end is not None and record["arrival_ns"] < warmup_end:
+                continue
+            if cooldown_from is not None and sends[-1] > cooldown_from:
+                continue
+            stamps = np.asarray(sends, dtype=np.int64)
+            tokens = np.asarray(record.get("tokens") or [1] * len(sends), dtype=np.int64)[1:]
+            gaps = np.diff(stamps)
+            samples = {"ttft": stamps[:1] - record["arrival_ns"], "itl": gaps,
+                       "tpot": _tpot(gaps, tokens)}  # fmt: skip
+            for name, values in samples.items():
+                parts[name].append(values)
+            if stalls is None:
+                continue
+            # the windows of the process that sent it (none known: nothing set aside)
+            windows = stalls.get(record["request_id"][: len(PROCESS_TAG)], StallWindows())
+            arrival = np.array([record["arrival_ns"]], dtype=np.int64)
+            ttft_free = ~windows.overlaps(arrival, stamps[:1])
+            gaps_free = ~windows.overlaps(stamps[:-1], stamps[1:])
+            free["ttft"].append(samples["ttft"][ttft_free])
+            free["itl"].append(gaps[gaps_free])
+            free["tpot"].append(_tpot(gaps[gaps_free], tokens[gaps_free]))
+    samples_ms = {name: _ms(arrays) for name, arrays in parts.items()}
+    if stalls is not None:
+        samples_ms |= {f"{name}@stall_free": _ms(arrays) for name, arrays in free.items()}
+    return samples_ms
+
+
+def _tpot(gaps: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    return gaps if (tokens == 1).all() else np.repeat(gaps / tokens, tokens)
+
+
+def _ms(arrays: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(arrays) / 1e6 if arrays else np.zeros(0)
+
+
+def _true_value(samples: np.ndarray, percentile: float | None) -> float:
+    if percentile is None:
+        return float(samples.max())
+    return float(np.percentile(samples, percentile, method="inverted_cdf"))
+
+
+def truth_check(
+    summary: dict[str, Any],
+    truth_path: Path,
+    tolerance_ms: float | None = None,
+    stalls: ProcessStalls | None = None,
+) -> dict[str, Any]:
+    """Measured against true at p50 ... p99.99 and max, per metric; ``passed`` when every
+    error is within ``tolerance_ms`` (None: no tolerance given, nothing to pass).
+
+    Where samples were set aside as client stalls, the stall-free figures are compared
+    too: with the run's ``stalls`` windows, against the true samples that overlap no
+    window (a server held at the same moment as the client, as on a busy machine, has its
+    long gaps set aside on both sides); without them, against all true samples."""
+    samples = true_samples_ms(truth_path, summary.get("run", {}), stalls)
+    metrics: dict[str, Any] = {}
+    worst = 0.0
+    for name in CHECKED_METRICS:
+        measured, true = summary["metrics"][name], samples[name]
+        rows: dict[str, Any] = {"count": {"measured": measured["count"], "true": int(true.size)}}
+        if not true.size or not measured["count"]:
+            metrics[name] = rows
+            continue
+        set_aside = (measured.get("client_stall") or {}).get("set_aside")
+        for percentile in (*PERCENTILES, None):
+            key = _key(percentile) if percentile is not None else "max"
+            true_value = _true_value(true, percentile)
+            row = {"measured": measured[key], "true": round(true_value, 4),
+                   "error": round(measured[key] - true_value, 4)}  # fmt: skip
+            if set_aside:
+                free = samples.get(f"{name}@stall_free", true)
+                true_free = _true_value(free, percentile) if free.size else 0.0
+                row["stall_free"] = set_aside[key]
+                row["true_stall_free"] = round(true_free, 4)
+                row["stall_free_error"] = round(set_aside[key] - true_free, 4)
+            worst = max(worst, abs(row["error"]))
+            rows[key] = row
+        metrics[name] = rows
+    passed = None if tolerance_ms is None else worst <= tolerance_ms
+    return {"tolerance_ms": tolerance_ms, "passed": passed, "worst_error_ms": round(worst, 4),
+            "metrics": metrics}  # fmt: skip
+
+
+def format_truth_check(check: dict[str, Any]) -> list[str]:
+    keys = [_key(p) for p in PERCENTILES] + ["max"]
+    lines = ["Truth check: measured - true (ms), against the simulator's truth.jsonl"]
+    lines.append(f"  {'':6}" + "".join(f"{key:>10}" for key in keys))
+    for name, rows in check["metrics"].items():
+        if "max" not in rows:
+            continue
+        lines.append(f"  {name:6}" + "".join(f"{rows[key]['error']:+10.3f}" for key in keys))
+        if "stall_free_error" in rows["max"]:
+            errors = "".join(f"{rows[key]['stall_free_error']:+10.3f}" for key in keys)
+            lines.append(f"  {'':6}{errors}  (client stalls set aside)")
+    if check["passed"] is False:
+        lines.append(
+            f"! truth check failed: an error of {check['worst_error_ms']:.3f} ms is above the "
+            f"tolerance of {check['tolerance_ms']:g} ms"
+        )
+    return lines

@@ -1,0 +1,235 @@
+"""Guidance: the token events/s a scenario will ask of the load generator, and a warning when
+its worker processes cannot stamp that many truthfully.
+
+One worker process stamps a limited number of token events per second before its own event
+loop falls behind and the gaps it measures stop being the server's
+(``EVENTS_PER_S_PER_WORKER``, from ``benchmarks/capacity.py``). What a scenario asks depends
+on the server's speed, which is not known before the run, so the estimate assumes a decode
+rate per stream (``assumed_gap_ms`` per token event, one token per event) and no TTFT, so
+that a faster server can only lower it:
+
+- closed loop, ``users`` sessions: each user streams ``turns`` requests of the mean output
+  length, pausing ``think_time`` between turns and ``wait_time`` between sessions; it is
+  streaming a share ``stream / (stream + pauses)`` of the time, at 1000 / gap events/s;
+- open loop, ``rate`` sessions/s: rate x turns x mean output tokens, but never more than
+  ``max_in_flight`` sessions streaming at once;
+- stages: the stage that asks most (closed classes share a stage's users by their
+  ``users``, as the run does); bursts: all requests of the largest burst streaming together.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from tpot_locust.common.distributions import as_distribution
+from tpot_locust.scenario.model import Scenario, TrafficClass
+
+# Token events/s one worker process stamps truthfully, from ``benchmarks/capacity.py``
+# (client pinned to its own core, 2-core shared VM, Python 3.11, 2026-11-30, kernel receive
+# stamps, reads in the event loop): TPOT p99 stayed within 0.5 ms of the server's true gaps
+# up to 47k events/s at 2 ms gaps and 38k at 5 ms (31.6k and 12.7k with the loop's lag
+# also under 1 ms); a real Locust worker at 31.7k was +0.06 ms, at 62.9k +2.1 ms
+# (scaling.py). Rounded down; raise it when ``benchmarks/capacity.py`` shows a faster path.
+EVENTS_PER_S_PER_WORKER = 30_000
+# The embedded simulator (one asyncio process): sharing 2 cores with the client, its sends
+# stayed on time (truth coalesced < 3 %) up to ~32k token events/s; with a core of its
+# own, ~60k. Beyond this its own gaps run late (the truth file shows it).
+SIMULATOR_EVENTS_PER_S = 30_000
+# Decode speed assumed for a real server when none is given: 5 ms per token event
+# (200 tokens/s per stream, a fast GPU server at moderate batch). A slower server asks less.
+DEFAULT_ASSUMED_GAP_MS = 5.0
+SIMULATOR_DEFAULT_GAP_MS = 2.0  # ``tpot-locust sim --gap-ms`` default
+
+
+@dataclass(frozen=True)
+class Demand:
+    """Peak token events/s a scenario asks for, under an assumed per-stream decode rate."""
+
+    events_per_s: float
+    assumed_gap_ms: float
+    by_class: dict[str, float] = field(default_factory=dict)  # at the peak
+    streams: float = 0.0  # concurrent streams at the peak (users x streaming share + ...)
+
+    def workers_needed(self, per_worker: float = EVENTS_PER_S_PER_WORKER) -> int:
+        return max(1, math.ceil(self.events_per_s / per_worker))
+
+
+def _mean(spec: Any, base_dir: Any) -> float:
+    """Mean of a distribution spec; 0 and None (no pause) are 0."""
+    if spec is None or (isinstance(spec, (int, float)) and spec <= 0):
+        return 0.0
+    return float(as_distribution(spec, base_dir).mean)
+
+
+def _streaming_share(traffic: TrafficClass, gap_s: float, tokens: float, base_dir: Any) -> float:
+    """Share of a session's time spent streaming (TTFT taken as 0: an upper bound)."""
+    streaming = traffic.turns * tokens * gap_s
+    pauses = (traffic.turns - 1) * _mean(traffic.think_time, base_dir)
+    if not traffic.open_loop:
+        pauses += _mean(traffic.wait_time, base_dir)
+    total = streaming + pauses
+    return streaming / total if total > 0 else 1.0
+
+
+def _class_demand(
+    traffic: TrafficClass, users: float, rate: float, gap_s: float, base_dir: Any
+) -> tuple[float, float]:
+    """(events/s, concurrent streams) of one class at a given user count or rate."""
+    tokens = _mean(traffic.output_tokens, base_dir)
+    share = _streaming_share(traffic, gap_s, tokens, base_dir)
+    if not traffic.open_loop:
+        streams = users * share
+        return streams / gap_s, streams
+    events = rate * traffic.turns * tokens
+    cap = traffic.max_in_flight * share / gap_s
+    events = min(events, cap)
+    return events, events * gap_s
+
+
+def _phases(scenario: Scenario) -> list[tuple[float, dict[str, float]]]:
+    """(closed-loop users, open-loop rates by class) for the run, or for each stage."""
+    base_rates = {t.name: t.rate or 0.0 for t in scenario.classes if t.open_loop}
+    if not scenario.stages:
+        return [(float(scenario.users), base_rates)]
+    phases = []
+    users = float(scenario.users)
+    for stage in scenario.stages:
+        if stage.users is not None:
+            users = float(stage.users)
+        phases.append((users, {name: stage.rates.get(name, rate)
+                               for name, rate in base_rates.items()}))  # fmt: skip
+    return phases
+
+
+def scenario_gap_ms(scenario: Scenario, host: str | None = None) -> float:
+    """The gap to assume: the embedded simulator's mean gap when it serves the run (no host
+    given here or in the scenario), else ``DEFAULT_ASSUMED_GAP_MS``."""
+    if host or scenario.host:
+        return DEFAULT_ASSUMED_GAP_MS
+    spec = scenario.simulator.get("gap_ms")
+    if spec is None:
+        return SIMULATOR_DEFAULT_GAP_MS
+    return _mean(spec, scenario.base_dir) or SIMULATOR_DEFAULT_GAP_MS
+
+
+def demand(
+    scenario: Scenario, assumed_gap_ms: float | None = None, host: str | None = None
+) -> Demand:
+    """Peak token events/s the scenario asks for (see the module docstring)."""
+    gap_ms = assumed_gap_ms if assumed_gap_ms is not None else scenario_gap_ms(scenario, host)
+    if gap_ms <= 0:
+        raise ValueError("assumed_gap_ms must be > 0")
+    gap_s = gap_ms / 1000
+    base_dir = scenario.base_dir
+    closed_total = sum(t.users for t in scenario.classes if not t.open_loop)
+    burst_events = burst_streams = 0.0
+    for burst in scenario.bursts:  # the largest burst, all its requests streaming at once
+        if burst.count / gap_s > burst_events:
+            burst_events, burst_streams = burst.count / gap_s, float(burst.count)
+    best = Demand(0.0, gap_ms)
+    for users, rates in _phases(scenario):
+        by_class: dict[str, float] = {}
+        streams = 0.0
+        for traffic in scenario.classes:
+            class_users = 0.0
+            if not traffic.open_loop and closed_total:
+                class_users = users * traffic.users / closed_total
+            events, class_streams = _class_demand(
+                traffic, class_users, rates.get(traffic.name, 0.0), gap_s, base_dir
+            )
+            by_class[traffic.name] = events
+            streams += class_streams
+        total = sum(by_class.values()) + burst_events
+        if total > best.events_per_s:
+            best = Demand(total, gap_ms, by_class, streams + burst_streams)
+    return best
+
+
+def expected_events_per_s(
+    scenario: Scenario, assumed_gap_ms: float | None = None, host: str | None = None
+) -> float:
+    """Peak token events/s the scenario will ask for at ``assumed_gap_ms`` per token event
+    (default: the embedded simulator's gap when it serves the run, else 5 ms)."""
+    return demand(scenario, assumed_gap_ms, host).events_per_s
+
+
+def workers_needed(
+    scenario: Scenario, assumed_gap_ms: float | None = None, host: str | None = None
+) -> int:
+    """Worker processes needed to stamp the scenario's peak truthfully (at least 1)."""
+    return demand(scenario, assumed_gap_ms, host).workers_needed()
+
+
+def advice(
+    scenario: Scenario,
+    workers: int,
+    *,
+    host: str | None = None,
+    assumed_gap_ms: float | None = None,
+    cpus: int | None = None,
+) -> str | None:
+    """A one-line warning when the run asks more than its processes can stamp, else None.
+
+    ``workers`` as ``tpot-locust run --workers`` (0: one local process). ``host``: the
+    ``--host`` given on the command line, if any; without one here or in the scenario the
+    embedded simulator serves the run (its gap is assumed, its own limit checked, and it
+    takes a core). Local workers beyond this machine's cores (``cpus``, default
+    ``os.cpu_count()``) add no capacity.
+    """
+    need = demand(scenario, assumed_gap_ms, host)
+    simulated = not (host or scenario.host)
+    cpus = cpus if cpus is not None else (os.cpu_count() or 1)
+    free_cores = max(1, cpus - (1 if simulated else 0))  # the simulator takes one
+    processes = max(1, workers)
+    usable = min(processes, free_cores)
+    capacity = usable * EVENTS_PER_S_PER_WORKER
+    problems = []
+    if need.events_per_s > capacity:
+        if workers <= 0:
+            text = "one process stamps"
+        elif workers == 1:
+            text = "1 worker process stamps"
+        else:
+            text = f"{workers} worker processes stamp"
+        text += f" ~{capacity:,.0f} token events/s truthfully"
+        if usable < processes:
+            text += f" (only {usable} with a core of its own)"
+        needed = need.workers_needed()
+        text += f": it needs {needed} worker processes with a core each"
+        if needed <= free_cores:
+            text += f" (--workers {needed})"
+        else:
+            spare = ", one runs the simulator" if simulated else ""
+            text += (
+                f", more than this machine's {cpus} cores{spare}: spread workers over "
+                "machines (README: Distributed runs)"
+            )
+        problems.append(text)
+    if simulated and need.events_per_s > SIMULATOR_EVENTS_PER_S:
+        problems.append(
+            f"the embedded simulator sends at most ~{SIMULATOR_EVENTS_PER_S:,} token events/s "
+            "(one process): beyond that its own gaps run late (the truth file shows them)"
+        )
+    if not problems:
+        return None
+    return (
+        f"tpot-locust: warning: this scenario may ask ~{need.events_per_s:,.0f} token events/s "
+        f"(~{need.streams:,.0f} streams at an assumed {need.assumed_gap_ms:g} ms per token); "
+        + "; ".join(problems)
+    )
+
+
+__all__ = [
+    "DEFAULT_ASSUMED_GAP_MS",
+    "EVENTS_PER_S_PER_WORKER",
+    "SIMULATOR_EVENTS_PER_S",
+    "Demand",
+    "advice",
+    "demand",
+    "expected_events_per_s",
+    "scenario_gap_ms",
+    "workers_needed",
+]

@@ -1,0 +1,43 @@
+"""Reading a scenario file: parse with positions, apply ``--set`` overrides, validate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tpot_locust.scenario.model import Scenario
+from tpot_locust.scenario.schema import EngineCheck, validate
+from tpot_locust.scenario.yaml_source import Located, ScenarioError, load_located, parse_located
+
+__all__ = ["ScenarioError", "load_scenario"]
+
+
+def load_scenario(
+    path: Path, overrides: list[str] | None = None, labels: dict[str, str] | None = None,
+    check_engine: EngineCheck | None = None,
+) -> Scenario:  # fmt: skip
+    """``labels``: the option each override came from (``--users -1``), named in its
+    errors; other overrides are named as ``--set key=value``. ``check_engine``: the
+    simulator's own check of ``simulator.profile``/``engine`` (the CLI passes it)."""
+    located = load_located(path)
+    for override in overrides or []:
+        label = (labels or {}).get(override, f"--set {override}")
+        _apply_override(located, override, label)
+    return validate(located, check_engine)
+
+
+def _apply_override(located: Located, override: str, label: str) -> None:
+    """``key.path=value``; the value is parsed as YAML (``--set classes.chat.users=4``)."""
+    key, sep, raw = override.partition("=")
+    if not sep or not key:
+        raise ScenarioError("--set", 1, 1, override, "expected key.path=value")
+    value = parse_located(raw, f"--set {key}").data if raw.strip() else None
+    target = located.data
+    if not isinstance(target, dict):
+        raise located.error("", "the scenario must be a mapping")
+    parts = key.split(".")
+    for part in parts[:-1]:
+        target = target.setdefault(part, {})
+        if not isinstance(target, dict):
+            raise ScenarioError("--set", 1, 1, key, f"{part} is not a mapping")
+    target[parts[-1]] = value
+    located.overridden[key] = label

@@ -1,0 +1,378 @@
+"""Validation of scenario documents: every key checked, every error located.
+
+Errors read ``scenarios/x.yaml:14:5: classes.decode.output_tokens.mean: must be > 0``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tpot_locust.common.distributions import DistributionError, parse_distribution
+from tpot_locust.scenario.model import Burst, Scenario, Stage, TrafficClass
+from tpot_locust.scenario.slo import SloSpec, parse_slo
+from tpot_locust.scenario.yaml_source import Located, did_you_mean
+
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+TOP_KEYS = {"name", "description", "duration", "spawn_rate", "seed", "output", "server",
+            "classes", "stages", "bursts", "warmup", "cooldown", "simulator", "slo"}  # fmt: skip
+SERVER_KEYS = {"host", "api", "model", "headers", "api_key_env", "ignore_eos", "min_tokens",
+               "include_usage", "extra_body", "timeouts"}  # fmt: skip
+TIMEOUT_KEYS = {"connect", "first_token", "idle", "total"}
+CLASS_KEYS = {"users", "rate", "arrival", "burstiness", "max_in_flight", "prompt_tokens",
+              "followup_tokens", "output_tokens", "turns", "think_time", "wait_time",
+              "shared_prefix_tokens", "shared_prefix_ratio"}  # fmt: skip
+STAGE_KEYS = {"duration", "users", "rate"}
+BURST_KEYS = {"class", "count", "at", "every", "start", "prompt_tokens", "output_tokens"}
+SIMULATOR_KEYS = {"ttft_ms", "gap_ms", "natural_tokens", "seed", "model", "profile", "engine"}
+ARRIVALS = ("poisson", "gamma", "constant")
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from ``90``, ``"90s"``, ``"2m"`` or ``"1h30m"`` (Locust's -t syntax)."""
+    if isinstance(value, bool):
+        raise ValueError("must be a duration like 30s, 5m or 1h30m")
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError("must be >= 0")
+        return float(value)
+    match = _DURATION.match(str(value).strip())
+    if not match or not any(match.groups()):
+        raise ValueError(f"must be a duration like 30s, 5m or 1h30m, got {value!r}")
+    hours, minutes, seconds = (float(part) if part else 0.0 for part in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def check_keys(located: Located, path: str, data: Any, allowed: set[str]) -> dict[str, Any]:
+    """The known keys of a mapping; each unknown one is noted as a problem (with the
+    allowed key it is closest to) and left out, so validation goes on."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise located.error(path, "must be a mapping")
+    known = {}
+    for key, value in data.items():
+        if key in allowed:
+            known[key] = value
+            continue
+        child = f"{path}.{key}" if path else key
+        hint = did_you_mean(str(key), allowed)
+        located.problems.append(
+            located.error(child, f"unknown key{hint}; allowed: {', '.join(sorted(allowed))}")
+        )
+    return known
+
+
+def number(
+    located: Located, path: str, value: Any, *, integer: bool = False, minimum: float = 0,
+    strict: bool = True,
+) -> float:  # fmt: skip
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise located.error(path, f"must be {'an integer' if integer else 'a number'}")
+    if value < minimum or (strict and value == minimum):
+        raise located.error(path, f"must be {'>' if strict else '>='} {minimum:g}")
+    return value
+
+
+def duration(located: Located, path: str, value: Any, *, positive: bool = True) -> float:
+    try:
+        seconds = parse_duration(value)
+    except ValueError as error:
+        raise located.error(path, str(error)) from None
+    if positive and seconds <= 0:
+        raise located.error(path, "must be > 0")
+    return seconds
+
+
+def distribution(located: Located, path: str, value: Any, base_dir: Path) -> Any:
+    try:
+        parse_distribution(value, base_dir)
+    except DistributionError as error:
+        raise located.error(f"{path}.{error.key}" if error.key else path, str(error)) from None
+    return value
+
+
+# The simulator's check of a profile and its overrides: raises ValueError with the reason.
+EngineCheck = Callable[[str, dict[str, Any]], None]
+
+
+def validate(located: Located, check_engine: EngineCheck | None = None) -> Scenario:
+    """The scenario, or ``ScenarioErrors`` listing every problem in the document."""
+    data = check_keys(located, "", located.data, TOP_KEYS)
+    base_dir = Path(located.source).parent
+    server: dict[str, Any] = {}
+    with located.keep_going():
+        server = _validate_server(located, data.get("server"))
+    classes: list[TrafficClass] = []
+    classes_data = data.get("classes")
+    if not isinstance(classes_data, dict) or not classes_data:
+        located.problems.append(
+            located.error("classes", "needs at least one traffic class (name -> class)")
+        )
+        classes_data = {}
+    for name, spec in classes_data.items():
+        with located.keep_going():
+            classes.append(_validate_class(located, str(name), spec, base_dir))
+    names = set(classes_data)
+    stages: list[Stage] = []
+    with located.keep_going():
+        stages = _validate_stages(located, data.get("stages"), classes)
+    duration_s = 60.0
+    with located.keep_going():
+        if stages and "duration" in data:
+            raise located.error("duration", "the stages set the duration; remove one of them")
+        if stages:
+            duration_s = sum(stage.duration_s for stage in stages)
+        else:
+            duration_s = duration(located, "duration", data.get("duration", "60s"))
+    bursts: list[Burst] = []
+    with located.keep_going():
+        bursts = _validate_bursts(located, data.get("bursts"), names, duration_s, base_dir)
+    warmup_s = cooldown_s = 0.0
+    with located.keep_going():
+        warmup_s = duration(located, "warmup", data.get("warmup", 0), positive=False)
+        cooldown_s = duration(located, "cooldown", data.get("cooldown", 0), positive=False)
+        if warmup_s + cooldown_s >= duration_s:
+            raise located.error("warmup", "warmup + cooldown must be shorter than the duration")
+    simulator: dict[str, Any] = {}
+    with located.keep_going():
+        simulator = check_keys(located, "simulator", data.get("simulator"), SIMULATOR_KEYS)
+        for key in ("ttft_ms", "gap_ms", "natural_tokens"):
+            if key in simulator:
+                with located.keep_going():
+                    distribution(located, f"simulator.{key}", simulator[key], base_dir)
+        _validate_engine(located, simulator, check_engine)
+    spawn_rate = data.get("spawn_rate")
+    with located.keep_going():
+        if spawn_rate is not None:
+            number(located, "spawn_rate", spawn_rate)
+    seed = data.get("seed")
+    with located.keep_going():
+        if seed is not None:
+            number(located, "seed", seed, integer=True, strict=False)
+    slo = SloSpec()
+    with located.keep_going():
+        slo = parse_slo(located, data.get("slo"), set(names))
+    located.raise_problems()
+    return Scenario(
+        source=located.source,
+        name=str(data.get("name") or Path(located.source).stem),
+        description=str(data.get("description") or ""),
+        duration_s=duration_s,
+        classes=classes,
+        spawn_rate=spawn_rate,
+        seed=seed,
+        output=data.get("output"),
+        server=server,
+        simulator=simulator,
+        slo=slo,
+        stages=stages,
+        bursts=bursts,
+        warmup_s=warmup_s,
+        cooldown_s=cooldown_s,
+    )
+
+
+def _validate_engine(
+    located: Located, simulator: dict[str, Any], check_engine: EngineCheck | None
+) -> None:
+    """``profile`` (a shipped name or a YAML file) and ``engine`` overrides of its keys;
+    the profile itself is the simulator's to check (``check_engine``, from the CLI)."""
+    if "profile" not in simulator:
+        if "engine" in simulator:
+            raise located.error("simulator.engine", "needs simulator.profile")
+        return
+    for key in ("ttft_ms", "gap_ms"):
+        if key in simulator:
+            raise located.error(f"simulator.{key}", "not with a profile (the engine times steps)")
+    engine = simulator.get("engine") or {}
+    if not isinstance(engine, dict):
+        raise located.error("simulator.engine", "must be a mapping of profile keys")
+    if check_engine is None:
+        return
+    try:
+        check_engine(resolve_profile(simulator["profile"], Path(located.source).parent),
+                     dict(engine))  # fmt: skip
+    except ValueError as error:
+        raise located.error("simulator.engine" if engine else "simulator.profile",
+                            str(error)) from None  # fmt: skip
+
+
+def resolve_profile(profile: Any, base_dir: Path) -> str:
+    """A shipped profile name as is; a file path relative to the scenario's folder."""
+    text = str(profile)
+    if text.endswith((".yaml", ".yml")) and not Path(text).is_absolute():
+        return str(base_dir / text)
+    return text
+
+
+def _validate_server(located: Located, data: Any) -> dict[str, Any]:
+    server = dict(check_keys(located, "server", data, SERVER_KEYS))
+    api = server.setdefault("api", "chat")
+    if api not in ("chat", "completions"):
+        raise located.error("server.api", "must be chat or completions")
+    host = server.get("host")
+    if host is not None and (not isinstance(host, str) or "://" not in host):
+        raise located.error("server.host", "must be a URL like http://127.0.0.1:8000")
+    key_env = server.get("api_key_env")
+    if key_env is not None and not _IDENTIFIER.fullmatch(str(key_env)):
+        raise located.error(
+            "server.api_key_env", "must be the NAME of an environment variable, not a key"
+        )
+    for flag in ("ignore_eos", "min_tokens", "include_usage"):
+        if flag in server and not isinstance(server[flag], bool):
+            raise located.error(f"server.{flag}", "must be true or false")
+    for mapping in ("headers", "extra_body"):
+        if mapping in server and not isinstance(server[mapping], dict):
+            raise located.error(f"server.{mapping}", "must be a mapping")
+    timeouts = check_keys(located, "server.timeouts", server.get("timeouts"), TIMEOUT_KEYS)
+    for key, value in timeouts.items():
+        number(located, f"server.timeouts.{key}", value)
+    return server
+
+
+def _validate_class(located: Located, name: str, data: Any, base_dir: Path) -> TrafficClass:
+    path = f"classes.{name}"
+    if not _IDENTIFIER.fullmatch(name):
+        raise located.error(path, "class names must be identifiers (letters, digits, _)")
+    spec = check_keys(located, path, data, CLASS_KEYS)
+    if "users" in spec and "rate" in spec:
+        raise located.error(f"{path}.rate", "a class is closed loop (users) or open loop (rate)")
+    if "users" not in spec and "rate" not in spec:
+        raise located.error(path, "needs users (closed loop) or rate (open loop, per second)")
+    traffic = TrafficClass(name=name)
+    with located.keep_going():
+        _validate_mode(located, path, spec, traffic)
+    for key in ("arrival", "burstiness", "max_in_flight"):
+        if key in spec and "rate" not in spec:
+            located.problems.append(
+                located.error(f"{path}.{key}", "only for open-loop classes (rate)")
+            )
+    for key in ("prompt_tokens", "output_tokens", "followup_tokens"):
+        if spec.get(key) is not None:
+            with located.keep_going():
+                value = distribution(located, f"{path}.{key}", spec[key], base_dir)
+                setattr(traffic, key, value)
+    if "turns" in spec:
+        with located.keep_going():
+            traffic.turns = int(number(located, f"{path}.turns", spec["turns"], integer=True))
+    for key in ("think_time", "wait_time"):
+        if key in spec:
+            value = spec[key]
+            with located.keep_going():
+                if value != 0:
+                    distribution(located, f"{path}.{key}", value, base_dir)
+                setattr(traffic, key, value)
+    with located.keep_going():
+        _validate_prefix(located, path, spec, traffic)
+    return traffic
+
+
+def _validate_mode(
+    located: Located, path: str, spec: dict[str, Any], traffic: TrafficClass
+) -> None:
+    """Closed loop (users) or open loop (rate, arrival process)."""
+    if "users" in spec:
+        traffic.users = int(number(located, f"{path}.users", spec["users"], integer=True,
+                                   strict=False))  # fmt: skip
+    else:
+        traffic.rate = float(number(located, f"{path}.rate", spec["rate"], strict=False))
+        arrival = spec.get("arrival", "poisson")
+        if arrival not in ARRIVALS:
+            raise located.error(f"{path}.arrival", f"must be one of {', '.join(ARRIVALS)}")
+        traffic.arrival = arrival
+        if "burstiness" in spec:
+            traffic.burstiness = float(number(located, f"{path}.burstiness", spec["burstiness"]))
+        if "max_in_flight" in spec:
+            traffic.max_in_flight = int(
+                number(located, f"{path}.max_in_flight", spec["max_in_flight"], integer=True)
+            )
+
+
+def _validate_prefix(
+    located: Located, path: str, spec: dict[str, Any], traffic: TrafficClass
+) -> None:
+    if "shared_prefix_tokens" in spec:
+        traffic.shared_prefix_tokens = int(number(
+            located, f"{path}.shared_prefix_tokens", spec["shared_prefix_tokens"],
+            integer=True, strict=False,
+        ))  # fmt: skip
+    if "shared_prefix_ratio" in spec:
+        ratio = number(located, f"{path}.shared_prefix_ratio", spec["shared_prefix_ratio"],
+                       strict=False)  # fmt: skip
+        if ratio > 1:
+            raise located.error(f"{path}.shared_prefix_ratio", "must be <= 1")
+        traffic.shared_prefix_ratio = float(ratio)
+
+
+def _validate_stages(located: Located, data: Any, classes: list[TrafficClass]) -> list[Stage]:
+    if data is None:
+        return []
+    if not isinstance(data, list) or not data:
+        raise located.error("stages", "must be a list of stages")
+    open_names = {t.name for t in classes if t.open_loop}
+    stages = []
+    for index, item in enumerate(data):
+        path = f"stages.{index}"
+        spec = check_keys(located, path, item, STAGE_KEYS)
+        if "duration" not in spec:
+            raise located.error(path, "duration: is required")
+        users = spec.get("users")
+        if users is not None:
+            users = int(number(located, f"{path}.users", users, integer=True, strict=False))
+        rates = check_keys(located, f"{path}.rate", spec.get("rate"), open_names)
+        for name, rate in rates.items():
+            number(located, f"{path}.rate.{name}", rate, strict=False)
+        stages.append(
+            Stage(
+                duration(located, f"{path}.duration", spec["duration"]),
+                users,
+                {name: float(rate) for name, rate in rates.items()},
+            )  # fmt: skip
+        )
+    return stages
+
+
+def _validate_bursts(
+    located: Located, data: Any, names: set[str], duration_s: float, base_dir: Path
+) -> list[Burst]:
+    if data is None:
+        return []
+    if not isinstance(data, list):
+        raise located.error("bursts", "must be a list of bursts")
+    bursts = []
+    for index, item in enumerate(data):
+        path = f"bursts.{index}"
+        spec = check_keys(located, path, item, BURST_KEYS)
+        if spec.get("class") not in names:
+            raise located.error(f"{path}.class", f"must name a class: {', '.join(sorted(names))}")
+        count = int(number(located, f"{path}.count", spec.get("count", 1), integer=True))
+        if ("at" in spec) == ("every" in spec):
+            raise located.error(path, "needs exactly one of at (times) or every (period)")
+        if "at" in spec:
+            at = spec["at"] if isinstance(spec["at"], list) else [spec["at"]]
+            times = [
+                duration(located, f"{path}.at.{i}", t, positive=False) for i, t in enumerate(at)
+            ]
+        else:
+            every = duration(located, f"{path}.every", spec["every"])
+            start = duration(located, f"{path}.start", spec.get("start", every), positive=False)
+            times = [start + i * every for i in range(int((duration_s - start) // every) + 1)]
+        for key in ("prompt_tokens", "output_tokens"):
+            if key in spec:
+                distribution(located, f"{path}.{key}", spec[key], base_dir)
+        bursts.append(
+            Burst(
+                spec["class"],
+                count,
+                tuple(t for t in sorted(times) if t < duration_s),
+                spec.get("prompt_tokens"),
+                spec.get("output_tokens"),
+            )  # fmt: skip
+        )
+    return bursts

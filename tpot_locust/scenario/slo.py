@@ -1,0 +1,431 @@
+"""The ``slo`` block of a scenario: the objectives a release gate holds a run to.
+
+Parsed and validated here (errors located like every other block); evaluated against a
+run's summary in ``gate``. Pure data: no Locust, no gevent, so a worker's recorder, the
+master's gate and ``tpot-locust validate`` all read the same model.
+
+    slo:
+      tpot: {p50: 2ms, p99: 15ms, p99.99: 150ms}   # upper bounds on any printed statistic
+      ttft: {p99: 800ms}
+      error_rate: 0.1%                              # failed / (ok + failed), at most
+      throughput: {tokens_per_s: 500}               # at least
+      goodput: {ttft: 800ms, request_tpot: 50ms, min_fraction: 95%}
+      interference: {tpot_p99: 3.0}                 # burst / steady, at most
+      classes: {long_prompt: {ttft: {p90: 3s}}}
+      min_samples_above: 10                         # per percentile verdict
+      insufficient: fail                            # or warn
+      baseline: {results: results/base, max_regression: 10%}
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from tpot_locust.scenario.yaml_source import Located, did_you_mean
+
+# Every metric the report prints, and every statistic of it that the gate can hold.
+LATENCY_METRICS = ("tpot", "request_tpot", "itl", "ttft", "e2e", "worst_gap", "schedule_lag",
+                   "ttft_from_intended")  # fmt: skip
+STATISTICS = ("mean", "p50", "p90", "p99", "p99.9", "p99.99", "max")
+# Per-request thresholds that make a request "good" (vLLM's and AIPerf's goodput).
+GOODPUT_METRICS = ("ttft", "request_tpot", "worst_gap", "e2e")
+THROUGHPUT_KEYS = ("tokens_per_s", "requests_per_s")
+INTERFERENCE_METRICS = ("tpot", "itl")
+INTERFERENCE_STATISTICS = ("p50", "p90", "p99", "p99.9")
+# Fewer samples than this above a percentile: that tail is not yet measured (the report
+# says so, compare does not gate on it, and an SLO verdict on it is insufficient).
+TAIL_MIN_SAMPLES = 10
+DEFAULT_MIN_SAMPLES_ABOVE = TAIL_MIN_SAMPLES
+INSUFFICIENT_POLICIES = ("fail", "warn")
+# invalid: any stall-tagged sample above a gated percentile makes its verdict invalid;
+# decisive: only when setting those samples aside would change pass into fail or back.
+CLIENT_STALL_POLICIES = ("invalid", "decisive")
+# Before the gating issue the block was flat: tpot_p99_ms: 25, ttft_p99_ms: 2000.
+_LEGACY_KEY = re.compile(r"^([a-z_]+?)_(p[0-9.]+|mean|max)_ms$")
+_TIME = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*(us|ms|s|m)?\s*$")
+_TIME_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0, None: 1.0}
+_PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*%\s*$")
+
+
+@dataclass(frozen=True)
+class Objective:
+    """One bound: ``metric``'s ``statistic`` (for ``class_name``, or all traffic) is at
+    most (``upper``) or at least ``limit``. Times are in ms, fractions in 0..1."""
+
+    kind: str  # latency | error_rate | throughput | goodput | interference
+    metric: str
+    statistic: str | None
+    limit: float
+    class_name: str | None = None
+    upper: bool = True
+    min_samples_above: int = DEFAULT_MIN_SAMPLES_ABOVE
+    key_path: str = ""  # where the scenario set it (slo.tpot.p99), for messages
+
+    @property
+    def name(self) -> str:
+        scope = f"{self.class_name}: " if self.class_name else ""
+        what = f"{self.metric} {self.statistic}" if self.statistic else self.metric
+        return f"{scope}{what} {'<=' if self.upper else '>='} {format_limit(self)}"
+
+
+@dataclass(frozen=True)
+class GoodputRule:
+    """Per-request limits in ns; a successful request is good when it meets all of them."""
+
+    limits_ns: dict[str, int]
+
+    def met_by(self, request_ns: dict[str, float]) -> bool:
+        """``request_ns``: the request's one-sample metrics (a one-token request has no
+        gap and no request TPOT, and so meets those limits)."""
+        return all(request_ns.get(metric, 0) <= limit for metric, limit in self.limits_ns.items())
+
+    def as_ms(self) -> dict[str, float]:
+        return {metric: ns / 1e6 for metric, ns in self.limits_ns.items()}
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A saved run to compare against: a gated percentile may not regress more than this."""
+
+    results: str
+    max_regression: float = 0.10
+    metrics: tuple[str, ...] = ("tpot", "ttft")
+    percentiles: tuple[str, ...] = ("p50", "p99")
+
+
+@dataclass(frozen=True)
+class SloSpec:
+    objectives: tuple[Objective, ...] = ()
+    goodput: GoodputRule | None = None
+    insufficient: str = "fail"
+    baseline: Baseline | None = None
+    client_stalls: str = "invalid"
+    raw: dict[str, Any] = field(default_factory=dict)  # as written, for the results
+
+    @property
+    def empty(self) -> bool:
+        return not self.objectives and self.baseline is None
+
+
+def format_limit(objective: Objective) -> str:
+    if objective.kind == "latency":
+        return f"{objective.limit:g} ms"
+    if objective.kind in ("error_rate",) or objective.metric == "good_fraction":
+        return f"{objective.limit * 100:g}%"
+    return f"{objective.limit:g}"
+
+
+def parse_time_ms(value: Any) -> float:
+    """``15ms``, ``1.5s``, ``800 us`` or a bare number of milliseconds."""
+    if isinstance(value, bool):
+        raise ValueError("must be a time like 15ms or 1.5s")
+    if isinstance(value, (int, float)):
+        milliseconds = float(value)
+    else:
+        match = _TIME.match(str(value))
+        if not match:
+            raise ValueError(f"must be a time like 15ms or 1.5s, got {value!r}")
+        milliseconds = float(match.group(1)) * _TIME_UNITS_MS[match.group(2)]
+    if milliseconds <= 0:
+        raise ValueError("must be > 0")
+    return milliseconds
+
+
+def parse_fraction(value: Any) -> float:
+    """``0.1%`` or a fraction ``0.001`` (0 .. 1)."""
+    if isinstance(value, bool):
+        raise ValueError("must be a percentage like 0.1% or a fraction like 0.001")
+    if isinstance(value, (int, float)):
+        fraction = float(value)
+    else:
+        match = _PERCENT.match(str(value))
+        if not match:
+            raise ValueError(f"must be a percentage like 0.1% or a fraction, got {value!r}")
+        fraction = float(match.group(1)) / 100
+    if not 0 <= fraction <= 1:
+        raise ValueError("must be between 0 and 100%")
+    return fraction
+
+
+def parse_slo(located: Located, data: Any, class_names: set[str]) -> SloSpec:
+    """The validated ``slo`` block; each problem is noted on ``located`` (validation goes on)."""
+    if data is None:
+        return SloSpec()
+    if not isinstance(data, dict):
+        raise located.error("slo", "must be a mapping (see scenarios/README.md, Release gating)")
+    data = _migrate_legacy(located, data)
+    min_samples = DEFAULT_MIN_SAMPLES_ABOVE
+    if "min_samples_above" in data:
+        with located.keep_going():
+            min_samples = _count(located, "slo.min_samples_above", data["min_samples_above"])
+    insufficient = data.get("insufficient", "fail")
+    if insufficient not in INSUFFICIENT_POLICIES:
+        located.problems.append(located.error("slo.insufficient", "must be fail or warn"))
+    client_stalls = data.get("client_stalls", "invalid")
+    if client_stalls not in CLIENT_STALL_POLICIES:
+        located.problems.append(located.error("slo.client_stalls", "must be invalid or decisive"))
+    objectives = _scope_objectives(located, "slo", data, None, min_samples, top=True)
+    classes = data.get("classes") or {}
+    if not isinstance(classes, dict):
+        located.problems.append(located.error("slo.classes", "must map class names to SLOs"))
+        classes = {}
+    for name, spec in classes.items():
+        path = f"slo.classes.{name}"
+        if name not in class_names:
+            hint = did_you_mean(str(name), class_names)
+            located.problems.append(located.error(path, f"no such class{hint}"))
+            continue
+        if not isinstance(spec, dict):
+            located.problems.append(located.error(path, "must be a mapping"))
+            continue
+        objectives += _scope_objectives(located, path, spec, str(name), min_samples, top=False)
+    goodput = None
+    if "goodput" in data:
+        with located.keep_going():
+            goodput, goodput_objectives = _goodput(located, data["goodput"])
+            objectives += goodput_objectives
+    baseline = None
+    if "baseline" in data:
+        with located.keep_going():
+            baseline = _baseline(located, data["baseline"])
+    return SloSpec(
+        tuple(objectives), goodput, str(insufficient), baseline, str(client_stalls), dict(data)
+    )
+
+
+_SCOPE_KEYS = {*LATENCY_METRICS, "error_rate", "throughput", "interference"}
+_TOP_KEYS = _SCOPE_KEYS | {"classes", "goodput", "min_samples_above", "insufficient",
+                           "baseline", "client_stalls"}  # fmt: skip
+
+
+def _migrate_legacy(located: Located, data: dict[str, Any]) -> dict[str, Any]:
+    """``tpot_p99_ms: 25`` reads as ``tpot: {p99: 25ms}`` (the block's first, flat form)."""
+    migrated: dict[str, Any] = {}
+    for key, value in data.items():
+        match = _LEGACY_KEY.match(str(key))
+        if match and match.group(1) in LATENCY_METRICS and str(key) not in _TOP_KEYS:
+            metric, statistic = match.groups()
+            nested = migrated.setdefault(metric, {})
+            if isinstance(nested, dict):
+                if statistic in nested:
+                    located.problems.append(
+                        located.error(f"slo.{key}", f"also set as slo.{metric}.{statistic}")
+                    )
+                nested[statistic] = value
+                located.positions.setdefault(
+                    f"slo.{metric}.{statistic}", located.positions.get(f"slo.{key}", (1, 1))
+                )
+                continue
+        migrated[key] = value
+    return migrated
+
+
+def _scope_objectives(
+    located: Located, path: str, data: dict[str, Any], class_name: str | None,
+    min_samples: int, top: bool,
+) -> list[Objective]:  # fmt: skip
+    allowed = _TOP_KEYS if top else _SCOPE_KEYS
+    objectives: list[Objective] = []
+    for key, value in data.items():
+        key_path = f"{path}.{key}"
+        if key not in allowed:
+            hint = did_you_mean(str(key), allowed)
+            located.problems.append(
+                located.error(key_path, f"unknown key{hint}; allowed: {', '.join(sorted(allowed))}")
+            )
+            continue
+        with located.keep_going():
+            if key in LATENCY_METRICS:
+                objectives += _latency(located, key_path, key, value, class_name, min_samples)
+            elif key == "error_rate":
+                limit = _parsed(located, key_path, value, parse_fraction)
+                objectives.append(
+                    Objective(
+                        "error_rate", "error_rate", None, limit, class_name, True, 0, key_path
+                    )
+                )
+            elif key == "throughput":
+                objectives += _throughput(located, key_path, value, class_name)
+            elif key == "interference":
+                objectives += _interference(located, key_path, value, class_name)
+    return objectives
+
+
+def _latency(
+    located: Located, path: str, metric: str, value: Any, class_name: str | None,
+    min_samples: int,
+) -> list[Objective]:  # fmt: skip
+    if not isinstance(value, dict):
+        raise located.error(path, f"must map statistics to times, e.g. {{p99: 15ms}}; "
+                                  f"statistics: {', '.join(STATISTICS)}")  # fmt: skip
+    own_min = min_samples
+    if "min_samples_above" in value:
+        own_min = _count(located, f"{path}.min_samples_above", value["min_samples_above"])
+    objectives = []
+    for statistic, limit in value.items():
+        key_path = f"{path}.{statistic}"
+        if statistic == "min_samples_above":
+            continue
+        statistic = _statistic_key(statistic)
+        if statistic not in STATISTICS:
+            hint = did_you_mean(str(statistic), STATISTICS)
+            located.problems.append(
+                located.error(key_path, f"unknown statistic{hint}; use {', '.join(STATISTICS)}")
+            )
+            continue
+        with located.keep_going():
+            limit_ms = _parsed(located, key_path, limit, parse_time_ms)
+            objectives.append(Objective("latency", metric, statistic, limit_ms, class_name, True,
+                                        own_min, key_path))  # fmt: skip
+    return objectives
+
+
+def _statistic_key(statistic: Any) -> str:
+    """``p99``, ``P99``, ``99`` and ``99.0`` name the same percentile."""
+    text = str(statistic).strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        text = f"p{float(text):g}"
+    elif re.fullmatch(r"p\d+(\.\d+)?", text):
+        text = f"p{float(text[1:]):g}"
+    return text
+
+
+def _throughput(located: Located, path: str, value: Any, class_name: str | None) -> list[Objective]:
+    if not isinstance(value, dict):
+        raise located.error(path, "must be a mapping, e.g. {tokens_per_s: 500}")
+    objectives = []
+    for key, minimum in value.items():
+        key_path = f"{path}.{key}"
+        if key not in THROUGHPUT_KEYS:
+            hint = did_you_mean(str(key), THROUGHPUT_KEYS)
+            located.problems.append(
+                located.error(key_path, f"unknown key{hint}; use {', '.join(THROUGHPUT_KEYS)}")
+            )
+            continue
+        limit = _positive(located, key_path, minimum)
+        objectives.append(Objective("throughput", key, None, limit, class_name, False, 0, key_path))
+    return objectives
+
+
+def _interference(
+    located: Located, path: str, value: Any, class_name: str | None
+) -> list[Objective]:
+    if not isinstance(value, dict):
+        raise located.error(path, "must be a mapping, e.g. {tpot_p99: 3.0}")
+    allowed = [f"{m}_{s}" for m in INTERFERENCE_METRICS for s in INTERFERENCE_STATISTICS]
+    objectives = []
+    for key, maximum in value.items():
+        key_path = f"{path}.{key}"
+        if key not in allowed:
+            hint = did_you_mean(str(key), allowed)
+            located.problems.append(
+                located.error(key_path, f"unknown key{hint}; use {', '.join(allowed)}")
+            )
+            continue
+        metric, statistic = str(key).split("_", 1)
+        limit = _positive(located, key_path, maximum)
+        objectives.append(Objective("interference", metric, statistic, limit, class_name, True, 0,
+                                    key_path))  # fmt: skip
+    return objectives
+
+
+_GOODPUT_TARGETS = ("min_fraction", "min_per_s")
+
+
+def _goodput(located: Located, value: Any) -> tuple[GoodputRule, list[Objective]]:
+    path = "slo.goodput"
+    allowed = (*GOODPUT_METRICS, *_GOODPUT_TARGETS)
+    if not isinstance(value, dict):
+        raise located.error(path, "must be a mapping, e.g. {ttft: 800ms, min_fraction: 95%}")
+    limits: dict[str, int] = {}
+    objectives: list[Objective] = []
+    for key, item in value.items():
+        key_path = f"{path}.{key}"
+        if key not in allowed:
+            hint = did_you_mean(str(key), allowed)
+            located.problems.append(
+                located.error(key_path, f"unknown key{hint}; use {', '.join(allowed)}")
+            )
+        elif key in GOODPUT_METRICS:
+            with located.keep_going():
+                limits[key] = round(_parsed(located, key_path, item, parse_time_ms) * 1e6)
+        elif key == "min_fraction":
+            with located.keep_going():
+                limit = _parsed(located, key_path, item, parse_fraction)
+                objectives.append(Objective("goodput", "good_fraction", None, limit, None, False,
+                                            0, key_path))  # fmt: skip
+        else:
+            with located.keep_going():
+                limit = _positive(located, key_path, item)
+                objectives.append(Objective("goodput", "goodput_per_s", None, limit, None, False,
+                                            0, key_path))  # fmt: skip
+    if not limits:
+        raise located.error(
+            path, f"needs at least one per-request limit: {', '.join(GOODPUT_METRICS)}"
+        )
+    return GoodputRule(limits), objectives
+
+
+def _baseline(located: Located, value: Any) -> Baseline:
+    path = "slo.baseline"
+    if isinstance(value, str):
+        return Baseline(value)
+    if not isinstance(value, dict) or "results" not in value:
+        raise located.error(
+            path, "must be a results folder, or {results: DIR, max_regression: 10%}"
+        )
+    allowed = {"results", "max_regression", "metrics", "percentiles"}
+    for key in value:
+        if key not in allowed:
+            hint = did_you_mean(str(key), allowed)
+            located.problems.append(located.error(f"{path}.{key}", f"unknown key{hint}"))
+    baseline = Baseline(str(value["results"]))
+    regression = baseline.max_regression
+    if "max_regression" in value:
+        regression = _parsed(located, f"{path}.max_regression", value["max_regression"],
+                             parse_fraction)  # fmt: skip
+    metrics = tuple(_names(located, f"{path}.metrics", value.get("metrics"), LATENCY_METRICS)
+                    or baseline.metrics)  # fmt: skip
+    percentiles = (
+        tuple(
+            _statistic_key(p)
+            for p in _names(located, f"{path}.percentiles", value.get("percentiles"), None)
+        )
+        or baseline.percentiles
+    )
+    for statistic in percentiles:
+        if statistic not in STATISTICS:
+            raise located.error(f"{path}.percentiles", f"{statistic}: use {', '.join(STATISTICS)}")
+    return Baseline(baseline.results, regression, metrics, percentiles)
+
+
+def _names(located: Located, path: str, value: Any, allowed: tuple[str, ...] | None) -> list[str]:
+    if value is None:
+        return []
+    items = value if isinstance(value, list) else str(value).split(",")
+    names = [str(item).strip() for item in items]
+    for name in names:
+        if allowed is not None and name not in allowed:
+            raise located.error(path, f"{name}: use {', '.join(allowed)}")
+    return names
+
+
+def _parsed(located: Located, path: str, value: Any, parse: Any) -> float:
+    try:
+        return parse(value)
+    except ValueError as error:
+        raise located.error(path, str(error)) from None
+
+
+def _positive(located: Located, path: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise located.error(path, "must be a number > 0")
+    return float(value)
+
+
+def _count(located: Located, path: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise located.error(path, "must be an integer >= 0")
+    return value

@@ -1,0 +1,366 @@
+"""Turns the stamped ``data`` payloads of an OpenAI-style stream into token events.
+
+Runs read by read as the stream arrives, after each read was stamped. Plain token chunks
+(non-empty content, ``"finish_reason":null``, no usage, error, tool call or reasoning
+field: nearly all events of a stream) are recognised by a byte scan, and their text is
+JSON-decoded once per request; every other event is decoded in full. Once a stream's frame
+is known, a read that is exactly one such event skips the SSE parser too (``feed_read``).
+All paths give identical timings (tested).
+Rules (see README, "Metric definitions"): a token event carries at least one generated
+token (content, reasoning or tool-call delta; empty strings and role-only, usage-only or
+keep-alive events are not);
+``k`` tokens per event come from per-chunk usage when every token event carries it, else
+1; the output count ``n`` is ``usage.completion_tokens`` when reported, else the sum of k.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+from tpot_locust.common.errors import (
+    BAD_JSON,
+    CONNECTION_RESET,
+    EMPTY_STREAM,
+    STREAM_ERROR_EVENT,
+    TRUNCATED,
+    StreamError,
+)
+from tpot_locust.common.timings import int_array
+from tpot_locust.wire.sse import SSEParser
+
+DONE = b"[DONE]"
+# More tokens than this in one event (from per-chunk usage growth) is not believable: the
+# per-chunk counts are then ignored (one token per event), so a lying server cannot make
+# the TPOT histogram allocate billions of samples.
+MAX_TOKENS_PER_EVENT = 4096
+
+
+_PLAIN_MARK = b'"finish_reason":null'
+_NOT_PLAIN = re.compile(rb'"(?:usage|error|tool_calls|reasoning)')
+_TEXT_MARKERS = {"chat": b'"content":"', "completions": b'"text":"'}
+_BACKSLASH = 92
+_NOT_IN_TEXT = b'"'  # a quote would end the JSON string: the text is not all of it
+_NOT_IN_EVENT_TEXT = b'"\r\n'  # nor, in a whole SSE event, a line break
+
+
+def plain_text_at(payload: bytes, start: int) -> bytes:
+    """The raw JSON string body that starts at ``start`` (up to its unescaped quote)."""
+    end = payload.find(b'"', start)
+    while end > start:
+        backslashes = 0
+        while payload[end - 1 - backslashes] == _BACKSLASH:
+            backslashes += 1
+        if backslashes % 2 == 0:
+            return payload[start:end]
+        end = payload.find(b'"', end + 1)
+    return b""
+
+
+def _text_in_frame(data: bytes, head: bytes, tail: bytes, not_in_text: bytes) -> bytes | None:
+    """The raw text between a plain token event's ``head`` and ``tail`` (the stream's frame),
+    or None: the text must be non-empty, hold none of ``not_in_text`` and not end in a
+    backslash (an escape). Deleting those bytes and comparing lengths is one call for all."""
+    if not data.startswith(head) or not data.endswith(tail):
+        return None
+    text = data[len(head) : len(data) - len(tail)]
+    if not text or text[-1] == _BACKSLASH or len(text.translate(None, not_in_text)) != len(text):
+        return None
+    return text
+
+
+def _joined_text(parts: list[str | bytes]) -> str:
+    """Text from decoded strings and raw JSON string bodies (each run decoded at once)."""
+    pieces: list[str] = []
+    raw: list[bytes] = []
+    for part in [*parts, ""]:
+        if isinstance(part, bytes):
+            raw.append(part)
+            continue
+        if raw:
+            try:
+                pieces.append(json.loads(b'"' + b"".join(raw) + b'"'))
+            except ValueError:
+                pieces.append(b"".join(raw).decode("utf-8", "replace"))
+            raw = []
+        pieces.append(part)
+    return "".join(pieces)
+
+
+@dataclass
+class DecodedStream:
+    token_stamps: array[int] = field(default_factory=int_array)
+    token_counts: array[int] = field(default_factory=int_array)
+    text_parts: list[str | bytes] = field(default_factory=list)
+    finish_reason: str | None = None
+    done: bool = False
+    completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    counts_from_usage: bool = False
+    error: StreamError | None = None
+
+    @property
+    def text(self) -> str:
+        return _joined_text(self.text_parts)
+
+    @property
+    def output_tokens(self) -> int:
+        if self.completion_tokens is not None:
+            return self.completion_tokens
+        return sum(self.token_counts)
+
+    @property
+    def tokens_estimated(self) -> bool:
+        return self.completion_tokens is None
+
+
+def _delta_tokens(choice: dict[str, Any], api: str) -> tuple[bool, str]:
+    """Whether a choice carries a generated token, and its visible text."""
+    if api == "completions":
+        text = choice.get("text")
+        return bool(text), text if isinstance(text, str) else ""
+    delta = choice.get("delta") or choice.get("message") or {}
+    if not isinstance(delta, dict):
+        return False, ""
+    content = delta.get("content")
+    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+    carries = bool(content) or bool(reasoning) or bool(delta.get("tool_calls"))
+    return carries, content if isinstance(content, str) else ""
+
+
+class StreamDecoder:
+    """Decodes a stream's events read by read, as they arrive.
+
+    Per read, plain token events cost a byte scan each; anything else is decoded in full.
+    Done while the stream runs, this work is spread thin: decoding a whole stream at its
+    end blocked the event loop for ~0.5-1 ms per request and delayed other streams' reads.
+    After ``[DONE]`` or a failure, later events are ignored. ``fast=False`` decodes every
+    event in full (the reference the fast path is tested by).
+
+    Servers send every token of a stream in the same frame (same id, model, fields), so
+    the bytes around the text of the last plain event are kept as a *template*: an event
+    that is that prefix + a quote-free text + that suffix is the same plain event with
+    other text, recognised by two comparisons instead of the scans.
+    """
+
+    def __init__(self, api: str, fast: bool = True, want_text: bool = True) -> None:
+        self.result = DecodedStream()
+        self.events = 0  # every data event fed, ignored ones included
+        self.stopped = False
+        self._api = api
+        self._marker = _TEXT_MARKERS.get(api, _TEXT_MARKERS["chat"]) if fast else b"\0"
+        self._fast = fast
+        self._want_text = want_text
+        self._usage_seen_on_all = True
+        self._usage_believable = True
+        self._last_usage_count = 0
+        self._prefix: bytes | None = None  # the template: bytes before and after a plain text
+        self._suffix = b""
+        # the template as one SSE event: ``data: `` + prefix ... suffix + the blank line
+        self._event_head: bytes | None = None
+        self._event_tail = b""
+
+    def feed(self, stamp: int, payloads: list[bytes]) -> None:
+        """The events of one read, all stamped with the read's arrival."""
+        self.events += len(payloads)
+        if self.stopped:
+            return
+        result = self.result
+        for payload in payloads:
+            text = self._framed_text(payload)
+            if text is None:
+                text = self._scanned_text(payload)
+            if text is None:  # anything unusual is decoded in full
+                self._decode_in_full(stamp, payload)
+                if self.stopped:
+                    return
+                continue
+            result.token_stamps.append(stamp)
+            result.token_counts.append(1)
+            if self._want_text:
+                result.text_parts.append(text)
+
+    def feed_event_bytes(self, stamp: int, data: bytes) -> bool:
+        """A read that is exactly one SSE event ``data: <plain token event in the stream's
+        frame>`` and its blank line: recorded as ``feed`` would, with comparisons only.
+
+        False (nothing recorded) for anything else: the caller hands the bytes to its SSE
+        parser (called only when the parser is ``at_event_start``).
+        """
+        head = self._event_head
+        if head is None or self.stopped:
+            return False
+        text = _text_in_frame(data, head, self._event_tail, _NOT_IN_EVENT_TEXT)
+        if text is None:
+            return False
+        self.events += 1
+        result = self.result
+        result.token_stamps.append(stamp)
+        result.token_counts.append(1)
+        if self._want_text:
+            result.text_parts.append(text)
+        return True
+
+    def _framed_text(self, payload: bytes) -> bytes | None:
+        """The raw text of a plain token event in the stream's frame, else None."""
+        prefix = self._prefix
+        if prefix is None:
+            return None
+        return _text_in_frame(payload, prefix, self._suffix, _NOT_IN_TEXT)
+
+    def _scanned_text(self, payload: bytes) -> bytes | None:
+        """The raw text of a plain token event found by scanning (one choice: we always
+        request n=1), else None; learns the stream's frame from it. The checks run cheapest
+        and most selective first."""
+        marker = self._marker
+        skip = len(marker)
+        at = payload.find(marker)
+        if not (
+            at > 0
+            and payload[at + skip : at + skip + 1] not in (b'"', b"")  # non-empty: a token
+            and _PLAIN_MARK in payload
+            and payload[-1:] == b"}"  # the event is a whole object
+            and _NOT_PLAIN.search(payload) is None
+        ):
+            return None
+        self._usage_seen_on_all = False  # a plain token event carries no usage
+        text = plain_text_at(payload, at + skip)
+        end = at + skip + len(text)
+        if self._fast and payload[end : end + 1] == b'"':  # the text's closing quote
+            self._prefix, self._suffix = payload[: at + skip], payload[end:]
+            self._event_head, self._event_tail = b"data: " + self._prefix, self._suffix + b"\n\n"
+        return text
+
+    def _decode_in_full(self, stamp: int, payload: bytes) -> None:
+        result = self.result
+        if payload == DONE or payload.strip() == DONE:
+            result.done = self.stopped = True
+            return
+        try:
+            event = json.loads(payload)
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+            self._fail(StreamError(BAD_JSON, f"invalid JSON in event: {payload[:80]!r}"))
+            return
+        if not isinstance(event, dict):
+            self._fail(StreamError(BAD_JSON, f"event is not a JSON object: {payload[:80]!r}"))
+            return
+        if event.get("error"):
+            self._fail(StreamError(STREAM_ERROR_EVENT, _error_message(event["error"])))
+            return
+        usage = event.get("usage")
+        usage_count = _usage_int(usage, "completion_tokens")
+        if usage_count is not None:
+            result.completion_tokens = usage_count
+            prompt = _usage_int(usage, "prompt_tokens")
+            if prompt is not None:
+                result.prompt_tokens = prompt
+        choices = event.get("choices") or []
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return
+        choice = choices[0]
+        carries, text = _delta_tokens(choice, self._api)
+        if carries:
+            if usage_count is None:
+                self._usage_seen_on_all = False
+            tokens = 1
+            if self._usage_seen_on_all and usage_count is not None:
+                tokens = max(usage_count - self._last_usage_count, 1)
+                self._last_usage_count = usage_count
+                if tokens > MAX_TOKENS_PER_EVENT:
+                    self._usage_believable = False
+            result.token_stamps.append(stamp)
+            result.token_counts.append(tokens)
+            if text and self._want_text:
+                result.text_parts.append(text)
+        if choice.get("finish_reason"):
+            result.finish_reason = str(choice["finish_reason"])
+
+    def _fail(self, error: StreamError) -> None:
+        self.result.error = error
+        self.stopped = True
+
+    def finish(self, reset: bool = False) -> DecodedStream:
+        """The decoded stream, once it has ended (``reset``: by a connection reset)."""
+        result = self.result
+        if result.error is not None:
+            return result
+        if not self._usage_believable:
+            self._usage_seen_on_all = False
+            result.token_counts = array("q", [1]) * len(result.token_counts)
+        result.counts_from_usage = bool(result.token_counts) and self._usage_seen_on_all
+        if result.finish_reason is None:
+            if not self.events and not reset:
+                result.error = StreamError(EMPTY_STREAM, "stream ended without any event")
+            elif result.done:
+                result.error = StreamError(TRUNCATED, "[DONE] arrived without a finish_reason")
+            elif reset:
+                result.error = StreamError(
+                    CONNECTION_RESET, "connection reset before finish_reason"
+                )
+            else:
+                result.error = StreamError(TRUNCATED, "stream closed before finish_reason")
+        elif not result.token_stamps:
+            result.error = StreamError(EMPTY_STREAM, "finished without any token event")
+        return result
+
+
+def decode_events(
+    stamps: list[int],
+    payloads: list[bytes],
+    api: str,
+    reset: bool = False,
+    fast: bool = True,
+    want_text: bool = True,
+) -> DecodedStream:
+    """Decode a whole recorded stream at once (tests, references); a failure is returned
+    in ``error``, never raised."""
+    decoder = StreamDecoder(api, fast=fast, want_text=want_text)
+    for stamp, payload in zip(stamps, payloads, strict=True):
+        decoder.feed(stamp, [payload])
+    return decoder.finish(reset)
+
+
+def feed_read(parser: SSEParser, decoder: StreamDecoder, stamp: int, data: bytes) -> bool:
+    """One read's body bytes into the parser and the decoder; whether it completed an event.
+
+    A read that is one plain token event in the stream's frame (nearly every read of a
+    streaming server) skips the parser: one function and a few comparisons, where the
+    parser and ``feed`` took three calls and a list (``benchmarks/README.md``)."""
+    if parser.at_event_start(len(data)) and decoder.feed_event_bytes(stamp, data):
+        return True
+    events = parser.feed(data)
+    if events:
+        decoder.feed(stamp, events)
+        return True
+    return False
+
+
+def _usage_int(usage: Any, key: str) -> int | None:
+    if not isinstance(usage, dict):
+        return None
+    value = usage.get(key)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+def _error_message(error: Any) -> str:
+    if isinstance(error, dict):
+        return str(error.get("message") or error)[:200]
+    return str(error)[:200]
+
+
+def decode_error_body(body: bytes) -> str:
+    """The message of an OpenAI-style error body, or the start of the raw body."""
+    try:
+        parsed = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return body[:200].decode("utf-8", "replace")
+    if isinstance(parsed, dict) and "error" in parsed:
+        return _error_message(parsed["error"])
+    if isinstance(parsed, dict) and "detail" in parsed:
+        return str(parsed["detail"])[:200]
+    return body[:200].decode("utf-8", "replace")

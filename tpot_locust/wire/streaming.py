@@ -1,0 +1,253 @@
+"""One streamed request: send, stamp every read on arrival, split and classify its events.
+
+The work per read while the stream runs (done by the event loop's callback on the ready
+socket, ``loop_reads``) is: find the event boundaries, hand the events and the read's
+arrival stamp to ``stream_decoder`` (a read of one plain token event in the stream's frame:
+a few comparisons; else a byte scan per plain token event, JSON only for unusual ones),
+move the read deadline. No exception leaves
+``stream_request``: every failure becomes a categorised ``RequestTimings`` so a worker
+keeps running and nothing is silently lost.
+
+Timeouts are deadlines on *events*, not bytes: the first event must come within
+``first_token_timeout`` of the send, each later one within ``idle_timeout`` of the previous,
+and the whole stream within ``total_timeout``; SSE comments (keep-alives) reset nothing.
+Error messages never show the request's credentials, even when a server echoes them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from tpot_locust.common.errors import (
+    BAD_JSON,
+    CLIENT_ERROR,
+    NOT_SSE,
+    STREAM_ERROR_EVENT,
+    TIMEOUT_FIRST_TOKEN,
+    TIMEOUT_IDLE,
+    TIMEOUT_TOTAL,
+    StreamError,
+    http_status_category,
+)
+from tpot_locust.common.timings import RequestTimings
+from tpot_locust.common.token_flow import TOKEN_FLOW
+from tpot_locust.wire.http_client import HTTPConnection, ReadTimeout, Response
+from tpot_locust.wire.loop_reads import read_body
+from tpot_locust.wire.sse import SSEParser
+from tpot_locust.wire.stream_decoder import (
+    DecodedStream,
+    StreamDecoder,
+    decode_error_body,
+    feed_read,
+)
+
+MAX_ERROR_BODY = 64 * 1024
+SECRET_HEADERS = ("authorization", "proxy-authorization", "api-key", "x-api-key")
+REDACTED = "[redacted]"
+
+
+@dataclass(frozen=True)
+class StreamRequest:
+    user_class: str
+    api: str
+    request_id: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    prompt_tokens_requested: int
+    first_token_timeout: float
+    idle_timeout: float
+    total_timeout: float
+    t_intended_ns: int
+
+
+class _Collected:
+    """The stream decoded so far, kept even when the stream fails midway."""
+
+    __slots__ = ("decoder", "last_event_ns", "reset", "t_send_ns", "total_deadline_ns",
+                 "event_deadline_ns")  # fmt: skip
+
+    def __init__(self, t_send_ns: int, decoder: StreamDecoder) -> None:
+        self.decoder = decoder
+        self.last_event_ns = 0  # arrival of the last read that held an event
+        self.reset = False
+        self.t_send_ns = t_send_ns
+        self.total_deadline_ns = 0
+        self.event_deadline_ns = 0
+
+
+def stream_request(
+    connection: HTTPConnection, request: StreamRequest, want_text: bool = True
+) -> tuple[RequestTimings, str]:
+    """Send, collect, decode; ``want_text=False`` skips rebuilding the answer's text."""
+    timings = _new_timings(request)
+    collected = _Collected(timings.t_send_ns, StreamDecoder(request.api, want_text=want_text))
+    key = id(collected)
+    TOKEN_FLOW.start(key, request.user_class, collected.decoder.result.token_counts)
+    try:
+        return _stream(connection, request, timings, collected)
+    finally:
+        TOKEN_FLOW.end(key, timings.token_counts if timings.token_counts else None)
+
+
+def _stream(
+    connection: HTTPConnection, request: StreamRequest, timings: RequestTimings,
+    collected: _Collected,
+) -> tuple[RequestTimings, str]:  # fmt: skip
+    failure: StreamError | None = None
+    try:
+        _send_and_collect(connection, request, collected)
+    except StreamError as error:
+        connection.close()
+        failure = error
+    except ReadTimeout:
+        connection.close()
+        if not collected.decoder.result.done:
+            failure = _timeout_error(request, collected)
+        # else: [DONE] had come and the server kept the body open; the stream is complete
+    except Exception as error:  # noqa: BLE001 - a user greenlet must never die of a request
+        connection.close()
+        failure = StreamError(CLIENT_ERROR, f"{error.__class__.__name__}: {error}")
+    timings.t_send_ns = collected.t_send_ns
+    timings.t_end_ns = time.perf_counter_ns()
+    timings.read_delays_ns = connection.read_delays_ns
+    # No yield from here until the caller has recorded the request: a stopping user is
+    # killed at its next yield, and a stream the server finished would count as interrupted.
+    try:
+        decoded = collected.decoder.finish(collected.reset)
+    except Exception as error:  # noqa: BLE001 - never expected; still counted, never raised
+        decoded = DecodedStream(error=StreamError(CLIENT_ERROR, f"decoding: {error!r}"))
+    timings.token_stamps = decoded.token_stamps
+    timings.token_counts = decoded.token_counts
+    timings.counts_from_usage = decoded.counts_from_usage
+    timings.output_tokens = decoded.output_tokens
+    timings.tokens_estimated = decoded.tokens_estimated
+    timings.prompt_tokens_reported = decoded.prompt_tokens
+    timings.finish_reason = decoded.finish_reason
+    failure = _first_cause(failure, decoded.error)
+    if failure is not None:
+        timings.error_category = failure.category
+        timings.error_message = redact(failure.message, request.headers)
+    return timings, decoded.text
+
+
+def failed_request(request: StreamRequest, error: BaseException) -> RequestTimings:
+    """Timings of a request that failed before it could be sent (e.g. the model lookup),
+    categorised like ``stream_request`` would have: for callers that must count it."""
+    timings = _new_timings(request)
+    timings.t_end_ns = time.perf_counter_ns()
+    if isinstance(error, StreamError):
+        failure = error
+    elif isinstance(error, ReadTimeout):
+        timeout = request.first_token_timeout
+        failure = StreamError(TIMEOUT_FIRST_TOKEN, f"no response within {timeout:g} s")
+    else:
+        failure = StreamError(CLIENT_ERROR, f"{error.__class__.__name__}: {error}")
+    timings.error_category = failure.category
+    timings.error_message = redact(failure.message, request.headers)
+    return timings
+
+
+def redact(message: str, headers: dict[str, str]) -> str:
+    """The message without any credential sent in ``headers`` (servers do echo keys)."""
+    for name, value in headers.items():
+        if name.lower() not in SECRET_HEADERS or not value:
+            continue
+        scheme, _, token = value.partition(" ")
+        for secret in (value, token if scheme.lower() in ("bearer", "basic") else ""):
+            if len(secret) >= 4 and secret in message:
+                message = message.replace(secret, REDACTED)
+    return message
+
+
+def _new_timings(request: StreamRequest) -> RequestTimings:
+    return RequestTimings(
+        user_class=request.user_class,
+        api=request.api,
+        request_id=request.request_id,
+        t_intended_ns=request.t_intended_ns,
+        t_send_ns=time.perf_counter_ns(),
+        prompt_tokens_requested=request.prompt_tokens_requested,
+    )
+
+
+def _first_cause(transport: StreamError | None, content: StreamError | None) -> StreamError | None:
+    """An error event or bad JSON that arrived before the transport failed is the cause."""
+    if content is not None and content.category in (STREAM_ERROR_EVENT, BAD_JSON):
+        return content
+    return transport or content
+
+
+def _send_and_collect(
+    connection: HTTPConnection, request: StreamRequest, collected: _Collected
+) -> None:
+    total_ns = int(request.total_timeout * 1e9)
+    idle_ns = int(request.idle_timeout * 1e9)
+    first_ns = int(request.first_token_timeout * 1e9)
+    collected.total_deadline_ns = collected.t_send_ns + total_ns
+    collected.event_deadline_ns = collected.t_send_ns + first_ns
+    connection.read_timeout = min(request.first_token_timeout, request.total_timeout)
+    response, t_send_ns = connection.request(
+        "POST", request.path, request.headers, request.body, head_timeout=connection.read_timeout
+    )
+    collected.t_send_ns = t_send_ns
+    total_deadline_ns = collected.total_deadline_ns = t_send_ns + total_ns
+    collected.event_deadline_ns = t_send_ns + first_ns
+    if response.status >= 400:
+        raise _http_error(connection, request, response, total_deadline_ns)
+    if "text/event-stream" not in response.content_type:
+        connection.read_timeout = request.idle_timeout
+        try:
+            response.read(total_deadline_ns, limit=MAX_ERROR_BODY)
+        except (StreamError, ReadTimeout):
+            pass
+        raise StreamError(NOT_SSE, f"content type {response.content_type or 'missing'!r}")
+    connection.read_timeout = request.total_timeout  # the deadlines below govern every read
+    response.deadline_ns = min(collected.event_deadline_ns, total_deadline_ns)
+    parser = SSEParser()
+    decoder = collected.decoder
+
+    def consume(stamp: int, data: bytes) -> None:
+        if feed_read(parser, decoder, stamp, data):
+            collected.last_event_ns = stamp
+            next_ns = stamp + idle_ns
+            response.deadline_ns = next_ns if next_ns < total_deadline_ns else total_deadline_ns
+            if parser.failure is not None:  # an oversized event came after these
+                raise parser.failure
+        if stamp >= total_deadline_ns:
+            raise StreamError(TIMEOUT_TOTAL, f"stream exceeded {request.total_timeout:g} s")
+
+    read_body(response, consume)
+    collected.reset = response.reset
+    if events := parser.close():
+        decoder.feed(time.perf_counter_ns(), events)
+
+
+def _http_error(
+    connection: HTTPConnection, request: StreamRequest, response: Response, deadline_ns: int
+) -> StreamError:
+    """The categorised failure of an HTTP error status, with the server's message."""
+    connection.read_timeout = request.idle_timeout
+    try:
+        body = response.read(deadline_ns, limit=MAX_ERROR_BODY)
+    except (StreamError, ReadTimeout):
+        body = b""  # the status alone is the failure
+    retry_after = response.headers.get("retry-after")
+    detail = f" (Retry-After: {retry_after[:40]})" if retry_after else ""
+    return StreamError(
+        http_status_category(response.status),
+        f"HTTP {response.status}{detail}: {decode_error_body(body)}",
+    )
+
+
+def _timeout_error(request: StreamRequest, collected: _Collected) -> StreamError:
+    if collected.decoder.events:  # the idle deadline ran from the last event's arrival
+        collected.event_deadline_ns = collected.last_event_ns + int(request.idle_timeout * 1e9)
+    if collected.total_deadline_ns <= collected.event_deadline_ns:
+        return StreamError(TIMEOUT_TOTAL, f"stream exceeded {request.total_timeout:g} s")
+    if not collected.decoder.events:
+        return StreamError(
+            TIMEOUT_FIRST_TOKEN, f"no event within {request.first_token_timeout:g} s"
+        )
+    return StreamError(TIMEOUT_IDLE, f"no event for {request.idle_timeout:g} s")
