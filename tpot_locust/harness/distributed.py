@@ -23,6 +23,7 @@ import gevent
 from gevent.lock import Semaphore
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
+from tpot_locust.common.version import __version__
 from tpot_locust.harness.traffic import ProcessShare
 from tpot_locust.metrics.histograms import add_into, histogram_stats, new_histogram
 from tpot_locust.metrics.recorder import MetricSet
@@ -45,6 +46,34 @@ PLAN = "tpot_plan"  # master -> worker at test start: its share of open-loop tra
 WINDOW = "tpot_window"  # burst window: worker -> master -> every worker
 STOP_RUN = "tpot_stop_run"  # worker -> master: the run cannot measure anything (why)
 FLUSH_MARGIN_S = 10.0
+# The form of a worker's delta (``MetricSet.encode`` inside ``pack_delta``). Raise it when
+# a change means a master could misread a delta of the previous form: then a master and a
+# worker of different versions refuse each other with a message instead of a wrong merge.
+DELTA_FORMAT = 2
+
+
+class DeltaFormatError(ValueError):
+    """A delta this master cannot merge: it comes from another version of tpot-locust."""
+
+
+def pack_delta(delta: MetricSet, cooperative: bool = False) -> dict[str, Any]:
+    return {"format": DELTA_FORMAT, "version": __version__,
+            "metrics": delta.encode(cooperative=cooperative)}  # fmt: skip
+
+
+def unpack_delta(client_id: str, packed: Any) -> MetricSet:
+    """The worker's delta, or ``DeltaFormatError`` naming both sides' versions (a delta
+    without a format is the first one, before it was versioned)."""
+    is_packed = isinstance(packed, dict) and "format" in packed
+    form = packed["format"] if is_packed else 1
+    if form != DELTA_FORMAT:
+        theirs = packed.get("version", "unknown") if is_packed else "0.1.0 or older"
+        raise DeltaFormatError(
+            f"worker {client_id} runs tpot-locust {theirs} (delta format {form}); this master "
+            f"runs {__version__} (delta format {DELTA_FORMAT}): its metrics cannot be merged. "
+            "Install the same tpot-locust version on the master and every worker"
+        )
+    return MetricSet.decode(packed["metrics"])
 
 
 @dataclass(frozen=True)
@@ -83,7 +112,7 @@ class WorkerLink:
         with self._taking:
             delta = self.recorder.take_interval(final=final)
             self.sent.add(delta)
-            return delta.encode(cooperative=True)
+            return pack_delta(delta, cooperative=True)
 
     def _on_plan(self, environment: Any, msg: Any, **_: Any) -> None:
         self._final_sent = False  # a new test
@@ -146,6 +175,7 @@ class MasterLink:
         self.on_stop_run = on_stop_run
         self.seen: set[str] = set()
         self.finals: set[str] = set()
+        self.refused: set[str] = set()  # workers of another version: nothing of theirs merged
         # each worker's own read delays: one overloaded worker among many barely moves the
         # merged histogram, so the report judges every worker by its own
         self.read_delays: dict[str, HdrHistogram] = {}
@@ -179,18 +209,30 @@ class MasterLink:
 
     def _merge_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         self.seen.add(client_id)
-        delta = data.get(DELTA_KEY)
-        if delta:
-            self._add_delta(client_id, MetricSet.decode(delta))
+        if packed := data.get(DELTA_KEY):
+            self._add_delta(client_id, packed)
 
     def _on_final(self, environment: Any, msg: Any, **_: Any) -> None:
         self.seen.add(msg.node_id)
-        delta = msg.data.get(DELTA_KEY) if isinstance(msg.data, dict) else None
-        if delta:
-            self._add_delta(msg.node_id, MetricSet.decode(delta))
-        self.finals.add(msg.node_id)
+        packed = msg.data.get(DELTA_KEY) if isinstance(msg.data, dict) else None
+        if packed:
+            self._add_delta(msg.node_id, packed)
+        if msg.node_id not in self.refused:
+            self.finals.add(msg.node_id)
 
-    def _add_delta(self, client_id: str, delta: MetricSet) -> None:
+    def _add_delta(self, client_id: str, packed: Any) -> None:
+        """Merge a worker's delta; one of another version is refused, once, with the run."""
+        try:
+            delta = unpack_delta(client_id, packed)
+        except DeltaFormatError as error:
+            if client_id not in self.refused:
+                self.refused.add(client_id)
+                logger.error("tpot-locust: %s", error)
+                self.on_stop_run(str(error))
+            return
+        self._merge(client_id, delta)
+
+    def _merge(self, client_id: str, delta: MetricSet) -> None:
         delta.client.name_worker(client_id)
         self.client_health.setdefault(client_id, ClientHealth()).add(delta.client)
         self.collector.add_delta(delta)
