@@ -21,6 +21,7 @@ import gevent
 from gevent.pool import Group
 from locust.env import Environment
 
+from tpot_locust.common.clock import wall_minus_perf_ns
 from tpot_locust.common.cooperation import let_streams_run
 from tpot_locust.common.distributions import as_distribution
 from tpot_locust.scenario.arrivals import arrival_times
@@ -181,9 +182,8 @@ class TrafficDriver:
         try:
             timings = agent.send_prepared(turn)
             if timings is not None:
-                offset = time.time_ns() - time.perf_counter_ns()
                 first = timings.token_stamps[0] if timings.token_stamps else timings.t_end_ns
-                end_wall = first + offset
+                end_wall = first + wall_minus_perf_ns()
         finally:
             self.on_window(window_id, start_wall, end_wall or time.time_ns())
             pool.give_back(agent)

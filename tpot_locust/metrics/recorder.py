@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
+from tpot_locust.common.clock import WallClock
 from tpot_locust.common.cooperation import WorkSlices, let_streams_run
 from tpot_locust.common.errors import INTERRUPTED
 from tpot_locust.common.timings import RequestTimings, to_us, tpot_samples_ns
@@ -244,7 +245,8 @@ class Recorder:
         self._pending_values = 0
         self._held: deque[_HeldGaps] = deque()
         self._finished: deque[RequestTimings] = deque()
-        self._wall_offset_ns = time.time_ns() - time.perf_counter_ns()
+        # one offset for the whole run, as every process's windows (common.clock)
+        self._wall_offset_ns = WallClock().offset_ns
         self.windows = BurstWindows()
         self.stalls = StallWindows()
         # the harness's loop probe (``harness.loop_probe``): its lags join each interval

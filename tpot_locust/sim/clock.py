@@ -7,22 +7,10 @@ monotonic stamp a client can compare with its own.
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+from ..common.clock import WallClock
 
-
-def _capture_offset() -> int:
-    return time.time_ns() - time.perf_counter_ns()
-
-
-@dataclass(frozen=True)
-class Clock:
-    """``offset_ns`` is captured once; ``wall(perf)`` = ``perf + offset_ns``."""
-
-    offset_ns: int = field(default_factory=_capture_offset)
-
-    def wall(self, perf_ns: int) -> int:
-        return perf_ns + self.offset_ns
+# The simulator's truth converts with one offset for the whole run (common.clock's policy).
+Clock = WallClock
 
 
 def s_to_ns(seconds: float) -> int:

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from tpot_locust.common.clock import wall_minus_perf_ns
 from tpot_locust.common.errors import (
     BAD_HTTP,
     CLIENT_ERROR,
@@ -378,7 +379,7 @@ class HTTPConnection:
             if self._sock is None:
                 self._sock = self._connect()
             # per request, so that a step of the wall clock spoils at most one request
-            self._real_minus_perf_ns = time.time_ns() - time.perf_counter_ns()
+            self._real_minus_perf_ns = wall_minus_perf_ns()
             send_ns = time.perf_counter_ns()
             self._last_stamp_ns = send_ns
             deadline_ns = None if head_timeout is None else send_ns + int(head_timeout * 1e9)
