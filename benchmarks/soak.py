@@ -3,7 +3,7 @@
 Usage: python benchmarks/soak.py [--minutes 10] [--users 20] [--workers 2]
                                  [--fault-rate 0.01] [--sample-s 30] [--out DIR]
 
-Starts ``tests/fault_server.py`` (its own process) injecting a random fault of
+Starts ``tests/helpers/fault_server.py`` (its own process) injecting a random fault of
 ``RATE_FAULTS`` into ``--fault-rate`` of the requests, and Locust (a master and
 ``--workers`` worker processes, or one process with ``--workers 0``) running this file's
 ``SoakUser`` against it. Every ``--sample-s`` it prints the RSS of the server, the master
@@ -75,7 +75,7 @@ def server_stats(url: str) -> dict:
 
 def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
     server = subprocess.Popen(
-        [sys.executable, "-m", "tests.fault_server", "--fault-rate", str(args.fault_rate),
+        [sys.executable, "-m", "tests.helpers.fault_server", "--fault-rate", str(args.fault_rate),
          "--gap-ms", str(args.gap_ms), "--stall-s", "2", "--seed", str(args.seed)],
         cwd=ROOT, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip

@@ -23,3 +23,12 @@ def run_command(args: list[str], timeout: float, **kwargs) -> subprocess.Complet
 @pytest.fixture
 def python() -> str:
     return sys.executable
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """``unit``: tests/unit (no process or server started: seconds); ``process``:
+    tests/process (real processes and servers on 127.0.0.1: minutes)."""
+    for item in items:
+        layer = item.path.parent.name
+        if layer in ("unit", "process"):
+            item.add_marker(layer)

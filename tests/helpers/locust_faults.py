@@ -1,4 +1,4 @@
-"""Locustfile for the fault tests: one user class per fault of ``tests/fault_server.py``.
+"""Locustfile for the fault tests: one user class per fault of ``tests/helpers/fault_server.py``.
 
 Class ``Fault_<fault>`` (one user each, ``fixed_count = 1``) sends its fault in an
 ``X-Fault`` header, ``FAULT_REQUESTS`` requests in all (default 3), then idles; when every
@@ -16,10 +16,10 @@ from typing import Any
 
 import gevent
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for ``tests.fault_server``
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for ``tests.helpers.fault_server``
 
 import tpot_locust.plugin  # noqa: F401  (records and reports our metrics)
-from tests.fault_server import FAULTS  # noqa: E402
+from tests.helpers.fault_server import FAULTS  # noqa: E402
 from tpot_locust import ChatUser  # noqa: E402
 
 REQUESTS = int(os.environ.get("FAULT_REQUESTS", "3"))

@@ -14,7 +14,8 @@ def test_multi_turn_history_and_completions_under_plain_locust(tmp_path: Path, p
     truth_path, out = tmp_path / "truth.jsonl", tmp_path / "out"
     with start_simulator("--gap-ms", "1", "--ttft-ms", "5", truth=truth_path) as sim:
         result = run_command(
-            [python, "-m", "locust", "-f", str(ROOT / "tests/locust_sessions.py"), "--headless",
+            [python, "-m", "locust", "-f", str(ROOT / "tests/helpers/locust_sessions.py"),
+             "--headless",
              "-u", "2", "-r", "2", "-t", "3s", "--host", sim.url, "--tpot-out", str(out),
              "--csv", str(tmp_path / "locust")],
             timeout=120,
@@ -47,7 +48,8 @@ def test_requests_cut_off_by_the_stop_are_counted_interrupted(tmp_path: Path, py
     # 20 tokens 300 ms apart: every request is still streaming when the 2 s run stops
     with start_simulator("--gap-ms", "300", "--ttft-ms", "5", truth=truth_path) as sim:
         result = run_command(
-            [python, "-m", "locust", "-f", str(ROOT / "tests/locust_sessions.py"), "--headless",
+            [python, "-m", "locust", "-f", str(ROOT / "tests/helpers/locust_sessions.py"),
+             "--headless",
              "-u", "2", "-r", "2", "-t", "2s", "--host", sim.url, "--tpot-out", str(out)],
             timeout=120,
         )  # fmt: skip

@@ -137,7 +137,7 @@ def test_planted_stall_is_seen_tagged_and_set_aside(tmp_path: Path, python: str)
     truth_path, out, stamps = tmp_path / "truth.jsonl", tmp_path / "out", tmp_path / "s.jsonl"
     with start_simulator("--gap-ms", "3", "--ttft-ms", "20", truth=truth_path) as sim:
         result = run_command(
-            [python, "-m", "locust", "-f", str(ROOT / "tests/locust_planted_stall.py"),
+            [python, "-m", "locust", "-f", str(ROOT / "tests/helpers/locust_planted_stall.py"),
              "--headless", "-u", "16", "-r", "16", "-t", "15s", "--host", sim.url,
              "--tpot-out", str(out), "--only-summary", "--stop-timeout", "5"],
             timeout=120, env={"STAMPS_FILE": str(stamps)},

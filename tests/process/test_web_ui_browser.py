@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.distributed import free_port
-from tests.test_web_ui import post, start_web_ui, wait_up
+from tests.helpers.distributed import free_port
+from tests.process.test_web_ui import post, start_web_ui, wait_up
 from tpot_locust.sim.process import start_simulator
 
 CHROMIUM = Path("/usr/bin/chromium")

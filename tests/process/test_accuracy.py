@@ -19,7 +19,8 @@ def test_tpot_matches_ground_truth_at_2ms_gap_8_streams(tmp_path: Path, python: 
     out = tmp_path / "out"
     with start_simulator("--gap-ms", "2", "--ttft-ms", "20", truth=truth_path) as sim:
         result = run_command(
-            [python, "-m", "locust", "-f", str(ROOT / "tests/locust_accuracy.py"), "--headless",
+            [python, "-m", "locust", "-f", str(ROOT / "tests/helpers/locust_accuracy.py"),
+             "--headless",
              "-u", "8", "-r", "8", "-t", "4s", "--host", sim.url, "--tpot-out", str(out),
              "--only-summary"],
             timeout=120,

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from hdrh.log import HistogramLogReader
 
-from tests.distributed import start_cluster
+from tests.helpers.distributed import start_cluster
 from tpot_locust.metrics.histograms import histogram_stats, new_histogram
 from tpot_locust.metrics.recorder import MetricSet
 from tpot_locust.report.summary import load_results

@@ -21,8 +21,8 @@ import uuid
 from pathlib import Path
 
 from tests.conftest import ROOT, run_command
-from tests.fault_server import FaultServer
-from tests.locust_faults import REQUESTS
+from tests.helpers.fault_server import FaultServer
+from tests.helpers.locust_faults import REQUESTS
 
 CLASSES = ["Fault_none", "Fault_http_500", "Fault_echo_key", "Fault_echo_key_event",
            "Fault_bad_json", "Fault_reset"]  # fmt: skip
@@ -66,7 +66,7 @@ def test_planted_key_in_no_locust_output_nor_web_ui(tmp_path: Path) -> None:
     out.mkdir()
     env = dict(os.environ, OPENAI_API_KEY=key, FAULT_NO_QUIT="1", PYTHONUNBUFFERED="1")
     command = [
-        sys.executable, "-m", "locust", "-f", str(ROOT / "tests/locust_faults.py"),
+        sys.executable, "-m", "locust", "-f", str(ROOT / "tests/helpers/locust_faults.py"),
         "--autostart", "-u", str(len(CLASSES)), "-r", "100", "-t", "3s", "--autoquit", "30",
         "--web-host", "127.0.0.1", "--web-port", str(port), "--host", "{url}",
         "--tpot-out", str(out), "--csv", str(out / "locust"), "--html", str(out / "report.html"),
@@ -133,7 +133,7 @@ def test_planted_key_echoed_by_the_model_lookup_is_not_shown(tmp_path: Path) -> 
     key, out = planted_key(), tmp_path / "out"
     with FaultServer() as server:
         result = run_command(
-            [sys.executable, "-m", "locust", "-f", str(ROOT / "tests/locust_faults.py"),
+            [sys.executable, "-m", "locust", "-f", str(ROOT / "tests/helpers/locust_faults.py"),
              "--headless", "-u", "1", "-r", "10", "-t", "20s", "--host", server.url,
              "--only-summary", "--tpot-out", str(out), "--csv", str(out / "locust"),
              "ModelLookupEchoesKey"],

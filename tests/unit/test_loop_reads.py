@@ -13,7 +13,7 @@ from collections.abc import Iterator  # noqa: E402
 import gevent  # noqa: E402
 import pytest  # noqa: E402
 
-from tests.scripted_server import (  # noqa: E402
+from tests.helpers.scripted_server import (  # noqa: E402
     DONE,
     FINISH,
     Script,

@@ -20,7 +20,7 @@ from typing import Any  # noqa: E402
 import gevent  # noqa: E402
 import pytest  # noqa: E402
 
-from tests.scripted_server import request  # noqa: E402
+from tests.helpers.scripted_server import request  # noqa: E402
 from tpot_locust.metrics.recorder import Recorder  # noqa: E402
 from tpot_locust.report.summary import build_summary, format_report  # noqa: E402
 from tpot_locust.sim.process import start_simulator  # noqa: E402

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.scripted_server import (
+from tests.helpers.scripted_server import (
     DONE,
     FINISH,
     Script,

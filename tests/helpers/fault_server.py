@@ -12,7 +12,7 @@ unless the fault closes them. Everything the server did is counted in ``stats`` 
 ``Authorization`` headers received, and whether every assistant message a client sent
 back was exactly a text this server had streamed (``history_ok``/``history_bad``).
 
-Run alone (the soak benchmark): ``python -m tests.fault_server --port 0 --fault-rate 0.01``;
+Run alone (the soak benchmark): ``python -m tests.helpers.fault_server --port 0 --fault-rate 0.01``;
 it prints ``fault server listening on http://127.0.0.1:PORT`` when ready.
 """
 

@@ -11,7 +11,7 @@ import sys
 import yaml
 
 from tests.conftest import ROOT, run_command
-from tests.distributed import free_port
+from tests.helpers.distributed import free_port
 from tpot_locust.sim.process import start_simulator
 
 

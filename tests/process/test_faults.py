@@ -1,7 +1,7 @@
 """Every fault a server can commit is counted under its category; nothing else is harmed.
 
-One real Locust run (``tests/locust_faults.py``: one user class per fault of
-``tests/fault_server.py``, three requests each) is checked per fault against
+One real Locust run (``tests/helpers/locust_faults.py``: one user class per fault of
+``tests/helpers/fault_server.py``, three requests each) is checked per fault against
 ``summary.json``, Locust's failure CSV and what the server did; then the same faults at
 unit level through ``stream_request`` (completions API, exact text), and the command
 line's bad inputs: one line on stderr and exit code 2, or a finished run, never a traceback.
@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, run_command
-from tests.fault_server import FAULTS, PARTIAL_FAULTS, FaultServer, expected_text
-from tests.locust_faults import OUTPUT_TOKENS, REQUESTS
+from tests.helpers.fault_server import FAULTS, PARTIAL_FAULTS, FaultServer, expected_text
+from tests.helpers.locust_faults import OUTPUT_TOKENS, REQUESTS
 from tpot_locust.wire.http_client import HTTPConnection, Origin
 from tpot_locust.wire.streaming import StreamRequest, stream_request
 
@@ -59,7 +59,7 @@ def fault_run(tmp_path_factory: pytest.TempPathFactory) -> FaultRun:
     with FaultServer(stall_s=STALL_S) as server:
         started = time.perf_counter()
         result = run_command(
-            [sys.executable, "-m", "locust", "-f", str(ROOT / "tests/locust_faults.py"),
+            [sys.executable, "-m", "locust", "-f", str(ROOT / "tests/helpers/locust_faults.py"),
              "--headless", "-u", str(len(FAULTS)), "-r", "1000", "-t", "60s",
              "--host", server.url, "--tpot-out", str(out), "--csv", str(out / "locust"),
              "--only-summary"],
@@ -254,7 +254,8 @@ def test_unreachable_host_is_a_failed_run_not_a_crash(tmp_path: Path, python: st
 def test_default_think_time_multi_turn_sessions_do_not_raise(tmp_path: Path, python: str) -> None:
     with FaultServer() as server:
         result = run_command(
-            [python, "-m", "locust", "-f", str(ROOT / "tests/locust_faults.py"), "--headless",
+            [python, "-m", "locust", "-f", str(ROOT / "tests/helpers/locust_faults.py"),
+             "--headless",
              "-u", "1", "-r", "10", "-t", "20s", "--host", server.url, "--only-summary",
              "--tpot-out", str(tmp_path), "TwoTurnsDefaultThinkTime"],
             timeout=60, env={"FAULT_DEFAULT_THINK": "1"},

@@ -13,7 +13,7 @@ from tpot_locust.cli.run import free_port
 
 __all__ = ["Cluster", "free_port", "start_cluster"]
 
-LOCUSTFILE = str(ROOT / "tests/locust_distributed.py")
+LOCUSTFILE = str(ROOT / "tests/helpers/locust_distributed.py")
 
 
 @dataclass

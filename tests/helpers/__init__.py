@@ -1,0 +1,1 @@
+"""Servers, locustfiles and process helpers the tests share."""

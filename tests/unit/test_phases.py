@@ -1,0 +1,47 @@
+"""Gaps tagged by burst-window overlap; requests left out by warm-up and cool-down time."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from tpot_locust.common.timings import RequestTimings
+from tpot_locust.metrics.phases import BurstWindows, RunClock
+from tpot_locust.metrics.recorder import Recorder, phase_metric
+
+
+def test_phase_tagging_by_window_overlap() -> None:
+    recorder = Recorder()
+    now_perf, now_wall = time.perf_counter_ns(), time.time_ns()
+    offset = now_wall - now_perf
+    stamps = [now_perf + i * 2_000_000 for i in range(10)]
+    stamps[6] += 50_000_000  # a 52 ms gap between events 5 and 6
+    stamps[7:] = [s + 50_000_000 for s in stamps[7:]]
+    # a burst window inside that gap only
+    recorder.windows.update("w", stamps[5] + offset + 10_000_000, stamps[5] + offset + 40_000_000)
+    timings = RequestTimings(
+        user_class="c", api="chat", request_id="r", t_intended_ns=now_perf - 1,
+        t_send_ns=now_perf - 1_000_000, token_stamps=stamps, token_counts=[1] * 10,
+        output_tokens=10,
+    )  # fmt: skip
+    recorder.record(timings)
+    metrics = recorder.take_interval(final=True).classes["c"]
+    assert metrics.histogram(phase_metric("tpot", "burst")).total_count == 1
+    assert metrics.histogram(phase_metric("tpot", "steady")).total_count == 8
+    assert metrics.worst_gaps[0]["phase"] == "burst"
+    assert metrics.worst_gaps[0]["ms"] == pytest.approx(52, abs=0.01)
+
+
+def test_warmup_and_cooldown_exclusion_by_time() -> None:
+    clock = RunClock(start_wall_ns=0, duration_s=10, warmup_s=2, cooldown_s=1)
+    assert clock.excluded(int(1.5e9), int(3e9)) == "warmup"
+    assert clock.excluded(int(2.5e9), int(9.5e9)) == "cooldown"
+    assert clock.excluded(int(2.5e9), int(8e9)) is None
+    windows = BurstWindows()
+    windows.update("a", 100, None)
+    windows.update("a", 100, 200)
+    windows.update("a", 100, None)  # a late open must not reopen it
+    assert windows.overlaps(np.array([150]), np.array([160])).tolist() == [True]
+    assert windows.overlaps(np.array([250]), np.array([260])).tolist() == [False]

@@ -1,0 +1,103 @@
+"""SLO parsing and the gate's verdicts on given summaries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import ROOT
+from tpot_locust.report.gate import evaluate
+from tpot_locust.scenario.loader import load_scenario
+from tpot_locust.scenario.slo import SloSpec, parse_slo
+from tpot_locust.scenario.yaml_source import parse_located
+
+GATE = ROOT / "tests/scenarios/gate.yaml"
+
+
+def slo(text: str, classes: tuple[str, ...] = ("chat",)) -> SloSpec:
+    located = parse_located(text, "s.yaml")
+    spec = parse_slo(located, located.data["slo"], set(classes))
+    located.raise_problems()
+    return spec
+
+
+def summary_with(metric: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    base = {"requests": {"ok": 100, "failed": 0, "per_s": 1.0}, "tokens": {"per_s": 10.0},
+            "window_s": 100.0, "complete": True, "classes": {}}  # fmt: skip
+    return base | {"metrics": {"tpot": metric}} | extra
+
+
+def tpot(p99: float, above: int, tagged: int = 0, clean: float | None = None) -> dict[str, Any]:
+    metric: dict[str, Any] = {"count": 100_000, "p99": p99, "above": {"p99": above}}
+    if tagged:
+        metric["client_stall"] = {"count": tagged, "above": {"p99": tagged},
+                                  "set_aside": {"p99": clean}}  # fmt: skip
+    return metric
+
+
+def test_units_times_percentages_and_legacy_keys() -> None:
+    spec = slo("slo: {tpot: {P99: 0.015s, 99.9: 20}, tpot_p50_ms: 2, error_rate: 0.1%}")
+    bounds = {(o.metric, o.statistic): o.limit for o in spec.objectives}
+    assert bounds == {("tpot", "p99"): 15.0, ("tpot", "p99.9"): 20.0, ("tpot", "p50"): 2.0,
+                      ("error_rate", None): 0.001}  # fmt: skip
+    legacy = slo("slo: {tpot_p99_ms: 25, ttft_p99_ms: 2000, error_rate: 0.01}")
+    assert {(o.metric, o.statistic, o.limit) for o in legacy.objectives} == {
+        ("tpot", "p99", 25.0), ("ttft", "p99", 2000.0), ("error_rate", None, 0.01)
+    }  # fmt: skip
+
+
+def test_set_overrides_an_slo(tmp_path: Path) -> None:
+    scenario = load_scenario(GATE, ["slo.tpot.p99=7ms"])
+    assert {(o.metric, o.statistic): o.limit for o in scenario.slo.objectives}[("tpot", "p99")] == 7
+
+
+def test_stall_tagged_samples_above_a_gated_percentile_make_it_invalid() -> None:
+    strict = slo("slo: {tpot: {p99: 10ms}}")
+    assert evaluate(strict, summary_with(tpot(5, 1000)))["exit_code"] == 0
+    verdict = evaluate(strict, summary_with(tpot(5, 1000, tagged=3, clean=4.9)))
+    assert verdict["exit_code"] == 3 and verdict["checks"][0]["verdict"] == "invalid"
+    decisive = slo("slo: {tpot: {p99: 10ms}, client_stalls: decisive}")
+    assert evaluate(decisive, summary_with(tpot(5, 1000, tagged=3, clean=4.9)))["exit_code"] == 0
+    # the stalls decide it: raw fails, stall-free would pass
+    assert evaluate(decisive, summary_with(tpot(12, 1000, tagged=30, clean=8)))["exit_code"] == 3
+    assert evaluate(decisive, summary_with(tpot(12, 1000, tagged=30, clean=11)))["exit_code"] == 1
+
+
+def test_a_lost_worker_or_a_failed_truth_check_invalidates_the_run() -> None:
+    spec = slo("slo: {tpot: {p99: 10ms}}")
+    lost = summary_with(tpot(5, 1000), complete=False, workers={"missing": ["w1"]})
+    verdict = evaluate(spec, lost)
+    assert verdict["exit_code"] == 3 and "w1" in verdict["run_invalid"][0]
+    truth = {"passed": False, "worst_error_ms": 4.0, "tolerance_ms": 1.0}
+    assert evaluate(spec, summary_with(tpot(5, 1000), truth_check=truth))["exit_code"] == 3
+
+
+def test_goodput_counts_failed_requests_as_not_good() -> None:
+    from tpot_locust.metrics.recorder import ClassCounters
+    from tpot_locust.report.summary import goodput_summary
+
+    counters = ClassCounters(ok=8, failed=2, good=6)
+    assert goodput_summary(counters, 2.0, {"ttft": 800.0}) == {
+        "limits_ms": {"ttft": 800.0}, "good": 6, "per_s": 3.0, "fraction": 0.6,
+    }  # fmt: skip
+    rule = slo("slo: {goodput: {ttft: 800ms, worst_gap: 50ms}}").goodput
+    assert rule is not None
+    assert rule.met_by({"ttft": 700e6, "worst_gap": 10e6, "e2e": 9e9})
+    assert not rule.met_by({"ttft": 900e6, "worst_gap": 10e6})
+    assert rule.met_by({"ttft": 700e6})  # one token: no gap
+
+
+def test_interference_and_error_rate_objectives() -> None:
+    spec = slo("slo: {interference: {tpot_p99: 3.0}, error_rate: 1%}")
+    factors = {"tpot": {"p99": 4.2}, "itl": {"p99": 1.0}}
+    summary = summary_with(tpot(5, 1000), interference={"interference_factor": factors})
+    checks = {c["metric"]: c for c in evaluate(spec, summary)["checks"]}
+    assert checks["tpot"]["verdict"] == "fail" and checks["tpot"]["measured"] == 4.2
+    assert checks["error_rate"]["verdict"] == "pass"
+    summary["requests"] = {"ok": 98, "failed": 2, "per_s": 1.0}
+    assert evaluate(spec, summary | {"interference": None})["checks"][0]["verdict"] == (
+        "insufficient"
+    )
+    assert {c["metric"]: c["verdict"] for c in evaluate(spec, summary)["checks"]}[
+        "error_rate"
+    ] == "fail"
