@@ -10,18 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.browser import CHROMIUM, CHROMIUM_FLAGS, needs_chromium
 from tests.helpers.distributed import free_port
 from tests.process.test_web_ui import post, start_web_ui, wait_up
 from tpot_locust.sim.process import start_simulator
 
-CHROMIUM = Path("/usr/bin/chromium")
-# Headless, and nothing that reaches beyond this machine (its network is closed).
-CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
-
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium not installed")
+pytestmark = needs_chromium
 
 
 def test_tpot_tab_shows_live_percentiles_in_the_browser(tmp_path: Path) -> None:

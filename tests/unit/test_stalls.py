@@ -90,7 +90,8 @@ def test_recorder_sets_aside_the_gaps_across_a_stall() -> None:
     assert summary["metrics"]["itl"]["client_stall"]["count"] == 3
     assert summary["client"]["stalls"] == 1
     report = format_report(summary)
-    assert "! client stalls" in report and "overlap client stalls" in report
+    assert "! client stalls" in report and " in stalls: the client's tail" in report
+    assert max(len(line) for line in report.splitlines()) <= 100  # readable in 100 columns
 
 
 def test_client_health_merges_and_survives_encoding() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -35,6 +36,11 @@ def _report(args: argparse.Namespace) -> int:
     from tpot_locust.report.summary import build_summary, format_full_report, load_results
     from tpot_locust.report.verdict_files import VERDICT_FILE, format_verdict
 
+    if args.html:
+        return _html_report(args)
+    if len(args.out) > 1:
+        raise ValueError("several results folders: only with --html (their runs overlaid)")
+    args.out = args.out[0]
     totals, run = load_results(Path(args.out))
     summary = build_summary(totals, run)
     folder = Path(args.out) if Path(args.out).is_dir() else Path(args.out).parent
@@ -46,6 +52,29 @@ def _report(args: argparse.Namespace) -> int:
         print(format_full_report(summary))
         if verdict is not None:
             print("\n" + "\n".join(format_verdict(verdict)))
+    return 0
+
+
+def _html_report(args: argparse.Namespace) -> int:
+    from tpot_locust.report.html import HTML_FILE, SCENARIO_FILE, RunView, write_html
+    from tpot_locust.report.summary import SUMMARY_FILE, build_summary, load_results
+
+    runs = []
+    for given in args.out:
+        folder = Path(given) if Path(given).is_dir() else Path(given).parent
+        totals, run = load_results(folder)
+        saved = folder / SUMMARY_FILE  # the final summary: truth check and verdict included
+        summary = json.loads(saved.read_text()) if saved.exists() else build_summary(totals, run)
+        scenario = folder / SCENARIO_FILE
+        text = scenario.read_text() if scenario.exists() else None
+        runs.append(RunView(run.get("scenario") or folder.name, summary, totals, text))
+    if args.output:
+        target = Path(args.output)
+    elif len(runs) == 1:
+        target = Path(args.out[0]) / HTML_FILE
+    else:
+        target = Path(HTML_FILE)
+    print(write_html(target, runs))
     return 0
 
 
@@ -122,8 +151,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.epilog = "Arguments after -- go to Locust unchanged, e.g. -- --csv results/run"
 
     report = commands.add_parser("report", help="re-print the report of a results directory")
-    report.add_argument("out", help="results directory of a run")
+    report.add_argument("out", nargs="+", help="results directory of a run (several: --html)")
     report.add_argument("--json", action="store_true", help="print the summary as JSON")
+    report.add_argument(
+        "--html",
+        action="store_true",
+        help="write report.html (one self-contained file; several runs overlaid)",
+    )
+    report.add_argument("--output", help="with --html: the file (default OUT/report.html)")
     report.set_defaults(handler=_report)
 
     compare = commands.add_parser(
@@ -175,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader went away (`... | head`): no traceback for that
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

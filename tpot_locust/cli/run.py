@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sys
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from tpot_locust.cli.processes import LocustProcesses, Supervisor
 from tpot_locust.report.gate import unmeasured
 from tpot_locust.report.gating import SUPERVISED_ENV, gate_summary
-from tpot_locust.report.summary import SUMMARY_FILE
+from tpot_locust.report.html import HTML_FILE, SCENARIO_FILE, write_run_report
+from tpot_locust.report.summary import SUMMARY_FILE, load_results
 from tpot_locust.report.truth_check import (
     TRUTH_FILE,
     format_truth_check,
@@ -28,7 +33,7 @@ from tpot_locust.report.truth_check import (
 )
 from tpot_locust.report.verdict_files import format_verdict, write_verdict
 from tpot_locust.scenario.capacity import advice
-from tpot_locust.scenario.loader import load_scenario
+from tpot_locust.scenario.loader import load_scenario, scenario_document
 from tpot_locust.scenario.model import Scenario
 from tpot_locust.scenario.schema import resolve_profile
 from tpot_locust.sim.profiles import check_engine
@@ -156,6 +161,7 @@ def run_scenario(options: RunOptions) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ValueError(f"results folder {out}: {error.strerror or error}") from None
+    save_scenario(out / SCENARIO_FILE, options.scenario_path, overrides)
     env = dict(os.environ)
     env["TPOT_SCENARIO"] = str(options.scenario_path.resolve())
     env["TPOT_SET"] = "\x1f".join(overrides)
@@ -190,14 +196,46 @@ def run_scenario(options: RunOptions) -> int:
     truth_passed = None
     if not host_given:
         truth_passed = check_against_truth(out, options.truth_tolerance_ms)
+    verdict = None
     if not scenario.slo.empty and (out / SUMMARY_FILE).exists():
         summary = json.loads((out / SUMMARY_FILE).read_text())
         verdict = gate_summary(scenario.slo, summary, out, scenario.name)
+    if (out / SUMMARY_FILE).exists():  # the report of everything, truth check and verdict too
+        totals, _ = load_results(out)
+        write_run_report(out, json.loads((out / SUMMARY_FILE).read_text()), totals)
+        print(f"tpot-locust: report {out / HTML_FILE}", flush=True)
+    if verdict is not None:
         print("\n" + "\n".join(format_verdict(verdict)), flush=True)
         return code if code >= 128 else verdict["exit_code"]  # stopped by a signal: say so
     if truth_passed is False:
         return TRUTH_CHECK_FAILED
     return code
+
+
+REDACTED = "[redacted]"  # as the wire shows a key a server echoed
+SECRET_NAME = re.compile(
+    r"(?:^|[-_])(?:authorization|auth|api[-_]?key|key|token|secret|password|cookie)(?:$|[-_])",
+    re.IGNORECASE,
+)
+
+
+def save_scenario(path: Path, scenario_path: Path, overrides: list[str]) -> None:
+    """``OUT/scenario.yaml``: the scenario as run, --set applied, with the values of headers
+    and body fields whose names suggest a secret removed (keys belong in the environment)."""
+    document = redact_secrets(scenario_document(scenario_path, overrides))
+    keys = ", ".join(override.partition("=")[0] for override in overrides)
+    header = f"# {scenario_path} as run" + (f"; set on the command line: {keys}" if keys else "")
+    path.write_text(header + "\n" + yaml.safe_dump(document, sort_keys=False))
+
+
+def redact_secrets(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: REDACTED if SECRET_NAME.search(str(key)) and not isinstance(item, dict)
+                and str(key) != "api_key_env" else redact_secrets(item)
+                for key, item in value.items()}  # fmt: skip
+    if isinstance(value, list):
+        return [redact_secrets(item) for item in value]
+    return value
 
 
 def check_against_truth(out: Path, tolerance_ms: float | None) -> bool | None:

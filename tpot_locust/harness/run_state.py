@@ -29,6 +29,7 @@ from tpot_locust.metrics.phases import RunClock
 from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.metrics.stalls import STALLS_FOLDER
 from tpot_locust.report.gating import SUPERVISED_ENV, gate_summary
+from tpot_locust.report.html import write_run_report
 from tpot_locust.report.progress import ProgressPrinter
 from tpot_locust.report.summary import build_summary, format_full_report, write_results
 from tpot_locust.report.verdict_files import format_verdict
@@ -236,6 +237,8 @@ class RunState:
             name = run.get("scenario") or "run"
             self.verdict = gate_summary(self.slo, self.summary, self.out_dir, name)
             self.environment.process_exit_code = self.verdict["exit_code"]
+        if self.out_dir is not None:
+            write_run_report(self.out_dir, self.summary, self.collector.totals)
         if not self.headless and self.environment.runner is not None:
             self.print_report()  # a web-UI test: its own report, now; another may follow
         return self.summary
@@ -279,10 +282,14 @@ class RunState:
             info["workers"] = workers
             info["complete"] = not workers["missing"]
         info["timeseries"] = self.collector.timeseries
+        start_ns = self.collector.start_wall_s * 1e9
         info["bursts"] = {
             "windows": len(self.recorder.windows),
             "prefill_s": sorted(round(d, 3) for d in self.recorder.windows.durations_s()),
-        }
+            # seconds since the time series' start, to shade on its charts
+            "spans_s": [[round((start - start_ns) / 1e9, 3), round((end - start_ns) / 1e9, 3)]
+                        for start, end in self.recorder.windows.spans_wall_ns()],
+        }  # fmt: skip
         if self.tests_started > 1:
             info["test"] = self.tests_started  # of this web-UI session
         if self.recorder.clock is not None:

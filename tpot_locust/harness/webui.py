@@ -3,7 +3,9 @@
 Locust's React UI shows extra tabs given in ``template_args`` and fills their tables from
 ``extended_stats`` in its ``/stats/requests`` JSON (polled every couple of seconds); the
 figures are the master's merged totals (closed intervals, so up to one report interval old).
-``/tpot/summary.json`` serves the whole summary, as ``summary.json`` would be now.
+``/tpot/summary.json`` serves the whole summary, as ``summary.json`` would be now, and
+``/tpot/charts`` the live charts (``report.live_charts``), under ``--web-base-path`` and
+behind ``--web-login`` like Locust's own pages.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from tpot_locust.metrics.histograms import histogram_stats
+from tpot_locust.report.live_charts import charts_fragment, charts_page
 from tpot_locust.report.summary import build_summary
 
 if TYPE_CHECKING:
@@ -65,9 +68,14 @@ def install(environment: Environment, state: RunState) -> None:
         {"href": "/tpot/summary.json", "title": "TPOT summary (summary.json, now)"}
     ]
 
+    base = getattr(environment.parsed_options, "web_base_path", None) or ""
+    web_ui.template_args["extended_csv_files"].append(
+        {"href": f"{base}/tpot/charts", "title": "TPOT charts (live percentile plots)"}
+    )
+
     @web_ui.app.after_request
     def _add_tab_rows(response: Response) -> Response:
-        if request.path != "/stats/requests" or response.status_code != 200:
+        if request.path != f"{base}/stats/requests" or response.status_code != 200:
             return response
         data = response.get_json(silent=True)
         if isinstance(data, dict):
@@ -75,7 +83,23 @@ def install(environment: Environment, state: RunState) -> None:
             response.set_data(json.dumps({**data, "extended_stats": extended}))
         return response
 
-    @web_ui.app.route("/tpot/summary.json")
+    @web_ui.app.route(f"{base}/tpot/charts")
+    @web_ui.auth_required_if_enabled
+    def _charts() -> Response:
+        return Response(charts_page(f"{base}/tpot/charts/fragment", _fragment_html()),
+                        mimetype="text/html")  # fmt: skip
+
+    @web_ui.app.route(f"{base}/tpot/charts/fragment")
+    @web_ui.auth_required_if_enabled
+    def _charts_fragment() -> Response:
+        return Response(_fragment_html(), mimetype="text/html")
+
+    def _fragment_html() -> str:
+        summary = build_summary(state.collector.totals, state.run_info())
+        return charts_fragment(summary, state.collector.totals, running=state.running)
+
+    @web_ui.app.route(f"{base}/tpot/summary.json")
+    @web_ui.auth_required_if_enabled
     def _summary() -> Response:
         summary = build_summary(state.collector.totals, state.run_info())
         summary["running"] = state.running  # a running test's summary is not yet complete

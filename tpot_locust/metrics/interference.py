@@ -7,6 +7,7 @@ users see. The worst gaps of the run are listed with the phase they fell in.
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from tpot_locust.metrics.histograms import histogram_stats
@@ -66,7 +67,8 @@ def format_interference(summary: dict[str, Any]) -> list[str]:
             lines.append(f"  {name.upper() + ' factor':14}{'':10}{ratios}")
     worst = summary.get("worst_gaps") or []
     if worst:
-        lines.append("Worst gaps: " + ", ".join(_worst_gap(gap) for gap in worst))
+        text = "Worst gaps: " + ", ".join(_worst_gap(gap) for gap in worst)
+        lines.extend(textwrap.wrap(text, width=100, subsequent_indent="  "))
 
     return lines
 

@@ -61,6 +61,10 @@ class BurstWindows:
     def clear(self) -> None:
         self._windows.clear()
 
+    def spans_wall_ns(self) -> list[tuple[int, int]]:
+        """The closed windows, (start, end) wall ns, in time order."""
+        return sorted((start, end) for start, end in self._windows.values() if end is not None)
+
     def durations_s(self) -> list[float]:
         return [(end - start) / 1e9 for start, end in self._windows.values() if end is not None]
 

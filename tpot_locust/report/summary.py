@@ -222,20 +222,24 @@ def format_metric(name: str, metric: dict[str, Any]) -> list[str]:
         key = _key(percentile)
         label = "median" if percentile == 50.0 else f"P{percentile:g}"
         above = metric["above"][key]
-        rest = f"{above:16,}"
+        unmeasured = key in metric["unmeasured_tail"]
+        rest = f"{above:14,}" + (" *" if unmeasured else "  ")
         if stalls["count"]:
             rest += _ms(stalls["set_aside"][key]).rjust(12)
             if tagged := stalls["above"][key]:
-                whose = ": this tail is the client's" if 2 * tagged >= above else ""
-                rest += f"  ! {tagged:,} above overlap client stalls{whose}"
-        if key in metric["unmeasured_tail"]:
-            rest += f"  ! fewer than {TAIL_MIN_SAMPLES} samples above: tail not yet measured"
+                whose = ": the client's tail" if 2 * tagged >= above else ""
+                rest += f"  ! {tagged:,} in stalls{whose}"
         rows.append((label, metric[key], rest))
     max_rest = f"{'':16}{_ms(stalls['set_aside']['max']).rjust(12)}" if stalls["count"] else ""
     rows.append(("max", metric["max"], max_rest))
     for label, value, rest in rows:
         line = f"  {label:8}{_ms(value)}" + (_tokens_per_s(value) if per_token else "")
         lines.append((line + rest).rstrip())
+    if metric["unmeasured_tail"]:
+        lines.append(
+            f"  * fewer than {TAIL_MIN_SAMPLES} samples above: that tail is not yet measured "
+            "(run longer)"
+        )
     if stalls["count"]:
         lines.append(
             f"  {stalls['count']:,} samples overlap client stalls (worst {stalls['max']:.1f} ms);"
@@ -277,8 +281,11 @@ def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
         lines.append(f"requests interrupted by the stop (not counted): {requests['interrupted']:,}")
     lines.append(
         f"output tokens {tokens['output']:,}{estimated}  partial (failed requests) "
-        f"{tokens['partial']:,}  throughput {tokens['per_s']:,.1f} tokens/s, "
-        f"{requests['per_s']:.2f} requests/s over {summary['window_s']:.1f} s"
+        f"{tokens['partial']:,}"
+    )
+    lines.append(
+        f"throughput {tokens['per_s']:,.1f} tokens/s, {requests['per_s']:.2f} requests/s "
+        f"over {summary['window_s']:.1f} s"
     )
     if goodput := summary.get("goodput"):
         limits = ", ".join(f"{name} <= {ms:g} ms" for name, ms in goodput["limits_ms"].items())
@@ -330,8 +337,8 @@ def format_client_stalls(summary: dict[str, Any]) -> list[str]:
         f"! client stalls: the loop that reads the streams was held {client['stalls']:,} times "
         f"over {client['stall_threshold_ms'] or '-'} ms, {client['stalled_ms']:.1f} ms in all",
         f"  worst {where}; loop lag P99 {lag['p99']:.2f} ms, max {lag['max']:.1f} ms",
-        f"  samples across a stall are tagged and also shown set aside (stall-free); "
-        f"{client['shared_stamp_events']:,} token events shared a read with the one before",
+        "  samples across a stall are tagged and also shown set aside (stall-free);",
+        f"  {client['shared_stamp_events']:,} token events shared a read with the one before",
     ]
 
 

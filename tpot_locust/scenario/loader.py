@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tpot_locust.scenario.model import Scenario
 from tpot_locust.scenario.schema import EngineCheck, validate
 from tpot_locust.scenario.yaml_source import Located, ScenarioError, load_located, parse_located
 
-__all__ = ["ScenarioError", "load_scenario"]
+__all__ = ["ScenarioError", "load_scenario", "scenario_document"]
 
 
 def load_scenario(
@@ -23,6 +24,14 @@ def load_scenario(
         label = (labels or {}).get(override, f"--set {override}")
         _apply_override(located, override, label)
     return validate(located, check_engine)
+
+
+def scenario_document(path: Path, overrides: list[str] | None = None) -> Any:
+    """The scenario file as data, with its overrides applied (what a run ran)."""
+    located = load_located(path)
+    for override in overrides or []:
+        _apply_override(located, override, f"--set {override}")
+    return located.data
 
 
 def _apply_override(located: Located, override: str, label: str) -> None:

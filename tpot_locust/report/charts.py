@@ -1,0 +1,223 @@
+"""Charts as inline SVG, written here: no library, no script, nothing fetched.
+
+Two kinds, both plain functions of numbers:
+
+- ``percentile_chart``: HdrHistogram's percentile distribution plot. x is the percentile
+  on a log scale of 1 / (1 - p) (0, 90, 99, 99.9, 99.99, 99.999 evenly spaced), so the far
+  tail gets as much room as the body; y is the value in ms. Several curves overlay (classes
+  of one run, or runs).
+- ``timeseries_chart``: values over the run's time, with burst windows shaded and marks
+  where the client's loop stalled.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+
+WIDTH, HEIGHT = 720, 300
+LEFT, RIGHT, TOP, BOTTOM = 64, 150, 28, 40
+COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
+          "#7f7f7f")  # fmt: skip
+MAX_NINES = 6  # the x axis ends at p99.9999
+TICK_PERCENTILES = (0.0, 90.0, 99.0, 99.9, 99.99, 99.999, 99.9999)
+# The percentiles a distribution curve is drawn through: 20 per decade of 1 / (1 - p).
+CURVE_PERCENTILES = tuple(
+    round(100 * (1 - 10 ** (-step / 20)), 6) for step in range(0, MAX_NINES * 20 + 1)
+)
+
+
+@dataclass
+class Curve:
+    label: str
+    points: list[tuple[float, float]]  # (x, y): (percentile, ms) or (seconds, value)
+    dashed: bool = False
+
+
+@dataclass
+class Shading:
+    """Spans of x to shade (burst windows) and x positions to mark (client stalls)."""
+
+    spans: list[tuple[float, float]] = field(default_factory=list)
+    marks: list[float] = field(default_factory=list)
+    span_label: str = "prefill burst"
+    mark_label: str = "client stall"
+
+
+def nines(percentile: float) -> float:
+    """x of a percentile: log10(1 / (1 - p)), 0 at p0, 2 at p99, 4 at p99.99."""
+    rest = 1 - percentile / 100
+    return MAX_NINES if rest <= 10**-MAX_NINES else min(-math.log10(rest), MAX_NINES)
+
+
+def _nice_top(value: float) -> float:
+    """The axis end: 1, 2 or 5 times a power of ten, at or above ``value``."""
+    if value <= 0:
+        return 1.0
+    power = 10 ** math.floor(math.log10(value))
+    for step in (1, 2, 5, 10):
+        if value <= step * power:
+            return step * power
+    return 10 * power
+
+
+def _fmt(value: float) -> str:
+    return f"{value:g}" if value >= 1 or value == 0 else f"{value:.3g}"
+
+
+class _Plot:
+    """Coordinates of one chart: data x/y to SVG pixels."""
+
+    def __init__(self, x_max: float, y_max: float, x_min: float = 0.0) -> None:
+        self.x_min, self.x_max = x_min, max(x_max, x_min + 1e-9)
+        self.y_max = _nice_top(y_max)
+        self.inner_w = WIDTH - LEFT - RIGHT
+        self.inner_h = HEIGHT - TOP - BOTTOM
+
+    def x(self, value: float) -> float:
+        return LEFT + (value - self.x_min) / (self.x_max - self.x_min) * self.inner_w
+
+    def y(self, value: float) -> float:
+        return TOP + self.inner_h - min(value, self.y_max) / self.y_max * self.inner_h
+
+
+def _frame(title: str, plot: _Plot, unit: str, x_ticks: list[tuple[float, str]]) -> list[str]:
+    parts = [
+        f'<text x="{LEFT}" y="16" class="title">{escape(title)}</text>',
+        f'<rect x="{LEFT}" y="{TOP}" width="{plot.inner_w}" height="{plot.inner_h}" '
+        'class="frame"/>',
+    ]
+    for step in range(5):
+        value = plot.y_max * step / 4
+        y = plot.y(value)
+        parts.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{LEFT + plot.inner_w}" '
+                     f'y2="{y:.1f}" class="grid"/>')  # fmt: skip
+        parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" class="ytick">{_fmt(value)}</text>')
+    middle = f"{TOP + plot.inner_h / 2:.0f}"
+    parts.append(f'<text x="14" y="{middle}" class="unit" '
+                 f'transform="rotate(-90 14 {middle})">{escape(unit)}</text>')  # fmt: skip
+    for value, label in x_ticks:
+        x = plot.x(value)
+        parts.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{TOP + plot.inner_h}" '
+                     'class="grid"/>')  # fmt: skip
+        parts.append(f'<text x="{x:.1f}" y="{TOP + plot.inner_h + 16}" class="xtick">'
+                     f"{escape(label)}</text>")  # fmt: skip
+    return parts
+
+
+def _curves(plot: _Plot, curves: Sequence[Curve], to_x: object = None) -> list[str]:
+    parts = []
+    for index, curve in enumerate(curves):
+        color = COLORS[index % len(COLORS)]
+        coords = " ".join(
+            f"{plot.x(to_x(x) if to_x else x):.1f},{plot.y(y):.1f}"  # type: ignore[operator]
+            for x, y in curve.points
+        )
+        dash = ' stroke-dasharray="5 3"' if curve.dashed else ""
+        label = escape(curve.label)
+        parts.append(f'<polyline points="{coords}" fill="none" stroke="{color}" '
+                     f'stroke-width="1.6"{dash} class="curve" data-label="{label}"/>')  # fmt: skip
+        legend_y = TOP + 12 + index * 16
+        legend_x = WIDTH - RIGHT + 12
+        parts.append(f'<line x1="{legend_x}" y1="{legend_y - 4}" x2="{legend_x + 16}" '
+                     f'y2="{legend_y - 4}" stroke="{color}" stroke-width="2"{dash}/>')  # fmt: skip
+        parts.append(f'<text x="{legend_x + 20}" y="{legend_y}" class="legend">'
+                     f"{escape(curve.label[:22])}</text>")  # fmt: skip
+    return parts
+
+
+def _svg(parts: list[str], label: str) -> str:
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" '
+        f'class="chart" role="img" aria-label="{escape(label)}">' + "".join(parts) + "</svg>"
+    )
+
+
+def percentile_chart(title: str, curves: Sequence[Curve], unit: str = "ms") -> str:
+    """Curves of (percentile, value): the percentile distribution, HdrHistogram style."""
+    drawn = [curve for curve in curves if curve.points]
+    if not drawn:
+        return _empty(title)
+    top = max(y for curve in drawn for _, y in curve.points)
+    plot = _Plot(MAX_NINES, top * 1.05)
+    ticks = [(nines(p), "p0" if p == 0 else f"p{p:g}") for p in TICK_PERCENTILES]
+    parts = _frame(title, plot, unit, ticks)
+    parts += _curves(plot, drawn, nines)
+    return _svg(parts, title)
+
+
+MAX_SERIES_POINTS = 600  # a long run's series is thinned to this many points a curve
+
+
+def thinned(points: list[tuple[float, float]], limit: int = MAX_SERIES_POINTS) -> list:
+    """At most ``limit`` points: each the last time and the largest value of its run of
+    points, so an hour's series keeps its spikes and the file stays small."""
+    if len(points) <= limit:
+        return points
+    size = math.ceil(len(points) / limit)
+    return [
+        (points[min(start + size, len(points)) - 1][0],
+         max(y for _, y in points[start : start + size]))
+        for start in range(0, len(points), size)
+    ]  # fmt: skip
+
+
+def timeseries_chart(
+    title: str, curves: Sequence[Curve], unit: str, shading: Shading | None = None
+) -> str:
+    """Curves of (seconds since the start, value), burst windows shaded, stalls marked."""
+    curves = [Curve(c.label, thinned(c.points), c.dashed) for c in curves]
+    drawn = [curve for curve in curves if curve.points]
+    if not drawn:
+        return _empty(title)
+    x_max = max(x for curve in drawn for x, _ in curve.points)
+    top = max((y for curve in drawn for _, y in curve.points), default=0)
+    plot = _Plot(max(x_max, 1.0), top * 1.05)
+    step = _nice_top(plot.x_max / 6)
+    ticks = [(step * i, f"{_fmt(step * i)} s") for i in range(int(plot.x_max / step) + 1)]
+    parts = _frame(title, plot, unit, ticks)
+    shading = shading or Shading()
+    for start, end in shading.spans:
+        x0, x1 = plot.x(max(start, 0)), plot.x(min(end, plot.x_max))
+        if x1 > x0:
+            parts.append(f'<rect x="{x0:.1f}" y="{TOP}" width="{max(x1 - x0, 1):.1f}" '
+                         f'height="{plot.inner_h}" class="burst"/>')  # fmt: skip
+    for at in shading.marks:
+        if 0 <= at <= plot.x_max:
+            x = plot.x(at)
+            parts.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{TOP + 8}" '
+                         'class="stall"/>')  # fmt: skip
+    parts += _curves(plot, drawn)
+    note_y = HEIGHT - 6
+    if shading.spans:
+        parts.append(f'<rect x="{LEFT}" y="{note_y - 9}" width="12" height="10" class="burst"/>'
+                     f'<text x="{LEFT + 16}" y="{note_y}" class="legend">'
+                     f"{escape(shading.span_label)}</text>")  # fmt: skip
+    if shading.marks:
+        parts.append(f'<line x1="{LEFT + 130}" y1="{note_y - 9}" x2="{LEFT + 130}" '
+                     f'y2="{note_y + 1}" class="stall"/><text x="{LEFT + 136}" y="{note_y}" '
+                     f'class="legend">{escape(shading.mark_label)}</text>')  # fmt: skip
+    return _svg(parts, title)
+
+
+def _empty(title: str) -> str:
+    parts = [f'<text x="{LEFT}" y="16" class="title">{escape(title)}</text>',
+             f'<text x="{LEFT}" y="60" class="legend">no samples yet</text>']  # fmt: skip
+    return _svg(parts, title)
+
+
+# Shared by the HTML report and the web UI's charts page (inline, so both work offline).
+CHART_CSS = """
+svg.chart { width: 100%; max-width: 720px; height: auto; font: 11px sans-serif; }
+svg.chart .title { font-weight: bold; font-size: 13px; }
+svg.chart .frame { fill: none; stroke: #888; }
+svg.chart .grid { stroke: #e4e4e4; }
+svg.chart .ytick { text-anchor: end; fill: #444; }
+svg.chart .xtick { text-anchor: middle; fill: #444; }
+svg.chart .unit { text-anchor: middle; fill: #444; }
+svg.chart .legend { fill: #222; }
+svg.chart .burst { fill: #f5a623; fill-opacity: 0.18; }
+svg.chart .stall { stroke: #c00; stroke-width: 2; }
+"""

@@ -1,0 +1,287 @@
+"""``report.html``: one self-contained file per run (or several runs overlaid).
+
+Inline CSS and SVG (``charts``), no script and no link to anything outside the file: it
+opens from disk in any browser, offline, and prints (one section a page where it fits).
+Sections: run metadata, SLO verdict, truth check, the seed-style table per class, the
+percentile distributions, the time series (bursts shaded, client stalls marked), steady vs
+burst interference, the worst gaps and the scenario used (secrets already removed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from tpot_locust.metrics.histograms import histogram_stats
+from tpot_locust.metrics.recorder import ClassMetrics, MetricSet
+from tpot_locust.report.charts import (
+    CHART_CSS,
+    CURVE_PERCENTILES,
+    Curve,
+    Shading,
+    percentile_chart,
+    timeseries_chart,
+)
+
+HTML_FILE = "report.html"
+TABLE_METRICS = ("tpot", "itl", "request_tpot", "ttft", "e2e", "worst_gap")
+DISTRIBUTION_METRICS = ("tpot", "itl", "ttft", "e2e")
+NAMES = {"tpot": "TPOT", "itl": "ITL", "request_tpot": "Request TPOT", "ttft": "TTFT",
+         "e2e": "E2E", "worst_gap": "Worst gap"}  # fmt: skip
+STATISTICS = ("mean", "p50", "p90", "p99", "p99.9", "p99.99", "max")
+
+PAGE_CSS = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 1000px;
+       color: #111; padding: 0 12px; }
+h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 17px; margin-top: 28px;
+     border-bottom: 1px solid #ccc; padding-bottom: 2px; }
+table { border-collapse: collapse; margin: 8px 0; font-variant-numeric: tabular-nums; }
+th, td { border: 1px solid #ccc; padding: 2px 8px; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+th { background: #f3f3f3; }
+.pass { color: #16702b; } .fail, .invalid { color: #b00020; font-weight: bold; }
+.insufficient { color: #a06000; } .note { color: #555; font-size: 12px; }
+pre { background: #f6f6f6; padding: 8px; overflow-x: auto; font-size: 12px; }
+.charts { display: flex; flex-wrap: wrap; gap: 8px; }
+@media print { body { margin: 0; max-width: none; } section { break-inside: avoid; }
+  h2 { break-after: avoid; } }
+"""
+
+
+@dataclass
+class RunView:
+    """One run as the report reads it: its summary, merged histograms, scenario text."""
+
+    name: str
+    summary: dict[str, Any]
+    totals: MetricSet
+    scenario_text: str | None = None
+
+
+def render_report(runs: list[RunView]) -> str:
+    title = "tpot-locust report: " + ", ".join(run.name for run in runs)
+    body = [f"<h1>{escape(title)}</h1>"]
+    body.append(
+        '<p class="note">Self-contained: inline SVG and CSS, nothing fetched. '
+        "Every figure is defined in the README, section Metric definitions.</p>"
+    )
+    for run in runs:
+        prefix = f"{run.name}: " if len(runs) > 1 else ""
+        body += _section(f"{prefix}Run", _metadata(run.summary))
+        if verdict := run.summary.get("slo"):
+            body += _section(f"{prefix}SLO verdict", _verdict(verdict))
+        if truth := run.summary.get("truth_check"):
+            body += _section(f"{prefix}Truth check (measured - true, ms)", _truth(truth))
+        body += _section(f"{prefix}Latency (ms)", _tables(run.summary))
+    body += _section("Percentile distributions", _distributions(runs))
+    for run in runs:
+        prefix = f"{run.name}: " if len(runs) > 1 else ""
+        body += _section(f"{prefix}Over time", _timeseries(run.summary))
+        if interference := _interference(run.summary):
+            body += _section(f"{prefix}Interference: steady vs prefill burst", interference)
+        body += _section(f"{prefix}Worst gaps", _worst_gaps(run.summary))
+        if run.scenario_text:
+            body += _section(f"{prefix}Scenario", [f"<pre>{escape(run.scenario_text)}</pre>"])
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)}</title><style>{PAGE_CSS}{CHART_CSS}</style></head>"
+        "<body>" + "\n".join(body) + "</body></html>\n"
+    )
+
+
+def _section(title: str, parts: list[str]) -> list[str]:
+    slug = "".join(c if c.isalnum() else "-" for c in title.lower()).strip("-")
+    return [f'<section id="{escape(slug)}"><h2>{escape(title)}</h2>', *parts, "</section>"]
+
+
+def _rows(rows: list[list[str]], header: list[str]) -> str:
+    head = "".join(f"<th>{escape(cell)}</th>" for cell in header)
+    lines = ["<table><tr>" + head + "</tr>"]
+    for row in rows:
+        lines.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>")
+    return "".join(lines) + "</table>"
+
+
+def _metadata(summary: dict[str, Any]) -> list[str]:
+    run, requests, tokens = summary.get("run", {}), summary["requests"], summary["tokens"]
+    client = summary.get("client", {})
+    workers = summary.get("workers")
+    items = [
+        ("scenario", run.get("scenario") or "-"),
+        ("tpot-locust", run.get("version") or "-"),
+        ("host", run.get("host") or "-"),
+        ("users", run.get("users")),
+        ("duration", f"{run['duration_s']:g} s" if run.get("duration_s") else "-"),
+        ("warm-up / cool-down", f"{run.get('warmup_s', 0):g} s / {run.get('cooldown_s', 0):g} s"),
+        ("workers", f"{workers['reported_in_full']} of {workers['seen']} reported in full"
+         if workers else "one process"),
+        ("arrival clock", run.get("arrival_clock") or "-"),
+        ("complete", "yes" if summary.get("complete", True) else "NO: a worker was lost"),
+        ("stopped early", run.get("stopped_because") or "no"),
+        ("requests", f"ok {requests['ok']:,}, failed {requests['failed']:,}, interrupted "
+         f"{requests.get('interrupted', 0):,}; errors "
+         + (", ".join(f"{k} {v}" for k, v in requests["errors"].items()) or "none")),
+        ("throughput", f"{tokens['per_s']:,.1f} tokens/s, {requests['per_s']:.2f} requests/s "
+         f"over {summary['window_s']:.1f} s"),
+        ("client", f"read delay p99 {client.get('read_delay_p99_ms')} ms, busy "
+         f"{client.get('busy')}; {client.get('stalls', 0)} loop stalls "
+         f"({client.get('stalled_ms', 0)} ms)"),
+    ]  # fmt: skip
+    if goodput := summary.get("goodput"):
+        fraction = "-" if goodput["fraction"] is None else f"{goodput['fraction'] * 100:.2f}%"
+        items.append(("goodput", f"{goodput['per_s']:.2f} good requests/s, {fraction} good"))
+    return [_rows([[escape(str(k)), escape(str(v))] for k, v in items], ["", ""])]
+
+
+def _verdict(verdict: dict[str, Any]) -> list[str]:
+    rows = []
+    for check in verdict["checks"]:
+        mark = check["verdict"]
+        rows.append([escape(check["name"]), f'<span class="{mark}">{mark.upper()}</span>',
+                     escape(check["why"])])  # fmt: skip
+    for reason in verdict["run_invalid"]:
+        rows.append(["run is a valid measurement", '<span class="invalid">INVALID</span>',
+                     escape(reason)])  # fmt: skip
+    state = verdict["verdict"]
+    head = (f'<p>Verdict: <span class="{state}">{state.upper()}</span> '
+            f"(exit {verdict['exit_code']})</p>")  # fmt: skip
+    return [head, _rows(rows, ["SLO", "verdict", "why"])]
+
+
+def _truth(truth: dict[str, Any]) -> list[str]:
+    keys = ("p50", "p90", "p99", "p99.9", "p99.99", "max")
+    rows = []
+    for metric, figures in truth.get("metrics", {}).items():
+        cells = [f"{figures[k]['error']:+.3f}" if k in figures else "-" for k in keys]
+        rows.append([escape(metric), *cells])
+    passed = truth.get("passed")
+    note = f"<p>tolerance {truth.get('tolerance_ms')} ms: passed {passed}</p>"
+    return [note, _rows(rows, ["metric", *keys])]
+
+
+def _tables(summary: dict[str, Any]) -> list[str]:
+    scopes = [("all classes", summary)]
+    if len(summary.get("classes", {})) > 1:
+        scopes += [(f"class {name}", scope) for name, scope in summary["classes"].items()]
+    parts = []
+    for label, scope in scopes:
+        rows = []
+        for metric in TABLE_METRICS:
+            figures = scope["metrics"][metric]
+            if not figures["count"]:
+                continue
+            cells = [f"{figures[s]:.3f}" for s in STATISTICS]
+            rows.append([NAMES[metric], f"{figures['count']:,}", *cells,
+                         f"{figures['above']['p99.99']:,}"])  # fmt: skip
+        parts.append(f"<h3>{escape(label)}</h3>")
+        parts.append(_rows(rows, ["metric", "count", *STATISTICS, "above p99.99"]))
+    parts.append('<p class="note">Fewer than 10 samples above a percentile: that tail is not '
+                 "yet measured (run longer).</p>")  # fmt: skip
+    return parts
+
+
+def distribution_points(metrics: ClassMetrics, name: str) -> list[tuple[float, float]]:
+    histogram = metrics.histograms.get(name)
+    if histogram is None or not histogram.total_count:
+        return []
+    stats = histogram_stats(histogram, CURVE_PERCENTILES)
+    points = [(p, stats.percentiles[p] / 1000) for p in CURVE_PERCENTILES
+              if stats.above[p] or p == 0]  # fmt: skip
+    return points + [(100.0, stats.max / 1000)]
+
+
+def distribution_curves(runs: list[RunView], name: str) -> list[Curve]:
+    """One curve per class of a single run (and all of them), or one per run."""
+    if len(runs) == 1:
+        totals = runs[0].totals
+        curves = [Curve("all", distribution_points(totals.combined(), name))]
+        if len(totals.classes) > 1:
+            curves += [Curve(cls, distribution_points(metrics, name), dashed=True)
+                       for cls, metrics in sorted(totals.classes.items())]  # fmt: skip
+        return curves
+    return [Curve(run.name, distribution_points(run.totals.combined(), name)) for run in runs]
+
+
+def _distributions(runs: list[RunView]) -> list[str]:
+    charts = [percentile_chart(f"{NAMES[name]} by percentile", distribution_curves(runs, name))
+              for name in DISTRIBUTION_METRICS]  # fmt: skip
+    return ['<div class="charts">', *charts, "</div>",
+            '<p class="note">x: percentile on a log scale of 1/(1-p), so p99, p99.9 and p99.99 '
+            "get equal room; the curve ends at the max.</p>"]  # fmt: skip
+
+
+def timeseries_shading(summary: dict[str, Any]) -> Shading:
+    run = summary.get("run", {})
+    spans = [tuple(span) for span in run.get("bursts", {}).get("spans_s", [])]
+    marks = [point["t"] for point in summary.get("timeseries", []) if point.get("stalls")]
+    return Shading(spans=spans, marks=marks)  # type: ignore[arg-type]
+
+
+def timeseries_charts(summary: dict[str, Any]) -> list[str]:
+    series = summary.get("timeseries", [])
+    shading = timeseries_shading(summary)
+    charts = []
+    for metric in ("tpot", "ttft"):
+        curves = [
+            Curve(f"{NAMES[metric]} {key}", [(p["t"], p[metric][key]) for p in series
+                                             if p.get(metric, {}).get("count")])
+            for key in ("p50", "p99", "p99.9")
+        ]  # fmt: skip
+        charts.append(timeseries_chart(f"{NAMES[metric]} per interval", curves, "ms", shading))
+    rate = [(p["t"], p["tokens_per_s"]) for p in series if p.get("tokens_per_s") is not None]
+    charts.append(timeseries_chart("Tokens/s", [Curve("tokens/s", rate)], "tokens/s", shading))
+    users = [(p["t"], p["users"]) for p in series]
+    charts.append(timeseries_chart("Users", [Curve("users", users)], "users", shading))
+    return charts
+
+
+def _timeseries(summary: dict[str, Any]) -> list[str]:
+    return ['<div class="charts">', *timeseries_charts(summary), "</div>"]
+
+
+def _interference(summary: dict[str, Any]) -> list[str] | None:
+    interference = summary.get("interference")
+    if not interference:
+        return None
+    rows = []
+    keys = ("p50", "p90", "p99", "p99.9")
+    for metric in ("tpot", "itl"):
+        for phase in ("steady", "burst"):
+            figures = interference["phases"][phase][metric]
+            rows.append([f"{NAMES[metric]} {phase}", f"{figures['count']:,}",
+                         *(f"{figures[k]:.3f}" for k in keys)])  # fmt: skip
+        factors = interference["interference_factor"][metric]
+        rows.append([f"{NAMES[metric]} factor", "",
+                     *(_factor(factors[k]) for k in keys)])  # fmt: skip
+    return [_rows(rows, ["", "count", *keys])]
+
+
+def _factor(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _worst_gaps(summary: dict[str, Any]) -> list[str]:
+    rows = [[f"{gap['ms']:.1f}", escape(gap.get("phase", "")),
+             "yes" if gap.get("client_stall") else "", escape(str(gap.get("request_id", "")))]
+            for gap in summary.get("worst_gaps", [])]  # fmt: skip
+    if not rows:
+        return ["<p>none</p>"]
+    return [_rows(rows, ["ms", "phase", "client stall", "request id"])]
+
+
+SCENARIO_FILE = "scenario.yaml"  # the scenario as run (--set applied, secrets removed)
+
+
+def write_run_report(out_dir: Path, summary: dict[str, Any], totals: MetricSet) -> Path:
+    """``OUT/report.html`` of the run whose results are in ``out_dir``."""
+    scenario = out_dir / SCENARIO_FILE
+    text = scenario.read_text() if scenario.exists() else None
+    name = summary.get("run", {}).get("scenario") or out_dir.name
+    return write_html(out_dir / HTML_FILE, [RunView(name, summary, totals, text)])
+
+
+def write_html(path: Path, runs: list[RunView]) -> Path:
+    path.write_text(render_report(runs), encoding="utf-8")
+    return path

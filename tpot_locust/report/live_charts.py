@@ -1,0 +1,68 @@
+"""The web UI's charts page: the master's merged histograms and time series, drawn live.
+
+The page is the same SVG as ``report.html`` (``charts``), rendered on the master; a few
+lines of inline script fetch the next rendering from the same server every 2 s. Nothing
+comes from anywhere else, so it works offline and behind ``--web-base-path``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tpot_locust.metrics.recorder import MetricSet
+from tpot_locust.report.charts import CHART_CSS, percentile_chart
+from tpot_locust.report.html import (
+    DISTRIBUTION_METRICS,
+    NAMES,
+    PAGE_CSS,
+    RunView,
+    distribution_curves,
+    timeseries_charts,
+)
+
+REFRESH_MS = 2000
+LIVE_STATISTICS = ("p50", "p90", "p99", "p99.9", "p99.99", "max")
+
+
+def charts_fragment(summary: dict[str, Any], totals: MetricSet, running: bool) -> str:
+    """The live part: a table of the headline figures and every chart."""
+    rows = []
+    for name in ("tpot", "itl", "ttft", "e2e"):
+        figures = summary["metrics"][name]
+        cells = "".join(
+            f'<td data-metric="{name}" data-stat="{stat}">{figures[stat]:.3f}</td>'
+            for stat in LIVE_STATISTICS
+        )
+        rows.append(f"<tr><td>{NAMES[name]}</td><td>{figures['count']:,}</td>{cells}</tr>")
+    head = "".join(f"<th>{stat}</th>" for stat in LIVE_STATISTICS)
+    state = "running" if running else "stopped"
+    table = (f'<p class="note">Test {state}; merged totals of every worker, up to one report '
+             f"interval old (ms).</p><table><tr><th>metric</th><th>count</th>{head}</tr>"
+             + "".join(rows) + "</table>")  # fmt: skip
+    run = RunView("live", summary, totals)
+    distributions = [percentile_chart(f"{NAMES[name]} by percentile",
+                                      distribution_curves([run], name))
+                     for name in DISTRIBUTION_METRICS]  # fmt: skip
+    return (table + '<div class="charts">' + "".join(distributions) + "</div>"
+            '<div class="charts">' + "".join(timeseries_charts(summary)) + "</div>")  # fmt: skip
+
+
+def charts_page(fragment_url: str, fragment: str) -> str:
+    script = f"""
+const url = {json.dumps(fragment_url)};
+async function refresh() {{
+  try {{
+    const response = await fetch(url, {{credentials: "same-origin"}});
+    if (response.ok) document.getElementById("live").innerHTML = await response.text();
+  }} catch (error) {{ /* the master stopped: keep the last picture */ }}
+}}
+setInterval(refresh, {REFRESH_MS});
+"""
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        '<link rel="icon" href="data:,">'  # no favicon request
+        f"<title>tpot-locust charts</title><style>{PAGE_CSS}{CHART_CSS}</style></head><body>"
+        f'<h1>tpot-locust: live charts</h1><div id="live">{fragment}</div>'
+        f"<script>{script}</script></body></html>"
+    )
