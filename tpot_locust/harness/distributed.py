@@ -118,6 +118,8 @@ class WorkerLink:
         self._final_sent = False  # a new test
         self._asked_to_stop = False
         plan = msg.data
+        if plan.get("host") and not self.environment.host:
+            self.environment.host = plan["host"]
         self.hooks.begin_traffic(ProcessShare(plan["index"], plan["count"], plan["start_wall_ns"]))
 
     def _on_window(self, environment: Any, msg: Any, **_: Any) -> None:
@@ -195,7 +197,10 @@ class MasterLink:
         """Give each live worker its index and share of the open-loop traffic."""
         alive = sorted(self._alive(), key=self.runner.get_worker_index)
         for index, client_id in enumerate(alive):
-            plan = {"index": index, "count": len(alive), "start_wall_ns": start_wall_ns}
+            # the host too: Locust's spawn message, which carries it, may come after the
+            # first open-loop arrival or burst (a session at t = 0 found no host and was lost)
+            plan = {"index": index, "count": len(alive), "start_wall_ns": start_wall_ns,
+                    "host": self.environment.host}  # fmt: skip
             self.runner.send_message(PLAN, plan, client_id)
 
     def _on_stop_run(self, environment: Any, msg: Any, **_: Any) -> None:

@@ -26,6 +26,7 @@ from tpot_locust.common.cooperation import let_streams_run
 from tpot_locust.common.distributions import as_distribution
 from tpot_locust.scenario.arrivals import arrival_times
 from tpot_locust.scenario.model import Burst, Scenario, TrafficClass
+from tpot_locust.scenario.trace import sessions, share_of
 
 if TYPE_CHECKING:  # users imports the plugin, which imports this module
     from tpot_locust.harness.users import ChatUser, PreparedTurn
@@ -95,6 +96,9 @@ class TrafficDriver:
     def start(self) -> None:
         seed = (self.scenario.seed or 0) * 1_000_003 + self.share.index
         for offset, traffic in enumerate(t for t in self.scenario.classes if t.open_loop):
+            if traffic.replayed:
+                self.loops.spawn(self._replay, traffic)
+                continue
             rng = random.Random(seed + offset)
             self.loops.spawn(self._dispatch, traffic, rng)
         if self.share.index == 0:
@@ -138,6 +142,45 @@ class TrafficDriver:
                 continue
             session = self.sessions.spawn(self._session, traffic.name, intended)
             in_flight.add(session)
+
+    def _replay(self, traffic: TrafficClass) -> None:
+        """This process's conversations of the trace, each started at its first turn's
+        time; none is dropped (a trace is replayed whole: lateness shows as schedule lag)."""
+        start = self.share.start_perf_ns()
+        mine = share_of(sessions(traffic.trace_requests), self.share.index, self.share.count)
+        for turns in mine:
+            t_s = turns[0].t_s / traffic.speedup
+            if t_s >= self.scenario.duration_s:
+                return
+            self._sleep_until(start, t_s)
+            self.sessions.spawn(self._trace_session, traffic, turns, start)
+
+    def _trace_session(self, traffic: TrafficClass, turns: list, start_perf_ns: int) -> None:
+        pool = self.pools[traffic.name]
+        try:
+            agent = pool.take()
+        except Exception:  # noqa: BLE001 - e.g. no host: say so once per session, keep going
+            logger.exception("tpot-locust: cannot start a %s session", traffic.name)
+            return
+        try:
+            history: list[dict[str, str]] = []
+            prompt_so_far = 0
+            for turn in turns:
+                # every turn is an arrival of the trace: its lateness is schedule lag
+                intended = self._sleep_until(start_perf_ns, turn.t_s / traffic.speedup)
+                text, tokens = agent.trace_message(turn.prompt, turn.input_tokens)
+                history.append({"role": "user", "content": text})
+                prompt_so_far += tokens
+                timings, answer = agent.send(history, turn.output_tokens, prompt_so_far,
+                                             intended)  # fmt: skip
+                if not timings.ok:
+                    return
+                history.append({"role": "assistant", "content": answer})
+                prompt_so_far += timings.output_tokens
+        except Exception:  # noqa: BLE001 - requests never raise; this would be our bug
+            logger.exception("tpot-locust: %s trace session failed", traffic.name)
+        finally:
+            pool.give_back(agent)
 
     def _session(self, class_name: str, intended_ns: int | None) -> None:
         pool = self.pools[class_name]

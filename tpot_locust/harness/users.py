@@ -159,6 +159,12 @@ class ChatUser(User):
             return f"{prefix} {text}", new_tokens + self.shared_prefix_tokens
         return text, new_tokens
 
+    def trace_message(self, prompt: str | None, input_tokens: int | None) -> tuple[str, int]:
+        """A trace's user message: its own text, or synthetic text of its length."""
+        if prompt is not None:
+            return prompt, len(prompt.split())  # the simulator's count; a server's differs
+        return synthetic_text(int(input_tokens or 1), self.rng), int(input_tokens or 1)
+
     def _max_tokens(self, output_tokens: Any = None) -> int:
         length = output_tokens if output_tokens is not None else self.output_tokens
         return sample_int(as_distribution(length), self.rng)

@@ -83,6 +83,11 @@ def _class_demand(
     if not traffic.open_loop:
         streams = users * share
         return streams / gap_s, streams
+    if traffic.replayed:  # a trace: its tokens over its span (the mean, not the peak)
+        requests = traffic.trace_requests
+        span_s = max(requests[-1].t_s - requests[0].t_s, 1.0) / traffic.speedup
+        events = sum(request.output_tokens for request in requests) / span_s
+        return events, events * gap_s
     events = rate * traffic.turns * tokens
     cap = traffic.max_in_flight * share / gap_s
     events = min(events, cap)

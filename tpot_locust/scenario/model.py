@@ -40,10 +40,17 @@ class TrafficClass:
     wait_time: Any = 0.0
     shared_prefix_tokens: int = 0
     shared_prefix_ratio: float = 1.0
+    trace: str | None = None  # open loop: a JSONL trace (scenario.trace), replayed as timed
+    speedup: float = 1.0  # the trace's time scale: 2 replays it twice as fast
+    trace_requests: list[Any] = field(default_factory=list, repr=False)  # the trace's lines
 
     @property
     def open_loop(self) -> bool:
-        return self.rate is not None
+        return self.rate is not None or self.trace is not None
+
+    @property
+    def replayed(self) -> bool:
+        return self.trace is not None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Any
 from tpot_locust.common.distributions import DistributionError, parse_distribution
 from tpot_locust.scenario.model import Burst, Scenario, Stage, TrafficClass
 from tpot_locust.scenario.slo import SloSpec, parse_slo
+from tpot_locust.scenario.trace import load_trace
 from tpot_locust.scenario.yaml_source import Located, did_you_mean
 
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
@@ -25,7 +26,7 @@ SERVER_KEYS = {"host", "api", "model", "headers", "api_key_env", "ignore_eos", "
 TIMEOUT_KEYS = {"connect", "first_token", "idle", "total"}
 CLASS_KEYS = {"users", "rate", "arrival", "burstiness", "max_in_flight", "prompt_tokens",
               "followup_tokens", "output_tokens", "turns", "think_time", "wait_time",
-              "shared_prefix_tokens", "shared_prefix_ratio"}  # fmt: skip
+              "shared_prefix_tokens", "shared_prefix_ratio", "trace", "speedup"}  # fmt: skip
 STAGE_KEYS = {"duration", "users", "rate"}
 BURST_KEYS = {"class", "count", "at", "every", "start", "prompt_tokens", "output_tokens"}
 SIMULATOR_KEYS = {"ttft_ms", "gap_ms", "natural_tokens", "seed", "model", "profile", "engine"}
@@ -241,10 +242,13 @@ def _validate_class(located: Located, name: str, data: Any, base_dir: Path) -> T
     if not _IDENTIFIER.fullmatch(name):
         raise located.error(path, "class names must be identifiers (letters, digits, _)")
     spec = check_keys(located, path, data, CLASS_KEYS)
-    if "users" in spec and "rate" in spec:
-        raise located.error(f"{path}.rate", "a class is closed loop (users) or open loop (rate)")
-    if "users" not in spec and "rate" not in spec:
-        raise located.error(path, "needs users (closed loop) or rate (open loop, per second)")
+    modes = [key for key in ("users", "rate", "trace") if key in spec]
+    if len(modes) > 1:
+        raise located.error(f"{path}.{modes[1]}", "a class is closed loop (users) or open loop "
+                            "(rate, or a trace): one of them")  # fmt: skip
+    if not modes:
+        raise located.error(path, "needs users (closed loop), rate (open loop, per second) or "
+                            "trace (a JSONL file of timed requests)")  # fmt: skip
     traffic = TrafficClass(name=name)
     with located.keep_going():
         _validate_mode(located, path, spec, traffic)
@@ -253,6 +257,8 @@ def _validate_class(located: Located, name: str, data: Any, base_dir: Path) -> T
             located.problems.append(
                 located.error(f"{path}.{key}", "only for open-loop classes (rate)")
             )
+    if "speedup" in spec and "trace" not in spec:
+        located.problems.append(located.error(f"{path}.speedup", "only with a trace"))
     for key in ("prompt_tokens", "output_tokens", "followup_tokens"):
         if spec.get(key) is not None:
             with located.keep_going():
@@ -280,6 +286,13 @@ def _validate_mode(
     if "users" in spec:
         traffic.users = int(number(located, f"{path}.users", spec["users"], integer=True,
                                    strict=False))  # fmt: skip
+    elif "trace" in spec:
+        trace = Path(str(spec["trace"]))
+        trace = trace if trace.is_absolute() else Path(located.source).parent / trace
+        traffic.trace_requests = load_trace(trace)  # its errors name the trace's file:line
+        traffic.trace = str(trace)
+        if "speedup" in spec:
+            traffic.speedup = float(number(located, f"{path}.speedup", spec["speedup"]))
     else:
         traffic.rate = float(number(located, f"{path}.rate", spec["rate"], strict=False))
         arrival = spec.get("arrival", "poisson")
@@ -315,7 +328,7 @@ def _validate_stages(located: Located, data: Any, classes: list[TrafficClass]) -
         return []
     if not isinstance(data, list) or not data:
         raise located.error("stages", "must be a list of stages")
-    open_names = {t.name for t in classes if t.open_loop}
+    open_names = {t.name for t in classes if t.rate is not None}
     stages = []
     for index, item in enumerate(data):
         path = f"stages.{index}"
