@@ -140,7 +140,7 @@ class TrafficDriver:
             if len(in_flight) >= limit:
                 self.on_dropped(traffic.name)
                 continue
-            session = self.sessions.spawn(self._session, traffic.name, intended)
+            session = self.sessions.spawn(self._session, traffic.name, _open_session, intended)
             in_flight.add(session)
 
     def _replay(self, traffic: TrafficClass) -> None:
@@ -153,36 +153,29 @@ class TrafficDriver:
             if t_s >= self.scenario.duration_s:
                 return
             self._sleep_until(start, t_s)
-            self.sessions.spawn(self._trace_session, traffic, turns, start)
+            self.sessions.spawn(self._session, traffic.name, self._trace_turns, traffic, turns,
+                                start)  # fmt: skip
 
-    def _trace_session(self, traffic: TrafficClass, turns: list, start_perf_ns: int) -> None:
-        pool = self.pools[traffic.name]
-        try:
-            agent = pool.take()
-        except Exception:  # noqa: BLE001 - e.g. no host: say so once per session, keep going
-            logger.exception("tpot-locust: cannot start a %s session", traffic.name)
-            return
-        try:
-            history: list[dict[str, str]] = []
-            prompt_so_far = 0
-            for turn in turns:
-                # every turn is an arrival of the trace: its lateness is schedule lag
-                intended = self._sleep_until(start_perf_ns, turn.t_s / traffic.speedup)
-                text, tokens = agent.trace_message(turn.prompt, turn.input_tokens)
-                history.append({"role": "user", "content": text})
-                prompt_so_far += tokens
-                timings, answer = agent.send(history, turn.output_tokens, prompt_so_far,
-                                             intended)  # fmt: skip
-                if not timings.ok:
-                    return
-                history.append({"role": "assistant", "content": answer})
-                prompt_so_far += timings.output_tokens
-        except Exception:  # noqa: BLE001 - requests never raise; this would be our bug
-            logger.exception("tpot-locust: %s trace session failed", traffic.name)
-        finally:
-            pool.give_back(agent)
+    def _trace_turns(
+        self, agent: ChatUser, traffic: TrafficClass, turns: list, start_perf_ns: int
+    ) -> None:
+        """One conversation of a trace: each turn at its time, with the answers before it."""
+        history: list[dict[str, str]] = []
+        prompt_so_far = 0
+        for turn in turns:
+            # every turn is an arrival of the trace: its lateness is schedule lag
+            intended = self._sleep_until(start_perf_ns, turn.t_s / traffic.speedup)
+            text, tokens = agent.trace_message(turn.prompt, turn.input_tokens)
+            history.append({"role": "user", "content": text})
+            prompt_so_far += tokens
+            timings, answer = agent.send(history, turn.output_tokens, prompt_so_far, intended)
+            if not timings.ok:
+                return
+            history.append({"role": "assistant", "content": answer})
+            prompt_so_far += timings.output_tokens
 
-    def _session(self, class_name: str, intended_ns: int | None) -> None:
+    def _session(self, class_name: str, work: Callable[..., object], *args: object) -> None:
+        """``work(agent, *args)`` with an idle agent of the class, given back after."""
         pool = self.pools[class_name]
         try:
             agent = pool.take()
@@ -190,7 +183,7 @@ class TrafficDriver:
             logger.exception("tpot-locust: cannot start a %s session", class_name)
             return
         try:
-            agent.run_session(intended_ns)
+            work(agent, *args)
         except Exception:  # noqa: BLE001 - requests never raise; this would be our bug
             logger.exception("tpot-locust: %s session failed", class_name)
         finally:
@@ -230,3 +223,7 @@ class TrafficDriver:
         finally:
             self.on_window(window_id, start_wall, end_wall or time.time_ns())
             pool.give_back(agent)
+
+
+def _open_session(agent: ChatUser, intended_ns: int) -> None:
+    agent.run_session(intended_ns)
