@@ -114,7 +114,9 @@ def test_compare_finds_the_tpot_regression_and_passes_a_run_against_itself(
     rows = json.loads(result.stdout)["rows"]
     p50 = next(row for row in rows if row["statistic"] == "p50")
     assert p50["regressed"] and 0.3 < p50["change"] < 0.7  # 2 ms -> 3 ms gaps
-    assert next(row for row in rows if row["statistic"] == "p99.99")["too_few"] in (True, False)
+    # ~13k samples a run: about one above p99.99, too few to compare, so never gated
+    tail = next(row for row in rows if row["statistic"] == "p99.99")
+    assert tail["too_few"] and not tail["regressed"]
     same = tpot_locust("compare", str(base), str(base))
     assert same.returncode == 0, same.stdout + same.stderr
     assert "no gated percentile regressed" in same.stdout

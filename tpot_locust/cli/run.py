@@ -197,12 +197,12 @@ def run_scenario(options: RunOptions) -> int:
     if not host_given:
         truth_passed = check_against_truth(out, options.truth_tolerance_ms)
     verdict = None
-    if not scenario.slo.empty and (out / SUMMARY_FILE).exists():
-        summary = json.loads((out / SUMMARY_FILE).read_text())
-        verdict = gate_summary(scenario.slo, summary, out, scenario.name)
-    if (out / SUMMARY_FILE).exists():  # the report of everything, truth check and verdict too
-        totals, _ = load_results(out)
-        write_run_report(out, json.loads((out / SUMMARY_FILE).read_text()), totals)
+    if (out / SUMMARY_FILE).exists():
+        summary = json.loads((out / SUMMARY_FILE).read_text())  # the truth check is in it now
+        if not scenario.slo.empty:
+            verdict = gate_summary(scenario.slo, summary, out, scenario.name)
+        totals, _ = load_results(out)  # the report of everything, truth check and verdict too
+        write_run_report(out, summary, totals)
         print(f"tpot-locust: report {out / HTML_FILE}", flush=True)
     if verdict is not None:
         print("\n" + "\n".join(format_verdict(verdict)), flush=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tpot_locust.report.compare import Comparison, compare_summaries
-from tpot_locust.scenario.slo import Objective, SloSpec, format_limit
+from tpot_locust.scenario.slo import Objective, SloSpec, format_limit, format_value
 
 PASS, FAIL, INSUFFICIENT, INVALID = "pass", "fail", "insufficient", "invalid"
 EXIT_PASS, EXIT_FAIL, EXIT_INVALID = 0, 1, 3
@@ -200,26 +200,10 @@ def _interference(objective: Objective, scope: dict[str, Any]) -> Check:
 
 def _bounded(objective: Objective, measured: float, above: int | None) -> Check:
     ok = measured <= objective.limit if objective.upper else measured >= objective.limit
-    shown = _shown(objective, measured)
+    shown = format_value(measured, objective.unit)
     relation = ("<=" if ok else ">") if objective.upper else (">=" if ok else "<")
     why = f"measured {shown} {relation} limit {format_limit(objective)}"
     return _result(objective, measured, above, PASS if ok else FAIL, why)
-
-
-def _shown(objective: Objective, value: float) -> str:
-    if objective.kind == "latency":
-        return f"{value:g} ms"
-    if objective.kind == "error_rate" or objective.metric == "good_fraction":
-        return f"{value * 100:.4g}%"
-    return f"{value:g}"
-
-
-def _unit(objective: Objective) -> str:
-    if objective.kind == "latency":
-        return "ms"
-    if objective.kind == "error_rate" or objective.metric == "good_fraction":
-        return "fraction"
-    return "ratio" if objective.kind == "interference" else "per_s"
 
 
 def _result(
@@ -228,7 +212,7 @@ def _result(
     return Check(
         name=objective.name, kind=objective.kind, metric=objective.metric,
         class_name=objective.class_name, statistic=objective.statistic,
-        limit=objective.limit, unit=_unit(objective), measured=measured,
+        limit=objective.limit, unit=objective.unit, measured=measured,
         samples_above=above, verdict=verdict, why=why,
     )  # fmt: skip
 

@@ -24,13 +24,13 @@ from tpot_locust.report.charts import (
     percentile_chart,
     timeseries_chart,
 )
+from tpot_locust.scenario.slo import STATISTICS
 
 HTML_FILE = "report.html"
 TABLE_METRICS = ("tpot", "itl", "request_tpot", "ttft", "e2e", "worst_gap")
 DISTRIBUTION_METRICS = ("tpot", "itl", "ttft", "e2e")
 NAMES = {"tpot": "TPOT", "itl": "ITL", "request_tpot": "Request TPOT", "ttft": "TTFT",
          "e2e": "E2E", "worst_gap": "Worst gap"}  # fmt: skip
-STATISTICS = ("mean", "p50", "p90", "p99", "p99.9", "p99.99", "max")
 
 PAGE_CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 1000px;

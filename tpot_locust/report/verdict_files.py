@@ -13,6 +13,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from tpot_locust.scenario.slo import format_value
+
 VERDICT_FILE = "verdict.json"
 JUNIT_FILE = "junit.xml"
 MARKDOWN_FILE = "summary.md"
@@ -28,13 +30,7 @@ def write_verdict(out_dir: Path, verdict: dict[str, Any], suite: str) -> None:
 
 def _measured(check: dict[str, Any]) -> str:
     value = check["measured"]
-    if value is None:
-        return "-"
-    if check["unit"] == "ms":
-        return f"{value:g} ms"
-    if check["unit"] == "fraction":
-        return f"{value * 100:.4g}%"
-    return f"{value:g}"
+    return "-" if value is None else format_value(value, check["unit"])
 
 
 def junit_tree(verdict: dict[str, Any], suite: str) -> ET.ElementTree:

@@ -64,6 +64,15 @@ class Objective:
     key_path: str = ""  # where the scenario set it (slo.tpot.p99), for messages
 
     @property
+    def unit(self) -> str:
+        """What ``limit`` and the measured figure are in: ms, fraction, ratio or per_s."""
+        if self.kind == "latency":
+            return "ms"
+        if self.kind == "error_rate" or self.metric == "good_fraction":
+            return "fraction"
+        return "ratio" if self.kind == "interference" else "per_s"
+
+    @property
     def name(self) -> str:
         scope = f"{self.class_name}: " if self.class_name else ""
         what = f"{self.metric} {self.statistic}" if self.statistic else self.metric
@@ -109,12 +118,17 @@ class SloSpec:
         return not self.objectives and self.baseline is None
 
 
+def format_value(value: float, unit: str, fraction_digits: str = ".4g") -> str:
+    """A measured figure or a limit as the verdicts show it: ``2.5 ms``, ``0.1%``, ``500``."""
+    if unit == "ms":
+        return f"{value:g} ms"
+    if unit == "fraction":
+        return f"{value * 100:{fraction_digits}}%"
+    return f"{value:g}"
+
+
 def format_limit(objective: Objective) -> str:
-    if objective.kind == "latency":
-        return f"{objective.limit:g} ms"
-    if objective.kind in ("error_rate",) or objective.metric == "good_fraction":
-        return f"{objective.limit * 100:g}%"
-    return f"{objective.limit:g}"
+    return format_value(objective.limit, objective.unit, fraction_digits="g")
 
 
 def parse_time_ms(value: Any) -> float:
