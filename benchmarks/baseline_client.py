@@ -1,7 +1,7 @@
 """The straightforward client: what a first version of the per-event path would do.
 
 Same socket reading as ``tpot_locust.wire.streaming`` (``HTTPConnection.request``,
-``Response.iter_body``, ``SSEParser``; each event stamped with the arrival time of the read
+``Response.read_into``, ``SSEParser``; each event stamped with the arrival time of the read
 that completed it), but per event, as it arrives: ``json.loads`` of the whole chunk, the
 token test, usage parsing, and one ``HdrHistogram.record_value`` per token for TPOT and one
 for ITL (pure Python, ~2 us each). Only the per-event work differs from ours, so the
@@ -19,6 +19,7 @@ from typing import NamedTuple
 from hdrh.histogram import HdrHistogram
 
 from tpot_locust.metrics.histograms import add_into, new_histogram
+from tpot_locust.wire.deadline import Deadline
 from tpot_locust.wire.http_client import USER_CLOCK, HTTPConnection, ReadTimeout
 from tpot_locust.wire.sse import SSEParser
 from tpot_locust.wire.streaming import StreamRequest
@@ -43,6 +44,23 @@ class Sent(NamedTuple):
     sequence: int = 0  # its place on its stream: 0 is the first (it opens the connection)
 
 
+class _Seen:
+    """What the events of one stream told so far."""
+
+    def __init__(self) -> None:
+        self.first: int | None = None
+        self.previous: int | None = None
+        self.events = self.worst = 0
+        self.stamps: list[int] = []
+        self.finish_reason: str | None = None
+        self.completion_tokens: int | None = None
+        self.done = False
+
+
+class _ErrorEvent(Exception):
+    """The server sent an error event: the request failed."""
+
+
 def _us(ns: float) -> int:
     return max(int((ns + 500) // 1000), 0)
 
@@ -65,74 +83,73 @@ class BaselineClient:
             return Sent(request.request_id, False, 0, None, 0)
 
     def _request(self, connection: HTTPConnection, request: StreamRequest) -> Sent:
-        idle_ns = int(request.idle_timeout * 1e9)
-        connection.read_timeout = request.total_timeout
+        deadline = Deadline(request.first_token_timeout, request.idle_timeout,
+                            request.total_timeout)  # fmt: skip
         response, t_send = connection.request(
-            "POST", request.path, request.headers, request.body,
-            head_timeout=request.first_token_timeout,
-        )  # fmt: skip
+            "POST", request.path, request.headers, request.body, deadline
+        )
         if response.status != 200 or "text/event-stream" not in response.content_type:
             response.read(limit=65536)
             return Sent(request.request_id, False, t_send, None, 0)
-        response.deadline_ns = t_send + int(request.first_token_timeout * 1e9)
         parser = SSEParser()
-        first = previous = None
-        events = worst = 0
-        stamps: list[int] = []
-        finish_reason = None
-        completion_tokens = None
-        done = False
+        seen = _Seen()
+
+        def consume(stamp: int, data: bytes) -> None:
+            for payload in parser.feed(data):
+                if payload == b"[DONE]":
+                    seen.done = True
+                    continue
+                event = json.loads(payload)  # every event, as it arrives
+                if event.get("error"):
+                    raise _ErrorEvent()
+                usage = event.get("usage")
+                if isinstance(usage, dict) and "completion_tokens" in usage:
+                    seen.completion_tokens = usage["completion_tokens"]
+                choices = event.get("choices") or []
+                if not choices:
+                    continue
+                choice = choices[0]
+                delta = choice.get("delta") or {}
+                if (
+                    delta.get("content")
+                    or delta.get("reasoning_content")
+                    or delta.get("tool_calls")
+                ):
+                    if seen.previous is None:
+                        seen.first = stamp
+                    else:
+                        gap = _us(stamp - seen.previous)
+                        histograms = self.interval  # swapped every report interval
+                        histograms["tpot"].record_value(gap)  # one token per event here
+                        histograms["itl"].record_value(gap)
+                        seen.worst = max(seen.worst, gap)
+                    seen.previous = stamp
+                    seen.stamps.append(stamp)
+                    seen.events += 1
+                if choice.get("finish_reason"):
+                    seen.finish_reason = choice["finish_reason"]
+            deadline.arrived(stamp)
+
         try:
-            for stamp, data in response.iter_body():
-                for payload in parser.feed(data):
-                    if payload == b"[DONE]":
-                        done = True
-                        continue
-                    event = json.loads(payload)  # every event, as it arrives
-                    if event.get("error"):
-                        connection.close()
-                        return Sent(request.request_id, False, t_send, first, events)
-                    usage = event.get("usage")
-                    if isinstance(usage, dict) and "completion_tokens" in usage:
-                        completion_tokens = usage["completion_tokens"]
-                    choices = event.get("choices") or []
-                    if not choices:
-                        continue
-                    choice = choices[0]
-                    delta = choice.get("delta") or {}
-                    if (
-                        delta.get("content")
-                        or delta.get("reasoning_content")
-                        or delta.get("tool_calls")
-                    ):
-                        if previous is None:
-                            first = stamp
-                        else:
-                            gap = _us(stamp - previous)
-                            histograms = self.interval  # swapped every report interval
-                            histograms["tpot"].record_value(gap)  # one token per event here
-                            histograms["itl"].record_value(gap)
-                            worst = max(worst, gap)
-                        previous = stamp
-                        stamps.append(stamp)
-                        events += 1
-                    if choice.get("finish_reason"):
-                        finish_reason = choice["finish_reason"]
-                response.deadline_ns = stamp + idle_ns
+            response.read_into(consume)
+        except _ErrorEvent:
+            connection.close()
+            return Sent(request.request_id, False, t_send, seen.first, seen.events)
         except ReadTimeout:
             connection.close()
-            if not done:
-                return Sent(request.request_id, False, t_send, first, events)
-        if finish_reason is None or first is None or previous is None:
+            if not seen.done:
+                return Sent(request.request_id, False, t_send, seen.first, seen.events)
+        first, previous, events = seen.first, seen.previous, seen.events
+        if seen.finish_reason is None or first is None or previous is None:
             return Sent(request.request_id, False, t_send, first, events)
         histograms = self.interval
         histograms["ttft"].record_value(_us(first - t_send))
         histograms["e2e"].record_value(_us(previous - t_send))
-        tokens = completion_tokens if completion_tokens is not None else events
+        tokens = seen.completion_tokens if seen.completion_tokens is not None else events
         if events > 1 and tokens > 1:
             histograms["request_tpot"].record_value(_us((previous - first) / (tokens - 1)))
-            histograms["worst_gap"].record_value(worst)
-        return Sent(request.request_id, True, t_send, first, events, stamps=stamps)
+            histograms["worst_gap"].record_value(seen.worst)
+        return Sent(request.request_id, True, t_send, first, events, stamps=seen.stamps)
 
     def report(self, final: bool = False) -> None:
         """Every report interval: swap in fresh histograms (``HdrHistogram.reset`` zeroes

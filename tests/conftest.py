@@ -27,8 +27,10 @@ def python() -> str:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """``unit``: tests/unit (no process or server started: seconds); ``process``:
-    tests/process (real processes and servers on 127.0.0.1: minutes)."""
+    tests/process (real processes and servers on 127.0.0.1: minutes); ``real_engine``:
+    tests/real_engine (vLLM's CPU build and transformers serve: their environments are
+    built on first use, ~5 minutes, then cached)."""
     for item in items:
         layer = item.path.parent.name
-        if layer in ("unit", "process"):
+        if layer in ("unit", "process", "real_engine"):
             item.add_marker(layer)

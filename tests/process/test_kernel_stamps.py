@@ -35,11 +35,14 @@ def stamped_tokens(url: str, clock: str) -> tuple[Sequence[int], str, Sequence[i
     parser = SSEParser()
     stamps: list[int] = []
     payloads: list[bytes] = []
-    for stamp, data in response.iter_body():
+
+    def consume(stamp: int, data: bytes) -> None:
         for payload in parser.feed(data):
             stamps.append(stamp)
             payloads.append(payload)
         time.sleep(LATE_MS / 1000)  # a busy event loop: the next token waits in the socket
+
+    response.read_into(consume)
     connection.close()
     decoded = decode_events(stamps, payloads, "chat")
     assert decoded.error is None and decoded.output_tokens == 4

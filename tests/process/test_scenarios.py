@@ -171,3 +171,31 @@ def test_prefill_bursts_attributed_on_a_known_cause(tmp_path: Path) -> None:
         factors[chunked] = burst["p99"] / steady["p99"]
     assert factors["false"] > 3, factors
     assert factors["true"] < factors["false"], factors
+
+
+def test_a_refused_burst_request_opens_no_prefill_window(tmp_path: Path) -> None:
+    """Burst prompts longer than the engine's context are refused (HTTP 400): no prefill
+    ran, so no window is counted and no gap is tagged burst; they are listed apart."""
+    path = ROOT / "tests/scenarios/prefill_burst_engine.yaml"
+    out = tmp_path / "out"
+    result = run_command(
+        [sys.executable, "-m", "tpot_locust", "run", str(path), "--out", str(out), "--set",
+         "simulator.engine={stall_prob: 0, max_model_len: 4096}", "--set", "duration=5s"],
+        timeout=180,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout[-3000:]  # Locust's: requests failed
+    summary = json.loads((out / "summary.json").read_text())
+    bursts = summary["run"]["bursts"]
+    refused = summary["classes"]["long_prompt"]["requests"]
+    assert refused["ok"] == 0 and refused["failed"] >= 3, refused
+    assert bursts["windows"] == 0 and bursts["prefill_s"] == []
+    assert bursts["failed"] == refused["failed"]
+    assert summary["classes"]["decode"]["interference"] is None  # no gap fell in a window
+
+
+def test_shipped_burst_scenarios_count_their_first_burst() -> None:
+    """A warm-up as long as the time of the first burst would leave its victims out."""
+    for path in sorted((ROOT / "scenarios").glob("*.yaml")):
+        scenario = load_scenario(path)
+        for burst in scenario.bursts:
+            assert scenario.warmup_s < burst.times_s[0], (path.name, scenario.warmup_s)

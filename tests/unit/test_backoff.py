@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import random
+
+import pytest
 
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.harness.failures import Backoff, ClientErrorStreak, likely_fix
@@ -38,3 +41,14 @@ def test_the_same_client_error_in_a_row_trips_once_with_the_fix() -> None:
     assert len(reasons) == 1
     assert "ignore_eos: false" in reasons[0]
     assert "check the host" in likely_fix(404, "no route")
+
+
+def test_the_first_refusal_names_the_fix_at_once(caplog: pytest.LogCaptureFixture) -> None:
+    streak = ClientErrorStreak(lambda reason: None, limit=20)
+    refusal = "HTTP 422: {'loc': ['body', 'ignore_eos'], 'msg': 'Extra inputs are not permitted'}"
+    with caplog.at_level(logging.WARNING, logger="tpot_locust.harness.failures"):
+        for _ in range(3):
+            streak.observe(_failed(refusal))
+    (warning,) = caplog.records  # once, at the first failure
+    assert "server.ignore_eos: false" in warning.getMessage()
+    assert "server.min_tokens: false" in warning.getMessage()

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from tpot_locust.common.timings import RequestTimings
-from tpot_locust.metrics.phases import BurstWindows, RunClock
+from tpot_locust.metrics.interference import format_interference, phase_summary
+from tpot_locust.metrics.phases import FAILED, BurstWindows, RunClock
 from tpot_locust.metrics.recorder import Recorder, phase_metric
 
 
@@ -45,3 +46,39 @@ def test_warmup_and_cooldown_exclusion_by_time() -> None:
     windows.update("a", 100, None)  # a late open must not reopen it
     assert windows.overlaps(np.array([150]), np.array([160])).tolist() == [True]
     assert windows.overlaps(np.array([250]), np.array([260])).tolist() == [False]
+
+
+def test_a_burst_request_that_failed_before_its_first_token_opens_no_window() -> None:
+    windows = BurstWindows()
+    windows.update("ok", 100, None)
+    windows.update("ok", 100, 200)
+    windows.update("refused", 150, None)  # open while the request is in flight
+    windows.update("refused", 150, FAILED)  # HTTP 400: no prefill ran
+    windows.update("refused", 150, None)  # a late open from another worker
+    assert len(windows) == 1 and windows.failed == 1
+    assert windows.durations_s() == [100 / 1e9]
+    assert windows.overlaps(np.array([300]), np.array([400])).tolist() == [False]
+
+
+def test_a_phase_with_few_samples_marks_its_tail_unmeasured() -> None:
+    recorder = Recorder()
+    now_perf, now_wall = time.perf_counter_ns(), time.time_ns()
+    gaps = np.random.default_rng(1).integers(1_000_000, 3_000_000, 399)
+    stamps = [now_perf, *(now_perf + np.cumsum(gaps)).tolist()]  # 400 events, varied gaps
+    offset = now_wall - now_perf
+    recorder.windows.update("w", stamps[0] + offset, stamps[30] + offset)  # ~30 burst gaps
+    timings = RequestTimings(
+        user_class="c", api="chat", request_id="r", t_intended_ns=now_perf - 1,
+        t_send_ns=now_perf - 1_000_000, token_stamps=stamps, token_counts=[1] * 400,
+        output_tokens=400,
+    )  # fmt: skip
+    recorder.record(timings)
+    metrics = recorder.take_interval(final=True).classes["c"]
+    summary = phase_summary(metrics, tail_min_samples=10)
+    assert summary is not None
+    burst, steady = summary["phases"]["burst"]["tpot"], summary["phases"]["steady"]["tpot"]
+    assert 25 <= burst["count"] <= 35
+    assert burst["unmeasured"] == ["p90", "p99", "p99.9"]  # ~3, 0.3, 0.03 samples above
+    assert steady["unmeasured"] == ["p99", "p99.9"]  # ~3.7 and 0.4 of ~370
+    text = "\n".join(format_interference({"interference": summary}))
+    assert "*" in text and "not yet measured" in text

@@ -5,9 +5,16 @@ from __future__ import annotations
 import numpy as np
 
 from tpot_locust.metrics.histograms import record_many
-from tpot_locust.metrics.recorder import MetricSet
+from tpot_locust.metrics.recorder import ClassCounters, MetricSet
 from tpot_locust.report.progress import format_progress
-from tpot_locust.report.summary import CLIENT_BUSY_READ_DELAY_MS, build_summary, format_report
+from tpot_locust.report.summary import (
+    CLIENT_BUSY_READ_DELAY_MS,
+    build_summary,
+    busy_advice,
+    format_prompt_tokens,
+    format_report,
+    prompt_comparison,
+)
 
 
 def summary_with_read_delays(delays_us: list[int]) -> dict:
@@ -67,3 +74,22 @@ def test_progress_line_shows_the_intervals_read_delay() -> None:
     assert format_progress(point, 60).endswith("read delay p99 2.50 ms (client busy)")
     point["read_delay"]["count"] = 0  # no kernel stamps: nothing to show
     assert "read delay" not in format_progress(point, 60)
+
+
+def test_a_busy_client_beside_its_server_is_told_more_workers_will_not_help() -> None:
+    beside = busy_advice({"run": {"host": "http://127.0.0.1:8000", "bursts": {"windows": 4}}})
+    assert "shares this machine" in beside and "prefills" in beside
+    assert "more workers cannot give back" in beside
+    remote = busy_advice({"run": {"host": "http://gpu-node-7:8000"}})
+    assert remote == "Use more workers or less load per worker."
+
+
+def test_prompt_tokens_requested_and_counted_are_printed() -> None:
+    counters = ClassCounters(prompt_compared_requests=4, prompt_compared_requested=400,
+                             prompt_compared_reported=488, prompt_difference_max=31)  # fmt: skip
+    line = format_prompt_tokens({"prompt": prompt_comparison(counters)})
+    assert line == (
+        "prompt tokens: requested 400, the server counted 488 (1.22x; per request +22.0 on "
+        "average, at most 31 apart)"
+    )
+    assert prompt_comparison(ClassCounters()) is None

@@ -34,7 +34,7 @@ from tpot_locust.report.truth_check import (
 from tpot_locust.report.verdict_files import format_verdict, write_verdict
 from tpot_locust.scenario.capacity import advice
 from tpot_locust.scenario.loader import load_scenario, scenario_document
-from tpot_locust.scenario.model import Scenario
+from tpot_locust.scenario.model import Scenario, Simulator, scenario_keys
 from tpot_locust.scenario.schema import resolve_profile
 from tpot_locust.sim.profiles import check_engine
 from tpot_locust.wire.http_client import Origin
@@ -83,25 +83,27 @@ def output_dir(options: RunOptions, scenario: Scenario) -> Path:
 
 
 def simulator_args(scenario: Scenario) -> list[str]:
+    """The ``simulator`` section as the embedded server's command line (``model.Simulator``
+    names each key's flag)."""
+    simulator = scenario.simulator
     args: list[str] = []
-    for key, flag in (("ttft_ms", "--ttft-ms"), ("gap_ms", "--gap-ms"),
-                      ("natural_tokens", "--natural-tokens")):  # fmt: skip
-        if key in scenario.simulator:
-            args += [flag, _spec_arg(scenario.simulator[key])]
-    seed = scenario.simulator.get("seed", scenario.seed)
-    if seed is not None:
-        args += ["--seed", str(seed)]
-    if "model" in scenario.simulator:
-        args += ["--model", str(scenario.simulator["model"])]
-    if "profile" in scenario.simulator:
-        args += ["--profile", resolve_profile(scenario.simulator["profile"], scenario.base_dir)]
-        for key, value in (scenario.simulator.get("engine") or {}).items():
+    for name, meta in scenario_keys(Simulator).items():
+        value = getattr(simulator, name)
+        if name == "seed" and value is None:
+            value = scenario.seed
+        if meta["flag"] is None or value is None:
+            continue
+        if meta["check"] == "distribution":
+            text = json.dumps(value)
+        elif name == "profile":
+            text = resolve_profile(value, scenario.base_dir)
+        else:
+            text = str(value)
+        args += [meta["flag"], text]
+    if simulator.profile is not None:
+        for key, value in simulator.engine.items():
             args += ["--set", f"{key}={json.dumps(value)}"]
     return args
-
-
-def _spec_arg(value: object) -> str:
-    return json.dumps(value)
 
 
 def free_port() -> int:

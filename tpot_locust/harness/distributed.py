@@ -49,7 +49,7 @@ FLUSH_MARGIN_S = 10.0
 # The form of a worker's delta (``MetricSet.encode`` inside ``pack_delta``). Raise it when
 # a change means a master could misread a delta of the previous form: then a master and a
 # worker of different versions refuse each other with a message instead of a wrong merge.
-DELTA_FORMAT = 2
+DELTA_FORMAT = 3
 
 
 class DeltaFormatError(ValueError):

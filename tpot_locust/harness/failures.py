@@ -8,6 +8,7 @@ that refuses ``ignore_eos`` with HTTP 422.
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import re
@@ -21,6 +22,7 @@ MAX_BACKOFF_S = 5.0
 CLIENT_ERROR_LIMIT_ENV = "TPOT_MAX_CLIENT_ERRORS"
 DEFAULT_CLIENT_ERROR_LIMIT = 20  # the same 4xx this many times in a row, nothing succeeding
 _STATUS = re.compile(r"HTTP (4\d\d)\b")
+logger = logging.getLogger(__name__)
 
 
 class Backoff:
@@ -85,6 +87,7 @@ class ClientErrorStreak:
         self._key: tuple[str | None, int | None] | None = None
         self._count = 0
         self.tripped = False
+        self._warned: set[tuple[str | None, int | None]] = set()
 
     def observe(self, timings: RequestTimings, **_: object) -> None:
         if timings.ok:
@@ -96,12 +99,18 @@ class ClientErrorStreak:
         key = (timings.error_category, status)
         self._count = self._count + 1 if key == self._key else 1
         self._key = key
+        message = (timings.error_message or "")[:200]
+        fix = likely_fix(status or 0, message)
+        if key not in self._warned:  # the first of its kind says at once what fixes it
+            self._warned.add(key)
+            logger.warning(
+                "request failed with %s: %s. Likely fix: %s", timings.error_category, message, fix
+            )
         if self.limit and self._count >= self.limit and not self.tripped:
             self.tripped = True
-            fix = likely_fix(status or 0, timings.error_message or "")
             self._on_limit(
                 f"the last {self._count} requests all failed with "
-                f"{timings.error_category}: {(timings.error_message or '')[:200]}; "
+                f"{timings.error_category}: {message}; "
                 f"nothing succeeded. Stopping the run. Likely fix: {fix}"
             )
 

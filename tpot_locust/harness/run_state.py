@@ -285,6 +285,7 @@ class RunState:
         start_ns = self.collector.start_wall_s * 1e9
         info["bursts"] = {
             "windows": len(self.recorder.windows),
+            "failed": self.recorder.windows.failed,  # no first token: no prefill, no window
             "prefill_s": sorted(round(d, 3) for d in self.recorder.windows.durations_s()),
             # seconds since the time series' start, to shade on its charts
             "spans_s": [[round((start - start_ns) / 1e9, 3), round((end - start_ns) / 1e9, 3)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import gevent
@@ -9,23 +10,7 @@ from locust import LoadTestShape, User, between, constant
 
 from tpot_locust.common.distributions import Fixed, Uniform, as_distribution
 from tpot_locust.harness.users import ChatUser, CompletionsUser
-from tpot_locust.scenario.model import Scenario
-
-SERVER_ATTRIBUTES = {
-    "model": "model",
-    "headers": "headers",
-    "api_key_env": "api_key_env",
-    "ignore_eos": "ignore_eos",
-    "min_tokens": "force_min_tokens",
-    "include_usage": "include_usage",
-    "extra_body": "extra_body",
-}
-TIMEOUT_ATTRIBUTES = {
-    "connect": "connect_timeout",
-    "first_token": "first_token_timeout",
-    "idle": "idle_timeout",
-    "total": "total_timeout",
-}
+from tpot_locust.scenario.model import Scenario, TrafficClass, scenario_keys
 
 
 def _wait_time(spec: object, base_dir: Path):
@@ -40,34 +25,22 @@ def _wait_time(spec: object, base_dir: Path):
 
 
 def build_user_classes(scenario: Scenario) -> list[type[User]]:
-    base = ChatUser if scenario.server.get("api", "chat") == "chat" else CompletionsUser
+    base = ChatUser if scenario.server.api == "chat" else CompletionsUser
     attributes: dict[str, object] = {"seed": scenario.seed}
-    for key, attribute in SERVER_ATTRIBUTES.items():
-        if key in scenario.server:
-            attributes[attribute] = scenario.server[key]
-    for key, attribute in TIMEOUT_ATTRIBUTES.items():
-        if key in scenario.server.get("timeouts", {}):
-            attributes[attribute] = scenario.server["timeouts"][key]
+    for section in (scenario.server, scenario.server.timeouts):
+        for name, meta in scenario_keys(type(section)).items():
+            value = getattr(section, name)
+            if meta["user"] and value is not None:  # None: the class's default
+                attributes[meta["user"]] = value
     classes: list[type[User]] = []
     staged = bool(scenario.stages)
     for traffic in scenario.classes:
-
-        def built(spec: object) -> object:
-            """Distributions made once (an empirical file is read here, not per request)."""
-            return None if spec is None else as_distribution(spec, scenario.base_dir)
-
-        class_attributes = dict(
-            attributes,
-            __module__=__name__,
-            prompt_tokens=built(traffic.prompt_tokens),
-            followup_tokens=built(traffic.followup_tokens),
-            output_tokens=built(traffic.output_tokens),
-            turns=traffic.turns,
-            think_time=built(traffic.think_time) if traffic.think_time else 0,
-            wait_time=_wait_time(traffic.wait_time, scenario.base_dir),
-            shared_prefix_tokens=traffic.shared_prefix_tokens,
-            shared_prefix_ratio=traffic.shared_prefix_ratio,
-        )
+        class_attributes = dict(attributes, __module__=__name__)
+        for name, meta in scenario_keys(TrafficClass).items():
+            if meta["user"]:
+                build = _BUILD.get(meta["check"])
+                value = getattr(traffic, name)
+                class_attributes[meta["user"]] = build(value, scenario) if build else value
         if staged:  # a shape sets the total; closed classes share it by their users
             class_attributes["weight"] = traffic.users
             class_attributes["fixed_count"] = 0
@@ -77,6 +50,23 @@ def build_user_classes(scenario: Scenario) -> list[type[User]]:
     if staged and not scenario.max_users:
         classes.append(_idle_class())
     return classes
+
+
+def _distribution(spec: object, scenario: Scenario) -> object:
+    """Made once (an empirical file is read here, not per request)."""
+    return None if spec is None else as_distribution(spec, scenario.base_dir)
+
+
+def _time(spec: object, scenario: Scenario) -> object:
+    return _distribution(spec, scenario) if spec else 0
+
+
+# How a class key's value becomes its attribute, by the key's check (model.key).
+_BUILD: dict[str, Callable[[object, Scenario], object]] = {
+    "distribution": _distribution,
+    "time": _time,
+    "wait": lambda spec, scenario: _wait_time(spec, scenario.base_dir),
+}
 
 
 def _idle_class() -> type[User]:

@@ -24,6 +24,7 @@ from locust.env import Environment
 from tpot_locust.common.clock import wall_minus_perf_ns
 from tpot_locust.common.cooperation import let_streams_run
 from tpot_locust.common.distributions import as_distribution
+from tpot_locust.metrics.phases import FAILED
 from tpot_locust.scenario.arrivals import arrival_times
 from tpot_locust.scenario.model import Burst, Scenario, TrafficClass
 from tpot_locust.scenario.trace import sessions, share_of
@@ -214,12 +215,12 @@ class TrafficDriver:
         pool = self.pools[burst.class_name]
         start_wall = time.time_ns()
         self.on_window(window_id, start_wall, None)
-        end_wall = None
+        end_wall: int | None = None
         try:
             timings = agent.send_prepared(turn)
-            if timings is not None:
-                first = timings.token_stamps[0] if timings.token_stamps else timings.t_end_ns
-                end_wall = first + wall_minus_perf_ns()
+            if timings is not None:  # only a first token ends a prefill; else none ran
+                first = timings.token_stamps[0] if timings.token_stamps else None
+                end_wall = FAILED if first is None else first + wall_minus_perf_ns()
         finally:
             self.on_window(window_id, start_wall, end_wall or time.time_ns())
             pool.give_back(agent)

@@ -21,8 +21,10 @@ def _key(percentile: float) -> str:
     return f"p{percentile:g}"
 
 
-def phase_summary(metrics: ClassMetrics) -> dict[str, Any] | None:
-    """Steady vs burst percentiles and their ratios; None when no gap fell in a burst."""
+def phase_summary(metrics: ClassMetrics, tail_min_samples: int) -> dict[str, Any] | None:
+    """Steady vs burst percentiles and their ratios; None when no gap fell in a burst.
+    A percentile with fewer than ``tail_min_samples`` samples above it in its phase is
+    listed as ``unmeasured`` (a short burst phase's p99.9 is its max)."""
     burst_count = metrics.histogram(phase_metric("tpot", BURST)).total_count
     if not burst_count:
         return None
@@ -38,6 +40,10 @@ def phase_summary(metrics: ClassMetrics) -> dict[str, Any] | None:
             phases[phase][name] = {"count": phase_stats.count} | {
                 _key(p): phase_stats.percentiles[p] / 1000 for p in INTERFERENCE_PERCENTILES
             }
+            phases[phase][name]["unmeasured"] = [
+                _key(p) for p in INTERFERENCE_PERCENTILES
+                if phase_stats.count and phase_stats.above[p] < tail_min_samples
+            ]  # fmt: skip
         factors[name] = {
             _key(p): round(stats[BURST].percentiles[p] / stats[STEADY].percentiles[p], 2)
             if stats[STEADY].percentiles[p]
@@ -54,10 +60,12 @@ def format_interference(summary: dict[str, Any]) -> list[str]:
         lines.append("Interference: per-token gaps during prefill bursts vs steady (ms)")
         header = "".join(f"{_key(p):>10}" for p in INTERFERENCE_PERCENTILES)
         lines.append(f"  {'':14}{'count':>10}{header}")
+        unmeasured = False
         for name in PHASE_METRICS:
             for phase in PHASES:
                 row = interference["phases"][phase][name]
-                values = "".join(f"{row[_key(p)]:10.3f}" for p in INTERFERENCE_PERCENTILES)
+                values = "".join(_cell(row, _key(p)) for p in INTERFERENCE_PERCENTILES)
+                unmeasured = unmeasured or bool(row.get("unmeasured"))
                 lines.append(f"  {name.upper() + ' ' + phase:14}{row['count']:10,}{values}")
             factor = interference["interference_factor"][name]
             ratios = "".join(
@@ -65,12 +73,23 @@ def format_interference(summary: dict[str, Any]) -> list[str]:
                 for p in INTERFERENCE_PERCENTILES
             )
             lines.append(f"  {name.upper() + ' factor':14}{'':10}{ratios}")
+        if unmeasured:
+            lines.append(
+                "  * too few samples above it in that phase: that tail is not yet measured "
+                "(its value is near the phase's max; run longer or burst more often)"
+            )
     worst = summary.get("worst_gaps") or []
     if worst:
         text = "Worst gaps: " + ", ".join(_worst_gap(gap) for gap in worst)
         lines.extend(textwrap.wrap(text, width=100, subsequent_indent="  "))
 
     return lines
+
+
+def _cell(row: dict[str, Any], key: str) -> str:
+    if key in row.get("unmeasured", ()):
+        return f"{row[key]:9.3f}*"
+    return f"{row[key]:10.3f}"
 
 
 def _worst_gap(gap: dict[str, Any]) -> str:

@@ -1,6 +1,8 @@
 """Run phases: warm-up/cool-down by time, and burst windows for interference attribution.
 
-A *burst window* lasts from the send of a burst request to its first token (its prefill).
+A *burst window* lasts from the send of a burst request to its first token (its prefill);
+a burst request that failed before its first token made no prefill and opens no window
+(it is reported with the end ``FAILED`` and counted apart).
 A token gap is in the ``burst`` phase when it overlaps any burst window of the run (from
 any worker), else ``steady``. Windows open at send time and close at the first token; a
 window still open when a gap is tagged counts as open-ended. Gaps are tagged a little
@@ -19,6 +21,7 @@ STEADY = "steady"
 BURST = "burst"
 PHASES = (STEADY, BURST)
 TAG_HOLD_S = 2.0
+FAILED = -1  # the end of a burst request's window when it failed before its first token
 
 
 @dataclass
@@ -48,18 +51,32 @@ class BurstWindows:
 
     def __init__(self) -> None:
         self._windows: dict[str, tuple[int, int | None]] = {}
+        self._failed: set[str] = set()
 
     def __len__(self) -> int:
         return len(self._windows)
 
+    @property
+    def failed(self) -> int:
+        """Burst requests that failed before their first token (no window)."""
+        return len(self._failed)
+
     def update(self, window_id: str, start_wall_ns: int, end_wall_ns: int | None) -> None:
+        """``end_wall_ns``: None while the prefill runs, ``FAILED`` when there was none."""
+        if end_wall_ns == FAILED:
+            self._windows.pop(window_id, None)
+            self._failed.add(window_id)
+            return
         known = self._windows.get(window_id)
-        if known is not None and known[1] is not None and end_wall_ns is None:
-            return  # a late "open" message must not reopen a closed window
+        if window_id in self._failed or (
+            known is not None and known[1] is not None and end_wall_ns is None
+        ):
+            return  # a late "open" message must not reopen a closed or failed window
         self._windows[window_id] = (start_wall_ns, end_wall_ns)
 
     def clear(self) -> None:
         self._windows.clear()
+        self._failed.clear()
 
     def spans_wall_ns(self) -> list[tuple[int, int]]:
         """The closed windows, (start, end) wall ns, in time order."""

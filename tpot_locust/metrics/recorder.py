@@ -64,6 +64,11 @@ class ClassCounters:
     estimated_requests: int = 0  # output count not reported by the server
     prompt_tokens_requested: int = 0
     prompt_tokens_reported: int = 0
+    # requests whose usage counted the prompt: what was asked for and what the server counted
+    prompt_compared_requests: int = 0
+    prompt_compared_requested: int = 0
+    prompt_compared_reported: int = 0
+    prompt_difference_max: int = 0  # the largest |counted - requested| of one request
     clamped_values: int = 0
     excluded_warmup: int = 0  # requests left out of the histograms by time
     excluded_cooldown: int = 0
@@ -80,6 +85,8 @@ class ClassCounters:
     def add(self, other: ClassCounters) -> None:
         for name in _SUMMED_COUNTERS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        for name in _MAX_COUNTERS:
+            setattr(self, name, max(getattr(self, name), getattr(other, name)))
         room = MAX_INTERRUPTED_IDS - len(self.interrupted_ids)
         self.interrupted_ids.extend(other.interrupted_ids[: max(room, 0)])
         self.errors.update(other.errors)
@@ -101,10 +108,12 @@ class ClassCounters:
         return counters
 
 
-# Every int counter adds, but the wall-clock bounds (min and max instead).
+# Every int counter adds, but the wall-clock bounds (min and max instead) and ``_max``es.
+_MAX_COUNTERS = tuple(f.name for f in fields(ClassCounters) if f.name.endswith("_max"))
 _SUMMED_COUNTERS = tuple(
-    f.name for f in fields(ClassCounters) if f.type == "int" and not f.name.endswith("_wall_ns")
-)
+    f.name for f in fields(ClassCounters)
+    if f.type == "int" and not f.name.endswith(("_wall_ns", "_max"))
+)  # fmt: skip
 
 
 @dataclass
@@ -293,6 +302,12 @@ class Recorder:
         counters.estimated_requests += timings.tokens_estimated
         counters.prompt_tokens_requested += timings.prompt_tokens_requested
         counters.prompt_tokens_reported += timings.prompt_tokens_reported or 0
+        if timings.prompt_tokens_reported is not None and timings.prompt_tokens_requested:
+            counters.prompt_compared_requests += 1
+            counters.prompt_compared_requested += timings.prompt_tokens_requested
+            counters.prompt_compared_reported += timings.prompt_tokens_reported
+            difference = abs(timings.prompt_tokens_reported - timings.prompt_tokens_requested)
+            counters.prompt_difference_max = max(counters.prompt_difference_max, difference)
         if not counters.first_send_wall_ns or send_wall < counters.first_send_wall_ns:
             counters.first_send_wall_ns = send_wall
         counters.last_token_wall_ns = max(counters.last_token_wall_ns, last_wall)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from tpot_locust.metrics.histograms import PERCENTILES, count_above, histogram_stats, without
 from tpot_locust.metrics.interference import format_interference, phase_summary
@@ -170,12 +171,13 @@ def _class_summary(
             "per_s": round(per_s, 1),
             "prompt_requested": counters.prompt_tokens_requested,
             "prompt_reported": counters.prompt_tokens_reported,
+            "prompt": prompt_comparison(counters),
         },
         "window_s": round(window_s, 3),
         "clamped_values": counters.clamped_values,
         "excluded": {"warmup": counters.excluded_warmup, "cooldown": counters.excluded_cooldown},
         "dropped_arrivals": counters.dropped_arrivals,
-        "interference": phase_summary(metrics),
+        "interference": phase_summary(metrics, TAIL_MIN_SAMPLES),
         "worst_gaps": metrics.worst_gaps,
         "goodput": goodput,
     }
@@ -283,6 +285,8 @@ def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
         f"output tokens {tokens['output']:,}{estimated}  partial (failed requests) "
         f"{tokens['partial']:,}"
     )
+    if prompt := format_prompt_tokens(tokens):
+        lines.append(prompt)
     lines.append(
         f"throughput {tokens['per_s']:,.1f} tokens/s, {requests['per_s']:.2f} requests/s "
         f"over {summary['window_s']:.1f} s"
@@ -299,8 +303,7 @@ def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
         lines.append(
             f"! client busy: 1 % of reads came more than {p99:.1f} ms after their newest data "
             f"arrived (read delay P99 > {CLIENT_BUSY_READ_DELAY_MS:g} ms); token events closer "
-            "together than that were read together and share one stamp. Use more workers or "
-            "less load per worker."
+            f"together than that were read together and share one stamp. {busy_advice(summary)}"
         )
     excluded, dropped = summary["excluded"], summary["dropped_arrivals"]
     if excluded["warmup"] or excluded["cooldown"] or dropped:
@@ -319,6 +322,52 @@ def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
         lines.append("")
         lines.extend(extra)
     return "\n".join(lines)
+
+
+def prompt_comparison(counters: ClassCounters) -> dict[str, Any] | None:
+    """Requested against server-counted prompt tokens, over the requests whose usage had
+    both (None when none had)."""
+    requests = counters.prompt_compared_requests
+    if not requests:
+        return None
+    requested, reported = counters.prompt_compared_requested, counters.prompt_compared_reported
+    return {
+        "requests": requests,
+        "requested": requested,
+        "reported": reported,
+        "mean_difference": round((reported - requested) / requests, 2),
+        "max_difference": counters.prompt_difference_max,
+        "ratio": round(reported / requested, 3) if requested else None,
+    }
+
+
+def format_prompt_tokens(tokens: dict[str, Any]) -> str | None:
+    """Requested against server-counted prompt tokens: our prompts are sized in words (an
+    estimate), which the server's tokenizer counts its own way."""
+    prompt = tokens.get("prompt")
+    if not prompt:
+        return None
+    return (
+        f"prompt tokens: requested {prompt['requested']:,}, the server counted "
+        f"{prompt['reported']:,} ({prompt['ratio']:.2f}x; per request "
+        f"{prompt['mean_difference']:+,.1f} on average, at most {prompt['max_difference']:,} "
+        "apart)"
+    )
+
+
+def busy_advice(summary: dict[str, Any]) -> str:
+    """What to do about a busy client: a server on this machine takes the same cores (its
+    prefills above all), which more workers cannot give back."""
+    run = summary.get("run", {})
+    host = urlsplit(run.get("host") or "").hostname or ""
+    if host == "localhost" or host.startswith("127.") or host == "::1":
+        during = " (its prefills above all)" if run.get("bursts", {}).get("windows") else ""
+        return (
+            f"The server shares this machine ({host}) and its work{during} takes the cores "
+            "the client reads with, which more workers cannot give back: run the server, or the "
+            "client, on another machine, or give each its own cores (taskset)."
+        )
+    return "Use more workers or less load per worker."
 
 
 def format_client_stalls(summary: dict[str, Any]) -> list[str]:

@@ -114,7 +114,7 @@ def scenario_gap_ms(scenario: Scenario, host: str | None = None) -> float:
     given here or in the scenario), else ``DEFAULT_ASSUMED_GAP_MS``."""
     if host or scenario.host:
         return DEFAULT_ASSUMED_GAP_MS
-    spec = scenario.simulator.get("gap_ms")
+    spec = scenario.simulator.gap_ms
     if spec is None:
         return SIMULATOR_DEFAULT_GAP_MS
     return _mean(spec, scenario.base_dir) or SIMULATOR_DEFAULT_GAP_MS

@@ -8,7 +8,7 @@ See ``scenarios/README.md`` for the language.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -19,29 +19,95 @@ __all__ = [
     "Burst",
     "Scenario",
     "ScenarioError",
+    "Server",
+    "Simulator",
     "Stage",
+    "Timeouts",
     "TrafficClass",
+    "scenario_keys",
 ]
+
+
+def key(
+    default: Any = None, *, check: str, user: str | None = None, flag: str | None = None,
+    factory: Any = None,
+) -> Any:  # fmt: skip
+    """A scenario key: its default, the check ``schema`` runs on it (by name: ``CHECKS``),
+    the user-class attribute it sets (``user``) and the simulator flag it becomes
+    (``flag``). Adding a key to a section is adding one of these."""
+    metadata = {"check": check, "user": user, "flag": flag}
+    if factory is not None:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def scenario_keys(section: type) -> dict[str, Any]:
+    """The keys a section allows, each with its metadata (``key``)."""
+    return {f.name: f.metadata for f in fields(section) if "check" in f.metadata}
+
+
+@dataclass
+class Timeouts:
+    """``server.timeouts``: seconds, each the ``ChatUser`` attribute it sets."""
+
+    connect: float | None = key(check="positive", user="connect_timeout")
+    first_token: float | None = key(check="positive", user="first_token_timeout")
+    idle: float | None = key(check="positive", user="idle_timeout")
+    total: float | None = key(check="positive", user="total_timeout")
+
+
+@dataclass
+class Server:
+    """``server``: the server under test and how requests are made; None keeps the user
+    class's default."""
+
+    host: str | None = key(check="url")
+    api: str = key("chat", check="api")
+    model: str | None = key(check="text", user="model")
+    headers: dict[str, Any] | None = key(check="mapping", user="headers")
+    api_key_env: str | None = key(check="env_name", user="api_key_env")
+    ignore_eos: bool | None = key(check="flag", user="ignore_eos")
+    min_tokens: bool | None = key(check="flag", user="force_min_tokens")
+    include_usage: bool | None = key(check="flag", user="include_usage")
+    extra_body: dict[str, Any] | None = key(check="mapping", user="extra_body")
+    timeouts: Timeouts = key(check="timeouts", factory=Timeouts)
+
+
+@dataclass
+class Simulator:
+    """``simulator``: the embedded server's arguments, each the flag it becomes."""
+
+    ttft_ms: Any = key(check="distribution", flag="--ttft-ms")
+    gap_ms: Any = key(check="distribution", flag="--gap-ms")
+    natural_tokens: Any = key(check="distribution", flag="--natural-tokens")
+    seed: int | None = key(check="seed", flag="--seed")  # default: the scenario's seed
+    model: str | None = key(check="text", flag="--model")
+    profile: str | None = key(check="profile", flag="--profile")  # a name or a file path
+    engine: dict[str, Any] = key(check="mapping", factory=dict)  # --set KEY=VALUE each
 
 
 @dataclass
 class TrafficClass:
+    """One entry of ``classes``: a ``ChatUser`` subclass (closed loop) or an open-loop
+    session source; ``user`` says which attribute of the class a key sets."""
+
     name: str
-    users: int = 0  # closed loop: concurrent sessions
-    rate: float | None = None  # open loop: sessions started per second (whole run)
-    arrival: str = "poisson"  # poisson | gamma | constant
-    burstiness: float = 1.0  # gamma shape: 1 = Poisson, < 1 burstier, > 1 more even
-    max_in_flight: int = 256
-    prompt_tokens: Any = 256
-    followup_tokens: Any = None
-    output_tokens: Any = 128
-    turns: int = 1
-    think_time: Any = 0.0
-    wait_time: Any = 0.0
-    shared_prefix_tokens: int = 0
-    shared_prefix_ratio: float = 1.0
-    trace: str | None = None  # open loop: a JSONL trace (scenario.trace), replayed as timed
-    speedup: float = 1.0  # the trace's time scale: 2 replays it twice as fast
+    users: int = key(0, check="count")  # closed loop: concurrent sessions
+    rate: float | None = key(check="rate")  # open loop: sessions started per second
+    arrival: str = key("poisson", check="arrival")  # poisson | gamma | constant
+    # gamma shape: 1 = Poisson, < 1 burstier, > 1 more even
+    burstiness: float = key(1.0, check="positive")
+    max_in_flight: int = key(256, check="positive_integer")
+    prompt_tokens: Any = key(256, check="distribution", user="prompt_tokens")
+    followup_tokens: Any = key(None, check="distribution", user="followup_tokens")
+    output_tokens: Any = key(128, check="distribution", user="output_tokens")
+    turns: int = key(1, check="positive_integer", user="turns")
+    think_time: Any = key(0.0, check="time", user="think_time")
+    wait_time: Any = key(0.0, check="wait", user="wait_time")  # Locust's wait_time
+    shared_prefix_tokens: int = key(0, check="count", user="shared_prefix_tokens")
+    shared_prefix_ratio: float = key(1.0, check="ratio", user="shared_prefix_ratio")
+    trace: str | None = key(check="trace")  # open loop: a JSONL trace, replayed as timed
+    speedup: float = key(1.0, check="positive")  # 2 replays the trace twice as fast
     trace_requests: list[Any] = field(default_factory=list, repr=False)  # the trace's lines
 
     @property
@@ -80,8 +146,8 @@ class Scenario:
     spawn_rate: float | None = None
     seed: int | None = None
     output: str | None = None
-    server: dict[str, Any] = field(default_factory=dict)
-    simulator: dict[str, Any] = field(default_factory=dict)
+    server: Server = field(default_factory=Server)
+    simulator: Simulator = field(default_factory=Simulator)
     slo: SloSpec = field(default_factory=SloSpec)
     description: str = ""
     stages: list[Stage] = field(default_factory=list)
@@ -95,7 +161,7 @@ class Scenario:
 
     @property
     def host(self) -> str | None:
-        return self.server.get("host")
+        return self.server.host
 
     @property
     def users(self) -> int:

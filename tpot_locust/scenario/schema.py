@@ -11,7 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from tpot_locust.common.distributions import DistributionError, parse_distribution
-from tpot_locust.scenario.model import Burst, Scenario, Stage, TrafficClass
+from tpot_locust.scenario.model import (
+    Burst,
+    Scenario,
+    Server,
+    Simulator,
+    Stage,
+    Timeouts,
+    TrafficClass,
+    scenario_keys,
+)
 from tpot_locust.scenario.slo import SloSpec, parse_slo
 from tpot_locust.scenario.trace import load_trace
 from tpot_locust.scenario.yaml_source import Located, did_you_mean
@@ -21,15 +30,8 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 TOP_KEYS = {"name", "description", "duration", "spawn_rate", "seed", "output", "server",
             "classes", "stages", "bursts", "warmup", "cooldown", "simulator", "slo"}  # fmt: skip
-SERVER_KEYS = {"host", "api", "model", "headers", "api_key_env", "ignore_eos", "min_tokens",
-               "include_usage", "extra_body", "timeouts"}  # fmt: skip
-TIMEOUT_KEYS = {"connect", "first_token", "idle", "total"}
-CLASS_KEYS = {"users", "rate", "arrival", "burstiness", "max_in_flight", "prompt_tokens",
-              "followup_tokens", "output_tokens", "turns", "think_time", "wait_time",
-              "shared_prefix_tokens", "shared_prefix_ratio", "trace", "speedup"}  # fmt: skip
 STAGE_KEYS = {"duration", "users", "rate"}
 BURST_KEYS = {"class", "count", "at", "every", "start", "prompt_tokens", "output_tokens"}
-SIMULATOR_KEYS = {"ttft_ms", "gap_ms", "natural_tokens", "seed", "model", "profile", "engine"}
 ARRIVALS = ("poisson", "gamma", "constant")
 
 
@@ -106,9 +108,9 @@ def validate(located: Located, check_engine: EngineCheck | None = None) -> Scena
     """The scenario, or ``ScenarioErrors`` listing every problem in the document."""
     data = check_keys(located, "", located.data, TOP_KEYS)
     base_dir = Path(located.source).parent
-    server: dict[str, Any] = {}
+    server = Server()
     with located.keep_going():
-        server = _validate_server(located, data.get("server"))
+        server, _ = parse_section(located, "server", data.get("server"), Server, base_dir)
     classes: list[TrafficClass] = []
     classes_data = data.get("classes")
     if not isinstance(classes_data, dict) or not classes_data:
@@ -140,14 +142,12 @@ def validate(located: Located, check_engine: EngineCheck | None = None) -> Scena
         cooldown_s = duration(located, "cooldown", data.get("cooldown", 0), positive=False)
         if warmup_s + cooldown_s >= duration_s:
             raise located.error("warmup", "warmup + cooldown must be shorter than the duration")
-    simulator: dict[str, Any] = {}
+    simulator = Simulator()
     with located.keep_going():
-        simulator = check_keys(located, "simulator", data.get("simulator"), SIMULATOR_KEYS)
-        for key in ("ttft_ms", "gap_ms", "natural_tokens"):
-            if key in simulator:
-                with located.keep_going():
-                    distribution(located, f"simulator.{key}", simulator[key], base_dir)
-        _validate_engine(located, simulator, check_engine)
+        simulator, given = parse_section(
+            located, "simulator", data.get("simulator"), Simulator, base_dir
+        )
+        _validate_engine(located, simulator, given, check_engine)
     spawn_rate = data.get("spawn_rate")
     with located.keep_going():
         if spawn_rate is not None:
@@ -180,27 +180,25 @@ def validate(located: Located, check_engine: EngineCheck | None = None) -> Scena
 
 
 def _validate_engine(
-    located: Located, simulator: dict[str, Any], check_engine: EngineCheck | None
-) -> None:
+    located: Located, simulator: Simulator, given: dict[str, Any],
+    check_engine: EngineCheck | None,
+) -> None:  # fmt: skip
     """``profile`` (a shipped name or a YAML file) and ``engine`` overrides of its keys;
     the profile itself is the simulator's to check (``check_engine``, from the CLI)."""
-    if "profile" not in simulator:
-        if "engine" in simulator:
+    if simulator.profile is None:
+        if "engine" in given:
             raise located.error("simulator.engine", "needs simulator.profile")
         return
     for key in ("ttft_ms", "gap_ms"):
-        if key in simulator:
+        if key in given:
             raise located.error(f"simulator.{key}", "not with a profile (the engine times steps)")
-    engine = simulator.get("engine") or {}
-    if not isinstance(engine, dict):
-        raise located.error("simulator.engine", "must be a mapping of profile keys")
     if check_engine is None:
         return
     try:
-        check_engine(resolve_profile(simulator["profile"], Path(located.source).parent),
-                     dict(engine))  # fmt: skip
+        check_engine(resolve_profile(simulator.profile, Path(located.source).parent),
+                     dict(simulator.engine))  # fmt: skip
     except ValueError as error:
-        raise located.error("simulator.engine" if engine else "simulator.profile",
+        raise located.error("simulator.engine" if simulator.engine else "simulator.profile",
                             str(error)) from None  # fmt: skip
 
 
@@ -212,36 +210,26 @@ def resolve_profile(profile: Any, base_dir: Path) -> str:
     return text
 
 
-def _validate_server(located: Located, data: Any) -> dict[str, Any]:
-    server = dict(check_keys(located, "server", data, SERVER_KEYS))
-    api = server.setdefault("api", "chat")
-    if api not in ("chat", "completions"):
-        raise located.error("server.api", "must be chat or completions")
-    host = server.get("host")
-    if host is not None and (not isinstance(host, str) or "://" not in host):
-        raise located.error("server.host", "must be a URL like http://127.0.0.1:8000")
-    key_env = server.get("api_key_env")
-    if key_env is not None and not _IDENTIFIER.fullmatch(str(key_env)):
-        raise located.error(
-            "server.api_key_env", "must be the NAME of an environment variable, not a key"
-        )
-    for flag in ("ignore_eos", "min_tokens", "include_usage"):
-        if flag in server and not isinstance(server[flag], bool):
-            raise located.error(f"server.{flag}", "must be true or false")
-    for mapping in ("headers", "extra_body"):
-        if mapping in server and not isinstance(server[mapping], dict):
-            raise located.error(f"server.{mapping}", "must be a mapping")
-    timeouts = check_keys(located, "server.timeouts", server.get("timeouts"), TIMEOUT_KEYS)
-    for key, value in timeouts.items():
-        number(located, f"server.timeouts.{key}", value)
-    return server
+def parse_section(
+    located: Located, path: str, data: Any, section: type, base_dir: Path, **fixed: Any
+) -> tuple[Any, dict[str, Any]]:
+    """The section's dataclass from its mapping, each key checked as its ``key`` declares
+    (``CHECKS``); also the keys as given, for rules between keys."""
+    allowed = scenario_keys(section)
+    given = check_keys(located, path, data, set(allowed))
+    values = {}
+    for name, value in given.items():
+        with located.keep_going():
+            check = CHECKS[allowed[name]["check"]]
+            values[name] = check(located, f"{path}.{name}", value, base_dir)
+    return section(**fixed, **values), given
 
 
 def _validate_class(located: Located, name: str, data: Any, base_dir: Path) -> TrafficClass:
     path = f"classes.{name}"
     if not _IDENTIFIER.fullmatch(name):
         raise located.error(path, "class names must be identifiers (letters, digits, _)")
-    spec = check_keys(located, path, data, CLASS_KEYS)
+    traffic, spec = parse_section(located, path, data, TrafficClass, base_dir, name=name)
     modes = [key for key in ("users", "rate", "trace") if key in spec]
     if len(modes) > 1:
         raise located.error(f"{path}.{modes[1]}", "a class is closed loop (users) or open loop "
@@ -249,9 +237,9 @@ def _validate_class(located: Located, name: str, data: Any, base_dir: Path) -> T
     if not modes:
         raise located.error(path, "needs users (closed loop), rate (open loop, per second) or "
                             "trace (a JSONL file of timed requests)")  # fmt: skip
-    traffic = TrafficClass(name=name)
-    with located.keep_going():
-        _validate_mode(located, path, spec, traffic)
+    if traffic.trace is not None:
+        with located.keep_going():
+            traffic.trace_requests = load_trace(Path(traffic.trace))  # errors name file:line
     for key in ("arrival", "burstiness", "max_in_flight"):
         if key in spec and "rate" not in spec:
             located.problems.append(
@@ -259,68 +247,104 @@ def _validate_class(located: Located, name: str, data: Any, base_dir: Path) -> T
             )
     if "speedup" in spec and "trace" not in spec:
         located.problems.append(located.error(f"{path}.speedup", "only with a trace"))
-    for key in ("prompt_tokens", "output_tokens", "followup_tokens"):
-        if spec.get(key) is not None:
-            with located.keep_going():
-                value = distribution(located, f"{path}.{key}", spec[key], base_dir)
-                setattr(traffic, key, value)
-    if "turns" in spec:
-        with located.keep_going():
-            traffic.turns = int(number(located, f"{path}.turns", spec["turns"], integer=True))
-    for key in ("think_time", "wait_time"):
-        if key in spec:
-            value = spec[key]
-            with located.keep_going():
-                if value != 0:
-                    distribution(located, f"{path}.{key}", value, base_dir)
-                setattr(traffic, key, value)
-    with located.keep_going():
-        _validate_prefix(located, path, spec, traffic)
     return traffic
 
 
-def _validate_mode(
-    located: Located, path: str, spec: dict[str, Any], traffic: TrafficClass
-) -> None:
-    """Closed loop (users) or open loop (rate, arrival process)."""
-    if "users" in spec:
-        traffic.users = int(number(located, f"{path}.users", spec["users"], integer=True,
-                                   strict=False))  # fmt: skip
-    elif "trace" in spec:
-        trace = Path(str(spec["trace"]))
-        trace = trace if trace.is_absolute() else Path(located.source).parent / trace
-        traffic.trace_requests = load_trace(trace)  # its errors name the trace's file:line
-        traffic.trace = str(trace)
-        if "speedup" in spec:
-            traffic.speedup = float(number(located, f"{path}.speedup", spec["speedup"]))
-    else:
-        traffic.rate = float(number(located, f"{path}.rate", spec["rate"], strict=False))
-        arrival = spec.get("arrival", "poisson")
-        if arrival not in ARRIVALS:
-            raise located.error(f"{path}.arrival", f"must be one of {', '.join(ARRIVALS)}")
-        traffic.arrival = arrival
-        if "burstiness" in spec:
-            traffic.burstiness = float(number(located, f"{path}.burstiness", spec["burstiness"]))
-        if "max_in_flight" in spec:
-            traffic.max_in_flight = int(
-                number(located, f"{path}.max_in_flight", spec["max_in_flight"], integer=True)
-            )
+def _url(located: Located, path: str, value: Any, base_dir: Path) -> str:
+    if not isinstance(value, str) or "://" not in value:
+        raise located.error(path, "must be a URL like http://127.0.0.1:8000")
+    return value
 
 
-def _validate_prefix(
-    located: Located, path: str, spec: dict[str, Any], traffic: TrafficClass
-) -> None:
-    if "shared_prefix_tokens" in spec:
-        traffic.shared_prefix_tokens = int(number(
-            located, f"{path}.shared_prefix_tokens", spec["shared_prefix_tokens"],
-            integer=True, strict=False,
-        ))  # fmt: skip
-    if "shared_prefix_ratio" in spec:
-        ratio = number(located, f"{path}.shared_prefix_ratio", spec["shared_prefix_ratio"],
-                       strict=False)  # fmt: skip
-        if ratio > 1:
-            raise located.error(f"{path}.shared_prefix_ratio", "must be <= 1")
-        traffic.shared_prefix_ratio = float(ratio)
+def _api(located: Located, path: str, value: Any, base_dir: Path) -> str:
+    if value not in ("chat", "completions"):
+        raise located.error(path, "must be chat or completions")
+    return value
+
+
+def _text(located: Located, path: str, value: Any, base_dir: Path) -> str:
+    if isinstance(value, (dict, list)) or value is None:
+        raise located.error(path, "must be a name")
+    return str(value)
+
+
+def _mapping(located: Located, path: str, value: Any, base_dir: Path) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise located.error(path, "must be a mapping")
+    return value
+
+
+def _env_name(located: Located, path: str, value: Any, base_dir: Path) -> str:
+    if not _IDENTIFIER.fullmatch(str(value)):
+        raise located.error(path, "must be the NAME of an environment variable, not a key")
+    return str(value)
+
+
+def _flag(located: Located, path: str, value: Any, base_dir: Path) -> bool:
+    if not isinstance(value, bool):
+        raise located.error(path, "must be true or false")
+    return value
+
+
+def _timeouts(located: Located, path: str, value: Any, base_dir: Path) -> Timeouts:
+    return parse_section(located, path, value, Timeouts, base_dir)[0]
+
+
+def _positive(located: Located, path: str, value: Any, base_dir: Path) -> float:
+    return float(number(located, path, value))
+
+
+def _positive_integer(located: Located, path: str, value: Any, base_dir: Path) -> int:
+    return int(number(located, path, value, integer=True))
+
+
+def _count(located: Located, path: str, value: Any, base_dir: Path) -> int:
+    return int(number(located, path, value, integer=True, strict=False))
+
+
+def _rate(located: Located, path: str, value: Any, base_dir: Path) -> float:
+    return float(number(located, path, value, strict=False))
+
+
+def _ratio(located: Located, path: str, value: Any, base_dir: Path) -> float:
+    ratio = number(located, path, value, strict=False)
+    if ratio > 1:
+        raise located.error(path, "must be <= 1")
+    return float(ratio)
+
+
+def _arrival(located: Located, path: str, value: Any, base_dir: Path) -> str:
+    if value not in ARRIVALS:
+        raise located.error(path, f"must be one of {', '.join(ARRIVALS)}")
+    return value
+
+
+def _time(located: Located, path: str, value: Any, base_dir: Path) -> Any:
+    """Seconds: 0 (none) or a distribution."""
+    return value if value == 0 else distribution(located, path, value, base_dir)
+
+
+def _seed(located: Located, path: str, value: Any, base_dir: Path) -> int:
+    return int(number(located, path, value, integer=True, strict=False))
+
+
+def _as_given(located: Located, path: str, value: Any, base_dir: Path) -> Any:
+    return value  # checked by its owner (the simulator's profile check)
+
+
+def _trace(located: Located, path: str, value: Any, base_dir: Path) -> str:
+    trace = Path(str(value))
+    return str(trace if trace.is_absolute() else base_dir / trace)
+
+
+# What each ``key(check=...)`` of the model runs: (located, path, value, base_dir) -> value.
+CHECKS: dict[str, Callable[[Located, str, Any, Path], Any]] = {
+    "api": _api, "arrival": _arrival, "count": _count, "distribution": distribution,
+    "env_name": _env_name, "flag": _flag, "mapping": _mapping, "positive": _positive,
+    "positive_integer": _positive_integer, "profile": _as_given, "rate": _rate,
+    "ratio": _ratio, "seed": _seed, "text": _text, "time": _time, "timeouts": _timeouts,
+    "trace": _trace, "url": _url, "wait": _time,
+}  # fmt: skip
 
 
 def _validate_stages(located: Located, data: Any, classes: list[TrafficClass]) -> list[Stage]:

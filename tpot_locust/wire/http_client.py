@@ -16,7 +16,7 @@ import ssl
 import struct
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -31,8 +31,10 @@ from tpot_locust.common.errors import (
 )
 from tpot_locust.common.timings import int_array
 from tpot_locust.wire.chunked import ChunkedDecoder
+from tpot_locust.wire.deadline import Deadline
 
 RECV_BYTES = 65536
+Consume = Callable[[int, bytes], None]  # (arrival perf_counter_ns, body payload)
 MAX_HEAD_BYTES = 64 * 1024
 
 # Linux stamps every received segment in the kernel (SO_TIMESTAMPNS, CLOCK_REALTIME); a read
@@ -95,11 +97,9 @@ class Response:
     connection: HTTPConnection
     first_body: bytes
     head_stamp_ns: int
+    deadline: Deadline  # the request's one deadline: started at the send, moved by the reader
     complete: bool = False
     reset: bool = False
-    # Deadline of the next read (perf_counter_ns); ``iter_body`` re-reads it before every
-    # read, so a caller can move it while the body streams (first-token, idle, total).
-    deadline_ns: int | None = None
     _decoder: ChunkedDecoder | None = field(init=False, default=None)
     _remaining: int | None = field(init=False, default=None)  # identity body bytes left
     # raised when the body is read, so that an HTTP error status still shows as such
@@ -118,32 +118,43 @@ class Response:
     def content_type(self) -> str:
         return self.headers.get("content-type", "")
 
-    def iter_body(self, deadline_ns: int | None = None) -> Iterator[tuple[int, bytes]]:
-        """Yield ``(perf_counter_ns at arrival, payload bytes)`` per socket read.
+    def read_into(self, consume: Consume) -> None:
+        """Hand ``consume(arrival_ns, payload)`` every payload of the body, read by this
+        greenlet; ``loop_reads.read_body`` is the same loop driven by the event loop.
 
         Ends when the body is complete, or when the peer closes or resets early; then
         ``complete`` is False and ``reset`` tells which. Raises ``ReadTimeout`` when no byte
-        came before ``deadline_ns`` (or ``self.deadline_ns``, which the caller may move), and
-        ``StreamError`` for bad framing or a socket error other than a reset.
-        (``loop_reads.read_body`` does the same from inside the event loop.)
+        came before ``deadline.at_ns`` (which ``consume`` may move), ``StreamError`` for bad
+        framing or a socket error other than a reset, and whatever ``consume`` raises.
         """
-        if deadline_ns is not None:
-            self.deadline_ns = deadline_ns
-        data, stamp = self.first_body, self.head_stamp_ns
+        if self.begin(consume):
+            return
         while True:
-            payload = self.take(data)
-            if payload:
-                yield stamp, payload
-            if self.settle():
-                return
             try:
-                data, stamp = self.connection.recv_stamped(self.deadline_ns)
+                data, stamp = self.connection.recv_stamped(self.deadline)
             except ConnectionResetError:
                 self.peer_closed(reset=True)
                 return
-            if not data:
-                self.peer_closed(reset=False)
+            if self.absorb(data, stamp, consume):
                 return
+
+    def begin(self, consume: Consume) -> bool:
+        """Hand on the body bytes that came with the head; whether the body has ended."""
+        payload = self.take(self.first_body)
+        if payload:
+            consume(self.head_stamp_ns, payload)
+        return self.settle()
+
+    def absorb(self, data: bytes, stamp: int, consume: Consume) -> bool:
+        """One socket read (b"": the peer closed) handed on; whether the body has ended.
+        The step both read loops share."""
+        if not data:
+            self.peer_closed(reset=False)
+            return True
+        payload = self.take(data)
+        if payload:
+            consume(stamp, payload)
+        return self.settle()
 
     def take(self, data: bytes) -> bytes:
         """The body payload in bytes just read (framing removed). Hand it on, then call
@@ -178,18 +189,26 @@ class Response:
         framed = self._decoder is not None or self._remaining is not None
         self._finish(keep_alive=False, complete=not reset and not framed)
 
-    def read(self, deadline_ns: int | None = None, limit: int | None = None) -> bytes:
-        """The whole body; with ``limit``, at most that many bytes (then the connection is
-        closed, since the rest of the body was not read)."""
+    def read(self, limit: int | None = None) -> bytes:
+        """The whole body, every read within the deadline's idle limit of the previous one;
+        with ``limit``, at most that many bytes (then the connection is closed, since the
+        rest of the body was not read)."""
         pieces: list[bytes] = []
         size = 0
-        for _, piece in self.iter_body(deadline_ns):
+
+        def consume(stamp: int, piece: bytes) -> None:
+            nonlocal size
+            self.deadline.arrived(stamp)
             pieces.append(piece)
             size += len(piece)
             if limit is not None and size >= limit:
-                if not self.complete:
-                    self.connection.close()
-                break
+                raise _Enough()
+
+        try:
+            self.read_into(consume)
+        except _Enough:
+            if not self.complete:
+                self.connection.close()
         body = b"".join(pieces)
         return body if limit is None else body[:limit]
 
@@ -285,21 +304,19 @@ class HTTPConnection:
         self.connections_opened += 1
         return sock
 
-    def recv_stamped(self, deadline_ns: int | None = None) -> tuple[bytes, int]:
+    def recv_stamped(self, deadline: Deadline) -> tuple[bytes, int]:
         """One read of at most ``RECV_BYTES`` (b"" at end of stream) and the data's arrival
         (``perf_counter_ns``): the kernel's stamp where the socket has one, else the time
         the read returned.
 
-        Raises ``ReadTimeout`` (nothing before the read timeout or ``deadline_ns``),
+        Raises ``ReadTimeout`` (nothing before ``deadline.at_ns``),
         ``ConnectionResetError`` (reset, broken pipe, aborted) or ``StreamError`` (any
         other socket error, as ``connection_error``).
         """
         sock = self._sock
         if sock is None:
             return b"", time.perf_counter_ns()
-        timeout = self.read_timeout
-        if deadline_ns is not None:
-            timeout = min(timeout, (deadline_ns - time.perf_counter_ns()) / 1e9)
+        timeout = deadline.timeout_s(time.perf_counter_ns())
         if timeout <= 0:
             raise ReadTimeout()  # a zero timeout would make the read non-blocking
         try:
@@ -362,17 +379,18 @@ class HTTPConnection:
         path: str,
         headers: dict[str, str],
         body: bytes = b"",
-        head_timeout: float | None = None,
+        deadline: Deadline | None = None,
     ) -> tuple[Response, int]:
         """Send a request; returns the response head and ``perf_counter_ns`` just before send.
 
         A reused connection that the server closed while idle fails before any response
         byte; that case is retried once on a fresh connection, as browsers and HTTPX do.
-        The whole head must arrive within ``head_timeout`` seconds of the send (and each
-        read within ``read_timeout``).
+        ``deadline`` (by default each read within ``read_timeout``) is started at the send
+        and governs the head; the response keeps it for the body.
         Raises ``StreamError`` (categorised) or ``ReadTimeout``; the connection is closed.
         """
         message = self._message(method, path, headers, body)
+        deadline = deadline or Deadline.per_read(self.read_timeout)
         self.read_delays_ns = int_array()
         for attempt in (0, 1):
             reused = self._sock is not None
@@ -382,11 +400,11 @@ class HTTPConnection:
             self._real_minus_perf_ns = wall_minus_perf_ns()
             send_ns = time.perf_counter_ns()
             self._last_stamp_ns = send_ns
-            deadline_ns = None if head_timeout is None else send_ns + int(head_timeout * 1e9)
+            deadline.start(send_ns)
             try:
-                self._sock.settimeout(self.read_timeout)
+                self._sock.settimeout(max(deadline.timeout_s(send_ns), 0.001))
                 self._sock.sendall(message)
-                return self._read_head(deadline_ns), send_ns
+                return self._read_head(deadline), send_ns
             except (ConnectionResetError, BrokenPipeError, _EmptyHead) as error:
                 self.close()
                 if reused and attempt == 0:
@@ -422,27 +440,27 @@ class HTTPConnection:
         except UnicodeEncodeError:
             raise StreamError(CLIENT_ERROR, "request headers must be latin-1 text") from None
 
-    def _read_head(self, deadline_ns: int | None = None) -> Response:
+    def _read_head(self, deadline: Deadline) -> Response:
         buffer = b""
         stamp = time.perf_counter_ns()
         while True:
             end = buffer.find(b"\r\n\r\n")
             if end >= 0:
-                response = self._parse_head(buffer, end, stamp)
+                response = self._parse_head(buffer, end, stamp, deadline)
                 if 100 <= response.status < 200 and response.status != 101:
                     buffer = response.first_body  # an interim response (100, 103): skip it
                     continue
                 return response
             if len(buffer) > MAX_HEAD_BYTES:
                 raise StreamError(BAD_HTTP, "response head too large")
-            data, stamp = self.recv_stamped(deadline_ns)
+            data, stamp = self.recv_stamped(deadline)
             if not data:
                 if buffer:
                     raise StreamError(BAD_HTTP, "connection closed inside the response head")
                 raise _EmptyHead()
             buffer += data
 
-    def _parse_head(self, buffer: bytes, end: int, stamp: int) -> Response:
+    def _parse_head(self, buffer: bytes, end: int, stamp: int, deadline: Deadline) -> Response:
         lines = buffer[:end].decode("latin-1").split("\r\n")
         try:
             version, status, *reason = lines[0].split(" ", 2)
@@ -463,6 +481,7 @@ class HTTPConnection:
             connection=self,
             first_body=buffer[end + 4 :],
             head_stamp_ns=stamp,
+            deadline=deadline,
         )
 
 
@@ -489,6 +508,10 @@ def _enable_kernel_stamps(sock: socket.socket) -> bool:
     except OSError:
         return False
     return True
+
+
+class _Enough(Exception):
+    """``Response.read`` has as many bytes as it was asked for."""
 
 
 class _EmptyHead(Exception):

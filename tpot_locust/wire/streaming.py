@@ -4,13 +4,14 @@ The work per read while the stream runs (done by the event loop's callback on th
 socket, ``loop_reads``) is: find the event boundaries, hand the events and the read's
 arrival stamp to ``stream_decoder`` (a read of one plain token event in the stream's frame:
 a few comparisons; else a byte scan per plain token event, JSON only for unusual ones),
-move the read deadline. No exception leaves
+move the request's deadline. No exception leaves
 ``stream_request``: every failure becomes a categorised ``RequestTimings`` so a worker
 keeps running and nothing is silently lost.
 
 Timeouts are deadlines on *events*, not bytes: the first event must come within
 ``first_token_timeout`` of the send, each later one within ``idle_timeout`` of the previous,
-and the whole stream within ``total_timeout``; SSE comments (keep-alives) reset nothing.
+and the whole stream within ``total_timeout`` (one ``Deadline`` per request keeps all three);
+SSE comments (keep-alives) reset nothing.
 Error messages never show the request's credentials, even when a server echoes them.
 """
 
@@ -32,6 +33,7 @@ from tpot_locust.common.errors import (
 )
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.common.token_flow import TOKEN_FLOW
+from tpot_locust.wire.deadline import Deadline
 from tpot_locust.wire.http_client import HTTPConnection, ReadTimeout, Response
 from tpot_locust.wire.loop_reads import read_body
 from tpot_locust.wire.sse import SSEParser
@@ -65,16 +67,13 @@ class StreamRequest:
 class _Collected:
     """The stream decoded so far, kept even when the stream fails midway."""
 
-    __slots__ = ("decoder", "last_event_ns", "reset", "t_send_ns", "total_deadline_ns",
-                 "event_deadline_ns")  # fmt: skip
+    __slots__ = ("deadline", "decoder", "reset", "t_send_ns")
 
-    def __init__(self, t_send_ns: int, decoder: StreamDecoder) -> None:
+    def __init__(self, t_send_ns: int, decoder: StreamDecoder, deadline: Deadline) -> None:
+        self.deadline = deadline  # arrived(): the last read that held an event
         self.decoder = decoder
-        self.last_event_ns = 0  # arrival of the last read that held an event
         self.reset = False
         self.t_send_ns = t_send_ns
-        self.total_deadline_ns = 0
-        self.event_deadline_ns = 0
 
 
 def stream_request(
@@ -82,7 +81,9 @@ def stream_request(
 ) -> tuple[RequestTimings, str]:
     """Send, collect, decode; ``want_text=False`` skips rebuilding the answer's text."""
     timings = _new_timings(request)
-    collected = _Collected(timings.t_send_ns, StreamDecoder(request.api, want_text=want_text))
+    deadline = Deadline(request.first_token_timeout, request.idle_timeout, request.total_timeout)
+    decoder = StreamDecoder(request.api, want_text=want_text)
+    collected = _Collected(timings.t_send_ns, decoder, deadline)
     key = id(collected)
     TOKEN_FLOW.start(key, request.user_class, collected.decoder.result.token_counts)
     try:
@@ -182,40 +183,28 @@ def _first_cause(transport: StreamError | None, content: StreamError | None) -> 
 def _send_and_collect(
     connection: HTTPConnection, request: StreamRequest, collected: _Collected
 ) -> None:
-    total_ns = int(request.total_timeout * 1e9)
-    idle_ns = int(request.idle_timeout * 1e9)
-    first_ns = int(request.first_token_timeout * 1e9)
-    collected.total_deadline_ns = collected.t_send_ns + total_ns
-    collected.event_deadline_ns = collected.t_send_ns + first_ns
-    connection.read_timeout = min(request.first_token_timeout, request.total_timeout)
-    response, t_send_ns = connection.request(
-        "POST", request.path, request.headers, request.body, head_timeout=connection.read_timeout
+    deadline = collected.deadline
+    response, collected.t_send_ns = connection.request(
+        "POST", request.path, request.headers, request.body, deadline
     )
-    collected.t_send_ns = t_send_ns
-    total_deadline_ns = collected.total_deadline_ns = t_send_ns + total_ns
-    collected.event_deadline_ns = t_send_ns + first_ns
     if response.status >= 400:
-        raise _http_error(connection, request, response, total_deadline_ns)
+        raise _http_error(response)
     if "text/event-stream" not in response.content_type:
-        connection.read_timeout = request.idle_timeout
         try:
-            response.read(total_deadline_ns, limit=MAX_ERROR_BODY)
+            response.read(limit=MAX_ERROR_BODY)
         except (StreamError, ReadTimeout):
             pass
         raise StreamError(NOT_SSE, f"content type {response.content_type or 'missing'!r}")
-    connection.read_timeout = request.total_timeout  # the deadlines below govern every read
-    response.deadline_ns = min(collected.event_deadline_ns, total_deadline_ns)
     parser = SSEParser()
     decoder = collected.decoder
+    end_ns = deadline.end_ns
 
     def consume(stamp: int, data: bytes) -> None:
         if feed_read(parser, decoder, stamp, data):
-            collected.last_event_ns = stamp
-            next_ns = stamp + idle_ns
-            response.deadline_ns = next_ns if next_ns < total_deadline_ns else total_deadline_ns
+            deadline.arrived(stamp)
             if parser.failure is not None:  # an oversized event came after these
                 raise parser.failure
-        if stamp >= total_deadline_ns:
+        if stamp >= end_ns:
             raise StreamError(TIMEOUT_TOTAL, f"stream exceeded {request.total_timeout:g} s")
 
     read_body(response, consume)
@@ -224,13 +213,10 @@ def _send_and_collect(
         decoder.feed(time.perf_counter_ns(), events)
 
 
-def _http_error(
-    connection: HTTPConnection, request: StreamRequest, response: Response, deadline_ns: int
-) -> StreamError:
+def _http_error(response: Response) -> StreamError:
     """The categorised failure of an HTTP error status, with the server's message."""
-    connection.read_timeout = request.idle_timeout
     try:
-        body = response.read(deadline_ns, limit=MAX_ERROR_BODY)
+        body = response.read(limit=MAX_ERROR_BODY)
     except (StreamError, ReadTimeout):
         body = b""  # the status alone is the failure
     retry_after = response.headers.get("retry-after")
@@ -242,11 +228,10 @@ def _http_error(
 
 
 def _timeout_error(request: StreamRequest, collected: _Collected) -> StreamError:
-    if collected.decoder.events:  # the idle deadline ran from the last event's arrival
-        collected.event_deadline_ns = collected.last_event_ns + int(request.idle_timeout * 1e9)
-    if collected.total_deadline_ns <= collected.event_deadline_ns:
+    missed = collected.deadline.missed
+    if missed == "total":
         return StreamError(TIMEOUT_TOTAL, f"stream exceeded {request.total_timeout:g} s")
-    if not collected.decoder.events:
+    if missed == "first":
         return StreamError(
             TIMEOUT_FIRST_TOKEN, f"no event within {request.first_token_timeout:g} s"
         )

@@ -1,0 +1,66 @@
+"""The scenario model is the one place a key is declared: the schema allows exactly its
+keys, every key that sets a user-class attribute names one that exists, every simulator key
+becomes a flag the simulator accepts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tpot_locust.cli.run import simulator_args
+from tpot_locust.harness.scenario_users import build_user_classes
+from tpot_locust.harness.users import ChatUser
+from tpot_locust.scenario.model import (
+    Server,
+    Simulator,
+    Timeouts,
+    TrafficClass,
+    scenario_keys,
+)
+from tpot_locust.scenario.schema import CHECKS, validate
+from tpot_locust.scenario.yaml_source import Located, ScenarioErrors
+from tpot_locust.sim.cli import build_arg_parser
+
+SECTIONS = (Server, Timeouts, Simulator, TrafficClass)
+
+
+@pytest.mark.parametrize("section", SECTIONS, ids=lambda s: s.__name__)
+def test_every_key_has_a_check_and_every_user_attribute_exists(section: type) -> None:
+    for name, meta in scenario_keys(section).items():
+        assert meta["check"] in CHECKS, (name, meta["check"])
+        if meta["user"]:
+            assert hasattr(ChatUser, meta["user"]), (name, meta["user"])
+
+
+def test_every_simulator_flag_is_one_the_simulator_takes() -> None:
+    accepted = set(build_arg_parser()._option_string_actions)
+    flags = [meta["flag"] for meta in scenario_keys(Simulator).values() if meta["flag"]]
+    assert flags and set(flags) <= accepted
+
+
+def _scenario(document: dict) -> object:
+    return validate(Located(str(Path("x.yaml").resolve()), document, {}))
+
+
+def test_a_document_sets_what_the_model_says() -> None:
+    scenario = _scenario({
+        "seed": 3,
+        "server": {"model": "m", "min_tokens": False, "timeouts": {"idle": 7}},
+        "simulator": {"gap_ms": 2, "model": "sim"},
+        "classes": {"chat": {"users": 2, "turns": 3, "output_tokens": 9}},
+    })  # fmt: skip
+    (user_class,) = build_user_classes(scenario)
+    assert user_class.model == "m" and user_class.force_min_tokens is False
+    assert user_class.idle_timeout == 7 and user_class.turns == 3
+    assert user_class.output_tokens.sample(None) == 9  # a Fixed distribution, built once
+    assert user_class.connect_timeout == ChatUser.connect_timeout  # not given: the default
+    assert simulator_args(scenario) == ["--gap-ms", "2", "--seed", "3", "--model", "sim"]
+
+
+def test_an_unknown_key_is_refused_with_the_allowed_ones() -> None:
+    with pytest.raises(ScenarioErrors) as raised:
+        _scenario({"server": {"timeout": 3}, "classes": {"chat": {"users": 1, "turn": 2}}})
+    text = str(raised.value)
+    assert "server.timeout: unknown key (did you mean timeouts?)" in text
+    assert "classes.chat.turn: unknown key (did you mean turns?)" in text
