@@ -11,6 +11,7 @@ import pytest
 from tpot_locust.cli.run import simulator_args
 from tpot_locust.harness.scenario_users import build_user_classes
 from tpot_locust.harness.users import ChatUser
+from tpot_locust.report.sweep import knee
 from tpot_locust.scenario.model import (
     Server,
     Simulator,
@@ -64,3 +65,44 @@ def test_an_unknown_key_is_refused_with_the_allowed_ones() -> None:
     text = str(raised.value)
     assert "server.timeout: unknown key (did you mean timeouts?)" in text
     assert "classes.chat.turn: unknown key (did you mean turns?)" in text
+
+
+def test_a_sweep_doubles_up_to_its_limit_or_takes_its_values() -> None:
+    doubling = _scenario({
+        "classes": {"chat": {"users": 1}},
+        "sweep": {"start": 4, "limit": 40, "step_duration": "10s", "warmup": "2s"},
+    }).sweep  # fmt: skip
+    assert doubling.class_name == "chat" and doubling.vary == "users"
+    assert doubling.steps() == [4, 8, 16, 32] and doubling.step_duration == 10
+    listed = _scenario({
+        "classes": {"chat": {"users": 1}, "arrivals": {"rate": 1}},
+        "sweep": {"vary": "rate", "values": [0.5, 1, 2]},
+    }).sweep  # fmt: skip
+    assert listed.class_name == "arrivals" and listed.steps() == [0.5, 1, 2]
+
+
+@pytest.mark.parametrize(
+    ("sweep", "message"),
+    [
+        ({"vary": "speed"}, "sweep.vary: must be one of users, rate, speedup"),
+        ({"start": 4}, "sweep.start: needs limit"),
+        ({"values": [4, 2]}, "sweep.values: must increase"),
+        ({"values": [1], "start": 1, "limit": 2}, "needs values (a list) or start and limit"),
+        ({"vary": "rate", "values": [1]}, "sweep: class: is required (which class's rate: none"),
+        ({"class": "nope", "values": [1]}, "sweep.class: must name a class with users: chat"),
+        ({"values": [1.5]}, "sweep.values: users must be whole numbers"),
+        ({"value": [1]}, "sweep.value: unknown key (did you mean values?)"),
+    ],
+)
+def test_a_bad_sweep_is_refused_by_key(sweep: dict, message: str) -> None:
+    with pytest.raises(ScenarioErrors) as raised:
+        _scenario({"classes": {"chat": {"users": 1}}, "sweep": sweep})
+    assert message in str(raised.value)
+
+
+def test_the_knee_is_the_last_pass_before_the_first_step_that_did_not() -> None:
+    rows = [{"step": 1, "value": 4, "verdict": "pass"}, {"step": 2, "value": 8, "verdict": "pass"},
+            {"step": 3, "value": 16, "verdict": "fail"}]  # fmt: skip
+    assert knee(rows) == {"step": 2, "value": 8}
+    assert knee(rows[2:]) is None
+    assert knee([{"step": 1, "value": 4, "verdict": "invalid"}, *rows]) is None

@@ -32,6 +32,20 @@ def _run(args: argparse.Namespace) -> int:
     return run_scenario(options)
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    from tpot_locust.cli.sweep import SweepOptions, run_sweep
+
+    options = SweepOptions(
+        scenario_path=Path(args.scenario),
+        host=args.host,
+        out=Path(args.out) if args.out else None,
+        workers=args.workers,
+        overrides=args.set or [],
+        max_steps=args.max_steps,
+    )
+    return run_sweep(options)
+
+
 def _report(args: argparse.Namespace) -> int:
     from tpot_locust.report.summary import build_summary, format_full_report, load_results
     from tpot_locust.report.verdict_files import VERDICT_FILE, format_verdict
@@ -149,6 +163,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(handler=_run, locust_args=[])
     run.epilog = "Arguments after -- go to Locust unchanged, e.g. -- --csv results/run"
+
+    sweep = commands.add_parser(
+        "sweep", help="step a scenario's load (its sweep: block) until its SLOs break"
+    )
+    sweep.add_argument("scenario", help="scenario YAML file with sweep: and slo: blocks")
+    sweep.add_argument("--host", help="server base URL (default: the embedded simulator)")
+    sweep.add_argument("--out", help="results directory (one folder per step inside)")
+    sweep.add_argument("--workers", type=int, default=0, help="N local worker processes")
+    sweep.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a key")
+    sweep.add_argument("--max-steps", type=int, help="run at most this many steps")
+    sweep.set_defaults(handler=_sweep)
 
     report = commands.add_parser("report", help="re-print the report of a results directory")
     report.add_argument("out", nargs="+", help="results directory of a run (several: --html)")

@@ -88,7 +88,7 @@ def simulator_args(scenario: Scenario) -> list[str]:
     simulator = scenario.simulator
     args: list[str] = []
     for name, meta in scenario_keys(Simulator).items():
-        value = getattr(simulator, name)
+        value = getattr(simulator, meta["field"])
         if name == "seed" and value is None:
             value = scenario.seed
         if meta["flag"] is None or value is None:

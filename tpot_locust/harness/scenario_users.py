@@ -28,18 +28,18 @@ def build_user_classes(scenario: Scenario) -> list[type[User]]:
     base = ChatUser if scenario.server.api == "chat" else CompletionsUser
     attributes: dict[str, object] = {"seed": scenario.seed}
     for section in (scenario.server, scenario.server.timeouts):
-        for name, meta in scenario_keys(type(section)).items():
-            value = getattr(section, name)
+        for meta in scenario_keys(type(section)).values():
+            value = getattr(section, meta["field"])
             if meta["user"] and value is not None:  # None: the class's default
                 attributes[meta["user"]] = value
     classes: list[type[User]] = []
     staged = bool(scenario.stages)
     for traffic in scenario.classes:
         class_attributes = dict(attributes, __module__=__name__)
-        for name, meta in scenario_keys(TrafficClass).items():
+        for meta in scenario_keys(TrafficClass).values():
             if meta["user"]:
                 build = _BUILD.get(meta["check"])
-                value = getattr(traffic, name)
+                value = getattr(traffic, meta["field"])
                 class_attributes[meta["user"]] = build(value, scenario) if build else value
         if staged:  # a shape sets the total; closed classes share it by their users
             class_attributes["weight"] = traffic.users

@@ -202,6 +202,24 @@ def timeseries_chart(
     return _svg(parts, title)
 
 
+def load_chart(title: str, curves: Sequence[Curve], unit: str, knee: dict | None = None) -> str:
+    """Curves of (load, value) over a sweep's steps, the knee marked: where SLOs break."""
+    drawn = [curve for curve in curves if curve.points]
+    if not drawn:
+        return _empty(title)
+    loads = sorted({x for curve in drawn for x, _ in curve.points})
+    top = max(y for curve in drawn for _, y in curve.points)
+    plot = _Plot(max(loads), top * 1.05, x_min=min(loads) if len(loads) > 1 else 0.0)
+    parts = _frame(title, plot, unit, [(x, _fmt(x)) for x in loads])
+    if knee is not None and plot.x_min <= knee["value"] <= plot.x_max:
+        x = plot.x(knee["value"])
+        parts.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{TOP + plot.inner_h}" '
+                     f'class="stall"/><text x="{x + 4:.1f}" y="{TOP + 12}" class="legend">'
+                     "knee</text>")  # fmt: skip
+    parts += _curves(plot, drawn)
+    return _svg(parts, title)
+
+
 def _empty(title: str) -> str:
     parts = [f'<text x="{LEFT}" y="16" class="title">{escape(title)}</text>',
              f'<text x="{LEFT}" y="60" class="legend">no samples yet</text>']  # fmt: skip

@@ -22,6 +22,7 @@ __all__ = [
     "Server",
     "Simulator",
     "Stage",
+    "Sweep",
     "Timeouts",
     "TrafficClass",
     "scenario_keys",
@@ -30,20 +31,26 @@ __all__ = [
 
 def key(
     default: Any = None, *, check: str, user: str | None = None, flag: str | None = None,
-    factory: Any = None,
+    factory: Any = None, name: str | None = None,
 ) -> Any:  # fmt: skip
     """A scenario key: its default, the check ``schema`` runs on it (by name: ``CHECKS``),
-    the user-class attribute it sets (``user``) and the simulator flag it becomes
-    (``flag``). Adding a key to a section is adding one of these."""
-    metadata = {"check": check, "user": user, "flag": flag}
+    the user-class attribute it sets (``user``), the simulator flag it becomes (``flag``)
+    and its name in YAML when that is not the field's (``name``). Adding a key to a section
+    is adding one of these."""
+    metadata = {"check": check, "user": user, "flag": flag, "name": name}
     if factory is not None:
         return field(default_factory=factory, metadata=metadata)
     return field(default=default, metadata=metadata)
 
 
-def scenario_keys(section: type) -> dict[str, Any]:
-    """The keys a section allows, each with its metadata (``key``)."""
-    return {f.name: f.metadata for f in fields(section) if "check" in f.metadata}
+def scenario_keys(section: type) -> dict[str, dict[str, Any]]:
+    """The keys a section allows (their YAML names), each with its metadata (``key``) and
+    the ``field`` that holds it."""
+    return {
+        f.metadata["name"] or f.name: {**f.metadata, "field": f.name}
+        for f in fields(section)
+        if "check" in f.metadata
+    }
 
 
 @dataclass
@@ -119,6 +126,31 @@ class TrafficClass:
         return self.trace is not None
 
 
+@dataclass
+class Sweep:
+    """``sweep``: one load variable stepped over ``values`` (or doubled from ``start`` up to
+    ``limit``), each step a run of ``step_duration`` with ``warmup``; ``tpot-locust sweep``
+    stops at the first step that breaks the scenario's SLOs."""
+
+    vary: str = key("users", check="sweep_variable")  # users | rate | speedup
+    class_name: str | None = key(check="text", name="class")  # the class it applies to
+    values: list[float] | None = key(check="sweep_values")
+    start: float | None = key(check="positive")
+    limit: float | None = key(check="positive")  # doubling stops past it
+    step_duration: float | None = key(check="duration")  # default: the scenario's duration
+    warmup: float | None = key(check="duration_or_zero")  # default: the scenario's warm-up
+
+    def steps(self) -> list[float]:
+        if self.values is not None:
+            return list(self.values)
+        assert self.start is not None and self.limit is not None
+        steps, value = [], self.start
+        while value <= self.limit:
+            steps.append(value)
+            value *= 2
+        return steps
+
+
 @dataclass(frozen=True)
 class Stage:
     duration_s: float
@@ -154,6 +186,7 @@ class Scenario:
     bursts: list[Burst] = field(default_factory=list)
     warmup_s: float = 0.0
     cooldown_s: float = 0.0
+    sweep: Sweep | None = None
 
     @property
     def base_dir(self) -> Path:

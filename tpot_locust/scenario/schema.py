@@ -17,6 +17,7 @@ from tpot_locust.scenario.model import (
     Server,
     Simulator,
     Stage,
+    Sweep,
     Timeouts,
     TrafficClass,
     scenario_keys,
@@ -29,7 +30,8 @@ _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 TOP_KEYS = {"name", "description", "duration", "spawn_rate", "seed", "output", "server",
-            "classes", "stages", "bursts", "warmup", "cooldown", "simulator", "slo"}  # fmt: skip
+            "classes", "stages", "bursts", "warmup", "cooldown", "simulator", "slo",
+            "sweep"}  # fmt: skip
 STAGE_KEYS = {"duration", "users", "rate"}
 BURST_KEYS = {"class", "count", "at", "every", "start", "prompt_tokens", "output_tokens"}
 ARRIVALS = ("poisson", "gamma", "constant")
@@ -159,6 +161,10 @@ def validate(located: Located, check_engine: EngineCheck | None = None) -> Scena
     slo = SloSpec()
     with located.keep_going():
         slo = parse_slo(located, data.get("slo"), set(names))
+    sweep = None
+    if data.get("sweep") is not None:
+        with located.keep_going():
+            sweep = _validate_sweep(located, data["sweep"], classes, base_dir)
     located.raise_problems()
     return Scenario(
         source=located.source,
@@ -176,6 +182,7 @@ def validate(located: Located, check_engine: EngineCheck | None = None) -> Scena
         bursts=bursts,
         warmup_s=warmup_s,
         cooldown_s=cooldown_s,
+        sweep=sweep,
     )
 
 
@@ -220,8 +227,9 @@ def parse_section(
     values = {}
     for name, value in given.items():
         with located.keep_going():
-            check = CHECKS[allowed[name]["check"]]
-            values[name] = check(located, f"{path}.{name}", value, base_dir)
+            meta = allowed[name]
+            values[meta["field"]] = CHECKS[meta["check"]](located, f"{path}.{name}", value,
+                                                          base_dir)  # fmt: skip
     return section(**fixed, **values), given
 
 
@@ -337,13 +345,72 @@ def _trace(located: Located, path: str, value: Any, base_dir: Path) -> str:
     return str(trace if trace.is_absolute() else base_dir / trace)
 
 
+SWEEP_VARIABLES = ("users", "rate", "speedup")  # closed-loop users, open-loop rate, a trace's
+
+
+def _validate_sweep(
+    located: Located, data: Any, classes: list[TrafficClass], base_dir: Path
+) -> Sweep:
+    sweep, given = parse_section(located, "sweep", data, Sweep, base_dir)
+    fitting = [c.name for c in classes if _sweepable(c, sweep.vary)]
+    if sweep.class_name is None:
+        if len(fitting) != 1:
+            raise located.error("sweep", f"class: is required (which class's {sweep.vary}: "
+                                f"{', '.join(fitting) or 'none fits'})")  # fmt: skip
+        sweep.class_name = fitting[0]
+    elif sweep.class_name not in fitting:
+        raise located.error("sweep.class", f"must name a class with {sweep.vary}: "
+                            f"{', '.join(fitting) or 'none has'}")  # fmt: skip
+    if ("values" in given) == ("start" in given):
+        raise located.error("sweep", "needs values (a list) or start and limit (doubling)")
+    if "start" in given and "limit" not in given:
+        raise located.error("sweep.start", "needs limit: doubling stops past it")
+    if sweep.vary == "users":
+        for name, values in (("values", sweep.values or []), ("start", [sweep.start or 1])):
+            if any(v != int(v) for v in values):
+                raise located.error(f"sweep.{name}", "users must be whole numbers")
+    if sweep.step_duration is not None and (sweep.warmup or 0) >= sweep.step_duration:
+        raise located.error("sweep.warmup", "must be shorter than step_duration")
+    return sweep
+
+
+def _sweepable(traffic: TrafficClass, vary: str) -> bool:
+    if vary == "users":
+        return not traffic.open_loop and traffic.users > 0
+    return (traffic.rate if vary == "rate" else traffic.trace) is not None
+
+
+def _sweep_variable(located: Located, path: str, value: Any, base_dir: Path) -> str:
+    if value not in SWEEP_VARIABLES:
+        raise located.error(path, f"must be one of {', '.join(SWEEP_VARIABLES)}")
+    return value
+
+
+def _sweep_values(located: Located, path: str, value: Any, base_dir: Path) -> list[float]:
+    if not isinstance(value, list) or not value:
+        raise located.error(path, "must be a list of numbers, in increasing order")
+    numbers = [number(located, f"{path}.{i}", v) for i, v in enumerate(value)]
+    if numbers != sorted(set(numbers)):
+        raise located.error(path, "must increase from step to step")
+    return numbers
+
+
+def _duration(located: Located, path: str, value: Any, base_dir: Path) -> float:
+    return duration(located, path, value)
+
+
+def _duration_or_zero(located: Located, path: str, value: Any, base_dir: Path) -> float:
+    return duration(located, path, value, positive=False)
+
+
 # What each ``key(check=...)`` of the model runs: (located, path, value, base_dir) -> value.
 CHECKS: dict[str, Callable[[Located, str, Any, Path], Any]] = {
     "api": _api, "arrival": _arrival, "count": _count, "distribution": distribution,
     "env_name": _env_name, "flag": _flag, "mapping": _mapping, "positive": _positive,
     "positive_integer": _positive_integer, "profile": _as_given, "rate": _rate,
     "ratio": _ratio, "seed": _seed, "text": _text, "time": _time, "timeouts": _timeouts,
-    "trace": _trace, "url": _url, "wait": _time,
+    "trace": _trace, "url": _url, "wait": _time, "sweep_variable": _sweep_variable,
+    "sweep_values": _sweep_values, "duration": _duration, "duration_or_zero": _duration_or_zero,
 }  # fmt: skip
 
 

@@ -1,0 +1,61 @@
+"""vLLM's CPU build as the server under test: exact token counts, and the prefill bursts of
+``scenarios/real-engine-cpu.yaml`` stretching its decode gaps (at its default 2,048 tokens
+per step, and with 512)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.engines import servers
+from tests.real_engine.conftest import burst_over_steady, record_result, run_scenario, serve
+
+GENERATED = "vllm:generation_tokens_total"
+PROMPTED = "vllm:prompt_tokens_total"
+
+
+@pytest.fixture(scope="module")
+def vllm(engine_logs: Path) -> Iterator[servers.Engine]:
+    yield from serve("vllm", engine_logs / "default")
+
+
+def test_quickstart_counts_what_vllm_counted(vllm: servers.Engine, tmp_path: Path) -> None:
+    before = servers.metrics(vllm.url)
+    summary = run_scenario("scenarios/quickstart.yaml", vllm.url, tmp_path)
+    after = servers.metrics(vllm.url)
+    generated = servers.counter(after, GENERATED) - servers.counter(before, GENERATED)
+    prompted = servers.counter(after, PROMPTED) - servers.counter(before, PROMPTED)
+    tokens, requests = summary["tokens"], summary["requests"]
+    record_result(
+        "vllm quickstart", requests=requests, output_tokens=tokens["output"],
+        vllm_generated=generated, vllm_prompt=prompted, prompt=tokens["prompt"],
+    )  # fmt: skip
+    assert requests["ok"] > 20 and requests["failed"] == 0, requests
+    # the stop waits for requests in flight (--stop-timeout 5 s; these take ~4 s): every
+    # request vLLM served is one we counted, so its counters must equal ours exactly
+    assert requests["interrupted"] == 0 and summary["excluded"] == {"warmup": 0, "cooldown": 0}
+    assert not tokens["estimated"]  # every stream carried vLLM's usage
+    assert tokens["output"] == requests["ok"] * 128 == generated
+    assert tokens["prompt"]["reported"] == prompted
+    # and one token per event: the events we stamped are the tokens vLLM generated
+    assert summary["metrics"]["tpot"]["count"] == tokens["output"] - requests["ok"]
+
+
+def test_prefill_bursts_stretch_the_decode_gaps(vllm: servers.Engine, tmp_path: Path) -> None:
+    summary = run_scenario("scenarios/real-engine-cpu.yaml", vllm.url, tmp_path)
+    assert summary["run"]["bursts"]["windows"] >= 6 and not summary["run"]["bursts"]["failed"]
+    ratio = burst_over_steady(summary)
+    record_result("vllm prefill bursts, 2048 tokens per step", tpot_p99_burst_over_steady=ratio)
+    assert ratio >= 5, summary["interference"]
+
+
+def test_smaller_prefill_steps_shorten_the_stalls(engine_logs: Path, tmp_path: Path) -> None:
+    """With 512 tokens per step a long prompt is prefilled in more, shorter steps: each
+    holds the decode streams for less time. The ratio is reported; it must still show."""
+    with servers.serve("vllm", engine_logs / "512", ["--max-num-batched-tokens", "512"]) as vllm:
+        summary = run_scenario("scenarios/real-engine-cpu.yaml", vllm.url, tmp_path)
+    ratio = burst_over_steady(summary)
+    record_result("vllm prefill bursts, 512 tokens per step", tpot_p99_burst_over_steady=ratio)
+    assert ratio > 1, summary["interference"]

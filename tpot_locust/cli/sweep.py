@@ -1,0 +1,87 @@
+"""``tpot-locust sweep``: step one load variable until the scenario's SLOs break.
+
+Each step is a whole ``tpot-locust run`` of the scenario with the swept value set
+(``classes.C.users``, ``.rate`` or ``.speedup``), its own results folder ``OUT/step-NN-...``
+and its own verdict; the sweep stops after the first step that did not pass (``fail``, or
+``invalid``: a measurement not to trust, which more load would not make better) or after
+the last value, and writes ``sweep.json``, ``sweep.html`` and the table after every step.
+
+Exit codes: 0 a knee was found, 1 the first step already failed its SLOs, 3 the first step
+was not a valid measurement, 2 bad input; a signal ends the sweep with the step it stopped.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from tpot_locust.cli.run import RunOptions, run_scenario
+from tpot_locust.report.gate import EXIT_FAIL, EXIT_INVALID, EXIT_PASS
+from tpot_locust.report.sweep import format_sweep, knee, step_row, write_sweep
+from tpot_locust.scenario.loader import load_scenario
+from tpot_locust.sim.profiles import check_engine
+
+
+@dataclass
+class SweepOptions:
+    scenario_path: Path
+    host: str | None = None
+    out: Path | None = None
+    workers: int = 0
+    overrides: list[str] = field(default_factory=list)
+    max_steps: int | None = None
+
+
+def run_sweep(options: SweepOptions) -> int:
+    scenario = load_scenario(options.scenario_path, options.overrides, check_engine=check_engine)
+    sweep = scenario.sweep
+    if sweep is None:
+        raise ValueError(f"{options.scenario_path}: no sweep: block (what to vary)")
+    if scenario.slo.empty:
+        raise ValueError(f"{options.scenario_path}: a sweep needs an slo: block to find a knee")
+    out = options.out or Path("results") / f"{scenario.name}-sweep-{time.strftime('%Y%m%d-%H%M%S')}"
+    out.mkdir(parents=True, exist_ok=True)
+    values = sweep.steps()[: options.max_steps]
+    per_step = list(options.overrides)
+    if sweep.step_duration is not None:
+        per_step.append(f"duration={sweep.step_duration:g}s")
+    if sweep.warmup is not None:
+        per_step.append(f"warmup={sweep.warmup:g}s")
+    document = {"scenario": scenario.name, "vary": sweep.vary, "class": sweep.class_name,
+                "values": values, "steps": [], "knee": None,
+                "stopped_because": None}  # fmt: skip
+    base = RunOptions(options.scenario_path, host=options.host, workers=options.workers)
+    code = 0
+    for number, value in enumerate(values, start=1):
+        shown = int(value) if sweep.vary == "users" else value
+        folder = out / f"step-{number:02d}-{sweep.vary}-{shown:g}"
+        print(f"tpot-locust sweep: step {number}/{len(values)}: {sweep.class_name}."
+              f"{sweep.vary} = {shown:g}", flush=True)  # fmt: skip
+        step = replace(
+            base,
+            out=folder,
+            overrides=[*per_step, f"classes.{sweep.class_name}.{sweep.vary}={shown}"],
+        )
+        code = run_scenario(step)
+        row = step_row(number, shown, folder, code)
+        document["steps"].append(row)
+        document["knee"] = knee(document["steps"])
+        write_sweep(out, document)  # after every step: an interrupted sweep keeps its steps
+        if code >= 128:
+            document["stopped_because"] = f"step {number} was interrupted (signal {code - 128})"
+            break
+        if row.get("verdict") != "pass":
+            why = ", ".join(row.get("failed") or row.get("run_invalid") or []) or "its verdict"
+            document["stopped_because"] = f"step {number} is {row.get('verdict')}: {why}"
+            break
+    else:
+        document["stopped_because"] = "every step met every SLO (raise the limit to go on)"
+    write_sweep(out, document)
+    print("\n" + "\n".join(format_sweep(document)), flush=True)
+    print(f"tpot-locust sweep: {out / 'sweep.json'}, {out / 'sweep.html'}", flush=True)
+    if code >= 128:
+        return code
+    if document["knee"] is not None:
+        return EXIT_PASS
+    return EXIT_FAIL if document["steps"][0].get("verdict") == "fail" else EXIT_INVALID

@@ -1,0 +1,109 @@
+"""A sweep's results: one row per step, the knee, as a table, ``sweep.json`` and a page.
+
+The *knee* is the highest step that met every SLO while every step below it did too: the
+most load this server carries within the scenario's objectives, to the sweep's resolution.
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from tpot_locust.report.charts import Curve, load_chart
+from tpot_locust.report.html import CHART_CSS, PAGE_CSS
+
+SWEEP_FILE = "sweep.json"
+SWEEP_HTML = "sweep.html"
+STEP_FIGURES = (("ttft", "p50"), ("ttft", "p99"), ("tpot", "p50"), ("tpot", "p99"))
+
+
+def step_row(step: int, value: float, folder: Path, exit_code: int) -> dict[str, Any]:
+    """One step as the sweep reports it, read from its run's summary.json."""
+    row: dict[str, Any] = {"step": step, "value": value, "dir": folder.name,
+                           "exit_code": exit_code}  # fmt: skip
+    summary_path = folder / "summary.json"
+    if not summary_path.exists():
+        return row | {"verdict": "invalid", "why": "the run wrote no summary"}
+    summary = json.loads(summary_path.read_text())
+    verdict = summary.get("slo") or {}
+    row["verdict"] = verdict.get("verdict", "none")
+    row["failed"] = [c["name"] for c in verdict.get("checks", []) if c["verdict"] == "fail"]
+    row["run_invalid"] = verdict.get("run_invalid", [])
+    row["requests_ok"] = summary["requests"]["ok"]
+    row["requests_failed"] = summary["requests"]["failed"]
+    row["tokens_per_s"] = summary["tokens"]["per_s"]
+    goodput = summary.get("goodput") or {}
+    row["goodput_per_s"] = goodput.get("per_s")
+    for metric, statistic in STEP_FIGURES:
+        value_ms = summary["metrics"].get(metric, {}).get(statistic)
+        row.setdefault(metric, {})[statistic] = value_ms
+    return row
+
+
+def knee(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The last step of the passing run from the first: None when the first failed."""
+    best = None
+    for row in rows:
+        if row.get("verdict") != "pass":
+            break
+        best = row
+    return None if best is None else {"step": best["step"], "value": best["value"]}
+
+
+def write_sweep(out: Path, document: dict[str, Any]) -> None:
+    (out / SWEEP_FILE).write_text(json.dumps(document, indent=2) + "\n")
+    (out / SWEEP_HTML).write_text(render_sweep(document))
+
+
+def format_sweep(document: dict[str, Any]) -> list[str]:
+    vary = document["vary"]
+    header = (f"  {'step':>4} {vary:>9} {'verdict':>12} {'tokens/s':>10} {'goodput/s':>10}"
+              f" {'TTFT p50':>9} {'p99':>9} {'TPOT p50':>9} {'p99':>9}")  # fmt: skip
+    lines = [f"Sweep of {document['class']}.{vary} ({document['scenario']}), ms:", header]
+    for row in document["steps"]:
+        goodput = row.get("goodput_per_s")
+        figures = "".join(f" {_ms((row.get(m) or {}).get(s)):>9}" for m, s in STEP_FIGURES)
+        lines.append(
+            f"  {row['step']:>4} {row['value']:>9g} {row.get('verdict', '-'):>12} "
+            f"{row.get('tokens_per_s', 0):>10,.1f} "
+            f"{'-' if goodput is None else f'{goodput:,.2f}':>10}{figures}"
+        )
+    point = document["knee"]
+    if point is None:
+        lines.append("knee: none (the first step already broke an SLO)")
+    else:
+        lines.append(f"knee: {vary} {point['value']:g} (step {point['step']}), the highest "
+                     "step that met every SLO")  # fmt: skip
+    if why := document.get("stopped_because"):
+        lines.append(f"stopped: {why}")
+    return lines
+
+
+def render_sweep(document: dict[str, Any]) -> str:
+    rows = [row for row in document["steps"] if row.get("tpot")]
+    charts = []
+    for metric in ("tpot", "ttft"):
+        curves = [
+            Curve(f"{metric.upper()} {statistic}",
+                  [(row["value"], row[metric][statistic]) for row in rows
+                   if row[metric].get(statistic) is not None])
+            for statistic in ("p50", "p99")
+        ]  # fmt: skip
+        charts.append(load_chart(f"{metric.upper()} by {document['vary']}", curves, "ms",
+                                 document["knee"]))  # fmt: skip
+    throughput = [Curve("tokens/s", [(row["value"], row["tokens_per_s"]) for row in rows])]
+    charts.append(load_chart(f"tokens/s by {document['vary']}", throughput, "tokens/s",
+                             document["knee"]))  # fmt: skip
+    title = f"tpot-locust sweep: {document['scenario']}"
+    table = "\n".join(escape(line) for line in format_sweep(document))
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)}</title><style>{PAGE_CSS}{CHART_CSS}</style></head><body>"
+        f"<h1>{escape(title)}</h1><pre>{table}</pre>" + "".join(charts) + "</body></html>\n"
+    )
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
