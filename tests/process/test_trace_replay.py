@@ -50,3 +50,27 @@ def test_a_trace_is_sent_on_time_with_its_lengths(tmp_path: Path, workers: int) 
         if "request_id" in record and not record.get("aborted"):
             sent[(record["prompt_tokens"], record["completion_tokens"])] += 1
     assert sent == lengths  # every request once, none lost or twice, each with its lengths
+
+
+def test_a_traced_conversation_sends_the_answers_before_each_later_turn(tmp_path: Path) -> None:
+    lines = [{"t": 0.0, "input_tokens": 5, "output_tokens": 4, "session": "s"},
+             {"t": 0.2, "input_tokens": 3, "output_tokens": 6, "session": "s"},
+             {"t": 0.4, "prompt": "one two", "output_tokens": 2, "session": "s"}]  # fmt: skip
+    (tmp_path / "trace.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    scenario = tmp_path / "trace.yaml"
+    scenario.write_text("name: talk\nduration: 3s\nclasses:\n  replay:\n    trace: trace.jsonl\n"
+                        "simulator: {ttft_ms: 5, gap_ms: 1}\n")  # fmt: skip
+    out = tmp_path / "out"
+    result = run_command(
+        [sys.executable, "-m", "tpot_locust", "run", str(scenario), "--out", str(out)],
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    truth = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines()]
+    sent = sorted((r for r in truth if "request_id" in r), key=lambda r: r["arrival_ns"])
+    # each turn carries the conversation so far: the answers are the simulator's words
+    assert [(r["prompt_tokens"], r["completion_tokens"]) for r in sent] == [
+        (5, 4),
+        (5 + 4 + 3, 6),
+        (12 + 6 + 2, 2),
+    ]

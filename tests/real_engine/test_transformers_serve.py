@@ -15,6 +15,8 @@ from tests.conftest import run_command
 from tests.engines import servers
 from tests.real_engine.conftest import burst_over_steady, record_result, run_scenario, serve
 
+pytestmark = pytest.mark.timeout(900)  # an engine's start (1-3 min) counts in its first test
+
 STRICT = ["--set", "server.ignore_eos=false", "--set", "server.min_tokens=false"]
 
 

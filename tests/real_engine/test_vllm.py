@@ -12,6 +12,8 @@ import pytest
 from tests.engines import servers
 from tests.real_engine.conftest import burst_over_steady, record_result, run_scenario, serve
 
+pytestmark = pytest.mark.timeout(900)  # an engine's start (1-3 min) counts in its first test
+
 GENERATED = "vllm:generation_tokens_total"
 PROMPTED = "vllm:prompt_tokens_total"
 

@@ -12,6 +12,10 @@ from tpot_locust.common.version import __version__
 from tpot_locust.scenario.loader import ScenarioError, load_scenario
 
 EXIT_USAGE = 2
+TOKENIZER_HELP = (
+    "a local tokenizer (tokenizer.json or a folder with one): prompts of exactly the requested "
+    "tokens (server.tokenizer)"
+)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -25,11 +29,19 @@ def _run(args: argparse.Namespace) -> int:
         run_time=args.run_time,
         out=Path(args.out) if args.out else None,
         workers=args.workers,
-        overrides=args.set or [],
+        overrides=_with_tokenizer(args),
         locust_args=args.locust_args or [],
         truth_tolerance_ms=args.truth_tolerance_ms,
     )
     return run_scenario(options)
+
+
+def _with_tokenizer(args: argparse.Namespace) -> list[str]:
+    """``--tokenizer PATH`` is ``--set server.tokenizer=PATH`` (a path from here)."""
+    overrides = list(args.set or [])
+    if args.tokenizer:
+        overrides.append(f"server.tokenizer={Path(args.tokenizer).resolve()}")
+    return overrides
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -40,7 +52,7 @@ def _sweep(args: argparse.Namespace) -> int:
         host=args.host,
         out=Path(args.out) if args.out else None,
         workers=args.workers,
-        overrides=args.set or [],
+        overrides=_with_tokenizer(args),
         max_steps=args.max_steps,
     )
     return run_sweep(options)
@@ -154,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers", type=int, default=0, help="N local worker processes under one master"
     )
     run.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a key")
+    run.add_argument("--tokenizer", metavar="PATH", help=TOKENIZER_HELP)
     run.add_argument(
         "--truth-tolerance-ms",
         type=float,
@@ -173,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--workers", type=int, default=0, help="N local worker processes")
     sweep.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a key")
     sweep.add_argument("--max-steps", type=int, help="run at most this many steps")
+    sweep.add_argument("--tokenizer", metavar="PATH", help=TOKENIZER_HELP)
     sweep.set_defaults(handler=_sweep)
 
     report = commands.add_parser("report", help="re-print the report of a results directory")

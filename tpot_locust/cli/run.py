@@ -100,6 +100,8 @@ def simulator_args(scenario: Scenario) -> list[str]:
         else:
             text = str(value)
         args += [meta["flag"], text]
+    if scenario.server.tokenizer:  # the simulator counts prompts as the client builds them
+        args += ["--tokenizer", scenario.server.tokenizer]
     if simulator.profile is not None:
         for key, value in simulator.engine.items():
             args += ["--set", f"{key}={json.dumps(value)}"]

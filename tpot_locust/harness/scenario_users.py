@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import gevent
 from locust import LoadTestShape, User, between, constant
 
 from tpot_locust.common.distributions import Fixed, Uniform, as_distribution
 from tpot_locust.harness.users import ChatUser, CompletionsUser
+from tpot_locust.scenario.datasets import load_dataset
 from tpot_locust.scenario.model import Scenario, TrafficClass, scenario_keys
 
 
@@ -62,7 +64,8 @@ def _time(spec: object, scenario: Scenario) -> object:
 
 
 # How a class key's value becomes its attribute, by the key's check (model.key).
-_BUILD: dict[str, Callable[[object, Scenario], object]] = {
+_BUILD: dict[str, Callable[[Any, Scenario], object]] = {
+    "dataset": lambda path, scenario: tuple(load_dataset(Path(path))) if path else (),
     "distribution": _distribution,
     "time": _time,
     "wait": lambda spec, scenario: _wait_time(spec, scenario.base_dir),

@@ -163,17 +163,19 @@ class TrafficDriver:
         """One conversation of a trace: each turn at its time, with the answers before it."""
         history: list[dict[str, str]] = []
         prompt_so_far = 0
-        for turn in turns:
+        for number, turn in enumerate(turns):
             # every turn is an arrival of the trace: its lateness is schedule lag
             intended = self._sleep_until(start_perf_ns, turn.t_s / traffic.speedup)
             text, tokens = agent.trace_message(turn.prompt, turn.input_tokens)
             history.append({"role": "user", "content": text})
             prompt_so_far += tokens
-            timings, answer = agent.send(history, turn.output_tokens, prompt_so_far, intended)
+            later = number + 1 < len(turns)  # its answer goes back with the next turn
+            timings, answer = agent.send(history, turn.output_tokens, prompt_so_far, intended,
+                                         keep_answer=later)  # fmt: skip
             if not timings.ok:
                 return
             history.append({"role": "assistant", "content": answer})
-            prompt_so_far += timings.output_tokens
+            prompt_so_far += agent.count_tokens(answer, timings.output_tokens)
 
     def _session(self, class_name: str, work: Callable[..., object], *args: object) -> None:
         """``work(agent, *args)`` with an idle agent of the class, given back after."""

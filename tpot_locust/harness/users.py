@@ -18,7 +18,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -34,10 +34,12 @@ from tpot_locust.common.errors import (
     http_status_category,
 )
 from tpot_locust.common.timings import RequestTimings
+from tpot_locust.common.tokens import Tokenizer, load_tokenizer
 from tpot_locust.harness.events import ensure_token_timings
 from tpot_locust.harness.failures import Backoff
 from tpot_locust.metrics.stalls import PROCESS_TAG
-from tpot_locust.scenario.prompts import synthetic_text
+from tpot_locust.scenario.datasets import Conversation
+from tpot_locust.scenario.prompts import WORDS, synthetic_text
 from tpot_locust.wire.http_client import HTTPConnection, Origin, ReadTimeout
 from tpot_locust.wire.stream_decoder import decode_error_body
 from tpot_locust.wire.streaming import MAX_ERROR_BODY, StreamRequest, redact, stream_request
@@ -87,6 +89,9 @@ class ChatUser(User):
     seed: ClassVar[int | None] = None
     shared_prefix_tokens: ClassVar[int] = 0  # same leading text in sessions (prefix caching)
     shared_prefix_ratio: ClassVar[float] = 1.0  # fraction of sessions that use that prefix
+    tokenizer: ClassVar[str | None] = None  # a local tokenizer: prompts of exact token counts
+    dataset: ClassVar[Sequence[Conversation]] = ()  # sessions from a file (scenario.datasets)
+    dataset_order: ClassVar[str] = "random"  # or "sequential": in file order, per process
 
     _user_counter: ClassVar[int] = 0
     _models: ClassVar[dict[str, str]] = {}
@@ -122,11 +127,14 @@ class ChatUser(User):
         output_tokens: Any = None,
         turns: int | None = None,
     ) -> RequestTimings | None:
-        """One conversation: each turn appends the answer and a new user message.
+        """One conversation: each turn appends the answer and a new user message (a dataset
+        class: its next conversation, turn by turn).
 
         ``t_intended_ns`` is the open-loop arrival time of the first turn; the length
         arguments override the class's (burst requests). Returns the last turn's timings.
         """
+        if self.dataset and prompt_tokens is None:
+            return self._dataset_session(t_intended_ns, output_tokens)
         history: list[dict[str, str]] = []
         prompt_so_far = 0
         first_spec = prompt_tokens if prompt_tokens is not None else self.prompt_tokens
@@ -144,26 +152,80 @@ class ChatUser(User):
             if not timings.ok:
                 return timings
             history.append({"role": "assistant", "content": answer})
-            prompt_so_far += timings.output_tokens
+            prompt_so_far += self.count_tokens(answer, timings.output_tokens)
             if turn + 1 < turns and self.think_time:
                 gevent.sleep(as_distribution(self.think_time).sample(self.rng))
         return timings
+
+    def _dataset_session(
+        self, t_intended_ns: int | None, output_tokens: Any
+    ) -> RequestTimings | None:
+        """The next conversation of the dataset: its user turns in order, each turn's
+        answer the server's (its recorded answer's length, or the length given with it, is
+        ``max_tokens``)."""
+        history: list[dict[str, str]] = []
+        prompt_so_far = 0
+        timings = None
+        turns = self._next_conversation()
+        for number, turn in enumerate(turns):
+            history.append({"role": "user", "content": turn.text})
+            prompt_so_far += self.count_tokens(turn.text, len(turn.text.split()))
+            if turn.output_tokens is not None:
+                max_tokens = turn.output_tokens
+            elif turn.answer is not None:
+                max_tokens = max(self.count_tokens(turn.answer, len(turn.answer.split())), 1)
+            else:
+                max_tokens = self._max_tokens(output_tokens)
+            intended = t_intended_ns if number == 0 else None
+            later = number + 1 < len(turns)
+            timings, answer = self.send(history, max_tokens, prompt_so_far, intended,
+                                        keep_answer=later)  # fmt: skip
+            if not timings.ok:
+                return timings
+            history.append({"role": "assistant", "content": answer})
+            prompt_so_far += self.count_tokens(answer, timings.output_tokens)
+            if later and self.think_time:
+                gevent.sleep(as_distribution(self.think_time).sample(self.rng))
+        return timings
+
+    def _next_conversation(self) -> Conversation:
+        if self.dataset_order != "sequential":
+            return self.rng.choice(self.dataset)
+        cls = type(self)
+        position = cls.__dict__.get("_dataset_position", 0)
+        cls._dataset_position = position + 1  # shared by the class's users in this process
+        return self.dataset[position % len(self.dataset)]
 
     def _user_message(
         self, spec: Any, first: bool, pause: Callable[[], None] | None = None
     ) -> tuple[str, int]:
         """A new user message of ``spec`` tokens (the shared prefix first, if any)."""
         new_tokens = sample_int(as_distribution(spec), self.rng)
+        prefix = self._shared_prefix() if first else ""
+        if (exact := self._tokenizer()) is not None:  # exactly new_tokens after the prefix
+            text = exact.text_of(new_tokens, self.rng, WORDS, prefix)
+            return text, new_tokens + (exact.count(prefix) if prefix else 0)
         text = synthetic_text(new_tokens, self.rng, pause)
-        if first and (prefix := self._shared_prefix()):
+        if prefix:
             return f"{prefix} {text}", new_tokens + self.shared_prefix_tokens
         return text, new_tokens
 
+    def _tokenizer(self) -> Tokenizer | None:
+        return load_tokenizer(self.tokenizer) if self.tokenizer else None
+
+    def count_tokens(self, text: str, estimate: int) -> int:
+        """The tokens of ``text`` by the class's tokenizer; without one, ``estimate``."""
+        exact = self._tokenizer()
+        return exact.count(text) if exact is not None else estimate
+
     def trace_message(self, prompt: str | None, input_tokens: int | None) -> tuple[str, int]:
         """A trace's user message: its own text, or synthetic text of its length."""
-        if prompt is not None:
-            return prompt, len(prompt.split())  # the simulator's count; a server's differs
-        return synthetic_text(int(input_tokens or 1), self.rng), int(input_tokens or 1)
+        if prompt is not None:  # without a tokenizer the simulator's count; a server's differs
+            return prompt, self.count_tokens(prompt, len(prompt.split()))
+        tokens = int(input_tokens or 1)
+        if (exact := self._tokenizer()) is not None:
+            return exact.text_of(tokens, self.rng, WORDS), tokens
+        return synthetic_text(tokens, self.rng), tokens
 
     def _max_tokens(self, output_tokens: Any = None) -> int:
         length = output_tokens if output_tokens is not None else self.output_tokens
@@ -196,7 +258,9 @@ class ChatUser(User):
         cls = type(self)
         prefix = cls.__dict__.get("_prefix_text")
         if prefix is None:
-            prefix = synthetic_text(self.shared_prefix_tokens, random.Random(cls.__name__))
+            exact, seeded = self._tokenizer(), random.Random(cls.__name__)
+            prefix = (exact.text_of(self.shared_prefix_tokens, seeded, WORDS) if exact
+                      else synthetic_text(self.shared_prefix_tokens, seeded))  # fmt: skip
             cls._prefix_text = prefix
         return prefix
 
@@ -256,9 +320,13 @@ class ChatUser(User):
         prompt_tokens: int,
         t_intended_ns: int | None = None,
         body: bytes | None = None,
+        keep_answer: bool | None = None,
     ) -> tuple[RequestTimings, str]:
         """Stream one request, fire ``token_timings`` and Locust's ``request`` event;
-        ``body``: the request already encoded (``prepare_turn``)."""
+        ``body``: the request already encoded (``prepare_turn``); ``keep_answer``: rebuild
+        the answer's text for a later turn (default: when the class has later turns)."""
+        if keep_answer is None:
+            keep_answer = self.turns > 1
         self._requests_sent += 1
         request_id = f"{self._tag}-{self._requests_sent}"
         path = API_PATHS[self.api]
@@ -293,7 +361,7 @@ class ChatUser(User):
             )
             try:
                 # the answer's text is needed only to continue the conversation
-                timings, answer = stream_request(self.connection, request, want_text=self.turns > 1)
+                timings, answer = stream_request(self.connection, request, want_text=keep_answer)
             except gevent.GreenletExit:
                 self._count_interrupted(request_id, intended_ns)
                 raise

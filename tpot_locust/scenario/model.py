@@ -77,6 +77,9 @@ class Server:
     min_tokens: bool | None = key(check="flag", user="force_min_tokens")
     include_usage: bool | None = key(check="flag", user="include_usage")
     extra_body: dict[str, Any] | None = key(check="mapping", user="extra_body")
+    # a local tokenizer (tokenizer.json or a folder with one): prompts of exact token counts;
+    # the embedded simulator counts with it too
+    tokenizer: str | None = key(check="tokenizer", user="tokenizer")
     timeouts: Timeouts = key(check="timeouts", factory=Timeouts)
 
 
@@ -113,6 +116,10 @@ class TrafficClass:
     wait_time: Any = key(0.0, check="wait", user="wait_time")  # Locust's wait_time
     shared_prefix_tokens: int = key(0, check="count", user="shared_prefix_tokens")
     shared_prefix_ratio: float = key(1.0, check="ratio", user="shared_prefix_ratio")
+    # prompts from a local file (JSONL, CSV, ShareGPT JSON: scenario.datasets), each entry
+    # a session; in ``dataset_order`` (random: seeded sampling; sequential: in file order)
+    dataset: str | None = key(check="dataset", user="dataset")
+    dataset_order: str = key("random", check="dataset_order", user="dataset_order")
     trace: str | None = key(check="trace")  # open loop: a JSONL trace, replayed as timed
     speedup: float = key(1.0, check="positive")  # 2 replays the trace twice as fast
     trace_requests: list[Any] = field(default_factory=list, repr=False)  # the trace's lines

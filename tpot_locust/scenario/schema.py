@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from tpot_locust.common.distributions import DistributionError, parse_distribution
+from tpot_locust.common.tokens import TokenizerError, load_tokenizer
+from tpot_locust.scenario.datasets import load_dataset
 from tpot_locust.scenario.model import (
     Burst,
     Scenario,
@@ -255,6 +257,11 @@ def _validate_class(located: Located, name: str, data: Any, base_dir: Path) -> T
             )
     if "speedup" in spec and "trace" not in spec:
         located.problems.append(located.error(f"{path}.speedup", "only with a trace"))
+    if "dataset_order" in spec and "dataset" not in spec:
+        located.problems.append(located.error(f"{path}.dataset_order", "only with a dataset"))
+    if "dataset" in spec and "trace" in spec:
+        located.problems.append(located.error(f"{path}.dataset", "not with a trace (its "
+                                              "lines are the prompts)"))  # fmt: skip
     return traffic
 
 
@@ -340,6 +347,34 @@ def _as_given(located: Located, path: str, value: Any, base_dir: Path) -> Any:
     return value  # checked by its owner (the simulator's profile check)
 
 
+def _tokenizer(located: Located, path: str, value: Any, base_dir: Path) -> str:
+    """A local tokenizer, loaded here once so that a bad one stops the run before it starts."""
+    given = Path(str(value)).expanduser()
+    resolved = given if given.is_absolute() else base_dir / given
+    try:
+        load_tokenizer(resolved)
+    except TokenizerError as error:
+        raise located.error(path, str(error)) from None
+    return str(resolved.resolve())
+
+
+def _dataset(located: Located, path: str, value: Any, base_dir: Path) -> str:
+    """A dataset file, read here so that its errors (file:line) stop the run before it."""
+    given = Path(str(value)).expanduser()
+    resolved = given if given.is_absolute() else base_dir / given
+    load_dataset(resolved)
+    return str(resolved)
+
+
+DATASET_ORDERS = ("random", "sequential")
+
+
+def _dataset_order(located: Located, path: str, value: Any, base_dir: Path) -> str:
+    if value not in DATASET_ORDERS:
+        raise located.error(path, f"must be one of {', '.join(DATASET_ORDERS)}")
+    return value
+
+
 def _trace(located: Located, path: str, value: Any, base_dir: Path) -> str:
     trace = Path(str(value))
     return str(trace if trace.is_absolute() else base_dir / trace)
@@ -405,12 +440,14 @@ def _duration_or_zero(located: Located, path: str, value: Any, base_dir: Path) -
 
 # What each ``key(check=...)`` of the model runs: (located, path, value, base_dir) -> value.
 CHECKS: dict[str, Callable[[Located, str, Any, Path], Any]] = {
-    "api": _api, "arrival": _arrival, "count": _count, "distribution": distribution,
-    "env_name": _env_name, "flag": _flag, "mapping": _mapping, "positive": _positive,
+    "api": _api, "arrival": _arrival, "count": _count, "dataset": _dataset,
+    "dataset_order": _dataset_order, "distribution": distribution,
+    "duration": _duration, "duration_or_zero": _duration_or_zero, "env_name": _env_name,
+    "flag": _flag, "mapping": _mapping, "positive": _positive,
     "positive_integer": _positive_integer, "profile": _as_given, "rate": _rate,
-    "ratio": _ratio, "seed": _seed, "text": _text, "time": _time, "timeouts": _timeouts,
-    "trace": _trace, "url": _url, "wait": _time, "sweep_variable": _sweep_variable,
-    "sweep_values": _sweep_values, "duration": _duration, "duration_or_zero": _duration_or_zero,
+    "ratio": _ratio, "seed": _seed, "sweep_values": _sweep_values,
+    "sweep_variable": _sweep_variable, "text": _text, "time": _time, "timeouts": _timeouts,
+    "tokenizer": _tokenizer, "trace": _trace, "url": _url, "wait": _time,
 }  # fmt: skip
 
 

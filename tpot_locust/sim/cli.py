@@ -71,6 +71,9 @@ def build_arg_parser(prog: str = "python -m tpot_locust.sim") -> argparse.Argume
     add("--seed", type=int, default=0, help="seed for timings and natural lengths")
     add("--truth", type=Path, default=None, help="ground-truth JSON-lines file to write")
     add("--ready-file", type=Path, default=None, help="write the URL here once listening")
+    add("--tokenizer", type=Path, default=None, metavar="PATH",
+        help="count prompt tokens with this tokenizer (tokenizer.json or a folder with one; "
+        "the tokenizers package) instead of as whitespace-separated words")  # fmt: skip
     engine = parser.add_argument_group(
         "engine mode",
         "With --profile, one scheduler loop batches all requests (continuous batching, "
@@ -162,6 +165,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         engine=engine,
         steps_path=args.steps,
         timer_lead_us=max(0, args.timer_lead_us),
+        tokenizer_path=args.tokenizer,
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -66,31 +67,39 @@ _OTHER_SPACES = tuple(chr(code) for code in _ASCII_SPACE if code != 32)
 _SPACE_TO_0 = bytes(0 if i in _ASCII_SPACE else 1 for i in range(256))
 
 
-def _content_words(content: Any) -> int:
+CountText = Callable[[Any], int]  # tokens of a text: count_words, or a tokenizer's count
+
+
+def _content_words(content: Any, count: CountText) -> int:
     if isinstance(content, list):  # multi-part content: count the text parts
-        return sum(count_words(p.get("text")) for p in content if isinstance(p, dict))
-    return count_words(content)
+        return sum(_text_tokens(p.get("text"), count) for p in content if isinstance(p, dict))
+    return _text_tokens(content, count)
 
 
-def count_chat_prompt(messages: Any) -> int:
-    """Prompt tokens of a chat request = whitespace-separated words of all message contents."""
+def _text_tokens(value: Any, count: CountText) -> int:
+    return count(value) if isinstance(value, str) else 0
+
+
+def count_chat_prompt(messages: Any, count: CountText = count_words) -> int:
+    """Prompt tokens of a chat request = whitespace-separated words of all message contents
+    (or their tokens by ``count``, each message on its own)."""
     if not isinstance(messages, list) or not messages:
         raise RequestError("'messages' must be a non-empty list")
     total = 0
     for message in messages:
         if not isinstance(message, dict):
             raise RequestError("each message must be an object")
-        total += _content_words(message.get("content"))
+        total += _content_words(message.get("content"), count)
     return total
 
 
-def count_completion_prompt(prompt: Any) -> int:
-    """Words of a prompt string; token-id lists count one per id."""
+def count_completion_prompt(prompt: Any, count: CountText = count_words) -> int:
+    """Words (or tokens by ``count``) of a prompt string; token-id lists count one per id."""
     if isinstance(prompt, str):
-        return count_words(prompt)
+        return count(prompt)
     if isinstance(prompt, list) and prompt:
         if all(isinstance(p, str) for p in prompt):
-            return sum(count_words(p) for p in prompt)
+            return sum(count(p) for p in prompt)
         if all(isinstance(p, int) and not isinstance(p, bool) for p in prompt):
             return len(prompt)
         if all(isinstance(p, list) for p in prompt):
@@ -126,6 +135,7 @@ def parse_request(
     default_model: str,
     default_max_tokens: int,
     arrival_perf_ns: int,
+    count_text: CountText = count_words,
 ) -> SimRequest:
     """Decode and validate a request body; raises ``RequestError`` for a 400."""
     try:
@@ -135,9 +145,9 @@ def parse_request(
     if not isinstance(data, dict):
         raise RequestError("request body must be a JSON object")
     if api == "chat":
-        prompt_tokens = count_chat_prompt(data.get("messages"))
+        prompt_tokens = count_chat_prompt(data.get("messages"), count_text)
     else:
-        prompt_tokens = count_completion_prompt(data.get("prompt"))
+        prompt_tokens = count_completion_prompt(data.get("prompt"), count_text)
     model = data.get("model")
     if model is not None and model != default_model:
         # vLLM's answer, so that a misspelt model is caught against the simulator too

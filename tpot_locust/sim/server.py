@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..common.distributions import Distribution, Fixed, LogNormal
+from ..common.tokens import load_tokenizer
 from .clock import Clock
 from .engine import Seq
 from .engine_loop import EngineLoop
 from .engine_stream import EngineStream
 from .http import HttpConnection, HttpRequest, error_body, full_response
 from .profiles import EngineParams
-from .request import Api, RequestError, SimRequest, decide_length, parse_request
+from .request import Api, RequestError, SimRequest, count_words, decide_length, parse_request
 from .response import Response, ResponseSetup
 from .scheduler import Scheduler
 from .stream import Stream
@@ -52,6 +53,7 @@ class SimConfig:
     engine: EngineParams | None = None  # None: independent per-stream gaps (GapModel)
     steps_path: Path | None = None  # engine step lines; None: into the truth file
     timer_lead_us: int = 1000  # engine steps: wake this early at most, then spin to the time
+    tokenizer_path: Path | None = None  # prompts counted with it; None: in words
 
 
 class SimServer:
@@ -59,6 +61,8 @@ class SimServer:
 
     def __init__(self, config: SimConfig, timing: TimingModel | None = None) -> None:
         self.config = config
+        tokenizer = load_tokenizer(config.tokenizer_path) if config.tokenizer_path else None
+        self._count_text = tokenizer.count if tokenizer is not None else count_words
         self.timing: TimingModel = timing or GapModel(config.ttft_ms, config.gap_ms, config.seed)
         self.clock = Clock()
         self._natural_rng = random.Random(config.seed + 1_000_003)
@@ -192,6 +196,7 @@ class SimServer:
                 default_model=self.config.model,
                 default_max_tokens=self.config.default_max_tokens,
                 arrival_perf_ns=arrival,
+                count_text=self._count_text,
             )
         except RequestError as exc:
             self._error(conn, http_request, exc.status, exc.message)

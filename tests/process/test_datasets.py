@@ -1,0 +1,59 @@
+"""A ShareGPT-style file of 3 conversations, replayed by one user in file order: every user
+turn is sent in order, with the server's answers before it and the recorded answer's
+length as its max_tokens (the simulator's truth log shows each request's lengths)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from tests.conftest import run_command
+
+CONVERSATIONS = [  # user turns (words), recorded answers (words)
+    [("alpha beta gamma", "a b c d e"), ("delta epsilon", "f g h i")],
+    [("one two three four", "x y z"), ("five", "p q"), ("six seven eight nine ten eleven", "r s")],
+    [("lorem ipsum dolor sit amet consectetur adipiscing", "u v w x y z")],
+]
+# what each request carries, in order: (prompt words, completion tokens), the answers being
+# the simulator's own words, one per token
+EXPECTED = [(3, 5), (3 + 5 + 2, 4), (4, 3), (4 + 3 + 1, 2), (8 + 2 + 6, 2), (7, 6)]
+
+SCENARIO = """\
+name: sharegpt
+duration: 4s
+server: {{ignore_eos: true}}
+classes:
+  chat:
+    users: 1
+    dataset: {dataset}
+    dataset_order: sequential
+simulator: {{gap_ms: 1, ttft_ms: 2}}
+"""
+
+
+def human(text: str) -> dict[str, str]:
+    return {"from": "human", "value": text}
+
+
+def test_a_sharegpt_file_replays_every_user_turn_in_order(tmp_path: Path) -> None:
+    items = [
+        {"conversations": [message for user, answer in turns
+                           for message in (human(user), {"from": "gpt", "value": answer})]}
+        for turns in CONVERSATIONS
+    ]  # fmt: skip
+    dataset = tmp_path / "chats.json"
+    dataset.write_text(json.dumps(items, indent=2))
+    scenario = tmp_path / "sharegpt.yaml"
+    scenario.write_text(SCENARIO.format(dataset=dataset))
+    out = tmp_path / "out"
+    result = run_command(
+        [sys.executable, "-m", "tpot_locust", "run", str(scenario), "--out", str(out)],
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    truth = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines()]
+    sent = sorted((e for e in truth if "request_id" in e), key=lambda e: e["arrival_ns"])
+    seen = [(e["prompt_tokens"], e["completion_tokens"]) for e in sent[:-1]]  # the last: cut
+    assert len(seen) >= 3 * len(EXPECTED)  # the file went round several times
+    assert seen == [EXPECTED[i % len(EXPECTED)] for i in range(len(seen))]
