@@ -57,3 +57,27 @@ def test_a_sharegpt_file_replays_every_user_turn_in_order(tmp_path: Path) -> Non
     seen = [(e["prompt_tokens"], e["completion_tokens"]) for e in sent[:-1]]  # the last: cut
     assert len(seen) >= 3 * len(EXPECTED)  # the file went round several times
     assert seen == [EXPECTED[i % len(EXPECTED)] for i in range(len(seen))]
+
+
+def test_a_sequential_dataset_is_dealt_out_among_workers(tmp_path: Path) -> None:
+    """Two workers, one user each: worker 0 sends entries 0, 2, 4, 0, ... and worker 1
+    entries 1, 3, 5, 1, ...: the file in order between them, no entry twice a round."""
+    dataset = tmp_path / "prompts.jsonl"
+    words = [" ".join(["w"] * (n + 1)) for n in range(6)]  # entry n has n + 1 words
+    dataset.write_text("".join(json.dumps({"text": t, "output_tokens": 2}) + "\n" for t in words))
+    scenario = tmp_path / "dealt.yaml"
+    scenario.write_text(SCENARIO.format(dataset=dataset).replace("users: 1", "users: 2"))
+    out = tmp_path / "out"
+    result = run_command(
+        [sys.executable, "-m", "tpot_locust", "run", str(scenario), "--out", str(out),
+         "--workers", "2"],
+        timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    truth = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines()]
+    by_process: dict[str, list[int]] = {}
+    for entry in sorted((e for e in truth if "request_id" in e), key=lambda e: e["arrival_ns"]):
+        by_process.setdefault(entry["request_id"][:4], []).append(entry["prompt_tokens"] - 1)
+    assert len(by_process) == 2
+    starts = sorted(sequence[:3] for sequence in by_process.values())
+    assert starts == [[0, 2, 4], [1, 3, 5]], by_process

@@ -73,3 +73,11 @@ def test_a_bad_dataset_names_file_and_line(
         load_dataset(write(tmp_path / name, text))
     assert str(raised.value).startswith(str(tmp_path / where.split(":")[0]))
     assert where.split(":", 1)[1] in str(raised.value), str(raised.value)
+
+
+def test_sequential_entries_are_dealt_every_count_th_from_the_process_index() -> None:
+    from tpot_locust.harness.users import dataset_position
+
+    assert [dataset_position(k, 0, 1, 4) for k in range(6)] == [0, 1, 2, 3, 0, 1]
+    dealt = [[dataset_position(k, index, 3, 7) for k in range(3)] for index in range(3)]
+    assert dealt == [[0, 3, 6], [1, 4, 0], [2, 5, 1]]

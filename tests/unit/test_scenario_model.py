@@ -13,8 +13,12 @@ from tpot_locust.harness.scenario_users import build_user_classes
 from tpot_locust.harness.users import ChatUser
 from tpot_locust.report.sweep import knee
 from tpot_locust.scenario.model import (
+    BurstSpec,
+    Scenario,
     Server,
     Simulator,
+    StageSpec,
+    Sweep,
     Timeouts,
     TrafficClass,
     scenario_keys,
@@ -23,13 +27,13 @@ from tpot_locust.scenario.schema import CHECKS, validate
 from tpot_locust.scenario.yaml_source import Located, ScenarioErrors
 from tpot_locust.sim.cli import build_arg_parser
 
-SECTIONS = (Server, Timeouts, Simulator, TrafficClass)
+SECTIONS = (Scenario, Server, Timeouts, Simulator, TrafficClass, Sweep, StageSpec, BurstSpec)
 
 
 @pytest.mark.parametrize("section", SECTIONS, ids=lambda s: s.__name__)
 def test_every_key_has_a_check_and_every_user_attribute_exists(section: type) -> None:
     for name, meta in scenario_keys(section).items():
-        assert meta["check"] in CHECKS, (name, meta["check"])
+        assert meta["check"] in CHECKS or meta["check"] == "part", (name, meta["check"])
         if meta["user"]:
             assert hasattr(ChatUser, meta["user"]), (name, meta["user"])
 
@@ -57,6 +61,19 @@ def test_a_document_sets_what_the_model_says() -> None:
     assert user_class.output_tokens.sample(None) == 9  # a Fixed distribution, built once
     assert user_class.connect_timeout == ChatUser.connect_timeout  # not given: the default
     assert simulator_args(scenario) == ["--gap-ms", "2", "--seed", "3", "--model", "sim"]
+
+
+def test_the_top_level_keys_come_from_the_model() -> None:
+    scenario = _scenario({"name": "n", "seed": 4, "spawn_rate": 2, "warmup": "5s",
+                          "duration": "20s", "classes": {"chat": {"users": 1}}})  # fmt: skip
+    assert (scenario.name, scenario.seed, scenario.spawn_rate) == ("n", 4, 2.0)
+    assert (scenario.warmup_s, scenario.duration_s, scenario.description) == (5.0, 20.0, "")
+    assert _scenario({"classes": {"chat": {"users": 1}}}).name == "x"  # the file's name
+    with pytest.raises(ScenarioErrors) as raised:
+        _scenario({"seed": -1, "spawn_rate": 0, "warmpu": 1, "classes": {"c": {"users": 1}}})
+    text = str(raised.value)
+    assert "seed: must be >= 0" in text and "spawn_rate: must be > 0" in text
+    assert "warmpu: unknown key (did you mean warmup?)" in text
 
 
 def test_an_unknown_key_is_refused_with_the_allowed_ones() -> None:

@@ -24,6 +24,7 @@ from tpot_locust.harness.distributed import MasterLink, WorkerHooks, WorkerLink
 from tpot_locust.harness.failures import ClientErrorStreak
 from tpot_locust.harness.loop_probe import LagProbe
 from tpot_locust.harness.traffic import ProcessShare, TrafficDriver
+from tpot_locust.harness.users import ChatUser
 from tpot_locust.metrics.collector import Collector
 from tpot_locust.metrics.phases import RunClock
 from tpot_locust.metrics.recorder import Recorder
@@ -182,6 +183,7 @@ class RunState:
 
     def begin_traffic(self, share: ProcessShare) -> None:
         """This process's part of a scenario: its clock, open-loop share and bursts."""
+        ChatUser.process_share = (share.index, share.count)  # sequential datasets' share
         if _SCENARIO is None:
             return
         scenario, classes = _SCENARIO

@@ -62,6 +62,12 @@ def _check_plugin(environment: Any) -> None:
         logger.error(_PLUGIN_HINT)
 
 
+def dataset_position(taken: int, index: int, count: int, size: int) -> int:
+    """The entry a process sends as its ``taken``-th: every ``count``-th from ``index``, so
+    the run's processes together send the file in order, none twice a round."""
+    return (index + taken * count) % size
+
+
 class ChatUser(User):
     """Streams ``/v1/chat/completions``; each task is one multi-turn session."""
 
@@ -91,7 +97,10 @@ class ChatUser(User):
     shared_prefix_ratio: ClassVar[float] = 1.0  # fraction of sessions that use that prefix
     tokenizer: ClassVar[str | None] = None  # a local tokenizer: prompts of exact token counts
     dataset: ClassVar[Sequence[Conversation]] = ()  # sessions from a file (scenario.datasets)
-    dataset_order: ClassVar[str] = "random"  # or "sequential": in file order, per process
+    dataset_order: ClassVar[str] = "random"  # or "sequential": in file order, dealt out
+    # this process's place among the run's load processes (index, count): a sequential
+    # dataset is dealt out among them, every count-th entry from index (set at test start)
+    process_share: ClassVar[tuple[int, int]] = (0, 1)
 
     _user_counter: ClassVar[int] = 0
     _models: ClassVar[dict[str, str]] = {}
@@ -192,9 +201,9 @@ class ChatUser(User):
         if self.dataset_order != "sequential":
             return self.rng.choice(self.dataset)
         cls = type(self)
-        position = cls.__dict__.get("_dataset_position", 0)
-        cls._dataset_position = position + 1  # shared by the class's users in this process
-        return self.dataset[position % len(self.dataset)]
+        taken = cls.__dict__.get("_dataset_taken", 0)
+        cls._dataset_taken = taken + 1  # shared by the class's users in this process
+        return self.dataset[dataset_position(taken, *ChatUser.process_share, len(self.dataset))]
 
     def _user_message(
         self, spec: Any, first: bool, pause: Callable[[], None] | None = None

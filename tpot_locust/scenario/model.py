@@ -22,6 +22,8 @@ __all__ = [
     "Server",
     "Simulator",
     "Stage",
+    "StageSpec",
+    "BurstSpec",
     "Sweep",
     "Timeouts",
     "TrafficClass",
@@ -31,13 +33,15 @@ __all__ = [
 
 def key(
     default: Any = None, *, check: str, user: str | None = None, flag: str | None = None,
-    factory: Any = None, name: str | None = None,
+    factory: Any = None, name: str | None = None, required: bool = False,
 ) -> Any:  # fmt: skip
     """A scenario key: its default, the check ``schema`` runs on it (by name: ``CHECKS``),
     the user-class attribute it sets (``user``), the simulator flag it becomes (``flag``)
     and its name in YAML when that is not the field's (``name``). Adding a key to a section
     is adding one of these."""
     metadata = {"check": check, "user": user, "flag": flag, "name": name}
+    if required:
+        return field(metadata=metadata)
     if factory is not None:
         return field(default_factory=factory, metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -158,6 +162,28 @@ class Sweep:
         return steps
 
 
+@dataclass
+class StageSpec:
+    """One entry of ``stages`` as written; ``Stage`` is what it becomes."""
+
+    duration: float | None = key(check="duration")  # required
+    users: int | None = key(check="count")  # total closed-loop users from here on
+    rate: dict[str, Any] | None = key(check="part")  # open-loop class -> sessions per second
+
+
+@dataclass
+class BurstSpec:
+    """One entry of ``bursts`` as written; ``Burst`` is what it becomes."""
+
+    class_name: str | None = key(check="part", name="class")  # must name a class
+    count: int = key(1, check="positive_integer")
+    at: Any = key(check="part")  # a time or a list of times ...
+    every: float | None = key(check="duration")  # ... or a period
+    start: float | None = key(check="duration_or_zero")  # with every; default: every
+    prompt_tokens: Any = key(check="distribution")
+    output_tokens: Any = key(check="distribution")
+
+
 @dataclass(frozen=True)
 class Stage:
     duration_s: float
@@ -178,22 +204,26 @@ class Burst:
 
 @dataclass
 class Scenario:
-    source: str
-    name: str
-    duration_s: float
-    classes: list[TrafficClass]
-    spawn_rate: float | None = None
-    seed: int | None = None
-    output: str | None = None
-    server: Server = field(default_factory=Server)
-    simulator: Simulator = field(default_factory=Simulator)
-    slo: SloSpec = field(default_factory=SloSpec)
-    description: str = ""
-    stages: list[Stage] = field(default_factory=list)
-    bursts: list[Burst] = field(default_factory=list)
-    warmup_s: float = 0.0
-    cooldown_s: float = 0.0
-    sweep: Sweep | None = None
+    """The whole file. A key whose check is ``part`` is parsed by its own code in
+    ``schema`` (sections, and keys with rules between them); the others are checked by
+    their ``check`` alone, so adding such a key is adding its field here."""
+
+    source: str  # the file
+    name: str = key(check="text", required=True)  # default: the file's name
+    duration_s: float = key(check="part", name="duration", required=True)  # or the stages'
+    classes: list[TrafficClass] = key(check="part", required=True)
+    spawn_rate: float | None = key(check="positive")
+    seed: int | None = key(check="seed")
+    output: str | None = key(check="text")
+    server: Server = key(check="part", factory=Server)
+    simulator: Simulator = key(check="part", factory=Simulator)
+    slo: SloSpec = key(check="part", factory=SloSpec)
+    description: str = key("", check="text")
+    stages: list[Stage] = key(check="part", factory=list)
+    bursts: list[Burst] = key(check="part", factory=list)
+    warmup_s: float = key(0.0, check="duration_or_zero", name="warmup")
+    cooldown_s: float = key(0.0, check="duration_or_zero", name="cooldown")
+    sweep: Sweep | None = key(check="part")
 
     @property
     def base_dir(self) -> Path:

@@ -15,10 +15,12 @@ from tpot_locust.common.tokens import TokenizerError, load_tokenizer
 from tpot_locust.scenario.datasets import load_dataset
 from tpot_locust.scenario.model import (
     Burst,
+    BurstSpec,
     Scenario,
     Server,
     Simulator,
     Stage,
+    StageSpec,
     Sweep,
     Timeouts,
     TrafficClass,
@@ -31,11 +33,6 @@ from tpot_locust.scenario.yaml_source import Located, did_you_mean
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-TOP_KEYS = {"name", "description", "duration", "spawn_rate", "seed", "output", "server",
-            "classes", "stages", "bursts", "warmup", "cooldown", "simulator", "slo",
-            "sweep"}  # fmt: skip
-STAGE_KEYS = {"duration", "users", "rate"}
-BURST_KEYS = {"class", "count", "at", "every", "start", "prompt_tokens", "output_tokens"}
 ARRIVALS = ("poisson", "gamma", "constant")
 
 
@@ -110,8 +107,15 @@ EngineCheck = Callable[[str, dict[str, Any]], None]
 
 def validate(located: Located, check_engine: EngineCheck | None = None) -> Scenario:
     """The scenario, or ``ScenarioErrors`` listing every problem in the document."""
-    data = check_keys(located, "", located.data, TOP_KEYS)
+    top = scenario_keys(Scenario)
+    data = check_keys(located, "", located.data, set(top))
     base_dir = Path(located.source).parent
+    simple: dict[str, Any] = {}  # the keys checked by their check alone, by field
+    for name, meta in top.items():
+        if meta["check"] != "part" and data.get(name) is not None:
+            with located.keep_going():
+                simple[meta["field"]] = CHECKS[meta["check"]](located, name, data[name],
+                                                              base_dir)  # fmt: skip
     server = Server()
     with located.keep_going():
         server, _ = parse_section(located, "server", data.get("server"), Server, base_dir)
@@ -140,11 +144,8 @@ def validate(located: Located, check_engine: EngineCheck | None = None) -> Scena
     bursts: list[Burst] = []
     with located.keep_going():
         bursts = _validate_bursts(located, data.get("bursts"), names, duration_s, base_dir)
-    warmup_s = cooldown_s = 0.0
     with located.keep_going():
-        warmup_s = duration(located, "warmup", data.get("warmup", 0), positive=False)
-        cooldown_s = duration(located, "cooldown", data.get("cooldown", 0), positive=False)
-        if warmup_s + cooldown_s >= duration_s:
+        if simple.get("warmup_s", 0) + simple.get("cooldown_s", 0) >= duration_s:
             raise located.error("warmup", "warmup + cooldown must be shorter than the duration")
     simulator = Simulator()
     with located.keep_going():
@@ -152,14 +153,6 @@ def validate(located: Located, check_engine: EngineCheck | None = None) -> Scena
             located, "simulator", data.get("simulator"), Simulator, base_dir
         )
         _validate_engine(located, simulator, given, check_engine)
-    spawn_rate = data.get("spawn_rate")
-    with located.keep_going():
-        if spawn_rate is not None:
-            number(located, "spawn_rate", spawn_rate)
-    seed = data.get("seed")
-    with located.keep_going():
-        if seed is not None:
-            number(located, "seed", seed, integer=True, strict=False)
     slo = SloSpec()
     with located.keep_going():
         slo = parse_slo(located, data.get("slo"), set(names))
@@ -170,20 +163,14 @@ def validate(located: Located, check_engine: EngineCheck | None = None) -> Scena
     located.raise_problems()
     return Scenario(
         source=located.source,
-        name=str(data.get("name") or Path(located.source).stem),
-        description=str(data.get("description") or ""),
+        **simple | {"name": simple.get("name") or Path(located.source).stem},
         duration_s=duration_s,
         classes=classes,
-        spawn_rate=spawn_rate,
-        seed=seed,
-        output=data.get("output"),
         server=server,
         simulator=simulator,
         slo=slo,
         stages=stages,
         bursts=bursts,
-        warmup_s=warmup_s,
-        cooldown_s=cooldown_s,
         sweep=sweep,
     )
 
@@ -447,7 +434,7 @@ CHECKS: dict[str, Callable[[Located, str, Any, Path], Any]] = {
     "positive_integer": _positive_integer, "profile": _as_given, "rate": _rate,
     "ratio": _ratio, "seed": _seed, "sweep_values": _sweep_values,
     "sweep_variable": _sweep_variable, "text": _text, "time": _time, "timeouts": _timeouts,
-    "tokenizer": _tokenizer, "trace": _trace, "url": _url, "wait": _time,
+    "tokenizer": _tokenizer, "trace": _trace, "url": _url, "wait": _time, "part": _as_given,
 }  # fmt: skip
 
 
@@ -457,25 +444,19 @@ def _validate_stages(located: Located, data: Any, classes: list[TrafficClass]) -
     if not isinstance(data, list) or not data:
         raise located.error("stages", "must be a list of stages")
     open_names = {t.name for t in classes if t.rate is not None}
+    base_dir = Path(located.source).parent
     stages = []
     for index, item in enumerate(data):
         path = f"stages.{index}"
-        spec = check_keys(located, path, item, STAGE_KEYS)
-        if "duration" not in spec:
+        spec, given = parse_section(located, path, item, StageSpec, base_dir)
+        if "duration" not in given:
             raise located.error(path, "duration: is required")
-        users = spec.get("users")
-        if users is not None:
-            users = int(number(located, f"{path}.users", users, integer=True, strict=False))
-        rates = check_keys(located, f"{path}.rate", spec.get("rate"), open_names)
+        rates = check_keys(located, f"{path}.rate", spec.rate, open_names)
         for name, rate in rates.items():
             number(located, f"{path}.rate.{name}", rate, strict=False)
-        stages.append(
-            Stage(
-                duration(located, f"{path}.duration", spec["duration"]),
-                users,
-                {name: float(rate) for name, rate in rates.items()},
-            )  # fmt: skip
-        )
+        if spec.duration is not None:  # else its error is noted already
+            stages.append(Stage(spec.duration, spec.users,
+                                {name: float(rate) for name, rate in rates.items()}))  # fmt: skip
     return stages
 
 
@@ -489,31 +470,29 @@ def _validate_bursts(
     bursts = []
     for index, item in enumerate(data):
         path = f"bursts.{index}"
-        spec = check_keys(located, path, item, BURST_KEYS)
-        if spec.get("class") not in names:
+        spec, given = parse_section(located, path, item, BurstSpec, base_dir)
+        if spec.class_name not in names:
             raise located.error(f"{path}.class", f"must name a class: {', '.join(sorted(names))}")
-        count = int(number(located, f"{path}.count", spec.get("count", 1), integer=True))
-        if ("at" in spec) == ("every" in spec):
+        if ("at" in given) == ("every" in given):
             raise located.error(path, "needs exactly one of at (times) or every (period)")
-        if "at" in spec:
-            at = spec["at"] if isinstance(spec["at"], list) else [spec["at"]]
+        if "at" in given:
+            at = spec.at if isinstance(spec.at, list) else [spec.at]
             times = [
                 duration(located, f"{path}.at.{i}", t, positive=False) for i, t in enumerate(at)
             ]
+        elif spec.every is not None:
+            start = spec.every if spec.start is None else spec.start
+            times = [start + i * spec.every
+                     for i in range(int((duration_s - start) // spec.every) + 1)]  # fmt: skip
         else:
-            every = duration(located, f"{path}.every", spec["every"])
-            start = duration(located, f"{path}.start", spec.get("start", every), positive=False)
-            times = [start + i * every for i in range(int((duration_s - start) // every) + 1)]
-        for key in ("prompt_tokens", "output_tokens"):
-            if key in spec:
-                distribution(located, f"{path}.{key}", spec[key], base_dir)
+            continue  # its every was wrong: noted already
         bursts.append(
             Burst(
-                spec["class"],
-                count,
+                spec.class_name,
+                spec.count,
                 tuple(t for t in sorted(times) if t < duration_s),
-                spec.get("prompt_tokens"),
-                spec.get("output_tokens"),
+                spec.prompt_tokens,
+                spec.output_tokens,
             )  # fmt: skip
         )
     return bursts
