@@ -48,7 +48,8 @@ from tpot_locust.metrics.recorder import MetricSet, Recorder
 from tpot_locust.sim.process import start_simulator
 from tpot_locust.sim.truth import read_truth
 from tpot_locust.wire import loop_reads
-from tpot_locust.wire.http_client import KERNEL_CLOCK, USER_CLOCK, HTTPConnection, Origin
+from tpot_locust.wire.http_client import HTTPConnection, Origin
+from tpot_locust.wire.kernel_stamps import KERNEL_CLOCK, USER_CLOCK
 from tpot_locust.wire.streaming import StreamRequest, stream_request
 
 COALESCED_US = 100  # a gap below 0.1 ms: two events that arrived (or were sent) together

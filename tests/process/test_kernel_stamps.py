@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tpot_locust.sim.process import start_simulator
-from tpot_locust.wire.http_client import KERNEL_CLOCK, USER_CLOCK, HTTPConnection, Origin
+from tpot_locust.wire.http_client import HTTPConnection, Origin
+from tpot_locust.wire.kernel_stamps import KERNEL_CLOCK, USER_CLOCK
 from tpot_locust.wire.sse import SSEParser
 from tpot_locust.wire.stream_decoder import decode_events
 

@@ -37,7 +37,7 @@ from tpot_locust.report.verdict_files import format_verdict
 from tpot_locust.scenario.loader import ScenarioError, load_scenario
 from tpot_locust.scenario.model import Scenario
 from tpot_locust.scenario.slo import SloSpec
-from tpot_locust.wire.http_client import arrival_clock
+from tpot_locust.wire.kernel_stamps import arrival_clock
 
 logger = logging.getLogger(__name__)
 DEFAULT_REPORT_INTERVAL_S = 1.0

@@ -3,18 +3,15 @@
 Why not Locust's clients: geventhttpclient's ``iter_content(n)`` blocks until n bytes have
 arrived (events 1 ms apart get stamped together) and swallows a closed connection (a
 truncated stream looks complete); ``requests`` costs more CPU per event. Here every
-read is stamped with its arrival time (see ``arrival_clock``), chunked framing is decoded
+read is stamped with its arrival time (see ``kernel_stamps``), chunked framing is decoded
 incrementally, and an early close or reset is reported instead of hidden. Under Locust the
 socket module is gevent's, so reads yield to other users.
 """
 
 from __future__ import annotations
 
-import os
 import socket
 import ssl
-import struct
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,33 +29,21 @@ from tpot_locust.common.errors import (
 from tpot_locust.common.timings import int_array
 from tpot_locust.wire.chunked import ChunkedDecoder
 from tpot_locust.wire.deadline import Deadline
+from tpot_locust.wire.kernel_stamps import (
+    ANCILLARY_BYTES,
+    KERNEL_CLOCK,
+    USER_CLOCK,
+    arrival_clock,
+    enable_kernel_stamps,
+    kernel_wall_ns,
+)
 
 RECV_BYTES = 65536
 Consume = Callable[[int, bytes], None]  # (arrival perf_counter_ns, body payload)
 MAX_HEAD_BYTES = 64 * 1024
 
-# Linux stamps every received segment in the kernel (SO_TIMESTAMPNS, CLOCK_REALTIME); a read
-# then carries the arrival time of its last segment, however late our event loop got to it.
-# Python does not export the constant; 35 is its value on x86, arm and most other Linuxes
-# (elsewhere no such control message comes back and reads fall back to the user clock).
-_SO_TIMESTAMPNS = 35
-_SOL_SOCKET = socket.SOL_SOCKET
-_TIMESPEC = struct.Struct("@qq")
-_ANCILLARY_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
 # A kernel stamp further back than this is a clock step, not a late read: not trusted.
 _MAX_KERNEL_AGE_NS = 10 * 1_000_000_000
-KERNEL_CLOCK = "kernel"  # SO_TIMESTAMPNS: when the data reached the socket
-USER_CLOCK = "user"  # perf_counter_ns when recv returned: includes event-loop delay
-
-
-def arrival_clock() -> str:
-    """The clock plain-TCP reads are stamped with in this process (TLS reads: always user).
-
-    ``TPOT_LOCUST_STAMPS=user`` turns kernel stamps off, e.g. to compare both.
-    """
-    if os.environ.get("TPOT_LOCUST_STAMPS", KERNEL_CLOCK) == USER_CLOCK:
-        return USER_CLOCK
-    return KERNEL_CLOCK if sys.platform.startswith("linux") and _ANCILLARY_BYTES else USER_CLOCK
 
 
 class ReadTimeout(Exception):
@@ -290,7 +275,7 @@ class HTTPConnection:
             ) from None
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._kernel_stamps = self.clock == KERNEL_CLOCK and _enable_kernel_stamps(sock)
+            self._kernel_stamps = self.clock == KERNEL_CLOCK and enable_kernel_stamps(sock)
             if origin.scheme == "https":
                 sock = ssl.create_default_context().wrap_socket(sock, server_hostname=origin.host)
         except TimeoutError:
@@ -348,7 +333,7 @@ class HTTPConnection:
         try:
             if not self._kernel_stamps:
                 return sock.recv(RECV_BYTES), time.perf_counter_ns()
-            data, ancillary, _, _ = sock.recvmsg(RECV_BYTES, _ANCILLARY_BYTES)
+            data, ancillary, _, _ = sock.recvmsg(RECV_BYTES, ANCILLARY_BYTES)
             now_ns = time.perf_counter_ns()
             stamp = self._last_stamp_ns = self._arrival_ns(ancillary, now_ns)
             self.read_delays_ns.append(now_ns - stamp)
@@ -364,12 +349,11 @@ class HTTPConnection:
         """The kernel's receive stamp on our clock; never later than now, never earlier
         than the previous read's stamp (so gaps stay non-negative across a clock step)."""
         stamp = now_ns
-        for level, kind, data in ancillary:
-            if kind == _SO_TIMESTAMPNS and level == _SOL_SOCKET and len(data) >= 16:
-                seconds, nanoseconds = _TIMESPEC.unpack_from(data)
-                kernel_ns = seconds * 1_000_000_000 + nanoseconds - self._real_minus_perf_ns
-                if now_ns - _MAX_KERNEL_AGE_NS <= kernel_ns <= now_ns:
-                    stamp = kernel_ns
+        wall_ns = kernel_wall_ns(ancillary)
+        if wall_ns is not None:
+            kernel_ns = wall_ns - self._real_minus_perf_ns
+            if now_ns - _MAX_KERNEL_AGE_NS <= kernel_ns <= now_ns:
+                stamp = kernel_ns
         last_ns = self._last_stamp_ns
         return stamp if stamp > last_ns else last_ns
 
@@ -500,14 +484,6 @@ def resolve(host: str, port: int) -> tuple[int, tuple]:
         family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
         found = _RESOLVED[key] = (family, address)
     return found
-
-
-def _enable_kernel_stamps(sock: socket.socket) -> bool:
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-    except OSError:
-        return False
-    return True
 
 
 class _Enough(Exception):
