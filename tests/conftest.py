@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,6 +19,12 @@ def run_command(args: list[str], timeout: float, **kwargs) -> subprocess.Complet
     return subprocess.run(
         args, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT, **kwargs
     )
+
+
+def truth_requests(out: Path) -> list[dict]:
+    """The simulator's truth lines of a run's requests, in the order they arrived."""
+    lines = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines()]
+    return sorted((e for e in lines if "request_id" in e), key=lambda e: e["arrival_ns"])
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from tests.conftest import run_command
+from tests.conftest import run_command, truth_requests
 
 CONVERSATIONS = [  # user turns (words), recorded answers (words)
     [("alpha beta gamma", "a b c d e"), ("delta epsilon", "f g h i")],
@@ -52,8 +52,7 @@ def test_a_sharegpt_file_replays_every_user_turn_in_order(tmp_path: Path) -> Non
         timeout=120,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    truth = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines()]
-    sent = sorted((e for e in truth if "request_id" in e), key=lambda e: e["arrival_ns"])
+    sent = truth_requests(out)
     seen = [(e["prompt_tokens"], e["completion_tokens"]) for e in sent[:-1]]  # the last: cut
     assert len(seen) >= 3 * len(EXPECTED)  # the file went round several times
     assert seen == [EXPECTED[i % len(EXPECTED)] for i in range(len(seen))]
@@ -74,9 +73,8 @@ def test_a_sequential_dataset_is_dealt_out_among_workers(tmp_path: Path) -> None
         timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    truth = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines()]
     by_process: dict[str, list[int]] = {}
-    for entry in sorted((e for e in truth if "request_id" in e), key=lambda e: e["arrival_ns"]):
+    for entry in truth_requests(out):
         by_process.setdefault(entry["request_id"][:4], []).append(entry["prompt_tokens"] - 1)
     assert len(by_process) == 2
     starts = sorted(sequence[:3] for sequence in by_process.values())

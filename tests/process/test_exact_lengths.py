@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from tests.conftest import run_command
+from tests.conftest import run_command, truth_requests
 from tests.helpers.small_tokenizer import build_tokenizer
 
 SCENARIO = """\
@@ -48,6 +48,5 @@ def test_every_request_carries_exactly_the_requested_prompt_tokens(tmp_path: Pat
     assert prompt["max_difference"] == 0 and prompt["requested"] == prompt["reported"], prompt
     assert "prompt tokens: requested" in result.stdout and "at most 0 apart" in result.stdout
     # the simulator counted them itself: its truth log holds its own count per request
-    truth = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines()]
-    counted = sum(entry.get("prompt_tokens", 0) for entry in truth if "request_id" in entry)
+    counted = sum(entry.get("prompt_tokens", 0) for entry in truth_requests(out))
     assert counted >= prompt["reported"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_command
+from tests.conftest import run_command, truth_requests
 
 REQUESTS = 200
 
@@ -66,8 +66,7 @@ def test_a_traced_conversation_sends_the_answers_before_each_later_turn(tmp_path
         timeout=60,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    truth = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines()]
-    sent = sorted((r for r in truth if "request_id" in r), key=lambda r: r["arrival_ns"])
+    sent = truth_requests(out)
     # each turn carries the conversation so far: the answers are the simulator's words
     assert [(r["prompt_tokens"], r["completion_tokens"]) for r in sent] == [
         (5, 4),

@@ -10,7 +10,18 @@ import pytest
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.metrics.interference import format_interference, phase_summary
 from tpot_locust.metrics.phases import FAILED, BurstWindows, RunClock
-from tpot_locust.metrics.recorder import Recorder, phase_metric
+from tpot_locust.metrics.recorder import ClassMetrics, Recorder, phase_metric
+
+
+def recorded(recorder: Recorder, stamps: list[int]) -> ClassMetrics:
+    """One request of one token per event at ``stamps``, recorded; its class's metrics."""
+    timings = RequestTimings(
+        user_class="c", api="chat", request_id="r", t_intended_ns=stamps[0] - 1,
+        t_send_ns=stamps[0] - 1_000_000, token_stamps=stamps, token_counts=[1] * len(stamps),
+        output_tokens=len(stamps),
+    )  # fmt: skip
+    recorder.record(timings)
+    return recorder.take_interval(final=True).classes["c"]
 
 
 def test_phase_tagging_by_window_overlap() -> None:
@@ -22,13 +33,7 @@ def test_phase_tagging_by_window_overlap() -> None:
     stamps[7:] = [s + 50_000_000 for s in stamps[7:]]
     # a burst window inside that gap only
     recorder.windows.update("w", stamps[5] + offset + 10_000_000, stamps[5] + offset + 40_000_000)
-    timings = RequestTimings(
-        user_class="c", api="chat", request_id="r", t_intended_ns=now_perf - 1,
-        t_send_ns=now_perf - 1_000_000, token_stamps=stamps, token_counts=[1] * 10,
-        output_tokens=10,
-    )  # fmt: skip
-    recorder.record(timings)
-    metrics = recorder.take_interval(final=True).classes["c"]
+    metrics = recorded(recorder, stamps)
     assert metrics.histogram(phase_metric("tpot", "burst")).total_count == 1
     assert metrics.histogram(phase_metric("tpot", "steady")).total_count == 8
     assert metrics.worst_gaps[0]["phase"] == "burst"
@@ -67,13 +72,7 @@ def test_a_phase_with_few_samples_marks_its_tail_unmeasured() -> None:
     stamps = [now_perf, *(now_perf + np.cumsum(gaps)).tolist()]  # 400 events, varied gaps
     offset = now_wall - now_perf
     recorder.windows.update("w", stamps[0] + offset, stamps[30] + offset)  # ~30 burst gaps
-    timings = RequestTimings(
-        user_class="c", api="chat", request_id="r", t_intended_ns=now_perf - 1,
-        t_send_ns=now_perf - 1_000_000, token_stamps=stamps, token_counts=[1] * 400,
-        output_tokens=400,
-    )  # fmt: skip
-    recorder.record(timings)
-    metrics = recorder.take_interval(final=True).classes["c"]
+    metrics = recorded(recorder, stamps)
     summary = phase_summary(metrics, tail_min_samples=10)
     assert summary is not None
     burst, steady = summary["phases"]["burst"]["tpot"], summary["phases"]["steady"]["tpot"]
