@@ -4,10 +4,20 @@ batch: it stops at the first step whose TPOT p99 SLO fails and names the step be
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.conftest import ROOT, run_command
+from tests.helpers.distributed import free_port
+from tests.process.test_web_ui import post, summary_now, wait_up
+from tpot_locust.cli.master_api import MasterAPI
+from tpot_locust.cli.run import simulator_args
+from tpot_locust.scenario.loader import load_scenario
+from tpot_locust.sim.process import start_simulator
+from tpot_locust.sim.profiles import check_engine
 
 
 def test_a_sweep_stops_at_the_first_broken_slo_and_names_the_knee(tmp_path: Path) -> None:
@@ -37,3 +47,88 @@ def test_a_sweep_stops_at_the_first_broken_slo_and_names_the_knee(tmp_path: Path
     page = (out / "sweep.html").read_text()
     assert page.count("<svg") == 3 and "knee" in page
     assert "knee: users 16 (step 3)" in result.stdout
+
+
+def start_scenario_cluster(
+    scenario: Path, host: str, web_port: int, out: Path, workers: int
+) -> list[subprocess.Popen[bytes]]:
+    """A master with its web UI and ``workers`` workers, all on locustfiles/scenario.py, as
+    one would start them on a cluster (the master first in the list)."""
+    env = dict(os.environ, TPOT_SCENARIO=str(scenario))
+    port = free_port()
+    locust = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles/scenario.py")]
+    master = [*locust, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
+              str(port), "--web-host", "127.0.0.1", "--web-port", str(web_port), "--host", host,
+              "--tpot-out", str(out), "--stop-timeout", "5"]  # fmt: skip
+    worker = [*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env, "cwd": ROOT}
+    return [subprocess.Popen(master, **quiet)] + [
+        subprocess.Popen(worker, **quiet) for _ in range(workers)
+    ]
+
+
+def wait_for_workers(ui: str, count: int, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while MasterAPI(ui).state().workers < count:
+        assert time.monotonic() < deadline, f"fewer than {count} workers connected"
+        time.sleep(0.5)
+
+
+def test_a_sweep_drives_a_running_cluster_one_test_per_step(tmp_path: Path) -> None:
+    scenario_path = ROOT / "scenarios/sweep.yaml"
+    web_port = free_port()
+    ui = f"http://127.0.0.1:{web_port}"
+    scenario = load_scenario(scenario_path, check_engine=check_engine)
+    with start_simulator(*simulator_args(scenario)) as sim:
+        processes = start_scenario_cluster(scenario_path, sim.url, web_port, tmp_path / "m", 2)
+        try:
+            wait_up(ui + "/")
+            wait_for_workers(ui, 2)
+            result = run_command(
+                [sys.executable, "-m", "tpot_locust", "sweep", str(scenario_path),
+                 "--master-url", ui, "--out", str(tmp_path / "sweep"), "--set", "sweep.start=16",
+                 "--max-steps", "2"],
+                timeout=300,
+            )  # fmt: skip
+            # a setting the running classes cannot take ends its test, named
+            wait_for_workers(ui, 2)  # back a stop timeout after the last test
+            post(ui + "/swarm", {"user_count": "2", "spawn_rate": "2", "run_time": "30s",
+                                 "tpot_set": "classes.other.users=2"})  # fmt: skip
+            deadline = time.monotonic() + 30
+            while (refused := summary_now(ui))["test"] != 3 or refused["running"]:  # noqa: PLR2004
+                assert time.monotonic() < deadline, refused.get("run", {}).get("stopped_because")
+                time.sleep(0.5)
+        finally:
+            for process in processes:
+                process.terminate()
+            for process in processes:
+                process.wait(timeout=30)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    document = json.loads((tmp_path / "sweep" / "sweep.json").read_text())
+    steps = document["steps"]
+    assert [step["value"] for step in steps] == [16, 32], output[-3000:]
+    assert [step["verdict"] for step in steps] == ["pass", "fail"], steps
+    assert document["knee"] == {"step": 1, "value": 16}
+    for step, users in zip(steps, (16, 32), strict=True):
+        summary = json.loads((tmp_path / "sweep" / step["dir"] / "summary.json").read_text())
+        assert f"classes.chat.users={users}" in summary["run"]["settings"]  # reached the master
+        workers = summary["workers"]
+        assert summary["complete"] and workers["reported_in_full"] == 2, workers  # noqa: PLR2004
+        # ... and its dispatcher: the test ran the step's users, on the two workers
+        assert max(point["users"] for point in summary["timeseries"]) == users
+        assert step["requests_ok"] > 0 and step["tokens_per_s"] > 0
+    # the master kept each test's own results too
+    assert (tmp_path / "m" / "summary.json").exists()
+    assert (tmp_path / "m" / "test-2" / "summary.json").exists()
+    assert "cannot change the classes" in refused["run"]["stopped_because"]
+
+
+def test_a_sweep_names_a_master_it_cannot_reach(tmp_path: Path) -> None:
+    result = run_command(
+        [sys.executable, "-m", "tpot_locust", "sweep", str(ROOT / "scenarios/sweep.yaml"),
+         "--master-url", f"http://127.0.0.1:{free_port()}", "--out", str(tmp_path)],
+        timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr  # noqa: PLR2004
+    assert "cannot reach the master at http://127.0.0.1:" in result.stderr

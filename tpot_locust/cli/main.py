@@ -54,6 +54,7 @@ def _sweep(args: argparse.Namespace) -> int:
         workers=args.workers,
         overrides=_with_tokenizer(args),
         max_steps=args.max_steps,
+        master_url=args.master_url,
     )
     return run_sweep(options)
 
@@ -187,6 +188,12 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a key")
     sweep.add_argument("--max-steps", type=int, help="run at most this many steps")
     sweep.add_argument("--tokenizer", metavar="PATH", help=TOKENIZER_HELP)
+    sweep.add_argument(
+        "--master-url",
+        metavar="URL",
+        help="run each step as a test of this running Locust master (its web UI, e.g. "
+        "http://127.0.0.1:8089), started with the scenario locustfile and this scenario",
+    )
     sweep.set_defaults(handler=_sweep)
 
     report = commands.add_parser("report", help="re-print the report of a results directory")

@@ -6,6 +6,9 @@ and its own verdict; the sweep stops after the first step that did not pass (``f
 ``invalid``: a measurement not to trust, which more load would not make better) or after
 the last value, and writes ``sweep.json``, ``sweep.html`` and the table after every step.
 
+With ``--master-url`` every step is instead one test of a running Locust cluster's web-UI
+session (``cluster_step``): the cluster's own workers make the load.
+
 Exit codes: 0 a knee was found, 1 the first step already failed its SLOs, 3 the first step
 was not a valid measurement, 2 bad input; a signal ends the sweep with the step it stopped.
 """
@@ -13,9 +16,12 @@ was not a valid measurement, 2 bad input; a signal ends the sweep with the step 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from tpot_locust.cli.cluster_step import ClusterSteps
+from tpot_locust.cli.master_api import MasterAPI
 from tpot_locust.cli.run import RunOptions, run_scenario
 from tpot_locust.report.gate import EXIT_FAIL, EXIT_INVALID, EXIT_PASS
 from tpot_locust.report.sweep import format_sweep, knee, step_row, write_sweep
@@ -31,6 +37,19 @@ class SweepOptions:
     workers: int = 0
     overrides: list[str] = field(default_factory=list)
     max_steps: int | None = None
+    master_url: str | None = None  # a running cluster's web UI: each step one test there
+
+
+def _step_runner(options: SweepOptions) -> Callable[[Path, list[str]], int]:
+    """How a step runs: a whole ``tpot-locust run`` here, or a test on a running cluster."""
+    if options.master_url:
+        if options.workers:
+            raise ValueError("--workers starts local workers; with --master-url the "
+                             "cluster's workers run every step")  # fmt: skip
+        return ClusterSteps(MasterAPI(options.master_url), options.scenario_path,
+                            options.host).run  # fmt: skip
+    base = RunOptions(options.scenario_path, host=options.host, workers=options.workers)
+    return lambda folder, overrides: run_scenario(replace(base, out=folder, overrides=overrides))
 
 
 def run_sweep(options: SweepOptions) -> int:
@@ -51,19 +70,14 @@ def run_sweep(options: SweepOptions) -> int:
     document = {"scenario": scenario.name, "vary": sweep.vary, "class": sweep.class_name,
                 "values": values, "steps": [], "knee": None,
                 "stopped_because": None}  # fmt: skip
-    base = RunOptions(options.scenario_path, host=options.host, workers=options.workers)
+    run_step = _step_runner(options)
     code = 0
     for number, value in enumerate(values, start=1):
         shown = int(value) if sweep.vary == "users" else value
         folder = out / f"step-{number:02d}-{sweep.vary}-{shown:g}"
         print(f"tpot-locust sweep: step {number}/{len(values)}: {sweep.class_name}."
               f"{sweep.vary} = {shown:g}", flush=True)  # fmt: skip
-        step = replace(
-            base,
-            out=folder,
-            overrides=[*per_step, f"classes.{sweep.class_name}.{sweep.vary}={shown}"],
-        )
-        code = run_scenario(step)
+        code = run_step(folder, [*per_step, f"classes.{sweep.class_name}.{sweep.vary}={shown}"])
         row = step_row(number, shown, folder, code)
         document["steps"].append(row)
         document["knee"] = knee(document["steps"])

@@ -79,9 +79,10 @@ def unpack_delta(client_id: str, packed: Any) -> MetricSet:
 @dataclass(frozen=True)
 class WorkerHooks:
     """What a worker's run does at the master's word: begin its share of the traffic (a new
-    test), end it (the stop), and say which stall windows it saw (its audit file)."""
+    test, with the test's own scenario settings), end it (the stop), and say which stall
+    windows it saw (its audit file)."""
 
-    begin_traffic: Callable[[ProcessShare], None]
+    begin_traffic: Callable[[ProcessShare, list[str]], None]
     end_traffic: Callable[[], None]
     stall_record: Callable[[], dict[str, Any]]
 
@@ -120,7 +121,8 @@ class WorkerLink:
         plan = msg.data
         if plan.get("host") and not self.environment.host:
             self.environment.host = plan["host"]
-        self.hooks.begin_traffic(ProcessShare(plan["index"], plan["count"], plan["start_wall_ns"]))
+        share = ProcessShare(plan["index"], plan["count"], plan["start_wall_ns"])
+        self.hooks.begin_traffic(share, plan.get("settings", []))
 
     def _on_window(self, environment: Any, msg: Any, **_: Any) -> None:
         self.recorder.windows.update(msg.data["id"], msg.data["start"], msg.data["end"])
@@ -193,14 +195,15 @@ class MasterLink:
         self.read_delays = {}
         self.client_health = {}
 
-    def send_plans(self, start_wall_ns: int) -> None:
-        """Give each live worker its index and share of the open-loop traffic."""
+    def send_plans(self, start_wall_ns: int, settings: list[str]) -> None:
+        """Give each live worker its index and share of the open-loop traffic, and the
+        test's own scenario settings (``--tpot-set``)."""
         alive = sorted(self._alive(), key=self.runner.get_worker_index)
         for index, client_id in enumerate(alive):
             # the host too: Locust's spawn message, which carries it, may come after the
             # first open-loop arrival or burst (a session at t = 0 found no host and was lost)
             plan = {"index": index, "count": len(alive), "start_wall_ns": start_wall_ns,
-                    "host": self.environment.host}  # fmt: skip
+                    "host": self.environment.host, "settings": settings}  # fmt: skip
             self.runner.send_message(PLAN, plan, client_id)
 
     def _on_stop_run(self, environment: Any, msg: Any, **_: Any) -> None:

@@ -18,7 +18,8 @@ from locust.runners import STATE_INIT, STATE_STOPPED, MasterRunner, WorkerRunner
 from tpot_locust.harness import quiet_loop, webui
 from tpot_locust.harness.events import ensure_token_timings
 from tpot_locust.harness.loop_probe import TRACE_ENV, StallTracer
-from tpot_locust.harness.run_state import DEFAULT_REPORT_INTERVAL_S, RunState, slo_of, use_scenario
+from tpot_locust.harness.run_state import DEFAULT_REPORT_INTERVAL_S, RunState, slo_of
+from tpot_locust.harness.scenario_in_use import use_scenario
 
 __all__ = ["get_state", "use_scenario"]
 _STATES: list[RunState] = []
@@ -60,6 +61,14 @@ def _add_arguments(parser: Any, **_: Any) -> None:
         help="gate the run on this scenario's slo block: exit code 0 pass, 1 fail, 3 invalid "
         "measurement; verdict.json, junit.xml, summary.md in --tpot-out (env TPOT_SLO)",
     )
+    parser.add_argument(  # Locust's own parser: only it can keep an option off the web UI
+        "--tpot-set",
+        default="",
+        metavar="KEY.PATH=VALUE",
+        include_in_web_ui=False,
+        help="the scenario locustfile: overrides for the next test, one per line, on top of "
+        "TPOT_SET (a sweep sets them per step through the web form's tpot_set field)",
+    )
 
 
 @events.init.add_listener
@@ -90,8 +99,11 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
 @events.test_stop.add_listener
 def _on_test_stop(environment: Environment, **_: Any) -> None:
     state = get_state(environment)
-    if isinstance(environment.runner, WorkerRunner):
-        state.end_traffic()
+    if state.worker is not None:
+        # The master's stop (its Stop button, a web-UI run time): send the final delta now,
+        # before Locust's "stopped" message, after which the master forgets this worker
+        # until it reports ready again.
+        state.worker.send_final()
         return
     if state.running:
         state.finish()

@@ -23,6 +23,7 @@ from tpot_locust.common.version import __version__
 from tpot_locust.harness.distributed import MasterLink, WorkerHooks, WorkerLink
 from tpot_locust.harness.failures import ClientErrorStreak
 from tpot_locust.harness.loop_probe import LagProbe
+from tpot_locust.harness.scenario_in_use import scenario_in_use
 from tpot_locust.harness.traffic import ProcessShare, TrafficDriver
 from tpot_locust.harness.users import ChatUser
 from tpot_locust.metrics.collector import Collector
@@ -34,21 +35,19 @@ from tpot_locust.report.html import write_run_report
 from tpot_locust.report.progress import ProgressPrinter
 from tpot_locust.report.summary import build_summary, format_full_report, write_results
 from tpot_locust.report.verdict_files import format_verdict
-from tpot_locust.scenario.loader import ScenarioError, load_scenario
-from tpot_locust.scenario.model import Scenario
+from tpot_locust.scenario.loader import ScenarioError, load_scenario, split_settings
 from tpot_locust.scenario.slo import SloSpec
 from tpot_locust.wire.kernel_stamps import arrival_clock
 
 logger = logging.getLogger(__name__)
 DEFAULT_REPORT_INTERVAL_S = 1.0
-_SCENARIO: tuple[Scenario, dict[str, type]] | None = None
 
 
 def slo_of(options: Any) -> SloSpec | None:
     """The SLOs this run is gated on: the scenario's (``tpot-locust run``), or those of
     ``--tpot-slo FILE`` (plain Locust); None when there are none."""
-    if _SCENARIO is not None:
-        spec = _SCENARIO[0].slo
+    if (in_use := scenario_in_use()) is not None:
+        spec = in_use.scenario.slo
     elif path := getattr(options, "tpot_slo", None):
         try:
             spec = load_scenario(Path(path)).slo
@@ -58,12 +57,6 @@ def slo_of(options: Any) -> SloSpec | None:
     else:
         return None
     return None if spec.empty and spec.goodput is None else spec
-
-
-def use_scenario(scenario: Scenario, classes: dict[str, type]) -> None:
-    """Called by the scenario locustfile: open-loop classes, bursts and phases come from it."""
-    global _SCENARIO
-    _SCENARIO = (scenario, classes)
 
 
 class RunState:
@@ -98,8 +91,9 @@ class RunState:
             self.master = MasterLink(runner, self.environment, self.collector,
                                      self.recorder.windows, self.stop_run)  # fmt: skip
 
-    def _begin_worker_test(self, share: ProcessShare) -> None:
+    def _begin_worker_test(self, share: ProcessShare, settings: list[str]) -> None:
         self.client_errors.reset()
+        self._use_test_settings(settings)
         self.begin_traffic(share)
 
     def use_slo(self, spec: SloSpec | None) -> None:
@@ -169,24 +163,46 @@ class RunState:
         self.summary = None
         self.running = True
         options = self.environment.parsed_options
-        if _SCENARIO is not None and getattr(options, "headless", False):
-            self.progress = ProgressPrinter(_SCENARIO[0].duration_s, _SCENARIO[0].warmup_s)
+        settings = split_settings(getattr(options, "tpot_set", None))
+        if settings:  # this test's only: the web form's next Start does not send the field
+            options.tpot_set = ""
+        self._use_test_settings(settings)
+        in_use = scenario_in_use()
+        if in_use is not None and getattr(options, "headless", False):
+            self.progress = ProgressPrinter(in_use.scenario.duration_s, in_use.scenario.warmup_s)
         start_wall_ns = time.time_ns()
         if self.master is not None:
             self.master.reset()
-            self.master.send_plans(start_wall_ns)
+            self.master.send_plans(start_wall_ns, settings)
             self.recorder.clock = self._run_clock(start_wall_ns)  # the timeline, for results
         else:
             self.begin_traffic(ProcessShare(0, 1, start_wall_ns))
         self._stop_ticking = Event()
         self.ticker = gevent.spawn(self._tick_forever, self._stop_ticking)
 
+    def _use_test_settings(self, settings: list[str]) -> None:
+        """This test's own scenario settings (``--tpot-set``: a sweep's step on a running
+        session); ones it cannot take end the test, named."""
+        in_use = scenario_in_use()
+        if in_use is None:
+            if settings:
+                self.stop_run("--tpot-set needs the scenario locustfile (TPOT_SCENARIO)")
+            return
+        try:
+            changed = in_use.use_settings(settings)
+        except (ScenarioError, ValueError) as error:
+            self.stop_run(f"--tpot-set: {error}")
+            return
+        if changed and self.worker is None:
+            self.use_slo(slo_of(self.environment.parsed_options))
+
     def begin_traffic(self, share: ProcessShare) -> None:
         """This process's part of a scenario: its clock, open-loop share and bursts."""
         ChatUser.process_share = (share.index, share.count)  # sequential datasets' share
-        if _SCENARIO is None:
+        in_use = scenario_in_use()
+        if in_use is None:
             return
-        scenario, classes = _SCENARIO
+        scenario, classes = in_use.scenario, in_use.classes
         self.recorder.clock = self._run_clock(share.start_wall_ns)
         self.end_traffic()
         publish = self.worker.publish_window if self.worker else self.recorder.windows.update
@@ -197,9 +213,10 @@ class RunState:
 
     @staticmethod
     def _run_clock(start_wall_ns: int) -> RunClock | None:
-        if _SCENARIO is None:
+        in_use = scenario_in_use()
+        if in_use is None:
             return None
-        scenario = _SCENARIO[0]
+        scenario = in_use.scenario
         return RunClock(start_wall_ns, scenario.duration_s, scenario.warmup_s, scenario.cooldown_s)
 
     def end_traffic(self) -> None:
@@ -269,8 +286,13 @@ class RunState:
         info: dict[str, Any] = {"host": self.environment.host, "complete": True}
         info["version"] = __version__
         info["users"] = getattr(options, "num_users", None)
+        in_use = scenario_in_use()
         if options is not None:
             info["scenario"] = getattr(options, "tpot_scenario_name", None)
+        if not info.get("scenario") and in_use is not None:
+            info["scenario"] = in_use.scenario.name
+        if in_use is not None and in_use.settings:
+            info["settings"] = list(in_use.settings)  # this test's own (--tpot-set)
         info["report_interval_s"] = self.interval_s
         info["start_wall_s"] = self.collector.start_wall_s
         info["stopped_because"] = self.stopped_because

@@ -28,30 +28,42 @@ def _wait_time(spec: object, base_dir: Path):
 
 def build_user_classes(scenario: Scenario) -> list[type[User]]:
     base = ChatUser if scenario.server.api == "chat" else CompletionsUser
+    classes: list[type[User]] = [
+        type(traffic.name, (base,), dict(class_attributes(scenario, traffic), __module__=__name__))
+        for traffic in scenario.classes
+    ]
+    if scenario.stages and not scenario.max_users:
+        classes.append(_idle_class())
+    return classes
+
+
+def retune_user_classes(scenario: Scenario, classes: dict[str, type]) -> None:
+    """Set a reloaded scenario's values on the classes built from it before (a test's own
+    settings on a running session: Locust keeps the class objects)."""
+    for traffic in scenario.classes:
+        for name, value in class_attributes(scenario, traffic).items():
+            setattr(classes[traffic.name], name, value)
+
+
+def class_attributes(scenario: Scenario, traffic: TrafficClass) -> dict[str, object]:
+    """A traffic class's user-class attributes: the server's, its own, and its count."""
     attributes: dict[str, object] = {"seed": scenario.seed}
     for section in (scenario.server, scenario.server.timeouts):
         for meta in scenario_keys(type(section)).values():
             value = getattr(section, meta["field"])
             if meta["user"] and value is not None:  # None: the class's default
                 attributes[meta["user"]] = value
-    classes: list[type[User]] = []
-    staged = bool(scenario.stages)
-    for traffic in scenario.classes:
-        class_attributes = dict(attributes, __module__=__name__)
-        for meta in scenario_keys(TrafficClass).values():
-            if meta["user"]:
-                build = _BUILD.get(meta["check"])
-                value = getattr(traffic, meta["field"])
-                class_attributes[meta["user"]] = build(value, scenario) if build else value
-        if staged:  # a shape sets the total; closed classes share it by their users
-            class_attributes["weight"] = traffic.users
-            class_attributes["fixed_count"] = 0
-        else:
-            class_attributes["fixed_count"] = traffic.users
-        classes.append(type(traffic.name, (base,), class_attributes))
-    if staged and not scenario.max_users:
-        classes.append(_idle_class())
-    return classes
+    for meta in scenario_keys(TrafficClass).values():
+        if meta["user"]:
+            build = _BUILD.get(meta["check"])
+            value = getattr(traffic, meta["field"])
+            attributes[meta["user"]] = build(value, scenario) if build else value
+    if scenario.stages:  # a shape sets the total; closed classes share it by their users
+        attributes["weight"] = traffic.users
+        attributes["fixed_count"] = 0
+    else:
+        attributes["fixed_count"] = traffic.users
+    return attributes
 
 
 def _distribution(spec: object, scenario: Scenario) -> object:

@@ -101,8 +101,12 @@ def install(environment: Environment, state: RunState) -> None:
     @web_ui.app.route(f"{base}/tpot/summary.json")
     @web_ui.auth_required_if_enabled
     def _summary() -> Response:
-        summary = build_summary(state.collector.totals, state.run_info())
+        if not state.running and state.summary is not None:
+            summary = dict(state.summary)  # the finished test's own, as written
+        else:
+            summary = build_summary(state.collector.totals, state.run_info())
         summary["running"] = state.running  # a running test's summary is not yet complete
+        summary["test"] = state.tests_started  # of this web-UI session (0: none yet)
         if state.running:
             summary["complete"] = False
         return Response(json.dumps(summary, indent=2), mimetype="application/json")

@@ -12,6 +12,14 @@ from tpot_locust.scenario.yaml_source import Located, ScenarioError, load_locate
 __all__ = ["ScenarioError", "load_scenario", "scenario_document"]
 
 
+SETTINGS_SEPARATOR = "\n"  # between the overrides of one test's settings (--tpot-set)
+
+
+def split_settings(text: str | None) -> list[str]:
+    """``--tpot-set``'s overrides (one ``KEY.PATH=VALUE`` per line)."""
+    return [line.strip() for line in (text or "").split(SETTINGS_SEPARATOR) if line.strip()]
+
+
 def load_scenario(
     path: Path, overrides: list[str] | None = None, labels: dict[str, str] | None = None,
     check_engine: EngineCheck | None = None,

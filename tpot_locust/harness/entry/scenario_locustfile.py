@@ -22,7 +22,7 @@ if not _scenario_path:
 _overrides = [item for item in os.environ.get("TPOT_SET", "").split("\x1f") if item]
 _scenario = load_scenario(Path(_scenario_path), _overrides)
 _classes = build_user_classes(_scenario)
-use_scenario(_scenario, {cls.__name__: cls for cls in _classes})
+use_scenario(_scenario, {cls.__name__: cls for cls in _classes}, Path(_scenario_path), _overrides)
 globals().update({cls.__name__: cls for cls in _classes})
 _shape = build_shape_class(_scenario)
 if _shape is not None:
