@@ -114,3 +114,53 @@ def test_each_test_of_a_session_has_its_own_results_and_reset_clears_the_series(
         # after the reset, the series adds up to the totals
         assert sum(point["requests_ok"] for point in series) == summary["requests"]["ok"] > 0
         assert series[0]["t"] >= 3  # its first point closed after the reset
+
+
+def test_the_stop_button_of_a_distributed_session_merges_every_workers_final_delta(
+    tmp_path: Path,
+) -> None:
+    """Locust forgets a worker at its "stopped" message, before the master's test stop:
+    each worker's final delta must arrive before that, or the test reads as incomplete."""
+    out = tmp_path / "out"
+    web_port, master_port = free_port(), free_port()
+    ui = f"http://127.0.0.1:{web_port}"
+    locust = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(ROOT / "tests/helpers/locust_distributed.py"),
+    ]
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "cwd": ROOT}
+    with start_simulator("--gap-ms", "2", "--ttft-ms", "5") as sim:
+        processes = [subprocess.Popen(
+            [*locust, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
+             str(master_port), "--web-host", "127.0.0.1", "--web-port", str(web_port),
+             "--host", sim.url, "--tpot-out", str(out), "--stop-timeout", "2"], **quiet,
+        )] + [subprocess.Popen(
+            [*locust, "--worker", "--master-host", "127.0.0.1", "--master-port",
+             str(master_port)], **quiet,
+        ) for _ in range(2)]  # fmt: skip
+        try:
+            wait_up(ui + "/")
+            deadline = time.monotonic() + 60
+            while len(json.loads(urllib.request.urlopen(ui + "/stats/requests").read())
+                       .get("workers") or []) < 2:  # fmt: skip
+                assert time.monotonic() < deadline, "the workers never connected"
+                time.sleep(0.5)
+            post(ui + "/swarm", {"user_count": "4", "spawn_rate": "4", "host": sim.url})
+            time.sleep(4)
+            post(ui + "/stop")
+            deadline = time.monotonic() + 30
+            while not (out / "summary.json").exists():
+                assert time.monotonic() < deadline, "the stop wrote no results"
+                time.sleep(0.2)
+        finally:
+            for process in processes:
+                process.terminate()
+            for process in processes:
+                process.wait(timeout=30)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"], summary["workers"]
+    assert summary["workers"]["reported_in_full"] == 2 and not summary["workers"]["missing"]  # noqa: PLR2004
+    assert summary["requests"]["ok"] > 0
