@@ -81,3 +81,19 @@ def test_sequential_entries_are_dealt_every_count_th_from_the_process_index() ->
     assert [dataset_position(k, 0, 1, 4) for k in range(6)] == [0, 1, 2, 3, 0, 1]
     dealt = [[dataset_position(k, index, 3, 7) for k in range(3)] for index in range(3)]
     assert dealt == [[0, 3, 6], [1, 4, 0], [2, 5, 1]]
+
+
+def test_a_workers_users_wait_for_its_plan_before_taking_a_sequential_entry() -> None:
+    """On a worker, Locust's spawn message can come before the master's plan: a user that
+    took an entry then would take the first ones as if its worker were alone."""
+    import gevent
+
+    from tpot_locust.harness.users import ChatUser
+
+    before = ChatUser.process_share
+    try:
+        ChatUser.process_share = None  # a worker before its plan
+        gevent.spawn_later(0.05, setattr, ChatUser, "process_share", (1, 2))
+        assert ChatUser._process_share() == (1, 2)
+    finally:
+        ChatUser.process_share = before

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.small_tokenizer import build_tokenizer
-from tpot_locust.common.tokens import TokenizerError, load_tokenizer
+from tpot_locust.common.tokens import PIECE_TOKENS, TokenizerError, load_tokenizer
 from tpot_locust.scenario.prompts import WORDS
 
 
@@ -31,6 +31,31 @@ def test_after_a_prefix_the_text_adds_exactly_the_tokens_asked_for(tokenizer_pat
     text = tokenizer.text_of(50, random.Random(1), WORDS, prefix)
     assert text.startswith(prefix)
     assert tokenizer.count(text) == tokenizer.count(prefix) + 50
+
+
+def test_a_long_text_is_built_in_pieces_and_lets_the_loop_run_between_them(
+    tokenizer_path: Path,
+) -> None:
+    tokenizer = load_tokenizer(tokenizer_path)
+    pauses: list[int] = []
+    prefix = "You are a helpful assistant, answer briefly."
+    text = tokenizer.text_of(1000, random.Random(3), WORDS, prefix, lambda: pauses.append(1))
+    assert tokenizer.count(text) == tokenizer.count(prefix) + 1000
+    assert len(pauses) == -(-1000 // PIECE_TOKENS)  # one after every piece
+    assert tokenizer.count_prefix(prefix) == tokenizer.count(prefix)
+
+
+def test_a_tokenizer_whose_pieces_do_not_add_up_gets_whole_texts(tokenizer_path: Path) -> None:
+    tokenizer = load_tokenizer(tokenizer_path)
+    tokenizer.text_of(10, random.Random(4), WORDS)  # checks this one: its pieces add up
+    assert tokenizer._additive is True
+    tokenizer._additive = False  # as found for one that merges across spaces
+    try:
+        pauses: list[int] = []
+        text = tokenizer.text_of(700, random.Random(5), WORDS, pause=lambda: pauses.append(1))
+        assert tokenizer.count(text) == 700 and not pauses
+    finally:
+        tokenizer._additive = True
 
 
 def test_a_missing_tokenizer_is_named(tmp_path: Path) -> None:

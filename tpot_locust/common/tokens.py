@@ -10,6 +10,7 @@ embedded simulator counts prompts with the same tokenizer.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 TOKENIZER_FILE = "tokenizer.json"
 # Prompts are cut from one long text of random common words, a fresh stretch each time.
 _POOL_WORDS = 4096
+PIECE_TOKENS = 128  # a long text is built this many tokens at a time (~1 ms each here)
 
 
 class TokenizerError(ValueError):
@@ -29,17 +31,51 @@ class Tokenizer:
     def __init__(self, backend: Any, source: str) -> None:
         self._backend = backend
         self.source = source
+        self._additive: bool | None = None  # do pieces' counts add up? (checked once)
+        self._prefix_counts: dict[str, int] = {}
 
     def count(self, text: str) -> int:
         return len(self._backend.encode(text, add_special_tokens=False).ids)
 
+    def count_prefix(self, prefix: str) -> int:
+        """``count`` of a class's shared prefix, which every session starts with."""
+        if prefix not in self._prefix_counts:
+            self._prefix_counts[prefix] = self.count(prefix)
+        return self._prefix_counts[prefix]
+
     def text_of(
-        self, tokens: int, rng: random.Random, words: tuple[str, ...], prefix: str = ""
-    ) -> str:
+        self, tokens: int, rng: random.Random, words: tuple[str, ...], prefix: str = "",
+        pause: Callable[[], None] | None = None,
+    ) -> str:  # fmt: skip
         """``prefix`` and then text, together exactly ``tokens`` tokens more than the
-        prefix alone (each message is counted on its own, no special tokens)."""
+        prefix alone (each message is counted on its own, no special tokens).
+
+        Built in pieces of ``PIECE_TOKENS``, each exact on its own, with ``pause`` called
+        between them: one 16k-token text encoded whole held the event loop ~60-140 ms, and
+        every stream read in the process waited. Pieces that start at a word add up for
+        the tokenizers that split at spaces first (byte-level BPE, Metaspace, WordPiece);
+        for one that does not, the text is built whole, as one piece."""
         tokens = max(tokens, 1)
-        target = (self.count(prefix) if prefix else 0) + tokens
+        if self._additive is None:
+            self._additive = self._pieces_add_up(words)
+        if not self._additive:
+            return self._piece(tokens, rng, words, prefix)
+        pieces = [prefix]
+        for start in range(0, tokens, PIECE_TOKENS):
+            pieces.append(self._piece(min(PIECE_TOKENS, tokens - start), rng, words))
+            if pause is not None:
+                pause()
+        return "".join(pieces)
+
+    def _pieces_add_up(self, words: tuple[str, ...]) -> bool:
+        rng = random.Random(0)  # its own: the caller's sequence stays as it was
+        pieces = [self._piece(PIECE_TOKENS, rng, words) for _ in range(3)]
+        return self.count("".join(pieces)) == 3 * PIECE_TOKENS
+
+    def _piece(self, tokens: int, rng: random.Random, words: tuple[str, ...],
+               prefix: str = "") -> str:  # fmt: skip
+        """Text (after ``prefix``) of exactly ``tokens`` tokens; it starts with a space."""
+        target = (self.count_prefix(prefix) if prefix else 0) + tokens
         ids: list[int] = []
         while len(ids) < tokens + 8:  # some to spare: a cut may merge at the boundary
             text = " ".join(rng.choices(words, k=min(_POOL_WORDS, tokens + 16)))

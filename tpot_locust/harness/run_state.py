@@ -85,11 +85,16 @@ class RunState:
     def attach(self, runner: Any) -> None:
         """Link this process to its master or workers, handing each link what it uses."""
         if isinstance(runner, WorkerRunner):
-            hooks = WorkerHooks(self._begin_worker_test, self.end_traffic, self.stall_record)
+            ChatUser.process_share = None  # until the master's plan says
+            hooks = WorkerHooks(self._begin_worker_test, self._end_worker_test, self.stall_record)
             self.worker = WorkerLink(runner, self.environment, self.recorder, hooks)
         elif isinstance(runner, MasterRunner):
             self.master = MasterLink(runner, self.environment, self.collector,
                                      self.recorder.windows, self.stop_run)  # fmt: skip
+
+    def _end_worker_test(self) -> None:
+        self.end_traffic()
+        ChatUser.process_share = None  # the next test's plan gives it again
 
     def _begin_worker_test(self, share: ProcessShare, settings: list[str]) -> None:
         self.client_errors.reset()

@@ -45,6 +45,7 @@ from tpot_locust.wire.stream_decoder import decode_error_body
 from tpot_locust.wire.streaming import MAX_ERROR_BODY, StreamRequest, redact, stream_request
 
 API_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+PLAN_WAIT_S = 10.0  # a worker's sequential dataset waits this long for its share
 logger = logging.getLogger(__name__)
 _PLUGIN_HINT = (
     "tpot-locust: the plugin is not loaded, so no per-token timing is recorded or reported: "
@@ -99,8 +100,9 @@ class ChatUser(User):
     dataset: ClassVar[Sequence[Conversation]] = ()  # sessions from a file (scenario.datasets)
     dataset_order: ClassVar[str] = "random"  # or "sequential": in file order, dealt out
     # this process's place among the run's load processes (index, count): a sequential
-    # dataset is dealt out among them, every count-th entry from index (set at test start)
-    process_share: ClassVar[tuple[int, int]] = (0, 1)
+    # dataset is dealt out among them, every count-th entry from index (set at test start;
+    # None on a worker until its master's plan came)
+    process_share: ClassVar[tuple[int, int] | None] = (0, 1)
 
     _user_counter: ClassVar[int] = 0
     _models: ClassVar[dict[str, str]] = {}
@@ -152,7 +154,7 @@ class ChatUser(User):
         turns = max(int(turns or self.turns), 1)
         for turn in range(turns):
             spec = first_spec if turn == 0 or followup is None else followup
-            text, new_tokens = self._user_message(spec, first=turn == 0)
+            text, new_tokens = self._user_message(spec, first=turn == 0, pause=let_streams_run)
             history.append({"role": "user", "content": text})
             prompt_so_far += new_tokens
             max_tokens = self._max_tokens(output_tokens)
@@ -200,10 +202,24 @@ class ChatUser(User):
     def _next_conversation(self) -> Conversation:
         if self.dataset_order != "sequential":
             return self.rng.choice(self.dataset)
+        share = self._process_share()
         cls = type(self)
         taken = cls.__dict__.get("_dataset_taken", 0)
         cls._dataset_taken = taken + 1  # shared by the class's users in this process
-        return self.dataset[dataset_position(taken, *ChatUser.process_share, len(self.dataset))]
+        return self.dataset[dataset_position(taken, *share, len(self.dataset))]
+
+    @staticmethod
+    def _process_share() -> tuple[int, int]:
+        """This process's share; a worker's users that start before the plan wait for it
+        (bounded), rather than take the first entries as if they were alone."""
+        deadline = time.monotonic() + PLAN_WAIT_S
+        while ChatUser.process_share is None and time.monotonic() < deadline:
+            gevent.sleep(0.01)
+        if ChatUser.process_share is None:
+            logger.error("tpot-locust: no plan from the master in %g s: dataset entries "
+                         "taken as if this worker were alone", PLAN_WAIT_S)  # fmt: skip
+            ChatUser.process_share = (0, 1)
+        return ChatUser.process_share
 
     def _user_message(
         self, spec: Any, first: bool, pause: Callable[[], None] | None = None
@@ -212,8 +228,8 @@ class ChatUser(User):
         new_tokens = sample_int(as_distribution(spec), self.rng)
         prefix = self._shared_prefix() if first else ""
         if (exact := self._tokenizer()) is not None:  # exactly new_tokens after the prefix
-            text = exact.text_of(new_tokens, self.rng, WORDS, prefix)
-            return text, new_tokens + (exact.count(prefix) if prefix else 0)
+            text = exact.text_of(new_tokens, self.rng, WORDS, prefix, pause)
+            return text, new_tokens + (exact.count_prefix(prefix) if prefix else 0)
         text = synthetic_text(new_tokens, self.rng, pause)
         if prefix:
             return f"{prefix} {text}", new_tokens + self.shared_prefix_tokens
@@ -233,8 +249,8 @@ class ChatUser(User):
             return prompt, self.count_tokens(prompt, len(prompt.split()))
         tokens = int(input_tokens or 1)
         if (exact := self._tokenizer()) is not None:
-            return exact.text_of(tokens, self.rng, WORDS), tokens
-        return synthetic_text(tokens, self.rng), tokens
+            return exact.text_of(tokens, self.rng, WORDS, pause=let_streams_run), tokens
+        return synthetic_text(tokens, self.rng, let_streams_run), tokens
 
     def _max_tokens(self, output_tokens: Any = None) -> int:
         length = output_tokens if output_tokens is not None else self.output_tokens
