@@ -4,12 +4,19 @@ request: first turns, later turns carrying the answers, and a shared prefix."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import random
 import sys
+import threading
+import time
+import urllib.request
 from pathlib import Path
 
 from tests.conftest import run_command, truth_requests
 from tests.helpers.small_tokenizer import build_tokenizer
+from tpot_locust.scenario.prompts import WORDS
+from tpot_locust.sim.process import start_simulator
 
 SCENARIO = """\
 name: exact-lengths
@@ -50,3 +57,36 @@ def test_every_request_carries_exactly_the_requested_prompt_tokens(tmp_path: Pat
     # the simulator counted them itself: its truth log holds its own count per request
     counted = sum(entry.get("prompt_tokens", 0) for entry in truth_requests(out))
     assert counted >= prompt["reported"]
+
+
+def test_the_simulator_counts_long_prompts_beside_its_streams(tmp_path: Path) -> None:
+    """Counting a long prompt with a tokenizer takes tens of ms; on the simulator's loop it
+    held every running stream's next token (interference no engine makes: its tokenizer
+    runs beside the decode loop), so the simulator counts large bodies on a thread."""
+    tokenizer = build_tokenizer(tmp_path / "tokenizer")
+    truth = tmp_path / "truth.jsonl"
+    long_prompt = " ".join(random.Random(0).choices(WORDS, k=8000))  # ~13k tokens, ~50 ms
+    args = ("--tokenizer", str(tokenizer), "--gap-ms", "2", "--ttft-ms", "5")
+    with start_simulator(*args, truth=truth) as sim:
+        steady = threading.Thread(target=post_chat, args=(sim.url, "steady", "hi there", 400))
+        steady.start()
+        time.sleep(0.1)
+        for number in range(6):
+            post_chat(sim.url, f"long-{number}", long_prompt, 1)
+        steady.join(timeout=30)
+    lines = {line["request_id"]: line for line in truth_requests(tmp_path)}
+    assert all(lines[f"long-{n}"]["prompt_tokens"] > 10_000 for n in range(6))
+    sends = lines["steady"]["send_ns"]
+    worst_gap_ms = max(b - a for a, b in itertools.pairwise(sends)) / 1e6
+    assert lines["steady"]["completion_tokens"] == 400 and worst_gap_ms < 20, worst_gap_ms  # noqa: PLR2004
+
+
+def post_chat(url: str, request_id: str, text: str, max_tokens: int) -> None:
+    body = {"model": "tpot-sim", "messages": [{"role": "user", "content": text}],
+            "max_tokens": max_tokens, "min_tokens": max_tokens, "stream": True}  # fmt: skip
+    request = urllib.request.Request(
+        url + "/v1/chat/completions", json.dumps(body).encode(),
+        {"content-type": "application/json", "x-request-id": request_id},
+    )  # fmt: skip
+    with urllib.request.urlopen(request, timeout=30) as response:
+        response.read()

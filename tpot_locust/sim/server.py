@@ -12,7 +12,9 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from ..common.distributions import Distribution, Fixed, LogNormal
@@ -63,6 +65,11 @@ class SimServer:
         self.config = config
         tokenizer = load_tokenizer(config.tokenizer_path) if config.tokenizer_path else None
         self._count_text = tokenizer.count if tokenizer is not None else count_words
+        # A long prompt counted with a tokenizer takes 30-60 ms: on the loop it would hold
+        # every stream's next token (an engine's tokenizer runs beside its decode loop),
+        # so large bodies are counted on a thread of their own, which releases the GIL.
+        self._count_unlocked = tokenizer.count_unlocked if tokenizer is not None else None
+        self._counting: ThreadPoolExecutor | None = None
         self.timing: TimingModel = timing or GapModel(config.ttft_ms, config.gap_ms, config.seed)
         self.clock = Clock()
         self._natural_rng = random.Random(config.seed + 1_000_003)
@@ -125,6 +132,8 @@ class SimServer:
             self._truth.close()
         if self._steps is not None:
             self._steps.close()
+        if self._counting is not None:
+            self._counting.shutdown(wait=False, cancel_futures=True)
         await asyncio.sleep(0)  # let transports run connection_lost
 
     # -- routing -----------------------------------------------------------------------------
@@ -155,9 +164,37 @@ class SimServer:
                 asyncio.get_running_loop().call_soon(self._next_large)
 
     def _next_large(self) -> None:
-        self._completion(*self._large.popleft())
+        if self._count_unlocked is not None:
+            self._count_apart(*self._large.popleft())
+        else:
+            self._completion(*self._large.popleft())
         if self._large:
             asyncio.get_running_loop().call_soon(self._next_large)
+
+    def _count_apart(
+        self, conn: HttpConnection, http_request: HttpRequest, api: Api, arrival: int
+    ) -> None:
+        """Parse and count a large body on the counting thread; admit it back on the loop."""
+        assert self._count_unlocked is not None
+        if self._counting is None:
+            self._counting = ThreadPoolExecutor(1, thread_name_prefix="sim-count")
+        request_id = http_request.headers.get("x-request-id") or uuid.uuid4().hex
+        parse = partial(self._parse, http_request, api, arrival, request_id, self._count_unlocked)
+        future = asyncio.get_running_loop().run_in_executor(self._counting, parse)
+        future.add_done_callback(partial(self._counted, conn, http_request, api, request_id))
+
+    def _counted(
+        self, conn: HttpConnection, http_request: HttpRequest, api: Api, request_id: str,
+        future: asyncio.Future[SimRequest],
+    ) -> None:  # fmt: skip
+        if conn.closing:
+            return  # the client went away while its prompt was counted
+        try:
+            request = future.result()
+        except RequestError as exc:
+            self._error(conn, http_request, exc.status, exc.message)
+            return
+        self._admit(conn, http_request, api, request, request_id)
 
     def _error(
         self,
@@ -189,18 +226,30 @@ class SimServer:
     ) -> None:
         request_id = http_request.headers.get("x-request-id") or uuid.uuid4().hex
         try:
-            request = parse_request(
-                http_request.body,
-                api,
-                request_id=request_id,
-                default_model=self.config.model,
-                default_max_tokens=self.config.default_max_tokens,
-                arrival_perf_ns=arrival,
-                count_text=self._count_text,
-            )
+            request = self._parse(http_request, api, arrival, request_id, self._count_text)
         except RequestError as exc:
             self._error(conn, http_request, exc.status, exc.message)
             return
+        self._admit(conn, http_request, api, request, request_id)
+
+    def _parse(
+        self, http_request: HttpRequest, api: Api, arrival: int, request_id: str,
+        count_text: Callable[[str], int],
+    ) -> SimRequest:  # fmt: skip
+        return parse_request(
+            http_request.body,
+            api,
+            request_id=request_id,
+            default_model=self.config.model,
+            default_max_tokens=self.config.default_max_tokens,
+            arrival_perf_ns=arrival,
+            count_text=count_text,
+        )
+
+    def _admit(
+        self, conn: HttpConnection, http_request: HttpRequest, api: Api, request: SimRequest,
+        request_id: str,
+    ) -> None:  # fmt: skip
         if self.engine is not None:
             limit = self.engine.core.params.max_model_len
             asked = request.prompt_tokens + request.max_tokens
