@@ -6,11 +6,12 @@ Usage: python benchmarks/merge.py [--quick] [--workers 100] [--seconds 10]
 A report is what a worker ships each second: one encoded ``MetricSet`` delta (here
 ``--requests`` finished requests of ``--tokens`` token events, ``--classes`` user classes,
 every metric present: ~25k token gaps, a worker near capacity), inside Locust's msgpack
-message. Per report the master unpacks the message, decodes the delta
-(``MetricSet.decode``) and adds it to its pending interval (``Collector.add_delta``); once
-a second it closes the interval (``Collector.tick``: add to totals, time-series point,
-interval histogram log). Each memory variant (``common.VARIANTS``: as a run does, and with
-the glibc mmap limit of an earlier workaround) runs in a fresh process. Columns:
+message. Per report the master unpacks the message, decodes the delta (``unpack_delta``:
+its format checked, then ``MetricSet.decode``) and adds it to its pending interval
+(``Collector.add_delta``); once a second it closes the interval (``Collector.tick``: add to
+totals, time-series point, interval histogram log). Each memory variant
+(``common.VARIANTS``: as a run does, and with the glibc mmap limit of an earlier
+workaround) runs in a fresh process. Columns:
   unpack/decode/add  microseconds per report, median (p99 for the sum)
   tick               milliseconds per closed interval (20 reports in it)
   N workers          a loop of --seconds simulated seconds, each with N reports and one
@@ -52,16 +53,18 @@ def timed_us(function, *args):
 
 def measure(args) -> dict:
     """One variant, in this (fresh) process."""
+    from tpot_locust.harness.distributed import DELTA_FORMAT, DELTA_KEY, unpack_delta
     from tpot_locust.metrics.collector import Collector
-    from tpot_locust.metrics.recorder import MetricSet
 
     apply_variant(args.variant)
     classes = [f"class{i}" for i in range(args.classes)]
     deltas = encoded_deltas(8, args.tokens, args.requests, classes)
-    messages = [msgpack.packb({"stats": {}, "tpot_locust": d}) for d in deltas]
+    # as a worker's report carries it (harness.distributed.pack_delta, from encoded sets)
+    packed = [{"format": DELTA_FORMAT, "version": "bench", "metrics": d} for d in deltas]
+    messages = [msgpack.packb({"stats": {}, DELTA_KEY: p}) for p in packed]
     result: dict = {
         "bytes": float(np.mean([len(m) for m in messages])),
-        "histograms": sum(len(c["histograms"]) for c in deltas[0].values()),
+        "histograms": sum(len(c["histograms"]) for c in deltas[0]["classes"].values()),
     }
     with tempfile.TemporaryDirectory(prefix="tpot-merge-") as folder:
         collector = Collector()
@@ -69,7 +72,7 @@ def measure(args) -> dict:
         steps: dict[str, list[float]] = {"unpack": [], "decode": [], "add": [], "tick": []}
         for number in range(REPORTS):
             data, unpack_us = timed_us(msgpack.unpackb, messages[number % len(messages)])
-            delta, decode_us = timed_us(MetricSet.decode, data["tpot_locust"])
+            delta, decode_us = timed_us(unpack_delta, "worker", data[DELTA_KEY])
             _, add_us = timed_us(collector.add_delta, delta)
             steps["unpack"].append(unpack_us)
             steps["decode"].append(decode_us)
@@ -89,7 +92,7 @@ def measure(args) -> dict:
         for second in range(args.seconds):
             for worker in range(args.workers):
                 data = msgpack.unpackb(messages[(second + worker) % len(messages)])
-                collector.add_delta(MetricSet.decode(data["tpot_locust"]))
+                collector.add_delta(unpack_delta("worker", data[DELTA_KEY]))
             collector.tick(args.workers)
         result["cpu_share"] = (time.process_time() - cpu0) / args.seconds
         collector.close()
