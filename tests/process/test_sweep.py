@@ -15,6 +15,8 @@ from tests.helpers.distributed import free_port
 from tests.process.test_web_ui import post, summary_now, wait_up
 from tpot_locust.cli.master_api import MasterAPI
 from tpot_locust.cli.run import simulator_args
+from tpot_locust.metrics.histograms import histogram_stats
+from tpot_locust.report.summary import load_results
 from tpot_locust.scenario.loader import load_scenario
 from tpot_locust.sim.process import start_simulator
 from tpot_locust.sim.profiles import check_engine
@@ -118,6 +120,13 @@ def test_a_sweep_drives_a_running_cluster_one_test_per_step(tmp_path: Path) -> N
         # ... and its dispatcher: the test ran the step's users, on the two workers
         assert max(point["users"] for point in summary["timeseries"]) == users
         assert step["requests_ok"] > 0 and step["tokens_per_s"] > 0
+        # the step's histograms came with it: its folder reports as a local step's does
+        totals, _ = load_results(tmp_path / "sweep" / step["dir"])
+        assert (
+            histogram_stats(totals.classes["chat"].histograms["tpot"], ()).count
+            == (summary["metrics"]["tpot"]["count"])
+        )
+        assert (tmp_path / "sweep" / step["dir"] / "report.html").exists()
     # the master kept each test's own results too
     assert (tmp_path / "m" / "summary.json").exists()
     assert (tmp_path / "m" / "test-2" / "summary.json").exists()

@@ -5,7 +5,8 @@ step is one test of the master's web-UI session, started as its Start button wou
 step's total users, its run time, and its settings in the ``tpot_set`` field, which the
 master applies at the test's start and hands to every worker with its plan. The master
 ends the test itself at the run time, so a sweep that dies leaves no load running; the
-finished test's summary is read back and gated here, as a local step's is.
+finished test's summary and histograms are read back and gated here, as a local step's
+are (``summary.json``, verdict, ``histograms.json``, ``report.html``).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from tpot_locust.cli.master_api import BUSY_STATES, MasterAPI, MasterError
 from tpot_locust.cli.run import save_scenario
 from tpot_locust.report.gate import EXIT_INVALID
 from tpot_locust.report.gating import gate_summary
-from tpot_locust.report.html import SCENARIO_FILE
-from tpot_locust.report.summary import SUMMARY_FILE
+from tpot_locust.report.html import SCENARIO_FILE, write_run_report
+from tpot_locust.report.summary import HISTOGRAMS_FILE, SUMMARY_FILE, load_results
 from tpot_locust.report.verdict_files import format_verdict
 from tpot_locust.scenario.loader import SETTINGS_SEPARATOR, load_scenario
 from tpot_locust.scenario.model import Scenario
@@ -70,6 +71,7 @@ class ClusterSteps:
                   f"{FINISH_GRACE_S:g} s of its run time; stopped it", flush=True)  # fmt: skip
             return EXIT_INVALID
         verdict = self._save(folder, summary, scenario)
+        self._save_histograms(folder, test, summary)
         return EXIT_INVALID if verdict is None else verdict["exit_code"]
 
     def _check_master(self, scenario: Scenario) -> int:
@@ -114,6 +116,18 @@ class ClusterSteps:
                 return None  # somebody else started a test on this master meanwhile
             time.sleep(POLL_S)
         return None
+
+    def _save_histograms(self, folder: Path, test: int, summary: dict[str, Any]) -> None:
+        """The step's ``histograms.json`` and ``report.html``, as a local step has them
+        (``tpot-locust report`` and ``compare`` read the folder)."""
+        document = self.api.histograms()
+        if document.pop("test", None) != test:
+            print(f"tpot-locust sweep: the master moved on from test {test}: no histograms "
+                  f"in {folder}", flush=True)  # fmt: skip
+            return
+        (folder / HISTOGRAMS_FILE).write_text(json.dumps(document) + "\n")
+        totals, _ = load_results(folder)
+        write_run_report(folder, summary, totals)
 
     @staticmethod
     def _save(folder: Path, summary: dict[str, Any] | None, scenario: Scenario) -> Any:

@@ -70,6 +70,10 @@ class MasterAPI:
                 ) from None
             raise
 
+    def histograms(self) -> dict[str, Any]:
+        """The current test's totals as ``histograms.json`` holds them (with ``test``)."""
+        return self._call("/tpot/histograms.json")
+
     def swarm(self, form: dict[str, str]) -> None:
         answer = self._call("/swarm", form)
         if not answer.get("success", False):

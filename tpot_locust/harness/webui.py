@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.report.live_charts import charts_fragment, charts_page
-from tpot_locust.report.summary import build_summary
+from tpot_locust.report.summary import build_summary, histograms_document
 
 if TYPE_CHECKING:
     from locust.env import Environment
@@ -110,3 +110,14 @@ def install(environment: Environment, state: RunState) -> None:
         if state.running:
             summary["complete"] = False
         return Response(json.dumps(summary, indent=2), mimetype="application/json")
+
+    @web_ui.app.route(f"{base}/tpot/histograms.json")
+    @web_ui.auth_required_if_enabled
+    def _histograms() -> Response:
+        """The totals as ``histograms.json`` holds them: a finished test's re-reported,
+        compared or drawn elsewhere (a sweep step's folder) from them."""
+        finished = not state.running and state.summary is not None
+        run = state.summary["run"] if finished else state.run_info()
+        document = histograms_document(state.collector.totals, run)
+        document["test"] = state.tests_started
+        return Response(json.dumps(document), mimetype="application/json")

@@ -403,11 +403,15 @@ def write_results(out_dir: Path, totals: MetricSet, run: dict[str, Any]) -> dict
     """Write ``summary.json`` and ``histograms.json`` (everything needed to re-report)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = build_summary(totals, run)
-    saved = {"format": "hdrhistogram-v2-base64", "unit": "us", "run": run}
-    saved |= totals.encode()  # "classes" and "client"
-    _write_json(out_dir / HISTOGRAMS_FILE, saved)
+    _write_json(out_dir / HISTOGRAMS_FILE, histograms_document(totals, run))
     _write_json(out_dir / SUMMARY_FILE, summary)
     return summary
+
+
+def histograms_document(totals: MetricSet, run: dict[str, Any]) -> dict[str, Any]:
+    """``histograms.json``: the run's totals as HdrHistogram blobs, with the run's facts."""
+    saved = {"format": "hdrhistogram-v2-base64", "unit": "us", "run": run}
+    return saved | totals.encode()  # "classes" and "client"
 
 
 def load_results(out_dir: Path) -> tuple[MetricSet, dict[str, Any]]:
