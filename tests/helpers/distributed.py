@@ -5,13 +5,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import ROOT
+from tpot_locust.cli.master_api import MasterAPI
 from tpot_locust.cli.run import free_port
 
-__all__ = ["Cluster", "free_port", "start_cluster"]
+__all__ = ["Cluster", "free_port", "start_cluster", "start_web_cluster", "stop_processes",
+           "wait_for_workers"]  # fmt: skip
 
 LOCUSTFILE = str(ROOT / "tests/helpers/locust_distributed.py")
 
@@ -60,3 +64,38 @@ def start_cluster(
         for _ in range(workers)
     ]
     return Cluster(master, worker_processes)
+
+
+def start_web_cluster(
+    locustfile: Path, host: str, web_port: int, out: Path, workers: int, stop_timeout: int,
+    env: dict[str, str] | None = None,
+) -> list[subprocess.Popen[bytes]]:  # fmt: skip
+    """A master with its web UI on 127.0.0.1:``web_port`` and ``workers`` workers, as one
+    starts them on a cluster (the master first in the list; ``stop_processes`` ends them)."""
+    environment = dict(os.environ, **(env or {}))
+    port = free_port()
+    locust = [sys.executable, "-m", "locust", "-f", str(locustfile)]
+    master = [*locust, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
+              str(port), "--web-host", "127.0.0.1", "--web-port", str(web_port), "--host", host,
+              "--tpot-out", str(out), "--stop-timeout", str(stop_timeout)]  # fmt: skip
+    worker = [*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]
+    quiet: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL,
+                             "env": environment, "cwd": ROOT}  # fmt: skip
+    return [subprocess.Popen(master, **quiet)] + [
+        subprocess.Popen(worker, **quiet) for _ in range(workers)
+    ]
+
+
+def wait_for_workers(ui: str, count: int, timeout_s: float = 60) -> None:
+    """Until ``count`` workers are connected to the master whose web UI is ``ui``."""
+    deadline = time.monotonic() + timeout_s
+    while MasterAPI(ui).state().workers < count:
+        assert time.monotonic() < deadline, f"fewer than {count} workers connected"
+        time.sleep(0.5)
+
+
+def stop_processes(processes: list[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.wait(timeout=30)

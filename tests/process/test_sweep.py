@@ -4,16 +4,18 @@ batch: it stops at the first step whose TPOT p99 SLO fails and names the step be
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from tests.conftest import ROOT, run_command
-from tests.helpers.distributed import free_port
+from tests.helpers.distributed import (
+    free_port,
+    start_web_cluster,
+    stop_processes,
+    wait_for_workers,
+)
 from tests.process.test_web_ui import post, summary_now, wait_up
-from tpot_locust.cli.master_api import MasterAPI
 from tpot_locust.cli.run import simulator_args
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.report.summary import load_results
@@ -51,38 +53,21 @@ def test_a_sweep_stops_at_the_first_broken_slo_and_names_the_knee(tmp_path: Path
     assert "knee: users 16 (step 3)" in result.stdout
 
 
-def start_scenario_cluster(
-    scenario: Path, host: str, web_port: int, out: Path, workers: int
-) -> list[subprocess.Popen[bytes]]:
-    """A master with its web UI and ``workers`` workers, all on locustfiles/scenario.py, as
-    one would start them on a cluster (the master first in the list)."""
-    env = dict(os.environ, TPOT_SCENARIO=str(scenario))
-    port = free_port()
-    locust = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles/scenario.py")]
-    master = [*locust, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
-              str(port), "--web-host", "127.0.0.1", "--web-port", str(web_port), "--host", host,
-              "--tpot-out", str(out), "--stop-timeout", "5"]  # fmt: skip
-    worker = [*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env, "cwd": ROOT}
-    return [subprocess.Popen(master, **quiet)] + [
-        subprocess.Popen(worker, **quiet) for _ in range(workers)
-    ]
-
-
-def wait_for_workers(ui: str, count: int, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while MasterAPI(ui).state().workers < count:
-        assert time.monotonic() < deadline, f"fewer than {count} workers connected"
-        time.sleep(0.5)
-
-
 def test_a_sweep_drives_a_running_cluster_one_test_per_step(tmp_path: Path) -> None:
     scenario_path = ROOT / "scenarios/sweep.yaml"
     web_port = free_port()
     ui = f"http://127.0.0.1:{web_port}"
     scenario = load_scenario(scenario_path, check_engine=check_engine)
     with start_simulator(*simulator_args(scenario)) as sim:
-        processes = start_scenario_cluster(scenario_path, sim.url, web_port, tmp_path / "m", 2)
+        processes = start_web_cluster(
+            ROOT / "locustfiles/scenario.py",
+            sim.url,
+            web_port,
+            tmp_path / "m",
+            2,
+            5,
+            env={"TPOT_SCENARIO": str(scenario_path)},
+        )  # the cluster's master and workers, on the scenario locustfile
         try:
             wait_up(ui + "/")
             wait_for_workers(ui, 2)
@@ -101,10 +86,7 @@ def test_a_sweep_drives_a_running_cluster_one_test_per_step(tmp_path: Path) -> N
                 assert time.monotonic() < deadline, refused.get("run", {}).get("stopped_because")
                 time.sleep(0.5)
         finally:
-            for process in processes:
-                process.terminate()
-            for process in processes:
-                process.wait(timeout=30)
+            stop_processes(processes)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     document = json.loads((tmp_path / "sweep" / "sweep.json").read_text())

@@ -11,7 +11,12 @@ import urllib.request
 from pathlib import Path
 
 from tests.conftest import ROOT
-from tests.helpers.distributed import free_port
+from tests.helpers.distributed import (
+    free_port,
+    start_web_cluster,
+    stop_processes,
+    wait_for_workers,
+)
 from tpot_locust.sim.process import start_simulator
 
 
@@ -122,32 +127,14 @@ def test_the_stop_button_of_a_distributed_session_merges_every_workers_final_del
     """Locust forgets a worker at its "stopped" message, before the master's test stop:
     each worker's final delta must arrive before that, or the test reads as incomplete."""
     out = tmp_path / "out"
-    web_port, master_port = free_port(), free_port()
+    web_port = free_port()
     ui = f"http://127.0.0.1:{web_port}"
-    locust = [
-        sys.executable,
-        "-m",
-        "locust",
-        "-f",
-        str(ROOT / "tests/helpers/locust_distributed.py"),
-    ]
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "cwd": ROOT}
+    locustfile = ROOT / "tests/helpers/locust_distributed.py"
     with start_simulator("--gap-ms", "2", "--ttft-ms", "5") as sim:
-        processes = [subprocess.Popen(
-            [*locust, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
-             str(master_port), "--web-host", "127.0.0.1", "--web-port", str(web_port),
-             "--host", sim.url, "--tpot-out", str(out), "--stop-timeout", "2"], **quiet,
-        )] + [subprocess.Popen(
-            [*locust, "--worker", "--master-host", "127.0.0.1", "--master-port",
-             str(master_port)], **quiet,
-        ) for _ in range(2)]  # fmt: skip
+        processes = start_web_cluster(locustfile, sim.url, web_port, out, 2, 2)
         try:
             wait_up(ui + "/")
-            deadline = time.monotonic() + 60
-            while len(json.loads(urllib.request.urlopen(ui + "/stats/requests").read())
-                       .get("workers") or []) < 2:  # fmt: skip
-                assert time.monotonic() < deadline, "the workers never connected"
-                time.sleep(0.5)
+            wait_for_workers(ui, 2)
             post(ui + "/swarm", {"user_count": "4", "spawn_rate": "4", "host": sim.url})
             time.sleep(4)
             post(ui + "/stop")
@@ -156,10 +143,7 @@ def test_the_stop_button_of_a_distributed_session_merges_every_workers_final_del
                 assert time.monotonic() < deadline, "the stop wrote no results"
                 time.sleep(0.2)
         finally:
-            for process in processes:
-                process.terminate()
-            for process in processes:
-                process.wait(timeout=30)
+            stop_processes(processes)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["complete"], summary["workers"]
     assert summary["workers"]["reported_in_full"] == 2 and not summary["workers"]["missing"]  # noqa: PLR2004
