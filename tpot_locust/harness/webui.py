@@ -98,11 +98,16 @@ def install(environment: Environment, state: RunState) -> None:
         summary = build_summary(state.collector.totals, state.run_info())
         return charts_fragment(summary, state.collector.totals, running=state.running)
 
+    def _finished_summary() -> dict[str, Any] | None:
+        """The last test's summary as written, once it stopped (None while one runs)."""
+        return None if state.running else state.summary
+
     @web_ui.app.route(f"{base}/tpot/summary.json")
     @web_ui.auth_required_if_enabled
     def _summary() -> Response:
-        if not state.running and state.summary is not None:
-            summary = dict(state.summary)  # the finished test's own, as written
+        finished = _finished_summary()
+        if finished is not None:
+            summary = dict(finished)  # the finished test's own, as written
         else:
             summary = build_summary(state.collector.totals, state.run_info())
         summary["running"] = state.running  # a running test's summary is not yet complete
@@ -116,8 +121,8 @@ def install(environment: Environment, state: RunState) -> None:
     def _histograms() -> Response:
         """The totals as ``histograms.json`` holds them: a finished test's re-reported,
         compared or drawn elsewhere (a sweep step's folder) from them."""
-        finished = not state.running and state.summary is not None
-        run = state.summary["run"] if finished else state.run_info()
+        finished = _finished_summary()
+        run = finished["run"] if finished is not None else state.run_info()
         document = histograms_document(state.collector.totals, run)
         document["test"] = state.tests_started
         return Response(json.dumps(document), mimetype="application/json")

@@ -178,7 +178,7 @@ class SimServer:
         assert self._count_unlocked is not None
         if self._counting is None:
             self._counting = ThreadPoolExecutor(1, thread_name_prefix="sim-count")
-        request_id = http_request.headers.get("x-request-id") or uuid.uuid4().hex
+        request_id = _request_id(http_request)
         parse = partial(self._parse, http_request, api, arrival, request_id, self._count_unlocked)
         future = asyncio.get_running_loop().run_in_executor(self._counting, parse)
         future.add_done_callback(partial(self._counted, conn, http_request, api, request_id))
@@ -224,7 +224,7 @@ class SimServer:
     def _completion(
         self, conn: HttpConnection, http_request: HttpRequest, api: Api, arrival: int
     ) -> None:
-        request_id = http_request.headers.get("x-request-id") or uuid.uuid4().hex
+        request_id = _request_id(http_request)
         try:
             request = self._parse(http_request, api, arrival, request_id, self._count_text)
         except RequestError as exc:
@@ -304,6 +304,11 @@ class SimServer:
         self._streams.discard(stream)
         if aborted and self.engine is not None:
             self.engine.abort(stream.seq)
+
+
+def _request_id(http_request: HttpRequest) -> str:
+    """The client's ``X-Request-Id`` (the truth lines are matched by it), else a fresh one."""
+    return http_request.headers.get("x-request-id") or uuid.uuid4().hex
 
 
 async def serve(config: SimConfig, on_ready: Callable[[str], None] | None = None) -> None:
