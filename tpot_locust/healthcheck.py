@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import socket
 import sys
-import urllib.request
+
+from tpot_locust.common.bounded_http import exchange
+
+MAX_ANSWER_BYTES = 1024 * 1024
 
 
 def check(target: str, timeout_s: float = 3.0) -> bool:
+    """Whether ``target`` answers in full within ``timeout_s`` (a trickling or endless
+    answer is a failed check, not a hung one)."""
     try:
         if "://" in target:
-            with urllib.request.urlopen(target, timeout=timeout_s) as response:  # noqa: S310
-                return response.status == 200
+            answer = exchange(target, total_s=timeout_s, max_bytes=MAX_ANSWER_BYTES)
+            return answer.status == 200  # noqa: PLR2004
         host, _, port = target.rpartition(":")
         with socket.create_connection((host, int(port)), timeout=timeout_s):
             return True

@@ -21,7 +21,9 @@ def test_compose_has_sim_master_worker_with_healthchecks() -> None:
     assert set(services) == {"sim", "master", "worker"}
     for name, service in services.items():
         assert "tpot_locust.healthcheck" in service["healthcheck"]["test"], name
-    assert "8089:8089" in services["master"]["ports"]
+    # published on this machine only (issue 25): the web UI can start tests against any host
+    assert services["master"]["ports"] == ["127.0.0.1:8089:8089"]
+    assert services["sim"]["ports"] == ["127.0.0.1:8000:8000"]
     assert "--master" in services["master"]["command"]
     assert "--worker" in services["worker"]["command"]
     assert "${TPOT_HOST:-http://sim:8000}" in services["master"]["command"]
@@ -34,6 +36,8 @@ def test_kubernetes_master_service_and_scalable_workers() -> None:
     assert ("Deployment", "tpot-locust-master") in kinds
     assert ("Service", "tpot-locust-master") in kinds
     assert ("Deployment", "tpot-locust-worker") in kinds
+    service = next(d for d in documents if d["kind"] == "Service")
+    assert service["spec"]["type"] == "ClusterIP"  # the web UI stays inside the cluster
     worker = next(d for d in documents if d["metadata"]["name"] == "tpot-locust-worker")
     assert worker["spec"]["replicas"] >= 1
     assert "--worker" in worker["spec"]["template"]["spec"]["containers"][0]["command"][-1]

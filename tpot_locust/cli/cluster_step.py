@@ -26,6 +26,7 @@ from tpot_locust.report.summary import HISTOGRAMS_FILE, SUMMARY_FILE, load_resul
 from tpot_locust.report.verdict_files import format_verdict
 from tpot_locust.scenario.loader import SETTINGS_SEPARATOR, load_scenario
 from tpot_locust.scenario.model import Scenario
+from tpot_locust.scenario.tunable import CLIENT_ONLY_PREFIX, untunable
 from tpot_locust.sim.profiles import check_engine
 
 POLL_S = 0.5
@@ -44,6 +45,9 @@ class ClusterSteps:
     def run(self, folder: Path, overrides: list[str]) -> int:
         """One step: its exit code as a run's (0 pass, 1 fail, 3 invalid, 130 interrupted)."""
         scenario = load_scenario(self.scenario_path, overrides, check_engine=check_engine)
+        sent = [item for item in overrides if not item.startswith(CLIENT_ONLY_PREFIX)]
+        if why := untunable(sent):  # the master would refuse the step's Start: say it here
+            raise ValueError(f"--master-url: a running cluster's test settings: {why}")
         if self._workers is None:
             self._workers = self._check_master(scenario)
         folder.mkdir(parents=True, exist_ok=True)
@@ -53,7 +57,7 @@ class ClusterSteps:
         spawn_rate = scenario.spawn_rate or max(scenario.users, 1)
         form = {"user_count": str(scenario.users), "spawn_rate": f"{spawn_rate:g}",
                 "run_time": f"{scenario.duration_s:g}s",
-                "tpot_set": SETTINGS_SEPARATOR.join(overrides)}  # fmt: skip
+                "tpot_set": SETTINGS_SEPARATOR.join(sent)}  # fmt: skip
         if self.host:
             form["host"] = self.host
         self.api.swarm(form)

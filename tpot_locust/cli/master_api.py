@@ -1,20 +1,23 @@
 """A running Locust master's web UI, as a sweep drives it: the same HTTP calls its page
 makes (``/swarm``, ``/stop``, ``/stats/requests``) and our ``/tpot/summary.json``.
 
-Plain ``urllib``: a few control requests per step, never on the measuring path.
+A few control requests per step, never on the measuring path; each bounded in time and
+size as a whole (``common.bounded_http``): a master that trickles or never ends its answer
+is named, not waited on.
 """
 
 from __future__ import annotations
 
 import json
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from tpot_locust.common.bounded_http import ExchangeError, exchange
+
 BUSY_STATES = ("spawning", "running", "cleanup", "stopping")
-TIMEOUT_S = 10.0
+TIMEOUT_S = 20.0  # the whole answer, head and body
+MAX_ANSWER_BYTES = 64 * 1024 * 1024  # an hour-long test's summary and time series: a few MB
 
 
 class MasterError(ValueError):
@@ -38,30 +41,29 @@ class MasterAPI:
 
     def _call(self, path: str, form: dict[str, str] | None = None) -> Any:
         data = None if form is None else urllib.parse.urlencode(form).encode()
-        request = urllib.request.Request(self.url + path, data, method="GET" if form is None
-                                         else "POST")  # fmt: skip
+        headers = {} if form is None else {"Content-Type": "application/x-www-form-urlencoded"}
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
-                body = response.read()
-        except urllib.error.HTTPError as error:
-            raise MasterError(f"{self.url}{path}: HTTP {error.code} {error.reason}") from None
-        except (OSError, urllib.error.URLError) as error:
-            reason = getattr(error, "reason", error)
-            raise MasterError(f"cannot reach the master at {self.url}: {reason}") from None
-        try:
-            return json.loads(body)
-        except ValueError:
-            raise MasterError(f"{self.url}{path}: not JSON (is this a Locust web UI?)") from None
+            answer = exchange(self.url + path, data, headers, total_s=TIMEOUT_S,
+                              max_bytes=MAX_ANSWER_BYTES)  # fmt: skip
+        except ExchangeError as error:
+            raise MasterError(f"cannot reach the master at {self.url}: {error}") from None
+        if answer.status == 400 and form is not None:  # the master refused the form
+            return _json(answer.body, self.url + path)
+        if answer.status != 200:  # noqa: PLR2004
+            raise MasterError(f"{self.url}{path}: HTTP {answer.status} {answer.reason}")
+        return _json(answer.body, self.url + path)
 
     def state(self) -> MasterState:
         stats = self._call("/stats/requests")
+        if not isinstance(stats, dict):
+            raise MasterError(f"{self.url}/stats/requests: not a Locust web UI's answer")
         workers = stats.get("workers")
         return MasterState(str(stats.get("state")), len(workers or []), workers is not None)
 
     def summary(self) -> dict[str, Any]:
         """The current test's summary (the last test's, as written, once it stopped)."""
         try:
-            return self._call("/tpot/summary.json")
+            return self._document("/tpot/summary.json")
         except MasterError as error:
             if "HTTP 404" in str(error):
                 raise MasterError(
@@ -72,12 +74,26 @@ class MasterAPI:
 
     def histograms(self) -> dict[str, Any]:
         """The current test's totals as ``histograms.json`` holds them (with ``test``)."""
-        return self._call("/tpot/histograms.json")
+        return self._document("/tpot/histograms.json")
+
+    def _document(self, path: str) -> dict[str, Any]:
+        document = self._call(path)
+        if not isinstance(document, dict):
+            raise MasterError(f"{self.url}{path}: not a JSON object")
+        return document
 
     def swarm(self, form: dict[str, str]) -> None:
         answer = self._call("/swarm", form)
-        if not answer.get("success", False):
-            raise MasterError(f"the master refused the step: {answer.get('message')}")
+        if not isinstance(answer, dict) or not answer.get("success", False):
+            why = answer.get("message") if isinstance(answer, dict) else answer
+            raise MasterError(f"the master refused the step: {str(why)[:500]}")
 
     def stop(self) -> None:
         self._call("/stop", {})
+
+
+def _json(body: bytes, where: str) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        raise MasterError(f"{where}: not JSON (is this a Locust web UI?)") from None

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from tpot_locust.cli.processes import LocustProcesses, Supervisor
-from tpot_locust.report.gate import unmeasured
+from tpot_locust.report.gate import EXIT_INVALID, unmeasured
 from tpot_locust.report.gating import SUPERVISED_ENV, gate_summary
 from tpot_locust.report.html import HTML_FILE, SCENARIO_FILE, write_run_report
 from tpot_locust.report.summary import SUMMARY_FILE, load_results
@@ -119,10 +119,12 @@ def locust_commands(
 ) -> LocustProcesses:
     locust = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
     spawn_rate = scenario.spawn_rate or max(scenario.users, 1)
+    # Values from the scenario or the user travel as --option=value, so that none can be
+    # read as an option of its own (a scenario named --version gated nothing).
     master = [
-        *locust, "--headless", "-u", str(scenario.users), "-r", f"{spawn_rate:g}",
-        "-t", f"{scenario.duration_s:g}s", "--host", host, "--tpot-out", str(out),
-        "--tpot-scenario-name", scenario.name, "--only-summary", "--stop-timeout", "5",
+        *locust, "--headless", f"--users={scenario.users}", f"--spawn-rate={spawn_rate:g}",
+        f"--run-time={scenario.duration_s:g}s", f"--host={host}", f"--tpot-out={out}",
+        f"--tpot-scenario-name={scenario.name}", "--only-summary", "--stop-timeout=5",
     ]  # fmt: skip
     if workers <= 0:
         return LocustProcesses(master + extra, [])
@@ -200,6 +202,9 @@ def run_scenario(options: RunOptions) -> int:
     truth_passed = None
     if not host_given:
         truth_passed = check_against_truth(out, options.truth_tolerance_ms)
+    if why := nothing_measured(out):
+        invalid = _unmeasured(scenario, out, f"{why} (Locust exited {code})")
+        return code if code >= 128 else invalid  # stopped by a signal: say so
     verdict = None
     if (out / SUMMARY_FILE).exists():
         summary = json.loads((out / SUMMARY_FILE).read_text())  # the truth check is in it now
@@ -214,6 +219,32 @@ def run_scenario(options: RunOptions) -> int:
     if truth_passed is False:
         return TRUTH_CHECK_FAILED
     return code
+
+
+def nothing_measured(out: Path) -> str | None:
+    """Why a finished run vouches for nothing (None: it measured): no summary was written,
+    or not one request finished. Locust's own exit code does not say so (a scenario whose
+    name Locust read as --version exited 0 having run nothing)."""
+    path = out / SUMMARY_FILE
+    if not path.is_file():
+        return f"the run wrote no {SUMMARY_FILE}"
+    try:
+        requests = json.loads(path.read_text()).get("requests") or {}
+    except (OSError, ValueError, AttributeError):
+        return f"its {SUMMARY_FILE} cannot be read"
+    if not requests.get("ok") and not requests.get("failed"):
+        return "no request finished"
+    return None
+
+
+def _unmeasured(scenario: Scenario, out: Path, why: str) -> int:
+    """Exit 3 (not a valid measurement), with the verdict files when the run is gated."""
+    print(f"tpot-locust: nothing was measured: {why}", file=sys.stderr, flush=True)
+    if not scenario.slo.empty:
+        verdict = unmeasured(scenario.slo, f"nothing was measured: {why}")
+        write_verdict(out, verdict, scenario.name)
+        print("\n".join(format_verdict(verdict)), flush=True)
+    return EXIT_INVALID
 
 
 REDACTED = "[redacted]"  # as the wire shows a key a server echoed

@@ -7,6 +7,9 @@ reports the same histograms as ``tpot-locust run``, alone or as master and worke
 
 from __future__ import annotations
 
+import argparse
+import logging
+import math
 import os
 from typing import Any
 
@@ -18,11 +21,30 @@ from locust.runners import STATE_INIT, STATE_STOPPED, MasterRunner, WorkerRunner
 from tpot_locust.harness import quiet_loop, webui
 from tpot_locust.harness.events import ensure_token_timings
 from tpot_locust.harness.loop_probe import TRACE_ENV, StallTracer
+from tpot_locust.harness.orphan_watch import watch_parent
 from tpot_locust.harness.run_state import DEFAULT_REPORT_INTERVAL_S, RunState, slo_of
 from tpot_locust.harness.scenario_in_use import use_scenario
+from tpot_locust.report.gating import SUPERVISED_ENV
 
 __all__ = ["get_state", "use_scenario"]
 _STATES: list[RunState] = []
+logger = logging.getLogger(__name__)
+REPORT_INTERVAL_RANGE_S = (0.1, 60.0)
+
+
+def report_interval(text: str) -> float:
+    """``--tpot-report-interval``/``TPOT_REPORT_INTERVAL``: finite seconds in range (NaN
+    would wedge every gevent timer; 0 or less would tick without pause)."""
+    low, high = REPORT_INTERVAL_RANGE_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and low <= seconds <= high):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: must be a number of seconds from {low:g} to {high:g}"
+        )
+    return seconds
 
 
 def get_state(environment: Environment) -> RunState:
@@ -47,9 +69,9 @@ def _add_arguments(parser: Any, **_: Any) -> None:
     )
     group.add_argument(
         "--tpot-report-interval",
-        type=float,
-        default=float(os.environ.get("TPOT_REPORT_INTERVAL", DEFAULT_REPORT_INTERVAL_S)),
-        help="seconds between worker reports and time-series points (default 1)",
+        type=report_interval,  # a string default goes through it too: TPOT_REPORT_INTERVAL
+        default=os.environ.get("TPOT_REPORT_INTERVAL", str(DEFAULT_REPORT_INTERVAL_S)),
+        help="seconds between worker reports and time-series points, 0.1 to 60 (default 1)",
     )
     group.add_argument(
         "--tpot-scenario-name", default=os.environ.get("TPOT_SCENARIO_NAME"), help="run label"
@@ -74,6 +96,8 @@ def _add_arguments(parser: Any, **_: Any) -> None:
 @events.init.add_listener
 def _on_init(environment: Environment, **_: Any) -> None:
     state = get_state(environment)
+    if os.environ.get(SUPERVISED_ENV):
+        watch_parent()  # started by tpot-locust run: never outlive it
     state.use_slo(slo_of(environment.parsed_options))
     # Locust re-reads this module global on every report loop.
     locust.runners.WORKER_REPORT_INTERVAL = state.interval_s
@@ -81,7 +105,23 @@ def _on_init(environment: Environment, **_: Any) -> None:
     state.attach(runner)
     if not isinstance(runner, WorkerRunner):
         webui.install(environment, state)
+        _warn_if_open_to_all(environment)
     quiet_loop.collect_garbage_now()
+
+
+def _warn_if_open_to_all(environment: Environment) -> None:
+    """Locust's web UI listens on every interface by default, and whoever reaches it can
+    start a test against any host: say so once, where the run's owner reads it."""
+    options = environment.parsed_options
+    if environment.web_ui is None or options is None or getattr(options, "web_login", False):
+        return
+    if (getattr(options, "web_host", "") or "") in ("", "*", "0.0.0.0", "::"):
+        logger.warning(
+            "tpot-locust: the web UI listens on every interface without --web-login: anyone "
+            "who can reach port %s can start tests against any host; use --web-host "
+            "127.0.0.1 or --web-login (README, 'Who can reach the web UI')",
+            getattr(options, "web_port", 8089),
+        )
 
 
 @events.test_start.add_listener

@@ -34,6 +34,14 @@ class ScenarioInUse:
         settings = tuple(settings)
         if settings == self.settings:
             return False
+        scenario = self.with_settings(settings)
+        retune_user_classes(scenario, self.classes)
+        self.scenario, self.settings = scenario, settings
+        return True
+
+    def with_settings(self, settings: Iterable[str]) -> Scenario:
+        """The scenario as a test with ``settings`` would run it, changing nothing: the web
+        form's Start is refused with the reason before any test starts."""
         if self.path is None:
             raise ValueError("test settings (--tpot-set) need the scenario locustfile")
         scenario = load_scenario(self.path, [*self.overrides, *settings])
@@ -46,9 +54,7 @@ class ScenarioInUse:
             )
         if bool(scenario.stages) != bool(self.scenario.stages):
             raise ValueError("test settings cannot add or remove stages")
-        retune_user_classes(scenario, self.classes)
-        self.scenario, self.settings = scenario, settings
-        return True
+        return scenario
 
 
 _IN_USE: ScenarioInUse | None = None

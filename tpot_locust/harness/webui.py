@@ -5,14 +5,18 @@ Locust's React UI shows extra tabs given in ``template_args`` and fills their ta
 figures are the master's merged totals (closed intervals, so up to one report interval old).
 ``/tpot/summary.json`` serves the whole summary, as ``summary.json`` would be now, and
 ``/tpot/charts`` the live charts (``report.live_charts``), under ``--web-base-path`` and
-behind ``--web-login`` like Locust's own pages.
+behind ``--web-login`` like Locust's own pages. ``web_guard`` refuses requests from other
+sites and ``web_form`` what a request may set; both sit in front of every route.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
+from tpot_locust.harness import web_guard
+from tpot_locust.harness.web_form import swarm_refusal, user_settings_refusal
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.report.live_charts import charts_fragment, charts_page
 from tpot_locust.report.summary import build_summary, histograms_document
@@ -22,6 +26,7 @@ if TYPE_CHECKING:
 
     from tpot_locust.harness.run_state import RunState
 
+logger = logging.getLogger(__name__)
 TAB_KEY = "tpot"
 TAB_METRICS = ("tpot", "itl", "request_tpot", "ttft", "e2e", "worst_gap", "read_delay")
 PER_TOKEN = ("tpot", "itl")
@@ -60,6 +65,7 @@ def install(environment: Environment, state: RunState) -> None:
         return
     from flask import Response, request
 
+    web_guard.install(web_ui.app)
     web_ui.template_args["extended_tabs"] = [{"title": "TPOT", "key": TAB_KEY}]
     web_ui.template_args["extended_tables"] = [
         {"key": TAB_KEY, "structure": [{"key": key, "title": title} for key, title in COLUMNS]}
@@ -72,6 +78,33 @@ def install(environment: Environment, state: RunState) -> None:
     web_ui.template_args["extended_csv_files"].append(
         {"href": f"{base}/tpot/charts", "title": "TPOT charts (live percentile plots)"}
     )
+
+    @web_ui.app.before_request
+    def _check_what_is_set() -> Response | None:
+        """Refuse a Start form or user-class settings that set what a web request may not
+        (``web_form``), before Locust applies any of it."""
+        if request.method != "POST" or not _signed_in():
+            return None  # without a login the route itself refuses
+        if request.path == f"{base}/swarm":
+            shown = set(web_ui.template_args.get("extra_options") or {})
+            parsed = vars(environment.parsed_options) if environment.parsed_options else {}
+            why = swarm_refusal(request.form, parsed, shown)
+        elif request.path == f"{base}/user":
+            why = user_settings_refusal(request.get_data(), environment.available_user_classes)
+        else:
+            return None
+        if why is None:
+            return None
+        logger.warning("tpot-locust: web UI request refused: %s", why)
+        body = json.dumps({"success": False, "message": why, "host": environment.host})
+        return Response(body, status=400, mimetype="application/json")
+
+    def _signed_in() -> bool:
+        if not web_ui.web_login:
+            return True
+        from flask_login import current_user
+
+        return bool(current_user.is_authenticated)
 
     @web_ui.app.after_request
     def _add_tab_rows(response: Response) -> Response:
