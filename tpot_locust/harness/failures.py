@@ -9,11 +9,11 @@ that refuses ``ignore_eos`` with HTTP 422.
 from __future__ import annotations
 
 import logging
-import os
 import random
 import re
 from collections.abc import Callable
 
+from tpot_locust.common.env_numbers import env_count
 from tpot_locust.common.errors import INTERRUPTED, MODEL_LOOKUP
 from tpot_locust.common.timings import RequestTimings
 
@@ -47,8 +47,7 @@ class Backoff:
 
 
 def client_error_limit() -> int:
-    value = os.environ.get(CLIENT_ERROR_LIMIT_ENV)
-    return int(value) if value else DEFAULT_CLIENT_ERROR_LIMIT
+    return env_count(CLIENT_ERROR_LIMIT_ENV, DEFAULT_CLIENT_ERROR_LIMIT, 0, 10**9)
 
 
 def client_status(timings: RequestTimings) -> int | None:

@@ -9,7 +9,6 @@ that overlap it. Here because it runs on gevent; what it measures is plain data.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 import traceback
@@ -18,6 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from gevent import get_hub, monkey
+
+from tpot_locust.common.env_numbers import env_number
 
 PROBE_INTERVAL_MS = 1.0
 # Later than this, a probe tick marks a stall window. Normal lateness on an idle or
@@ -28,8 +29,7 @@ TRACE_ENV = "TPOT_STALL_TRACE"
 
 
 def stall_threshold_ms() -> float:
-    value = os.environ.get(THRESHOLD_ENV)
-    return float(value) if value else DEFAULT_STALL_THRESHOLD_MS
+    return env_number(THRESHOLD_ENV, DEFAULT_STALL_THRESHOLD_MS, 0.1, 10_000.0)
 
 
 OnStall = Callable[[int, int], None]
