@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run_command(args: list[str], timeout: float, **kwargs) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONUNBUFFERED="1", **kwargs.pop("env", {}))
+    cwd = kwargs.pop("cwd", ROOT)
     return subprocess.run(
-        args, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT, **kwargs
+        args, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd, **kwargs
     )
 
 

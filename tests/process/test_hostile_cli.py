@@ -97,3 +97,21 @@ def test_a_child_that_ignores_sigterm_does_not_outlive_its_parent() -> None:
     while _alive(leaf):
         assert time.monotonic() < deadline, "the orphan is still running"
         time.sleep(0.2)
+
+
+@pytest.mark.parametrize("name", ["../../escaped", "a/b/c", "\u202eevil"])
+def test_the_default_results_folder_is_one_safe_folder_in_results(
+    tmp_path: Path, name: str
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    scenario = work / "scenario.yaml"
+    scenario.write_text(SCENARIO.format(name=json.dumps(name)))
+    result = run_command(
+        [sys.executable, "-m", "tpot_locust", "run", str(scenario)], timeout=120, cwd=work
+    )
+    assert result.returncode in (0, 2), result.stdout + result.stderr  # 2: a refused name
+    if result.returncode == 0:
+        (folder,) = (work / "results").iterdir()
+        assert (folder / "summary.json").exists() and "/" not in folder.name
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["work"]  # nothing escaped

@@ -6,10 +6,15 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tpot_locust.common.version import __version__
 from tpot_locust.scenario.loader import ScenarioError, load_scenario
+
+if TYPE_CHECKING:
+    from tpot_locust.report.html import RunView
 
 EXIT_USAGE = 2
 TOKENIZER_HELP = (
@@ -60,6 +65,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from tpot_locust.report.saved_results import VERDICT, read_checked
     from tpot_locust.report.summary import build_summary, format_full_report, load_results
     from tpot_locust.report.verdict_files import VERDICT_FILE, format_verdict
 
@@ -72,7 +78,7 @@ def _report(args: argparse.Namespace) -> int:
     summary = build_summary(totals, run)
     folder = Path(args.out) if Path(args.out).is_dir() else Path(args.out).parent
     verdict_path = folder / VERDICT_FILE
-    verdict = json.loads(verdict_path.read_text()) if verdict_path.exists() else None
+    verdict = read_checked(verdict_path, VERDICT) if verdict_path.exists() else None
     if args.json:
         print(json.dumps(summary | ({"slo": verdict} if verdict else {}), indent=2))
     else:
@@ -83,26 +89,39 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _html_report(args: argparse.Namespace) -> int:
-    from tpot_locust.report.html import HTML_FILE, SCENARIO_FILE, RunView, write_html
-    from tpot_locust.report.summary import SUMMARY_FILE, build_summary, load_results
+    from tpot_locust.report.html import HTML_FILE, write_html
 
-    runs = []
-    for given in args.out:
-        folder = Path(given) if Path(given).is_dir() else Path(given).parent
-        totals, run = load_results(folder)
-        saved = folder / SUMMARY_FILE  # the final summary: truth check and verdict included
-        summary = json.loads(saved.read_text()) if saved.exists() else build_summary(totals, run)
-        scenario = folder / SCENARIO_FILE
-        text = scenario.read_text() if scenario.exists() else None
-        runs.append(RunView(run.get("scenario") or folder.name, summary, totals, text))
+    runs = [_run_view(Path(given)) for given in args.out]
     if args.output:
-        target = Path(args.output)
+        target = Path(args.output)  # an existing folder: report.html inside it
     elif len(runs) == 1:
         target = Path(args.out[0]) / HTML_FILE
     else:
         target = Path(HTML_FILE)
     print(write_html(target, runs))
     return 0
+
+
+def _run_view(given: Path) -> RunView:
+    """One saved run for the HTML report: its summary rebuilt from the histograms, with the
+    verdict and truth check its ``summary.json`` gained at the end, and its scenario."""
+    from tpot_locust.report.html import SCENARIO_FILE, RunView
+    from tpot_locust.report.saved_results import SUMMARY_EXTRAS, read_checked, read_text
+    from tpot_locust.report.summary import SUMMARY_FILE, build_summary, load_results
+
+    folder = given if given.is_dir() else given.parent
+    totals, run = load_results(folder)
+    summary = build_summary(totals, run)
+    saved = folder / SUMMARY_FILE
+    if saved.exists():
+        extras = read_checked(saved, SUMMARY_EXTRAS)
+        summary |= {key: extras[key] for key in ("slo", "truth_check", "report_error")
+                    if extras.get(key) is not None}  # fmt: skip
+        if extras.get("complete") is False:
+            summary["complete"] = False
+    scenario = folder / SCENARIO_FILE
+    text = read_text(scenario) if scenario.exists() else None
+    return RunView(run.get("scenario") or folder.name, summary, totals, text)
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -126,6 +145,23 @@ def _compare(args: argparse.Namespace) -> int:
     else:
         print(compare.format_table(result))
     return result.exit_code
+
+
+def _with_files(handler: Callable[[argparse.Namespace], int]) -> Callable[..., int]:
+    """A command that reads saved results and writes reports: a file it cannot read or
+    write (a folder where a file was meant, no permission) is one line and exit 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except (FileNotFoundError, ValueError):
+            raise
+        except OSError as error:
+            where = f"{error.filename}: " if error.filename else ""
+            print(f"tpot-locust: {where}{error.strerror or error}", file=sys.stderr)
+            return EXIT_USAGE
+
+    return run
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -205,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="write report.html (one self-contained file; several runs overlaid)",
     )
     report.add_argument("--output", help="with --html: the file (default OUT/report.html)")
-    report.set_defaults(handler=_report)
+    report.set_defaults(handler=_with_files(_report))
 
     compare = commands.add_parser(
         "compare", help="compare two runs' saved histograms; exit 1 on a regression"
@@ -220,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     shown = compare.add_mutually_exclusive_group()
     shown.add_argument("--json", action="store_true", help="print the comparison as JSON")
     shown.add_argument("--markdown", action="store_true", help="print a Markdown table")
-    compare.set_defaults(handler=_compare)
+    compare.set_defaults(handler=_with_files(_compare))
 
     validate = commands.add_parser("validate", help="check scenario files")
     validate.add_argument("files", nargs="+")

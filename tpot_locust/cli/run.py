@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from tpot_locust.cli.processes import LocustProcesses, Supervisor
+from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.report.gate import EXIT_INVALID, unmeasured
 from tpot_locust.report.gating import SUPERVISED_ENV, gate_summary
 from tpot_locust.report.html import HTML_FILE, SCENARIO_FILE, write_run_report
@@ -79,7 +80,8 @@ def output_dir(options: RunOptions, scenario: Scenario) -> Path:
         return options.out
     if scenario.output:
         return Path(scenario.output)
-    return Path("results") / f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    # a slug: a name such as ../../x or a/b/c stays one folder inside results/
+    return Path("results") / f"{safe_slug(scenario.name)}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def simulator_args(scenario: Scenario) -> list[str]:
@@ -205,20 +207,35 @@ def run_scenario(options: RunOptions) -> int:
     if why := nothing_measured(out):
         invalid = _unmeasured(scenario, out, f"{why} (Locust exited {code})")
         return code if code >= 128 else invalid  # stopped by a signal: say so
+    summary = json.loads((out / SUMMARY_FILE).read_text())  # the truth check is in it now
     verdict = None
-    if (out / SUMMARY_FILE).exists():
-        summary = json.loads((out / SUMMARY_FILE).read_text())  # the truth check is in it now
-        if not scenario.slo.empty:
-            verdict = gate_summary(scenario.slo, summary, out, scenario.name)
-        totals, _ = load_results(out)  # the report of everything, truth check and verdict too
-        write_run_report(out, summary, totals)
-        print(f"tpot-locust: report {out / HTML_FILE}", flush=True)
+    if not scenario.slo.empty:
+        verdict = gate_summary(scenario.slo, summary, out, scenario.name)
+    _write_report(out, summary)
     if verdict is not None:
         print("\n" + "\n".join(format_verdict(verdict)), flush=True)
         return code if code >= 128 else verdict["exit_code"]  # stopped by a signal: say so
     if truth_passed is False:
         return TRUTH_CHECK_FAILED
+    if summary.get("report_error") and code < 128:
+        return EXIT_INVALID  # a part of the report is missing: the run cannot vouch for it
     return code
+
+
+def _write_report(out: Path, summary: dict[str, Any]) -> None:
+    """``report.html`` of everything, truth check and verdict too; a page that cannot be
+    built is named (in ``summary.json`` as well), and the run's results stand."""
+    try:
+        totals, _ = load_results(out)
+        write_run_report(out, summary, totals)
+    except Exception as error:  # noqa: BLE001 - any part of the page; the results are kept
+        why = f"{HTML_FILE}: {error}"
+        print(f"tpot-locust: {why}", file=sys.stderr, flush=True)
+        summary["report_error"] = summary.get("report_error") or why
+        summary["complete"] = False
+        (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+        return
+    print(f"tpot-locust: report {out / HTML_FILE}", flush=True)
 
 
 def nothing_measured(out: Path) -> str | None:

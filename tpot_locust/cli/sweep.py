@@ -23,6 +23,7 @@ from pathlib import Path
 from tpot_locust.cli.cluster_step import ClusterSteps
 from tpot_locust.cli.master_api import MasterAPI
 from tpot_locust.cli.run import RunOptions, run_scenario
+from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.report.gate import EXIT_FAIL, EXIT_INVALID, EXIT_PASS
 from tpot_locust.report.sweep import format_sweep, knee, step_row, write_sweep
 from tpot_locust.scenario.loader import load_scenario
@@ -59,7 +60,8 @@ def run_sweep(options: SweepOptions) -> int:
         raise ValueError(f"{options.scenario_path}: no sweep: block (what to vary)")
     if scenario.slo.empty:
         raise ValueError(f"{options.scenario_path}: a sweep needs an slo: block to find a knee")
-    out = options.out or Path("results") / f"{scenario.name}-sweep-{time.strftime('%Y%m%d-%H%M%S')}"
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = options.out or Path("results") / f"{safe_slug(scenario.name)}-sweep-{stamp}"
     out.mkdir(parents=True, exist_ok=True)
     values = sweep.steps()[: options.max_steps]
     per_step = list(options.overrides)

@@ -23,6 +23,7 @@ import gevent
 from gevent.lock import Semaphore
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
+from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.common.version import __version__
 from tpot_locust.harness.traffic import ProcessShare
 from tpot_locust.metrics.histograms import add_into, histogram_stats, new_histogram
@@ -145,7 +146,8 @@ class WorkerLink:
         folder.mkdir(parents=True, exist_ok=True)
         audit = {"client_id": self.runner.client_id, **self.sent.encode(),
                  STALLS_FOLDER: self.hooks.stall_record()}  # fmt: skip
-        (folder / f"{self.runner.client_id}.json").write_text(json.dumps(audit))
+        name = safe_slug(self.runner.client_id, max_length=200)  # an id never picks the folder
+        (folder / f"{name}.json").write_text(json.dumps(audit))
 
     def _on_flush(self, environment: Any, msg: Any, **_: Any) -> None:
         self.send_final()
@@ -232,11 +234,14 @@ class MasterLink:
         """Merge a worker's delta; one of another version is refused, once, with the run."""
         try:
             delta = unpack_delta(client_id, packed)
-        except DeltaFormatError as error:
+        except (ValueError, TypeError, KeyError, AttributeError) as error:  # format, or damage
+            refusal = str(error) if isinstance(error, DeltaFormatError) else (
+                f"worker {client_id} sent a delta this master cannot read "
+                f"({type(error).__name__}: {error})")  # fmt: skip
             if client_id not in self.refused:
                 self.refused.add(client_id)
-                logger.error("tpot-locust: %s", error)
-                self.on_stop_run(str(error))
+                logger.error("tpot-locust: %s", refusal)
+                self.on_stop_run(refusal)
             return
         self._merge(client_id, delta)
 

@@ -33,7 +33,13 @@ from tpot_locust.metrics.stalls import STALLS_FOLDER
 from tpot_locust.report.gating import SUPERVISED_ENV, gate_summary
 from tpot_locust.report.html import write_run_report
 from tpot_locust.report.progress import ProgressPrinter
-from tpot_locust.report.summary import build_summary, format_full_report, write_results
+from tpot_locust.report.summary import (
+    SUMMARY_FILE,
+    build_summary,
+    format_full_report,
+    rewrite_summary,
+    write_results,
+)
 from tpot_locust.report.verdict_files import format_verdict
 from tpot_locust.scenario.loader import ScenarioError, load_scenario, split_settings
 from tpot_locust.scenario.slo import SloSpec
@@ -41,6 +47,7 @@ from tpot_locust.wire.kernel_stamps import arrival_clock
 
 logger = logging.getLogger(__name__)
 DEFAULT_REPORT_INTERVAL_S = 1.0
+EXIT_REPORT_ERROR = 3  # "not a valid measurement": a part of the report could not be built
 
 
 def slo_of(options: Any) -> SloSpec | None:
@@ -238,34 +245,89 @@ class RunState:
             self.ticker = None
 
     def finish(self) -> dict[str, Any]:
-        """Collect every final delta, close the last interval, write the results."""
-        self.end_traffic()
+        """Collect every final delta, close the last interval, write the results.
+
+        Each step runs in its own guard: one that fails (a bad value from a server, a full
+        disk) is named in the summary's ``report_error`` and the run exits 3, while every
+        other part (histograms.json first) is still written."""
+        errors: list[str] = []
+        self._guarded(errors, "traffic stop", self.end_traffic)
         if self.master is not None:
-            self.master.flush()
-        self.stop_ticker()
-        self._tick(final=True)
-        self.collector.close()
+            self._guarded(errors, "final worker reports", self.master.flush)
+        self._guarded(errors, "ticker stop", self.stop_ticker)
+        self._guarded(errors, "time series", lambda: self._tick(final=True))
+        self._guarded(errors, "interval logs", self.collector.close)
         self.running = False
-        run = self.run_info()
-        if self.out_dir is not None:
-            self.summary = write_results(self.out_dir, self.collector.totals, run)
-            if self.master is None:
-                folder = self.out_dir / STALLS_FOLDER
-                folder.mkdir(parents=True, exist_ok=True)
-                (folder / "local.json").write_text(json.dumps(self.stall_record()))
-        else:
-            self.summary = build_summary(self.collector.totals, run)
+        run = self._guarded(errors, "run facts", self.run_info) or {"complete": False}
+        if errors:
+            run["report_error"] = "; ".join(errors)
+        self.summary = self._results(errors, run)
         if self.master is not None and self.master.missing():
             self.environment.process_exit_code = 1  # an incomplete measurement must not pass
         if self.slo is not None and not self.slo.empty:
             name = run.get("scenario") or "run"
-            self.verdict = gate_summary(self.slo, self.summary, self.out_dir, name)
-            self.environment.process_exit_code = self.verdict["exit_code"]
-        if self.out_dir is not None:
-            write_run_report(self.out_dir, self.summary, self.collector.totals)
+            spec = self.slo
+            self.verdict = self._guarded(
+                errors, "verdict", lambda: gate_summary(spec, self.summary, self.out_dir, name)
+            )
+            if self.verdict is not None:
+                self.environment.process_exit_code = self.verdict["exit_code"]
+        if (out := self.out_dir) is not None:
+            summary, totals = self.summary, self.collector.totals
+            self._guarded(errors, "report.html", lambda: write_run_report(out, summary, totals))
+        self._note_report_errors(errors)
         if not self.headless and self.environment.runner is not None:
-            self.print_report()  # a web-UI test: its own report, now; another may follow
+            self._guarded([], "report", self.print_report)  # a web-UI test: its own, now
         return self.summary
+
+    def _results(self, errors: list[str], run: dict[str, Any]) -> dict[str, Any]:
+        """The summary, written with ``histograms.json`` when there is an output folder."""
+        totals = self.collector.totals
+        out = self.out_dir
+        if out is None:
+            summary = build_summary(totals, run, errors)
+        else:
+            summary = self._guarded(errors, "results", lambda: write_results(out, totals, run))
+            if self.master is None:
+                self._guarded(errors, "client stalls", lambda: self._write_stalls(out))
+        if summary is None:  # not even the guarded parts: what is known, and why
+            summary = {"complete": False, "run": run}
+        if summary.get("report_error"):
+            errors.extend(e for e in summary["report_error"].split("; ") if e not in errors)
+        return summary
+
+    def _write_stalls(self, out: Path) -> None:
+        folder = out / STALLS_FOLDER
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "local.json").write_text(json.dumps(self.stall_record()))
+
+    @staticmethod
+    def _guarded(errors: list[str], part: str, step: Any) -> Any:
+        """``step()``, or None with the failure logged and named in ``errors``."""
+        try:
+            return step()
+        except Exception as error:  # the end of a run must write what it can
+            logger.error("tpot-locust: %s failed at the end of the run: %s", part, error)
+            logger.debug("the failure of %s", part, exc_info=True)
+            errors.append(f"{part}: {type(error).__name__}: {error}")
+            return None
+
+    def _note_report_errors(self, errors: list[str]) -> None:
+        """A report with a part missing cannot vouch for the run: exit 3, and the summary
+        (and ``summary.json``, when written) says which part and why."""
+        summary = self.summary
+        if summary is None or not (errors or summary.get("report_error")):
+            return
+        summary["complete"] = False
+        summary["report_error"] = "; ".join(dict.fromkeys(errors)) or summary["report_error"]
+        self.environment.process_exit_code = EXIT_REPORT_ERROR
+        print(f"tpot-locust: the report is incomplete: {summary['report_error']}",
+              file=sys.stderr, flush=True)  # fmt: skip
+        if self.out_dir is not None and (self.out_dir / SUMMARY_FILE).exists():
+            try:
+                rewrite_summary(self.out_dir, summary)
+            except Exception:
+                logger.exception("tpot-locust: summary.json could not be rewritten")
 
     def print_report(self) -> None:
         """The end-of-test report (and the SLO verdict, unless ``tpot-locust run`` prints it

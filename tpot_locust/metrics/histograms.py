@@ -9,11 +9,24 @@ numpy too: the library's iterators take ~1 ms per percentile and ~170 ms for a m
 
 from __future__ import annotations
 
+import base64
+import binascii
+import ctypes
+import math
 import weakref
+import zlib
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+from hdrh.codec import (
+    V2_COMPRESSION_COOKIE_BASE,
+    V2_ENCODING_COOKIE_BASE,
+    V2_MAX_WORD_SIZE_IN_BYTES,
+    ExternalHeader,
+    PayloadHeader,
+    get_cookie_base,
+)
 from hdrh.histogram import HdrHistogram
 
 LOWEST_US = 1
@@ -44,11 +57,120 @@ def new_histogram() -> HdrHistogram:
     return _without_cycle(HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS))
 
 
+class HistogramDecodeError(ValueError):
+    """An encoded histogram this tool cannot have written: malformed, or bigger than ours."""
+
+
+# A count no run reaches (2**48 samples in one bucket): their sums stay far inside int64.
+MAX_BUCKET_COUNT = 1 << 48
+_EXTERNAL_HEADER = ctypes.sizeof(ExternalHeader)
+_PAYLOAD_HEADER = ctypes.sizeof(PayloadHeader)
+
+
+def _max_payload_bytes() -> int:
+    """The largest inflated payload our configuration can need: header, and each count as
+    a 9-byte LEB128 word (the library's worst case)."""
+    return _PAYLOAD_HEADER + _layout().counts_len * V2_MAX_WORD_SIZE_IN_BYTES
+
+
+def _max_encoded_chars() -> int:
+    """Base64 of the worst case compressed (zlib adds < 0.1 % and a few bytes)."""
+    return 4 * (_EXTERNAL_HEADER + _max_payload_bytes() * 2 + 1024) // 3 + 4
+
+
+def _counts_len(lowest: int, highest: int, digits: int) -> int:
+    """``HdrHistogram``'s counts-array length for a configuration, without allocating it."""
+    unit_magnitude = int(math.floor(math.log2(lowest)))
+    sub_bucket_count = 2 ** int(math.ceil(math.log2(2 * 10**digits)))
+    smallest_untrackable = sub_bucket_count << unit_magnitude
+    buckets = 1
+    while smallest_untrackable <= highest:  # at most 64 rounds: highest is 64-bit
+        smallest_untrackable <<= 1
+        buckets += 1
+    return (buckets + 1) * (sub_bucket_count // 2)
+
+
+def _inflate(compressed: bytes) -> bytes:
+    """zlib with a cap: a payload that inflates past what our histograms can need is refused
+    after at most that many bytes, never inflated whole (a zlib bomb)."""
+    limit = _max_payload_bytes()
+    inflater = zlib.decompressobj()
+    try:
+        data = inflater.decompress(compressed, limit + 1)
+    except zlib.error as error:
+        raise HistogramDecodeError(f"not a valid histogram (zlib: {error})") from None
+    if len(data) > limit or inflater.unconsumed_tail:
+        raise HistogramDecodeError(
+            f"the histogram inflates past {limit:,} bytes, more than any histogram of this "
+            "tool needs (1 us .. 1 h, 3 digits): refused"
+        )
+    if not inflater.eof:
+        raise HistogramDecodeError("not a valid histogram (its zlib stream is truncated)")
+    return data
+
+
+def _check_payload(data: bytes) -> None:
+    """The inflated payload's header: the V2 encoding and a configuration no larger than
+    ours, so the counts array it allocates stays within our histograms' size."""
+    if len(data) < _PAYLOAD_HEADER:
+        raise HistogramDecodeError("not a valid histogram (payload too short)")
+    header = PayloadHeader.from_buffer_copy(data)
+    if get_cookie_base(header.cookie) != V2_ENCODING_COOKIE_BASE:
+        raise HistogramDecodeError("not a valid histogram (unknown payload cookie)")
+    if header.payload_len > len(data) - _PAYLOAD_HEADER:
+        raise HistogramDecodeError("not a valid histogram (payload length past its end)")
+    lowest, highest = header.lowest_trackable_value, header.highest_trackable_value
+    digits = header.significant_figures
+    if not (1 <= lowest and 2 * lowest <= highest and 1 <= digits <= 5):
+        raise HistogramDecodeError(
+            f"not a valid histogram (range {lowest} .. {highest}, {digits} digits)"
+        )
+    if _counts_len(lowest, highest, digits) > _layout().counts_len:
+        raise HistogramDecodeError(
+            f"a histogram of {lowest} .. {highest} us at {digits} digits is larger than this "
+            "tool's (1 us .. 1 h, 3 digits): refused"
+        )
+
+
+def _checked_blob(encoded: str | bytes) -> None:
+    """Everything about an encoded histogram that must hold before the library decodes it."""
+    if not isinstance(encoded, str | bytes):
+        raise HistogramDecodeError(f"a histogram is a base64 string, not {type(encoded).__name__}")
+    if len(encoded) > _max_encoded_chars():
+        raise HistogramDecodeError(
+            f"{len(encoded):,} characters: larger than any histogram of this tool"
+        )
+    try:
+        raw = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        raise HistogramDecodeError("not a valid histogram (bad base64)") from None
+    if len(raw) < _EXTERNAL_HEADER:
+        raise HistogramDecodeError("not a valid histogram (too short)")
+    header = ExternalHeader.from_buffer_copy(raw)
+    if get_cookie_base(header.cookie) != V2_COMPRESSION_COOKIE_BASE:
+        raise HistogramDecodeError("not a valid histogram (unknown cookie)")
+    if header.length != len(raw) - _EXTERNAL_HEADER:
+        raise HistogramDecodeError("not a valid histogram (its length does not match)")
+    _check_payload(_inflate(raw[_EXTERNAL_HEADER:]))
+
+
 def decode_histogram(encoded: str | bytes) -> HdrHistogram:
-    histogram = _without_cycle(HdrHistogram.decode(encoded))
+    """A histogram from its base64 V2 blob, checked first (size, headers, inflated size), so
+    a hostile or damaged blob is a ``HistogramDecodeError``, never gigabytes or a crash."""
+    _checked_blob(encoded)
+    try:
+        histogram = _without_cycle(HdrHistogram.decode(encoded))
+    except Exception as error:  # the library's own checks: its exceptions vary
+        raise HistogramDecodeError(f"not a valid histogram ({error})") from None
+    counts = counts_view(histogram)
+    if counts.size and int(counts.max()) > MAX_BUCKET_COUNT:
+        raise HistogramDecodeError("not a valid histogram (a count beyond any run's)")
     if histogram.counts_len != _layout().counts_len:
         merged = new_histogram()
-        merged.add(histogram)
+        try:
+            merged.add(histogram)
+        except Exception as error:
+            raise HistogramDecodeError(f"a histogram this tool cannot merge ({error})") from None
         return merged
     return histogram
 

@@ -26,6 +26,7 @@ from tpot_locust.common.errors import INTERRUPTED
 from tpot_locust.common.timings import RequestTimings, to_us, tpot_samples_ns
 from tpot_locust.common.token_flow import TOKEN_FLOW
 from tpot_locust.metrics.histograms import (
+    HistogramDecodeError,
     add_into,
     decode_histogram,
     new_histogram,
@@ -144,6 +145,14 @@ class ClassMetrics:
             self.worst_gaps = merged[:WORST_GAPS_KEPT]
 
 
+def _decode_named(blob: str, key: str) -> HdrHistogram:
+    """``decode_histogram``, its error naming the histogram (``classes.chat.histograms.tpot``)."""
+    try:
+        return decode_histogram(blob)
+    except HistogramDecodeError as error:
+        raise HistogramDecodeError(f"classes.{key}: {error}") from None
+
+
 def _encode(histogram: HdrHistogram, cooperative: bool) -> str:
     if cooperative:
         let_streams_run()
@@ -206,7 +215,7 @@ class MetricSet:
         for user_class, encoded in data.items():
             metrics = metric_set.for_class(user_class)
             for name, blob in encoded.get("histograms", {}).items():
-                metrics.histograms[name] = decode_histogram(blob)
+                metrics.histograms[name] = _decode_named(blob, f"{user_class}.histograms.{name}")
             metrics.counters = ClassCounters.from_dict(encoded.get("counters", {}))
             metrics.worst_gaps = list(encoded.get("worst_gaps", []))
         return metric_set

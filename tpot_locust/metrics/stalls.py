@@ -23,7 +23,13 @@ import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from tpot_locust.common.timings import to_us
-from tpot_locust.metrics.histograms import add_into, decode_histogram, new_histogram, record_many
+from tpot_locust.metrics.histograms import (
+    HistogramDecodeError,
+    add_into,
+    decode_histogram,
+    new_histogram,
+    record_many,
+)
 
 CLIENT_STALL = "client_stall"  # the tag, and the suffix of the set-aside histograms
 STALLS_FOLDER = "client_stalls"  # OUT/client_stalls/local.json: a local run's stall windows
@@ -127,7 +133,10 @@ class ClientHealth:
         health = cls(stalls=int(data.get("stalls", 0)), stalled_ns=int(data.get("stalled_ns", 0)))
         health.worst_stalls = list(data.get("worst_stalls", []))
         if data.get("loop_lag"):
-            health.loop_lag = decode_histogram(data["loop_lag"])
+            try:
+                health.loop_lag = decode_histogram(data["loop_lag"])
+            except HistogramDecodeError as error:
+                raise HistogramDecodeError(f"client.loop_lag: {error}") from None
         return health
 
 

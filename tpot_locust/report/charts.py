@@ -15,7 +15,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from html import escape
+from html import escape as _html_escape
+
+from tpot_locust.common.text_safety import xml_text
 
 WIDTH, HEIGHT = 720, 300
 LEFT, RIGHT, TOP, BOTTOM = 64, 150, 28, 40
@@ -27,6 +29,11 @@ TICK_PERCENTILES = (0.0, 90.0, 99.0, 99.9, 99.99, 99.999, 99.9999)
 CURVE_PERCENTILES = tuple(
     round(100 * (1 - 10 ** (-step / 20)), 6) for step in range(0, MAX_NINES * 20 + 1)
 )
+
+
+def escape(text: str) -> str:
+    """HTML-escaped, with the control characters HTML and XML forbid shown as escapes."""
+    return _html_escape(xml_text(text))
 
 
 @dataclass

@@ -12,6 +12,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tpot_locust.common.text_safety import printable
 from tpot_locust.scenario.slo import LATENCY_METRICS, STATISTICS, TAIL_MIN_SAMPLES, parse_fraction
 
 DEFAULT_METRICS = ("tpot", "request_tpot", "itl", "ttft", "e2e")
@@ -129,7 +130,7 @@ def format_table(result: ComparisonResult) -> str:
              f"{'change':>9}  mark"]  # fmt: skip
     for row in result.rows:
         lines.append(
-            f"{row.scope:<12}{row.metric:<14}{row.statistic:<8}{_value(row.base):>11}"
+            f"{printable(row.scope):<12}{row.metric:<14}{row.statistic:<8}{_value(row.base):>11}"
             f"{_value(row.candidate):>11}{row.change_text:>9}  {_mark(row)}".rstrip()
         )
     lines.append(_verdict_line(result))
@@ -141,7 +142,7 @@ def format_markdown(result: ComparisonResult) -> str:
              "|---|---|---|---:|---:|---:|---|"]  # fmt: skip
     for row in result.rows:
         lines.append(
-            f"| {row.scope} | {row.metric} | {row.statistic} | {_value(row.base)} | "
+            f"| {printable(row.scope)} | {row.metric} | {row.statistic} | {_value(row.base)} | "
             f"{_value(row.candidate)} | {row.change_text} | {_mark(row)} |"
         )
     lines += ["", _verdict_line(result)]
@@ -156,7 +157,7 @@ def _verdict_line(result: ComparisonResult) -> str:
     limit = f"{result.max_regression * 100:g}%"
     if not result.regressions:
         return f"no gated percentile regressed more than {limit}"
-    named = ", ".join(f"{r.scope} {r.metric} {r.statistic} {r.change_text}"
+    named = ", ".join(f"{printable(r.scope)} {r.metric} {r.statistic} {r.change_text}"
                       for r in result.regressions)  # fmt: skip
     return f"REGRESSED beyond {limit}: {named}"
 

@@ -94,9 +94,11 @@ def unmeasured(spec: SloSpec, reason: str) -> dict[str, Any]:
 def run_validity(summary: dict[str, Any]) -> list[str]:
     """Why the run as a whole is not a valid measurement (empty: it is)."""
     reasons = []
-    if not summary.get("complete", True):
-        missing = ", ".join((summary.get("workers") or {}).get("missing", [])) or "unknown"
-        reasons.append(f"worker(s) lost before their final report: {missing}")
+    missing = ", ".join((summary.get("workers") or {}).get("missing", []))
+    if report_error := summary.get("report_error"):
+        reasons.append(f"the report could not be built in full: {report_error}")
+    if not summary.get("complete", True) and (missing or not report_error):
+        reasons.append(f"worker(s) lost before their final report: {missing or 'unknown'}")
     truth = summary.get("truth_check")
     if truth and truth.get("passed") is False:
         reasons.append(

@@ -10,7 +10,6 @@ burst interference, the worst gaps and the scenario used (secrets already remove
 from __future__ import annotations
 
 from dataclasses import dataclass
-from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from tpot_locust.report.charts import (
     CURVE_PERCENTILES,
     Curve,
     Shading,
+    escape,
     percentile_chart,
     timeseries_chart,
 )
@@ -114,11 +114,13 @@ def _metadata(summary: dict[str, Any]) -> list[str]:
         ("host", run.get("host") or "-"),
         ("users", run.get("users")),
         ("duration", f"{run['duration_s']:g} s" if run.get("duration_s") else "-"),
-        ("warm-up / cool-down", f"{run.get('warmup_s', 0):g} s / {run.get('cooldown_s', 0):g} s"),
+        ("warm-up / cool-down",
+         f"{run.get('warmup_s') or 0:g} s / {run.get('cooldown_s') or 0:g} s"),
         ("workers", f"{workers['reported_in_full']} of {workers['seen']} reported in full"
          if workers else "one process"),
         ("arrival clock", run.get("arrival_clock") or "-"),
-        ("complete", "yes" if summary.get("complete", True) else "NO: a worker was lost"),
+        ("complete", "yes" if summary.get("complete", True) else
+         f"NO: {summary.get('report_error') or 'a worker was lost'}"),
         ("stopped early", run.get("stopped_because") or "no"),
         ("requests", f"ok {requests['ok']:,}, failed {requests['failed']:,}, interrupted "
          f"{requests.get('interrupted', 0):,}; errors "
@@ -138,13 +140,13 @@ def _metadata(summary: dict[str, Any]) -> list[str]:
 def _verdict(verdict: dict[str, Any]) -> list[str]:
     rows = []
     for check in verdict["checks"]:
-        mark = check["verdict"]
+        mark = escape(check["verdict"])
         rows.append([escape(check["name"]), f'<span class="{mark}">{mark.upper()}</span>',
                      escape(check["why"])])  # fmt: skip
     for reason in verdict["run_invalid"]:
         rows.append(["run is a valid measurement", '<span class="invalid">INVALID</span>',
                      escape(reason)])  # fmt: skip
-    state = verdict["verdict"]
+    state = escape(verdict["verdict"])
     head = (f'<p>Verdict: <span class="{state}">{state.upper()}</span> '
             f"(exit {verdict['exit_code']})</p>")  # fmt: skip
     return [head, _rows(rows, ["SLO", "verdict", "why"])]
@@ -226,7 +228,8 @@ def timeseries_charts(summary: dict[str, Any]) -> list[str]:
     for metric in ("tpot", "ttft"):
         curves = [
             Curve(f"{NAMES[metric]} {key}", [(p["t"], p[metric][key]) for p in series
-                                             if p.get(metric, {}).get("count")])
+                                             if p.get(metric, {}).get("count")
+                                             and p[metric].get(key) is not None])
             for key in ("p50", "p99", "p99.9")
         ]  # fmt: skip
         charts.append(timeseries_chart(f"{NAMES[metric]} per interval", curves, "ms", shading))
@@ -283,5 +286,8 @@ def write_run_report(out_dir: Path, summary: dict[str, Any], totals: MetricSet) 
 
 
 def write_html(path: Path, runs: list[RunView]) -> Path:
+    """Write the report to ``path``; an existing folder gets ``report.html`` inside it."""
+    if path.is_dir():
+        path = path / HTML_FILE
     path.write_text(render_report(runs), encoding="utf-8")
     return path

@@ -7,11 +7,19 @@ percentiles, so ``tpot-locust report OUT`` reproduces the end-of-run report exac
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from tpot_locust.metrics.histograms import PERCENTILES, count_above, histogram_stats, without
+from tpot_locust.common.text_safety import printable
+from tpot_locust.metrics.histograms import (
+    PERCENTILES,
+    HistogramDecodeError,
+    count_above,
+    histogram_stats,
+    without,
+)
 from tpot_locust.metrics.interference import format_interference, phase_summary
 from tpot_locust.metrics.recorder import (
     METRICS,
@@ -22,6 +30,7 @@ from tpot_locust.metrics.recorder import (
     phase_metric,
 )
 from tpot_locust.metrics.stalls import CLIENT_STALL, ClientHealth
+from tpot_locust.report.saved_results import HISTOGRAMS, ResultsError, read_checked
 from tpot_locust.scenario.slo import TAIL_MIN_SAMPLES
 
 SUMMARY_FILE = "summary.json"
@@ -127,6 +136,14 @@ def client_busy(read_delay_p99_ms: float) -> bool:
     return read_delay_p99_ms > CLIENT_BUSY_READ_DELAY_MS
 
 
+# A metric whose summary failed at the end of a run: no samples, as the tables skip it.
+_EMPTY_METRIC: dict[str, Any] = {
+    "unit": "ms", "count": 0, "mean": 0.0, **{_key(p): 0.0 for p in PERCENTILES}, "max": 0.0,
+    "min": 0.0, "above": {_key(p): 0 for p in PERCENTILES}, "unmeasured_tail": [],
+    "skew_mean_over_median": None, "tail_p99.99_over_median": None, "failed": True,
+}  # fmt: skip
+
+
 def goodput_summary(
     counters: ClassCounters, window_s: float, limits_ms: dict[str, float]
 ) -> dict[str, Any]:
@@ -142,13 +159,21 @@ def goodput_summary(
 
 
 def _class_summary(
-    metrics: ClassMetrics, goodput_ms: dict[str, float] | None = None
-) -> dict[str, Any]:
+    metrics: ClassMetrics, goodput_ms: dict[str, float] | None = None,
+    errors: list[str] | None = None, scope: str = "totals",
+) -> dict[str, Any]:  # fmt: skip
     counters = metrics.counters
     window_s = (counters.last_token_wall_ns - counters.first_send_wall_ns) / 1e9
     per_s = counters.output_tokens / window_s if window_s > 0 else 0.0
-    summaries = {name: metric_summary(metrics, name) for name in METRICS}
+    summaries = {
+        name: _part(
+            errors, f"{scope} {name}", lambda n=name: metric_summary(metrics, n), _EMPTY_METRIC
+        )  # fmt: skip
+        for name in METRICS
+    }
     goodput = goodput_summary(counters, window_s, goodput_ms) if goodput_ms else None
+    interference = _part(errors, f"{scope} interference",
+                         lambda: phase_summary(metrics, TAIL_MIN_SAMPLES))  # fmt: skip
     return {
         "metrics": summaries,
         "client": client_check(summaries["read_delay"])
@@ -177,28 +202,54 @@ def _class_summary(
         "clamped_values": counters.clamped_values,
         "excluded": {"warmup": counters.excluded_warmup, "cooldown": counters.excluded_cooldown},
         "dropped_arrivals": counters.dropped_arrivals,
-        "interference": phase_summary(metrics, TAIL_MIN_SAMPLES),
+        "interference": interference,
         "worst_gaps": metrics.worst_gaps,
         "goodput": goodput,
     }
 
 
-def build_summary(totals: MetricSet, run: dict[str, Any] | None = None) -> dict[str, Any]:
+def build_summary(
+    totals: MetricSet, run: dict[str, Any] | None = None, errors: list[str] | None = None
+) -> dict[str, Any]:
+    """The summary of ``totals``. With ``errors`` (the end of a run), each part is built in
+    its own guard: a part that fails is left out and named in ``errors``, the rest stays."""
     run = dict(run or {})
+    earlier = run.pop("report_error", None)  # a step before the summary failed (run_state)
     goodput_ms = run.get("goodput_limits_ms")
-    summary = _class_summary(totals.combined(), goodput_ms)
-    summary["classes"] = {
-        name: _class_summary(metrics, goodput_ms)
-        for name, metrics in sorted(totals.classes.items())
-    }
-    summary["client"] |= client_health(totals.client, run.get("start_wall_s"))
-    summary["client"]["stall_threshold_ms"] = run.get("stall_threshold_ms")
+    summary = _part(errors, "totals",
+                    lambda: _class_summary(totals.combined(), goodput_ms, errors), {})  # fmt: skip
+    summary["classes"] = {}
+    for name, metrics in sorted(totals.classes.items()):
+        scope = f"class {name}"
+        part = _part(
+            errors, scope, lambda m=metrics, s=scope: _class_summary(m, goodput_ms, errors, s)
+        )
+        if part is not None:
+            summary["classes"][name] = part
+    client = summary.setdefault("client", {})
+    client |= _part(errors, "client health",
+                    lambda: client_health(totals.client, run.get("start_wall_s")), {})  # fmt: skip
+    client["stall_threshold_ms"] = run.get("stall_threshold_ms")
     summary["timeseries"] = run.pop("timeseries", [])
     summary["complete"] = run.pop("complete", True)
     if "workers" in run:
         summary["workers"] = run.pop("workers")
     summary["run"] = run
+    if problems := ([earlier] if earlier else []) + (errors or []):
+        summary["complete"] = False
+        summary["report_error"] = "; ".join(problems)
     return summary
+
+
+def _part(errors: list[str] | None, name: str, build: Any, default: Any = None) -> Any:
+    """``build()``; with ``errors``, a failure is noted there and ``default`` stands in."""
+    if errors is None:
+        return build()
+    try:
+        return build()
+    except Exception as error:  # one broken part must not lose the others: it is named
+        errors.append(f"{name}: {type(error).__name__}: {error}")
+        return default
 
 
 def _ms(value: float) -> str:
@@ -257,7 +308,7 @@ def format_metric(name: str, metric: dict[str, Any]) -> list[str]:
 
 def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
     requests, tokens = summary["requests"], summary["tokens"]
-    lines = [f"=== tpot-locust report ({scope}) ==="]
+    lines = [f"=== tpot-locust report ({printable(scope)}) ==="]
     workers = summary.get("workers")
     if workers:
         lines.append(
@@ -269,14 +320,18 @@ def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
         if client_busy(p99)
     }
     if late_workers:
-        named = ", ".join(f"{client_id} ({p99:.1f} ms)" for client_id, p99 in late_workers.items())
+        named = ", ".join(
+            f"{printable(client_id)} ({p99:.1f} ms)" for client_id, p99 in late_workers.items()
+        )
         lines.append(f"! busy workers (read delay P99 > {CLIENT_BUSY_READ_DELAY_MS:g} ms): {named}")
     if stopped := summary.get("run", {}).get("stopped_because"):
-        lines.append(f"RUN STOPPED EARLY: {stopped}")
-    if not summary.get("complete", True):
-        missing = ", ".join(workers["missing"]) if workers else "unknown"
+        lines.append(f"RUN STOPPED EARLY: {printable(stopped)}")
+    if report_error := summary.get("report_error"):
+        lines.append(f"REPORT INCOMPLETE (not a valid measurement): {printable(report_error)}")
+    if not summary.get("complete", True) and (not report_error or (workers or {}).get("missing")):
+        missing = ", ".join(map(printable, workers["missing"])) if workers else "unknown"
         lines.append(f"INCOMPLETE RUN: no final report from worker(s) {missing}")
-    errors = ", ".join(f"{k}={v}" for k, v in requests["errors"].items()) or "none"
+    errors = ", ".join(f"{printable(k)}={v}" for k, v in requests["errors"].items()) or "none"
     estimated = " (estimated: server reported no usage)" if tokens["estimated"] else ""
     lines.append(f"requests ok {requests['ok']:,}  failed {requests['failed']:,}  errors: {errors}")
     if requests.get("interrupted"):
@@ -292,7 +347,9 @@ def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
         f"over {summary['window_s']:.1f} s"
     )
     if goodput := summary.get("goodput"):
-        limits = ", ".join(f"{name} <= {ms:g} ms" for name, ms in goodput["limits_ms"].items())
+        limits = ", ".join(
+            f"{printable(name)} <= {ms:g} ms" for name, ms in goodput["limits_ms"].items()
+        )
         fraction = "-" if goodput["fraction"] is None else f"{goodput['fraction'] * 100:.2f}%"
         lines.append(
             f"goodput {goodput['per_s']:.2f} good requests/s, {fraction} of ended requests "
@@ -379,7 +436,7 @@ def format_client_stalls(summary: dict[str, Any]) -> list[str]:
     where = ", ".join(
         f"{stall['ms']:.1f} ms"
         + (f" at {stall['at_s']:.1f} s" if stall.get("at_s") is not None else "")
-        + (f" on {stall['worker']}" if stall.get("worker") else "")
+        + (f" on {printable(stall['worker'])}" if stall.get("worker") else "")
         for stall in client["worst_stalls"][:3]
     )
     return [
@@ -400,12 +457,29 @@ def format_full_report(summary: dict[str, Any]) -> str:
 
 
 def write_results(out_dir: Path, totals: MetricSet, run: dict[str, Any]) -> dict[str, Any]:
-    """Write ``summary.json`` and ``histograms.json`` (everything needed to re-report)."""
+    """Write ``summary.json`` and ``histograms.json`` (everything needed to re-report).
+
+    Nothing is lost to one broken part: each is built in its own guard, the histograms are
+    written whatever the summary did, and a part that failed is named in the summary's
+    ``report_error`` (with ``complete: false``), so the run says it cannot be vouched for."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    summary = build_summary(totals, run)
-    _write_json(out_dir / HISTOGRAMS_FILE, histograms_document(totals, run))
-    _write_json(out_dir / SUMMARY_FILE, summary)
+    errors: list[str] = []
+    document = _part(errors, "histograms", lambda: histograms_document(totals, run))
+    if document is None:  # the run's facts at least, and why the histograms are missing
+        document = {"format": "hdrhistogram-v2-base64", "unit": "us", "run": run, "classes": {}}
+    _write_json(out_dir / HISTOGRAMS_FILE, document, errors)
+    written: list[str] = []  # numbers JSON cannot hold: null from here on, and said
+    summary = _json_safe(build_summary(totals, run, errors), "", written)
+    if written:
+        summary["complete"] = False
+        summary["report_error"] = "; ".join(errors + written)
+    _write_json(out_dir / SUMMARY_FILE, summary, [])
     return summary
+
+
+def rewrite_summary(out_dir: Path, summary: dict[str, Any]) -> None:
+    """``summary.json`` again, after a later step changed the summary (strict JSON)."""
+    _write_json(out_dir / SUMMARY_FILE, summary, [])
 
 
 def histograms_document(totals: MetricSet, run: dict[str, Any]) -> dict[str, Any]:
@@ -415,18 +489,46 @@ def histograms_document(totals: MetricSet, run: dict[str, Any]) -> dict[str, Any
 
 
 def load_results(out_dir: Path) -> tuple[MetricSet, dict[str, Any]]:
+    """A run's saved totals and facts, read through ``saved_results``: a damaged, edited or
+    hostile ``histograms.json`` is a ``ValueError`` naming the file and key, nothing else."""
     if out_dir.is_file():  # a file of the run (summary.json): its folder is meant
         out_dir = out_dir.parent
     path = out_dir / HISTOGRAMS_FILE
     try:
-        saved = json.loads(path.read_text())
+        saved = read_checked(path, HISTOGRAMS)
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: no saved histograms (is this a run's output?)") from None
     encoded = saved if "client" in saved else saved["classes"]  # older runs: classes only
-    return MetricSet.decode(encoded), saved.get("run", {})
+    try:
+        totals = MetricSet.decode(encoded)
+    except HistogramDecodeError as error:
+        raise ResultsError(path, "", str(error)) from None
+    return totals, saved.get("run") or {}
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
+def _write_json(path: Path, data: dict[str, Any], problems: list[str]) -> None:
+    """Write ``data`` as strict JSON (via a temporary file): a number JSON cannot hold
+    (NaN, infinity) becomes null, and its key is added to ``problems``."""
     temporary = path.with_suffix(path.suffix + ".tmp")
-    temporary.write_text(json.dumps(data, indent=2) + "\n")
+    temporary.write_text(json.dumps(_json_safe(data, "", problems), indent=2) + "\n")
     temporary.replace(path)
+
+
+def _json_safe(value: Any, key: str, problems: list[str]) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        problems.append(f"{key or '(top level)'}: {value} written as null")
+        return None
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v, f"{key}.{k}" if key else str(k), problems)
+                for k, v in value.items()}  # fmt: skip
+    if isinstance(value, list | tuple):
+        return [_json_safe(v, f"{key}[{i}]", problems) for i, v in enumerate(value)]
+    if isinstance(value, str | int | bool) or value is None:
+        return value
+    if isinstance(value, float):
+        return value
+    try:  # numpy scalars and the like
+        return _json_safe(value.item(), key, problems)
+    except AttributeError:
+        problems.append(f"{key}: {type(value).__name__} written as text")
+        return str(value)

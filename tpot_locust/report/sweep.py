@@ -7,12 +7,13 @@ most load this server carries within the scenario's objectives, to the sweep's r
 from __future__ import annotations
 
 import json
-from html import escape
 from pathlib import Path
 from typing import Any
 
+from tpot_locust.common.text_safety import printable
 from tpot_locust.report.charts import Curve, load_chart
-from tpot_locust.report.html import CHART_CSS, PAGE_CSS
+from tpot_locust.report.html import CHART_CSS, PAGE_CSS, escape
+from tpot_locust.report.saved_results import STEP_SUMMARY, read_checked
 
 SWEEP_FILE = "sweep.json"
 SWEEP_HTML = "sweep.html"
@@ -26,7 +27,10 @@ def step_row(step: int, value: float, folder: Path, exit_code: int) -> dict[str,
     summary_path = folder / "summary.json"
     if not summary_path.exists():
         return row | {"verdict": "invalid", "why": "the run wrote no summary"}
-    summary = json.loads(summary_path.read_text())
+    try:
+        summary = read_checked(summary_path, STEP_SUMMARY)
+    except ValueError as error:  # a damaged summary is that step's result, not a crash
+        return row | {"verdict": "invalid", "why": str(error)}
     verdict = summary.get("slo") or {}
     row["verdict"] = verdict.get("verdict", "none")
     row["failed"] = [c["name"] for c in verdict.get("checks", []) if c["verdict"] == "fail"]
@@ -58,10 +62,11 @@ def write_sweep(out: Path, document: dict[str, Any]) -> None:
 
 
 def format_sweep(document: dict[str, Any]) -> list[str]:
-    vary = document["vary"]
+    vary = printable(document["vary"])
     header = (f"  {'step':>4} {vary:>9} {'verdict':>12} {'tokens/s':>10} {'goodput/s':>10}"
               f" {'TTFT p50':>9} {'p99':>9} {'TPOT p50':>9} {'p99':>9}")  # fmt: skip
-    lines = [f"Sweep of {document['class']}.{vary} ({document['scenario']}), ms:", header]
+    lines = [f"Sweep of {printable(document['class'])}.{vary} ({printable(document['scenario'])}), "
+             "ms:", header]  # fmt: skip
     for row in document["steps"]:
         goodput = row.get("goodput_per_s")
         figures = "".join(f" {_ms((row.get(m) or {}).get(s)):>9}" for m, s in STEP_FIGURES)
@@ -77,7 +82,7 @@ def format_sweep(document: dict[str, Any]) -> list[str]:
         lines.append(f"knee: {vary} {point['value']:g} (step {point['step']}), the highest "
                      "step that met every SLO")  # fmt: skip
     if why := document.get("stopped_because"):
-        lines.append(f"stopped: {why}")
+        lines.append(f"stopped: {printable(why)}")
     return lines
 
 

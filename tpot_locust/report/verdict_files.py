@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from tpot_locust.common.text_safety import printable, xml_text
 from tpot_locust.scenario.slo import format_value
 
 VERDICT_FILE = "verdict.json"
@@ -48,19 +49,21 @@ def junit_tree(verdict: dict[str, Any], suite: str) -> ET.ElementTree:
     skipped = sum(1 for c in cases if c["verdict"] == "insufficient" and warn)
     root = ET.Element("testsuites", name="tpot-locust", tests=str(len(cases)),
                       failures=str(failures))  # fmt: skip
+    suite = xml_text(suite)  # a scenario's name: XML 1.0 forbids most control characters
     testsuite = ET.SubElement(root, "testsuite", name=suite, tests=str(len(cases)),
                               failures=str(failures), errors="0", skipped=str(skipped))  # fmt: skip
     for check in cases:
-        case = ET.SubElement(testsuite, "testcase", classname=f"slo.{suite}", name=check["name"])
+        name, why = xml_text(check["name"]), xml_text(check["why"])
+        case = ET.SubElement(testsuite, "testcase", classname=f"slo.{suite}", name=name)
         status = check["verdict"]
         if status == "pass":
             continue
         if status == "insufficient" and warn:
-            ET.SubElement(case, "skipped", message=check["why"])
+            ET.SubElement(case, "skipped", message=why)
             continue
-        message = f"{_MARKS[status]}: {check['why']}"
+        message = f"{_MARKS[status]}: {why}"
         element = ET.SubElement(case, "failure", message=message, type=status)
-        element.text = f"measured {_measured(check)}; {check['why']}"
+        element.text = f"measured {xml_text(_measured(check))}; {why}"
     ET.indent(root)
     return ET.ElementTree(root)
 
@@ -69,25 +72,26 @@ def format_verdict(verdict: dict[str, Any]) -> list[str]:
     """The verdict table for the terminal (100 columns)."""
     lines = [f"=== SLO verdict: {verdict['verdict'].upper()} (exit {verdict['exit_code']}) ==="]
     for check in verdict["checks"]:
-        lines.append(f"  {_MARKS[check['verdict']]:<13}{check['name']}")
-        lines.append(f"  {'':13}{check['why']}")
+        lines.append(f"  {_MARKS[check['verdict']]:<13}{printable(check['name'])}")
+        lines.append(f"  {'':13}{printable(check['why'])}")
     for reason in verdict["run_invalid"]:
-        lines.append(f"  {'INVALID':<13}run: {reason}")
+        lines.append(f"  {'INVALID':<13}run: {printable(reason)}")
     for warning in verdict["warnings"]:
-        lines.append(f"  ! {warning}")
+        lines.append(f"  ! {printable(warning)}")
     return lines
 
 
 def format_markdown(verdict: dict[str, Any], suite: str) -> str:
+    suite = printable(suite)
     lines = [f"### tpot-locust `{suite}`: SLO verdict **{verdict['verdict'].upper()}**", "",
              "| SLO | measured | samples above | verdict | why |",
              "|---|---:|---:|---|---|"]  # fmt: skip
     for check in verdict["checks"]:
         above = "-" if check["samples_above"] is None else f"{check['samples_above']:,}"
-        lines.append(f"| {check['name']} | {_measured(check)} | {above} | "
-                     f"{_MARKS[check['verdict']]} | {check['why']} |")  # fmt: skip
+        lines.append(f"| {printable(check['name'])} | {_measured(check)} | {above} | "
+                     f"{_MARKS[check['verdict']]} | {printable(check['why'])} |")  # fmt: skip
     for reason in verdict["run_invalid"]:
-        lines.append(f"| run is a valid measurement | - | - | INVALID | {reason} |")
+        lines.append(f"| run is a valid measurement | - | - | INVALID | {printable(reason)} |")
     for warning in verdict["warnings"]:
-        lines += ["", f"> warning: {warning}"]
+        lines += ["", f"> warning: {printable(warning)}"]
     return "\n".join(lines)

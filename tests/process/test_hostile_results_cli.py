@@ -1,0 +1,142 @@
+"""``report``, ``report --html`` and ``compare`` on hand-edited, truncated or hostile results
+(issue 25, items 8 and 13): exit 2 with one ``FILE: key.path: message`` line, no traceback."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.conftest import run_command
+from tests.unit.test_hostile_results import _bomb
+from tpot_locust.metrics.histograms import record_many
+from tpot_locust.metrics.recorder import MetricSet
+from tpot_locust.report.summary import HISTOGRAMS_FILE, SUMMARY_FILE, write_results
+
+Edit = Callable[[Path], None]
+
+
+def _results(folder: Path) -> Path:
+    """A real results folder, written by the results writer without running Locust."""
+    totals = MetricSet()
+    metrics = totals.for_class("chat")
+    metrics.counters.ok = 40
+    metrics.counters.first_send_wall_ns, metrics.counters.last_token_wall_ns = 1, 2_000_000_000
+    for metric in ("tpot", "itl", "ttft", "e2e"):
+        record_many(metrics.histogram(metric), np.arange(1_000, 40_000, 7))
+    write_results(folder, totals, {"scenario": "good", "host": "http://127.0.0.1:1"})
+    return folder
+
+
+def _json_edit(name: str, change: Callable[[Any], Any]) -> Edit:
+    def edit(folder: Path) -> None:
+        path = folder / name
+        path.write_text(json.dumps(change(json.loads(path.read_text()))))
+
+    return edit
+
+
+def _set(keys: tuple[str, ...], value: Any) -> Callable[[Any], Any]:
+    def change(document: Any) -> Any:
+        target = document
+        for key in keys[:-1]:
+            target = target[key]
+        target[keys[-1]] = value
+        return document
+
+    return change
+
+
+def _text_edit(name: str, change: Callable[[str], str]) -> Edit:
+    def edit(folder: Path) -> None:
+        path = folder / name
+        path.write_text(change(path.read_text()))
+
+    return edit
+
+
+EDITS: dict[str, tuple[Edit, str]] = {
+    "classes-list": (_json_edit(HISTOGRAMS_FILE, _set(("classes",), [])), "classes:"),
+    "histogram-int": (_json_edit(HISTOGRAMS_FILE, _set(("classes", "chat", "histograms", "tpot"),
+                                                       5)), "classes.chat.histograms.tpot:"),
+    "counter-string": (_json_edit(HISTOGRAMS_FILE, _set(("classes", "chat", "counters", "ok"),
+                                                        "7")), "classes.chat.counters.ok:"),
+    "counter-huge": (_text_edit(HISTOGRAMS_FILE, lambda t: t.replace('"ok": 40', '"ok": 1'
+                                                                     + "0" * 400)), "counters.ok:"),
+    "worst-gaps-text": (_json_edit(HISTOGRAMS_FILE, _set(("classes", "chat", "worst_gaps"),
+                                                         "abc")), "classes.chat.worst_gaps:"),
+    "run-text": (_json_edit(HISTOGRAMS_FILE, _set(("run",), "x")), "run:"),
+    "truncated": (_text_edit(HISTOGRAMS_FILE, lambda t: t[: len(t) // 3]), "not valid JSON"),
+    "histograms-list": (_json_edit(HISTOGRAMS_FILE, lambda d: [d]), "(top level):"),
+    "zlib-bomb": (_json_edit(HISTOGRAMS_FILE, lambda d: _set(("classes", "chat", "histograms",
+                                                              "tpot"), _bomb())(d)),
+                  "classes.chat.histograms.tpot: the histogram inflates past"),
+}  # fmt: skip
+SUMMARY_EDITS: dict[str, tuple[Edit, str]] = {
+    "summary-list": (_json_edit(SUMMARY_FILE, lambda d: [d]), "(top level):"),
+    "verdict-text": (_json_edit(SUMMARY_FILE, _set(("slo",), "pass")), "slo:"),
+    "summary-truncated": (_text_edit(SUMMARY_FILE, lambda t: t[:100]), "not valid JSON"),
+}
+
+
+def _cli(*args: str) -> Any:
+    return run_command([sys.executable, "-m", "tpot_locust", *args], timeout=60)
+
+
+def _assert_one_clear_line(result: Any, file: Path, key: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"tpot-locust: {file}: "), lines
+    assert key in lines[0], lines
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _results(tmp_path_factory.mktemp("good") / "run")
+
+
+def _edited(good: Path, tmp_path: Path, edit: Edit) -> Path:
+    folder = tmp_path / "edited"
+    shutil.copytree(good, folder)
+    edit(folder)
+    return folder
+
+
+@pytest.mark.parametrize("case", sorted(EDITS))
+def test_report_html_and_compare_refuse_edited_histograms(
+    good: Path, tmp_path: Path, case: str
+) -> None:
+    edit, key = EDITS[case]
+    folder = _edited(good, tmp_path, edit)
+    file = folder / HISTOGRAMS_FILE
+    _assert_one_clear_line(_cli("report", str(folder)), file, key)
+    if case in ("classes-list", "counter-huge", "truncated", "zlib-bomb"):  # each reader
+        _assert_one_clear_line(_cli("report", str(folder), "--html"), file, key)
+        _assert_one_clear_line(_cli("compare", str(good), str(folder)), file, key)
+
+
+@pytest.mark.parametrize("case", sorted(SUMMARY_EDITS))
+def test_report_html_refuses_an_edited_summary(good: Path, tmp_path: Path, case: str) -> None:
+    edit, key = SUMMARY_EDITS[case]
+    folder = _edited(good, tmp_path, edit)
+    _assert_one_clear_line(_cli("report", str(folder), "--html"), folder / SUMMARY_FILE, key)
+
+
+def test_report_html_into_a_folder_writes_report_html_there(good: Path, tmp_path: Path) -> None:
+    target = tmp_path / "pages"
+    target.mkdir()
+    result = _cli("report", str(good), "--html", "--output", str(target))
+    assert result.returncode == 0, result.stderr
+    assert (target / "report.html").is_file()
+
+
+def test_the_good_results_still_report_and_compare(good: Path) -> None:
+    assert _cli("report", str(good)).returncode == 0
+    assert _cli("compare", str(good), str(good)).returncode == 0

@@ -1,0 +1,323 @@
+"""Saved results read back: size-capped, shape-checked, one clear error per problem.
+
+``report``, ``report --html`` and ``compare`` read files a person may have edited, a disk
+may have truncated or someone may have crafted. Every document is read here (a regular file
+of at most ``MAX_RESULTS_BYTES``), parsed with huge integers and NaN/Infinity kept aside,
+and checked against its shape below before anything uses it, so a problem is one
+``FILE: key.path: message`` (a ``ValueError``: the command line's exit 2), never a
+traceback deep in the report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from tpot_locust.metrics.recorder import ClassCounters
+
+MAX_RESULTS_BYTES = 256 * 1024 * 1024
+MAX_INT = 2**63 - 1
+MAX_NUMBER = 1e18  # no duration, rate or count of a run comes near it
+MAX_ITEMS = 1_000_000
+MAX_TEXT = 100_000
+MAX_BLOB = 1 << 20  # one encoded histogram (the decoder checks the rest)
+MAX_INT_DIGITS = 20
+
+
+class ResultsError(ValueError):
+    """A saved results file that cannot be read: ``FILE: key.path: message``."""
+
+    def __init__(self, path: Path, key: str, message: str) -> None:
+        super().__init__(f"{path}: {key}: {message}" if key else f"{path}: {message}")
+
+
+class _Problem(Exception):
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key, self.message = key, message
+
+
+class _Unusable:
+    """A JSON number kept aside at parsing: NaN, Infinity or an integer of many digits."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text if len(text) <= 24 else f"an integer of {len(text):,} digits"
+
+
+def _parse_int(text: str) -> int | _Unusable:
+    return int(text) if len(text.lstrip("-")) <= MAX_INT_DIGITS else _Unusable(text)
+
+
+def read_json(path: Path) -> Any:
+    """The JSON of a regular file of at most ``MAX_RESULTS_BYTES``; ``FileNotFoundError``
+    when there is none, ``ResultsError`` for anything else wrong."""
+    return _parse(path, _read_bytes(path, MAX_RESULTS_BYTES))
+
+
+def _read_bytes(path: Path, max_bytes: int) -> bytes:
+    """A regular file's bytes, refused beyond ``max_bytes`` (devices, FIFOs and folders
+    are refused before any read)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise ResultsError(path, "", f"cannot be read ({error.strerror})") from None
+    info = os.fstat(descriptor)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+        os.close(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise ResultsError(path, "", "not a regular file")
+        raise ResultsError(path, "", f"{info.st_size:,} bytes: larger than any results "
+                           f"file ({max_bytes // 2**20} MiB at most)")  # fmt: skip
+    with os.fdopen(descriptor, "rb") as file:
+        data = file.read(info.st_size + 1)  # read(n) allocates n bytes: the size, not the cap
+    if len(data) > info.st_size:
+        raise ResultsError(path, "", "grew while it was read (a run still writing it?)")
+    return data
+
+
+def read_text(path: Path, max_bytes: int = MAX_RESULTS_BYTES) -> str:
+    """A regular file's text (at most ``max_bytes``; undecodable bytes replaced)."""
+    return _read_bytes(path, max_bytes).decode("utf-8", errors="replace")
+
+
+def _parse(path: Path, data: bytes) -> Any:
+    try:
+        return json.loads(data.decode("utf-8"), parse_int=_parse_int, parse_constant=_Unusable)
+    except UnicodeDecodeError as error:
+        raise ResultsError(path, "", f"not UTF-8 text (byte {error.start})") from None
+    except json.JSONDecodeError as error:
+        raise ResultsError(path, "", f"not valid JSON (line {error.lineno} column "
+                           f"{error.colno}: {error.msg}); is it truncated?") from None  # fmt: skip
+    except RecursionError:
+        raise ResultsError(path, "", "nested too deeply to be a results file") from None
+
+
+# --- checks: each takes (value, key) and returns the value, or raises _Problem -----------
+
+Check = Callable[[Any, str], Any]
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, _Unusable):
+        return value.text
+    return {dict: "an object", list: "a list", str: "a string", bool: "true/false",
+            type(None): "null"}.get(type(value), type(value).__name__)  # fmt: skip
+
+
+def integer(low: int = 0, high: int = MAX_INT) -> Check:
+    def check(value: Any, key: str) -> Any:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise _Problem(key, f"expected an integer, found {_kind(value)}")
+        if not low <= value <= high:
+            raise _Problem(key, f"{value} is out of range ({low} .. {high})")
+        return value
+
+    return check
+
+
+def number(low: float = -MAX_NUMBER, high: float = MAX_NUMBER) -> Check:
+    def check(value: Any, key: str) -> Any:
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise _Problem(key, f"expected a finite number, found {_kind(value)}")
+        if not math.isfinite(value) or not low <= value <= high:
+            raise _Problem(key, f"{value} is out of range ({low:g} .. {high:g})")
+        return value
+
+    return check
+
+
+def text(max_length: int = MAX_TEXT) -> Check:
+    def check(value: Any, key: str) -> Any:
+        if not isinstance(value, str):
+            raise _Problem(key, f"expected a string, found {_kind(value)}")
+        if len(value) > max_length:
+            raise _Problem(key, f"a string of {len(value):,} characters (at most {max_length:,})")
+        return value
+
+    return check
+
+
+def boolean() -> Check:
+    def check(value: Any, key: str) -> Any:
+        if not isinstance(value, bool):
+            raise _Problem(key, f"expected true or false, found {_kind(value)}")
+        return value
+
+    return check
+
+
+def one_of(*choices: str) -> Check:
+    def check(value: Any, key: str) -> Any:
+        if value not in choices or not isinstance(value, str):
+            raise _Problem(key, f"expected one of {', '.join(choices)}, found {_kind(value)}")
+        return value
+
+    return check
+
+
+def optional(inner: Check) -> Check:
+    def check(value: Any, key: str) -> Any:
+        return None if value is None else inner(value, key)
+
+    return check
+
+
+def list_of(inner: Check, max_items: int = MAX_ITEMS) -> Check:
+    def check(value: Any, key: str) -> Any:
+        if not isinstance(value, list):
+            raise _Problem(key, f"expected a list, found {_kind(value)}")
+        if len(value) > max_items:
+            raise _Problem(key, f"{len(value):,} items (at most {max_items:,})")
+        return [inner(item, f"{key}[{index}]") for index, item in enumerate(value)]
+
+    return check
+
+
+def mapping(inner: Check, max_items: int = MAX_ITEMS) -> Check:
+    """An object with names of its own (classes, histograms, error categories)."""
+
+    def check(value: Any, key: str) -> Any:
+        if not isinstance(value, dict):
+            raise _Problem(key, f"expected an object, found {_kind(value)}")
+        if len(value) > max_items:
+            raise _Problem(key, f"{len(value):,} entries (at most {max_items:,})")
+        return {name: inner(item, _join(key, name)) for name, item in value.items()}
+
+    return check
+
+
+def record(known: dict[str, Check], required: tuple[str, ...] = ()) -> Check:
+    """An object of known keys: each one present is checked, the required ones must be;
+    others pass as they are (a newer version's additions)."""
+
+    def check(value: Any, key: str) -> Any:
+        if not isinstance(value, dict):
+            raise _Problem(key, f"expected an object, found {_kind(value)}")
+        for name in required:
+            if name not in value:
+                raise _Problem(_join(key, name), "missing")
+        checked = dict(value)
+        for name, inner in known.items():
+            if name in value:
+                checked[name] = inner(value[name], _join(key, name))
+        return checked
+
+    return check
+
+
+def _join(key: str, name: str) -> str:
+    return f"{key}.{name}" if key else str(name)
+
+
+# --- the documents ------------------------------------------------------------------------
+
+_NUMBER0 = number(0.0)
+_COUNTERS = record(
+    {f.name: integer() for f in fields(ClassCounters) if f.type == "int"}
+    | {"errors": mapping(integer(), 10_000), "interrupted_ids": list_of(text(1000), 10_000)}
+)
+_WORST_GAP = record({"ms": _NUMBER0, "phase": text(100), "at_wall_s": number(),
+                     "request_id": text(1000), "client_stall": boolean()},
+                    required=("ms",))  # fmt: skip
+_CLASS = record({"histograms": mapping(text(MAX_BLOB), 1000), "counters": _COUNTERS,
+                 "worst_gaps": list_of(_WORST_GAP, 1000)})  # fmt: skip
+_STALL = record({"ms": _NUMBER0, "at_wall_s": number(), "worker": optional(text(1000))},
+                required=("ms", "at_wall_s"))  # fmt: skip
+_CLIENT = record({"loop_lag": optional(text(MAX_BLOB)), "stalls": integer(),
+                  "stalled_ns": integer(), "worst_stalls": list_of(_STALL, 1000)})  # fmt: skip
+_POINT = record(
+    {"t": number(), "interval_s": optional(_NUMBER0), "users": integer(),
+     "tokens_per_s": optional(_NUMBER0), "requests_ok": integer(), "requests_failed": integer(),
+     "stalls": integer(), "loop_lag_max_ms": optional(_NUMBER0), "partial": boolean(),
+     "tpot": mapping(number()), "ttft": mapping(number()), "itl": mapping(number()),
+     "read_delay": mapping(number())},
+    required=("t", "users"),
+)  # fmt: skip
+_WORKERS = record(
+    {"seen": integer(), "reported_in_full": integer(), "missing": list_of(text(1000)),
+     "read_delay_p99_ms": mapping(_NUMBER0), "stalls": mapping(integer()),
+     "loop_lag_max_ms": mapping(_NUMBER0)},
+    required=("seen", "reported_in_full", "missing"),
+)  # fmt: skip
+_SPAN = list_of(number(), 2)
+_BURSTS = record({"windows": integer(), "failed": integer(), "prefill_s": list_of(_NUMBER0),
+                  "spans_s": list_of(_SPAN)})  # fmt: skip
+RUN = record(
+    {"host": optional(text()), "complete": boolean(), "version": optional(text(100)),
+     "users": optional(integer()), "scenario": optional(text()), "settings": list_of(text()),
+     "report_interval_s": optional(_NUMBER0), "start_wall_s": optional(_NUMBER0),
+     "stopped_because": optional(text()), "stall_threshold_ms": optional(_NUMBER0),
+     "goodput_limits_ms": optional(mapping(_NUMBER0, 100)), "arrival_clock": optional(text()),
+     "workers": _WORKERS, "timeseries": list_of(_POINT), "bursts": _BURSTS, "test": integer(),
+     "warmup_s": optional(_NUMBER0), "cooldown_s": optional(_NUMBER0),
+     "duration_s": optional(_NUMBER0), "clock_start_wall_ns": optional(integer()),
+     "report_error": optional(text())},
+)  # fmt: skip
+HISTOGRAMS = record({"run": RUN, "classes": mapping(_CLASS, 10_000), "client": _CLIENT},
+                    required=("classes",))  # fmt: skip
+_MARKS = ("pass", "fail", "insufficient", "invalid")
+_CHECK = record({"name": text(), "verdict": one_of(*_MARKS), "why": text(),
+                 "measured": optional(number()), "unit": text(100),
+                 "samples_above": optional(integer())},
+                required=("name", "verdict", "why"))  # fmt: skip
+VERDICT = record(
+    {"verdict": one_of(*_MARKS), "exit_code": integer(0, 255), "checks": list_of(_CHECK),
+     "run_invalid": list_of(text()), "warnings": list_of(text()),
+     "insufficient_policy": optional(text(100))},
+    required=("verdict", "exit_code", "checks", "run_invalid", "warnings"),
+)  # fmt: skip
+TRUTH = record({"metrics": mapping(mapping(record({"error": number()}, required=("error",)))),
+                "passed": optional(boolean()), "tolerance_ms": optional(number()),
+                "worst_error_ms": optional(number())})  # fmt: skip
+# What ``report --html`` takes of a saved summary.json (the rest it rebuilds from the
+# histograms): the verdict and the truth check that joined it at the end of the run.
+SUMMARY_EXTRAS = record({"slo": optional(VERDICT), "truth_check": optional(TRUTH),
+                         "report_error": optional(text()), "complete": boolean()})  # fmt: skip
+
+# What a sweep reads of each step's summary.json.
+STEP_SUMMARY = record(
+    {"slo": optional(VERDICT), "requests": record({"ok": integer(), "failed": integer()},
+                                                   required=("ok", "failed")),
+     "tokens": record({"per_s": _NUMBER0}, required=("per_s",)),
+     "goodput": optional(record({"per_s": _NUMBER0})),
+     "metrics": mapping(record({"count": integer(), "p50": optional(number()),
+                                "p99": optional(number())}))},
+    required=("requests", "tokens"),
+)  # fmt: skip
+
+
+def checked(path: Path, document: Any, shape: Check) -> Any:
+    """``document`` (read from ``path``) as ``shape`` has it, or ``ResultsError``."""
+    try:
+        return _scrubbed(shape(document, ""))
+    except _Problem as problem:
+        raise ResultsError(path, problem.key or "(top level)", problem.message) from None
+    except RecursionError:
+        raise ResultsError(path, "", "nested too deeply to be a results file") from None
+
+
+def _scrubbed(value: Any) -> Any:
+    """Numbers kept aside in keys no shape names (a newer version's): null, so that what
+    was read can be written again as JSON."""
+    if isinstance(value, _Unusable):
+        return None
+    if isinstance(value, dict):
+        return {key: _scrubbed(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(item) for item in value]
+    return value
+
+
+def read_checked(path: Path, shape: Check) -> Any:
+    """``read_json`` and ``checked`` in one."""
+    return checked(path, read_json(path), shape)
