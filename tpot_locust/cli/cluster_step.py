@@ -22,6 +22,7 @@ from tpot_locust.cli.run import save_scenario
 from tpot_locust.report.gate import EXIT_INVALID
 from tpot_locust.report.gating import gate_summary
 from tpot_locust.report.html import SCENARIO_FILE, write_run_report
+from tpot_locust.report.saved_results import STEP_SUMMARY, checked
 from tpot_locust.report.summary import HISTOGRAMS_FILE, SUMMARY_FILE, load_results
 from tpot_locust.report.verdict_files import format_verdict
 from tpot_locust.scenario.loader import SETTINGS_SEPARATOR, load_scenario
@@ -110,12 +111,13 @@ class ClusterSteps:
             time.sleep(POLL_S)
 
     def _finished(self, test: int, wait_s: float) -> dict[str, Any] | None:
-        """Test number ``test``'s summary once it stopped, or None after ``wait_s``."""
+        """Test number ``test``'s summary once it stopped, or None after ``wait_s``; checked
+        as a saved step's summary is (a master's answer is input like any file)."""
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             summary = self.api.summary()
             if summary.get("test") == test and not summary.get("running"):
-                return summary
+                return checked(Path(f"{self.api.url}/tpot/summary.json"), summary, STEP_SUMMARY)
             if summary.get("test", 0) > test:
                 return None  # somebody else started a test on this master meanwhile
             time.sleep(POLL_S)

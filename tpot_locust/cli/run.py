@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import sys
 import time
@@ -21,6 +20,7 @@ from typing import Any
 import yaml
 
 from tpot_locust.cli.processes import LocustProcesses, Supervisor
+from tpot_locust.common.secrets import redact_mapping, redact_url
 from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.report.gate import EXIT_INVALID, unmeasured
 from tpot_locust.report.gating import SUPERVISED_ENV, gate_summary
@@ -117,15 +117,16 @@ def free_port() -> int:
 
 
 def locust_commands(
-    scenario: Scenario, host: str, out: Path, workers: int, extra: list[str]
+    scenario: Scenario, out: Path, workers: int, extra: list[str]
 ) -> LocustProcesses:
     locust = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
     spawn_rate = scenario.spawn_rate or max(scenario.users, 1)
     # Values from the scenario or the user travel as --option=value, so that none can be
-    # read as an option of its own (a scenario named --version gated nothing).
+    # read as an option of its own (a scenario named --version gated nothing); the host is
+    # in the environment (LOCUST_HOST, see run_scenario): a password in it stays out of ps.
     master = [
         *locust, "--headless", f"--users={scenario.users}", f"--spawn-rate={spawn_rate:g}",
-        f"--run-time={scenario.duration_s:g}s", f"--host={host}", f"--tpot-out={out}",
+        f"--run-time={scenario.duration_s:g}s", f"--tpot-out={out}",
         f"--tpot-scenario-name={scenario.name}", "--only-summary", "--stop-timeout=5",
     ]  # fmt: skip
     if workers <= 0:
@@ -193,11 +194,12 @@ def run_scenario(options: RunOptions) -> int:
             )
             host = simulator.url
             print(f"tpot-locust: embedded simulator at {host} (truth: {out / 'truth.jsonl'})")
-        commands = locust_commands(scenario, host, out, options.workers, options.locust_args)
+        env["LOCUST_HOST"] = host
+        commands = locust_commands(scenario, out, options.workers, options.locust_args)
         workers = f" on {options.workers} worker processes" if options.workers else ""
         print(
             f"tpot-locust: {scenario.name}: {scenario.users} users for "
-            f"{scenario.duration_s:g} s against {host}{workers}; results in {out}",
+            f"{scenario.duration_s:g} s against {redact_url(host)}{workers}; results in {out}",
             flush=True,
         )
         code = Supervisor(commands, env).run()
@@ -264,30 +266,13 @@ def _unmeasured(scenario: Scenario, out: Path, why: str) -> int:
     return EXIT_INVALID
 
 
-REDACTED = "[redacted]"  # as the wire shows a key a server echoed
-SECRET_NAME = re.compile(
-    r"(?:^|[-_])(?:authorization|auth|api[-_]?key|key|token|secret|password|cookie)(?:$|[-_])",
-    re.IGNORECASE,
-)
-
-
 def save_scenario(path: Path, scenario_path: Path, overrides: list[str]) -> None:
     """``OUT/scenario.yaml``: the scenario as run, --set applied, with the values of headers
     and body fields whose names suggest a secret removed (keys belong in the environment)."""
-    document = redact_secrets(scenario_document(scenario_path, overrides))
+    document = redact_mapping(scenario_document(scenario_path, overrides))
     keys = ", ".join(override.partition("=")[0] for override in overrides)
     header = f"# {scenario_path} as run" + (f"; set on the command line: {keys}" if keys else "")
     path.write_text(header + "\n" + yaml.safe_dump(document, sort_keys=False))
-
-
-def redact_secrets(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {key: REDACTED if SECRET_NAME.search(str(key)) and not isinstance(item, dict)
-                and str(key) != "api_key_env" else redact_secrets(item)
-                for key, item in value.items()}  # fmt: skip
-    if isinstance(value, list):
-        return [redact_secrets(item) for item in value]
-    return value
 
 
 def check_against_truth(out: Path, tolerance_ms: float | None) -> bool | None:

@@ -14,8 +14,12 @@ STREAM_ERROR_EVENT = "stream_error_event"
 CONNECTION_ERROR = "connection_error"
 CONNECTION_RESET = "connection_reset"
 TRUNCATED = "truncated"
+# An event that is not JSON, or JSON the protocol cannot mean: a usage count that is no
+# token count (negative, fractional, text, beyond ``timings.MAX_TOKEN_COUNT``).
 BAD_JSON = "bad_json"
-BAD_HTTP = "bad_http"
+BAD_HTTP = "bad_http"  # not HTTP: a bad status line, head, Content-Length or chunk framing
+# A reply that is no event stream: another content type, a compressed body, a redirect
+# (not followed), an HTML page served as text/event-stream.
 NOT_SSE = "not_sse"
 TIMEOUT_CONNECT = "timeout_connect"
 TIMEOUT_FIRST_TOKEN = "timeout_first_token"

@@ -12,7 +12,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tpot_locust.common.errors import CLIENT_ERROR
+
 NS_PER_US = 1000
+# More tokens than this in one request is no model's answer but a lying or broken server:
+# such a count is refused where it is read (a 400-digit one reached numpy at the run's end
+# and lost every result). Far below int64, so sums of many requests stay exact.
+MAX_TOKEN_COUNT = 10**9
+INT64_MAX = 2**63 - 1
+
+
+def is_token_count(value: object) -> bool:
+    """Whether ``value`` can be a request's token count: an int (not a bool) in
+    0..``MAX_TOKEN_COUNT``."""
+    return type(value) is int and 0 <= value <= MAX_TOKEN_COUNT  # type(): bool is no count
+
+
+def _is_int64(value: object) -> bool:
+    return type(value) is int and -INT64_MAX <= value <= INT64_MAX
 
 
 def int_array() -> array[int]:
@@ -103,6 +120,42 @@ class RequestTimings:
             return None
         return (self.token_stamps[-1] - self.token_stamps[0]) / self.decode_tokens
 
+    def out_of_range(self) -> str | None:
+        """Which number no request can have (a count beyond ``MAX_TOKEN_COUNT``, negative,
+        not an int, a time beyond int64), or None: what must never reach an int64 array."""
+        for name in ("output_tokens", "prompt_tokens_requested"):
+            if not is_token_count(getattr(self, name)):
+                return name
+        reported = self.prompt_tokens_reported
+        if reported is not None and not is_token_count(reported):
+            return "prompt_tokens_reported"
+        for name in ("t_intended_ns", "t_send_ns", "t_end_ns"):
+            if not _is_int64(getattr(self, name)):
+                return name
+        # k_i other than 1 come only from per-chunk usage: only then are they summed
+        counts = self.token_counts
+        if self.counts_from_usage and counts and (min(counts) < 1 or sum(counts) > MAX_TOKEN_COUNT):
+            return "token_counts"
+        return None
+
+    def refuse_out_of_range(self) -> bool:
+        """Counts a request holding such a number as failed (``client_error``: every number
+        from a server is checked where it is decoded, so this is a bug or a locustfile's
+        own value), with the numbers zeroed so that no later step meets them; whether it
+        did. Called before the request is recorded."""
+        name = self.out_of_range()
+        if name is None:
+            return False
+        self.error_category = CLIENT_ERROR
+        self.error_message = f"{name} out of range: {_described(getattr(self, name))}"
+        self.output_tokens = self.prompt_tokens_requested = 0
+        self.prompt_tokens_reported = None
+        self.token_stamps, self.token_counts = int_array(), int_array()
+        for time_name in ("t_intended_ns", "t_send_ns", "t_end_ns"):
+            if not _is_int64(getattr(self, time_name)):
+                setattr(self, time_name, 0)
+        return True
+
     def itl_ns(self) -> np.ndarray:
         """One gap per token event after the first: the stall a reader sees."""
         return np.diff(np.asarray(self.token_stamps, dtype=np.int64))
@@ -117,6 +170,15 @@ class RequestTimings:
     def tpot_ns(self) -> np.ndarray:
         """One sample per output token after the first: event i>1 gives k_i x gap_i/k_i."""
         return tpot_samples_ns(self.itl_ns(), self.tokens_after_first())
+
+
+def _described(value: object) -> str:
+    """A value for a message, never the whole of a huge integer or array."""
+    if type(value) is int and abs(value) > INT64_MAX:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    if isinstance(value, array):
+        return f"{len(value)} counts summing to {sum(value)}"
+    return repr(value)[:60]
 
 
 def tpot_samples_ns(gaps_ns: np.ndarray, tokens: np.ndarray | None) -> np.ndarray:

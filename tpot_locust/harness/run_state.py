@@ -19,6 +19,7 @@ from gevent.event import Event
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
+from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.version import __version__
 from tpot_locust.harness.distributed import MasterLink, WorkerHooks, WorkerLink
 from tpot_locust.harness.failures import ClientErrorStreak
@@ -350,7 +351,7 @@ class RunState:
 
     def run_info(self) -> dict[str, Any]:
         options = self.environment.parsed_options
-        info: dict[str, Any] = {"host": self.environment.host, "complete": True}
+        info: dict[str, Any] = {"host": redact_url(self.environment.host), "complete": True}
         info["version"] = __version__
         info["users"] = getattr(options, "num_users", None)
         in_use = scenario_in_use()

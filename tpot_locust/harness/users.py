@@ -40,12 +40,16 @@ from tpot_locust.harness.failures import Backoff
 from tpot_locust.metrics.stalls import PROCESS_TAG
 from tpot_locust.scenario.datasets import Conversation
 from tpot_locust.scenario.prompts import WORDS, synthetic_text
+from tpot_locust.wire.deadline import Deadline
 from tpot_locust.wire.http_client import HTTPConnection, Origin, ReadTimeout
 from tpot_locust.wire.stream_decoder import decode_error_body
 from tpot_locust.wire.streaming import MAX_ERROR_BODY, StreamRequest, redact, stream_request
 
 API_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 PLAN_WAIT_S = 10.0  # a worker's sequential dataset waits this long for its share
+MODEL_LOOKUP_TIMEOUT_S = 30.0  # GET /v1/models in all, at most (else the first-token timeout)
+MAX_MODELS_BODY = 1024 * 1024  # a models list larger than this is no models list
+MAX_MODEL_ID_CHARS = 1024
 logger = logging.getLogger(__name__)
 _PLUGIN_HINT = (
     "tpot-locust: the plugin is not loaded, so no per-token timing is recorded or reported: "
@@ -326,17 +330,36 @@ class ChatUser(User):
         return cached
 
     def _first_listed_model(self) -> str:
-        response, _ = self.connection.request("GET", "/v1/models", self.request_headers("models"))
-        body = response.read(limit=MAX_ERROR_BODY)
+        """The first model of GET /v1/models, read within one total deadline and size cap:
+        a server answering a byte a second once held every user in its lookup for the
+        whole run, which then measured nothing. Raises ``StreamError``."""
+        timeout = self._model_lookup_timeout()
+        deadline = Deadline(timeout, timeout, timeout)
+        headers = self.request_headers("models")
+        try:
+            response, _ = self.connection.request("GET", "/v1/models", headers, deadline=deadline)
+            body = response.read(limit=MAX_MODELS_BODY + 1)
+        except ReadTimeout:
+            self.connection.close()
+            raise StreamError(
+                MODEL_LOOKUP, f"GET /v1/models: no complete answer within {timeout:g} s"
+            ) from None
         if response.status >= 400:
             raise StreamError(
                 http_status_category(response.status),
-                f"GET /v1/models: HTTP {response.status}: {decode_error_body(body)}",
+                f"GET /v1/models: HTTP {response.status}: "
+                f"{decode_error_body(body[:MAX_ERROR_BODY])}",
             )
-        try:
-            return json.loads(body)["data"][0]["id"]
-        except (ValueError, KeyError, IndexError, TypeError):
-            raise ValueError(f"GET /v1/models gave no model: {body[:200]!r}") from None
+        if len(body) > MAX_MODELS_BODY:
+            raise StreamError(
+                MODEL_LOOKUP, f"GET /v1/models: answer larger than {MAX_MODELS_BODY} bytes"
+            )
+        return first_model_id(body)
+
+    def _model_lookup_timeout(self) -> float:
+        """The lookup's total limit: the first-token timeout, at most 30 s."""
+        first = self.first_token_timeout
+        return first if 0 < first < MODEL_LOOKUP_TIMEOUT_S else MODEL_LOOKUP_TIMEOUT_S
 
     def send(
         self,
@@ -359,6 +382,9 @@ class ChatUser(User):
         try:
             if body is None:
                 body = json.dumps(self.build_body(history, max_tokens)).encode()
+        except gevent.GreenletExit:  # the stop came during the model lookup: counted too
+            self._count_interrupted(request_id, intended_ns)
+            raise
         except (StreamError, ReadTimeout, ValueError) as error:
             # The model lookup (GET /v1/models) failed: this request fails with its reason.
             timings = RequestTimings(
@@ -391,6 +417,7 @@ class ChatUser(User):
                 self._count_interrupted(request_id, intended_ns)
                 raise
         timings.scheduled = t_intended_ns is not None
+        timings.refuse_out_of_range()  # nothing out of range reaches an int64 array
         self._token_timings.fire(timings=timings, user=self)
         self.environment.events.request.fire(
             request_type="POST",
@@ -413,6 +440,18 @@ class ChatUser(User):
         timings.error_category = INTERRUPTED
         timings.error_message = "stopped by the end of the run"
         self._token_timings.fire(timings=timings, user=self)
+
+
+def first_model_id(body: bytes) -> str:
+    """The first model id of a GET /v1/models answer; raises ``StreamError``
+    (``model_lookup``) when it holds none (or no believable one)."""
+    try:
+        model = json.loads(body)["data"][0]["id"]
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
+        model = None
+    if not isinstance(model, str) or not model or len(model) > MAX_MODEL_ID_CHARS:
+        raise StreamError(MODEL_LOOKUP, f"GET /v1/models gave no model: {body[:200]!r}")
+    return model
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+from tpot_locust.common.secrets import redact_url
 from tpot_locust.harness import web_guard
 from tpot_locust.harness.web_form import swarm_refusal, user_settings_refusal
 from tpot_locust.metrics.histograms import histogram_stats
@@ -96,7 +97,8 @@ def install(environment: Environment, state: RunState) -> None:
         if why is None:
             return None
         logger.warning("tpot-locust: web UI request refused: %s", why)
-        body = json.dumps({"success": False, "message": why, "host": environment.host})
+        host = redact_url(environment.host)
+        body = json.dumps({"success": False, "message": why, "host": host})
         return Response(body, status=400, mimetype="application/json")
 
     def _signed_in() -> bool:

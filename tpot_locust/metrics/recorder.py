@@ -286,6 +286,7 @@ class Recorder:
         self._interval.for_class(user_class).counters.dropped_arrivals += 1
 
     def record(self, timings: RequestTimings, **_: Any) -> None:
+        timings.refuse_out_of_range()  # a locustfile's own timings too: nothing past int64
         counters = self._interval.for_class(timings.user_class).counters
         if timings.error_category == INTERRUPTED:
             counters.interrupted += 1

@@ -46,6 +46,7 @@ class SimRequest:
 # Python's ASCII whitespace, as ``str.split()`` splits on it.
 _ASCII_SPACE = bytes(range(9, 14)) + bytes(range(28, 33))
 _LONG_TEXT = 4096
+MAX_INT_FIELD = 10**9  # max_tokens and the like: more is no request, only a hang
 
 
 def count_words(value: Any) -> int:
@@ -115,6 +116,8 @@ def _int(body: dict[str, Any], key: str, default: int, minimum: int) -> int:
         raise RequestError(f"'{key}' must be an integer")
     if value < minimum:
         raise RequestError(f"'{key}' must be at least {minimum}, got {value}")
+    if value > MAX_INT_FIELD:
+        raise RequestError(f"'{key}' must be at most {MAX_INT_FIELD}")
     return value
 
 
@@ -142,6 +145,8 @@ def parse_request(
         data = json.loads(body)
     except (UnicodeDecodeError, ValueError) as exc:
         raise RequestError(f"request body is not valid JSON: {exc}") from None
+    except RecursionError:  # deeply nested arrays or objects: a 400, not a dropped request
+        raise RequestError("request body is nested too deeply") from None
     if not isinstance(data, dict):
         raise RequestError("request body must be a JSON object")
     if api == "chat":

@@ -12,6 +12,15 @@ from __future__ import annotations
 NEVER_NS = 1 << 62  # ~146 years of perf_counter_ns: a limit that never comes
 
 
+def _limit_ns(seconds: float) -> int:
+    """A limit in ns; one that is not a finite number below ``NEVER_NS`` (inf, NaN: the
+    scenario loader refuses them, a locustfile may not) never comes, rather than raising
+    at every request."""
+    if not (0 <= seconds < NEVER_NS / 1e9):  # False for NaN too
+        return NEVER_NS if not seconds < 0 else 0
+    return int(seconds * 1e9)
+
+
 class Deadline:
     """The first arrival within ``first_s`` of the send, each later one within ``idle_s``
     of the previous, everything within ``total_s`` (None: no overall limit)."""
@@ -19,9 +28,9 @@ class Deadline:
     __slots__ = ("at_ns", "end_ns", "last_arrival_ns", "_first_ns", "_idle_ns", "_total_ns")
 
     def __init__(self, first_s: float, idle_s: float, total_s: float | None = None) -> None:
-        self._first_ns = int(first_s * 1e9)
-        self._idle_ns = int(idle_s * 1e9)
-        self._total_ns = None if total_s is None else int(total_s * 1e9)
+        self._first_ns = _limit_ns(first_s)
+        self._idle_ns = _limit_ns(idle_s)
+        self._total_ns = None if total_s is None else _limit_ns(total_s)
         self.at_ns = self.end_ns = NEVER_NS
         self.last_arrival_ns = 0  # 0 until something that counts arrived
 

@@ -26,6 +26,7 @@ from tpot_locust.common.errors import (
     TIMEOUT_CONNECT,
     StreamError,
 )
+from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.timings import int_array
 from tpot_locust.wire.chunked import ChunkedDecoder
 from tpot_locust.wire.deadline import Deadline
@@ -41,6 +42,7 @@ from tpot_locust.wire.kernel_stamps import (
 RECV_BYTES = 65536
 Consume = Callable[[int, bytes], None]  # (arrival perf_counter_ns, body payload)
 MAX_HEAD_BYTES = 64 * 1024
+MAX_LENGTH_DIGITS = 18  # a Content-Length below 10^18 bytes still fits int64
 
 # A kernel stamp further back than this is a clock step, not a late read: not trusted.
 _MAX_KERNEL_AGE_NS = 10 * 1_000_000_000
@@ -61,7 +63,7 @@ class Origin:
     def parse(cls, url: str) -> Origin:
         parts = urlsplit(url if "://" in url else f"http://{url}")
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {url!r}")
+            raise ValueError(f"not an http(s) URL: {redact_url(url)!r}")
         port = parts.port or (443 if parts.scheme == "https" else 80)
         path = parts.path.rstrip("/")
         if path.endswith("/v1"):  # the OpenAI base-URL habit: our paths start with /v1
@@ -201,7 +203,9 @@ class Response:
         value = self.headers.get("content-length")
         if value is None:
             return None
-        if not value.isdigit():
+        # ASCII digits only: str.isdigit() takes "²" and other Unicode digits, which int()
+        # then refuses; and no more digits than a length can have (int() refuses 4,300+)
+        if not (value.isascii() and value.isdigit()) or len(value) > MAX_LENGTH_DIGITS:
             raise StreamError(BAD_HTTP, f"bad Content-Length {value[:40]!r}")
         return int(value)
 

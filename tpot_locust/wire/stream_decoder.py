@@ -29,7 +29,7 @@ from tpot_locust.common.errors import (
     TRUNCATED,
     StreamError,
 )
-from tpot_locust.common.timings import int_array
+from tpot_locust.common.timings import MAX_TOKEN_COUNT, int_array, is_token_count
 from tpot_locust.wire.sse import SSEParser
 
 DONE = b"[DONE]"
@@ -37,6 +37,7 @@ DONE = b"[DONE]"
 # per-chunk counts are then ignored (one token per event), so a lying server cannot make
 # the TPOT histogram allocate billions of samples.
 MAX_TOKENS_PER_EVENT = 4096
+MAX_FINISH_REASON_CHARS = 64  # "stop", "length", "tool_calls": anything longer is cut
 
 
 _PLAIN_MARK = b'"finish_reason":null'
@@ -251,10 +252,14 @@ class StreamDecoder:
             self._fail(StreamError(STREAM_ERROR_EVENT, _error_message(event["error"])))
             return
         usage = event.get("usage")
-        usage_count = _usage_int(usage, "completion_tokens")
+        try:
+            usage_count = _usage_int(usage, "completion_tokens")
+            prompt = _usage_int(usage, "prompt_tokens")
+        except StreamError as error:  # a count no request can have: the reply is bad
+            self._fail(error)
+            return
         if usage_count is not None:
             result.completion_tokens = usage_count
-            prompt = _usage_int(usage, "prompt_tokens")
             if prompt is not None:
                 result.prompt_tokens = prompt
         choices = event.get("choices") or []
@@ -276,7 +281,7 @@ class StreamDecoder:
             if text and self._want_text:
                 result.text_parts.append(text)
         if choice.get("finish_reason"):
-            result.finish_reason = str(choice["finish_reason"])
+            result.finish_reason = str(choice["finish_reason"])[:MAX_FINISH_REASON_CHARS]
 
     def _fail(self, error: StreamError) -> None:
         self.result.error = error
@@ -339,12 +344,38 @@ def feed_read(parser: SSEParser, decoder: StreamDecoder, stamp: int, data: bytes
 
 
 def _usage_int(usage: Any, key: str) -> int | None:
-    if not isinstance(usage, dict):
+    """``usage[key]`` as a token count; None when the event has no usage or no such count.
+
+    Raises ``StreamError`` (``bad_json``) for any other value: a negative, fractional,
+    boolean or text count, or one beyond ``MAX_TOKEN_COUNT`` (a 400-digit count once
+    reached numpy at the run's end and lost every result), so the request that carried it
+    fails, with the reason, and nothing else does."""
+    if usage is None:
         return None
+    if not isinstance(usage, dict):
+        raise StreamError(BAD_JSON, f"usage is {_described(usage)}, not an object")
     value = usage.get(key)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    return None
+    if value is None:
+        return None
+    if not is_token_count(value):
+        raise StreamError(BAD_JSON, f"usage.{key} is not a token count: {_described(value)}")
+    return value
+
+
+def _described(value: Any) -> str:
+    """A short description of a JSON value for a message (never the whole of a huge one)."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int):
+        if abs(value) <= MAX_TOKEN_COUNT * 1000:
+            return str(value)
+        digits = int(abs(value).bit_length() * 0.30103) + 1
+        return f"{'a negative' if value < 0 else 'an'} integer of about {digits} digits"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        return f"the text {value[:40]!r}"
+    return f"a JSON {'array' if isinstance(value, list) else 'object'}"
 
 
 def _error_message(error: Any) -> str:

@@ -20,9 +20,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from tpot_locust.common import secrets
 from tpot_locust.common.errors import (
     BAD_JSON,
     CLIENT_ERROR,
+    EMPTY_STREAM,
     NOT_SSE,
     STREAM_ERROR_EVENT,
     TIMEOUT_FIRST_TOKEN,
@@ -45,8 +47,8 @@ from tpot_locust.wire.stream_decoder import (
 )
 
 MAX_ERROR_BODY = 64 * 1024
-SECRET_HEADERS = ("authorization", "proxy-authorization", "api-key", "x-api-key")
-REDACTED = "[redacted]"
+REDACTED = secrets.REDACTED
+BODY_START_KEPT = 256  # bytes of a body kept until its first event: what arrived instead
 
 
 @dataclass(frozen=True)
@@ -67,13 +69,15 @@ class StreamRequest:
 class _Collected:
     """The stream decoded so far, kept even when the stream fails midway."""
 
-    __slots__ = ("deadline", "decoder", "reset", "t_send_ns")
+    __slots__ = ("body_start", "content_type", "deadline", "decoder", "reset", "t_send_ns")
 
     def __init__(self, t_send_ns: int, decoder: StreamDecoder, deadline: Deadline) -> None:
         self.deadline = deadline  # arrived(): the last read that held an event
         self.decoder = decoder
         self.reset = False
         self.t_send_ns = t_send_ns
+        self.body_start = b""  # the body's first bytes while no event came: what came instead
+        self.content_type = ""
 
 
 def stream_request(
@@ -126,10 +130,11 @@ def _stream(
     timings.tokens_estimated = decoded.tokens_estimated
     timings.prompt_tokens_reported = decoded.prompt_tokens
     timings.finish_reason = decoded.finish_reason
-    failure = _first_cause(failure, decoded.error)
+    failure = _first_cause(failure, _described_empty(decoded.error, collected))
     if failure is not None:
         timings.error_category = failure.category
         timings.error_message = redact(failure.message, request.headers)
+    timings.refuse_out_of_range()
     return timings, decoded.text
 
 
@@ -147,19 +152,14 @@ def failed_request(request: StreamRequest, error: BaseException) -> RequestTimin
         failure = StreamError(CLIENT_ERROR, f"{error.__class__.__name__}: {error}")
     timings.error_category = failure.category
     timings.error_message = redact(failure.message, request.headers)
+    timings.refuse_out_of_range()
     return timings
 
 
 def redact(message: str, headers: dict[str, str]) -> str:
-    """The message without any credential sent in ``headers`` (servers do echo keys)."""
-    for name, value in headers.items():
-        if name.lower() not in SECRET_HEADERS or not value:
-            continue
-        scheme, _, token = value.partition(" ")
-        for secret in (value, token if scheme.lower() in ("bearer", "basic") else ""):
-            if len(secret) >= 4 and secret in message:
-                message = message.replace(secret, REDACTED)
-    return message
+    """The message without any credential sent in ``headers`` (servers do echo keys): the
+    value of every header whose name says it is a secret (``common.secrets``)."""
+    return secrets.redact_text(message, secrets.header_secrets(headers))
 
 
 def _new_timings(request: StreamRequest) -> RequestTimings:
@@ -189,17 +189,20 @@ def _send_and_collect(
     )
     if response.status >= 400:
         raise _http_error(response)
-    if "text/event-stream" not in response.content_type:
+    if (not_stream := _not_a_stream(response)) is not None:
         try:
             response.read(limit=MAX_ERROR_BODY)
         except (StreamError, ReadTimeout):
             pass
-        raise StreamError(NOT_SSE, f"content type {response.content_type or 'missing'!r}")
+        raise not_stream
+    collected.content_type = response.content_type
     parser = SSEParser()
     decoder = collected.decoder
     end_ns = deadline.end_ns
 
     def consume(stamp: int, data: bytes) -> None:
+        if not decoder.events and len(collected.body_start) < BODY_START_KEPT:
+            collected.body_start += data[:BODY_START_KEPT]
         if feed_read(parser, decoder, stamp, data):
             deadline.arrived(stamp)
             if parser.failure is not None:  # an oversized event came after these
@@ -211,6 +214,43 @@ def _send_and_collect(
     collected.reset = response.reset
     if events := parser.close():
         decoder.feed(time.perf_counter_ns(), events)
+
+
+def _not_a_stream(response: Response) -> StreamError | None:
+    """Why a response below 400 is no event stream we can read, or None: a redirect (not
+    followed: a load test measures the server it was given), a compressed body (we ask for
+    none and decode none) or another content type."""
+    status, headers = response.status, response.headers
+    if 300 <= status < 400:
+        location = secrets.redact_url(headers.get("location", ""))[:200] or "nowhere"
+        return StreamError(NOT_SSE, f"redirect (HTTP {status} to {location}), not followed")
+    encoding = headers.get("content-encoding", "").strip()
+    if encoding and encoding.lower() != "identity":
+        return StreamError(
+            NOT_SSE, f"HTTP {status} with Content-Encoding: {encoding[:40]}, not an event stream"
+        )
+    content_type = response.content_type
+    if "text/event-stream" not in content_type:
+        shown = f"a {content_type[:60]} body" if content_type else "no content type"
+        return StreamError(NOT_SSE, f"HTTP {status} with {shown}, not an event stream")
+    return None
+
+
+def _described_empty(error: StreamError | None, collected: _Collected) -> StreamError | None:
+    """A stream that ended without any event, told by what came instead: an HTML page or a
+    compressed body served as an event stream is ``not_sse``, with its first bytes."""
+    start = collected.body_start.lstrip()
+    if error is None or error.category != EMPTY_STREAM or collected.decoder.events or not start:
+        return error
+    if start[:2] == b"\x1f\x8b":
+        what = "a gzip-compressed body"
+    elif start[:1] == b"<":
+        page = start[:5].lower() in (b"<!doc", b"<html")
+        what = "an HTML page" if page else "a markup (HTML or XML) body"
+    else:
+        return StreamError(EMPTY_STREAM, f"{error.message}; the body began {start[:80]!r}")
+    shown = collected.content_type[:60] or "no content type"
+    return StreamError(NOT_SSE, f"{what} ({shown}), not an event stream: {start[:80]!r}")
 
 
 def _http_error(response: Response) -> StreamError:
