@@ -16,6 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from tpot_locust.common.bounded_files import (
+    DISTRIBUTION_FILE_MAX_BYTES,
+    BoundedFileError,
+    read_lines,
+)
+
 __all__ = [
     "Distribution",
     "Fixed",
@@ -26,7 +32,13 @@ __all__ = [
     "Empirical",
     "parse_distribution",
     "DistributionError",
+    "MAX_VALUE",
 ]
+
+# Every number of a distribution (a value, a bound, a mean, a stddev, an empirical length)
+# is finite and at most this: lengths are tokens and times are ms or s, and 10 million of
+# either is past any test; NaN or infinity would reach a sleep or a length as is.
+MAX_VALUE = 10_000_000
 
 
 class DistributionError(ValueError):
@@ -136,32 +148,56 @@ def load_empirical(path: Path, field: str | None) -> Empirical:
     """Lengths from a JSONL or CSV file: a numeric ``field``, or the word count of a text one.
 
     A text field (a real prompt) counts about one token per word, as our synthetic prompts do.
+    The file is read with bounds (``DISTRIBUTION_FILE_MAX_BYTES``, a line-length cap): a
+    device or a huge file is refused before it fills memory.
     """
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise DistributionError(f"cannot read {path}: {error.strerror or error}", "file") from None
-    if path.suffix.lower() == ".csv":
-        rows: list[Any] = list(csv.DictReader(text.splitlines()))
-    else:
-        try:
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except ValueError as error:
-            raise DistributionError(f"{path}: not JSON lines ({error})", "file") from None
-    values: list[float] = []
-    for number, row in enumerate(rows, start=1):
-        value = row.get(field) if isinstance(row, dict) and field else row
-        if isinstance(value, str):
-            try:
-                value = float(value)
-            except ValueError:
-                value = float(len(value.split()))
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise DistributionError(f"{path} row {number}: no positive {field or 'value'}", "field")
-        values.append(float(value))
+        lines = list(read_lines(path, DISTRIBUTION_FILE_MAX_BYTES))
+    except BoundedFileError as error:
+        reason = str(error).removeprefix("cannot read: ")
+        message = f"cannot read {path}: {reason}" if reason != str(error) else f"{path}: {error}"
+        raise DistributionError(message, "file") from None
+    values = [_length(path, number, value, field) for number, value in _rows(path, lines, field)]
     if not values:
         raise DistributionError(f"{path}: no values", "file")
     return Empirical(tuple(values))
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number")
+
+
+def _rows(path: Path, lines: list[tuple[int, str]], field: str | None) -> list[tuple[int, Any]]:
+    """Each row with its number (CSV: the row after the header; JSONL: the line)."""
+    if path.suffix.lower() == ".csv":
+        try:
+            return list(enumerate(csv.DictReader(text for _, text in lines), start=1))
+        except csv.Error as error:
+            raise DistributionError(f"{path}: not CSV ({error})", "file") from None
+    rows = []
+    for number, text in lines:
+        if not text.strip():
+            continue
+        try:
+            rows.append((number, json.loads(text, parse_constant=_refuse_constant)))
+        except (ValueError, RecursionError) as error:
+            raise DistributionError(f"{path}: not JSON lines ({error})", "file") from None
+    return rows
+
+
+def _length(path: Path, number: int, row: Any, field: str | None) -> float:
+    value = row.get(field) if isinstance(row, dict) and field else row
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            value = float(len(value.split()))
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_VALUE:
+        raise DistributionError(
+            f"{path} row {number}: no positive {field or 'value'} (finite, <= {MAX_VALUE:,})",
+            "field",
+        )
+    return float(value)
 
 
 def _number(spec: Mapping[str, Any], key: str, *, positive: bool = True) -> float:
@@ -169,12 +205,27 @@ def _number(spec: Mapping[str, Any], key: str, *, positive: bool = True) -> floa
         raise DistributionError("is required", key)
     value = spec[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise DistributionError(f"must be a number, got {value!r}", key)
+        raise DistributionError(f"must be a number, got {_short(value)}", key)
+    _check_range(value, key)
     if positive and value <= 0:
         raise DistributionError("must be > 0", key)
     if not positive and value < 0:
         raise DistributionError("must be >= 0", key)
     return float(value)
+
+
+def _check_range(value: float, key: str | None = None) -> None:
+    """Finite and at most ``MAX_VALUE`` (compared before any float conversion: a 400-digit
+    integer overflows a float)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise DistributionError("must be a finite number", key)
+    if abs(value) > MAX_VALUE:
+        raise DistributionError(f"must be <= {MAX_VALUE:,}", key)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 _KEYS: dict[str, set[str]] = {
@@ -195,17 +246,20 @@ def parse_distribution(spec: Any, base_dir: Path | None = None) -> Distribution:
     if isinstance(spec, bool):
         raise DistributionError(f"must be a number or a distribution, got {spec!r}")
     if isinstance(spec, (int, float)):
+        _check_range(spec)
         if spec <= 0:
             raise DistributionError("must be > 0")
         return Fixed(float(spec))
     if not isinstance(spec, Mapping):
-        raise DistributionError(f"must be a number or a distribution mapping, got {spec!r}")
+        raise DistributionError(f"must be a number or a distribution mapping, got {_short(spec)}")
     kind = spec.get("dist", "fixed")
-    if kind not in _KEYS:
-        raise DistributionError(f"unknown distribution {kind!r}; one of {sorted(_KEYS)}", "dist")
-    unknown = set(spec) - _KEYS[kind] - {"dist"}
+    if not isinstance(kind, str) or kind not in _KEYS:
+        raise DistributionError(
+            f"unknown distribution {_short(kind)}; one of {sorted(_KEYS)}", "dist"
+        )
+    unknown = sorted(str(key) for key in set(spec) - _KEYS[kind] - {"dist"})
     if unknown:
-        raise DistributionError(f"unknown key for {kind}", sorted(unknown)[0])
+        raise DistributionError(f"unknown key for {kind}", unknown[0])
     if kind == "fixed":
         return Fixed(_number(spec, "value"))
     if kind == "empirical":
@@ -236,5 +290,9 @@ def as_distribution(value: Any, base_dir: Path | None = None) -> Distribution:
 
 
 def sample_int(dist: Distribution, rng: random.Random, minimum: int = 1) -> int:
-    """Lengths are whole tokens and never below ``minimum``."""
-    return max(minimum, round(dist.sample(rng)))
+    """Lengths are whole tokens, never below ``minimum`` nor above ``MAX_VALUE`` (a
+    log-normal's tail, or a distribution built in code, cannot overflow a length)."""
+    value = dist.sample(rng)
+    if not math.isfinite(value):
+        value = float(MAX_VALUE) if value > 0 else float(minimum)
+    return max(minimum, min(MAX_VALUE, round(value)))

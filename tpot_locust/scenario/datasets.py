@@ -7,17 +7,28 @@ optionally ``output_tokens``; a ShareGPT-style JSON file (a list of ``{"conversa
 ``role``/``content`` messages) gives each user turn with the recorded answer after it,
 whose length (in words, or tokens with ``server.tokenizer``) becomes that turn's
 ``max_tokens``. Every problem names ``file:line``.
+
+The file is read with bounds (``common.bounded_files``): a regular file of at most
+``DATA_FILE_MAX_BYTES``, JSONL and CSV line by line with a line-length cap; NaN and
+Infinity are not JSON numbers here, and ``output_tokens`` is at most ``MAX_TOKENS``.
 """
 
 from __future__ import annotations
 
 import csv
-import io
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tpot_locust.common.bounded_files import (
+    DATA_FILE_MAX_BYTES,
+    BoundedFileError,
+    read_lines,
+    read_text,
+)
+from tpot_locust.scenario.limits import MAX_TOKENS
 from tpot_locust.scenario.yaml_source import ScenarioError
 
 TEXT_FIELDS = ("text", "prompt")
@@ -41,19 +52,17 @@ Conversation = tuple[DatasetTurn, ...]
 
 def load_dataset(path: Path) -> list[Conversation]:
     source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ScenarioError(source, 1, 1, "", f"cannot read: {error}") from None
     suffix = path.suffix.lower()
-    if suffix == ".jsonl":
-        conversations = _jsonl(source, text)
-    elif suffix == ".csv":
-        conversations = _csv(source, text)
-    elif suffix == ".json":
-        conversations = _sharegpt(source, text)
-    else:
+    if suffix not in (".jsonl", ".csv", ".json"):
         raise ScenarioError(source, 1, 1, "", "a dataset is .jsonl, .csv or .json (ShareGPT)")
+    try:
+        if suffix == ".json":
+            conversations = _sharegpt(source, read_text(path, DATA_FILE_MAX_BYTES))
+        else:
+            lines = (text for _, text in read_lines(path, DATA_FILE_MAX_BYTES))
+            conversations = (_jsonl if suffix == ".jsonl" else _csv)(source, lines)
+    except BoundedFileError as error:
+        raise ScenarioError(source, error.line or 1, 1, "", str(error)) from None
     if not conversations:
         raise ScenarioError(source, 1, 1, "", "holds no prompt")
     return conversations
@@ -61,6 +70,15 @@ def load_dataset(path: Path) -> list[Conversation]:
 
 def _error(source: str, line: int, message: str) -> ScenarioError:
     return ScenarioError(source, line, 1, "", message)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _json(text: str) -> Any:
+    """``json.loads`` without NaN or Infinity (Python's json accepts both)."""
+    return json.loads(text, parse_constant=_refuse_constant)
 
 
 def _one_turn(source: str, line: int, entry: Any) -> Conversation:
@@ -72,41 +90,53 @@ def _one_turn(source: str, line: int, entry: Any) -> Conversation:
     output = entry.get("output_tokens")
     if output in (None, ""):
         return (DatasetTurn(text),)
-    try:
-        tokens = int(output)
-    except (TypeError, ValueError):
-        tokens = 0
-    if tokens <= 0 or str(output).strip() not in (str(tokens), f"{tokens}.0"):
-        raise _error(source, line, f"output_tokens: must be a positive integer, got {output!r}")
+    tokens = _output_tokens(output)
+    if not 0 < tokens <= MAX_TOKENS or str(output).strip() not in (str(tokens), f"{tokens}.0"):
+        raise _error(source, line, f"output_tokens: must be a positive integer <= "
+                     f"{MAX_TOKENS:,}, got {str(output)[:40]!r}")  # fmt: skip
     return (DatasetTurn(text, output_tokens=tokens),)
 
 
-def _jsonl(source: str, text: str) -> list[Conversation]:
+def _output_tokens(output: Any) -> int:
+    """The integer given, or 0 (refused) for anything else: NaN, infinity, a 5,000-digit
+    string, a list."""
+    if isinstance(output, bool):
+        return 0
+    try:
+        return int(output)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+
+
+def _jsonl(source: str, lines: Iterable[str]) -> list[Conversation]:
     conversations = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:
-            entry = json.loads(line)
-        except ValueError as error:
+            entry = _json(line)
+        except (ValueError, RecursionError) as error:
             raise _error(source, number, f"not JSON: {error}") from None
         conversations.append(_one_turn(source, number, entry))
     return conversations
 
 
-def _csv(source: str, text: str) -> list[Conversation]:
-    reader = csv.DictReader(io.StringIO(text))
-    if not reader.fieldnames or not set(TEXT_FIELDS) & set(reader.fieldnames):
-        raise _error(source, 1, f"the header needs a {' or '.join(TEXT_FIELDS)} column")
+def _csv(source: str, lines: Iterable[str]) -> list[Conversation]:
+    reader = csv.DictReader(lines)
     conversations = []
-    for row in reader:
-        conversations.append(_one_turn(source, reader.line_num, row))
+    try:
+        if not reader.fieldnames or not set(TEXT_FIELDS) & set(reader.fieldnames):
+            raise _error(source, 1, f"the header needs a {' or '.join(TEXT_FIELDS)} column")
+        for row in reader:
+            conversations.append(_one_turn(source, reader.line_num, row))
+    except csv.Error as error:
+        raise _error(source, reader.line_num or 1, f"not CSV: {error}") from None
     return conversations
 
 
 def _sharegpt(source: str, text: str) -> list[Conversation]:
     """Each item of the top-level list, with the line it starts on for its errors."""
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(parse_constant=_refuse_constant)
     at = _skip_space(text, 0)
     if at >= len(text) or text[at] != "[":
         raise _error(source, _line(text, at), "a ShareGPT file is a JSON list of conversations")
@@ -116,7 +146,7 @@ def _sharegpt(source: str, text: str) -> list[Conversation]:
         line = _line(text, at)
         try:
             item, at = decoder.raw_decode(text, at)
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:
             raise _error(source, getattr(error, "lineno", line), f"not JSON: {error}") from None
         if turns := _conversation(source, line, item):
             conversations.append(turns)

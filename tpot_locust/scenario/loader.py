@@ -1,18 +1,32 @@
-"""Reading a scenario file: parse with positions, apply ``--set`` overrides, validate."""
+"""Reading a scenario file: parse with positions, apply ``--set`` overrides, validate.
+
+A file is parsed once per process (``_parsed``: keyed by its path and a hash of its
+text), however many times a run asks for it with different overrides.
+"""
 
 from __future__ import annotations
 
+import copy
+import hashlib
 from pathlib import Path
 from typing import Any
 
 from tpot_locust.scenario.model import Scenario
 from tpot_locust.scenario.schema import EngineCheck, validate
-from tpot_locust.scenario.yaml_source import Located, ScenarioError, load_located, parse_located
+from tpot_locust.scenario.yaml_source import (
+    MAX_DEPTH,
+    Located,
+    ScenarioError,
+    parse_located,
+    read_source,
+)
 
 __all__ = ["ScenarioError", "load_scenario", "scenario_document"]
 
 
 SETTINGS_SEPARATOR = "\n"  # between the overrides of one test's settings (--tpot-set)
+_CACHE_SIZE = 8
+_parsed_files: dict[tuple[str, bytes], Located] = {}
 
 
 def split_settings(text: str | None) -> list[str]:
@@ -27,34 +41,59 @@ def load_scenario(
     """``labels``: the option each override came from (``--users -1``), named in its
     errors; other overrides are named as ``--set key=value``. ``check_engine``: the
     simulator's own check of ``simulator.profile``/``engine`` (the CLI passes it)."""
-    located = load_located(path)
-    for override in overrides or []:
-        label = (labels or {}).get(override, f"--set {override}")
-        _apply_override(located, override, label)
-    return validate(located, check_engine)
+    return validate(_with_overrides(path, overrides, labels), check_engine)
 
 
 def scenario_document(path: Path, overrides: list[str] | None = None) -> Any:
     """The scenario file as data, with its overrides applied (what a run ran)."""
-    located = load_located(path)
+    return _with_overrides(path, overrides, None).data
+
+
+def _with_overrides(
+    path: Path, overrides: list[str] | None, labels: dict[str, str] | None
+) -> Located:
+    located = _parsed(path)
     for override in overrides or []:
-        _apply_override(located, override, f"--set {override}")
-    return located.data
+        label = (labels or {}).get(override, f"--set {override}")
+        _apply_override(located, override, _short(label))  # each of its errors names it
+    return located
+
+
+def _parsed(path: Path) -> Located:
+    """A fresh copy of the file's parse (validation and overrides change theirs); the
+    (bounded) text is read each time, but parsed again only when it changed."""
+    text = read_source(path)
+    identity = (str(path), hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest())
+    cached = _parsed_files.get(identity)
+    if cached is None:
+        cached = parse_located(text, str(path))
+        if len(_parsed_files) >= _CACHE_SIZE:
+            _parsed_files.pop(next(iter(_parsed_files)))
+        _parsed_files[identity] = cached
+    return Located(cached.source, copy.deepcopy(cached.data), dict(cached.positions))
 
 
 def _apply_override(located: Located, override: str, label: str) -> None:
-    """``key.path=value``; the value is parsed as YAML (``--set classes.chat.users=4``)."""
+    """``key.path=value``; the value is parsed as YAML (``--set classes.chat.users=4``),
+    with the bounds of a scenario file (an alias bomb in a web form stops early)."""
     key, sep, raw = override.partition("=")
     if not sep or not key:
-        raise ScenarioError("--set", 1, 1, override, "expected key.path=value")
-    value = parse_located(raw, f"--set {key}").data if raw.strip() else None
+        raise ScenarioError("--set", 1, 1, _short(override), "expected key.path=value")
+    parts = key.split(".")
+    if len(parts) > MAX_DEPTH:
+        raise ScenarioError("--set", 1, 1, _short(key), f"deeper than {MAX_DEPTH} levels")
+    value = parse_located(raw, f"--set {_short(key)}").data if raw.strip() else None
     target = located.data
     if not isinstance(target, dict):
         raise located.error("", "the scenario must be a mapping")
-    parts = key.split(".")
     for part in parts[:-1]:
         target = target.setdefault(part, {})
         if not isinstance(target, dict):
             raise ScenarioError("--set", 1, 1, key, f"{part} is not a mapping")
     target[parts[-1]] = value
     located.overridden[key] = label
+
+
+def _short(text: str, limit: int = 200) -> str:
+    """A key or override as an error shows it (a form field may hold a megabyte)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."

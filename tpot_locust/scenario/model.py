@@ -118,7 +118,7 @@ class TrafficClass:
     turns: int = key(1, check="positive_integer", user="turns")
     think_time: Any = key(0.0, check="time", user="think_time")
     wait_time: Any = key(0.0, check="wait", user="wait_time")  # Locust's wait_time
-    shared_prefix_tokens: int = key(0, check="count", user="shared_prefix_tokens")
+    shared_prefix_tokens: int = key(0, check="tokens", user="shared_prefix_tokens")
     shared_prefix_ratio: float = key(1.0, check="ratio", user="shared_prefix_ratio")
     # prompts from a local file (JSONL, CSV, ShareGPT JSON: scenario.datasets), each entry
     # a session; in ``dataset_order`` (random: seeded sampling; sequential: in file order)
@@ -209,12 +209,12 @@ class Scenario:
     their ``check`` alone, so adding such a key is adding its field here."""
 
     source: str  # the file
-    name: str = key(check="text", required=True)  # default: the file's name
+    name: str = key(check="name", required=True)  # default: the file's name
     duration_s: float = key(check="part", name="duration", required=True)  # or the stages'
     classes: list[TrafficClass] = key(check="part", required=True)
     spawn_rate: float | None = key(check="positive")
     seed: int | None = key(check="seed")
-    output: str | None = key(check="text")
+    output: str | None = key(check="output")
     server: Server = key(check="part", factory=Server)
     simulator: Simulator = key(check="part", factory=Simulator)
     slo: SloSpec = key(check="part", factory=SloSpec)

@@ -5,6 +5,7 @@ Errors read ``scenarios/x.yaml:14:5: classes.decode.output_tokens.mean: must be 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +14,14 @@ from typing import Any
 from tpot_locust.common.distributions import DistributionError, parse_distribution
 from tpot_locust.common.tokens import TokenizerError, load_tokenizer
 from tpot_locust.scenario.datasets import load_dataset
+from tpot_locust.scenario.limits import (
+    MAX_BURSTS,
+    MAX_DURATION_S,
+    MAX_NUMBER,
+    MAX_SEED,
+    MAX_TOKENS,
+    MAX_USERS,
+)
 from tpot_locust.scenario.model import (
     Burst,
     BurstSpec,
@@ -34,21 +43,42 @@ _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 ARRIVALS = ("poisson", "gamma", "constant")
+MAX_NAME = 200  # characters of a scenario's name
+_TOO_LONG = f"must be <= 30 days ({MAX_DURATION_S:.0f} s)"
 
 
 def parse_duration(value: Any) -> float:
-    """Seconds from ``90``, ``"90s"``, ``"2m"`` or ``"1h30m"`` (Locust's -t syntax)."""
+    """Seconds from ``90``, ``"90s"``, ``"2m"`` or ``"1h30m"`` (Locust's -t syntax): finite,
+    0 .. 30 days (``MAX_DURATION_S``; a 400-digit integer is refused, never overflows)."""
     if isinstance(value, bool):
         raise ValueError("must be a duration like 30s, 5m or 1h30m")
     if isinstance(value, (int, float)):
+        if isinstance(value, float) and math.isnan(value):
+            raise ValueError("must be a number, not NaN")
         if value < 0:
             raise ValueError("must be >= 0")
+        if value > MAX_DURATION_S:
+            raise ValueError(_TOO_LONG)
         return float(value)
-    match = _DURATION.match(str(value).strip())
+    text = str(value).strip()
+    match = _DURATION.match(text) if len(text) <= 64 else None
     if not match or not any(match.groups()):
-        raise ValueError(f"must be a duration like 30s, 5m or 1h30m, got {value!r}")
+        raise ValueError(f"must be a duration like 30s, 5m or 1h30m, got {_shown(value)}")
     hours, minutes, seconds = (float(part) if part else 0.0 for part in match.groups())
-    return hours * 3600 + minutes * 60 + seconds
+    total = hours * 3600 + minutes * 60 + seconds
+    if not total <= MAX_DURATION_S:
+        raise ValueError(_TOO_LONG)
+    return total
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """A value as an error quotes it: a megabyte of text is not repeated whole."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _limit(value: float) -> str:
+    return f"{int(value):,}" if value == int(value) else f"{value:g}"
 
 
 def check_keys(located: Located, path: str, data: Any, allowed: set[str]) -> dict[str, Any]:
@@ -63,6 +93,9 @@ def check_keys(located: Located, path: str, data: Any, allowed: set[str]) -> dic
         if key in allowed:
             known[key] = value
             continue
+        if located.problems.full:  # past the listed ones: counted, not described
+            located.problems.dropped += 1
+            continue
         child = f"{path}.{key}" if path else key
         hint = did_you_mean(str(key), allowed)
         located.problems.append(
@@ -73,13 +106,20 @@ def check_keys(located: Located, path: str, data: Any, allowed: set[str]) -> dic
 
 def number(
     located: Located, path: str, value: Any, *, integer: bool = False, minimum: float = 0,
-    strict: bool = True,
+    strict: bool = True, maximum: float = MAX_NUMBER,
 ) -> float:  # fmt: skip
+    """A finite number in ``minimum`` .. ``maximum`` (NaN or infinity wedges the event
+    loop's timers; the bounds are compared before any conversion, so a 400-digit integer
+    is an error here rather than an ``OverflowError`` later)."""
     kinds = (int,) if integer else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds):
         raise located.error(path, f"must be {'an integer' if integer else 'a number'}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise located.error(path, f"must be a finite number, not {value}")
     if value < minimum or (strict and value == minimum):
         raise located.error(path, f"must be {'>' if strict else '>='} {minimum:g}")
+    if value > maximum:
+        raise located.error(path, f"must be <= {_limit(maximum)}")
     return value
 
 
@@ -253,7 +293,7 @@ def _validate_class(located: Located, name: str, data: Any, base_dir: Path) -> T
 
 
 def _url(located: Located, path: str, value: Any, base_dir: Path) -> str:
-    if not isinstance(value, str) or "://" not in value:
+    if not isinstance(value, str) or "://" not in value or not value.isprintable():
         raise located.error(path, "must be a URL like http://127.0.0.1:8000")
     return value
 
@@ -268,6 +308,35 @@ def _text(located: Located, path: str, value: Any, base_dir: Path) -> str:
     if isinstance(value, (dict, list)) or value is None:
         raise located.error(path, "must be a name")
     return str(value)
+
+
+def _name(located: Located, path: str, value: Any, base_dir: Path) -> str:
+    """The scenario's name: printable text (it labels the results folder, junit.xml and the
+    terminal: a NUL, a lone surrogate, a newline or an escape sequence breaks them), so
+    ``validate`` refuses what ``run`` could not use."""
+    text = _text(located, path, value, base_dir)
+    if not text.strip():
+        raise located.error(path, "must not be empty")
+    if len(text) > MAX_NAME:
+        raise located.error(path, f"must be at most {MAX_NAME} characters")
+    if not text.isprintable():
+        bad = next(char for char in text if not char.isprintable())
+        raise located.error(path, f"must be printable text (found {ascii(bad)})")
+    return text
+
+
+def _path_text(located: Located, path: str, value: Any) -> str:
+    """A file or folder name as given: text without NUL or control characters."""
+    if isinstance(value, (dict, list, bool)) or value is None:
+        raise located.error(path, "must be a path")
+    text = str(value)
+    if not text or any(ord(char) < 32 or 0xD800 <= ord(char) <= 0xDFFF for char in text):
+        raise located.error(path, "must be a path without control characters")
+    return text
+
+
+def _output(located: Located, path: str, value: Any, base_dir: Path) -> str:
+    return _path_text(located, path, value)
 
 
 def _mapping(located: Located, path: str, value: Any, base_dir: Path) -> dict[str, Any]:
@@ -297,11 +366,15 @@ def _positive(located: Located, path: str, value: Any, base_dir: Path) -> float:
 
 
 def _positive_integer(located: Located, path: str, value: Any, base_dir: Path) -> int:
-    return int(number(located, path, value, integer=True))
+    return int(number(located, path, value, integer=True, maximum=MAX_USERS))
 
 
 def _count(located: Located, path: str, value: Any, base_dir: Path) -> int:
-    return int(number(located, path, value, integer=True, strict=False))
+    return int(number(located, path, value, integer=True, strict=False, maximum=MAX_USERS))
+
+
+def _tokens(located: Located, path: str, value: Any, base_dir: Path) -> int:
+    return int(number(located, path, value, integer=True, strict=False, maximum=MAX_TOKENS))
 
 
 def _rate(located: Located, path: str, value: Any, base_dir: Path) -> float:
@@ -327,7 +400,7 @@ def _time(located: Located, path: str, value: Any, base_dir: Path) -> Any:
 
 
 def _seed(located: Located, path: str, value: Any, base_dir: Path) -> int:
-    return int(number(located, path, value, integer=True, strict=False))
+    return int(number(located, path, value, integer=True, strict=False, maximum=MAX_SEED))
 
 
 def _as_given(located: Located, path: str, value: Any, base_dir: Path) -> Any:
@@ -336,7 +409,7 @@ def _as_given(located: Located, path: str, value: Any, base_dir: Path) -> Any:
 
 def _tokenizer(located: Located, path: str, value: Any, base_dir: Path) -> str:
     """A local tokenizer, loaded here once so that a bad one stops the run before it starts."""
-    given = Path(str(value)).expanduser()
+    given = Path(_path_text(located, path, value)).expanduser()
     resolved = given if given.is_absolute() else base_dir / given
     try:
         load_tokenizer(resolved)
@@ -347,7 +420,7 @@ def _tokenizer(located: Located, path: str, value: Any, base_dir: Path) -> str:
 
 def _dataset(located: Located, path: str, value: Any, base_dir: Path) -> str:
     """A dataset file, read here so that its errors (file:line) stop the run before it."""
-    given = Path(str(value)).expanduser()
+    given = Path(_path_text(located, path, value)).expanduser()
     resolved = given if given.is_absolute() else base_dir / given
     load_dataset(resolved)
     return str(resolved)
@@ -363,7 +436,7 @@ def _dataset_order(located: Located, path: str, value: Any, base_dir: Path) -> s
 
 
 def _trace(located: Located, path: str, value: Any, base_dir: Path) -> str:
-    trace = Path(str(value))
+    trace = Path(_path_text(located, path, value))
     return str(trace if trace.is_absolute() else base_dir / trace)
 
 
@@ -430,7 +503,8 @@ CHECKS: dict[str, Callable[[Located, str, Any, Path], Any]] = {
     "api": _api, "arrival": _arrival, "count": _count, "dataset": _dataset,
     "dataset_order": _dataset_order, "distribution": distribution,
     "duration": _duration, "duration_or_zero": _duration_or_zero, "env_name": _env_name,
-    "flag": _flag, "mapping": _mapping, "positive": _positive,
+    "flag": _flag, "mapping": _mapping, "name": _name, "output": _output,
+    "positive": _positive, "tokens": _tokens,
     "positive_integer": _positive_integer, "profile": _as_given, "rate": _rate,
     "ratio": _ratio, "seed": _seed, "sweep_values": _sweep_values,
     "sweep_variable": _sweep_variable, "text": _text, "time": _time, "timeouts": _timeouts,
@@ -453,7 +527,7 @@ def _validate_stages(located: Located, data: Any, classes: list[TrafficClass]) -
             raise located.error(path, "duration: is required")
         rates = check_keys(located, f"{path}.rate", spec.rate, open_names)
         for name, rate in rates.items():
-            number(located, f"{path}.rate.{name}", rate, strict=False)
+            number(located, f"{path}.rate.{name}", rate, strict=False)  # <= MAX_NUMBER
         if spec.duration is not None:  # else its error is noted already
             stages.append(Stage(spec.duration, spec.users,
                                 {name: float(rate) for name, rate in rates.items()}))  # fmt: skip
@@ -482,8 +556,11 @@ def _validate_bursts(
             ]
         elif spec.every is not None:
             start = spec.every if spec.start is None else spec.start
-            times = [start + i * spec.every
-                     for i in range(int((duration_s - start) // spec.every) + 1)]  # fmt: skip
+            count = max(0, int((duration_s - start) // spec.every) + 1)
+            if count > MAX_BURSTS:
+                raise located.error(f"{path}.every", f"gives {count:,} bursts in the run; "
+                                    f"at most {MAX_BURSTS:,}")  # fmt: skip
+            times = [start + i * spec.every for i in range(count)]
         else:
             continue  # its every was wrong: noted already
         bursts.append(

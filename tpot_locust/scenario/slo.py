@@ -19,6 +19,7 @@ master's gate and ``tpot-locust validate`` all read the same model.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +45,9 @@ INSUFFICIENT_POLICIES = ("fail", "warn")
 CLIENT_STALL_POLICIES = ("invalid", "decisive")
 # Before the gating issue the block was flat: tpot_p99_ms: 25, ttft_p99_ms: 2000.
 _LEGACY_KEY = re.compile(r"^([a-z_]+?)_(p[0-9.]+|mean|max)_ms$")
+MAX_TIME_MS = 30 * 24 * 3600 * 1000.0  # an SLO's time limit: 30 days, as any duration
+MAX_SLO_NUMBER = 1e12  # a throughput or an interference factor
+MAX_SLO_COUNT = 1_000_000_000  # a count of samples
 _TIME = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*(us|ms|s|m)?\s*$")
 _TIME_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0, None: 1.0}
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*%\s*$")
@@ -136,14 +140,18 @@ def parse_time_ms(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError("must be a time like 15ms or 1.5s")
     if isinstance(value, (int, float)):
+        if abs(value) > MAX_TIME_MS:  # before float(): a 400-digit integer overflows it
+            raise ValueError(f"must be <= {MAX_TIME_MS:.0f} ms (30 days)")
         milliseconds = float(value)
     else:
-        match = _TIME.match(str(value))
+        match = _TIME.match(str(value)) if len(str(value)) <= 64 else None
         if not match:
-            raise ValueError(f"must be a time like 15ms or 1.5s, got {value!r}")
+            raise ValueError(f"must be a time like 15ms or 1.5s, got {str(value)[:64]!r}")
         milliseconds = float(match.group(1)) * _TIME_UNITS_MS[match.group(2)]
-    if milliseconds <= 0:
+    if math.isnan(milliseconds) or milliseconds <= 0:
         raise ValueError("must be > 0")
+    if milliseconds > MAX_TIME_MS:
+        raise ValueError(f"must be <= {MAX_TIME_MS:.0f} ms (30 days)")
     return milliseconds
 
 
@@ -152,11 +160,15 @@ def parse_fraction(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError("must be a percentage like 0.1% or a fraction like 0.001")
     if isinstance(value, (int, float)):
+        if not -1 <= value <= 1:  # before float(): a 400-digit integer overflows it
+            raise ValueError("must be between 0 and 100%")
         fraction = float(value)
     else:
-        match = _PERCENT.match(str(value))
+        match = _PERCENT.match(str(value)) if len(str(value)) <= 64 else None
         if not match:
-            raise ValueError(f"must be a percentage like 0.1% or a fraction, got {value!r}")
+            raise ValueError(
+                f"must be a percentage like 0.1% or a fraction, got {str(value)[:64]!r}"
+            )
         fraction = float(match.group(1)) / 100
     if not 0 <= fraction <= 1:
         raise ValueError("must be between 0 and 100%")
@@ -434,12 +446,16 @@ def _parsed(located: Located, path: str, value: Any, parse: Any) -> float:
 
 
 def _positive(located: Located, path: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise located.error(path, "must be a number > 0")
+    if value > MAX_SLO_NUMBER:  # also infinity
+        raise located.error(path, f"must be <= {MAX_SLO_NUMBER:.0e}")
     return float(value)
 
 
 def _count(located: Located, path: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise located.error(path, "must be an integer >= 0")
+    if value > MAX_SLO_COUNT:
+        raise located.error(path, f"must be <= {MAX_SLO_COUNT:,}")
     return value

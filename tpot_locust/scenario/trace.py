@@ -7,15 +7,23 @@
 that many tokens) or ``prompt`` (the text itself); ``session`` groups the turns of one
 conversation, sent in order with the answers appended (a turn waits for the one before it).
 Lines that are blank or start with ``#`` are skipped. Each error names ``file:line``.
+
+Every line is checked on load, so one bad line stops the run before it starts (a ``t`` of
+NaN once killed the replay mid-run): ``t`` finite, 0 .. 30 days; token counts 1 ..
+``MAX_TOKENS``; no NaN or Infinity. The file is read with bounds
+(``common.bounded_files``: a regular file, ``DATA_FILE_MAX_BYTES``, a line-length cap).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tpot_locust.common.bounded_files import DATA_FILE_MAX_BYTES, BoundedFileError, read_lines
+from tpot_locust.scenario.limits import MAX_DURATION_S, MAX_TOKENS
 from tpot_locust.scenario.yaml_source import ScenarioError
 
 TRACE_KEYS = {"t", "input_tokens", "prompt", "output_tokens", "session"}
@@ -34,15 +42,14 @@ class TraceRequest:
 def load_trace(path: Path) -> list[TraceRequest]:
     """Every request of the trace, in time order (a session's turns keep theirs)."""
     source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ScenarioError(source, 1, 1, "", f"cannot read: {error.strerror or error}") from None
     requests = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        requests.append(_request(source, number, line))
+    try:
+        for number, line in read_lines(path, DATA_FILE_MAX_BYTES):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            requests.append(_request(source, number, line))
+    except BoundedFileError as error:
+        raise ScenarioError(source, error.line or 1, 1, "", str(error)) from None
     if not requests:
         raise ScenarioError(source, 1, 1, "", "the trace has no request")
     return sorted(requests, key=lambda request: (request.t_s, request.line))
@@ -53,14 +60,14 @@ def _request(source: str, number: int, line: str) -> TraceRequest:
         return ScenarioError(source, number, 1, "", message)
 
     try:
-        row = json.loads(line)
-    except ValueError as exc:
+        row = json.loads(line, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as exc:
         raise error(f"not a JSON object: {exc}") from None
     if not isinstance(row, dict):
         raise error("not a JSON object")
     if unknown := sorted(set(row) - TRACE_KEYS):
         raise error(f"unknown key {unknown[0]!r}; allowed: {', '.join(sorted(TRACE_KEYS))}")
-    t_s = _number(row.get("t"), "t", error, minimum=0.0)
+    t_s = _number(row.get("t"), "t", error, minimum=0.0, maximum=MAX_DURATION_S)
     output = _integer(row.get("output_tokens"), "output_tokens", error)
     if ("input_tokens" in row) == ("prompt" in row):
         raise error("needs exactly one of input_tokens (a length) or prompt (the text)")
@@ -73,15 +80,30 @@ def _request(source: str, number: int, line: str) -> TraceRequest:
                         number)  # fmt: skip
 
 
-def _number(value: Any, key: str, error: Any, minimum: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
-        raise error(f"{key}: must be a number >= {minimum:g}, got {value!r}")
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _number(value: Any, key: str, error: Any, minimum: float, maximum: float) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not minimum <= value <= maximum  # NaN compares false; before float(): no overflow
+        or not math.isfinite(value)
+    ):
+        raise error(f"{key}: must be a number >= {minimum:g} and <= {maximum:.0f}, "
+                    f"got {_shown(value)}")  # fmt: skip
     return float(value)
 
 
 def _integer(value: Any, key: str, error: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise error(f"{key}: must be an integer >= 1, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOKENS:
+        raise error(f"{key}: must be an integer >= 1 and <= {MAX_TOKENS:,}, got {_shown(value)}")
     return value
 
 
