@@ -49,6 +49,10 @@ def test_a_name_that_looks_like_an_option_is_a_name(tmp_path: Path, name: str) -
     summary = json.loads((out / "summary.json").read_text())
     assert summary["run"]["scenario"] == name and summary["requests"]["ok"] > 0
     assert json.loads((out / "verdict.json").read_text())["verdict"] == "pass"
+    # the saved results, truth check included, read back as they were written
+    for view in (["report", str(out)], ["report", str(out), "--html", "--output", str(out)]):
+        result = run_command([sys.executable, "-m", "tpot_locust", *view], timeout=60)
+        assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_a_run_that_measured_nothing_exits_3_whatever_locust_said(tmp_path: Path) -> None:
@@ -115,3 +119,22 @@ def test_the_default_results_folder_is_one_safe_folder_in_results(
         (folder,) = (work / "results").iterdir()
         assert (folder / "summary.json").exists() and "/" not in folder.name
     assert sorted(p.name for p in tmp_path.iterdir()) == ["work"]  # nothing escaped
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "scenarios/quickstart.yaml", "--workers", "99999999999"],
+        ["run", "scenarios/quickstart.yaml", "--workers", "-1"],
+        ["run", "scenarios/quickstart.yaml", "--truth-tolerance-ms", "nan"],
+        ["run", "scenarios/quickstart.yaml", "--spawn-rate", "inf"],
+        ["sweep", "scenarios/sweep.yaml", "--max-steps", "0"],
+        ["sim", "--port", "99999"],
+        ["sim", "--stall-prob", "nan"],
+    ],
+)
+def test_numeric_options_are_checked_before_anything_starts(args: list[str]) -> None:
+    result = run_command([sys.executable, "-m", "tpot_locust", *args], timeout=60)
+    assert result.returncode == 2, result.stderr  # noqa: PLR2004
+    assert "must be a" in result.stderr and "Traceback" not in result.stderr
+    assert "embedded simulator" not in result.stdout  # refused before the simulator started

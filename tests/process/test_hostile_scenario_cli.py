@@ -50,3 +50,25 @@ def test_run_refuses_an_alias_bomb_in_a_set_value(tmp_path: Path) -> None:
     assert result.returncode == 2, result.stdout + result.stderr
     assert "--set classes.chat.extra_body" in result.stderr and "aliases expanded" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_escape_sequences_in_a_scenario_reach_no_terminal(tmp_path: Path) -> None:
+    scenario = tmp_path / "escapes.yaml"
+    scenario.write_text('name: ok\n"\\e[2J\\e]0;PWNED\\a": 1\nclasses:\n  chat: {users: 1}\n')
+    for command in (["validate", str(scenario)], ["run", str(scenario), "--set", "\x1b[2Jx=1"]):
+        result = run_command([sys.executable, "-m", "tpot_locust", *command], timeout=60)
+        assert result.returncode == 2, result.stderr  # noqa: PLR2004
+        assert "\x1b" not in result.stderr and "\x07" not in result.stderr, result.stderr
+        assert "unknown key" in result.stderr
+
+
+def test_plain_locust_names_an_invalid_scenario_without_a_traceback(tmp_path: Path) -> None:
+    scenario = tmp_path / "bomb.yaml"
+    scenario.write_text(ALIAS_BOMB)
+    result = run_command(
+        [sys.executable, "-m", "locust", "-f", "locustfiles/scenario.py", "--headless",
+         "-u", "1", "-t", "2s", "--host", "http://127.0.0.1:9"],
+        timeout=60, env={"TPOT_SCENARIO": str(scenario)},
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr  # noqa: PLR2004
+    assert "Traceback" not in result.stderr and "aliases expanded" in result.stderr

@@ -29,7 +29,7 @@ from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.sim.request import RequestError, parse_request
 from tpot_locust.wire.http_client import HTTPConnection, Origin
 from tpot_locust.wire.stream_decoder import decode_events
-from tpot_locust.wire.streaming import StreamRequest, stream_request
+from tpot_locust.wire.streaming import StreamRequest, redact, stream_request
 
 SECRETS = {"X-Goog-Api-Key": "AIzaSyPLANTED0123456789", "Ocp-Apim-Subscription-Key":
            "ocp-planted-0123456789", "X-Custom-Creds": "creds-planted-0123456789",
@@ -246,3 +246,18 @@ def test_a_models_answer_without_a_model_is_a_model_lookup_failure(body: bytes) 
     with pytest.raises(errors.StreamError) as raised:
         first_model_id(body)
     assert raised.value.category == errors.MODEL_LOOKUP
+
+
+def test_a_secret_cut_off_at_the_end_of_an_echo_is_redacted_too() -> None:
+    key = "AIzaSyD-THISISAVERYLONGSECRETKEYVALUE-0123456789"
+    headers = {"X-Goog-Api-Key": key, "X-My-Pass": "hunter22"}
+    for cut in (3, 21, len(key) - 1):
+        message = redact(f"bad request: key={key[:cut]}", headers)
+        assert key[:cut] not in message and message.endswith("[redacted]"), message
+    assert redact("password hunter22 wrong", headers) == "password [redacted] wrong"
+    assert redact("ends in a", headers) == "ends in a"  # one letter is not a key's start
+
+
+def test_escape_sequences_from_a_server_never_reach_a_terminal() -> None:
+    message = redact("\x1b[2J\x1b]0;PWNED\x07 bad request", {})
+    assert "\x1b" not in message and "\x07" not in message and "bad request" in message

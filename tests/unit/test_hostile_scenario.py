@@ -379,3 +379,23 @@ def test_ordinary_names_still_load(tmp_path: Path) -> None:
 def test_paths_with_control_characters_are_refused(tmp_path: Path) -> None:
     text = refused(scenario(tmp_path, BASE + '    dataset: "a\\0b.jsonl"\n'))
     assert "classes.chat.dataset: must be a path without control characters" in text
+
+
+@pytest.mark.parametrize(
+    ("headers", "message"),
+    [
+        ('{X-Note: "café ☃"}', "latin-1"),
+        ('{X-Note: "a\\r\\nX-Injected: 1"}', "line break"),
+        ('{"X Bad": 1}', "header name"),
+        ("{X-Note: [1]}", "text or a number"),
+    ],
+)
+def test_headers_are_checked_as_http_carries_them(
+    tmp_path: Path, headers: str, message: str
+) -> None:
+    scenario = tmp_path / "headers.yaml"
+    scenario.write_text(
+        f"name: h\nduration: 2s\nserver: {{headers: {headers}}}\nclasses:\n  c: {{users: 1}}\n"
+    )
+    with pytest.raises(ScenarioError, match=message):
+        load_scenario(scenario)

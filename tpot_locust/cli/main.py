@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tpot_locust.common.checked_numbers import option_number
+from tpot_locust.common.text_safety import printable
 from tpot_locust.common.version import __version__
 from tpot_locust.scenario.loader import ScenarioError, load_scenario
 
@@ -21,6 +23,11 @@ TOKENIZER_HELP = (
     "a local tokenizer (tokenizer.json or a folder with one): prompts of exactly the requested "
     "tokens (server.tokenizer)"
 )
+
+
+MAX_WORKERS = 256  # local worker processes: one per core is the useful most
+MAX_SPAWN_RATE = 1_000_000.0
+WORKERS = option_number(0, MAX_WORKERS, whole=True)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -158,7 +165,8 @@ def _with_files(handler: Callable[[argparse.Namespace], int]) -> Callable[..., i
             raise
         except OSError as error:
             where = f"{error.filename}: " if error.filename else ""
-            print(f"tpot-locust: {where}{error.strerror or error}", file=sys.stderr)
+            shown = printable(f"{where}{error.strerror or error}")
+            print(f"tpot-locust: {shown}", file=sys.stderr)
             return EXIT_USAGE
 
     return run
@@ -172,7 +180,8 @@ def _validate(args: argparse.Namespace) -> int:
         try:
             scenario = load_scenario(Path(path), check_engine=check_engine)
         except ScenarioError as error:
-            print(error, file=sys.stderr)
+            for line in str(error).splitlines():  # keys and values are the file's: shown
+                print(printable(line), file=sys.stderr)
             failed += 1
         else:
             print(f"{path}: ok ({len(scenario.classes)} classes, {scenario.users} users)")
@@ -196,17 +205,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("scenario", help="scenario YAML file")
     run.add_argument("--host", help="server base URL, e.g. http://127.0.0.1:8000")
     run.add_argument("--users", type=int, help="users (single-class scenarios)")
-    run.add_argument("--spawn-rate", type=float, help="users started per second")
+    run.add_argument("--spawn-rate", type=option_number(0, MAX_SPAWN_RATE),
+                     help="users started per second")  # fmt: skip
     run.add_argument("--run-time", help="duration, e.g. 30s, 5m")
     run.add_argument("--out", help="results directory")
     run.add_argument(
-        "--workers", type=int, default=0, help="N local worker processes under one master"
+        "--workers", type=WORKERS, default=0, help="local worker processes under one master"
     )
     run.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a key")
     run.add_argument("--tokenizer", metavar="PATH", help=TOKENIZER_HELP)
     run.add_argument(
         "--truth-tolerance-ms",
-        type=float,
+        type=option_number(0, 60_000),
         metavar="MS",
         help="with the embedded simulator: exit 3 when a measured TTFT, ITL or TPOT figure "
         "(p50 ... p99.99, max) is further than MS from the simulator's truth",
@@ -220,9 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("scenario", help="scenario YAML file with sweep: and slo: blocks")
     sweep.add_argument("--host", help="server base URL (default: the embedded simulator)")
     sweep.add_argument("--out", help="results directory (one folder per step inside)")
-    sweep.add_argument("--workers", type=int, default=0, help="N local worker processes")
+    sweep.add_argument("--workers", type=WORKERS, default=0, help="N local worker processes")
     sweep.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a key")
-    sweep.add_argument("--max-steps", type=int, help="run at most this many steps")
+    sweep.add_argument("--max-steps", type=option_number(1, 1000, whole=True),
+                       help="run at most this many steps")  # fmt: skip
     sweep.add_argument("--tokenizer", metavar="PATH", help=TOKENIZER_HELP)
     sweep.add_argument(
         "--master-url",
@@ -284,11 +295,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args)
     except ScenarioError as error:
-        for line in str(error).splitlines():
-            print(f"tpot-locust: {line}", file=sys.stderr)
+        for line in str(error).splitlines():  # a file's keys and values, shown, not obeyed
+            print(f"tpot-locust: {printable(line)}", file=sys.stderr)
         return EXIT_USAGE
     except (FileNotFoundError, ValueError) as error:
-        print(f"tpot-locust: {error}", file=sys.stderr)
+        print(f"tpot-locust: {printable(str(error))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130

@@ -40,6 +40,7 @@ from tpot_locust.scenario.schema import resolve_profile
 from tpot_locust.sim.profiles import check_engine
 from tpot_locust.wire.http_client import Origin
 
+EXIT_USAGE = 2  # Locust's, and ours, for a command line that cannot run
 TRUTH_CHECK_FAILED = 3  # exit code: the run's figures are not the simulator's (see README)
 LOCUSTFILE = Path(__file__).parents[1] / "harness" / "entry" / "scenario_locustfile.py"
 
@@ -208,6 +209,9 @@ def run_scenario(options: RunOptions) -> int:
     if not host_given:
         truth_passed = check_against_truth(out, options.truth_tolerance_ms)
     if why := nothing_measured(out):
+        if code == EXIT_USAGE and not (out / SUMMARY_FILE).exists():
+            print("tpot-locust: Locust refused its command line (see above)", file=sys.stderr)
+            return EXIT_USAGE  # an argument after -- it could not take: nothing ran
         invalid = _unmeasured(scenario, out, f"{why} (Locust exited {code})")
         return code if code >= 128 else invalid  # stopped by a signal: say so
     summary = json.loads((out / SUMMARY_FILE).read_text())  # the truth check is in it now

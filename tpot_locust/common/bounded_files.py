@@ -13,12 +13,15 @@ from __future__ import annotations
 import itertools
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
+
+_Parsed = TypeVar("_Parsed")
 
 __all__ = [
     "BoundedFileError",
+    "cached_by_file",
     "DATA_FILE_MAX_BYTES",
     "DISTRIBUTION_FILE_MAX_BYTES",
     "LINE_MAX_BYTES",
@@ -33,6 +36,7 @@ DISTRIBUTION_FILE_MAX_BYTES = 16 * MIB  # an empirical distribution's lengths
 SCENARIO_FILE_MAX_BYTES = 1 * MIB  # a scenario file (a few KiB in practice)
 LINE_MAX_BYTES = 8 * MIB  # one JSONL line or CSV row: a long prompt fits many times
 _CHUNK = 1 * MIB
+_CACHED_FILES = 4  # parsed files kept per loader
 
 
 class BoundedFileError(ValueError):
@@ -126,3 +130,25 @@ def read_lines(
                     f"line {number} is longer than the limit of {_size_text(max_line)}", number
                 )
             yield number, _decode(raw, number)
+
+
+def cached_by_file(parse: Callable[[Path], _Parsed]) -> Callable[[Path], _Parsed]:
+    """``parse`` once per process for each file as it is on disk (path, size, change
+    time): a dataset checked by the loader and then dealt out to the users is read once,
+    not two or three times (a 32 MiB dataset had cost a 2 s run 45 s). The result is
+    shared: callers must not change it."""
+    cache: dict[tuple[str, int, int, int], _Parsed] = {}
+
+    def cached(path: Path) -> _Parsed:
+        try:
+            info = os.stat(path)
+        except OSError:
+            return parse(path)  # its own error says what is wrong
+        key = (str(Path(path).resolve()), info.st_size, info.st_mtime_ns, info.st_ino)
+        if key not in cache:
+            if len(cache) >= _CACHED_FILES:
+                cache.pop(next(iter(cache)))
+            cache[key] = parse(path)
+        return cache[key]
+
+    return cached

@@ -28,11 +28,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 REDACTED = "[redacted]"
 MIN_SECRET_CHARS = 4  # shorter values would redact ordinary words of a message
+MIN_CUT_CHARS = 2  # the shortest start of a secret, at a message's end, taken for one
 
 # Whole words (after splitting on separators and camelCase) that name a credential.
 _SECRET_WORDS = frozenset(
     {
         "key", "keys", "apikey", "token", "secret", "secrets", "password", "passwd", "pwd",
+        "pass",
         "passphrase", "cookie", "cookies", "signature", "sig", "session", "sessionid",
         "credential", "credentials", "cred", "creds", "auth", "authorization", "bearer",
         "jwt", "csrf", "xsrf",
@@ -151,6 +153,18 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
         text = _URL_USERINFO.sub(_redacted_userinfo, text)
     if "Bearer" in text or "Basic" in text:
         text = _AUTH_SCHEME.sub(lambda m: f"{m['scheme']} {REDACTED}", text)
+    return _without_cut_secret(text, secrets)
+
+
+def _without_cut_secret(text: str, secrets: Iterable[str]) -> str:
+    """``text`` without the start of a secret it ends in: a server's message cut to a
+    length before it reached us can end in the first characters of an echoed key."""
+    for secret in secrets:
+        if not secret or len(secret) < MIN_SECRET_CHARS:
+            continue
+        for length in range(len(secret) - 1, MIN_CUT_CHARS - 1, -1):
+            if text.endswith(secret[:length]):
+                return text[:-length] + REDACTED
     return text
 
 

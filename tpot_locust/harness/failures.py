@@ -13,7 +13,7 @@ import random
 import re
 from collections.abc import Callable
 
-from tpot_locust.common.env_numbers import env_count
+from tpot_locust.common.checked_numbers import env_count
 from tpot_locust.common.errors import INTERRUPTED, MODEL_LOOKUP
 from tpot_locust.common.timings import RequestTimings
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from gevent import get_hub, monkey
 
-from tpot_locust.common.env_numbers import env_number
+from tpot_locust.common.checked_numbers import env_number
 
 PROBE_INTERVAL_MS = 1.0
 # Later than this, a probe tick marks a stall window. Normal lateness on an idle or

@@ -16,6 +16,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from tpot_locust.common.secrets import redact_url
+from tpot_locust.common.text_safety import printable
 from tpot_locust.harness import web_guard
 from tpot_locust.harness.web_form import swarm_refusal, user_settings_refusal
 from tpot_locust.metrics.histograms import histogram_stats
@@ -96,7 +97,7 @@ def install(environment: Environment, state: RunState) -> None:
             return None
         if why is None:
             return None
-        logger.warning("tpot-locust: web UI request refused: %s", why)
+        logger.warning("tpot-locust: web UI request refused: %s", printable(why))
         host = redact_url(environment.host)
         body = json.dumps({"success": False, "message": why, "host": host})
         return Response(body, status=400, mimetype="application/json")

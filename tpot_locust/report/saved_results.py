@@ -276,7 +276,10 @@ VERDICT = record(
      "insufficient_policy": optional(text(100))},
     required=("verdict", "exit_code", "checks", "run_invalid", "warnings"),
 )  # fmt: skip
-TRUTH = record({"metrics": mapping(mapping(record({"error": number()}, required=("error",)))),
+# One row per statistic: measured, true and their error (the count row has no error).
+_TRUTH_ROW = record({"measured": optional(number()), "true": optional(number()),
+                     "error": optional(number())})  # fmt: skip
+TRUTH = record({"metrics": mapping(mapping(_TRUTH_ROW)),
                 "passed": optional(boolean()), "tolerance_ms": optional(number()),
                 "worst_error_ms": optional(number())})  # fmt: skip
 # What ``report --html`` takes of a saved summary.json (the rest it rebuilds from the

@@ -25,6 +25,7 @@ from typing import Any
 from tpot_locust.common.bounded_files import (
     DATA_FILE_MAX_BYTES,
     BoundedFileError,
+    cached_by_file,
     read_lines,
     read_text,
 )
@@ -50,6 +51,7 @@ class DatasetTurn:
 Conversation = tuple[DatasetTurn, ...]
 
 
+@cached_by_file
 def load_dataset(path: Path) -> list[Conversation]:
     source = str(path)
     suffix = path.suffix.lower()
@@ -76,9 +78,12 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+_STRICT_JSON = json.JSONDecoder(parse_constant=_refuse_constant)  # one for every line
+
+
 def _json(text: str) -> Any:
     """``json.loads`` without NaN or Infinity (Python's json accepts both)."""
-    return json.loads(text, parse_constant=_refuse_constant)
+    return _STRICT_JSON.decode(text)
 
 
 def _one_turn(source: str, line: int, entry: Any) -> Conversation:

@@ -75,7 +75,7 @@ class Server:
     host: str | None = key(check="url")
     api: str = key("chat", check="api")
     model: str | None = key(check="text", user="model")
-    headers: dict[str, Any] | None = key(check="mapping", user="headers")
+    headers: dict[str, Any] | None = key(check="headers", user="headers")
     api_key_env: str | None = key(check="env_name", user="api_key_env")
     ignore_eos: bool | None = key(check="flag", user="ignore_eos")
     min_tokens: bool | None = key(check="flag", user="force_min_tokens")

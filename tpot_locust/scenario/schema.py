@@ -345,6 +345,29 @@ def _mapping(located: Located, path: str, value: Any, base_dir: Path) -> dict[st
     return value
 
 
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110's token
+
+
+def _headers(located: Located, path: str, value: Any, base_dir: Path) -> dict[str, Any]:
+    """Request headers as HTTP can carry them: token names, latin-1 values without line
+    breaks (``validate`` refuses what every request of ``run`` would fail with)."""
+    headers = _mapping(located, path, value, base_dir)
+    for name, item in headers.items():
+        where = f"{path}.{name}"
+        if not _HEADER_NAME.fullmatch(str(name)):
+            raise located.error(where, "a header name is letters, digits and -_.!#$%&'*+^`|~")
+        if isinstance(item, (dict, list)) or item is None:
+            raise located.error(where, "a header value is text or a number")
+        text = str(item)
+        if any(char in text for char in "\r\n\0"):
+            raise located.error(where, "a header value must not contain a line break")
+        try:
+            text.encode("latin-1")
+        except UnicodeEncodeError:
+            raise located.error(where, "a header value must be latin-1 text") from None
+    return headers
+
+
 def _env_name(located: Located, path: str, value: Any, base_dir: Path) -> str:
     if not _IDENTIFIER.fullmatch(str(value)):
         raise located.error(path, "must be the NAME of an environment variable, not a key")
@@ -503,7 +526,8 @@ CHECKS: dict[str, Callable[[Located, str, Any, Path], Any]] = {
     "api": _api, "arrival": _arrival, "count": _count, "dataset": _dataset,
     "dataset_order": _dataset_order, "distribution": distribution,
     "duration": _duration, "duration_or_zero": _duration_or_zero, "env_name": _env_name,
-    "flag": _flag, "mapping": _mapping, "name": _name, "output": _output,
+    "flag": _flag, "headers": _headers, "mapping": _mapping, "name": _name,
+    "output": _output,
     "positive": _positive, "tokens": _tokens,
     "positive_integer": _positive_integer, "profile": _as_given, "rate": _rate,
     "ratio": _ratio, "seed": _seed, "sweep_values": _sweep_values,

@@ -22,7 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tpot_locust.common.bounded_files import DATA_FILE_MAX_BYTES, BoundedFileError, read_lines
+from tpot_locust.common.bounded_files import (
+    DATA_FILE_MAX_BYTES,
+    BoundedFileError,
+    cached_by_file,
+    read_lines,
+)
 from tpot_locust.scenario.limits import MAX_DURATION_S, MAX_TOKENS
 from tpot_locust.scenario.yaml_source import ScenarioError
 
@@ -39,6 +44,7 @@ class TraceRequest:
     line: int = 0
 
 
+@cached_by_file
 def load_trace(path: Path) -> list[TraceRequest]:
     """Every request of the trace, in time order (a session's turns keep theirs)."""
     source = str(path)
@@ -60,7 +66,7 @@ def _request(source: str, number: int, line: str) -> TraceRequest:
         return ScenarioError(source, number, 1, "", message)
 
     try:
-        row = json.loads(line, parse_constant=_refuse_constant)
+        row = _STRICT_JSON.decode(line)
     except (ValueError, RecursionError) as exc:
         raise error(f"not a JSON object: {exc}") from None
     if not isinstance(row, dict):
@@ -82,6 +88,9 @@ def _request(source: str, number: int, line: str) -> TraceRequest:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+_STRICT_JSON = json.JSONDecoder(parse_constant=_refuse_constant)  # one for every line
 
 
 def _shown(value: Any) -> str:

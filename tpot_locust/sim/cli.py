@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from ..common.checked_numbers import option_number
 from ..common.distributions import Distribution, DistributionError, Fixed, parse_distribution
 from .profiles import (
     ProfileError,
@@ -47,7 +48,9 @@ def build_arg_parser(prog: str = "python -m tpot_locust.sim") -> argparse.Argume
     )
     add = parser.add_argument
     add("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    add("--port", type=int, default=8000, help="port; 0 picks a free one (default 8000)")
+    whole = {"whole": True}
+    add("--port", type=option_number(0, 65535, **whole), default=8000,
+        help="port; 0 picks a free one (default 8000)")  # fmt: skip
     add("--model", default="tpot-sim", help="model name served (default tpot-sim)")
     add(
         "--ttft-ms",
@@ -67,8 +70,10 @@ def build_arg_parser(prog: str = "python -m tpot_locust.sim") -> argparse.Argume
         default='{"dist": "lognormal", "mean": 400, "stddev": 200}',
         help="natural output length when ignore_eos is false (default lognormal 400/200)",
     )
-    add("--default-max-tokens", type=int, default=256, help="max_tokens when not given")
-    add("--seed", type=int, default=0, help="seed for timings and natural lengths")
+    add("--default-max-tokens", type=option_number(1, 10**7, **whole), default=256,
+        help="max_tokens when not given")  # fmt: skip
+    add("--seed", type=option_number(0, 2**63 - 1, **whole), default=0,
+        help="seed for timings and natural lengths")  # fmt: skip
     add("--truth", type=Path, default=None, help="ground-truth JSON-lines file to write")
     add("--ready-file", type=Path, default=None, help="write the URL here once listening")
     add("--tokenizer", type=Path, default=None, metavar="PATH",
@@ -85,11 +90,11 @@ def build_arg_parser(prog: str = "python -m tpot_locust.sim") -> argparse.Argume
     add("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
         help="override a profile key (repeatable), e.g. --set step_base_ms=6")  # fmt: skip
     for flag, key, kind in (
-        ("--max-num-seqs", "max_num_seqs", int),
-        ("--max-num-batched-tokens", "max_num_batched_tokens", int),
-        ("--kv-cache-tokens", "kv_cache_tokens", int),
-        ("--max-model-len", "max_model_len", int),
-        ("--stall-prob", "stall_prob", float),
+        ("--max-num-seqs", "max_num_seqs", option_number(1, 10**7, whole=True)),
+        ("--max-num-batched-tokens", "max_num_batched_tokens", option_number(1, 10**9, whole=True)),
+        ("--kv-cache-tokens", "kv_cache_tokens", option_number(1, 10**12, whole=True)),
+        ("--max-model-len", "max_model_len", option_number(1, 10**9, whole=True)),
+        ("--stall-prob", "stall_prob", option_number(0, 1)),
     ):
         add(flag, dest=key, type=kind, default=None, help=f"same as --set {key}=N")
     add("--stall-ms", dest="stall_ms", type=distribution_arg, default=None,
@@ -100,7 +105,7 @@ def build_arg_parser(prog: str = "python -m tpot_locust.sim") -> argparse.Argume
         help="write the engine's step lines here instead of into the truth file")  # fmt: skip
     add(
         "--timer-lead-us",
-        type=int,
+        type=option_number(0, 1_000_000, whole=True),
         default=1000,
         metavar="US",
         help="wake up to US early before each step's end and spin to it (precise step times "

@@ -33,6 +33,7 @@ from tpot_locust.common.errors import (
     StreamError,
     http_status_category,
 )
+from tpot_locust.common.text_safety import printable
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.common.token_flow import TOKEN_FLOW
 from tpot_locust.wire.deadline import Deadline
@@ -158,8 +159,9 @@ def failed_request(request: StreamRequest, error: BaseException) -> RequestTimin
 
 def redact(message: str, headers: dict[str, str]) -> str:
     """The message without any credential sent in ``headers`` (servers do echo keys): the
-    value of every header whose name says it is a secret (``common.secrets``)."""
-    return secrets.redact_text(message, secrets.header_secrets(headers))
+    value of every header whose name says it is a secret (``common.secrets``); and
+    printable, a server's escape sequences shown, never sent to a terminal."""
+    return printable(secrets.redact_text(message, secrets.header_secrets(headers)))
 
 
 def _new_timings(request: StreamRequest) -> RequestTimings:

@@ -10,17 +10,24 @@ the same for the master and every worker).
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
+from tpot_locust.common.text_safety import printable
 from tpot_locust.harness.plugin import use_scenario
 from tpot_locust.harness.scenario_users import build_shape_class, build_user_classes
-from tpot_locust.scenario.loader import load_scenario
+from tpot_locust.scenario.loader import ScenarioError, load_scenario
 
 _scenario_path = os.environ.get("TPOT_SCENARIO")
 if not _scenario_path:
     raise SystemExit("the scenario locustfile needs TPOT_SCENARIO=path/to/scenario.yaml")
 _overrides = [item for item in os.environ.get("TPOT_SET", "").split("\x1f") if item]
-_scenario = load_scenario(Path(_scenario_path), _overrides)
+try:
+    _scenario = load_scenario(Path(_scenario_path), _overrides)
+except ScenarioError as _error:  # as `tpot-locust validate` says it: one line a problem, exit 2
+    for _line in str(_error).splitlines():
+        print(f"tpot-locust: {printable(_line)}", file=sys.stderr)
+    raise SystemExit(2) from None
 _classes = build_user_classes(_scenario)
 use_scenario(_scenario, {cls.__name__: cls for cls in _classes}, Path(_scenario_path), _overrides)
 globals().update({cls.__name__: cls for cls in _classes})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tpot_locust.common.env_numbers import env_count, env_number
+from tpot_locust.common.checked_numbers import env_count, env_number
 
 
 @pytest.mark.parametrize("text", ["nan", "inf", "-inf", "-1", "1e400", "x", "20001"])
