@@ -119,6 +119,7 @@ class Step:
     waiting: int
     kv_tokens: int  # KV blocks in use after scheduling, in tokens
     lag_ns: int = 0  # real time only: how late the step's start was when it was re-anchored
+    first_prompt_tokens: int = 0  # prompts of the requests that got their first token in it
 
     def record(self, offset_ns: int = 0) -> dict[str, Any]:
         """The step's truth line: no ``request_id`` key, so per-request readers skip it."""
@@ -329,12 +330,14 @@ class EngineCore:
         end_ns = start_ns + round(cost) + stall_ns
 
         finished: list[Seq] = []
+        first_prompt = 0
         for seq in emitted:
             if seq.computed == seq.target:  # this step completed a prefill
                 if seq.preemptions:
                     seq.preemptions[-1]["prefill_end_ns"] = end_ns
                 if seq.prefill_end_ns is None:  # the prefill that gave the first token
                     seq.prefill_end_ns = end_ns
+                    first_prompt += seq.prompt
             seq.generated += 1
             if seq.generated >= seq.total:
                 finished.append(seq)
@@ -357,6 +360,7 @@ class EngineCore:
             running=len(self.running),
             waiting=len(self.waiting),
             kv_tokens=(self.total_blocks - self.free_blocks) * bs,
+            first_prompt_tokens=first_prompt,
         )
         self.steps += 1
         return step

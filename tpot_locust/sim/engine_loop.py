@@ -18,6 +18,7 @@ from typing import Any
 from .engine import EngineCore, Seq, Step
 from .precise_timer import PreciseTimer
 from .profiles import EngineParams
+from .prometheus import SimMetrics
 from .truth import TruthWriter
 
 MAX_LAG_NS = 2_000_000
@@ -33,8 +34,10 @@ class EngineLoop:
         offset_ns: int,
         steps_out: TruthWriter | None,
         max_lead_ns: int = 1_000_000,
+        metrics: SimMetrics | None = None,
     ) -> None:
         self.core = EngineCore(params, seed)
+        self._iteration_tokens = metrics.iteration_tokens if metrics is not None else None
         self._loop = loop
         self._offset_ns = offset_ns
         self._steps_out = steps_out if steps_out is not None and steps_out.enabled else None
@@ -96,6 +99,8 @@ class EngineLoop:
     def _emit(self, step: Step) -> None:
         index = step.index
         sent = time.perf_counter_ns()
+        if self._iteration_tokens is not None:  # vLLM: prompts that got their first token + new
+            self._iteration_tokens.observe(step.first_prompt_tokens + len(step.emitted))
         for seq in step.emitted:
             sink = seq.sink
             if sink is not None and sink.active:

@@ -9,14 +9,16 @@ and the truth line at the end (complete or aborted) live here, once.
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import vocab
 from .chunks import StreamEncoder, full_body
 from .clock import Clock
 from .http import HttpConnection, full_response, response_head
+from .prometheus import ITL_BOUNDS_NS, ITL_FIRST_NS, SimMetrics
 from .request import SimRequest
 from .truth import TruthWriter, request_truth
 from .vocab import ESCAPED
@@ -33,6 +35,7 @@ class ResponseSetup:
     keep_alive: bool
     response_id: str
     on_end: Callable[[Any, bool], None]  # (response, aborted): the server forgets it
+    metrics: SimMetrics = field(default_factory=SimMetrics)  # the server's /metrics
 
 
 class Response:
@@ -53,6 +56,8 @@ class Response:
         "_created",
         "_send_ns",
         "_tokens",
+        "_metrics",
+        "_itl",
     )
 
     def __init__(self, conn: HttpConnection, request: SimRequest, setup: ResponseSetup) -> None:
@@ -70,6 +75,8 @@ class Response:
         self._encoder = StreamEncoder(request, response_id, self._created)
         self._send_ns: list[int] = []
         self._tokens: list[int] = []
+        self._metrics = setup.metrics
+        self._itl = setup.metrics.itl.counts
 
     def _send_head(self) -> None:
         """Take over the connection; a streaming response sends its head at once."""
@@ -88,15 +95,38 @@ class Response:
         return self._encoder.role() + chunk if index == 1 else chunk
 
     def _send(self, data: bytes, tokens: int = 1, events: int = 1) -> None:
-        """Write, and stamp the truth: ``events`` token events of ``tokens`` tokens each."""
-        stamp = time.perf_counter_ns() + self._offset_ns
+        """Write, and stamp the truth: ``events`` token events of ``tokens`` tokens each.
+
+        The same stamps feed ``/metrics`` (TTFT, ITL, tokens), so the server's view is the truth.
+        """
+        now = time.perf_counter_ns()
+        stamp = now + self._offset_ns
         self._write(data)
+        send_ns = self._send_ns
+        if send_ns:  # the ITL bucket; sum and count follow from the stamps (SimMetrics.render)
+            gap = stamp - send_ns[-1]  # most gaps are under the first bound: no bisection
+            self._itl[0 if gap <= ITL_FIRST_NS else bisect_left(ITL_BOUNDS_NS, gap)] += 1
+        else:
+            self._metrics.first_token(
+                now - self.request.arrival_perf_ns, self.request.prompt_tokens
+            )
         if events == 1:
-            self._send_ns.append(stamp)
+            send_ns.append(stamp)
             self._tokens.append(tokens)
         else:
-            self._send_ns.extend([stamp] * events)
+            self._itl[0] += events - 1  # one write: the later events' gaps are 0
+            send_ns.extend([stamp] * events)
             self._tokens.extend([tokens] * events)
+
+    @property
+    def last_send_perf_ns(self) -> int | None:
+        """The last write's ``perf_counter_ns`` (None before the first)."""
+        return self._send_ns[-1] - self._offset_ns if self._send_ns else None
+
+    def sent(self) -> tuple[int, int]:
+        """Token events sent so far and the ns from the first to the last (for /metrics)."""
+        send_ns = self._send_ns
+        return (len(send_ns), send_ns[-1] - send_ns[0]) if send_ns else (0, 0)
 
     def _send_whole(self) -> None:
         """Non-streaming: all tokens reach the client in one body, when the last is due."""
@@ -120,6 +150,11 @@ class Response:
         self.active = False
         self._conn.on_lost = None
         self._on_end(self, aborted)
+        send_ns, request = self._send_ns, self.request
+        events, span_ns = self.sent()
+        e2e = None if aborted else send_ns[-1] - self._offset_ns - request.arrival_perf_ns
+        reason = "abort" if aborted else request.finish_reason
+        self._metrics.finished(reason, e2e, sum(self._tokens), events, span_ns)
         if self._truth.enabled:
             self._truth.record(self.truth_record(aborted))
 

@@ -25,6 +25,7 @@ from .engine_loop import EngineLoop
 from .engine_stream import EngineStream
 from .http import HttpConnection, HttpRequest, error_body, full_response
 from .profiles import EngineParams
+from .prometheus import CONTENT_TYPE, SimMetrics
 from .request import Api, RequestError, SimRequest, count_words, decide_length, parse_request
 from .response import Response, ResponseSetup
 from .scheduler import Scheduler
@@ -38,6 +39,7 @@ ROUTES: dict[str, str] = {
     "/v1/completions": "POST",
     "/v1/models": "GET",
     "/health": "GET",
+    "/metrics": "GET",
 }
 
 
@@ -80,6 +82,9 @@ class SimServer:
         self._truth: TruthWriter | None = None
         self._steps: TruthWriter | None = None  # a separate step log (--steps)
         self.engine: EngineLoop | None = None
+        self.metrics = SimMetrics(config.model)
+        # gap mode: every stream in flight runs, nothing waits, no KV cache, no preemption
+        self.metrics.bind(running=lambda: len(self._streams), in_flight=lambda: self._streams)
         self._created = int(time.time())
         self._large: deque[tuple[HttpConnection, HttpRequest, Api, int]] = deque()
         self.url = ""
@@ -99,6 +104,15 @@ class SimServer:
                 offset_ns=self.clock.offset_ns,
                 steps_out=self._steps or self._truth,
                 max_lead_ns=self.config.timer_lead_us * 1000,
+                metrics=self.metrics,
+            )
+            core = self.engine.core
+            self.metrics.bind(
+                running=lambda: len(core.running),
+                waiting=lambda: len(core.waiting),
+                kv_usage=lambda: (core.total_blocks - core.free_blocks) / max(1, core.total_blocks),
+                preemptions=lambda: core.preemptions,
+                in_flight=lambda: self._streams,
             )
         self._server = await loop.create_server(
             lambda: HttpConnection(self._handle, self._connections),
@@ -148,6 +162,9 @@ class SimServer:
         elif request.path == "/health":
             keep = request.keep_alive
             conn.respond(full_response(200, b"", keep, "text/plain"), keep)
+        elif request.path == "/metrics":
+            keep = request.keep_alive
+            conn.respond(full_response(200, self.metrics.render(), keep, CONTENT_TYPE), keep)
         elif request.path == "/v1/models":
             keep = request.keep_alive
             conn.respond(full_response(200, self._models_body(), keep), keep)
@@ -269,7 +286,12 @@ class SimServer:
             self._engine_completion(conn, http_request, request, prefix + request_id)
             return
         setup = ResponseSetup(
-            self.clock, self._truth, http_request.keep_alive, prefix + request_id, self._stream_end
+            self.clock,
+            self._truth,
+            http_request.keep_alive,
+            prefix + request_id,
+            self._stream_end,
+            self.metrics,
         )
         stream = Stream(conn, request, setup, self.timing)
         self._streams.add(stream)
@@ -290,7 +312,12 @@ class SimServer:
             ready_ns=arrival + frontend_ns,
         )
         setup = ResponseSetup(
-            self.clock, self._truth, http_request.keep_alive, rid, self._engine_stream_end
+            self.clock,
+            self._truth,
+            http_request.keep_alive,
+            rid,
+            self._engine_stream_end,
+            self.metrics,
         )
         stream = EngineStream(conn, request, setup, seq)
         self._streams.add(stream)
@@ -302,8 +329,17 @@ class SimServer:
 
     def _engine_stream_end(self, stream: EngineStream, aborted: bool) -> None:
         self._streams.discard(stream)
-        if aborted and self.engine is not None:
-            self.engine.abort(stream.seq)
+        if aborted:
+            if self.engine is not None:
+                self.engine.abort(stream.seq)
+            return
+        seq, last = stream.seq, stream.last_send_perf_ns
+        if seq.scheduled_ns is not None and seq.prefill_end_ns is not None and last is not None:
+            self.metrics.engine_request(
+                seq.scheduled_ns - seq.arrival_ns,  # the truth's queue_ns
+                seq.prefill_end_ns - seq.scheduled_ns,
+                last - seq.prefill_end_ns,
+            )
 
 
 def _request_id(http_request: HttpRequest) -> str:
