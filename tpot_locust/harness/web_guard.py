@@ -35,7 +35,8 @@ WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 def allowed_hosts() -> set[str]:
     """Host names (lower case) this UI answers to besides IP addresses and ``localhost``."""
-    names = {socket.gethostname().lower(), socket.getfqdn().lower()}
+    host = socket.gethostname().lower()  # no DNS lookup (getfqdn can wait on a resolver)
+    names = {host, host.partition(".")[0]}
     names |= {n.strip().lower() for n in os.environ.get(ALLOWED_HOSTS_ENV, "").split(",")}
     return {name for name in names if name}
 
