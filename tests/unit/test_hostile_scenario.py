@@ -29,8 +29,8 @@ from tpot_locust.common.distributions import (
 )
 from tpot_locust.scenario.datasets import load_dataset
 from tpot_locust.scenario.loader import load_scenario, scenario_document
-from tpot_locust.scenario.schema import parse_duration
 from tpot_locust.scenario.trace import load_trace
+from tpot_locust.scenario.value_checks import parse_duration
 from tpot_locust.scenario.yaml_source import MAX_PROBLEMS, ScenarioError, parse_located
 
 BASE = "duration: 2s\nclasses:\n  chat:\n    users: 1\n"

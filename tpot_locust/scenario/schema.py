@@ -5,22 +5,16 @@ Errors read ``scenarios/x.yaml:14:5: classes.decode.output_tokens.mean: must be 
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tpot_locust.common.distributions import DistributionError, parse_distribution
 from tpot_locust.common.tokens import TokenizerError, load_tokenizer
+from tpot_locust.scenario import value_checks as checks
 from tpot_locust.scenario.datasets import load_dataset
 from tpot_locust.scenario.limits import (
     MAX_BURSTS,
-    MAX_DURATION_S,
-    MAX_NUMBER,
-    MAX_SEED,
-    MAX_TOKENS,
-    MAX_USERS,
 )
 from tpot_locust.scenario.model import (
     Burst,
@@ -39,46 +33,7 @@ from tpot_locust.scenario.slo import SloSpec, parse_slo
 from tpot_locust.scenario.trace import load_trace
 from tpot_locust.scenario.yaml_source import Located, did_you_mean
 
-_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
 ARRIVALS = ("poisson", "gamma", "constant")
-MAX_NAME = 200  # characters of a scenario's name
-_TOO_LONG = f"must be <= 30 days ({MAX_DURATION_S:.0f} s)"
-
-
-def parse_duration(value: Any) -> float:
-    """Seconds from ``90``, ``"90s"``, ``"2m"`` or ``"1h30m"`` (Locust's -t syntax): finite,
-    0 .. 30 days (``MAX_DURATION_S``; a 400-digit integer is refused, never overflows)."""
-    if isinstance(value, bool):
-        raise ValueError("must be a duration like 30s, 5m or 1h30m")
-    if isinstance(value, (int, float)):
-        if isinstance(value, float) and math.isnan(value):
-            raise ValueError("must be a number, not NaN")
-        if value < 0:
-            raise ValueError("must be >= 0")
-        if value > MAX_DURATION_S:
-            raise ValueError(_TOO_LONG)
-        return float(value)
-    text = str(value).strip()
-    match = _DURATION.match(text) if len(text) <= 64 else None
-    if not match or not any(match.groups()):
-        raise ValueError(f"must be a duration like 30s, 5m or 1h30m, got {_shown(value)}")
-    hours, minutes, seconds = (float(part) if part else 0.0 for part in match.groups())
-    total = hours * 3600 + minutes * 60 + seconds
-    if not total <= MAX_DURATION_S:
-        raise ValueError(_TOO_LONG)
-    return total
-
-
-def _shown(value: Any, limit: int = 80) -> str:
-    """A value as an error quotes it: a megabyte of text is not repeated whole."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _limit(value: float) -> str:
-    return f"{int(value):,}" if value == int(value) else f"{value:g}"
 
 
 def check_keys(located: Located, path: str, data: Any, allowed: set[str]) -> dict[str, Any]:
@@ -102,35 +57,6 @@ def check_keys(located: Located, path: str, data: Any, allowed: set[str]) -> dic
             located.error(child, f"unknown key{hint}; allowed: {', '.join(sorted(allowed))}")
         )
     return known
-
-
-def number(
-    located: Located, path: str, value: Any, *, integer: bool = False, minimum: float = 0,
-    strict: bool = True, maximum: float = MAX_NUMBER,
-) -> float:  # fmt: skip
-    """A finite number in ``minimum`` .. ``maximum`` (NaN or infinity wedges the event
-    loop's timers; the bounds are compared before any conversion, so a 400-digit integer
-    is an error here rather than an ``OverflowError`` later)."""
-    kinds = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        raise located.error(path, f"must be {'an integer' if integer else 'a number'}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise located.error(path, f"must be a finite number, not {value}")
-    if value < minimum or (strict and value == minimum):
-        raise located.error(path, f"must be {'>' if strict else '>='} {minimum:g}")
-    if value > maximum:
-        raise located.error(path, f"must be <= {_limit(maximum)}")
-    return value
-
-
-def duration(located: Located, path: str, value: Any, *, positive: bool = True) -> float:
-    try:
-        seconds = parse_duration(value)
-    except ValueError as error:
-        raise located.error(path, str(error)) from None
-    if positive and seconds <= 0:
-        raise located.error(path, "must be > 0")
-    return seconds
 
 
 def distribution(located: Located, path: str, value: Any, base_dir: Path) -> Any:
@@ -180,7 +106,7 @@ def validate(located: Located, check_engine: EngineCheck | None = None) -> Scena
         if stages:
             duration_s = sum(stage.duration_s for stage in stages)
         else:
-            duration_s = duration(located, "duration", data.get("duration", "60s"))
+            duration_s = checks.duration(located, "duration", data.get("duration", "60s"))
     bursts: list[Burst] = []
     with located.keep_going():
         bursts = _validate_bursts(located, data.get("bursts"), names, duration_s, base_dir)
@@ -264,7 +190,7 @@ def parse_section(
 
 def _validate_class(located: Located, name: str, data: Any, base_dir: Path) -> TrafficClass:
     path = f"classes.{name}"
-    if not _IDENTIFIER.fullmatch(name):
+    if not checks.IDENTIFIER.fullmatch(name):
         raise located.error(path, "class names must be identifiers (letters, digits, _)")
     traffic, spec = parse_section(located, path, data, TrafficClass, base_dir, name=name)
     modes = [key for key in ("users", "rate", "trace") if key in spec]
@@ -292,123 +218,14 @@ def _validate_class(located: Located, name: str, data: Any, base_dir: Path) -> T
     return traffic
 
 
-def _url(located: Located, path: str, value: Any, base_dir: Path) -> str:
-    if not isinstance(value, str) or "://" not in value or not value.isprintable():
-        raise located.error(path, "must be a URL like http://127.0.0.1:8000")
-    return value
-
-
 def _api(located: Located, path: str, value: Any, base_dir: Path) -> str:
     if value not in ("chat", "completions"):
         raise located.error(path, "must be chat or completions")
     return value
 
 
-def _text(located: Located, path: str, value: Any, base_dir: Path) -> str:
-    if isinstance(value, (dict, list)) or value is None:
-        raise located.error(path, "must be a name")
-    return str(value)
-
-
-def _name(located: Located, path: str, value: Any, base_dir: Path) -> str:
-    """The scenario's name: printable text (it labels the results folder, junit.xml and the
-    terminal: a NUL, a lone surrogate, a newline or an escape sequence breaks them), so
-    ``validate`` refuses what ``run`` could not use."""
-    text = _text(located, path, value, base_dir)
-    if not text.strip():
-        raise located.error(path, "must not be empty")
-    if len(text) > MAX_NAME:
-        raise located.error(path, f"must be at most {MAX_NAME} characters")
-    if not text.isprintable():
-        bad = next(char for char in text if not char.isprintable())
-        raise located.error(path, f"must be printable text (found {ascii(bad)})")
-    return text
-
-
-def _path_text(located: Located, path: str, value: Any) -> str:
-    """A file or folder name as given: text without NUL or control characters."""
-    if isinstance(value, (dict, list, bool)) or value is None:
-        raise located.error(path, "must be a path")
-    text = str(value)
-    if not text or any(ord(char) < 32 or 0xD800 <= ord(char) <= 0xDFFF for char in text):
-        raise located.error(path, "must be a path without control characters")
-    return text
-
-
-def _output(located: Located, path: str, value: Any, base_dir: Path) -> str:
-    return _path_text(located, path, value)
-
-
-def _mapping(located: Located, path: str, value: Any, base_dir: Path) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise located.error(path, "must be a mapping")
-    return value
-
-
-_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110's token
-
-
-def _headers(located: Located, path: str, value: Any, base_dir: Path) -> dict[str, Any]:
-    """Request headers as HTTP can carry them: token names, latin-1 values without line
-    breaks (``validate`` refuses what every request of ``run`` would fail with)."""
-    headers = _mapping(located, path, value, base_dir)
-    for name, item in headers.items():
-        where = f"{path}.{name}"
-        if not _HEADER_NAME.fullmatch(str(name)):
-            raise located.error(where, "a header name is letters, digits and -_.!#$%&'*+^`|~")
-        if isinstance(item, (dict, list)) or item is None:
-            raise located.error(where, "a header value is text or a number")
-        text = str(item)
-        if any(char in text for char in "\r\n\0"):
-            raise located.error(where, "a header value must not contain a line break")
-        try:
-            text.encode("latin-1")
-        except UnicodeEncodeError:
-            raise located.error(where, "a header value must be latin-1 text") from None
-    return headers
-
-
-def _env_name(located: Located, path: str, value: Any, base_dir: Path) -> str:
-    if not _IDENTIFIER.fullmatch(str(value)):
-        raise located.error(path, "must be the NAME of an environment variable, not a key")
-    return str(value)
-
-
-def _flag(located: Located, path: str, value: Any, base_dir: Path) -> bool:
-    if not isinstance(value, bool):
-        raise located.error(path, "must be true or false")
-    return value
-
-
 def _timeouts(located: Located, path: str, value: Any, base_dir: Path) -> Timeouts:
     return parse_section(located, path, value, Timeouts, base_dir)[0]
-
-
-def _positive(located: Located, path: str, value: Any, base_dir: Path) -> float:
-    return float(number(located, path, value))
-
-
-def _positive_integer(located: Located, path: str, value: Any, base_dir: Path) -> int:
-    return int(number(located, path, value, integer=True, maximum=MAX_USERS))
-
-
-def _count(located: Located, path: str, value: Any, base_dir: Path) -> int:
-    return int(number(located, path, value, integer=True, strict=False, maximum=MAX_USERS))
-
-
-def _tokens(located: Located, path: str, value: Any, base_dir: Path) -> int:
-    return int(number(located, path, value, integer=True, strict=False, maximum=MAX_TOKENS))
-
-
-def _rate(located: Located, path: str, value: Any, base_dir: Path) -> float:
-    return float(number(located, path, value, strict=False))
-
-
-def _ratio(located: Located, path: str, value: Any, base_dir: Path) -> float:
-    ratio = number(located, path, value, strict=False)
-    if ratio > 1:
-        raise located.error(path, "must be <= 1")
-    return float(ratio)
 
 
 def _arrival(located: Located, path: str, value: Any, base_dir: Path) -> str:
@@ -422,17 +239,13 @@ def _time(located: Located, path: str, value: Any, base_dir: Path) -> Any:
     return value if value == 0 else distribution(located, path, value, base_dir)
 
 
-def _seed(located: Located, path: str, value: Any, base_dir: Path) -> int:
-    return int(number(located, path, value, integer=True, strict=False, maximum=MAX_SEED))
-
-
 def _as_given(located: Located, path: str, value: Any, base_dir: Path) -> Any:
     return value  # checked by its owner (the simulator's profile check)
 
 
 def _tokenizer(located: Located, path: str, value: Any, base_dir: Path) -> str:
     """A local tokenizer, loaded here once so that a bad one stops the run before it starts."""
-    given = Path(_path_text(located, path, value)).expanduser()
+    given = Path(checks.path_text(located, path, value)).expanduser()
     resolved = given if given.is_absolute() else base_dir / given
     try:
         load_tokenizer(resolved)
@@ -443,7 +256,7 @@ def _tokenizer(located: Located, path: str, value: Any, base_dir: Path) -> str:
 
 def _dataset(located: Located, path: str, value: Any, base_dir: Path) -> str:
     """A dataset file, read here so that its errors (file:line) stop the run before it."""
-    given = Path(_path_text(located, path, value)).expanduser()
+    given = Path(checks.path_text(located, path, value)).expanduser()
     resolved = given if given.is_absolute() else base_dir / given
     load_dataset(resolved)
     return str(resolved)
@@ -459,7 +272,7 @@ def _dataset_order(located: Located, path: str, value: Any, base_dir: Path) -> s
 
 
 def _trace(located: Located, path: str, value: Any, base_dir: Path) -> str:
-    trace = Path(_path_text(located, path, value))
+    trace = Path(checks.path_text(located, path, value))
     return str(trace if trace.is_absolute() else base_dir / trace)
 
 
@@ -507,32 +320,24 @@ def _sweep_variable(located: Located, path: str, value: Any, base_dir: Path) -> 
 def _sweep_values(located: Located, path: str, value: Any, base_dir: Path) -> list[float]:
     if not isinstance(value, list) or not value:
         raise located.error(path, "must be a list of numbers, in increasing order")
-    numbers = [number(located, f"{path}.{i}", v) for i, v in enumerate(value)]
+    numbers = [checks.number(located, f"{path}.{i}", v) for i, v in enumerate(value)]
     if numbers != sorted(set(numbers)):
         raise located.error(path, "must increase from step to step")
     return numbers
 
 
-def _duration(located: Located, path: str, value: Any, base_dir: Path) -> float:
-    return duration(located, path, value)
-
-
-def _duration_or_zero(located: Located, path: str, value: Any, base_dir: Path) -> float:
-    return duration(located, path, value, positive=False)
-
-
-# What each ``key(check=...)`` of the model runs: (located, path, value, base_dir) -> value.
 CHECKS: dict[str, Callable[[Located, str, Any, Path], Any]] = {
-    "api": _api, "arrival": _arrival, "count": _count, "dataset": _dataset,
+    "api": _api, "arrival": _arrival, "count": checks.count, "dataset": _dataset,
     "dataset_order": _dataset_order, "distribution": distribution,
-    "duration": _duration, "duration_or_zero": _duration_or_zero, "env_name": _env_name,
-    "flag": _flag, "headers": _headers, "mapping": _mapping, "name": _name,
-    "output": _output,
-    "positive": _positive, "tokens": _tokens,
-    "positive_integer": _positive_integer, "profile": _as_given, "rate": _rate,
-    "ratio": _ratio, "seed": _seed, "sweep_values": _sweep_values,
-    "sweep_variable": _sweep_variable, "text": _text, "time": _time, "timeouts": _timeouts,
-    "tokenizer": _tokenizer, "trace": _trace, "url": _url, "wait": _time, "part": _as_given,
+    "duration": checks.duration_key, "duration_or_zero": checks.duration_or_zero,
+    "env_name": checks.env_name, "flag": checks.flag, "headers": checks.headers,
+    "mapping": checks.mapping, "name": checks.name, "output": checks.output,
+    "positive": checks.positive, "tokens": checks.tokens,
+    "positive_integer": checks.positive_integer, "profile": _as_given, "rate": checks.rate,
+    "ratio": checks.ratio, "seed": checks.seed, "sweep_values": _sweep_values,
+    "sweep_variable": _sweep_variable, "text": checks.plain_text, "time": _time,
+    "timeouts": _timeouts, "tokenizer": _tokenizer, "trace": _trace, "url": checks.url,
+    "wait": _time, "part": _as_given,
 }  # fmt: skip
 
 
@@ -551,7 +356,7 @@ def _validate_stages(located: Located, data: Any, classes: list[TrafficClass]) -
             raise located.error(path, "duration: is required")
         rates = check_keys(located, f"{path}.rate", spec.rate, open_names)
         for name, rate in rates.items():
-            number(located, f"{path}.rate.{name}", rate, strict=False)  # <= MAX_NUMBER
+            checks.number(located, f"{path}.rate.{name}", rate, strict=False)  # <= MAX_NUMBER
         if spec.duration is not None:  # else its error is noted already
             stages.append(Stage(spec.duration, spec.users,
                                 {name: float(rate) for name, rate in rates.items()}))  # fmt: skip
@@ -576,7 +381,8 @@ def _validate_bursts(
         if "at" in given:
             at = spec.at if isinstance(spec.at, list) else [spec.at]
             times = [
-                duration(located, f"{path}.at.{i}", t, positive=False) for i, t in enumerate(at)
+                checks.duration(located, f"{path}.at.{i}", t, positive=False)
+                for i, t in enumerate(at)
             ]
         elif spec.every is not None:
             start = spec.every if spec.start is None else spec.start

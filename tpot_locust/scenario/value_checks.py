@@ -1,0 +1,213 @@
+"""The checks a scenario key runs on its value (``key(check=...)`` in the model): each
+takes ``(located, path, value, base_dir)`` and returns the value, or raises the located
+error. Numbers finite and in range (``limits``), durations, texts, names, paths, headers.
+Sections, stages, bursts and sweeps, which need several keys at once, are ``schema``'s.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from tpot_locust.scenario.limits import (
+    MAX_DURATION_S,
+    MAX_NUMBER,
+    MAX_SEED,
+    MAX_TOKENS,
+    MAX_USERS,
+)
+from tpot_locust.scenario.yaml_source import Located
+
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
+MAX_NAME = 200  # characters of a scenario's name
+_TOO_LONG = f"must be <= 30 days ({MAX_DURATION_S:.0f} s)"
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from ``90``, ``"90s"``, ``"2m"`` or ``"1h30m"`` (Locust's -t syntax): finite,
+    0 .. 30 days (``MAX_DURATION_S``; a 400-digit integer is refused, never overflows)."""
+    if isinstance(value, bool):
+        raise ValueError("must be a duration like 30s, 5m or 1h30m")
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and math.isnan(value):
+            raise ValueError("must be a number, not NaN")
+        if value < 0:
+            raise ValueError("must be >= 0")
+        if value > MAX_DURATION_S:
+            raise ValueError(_TOO_LONG)
+        return float(value)
+    text = str(value).strip()
+    match = _DURATION.match(text) if len(text) <= 64 else None
+    if not match or not any(match.groups()):
+        raise ValueError(f"must be a duration like 30s, 5m or 1h30m, got {_shown(value)}")
+    hours, minutes, seconds = (float(part) if part else 0.0 for part in match.groups())
+    total = hours * 3600 + minutes * 60 + seconds
+    if not total <= MAX_DURATION_S:
+        raise ValueError(_TOO_LONG)
+    return total
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """A value as an error quotes it: a megabyte of text is not repeated whole."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _limit(value: float) -> str:
+    return f"{int(value):,}" if value == int(value) else f"{value:g}"
+
+
+def number(
+    located: Located, path: str, value: Any, *, integer: bool = False, minimum: float = 0,
+    strict: bool = True, maximum: float = MAX_NUMBER,
+) -> float:  # fmt: skip
+    """A finite number in ``minimum`` .. ``maximum`` (NaN or infinity wedges the event
+    loop's timers; the bounds are compared before any conversion, so a 400-digit integer
+    is an error here rather than an ``OverflowError`` later)."""
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise located.error(path, f"must be {'an integer' if integer else 'a number'}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise located.error(path, f"must be a finite number, not {value}")
+    if value < minimum or (strict and value == minimum):
+        raise located.error(path, f"must be {'>' if strict else '>='} {minimum:g}")
+    if value > maximum:
+        raise located.error(path, f"must be <= {_limit(maximum)}")
+    return value
+
+
+def duration(located: Located, path: str, value: Any, *, positive: bool = True) -> float:
+    try:
+        seconds = parse_duration(value)
+    except ValueError as error:
+        raise located.error(path, str(error)) from None
+    if positive and seconds <= 0:
+        raise located.error(path, "must be > 0")
+    return seconds
+
+
+def url(located: Located, path: str, value: Any, base_dir: Path) -> str:
+    if not isinstance(value, str) or "://" not in value or not value.isprintable():
+        raise located.error(path, "must be a URL like http://127.0.0.1:8000")
+    return value
+
+
+def plain_text(located: Located, path: str, value: Any, base_dir: Path) -> str:
+    if isinstance(value, (dict, list)) or value is None:
+        raise located.error(path, "must be a name")
+    return str(value)
+
+
+def name(located: Located, path: str, value: Any, base_dir: Path) -> str:
+    """The scenario's name: printable text (it labels the results folder, junit.xml and the
+    terminal: a NUL, a lone surrogate, a newline or an escape sequence breaks them), so
+    ``validate`` refuses what ``run`` could not use."""
+    text = plain_text(located, path, value, base_dir)
+    if not text.strip():
+        raise located.error(path, "must not be empty")
+    if len(text) > MAX_NAME:
+        raise located.error(path, f"must be at most {MAX_NAME} characters")
+    if not text.isprintable():
+        bad = next(char for char in text if not char.isprintable())
+        raise located.error(path, f"must be printable text (found {ascii(bad)})")
+    return text
+
+
+def path_text(located: Located, path: str, value: Any) -> str:
+    """A file or folder name as given: text without NUL or control characters."""
+    if isinstance(value, (dict, list, bool)) or value is None:
+        raise located.error(path, "must be a path")
+    text = str(value)
+    if not text or any(ord(char) < 32 or 0xD800 <= ord(char) <= 0xDFFF for char in text):
+        raise located.error(path, "must be a path without control characters")
+    return text
+
+
+def output(located: Located, path: str, value: Any, base_dir: Path) -> str:
+    return path_text(located, path, value)
+
+
+def mapping(located: Located, path: str, value: Any, base_dir: Path) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise located.error(path, "must be a mapping")
+    return value
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110's token
+
+
+def headers(located: Located, path: str, value: Any, base_dir: Path) -> dict[str, Any]:
+    """Request headers as HTTP can carry them: token names, latin-1 values without line
+    breaks (``validate`` refuses what every request of ``run`` would fail with)."""
+    headers = mapping(located, path, value, base_dir)
+    for name, item in headers.items():
+        where = f"{path}.{name}"
+        if not _HEADER_NAME.fullmatch(str(name)):
+            raise located.error(where, "a header name is letters, digits and -_.!#$%&'*+^`|~")
+        if isinstance(item, (dict, list)) or item is None:
+            raise located.error(where, "a header value is text or a number")
+        text = str(item)
+        if any(char in text for char in "\r\n\0"):
+            raise located.error(where, "a header value must not contain a line break")
+        try:
+            text.encode("latin-1")
+        except UnicodeEncodeError:
+            raise located.error(where, "a header value must be latin-1 text") from None
+    return headers
+
+
+def env_name(located: Located, path: str, value: Any, base_dir: Path) -> str:
+    if not IDENTIFIER.fullmatch(str(value)):
+        raise located.error(path, "must be the NAME of an environment variable, not a key")
+    return str(value)
+
+
+def flag(located: Located, path: str, value: Any, base_dir: Path) -> bool:
+    if not isinstance(value, bool):
+        raise located.error(path, "must be true or false")
+    return value
+
+
+def positive(located: Located, path: str, value: Any, base_dir: Path) -> float:
+    return float(number(located, path, value))
+
+
+def positive_integer(located: Located, path: str, value: Any, base_dir: Path) -> int:
+    return int(number(located, path, value, integer=True, maximum=MAX_USERS))
+
+
+def count(located: Located, path: str, value: Any, base_dir: Path) -> int:
+    return int(number(located, path, value, integer=True, strict=False, maximum=MAX_USERS))
+
+
+def tokens(located: Located, path: str, value: Any, base_dir: Path) -> int:
+    return int(number(located, path, value, integer=True, strict=False, maximum=MAX_TOKENS))
+
+
+def rate(located: Located, path: str, value: Any, base_dir: Path) -> float:
+    return float(number(located, path, value, strict=False))
+
+
+def ratio(located: Located, path: str, value: Any, base_dir: Path) -> float:
+    ratio = number(located, path, value, strict=False)
+    if ratio > 1:
+        raise located.error(path, "must be <= 1")
+    return float(ratio)
+
+
+def seed(located: Located, path: str, value: Any, base_dir: Path) -> int:
+    return int(number(located, path, value, integer=True, strict=False, maximum=MAX_SEED))
+
+
+def duration_key(located: Located, path: str, value: Any, base_dir: Path) -> float:
+    return duration(located, path, value)
+
+
+def duration_or_zero(located: Located, path: str, value: Any, base_dir: Path) -> float:
+    return duration(located, path, value, positive=False)
+
+
+# What each ``key(check=...)`` of the model runs: (located, path, value, base_dir) -> value.
