@@ -17,7 +17,7 @@ from tests.conftest import run_command
 from tests.unit.test_hostile_results import _bomb
 from tpot_locust.metrics.histograms import record_many
 from tpot_locust.metrics.recorder import MetricSet
-from tpot_locust.report.summary import HISTOGRAMS_FILE, SUMMARY_FILE, write_results
+from tpot_locust.report.results_files import HISTOGRAMS_FILE, SUMMARY_FILE, write_results
 
 Edit = Callable[[Path], None]
 

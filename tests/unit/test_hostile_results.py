@@ -38,15 +38,14 @@ from tpot_locust.metrics.histograms import (
 from tpot_locust.metrics.recorder import MetricSet
 from tpot_locust.report import summary as summary_module
 from tpot_locust.report.html import RunView, render_report, write_html
-from tpot_locust.report.saved_results import ResultsError
-from tpot_locust.report.summary import (
+from tpot_locust.report.results_files import (
     HISTOGRAMS_FILE,
     SUMMARY_FILE,
-    build_summary,
-    format_report,
     load_results,
     write_results,
 )
+from tpot_locust.report.saved_results import ResultsError
+from tpot_locust.report.summary import build_summary, format_report
 from tpot_locust.report.verdict_files import format_verdict, junit_tree
 
 BOMB_BYTES = 256 * 1024 * 1024  # inflates 1000x: the compressed blob is ~250 KB

@@ -22,8 +22,8 @@ from tpot_locust.cli.run import save_scenario
 from tpot_locust.report.gate import EXIT_INVALID
 from tpot_locust.report.gating import gate_summary
 from tpot_locust.report.html import SCENARIO_FILE, write_run_report
+from tpot_locust.report.results_files import HISTOGRAMS_FILE, SUMMARY_FILE, load_results
 from tpot_locust.report.saved_results import STEP_SUMMARY, checked
-from tpot_locust.report.summary import HISTOGRAMS_FILE, SUMMARY_FILE, load_results
 from tpot_locust.report.verdict_files import format_verdict
 from tpot_locust.scenario.loader import SETTINGS_SEPARATOR, load_scenario
 from tpot_locust.scenario.model import Scenario

@@ -72,8 +72,9 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from tpot_locust.report.results_files import load_results
     from tpot_locust.report.saved_results import VERDICT, read_checked
-    from tpot_locust.report.summary import build_summary, format_full_report, load_results
+    from tpot_locust.report.summary import build_summary, format_full_report
     from tpot_locust.report.verdict_files import VERDICT_FILE, format_verdict
 
     if args.html:
@@ -113,8 +114,9 @@ def _run_view(given: Path) -> RunView:
     """One saved run for the HTML report: its summary rebuilt from the histograms, with the
     verdict and truth check its ``summary.json`` gained at the end, and its scenario."""
     from tpot_locust.report.html import SCENARIO_FILE, RunView
+    from tpot_locust.report.results_files import SUMMARY_FILE, load_results
     from tpot_locust.report.saved_results import SUMMARY_EXTRAS, read_checked, read_text
-    from tpot_locust.report.summary import SUMMARY_FILE, build_summary, load_results
+    from tpot_locust.report.summary import build_summary
 
     folder = given if given.is_dir() else given.parent
     totals, run = load_results(folder)
@@ -133,7 +135,8 @@ def _run_view(given: Path) -> RunView:
 
 def _compare(args: argparse.Namespace) -> int:
     from tpot_locust.report import compare
-    from tpot_locust.report.summary import build_summary, load_results
+    from tpot_locust.report.results_files import load_results
+    from tpot_locust.report.summary import build_summary
 
     metrics = compare.parse_choices(
         args.metrics, compare.LATENCY_METRICS, compare.DEFAULT_METRICS, "metrics"

@@ -25,7 +25,7 @@ from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.report.gate import EXIT_INVALID, unmeasured
 from tpot_locust.report.gating import SUPERVISED_ENV, gate_summary
 from tpot_locust.report.html import HTML_FILE, SCENARIO_FILE, write_run_report
-from tpot_locust.report.summary import SUMMARY_FILE, load_results
+from tpot_locust.report.results_files import SUMMARY_FILE, load_results
 from tpot_locust.report.truth_check import (
     TRUTH_FILE,
     format_truth_check,

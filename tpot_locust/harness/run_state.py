@@ -34,13 +34,8 @@ from tpot_locust.metrics.stalls import STALLS_FOLDER
 from tpot_locust.report.gating import SUPERVISED_ENV, gate_summary
 from tpot_locust.report.html import write_run_report
 from tpot_locust.report.progress import ProgressPrinter
-from tpot_locust.report.summary import (
-    SUMMARY_FILE,
-    build_summary,
-    format_full_report,
-    rewrite_summary,
-    write_results,
-)
+from tpot_locust.report.results_files import SUMMARY_FILE, rewrite_summary, write_results
+from tpot_locust.report.summary import build_summary, format_full_report
 from tpot_locust.report.verdict_files import format_verdict
 from tpot_locust.scenario.loader import ScenarioError, load_scenario, split_settings
 from tpot_locust.scenario.slo import SloSpec

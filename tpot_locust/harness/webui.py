@@ -21,7 +21,8 @@ from tpot_locust.harness import web_guard
 from tpot_locust.harness.web_form import swarm_refusal, user_settings_refusal
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.report.live_charts import charts_fragment, charts_page
-from tpot_locust.report.summary import build_summary, histograms_document
+from tpot_locust.report.results_files import histograms_document
+from tpot_locust.report.summary import build_summary
 
 if TYPE_CHECKING:
     from locust.env import Environment

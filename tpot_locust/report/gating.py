@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from tpot_locust.report.gate import evaluate
-from tpot_locust.report.summary import SUMMARY_FILE, build_summary, load_results
+from tpot_locust.report.results_files import SUMMARY_FILE, load_results
+from tpot_locust.report.summary import build_summary
 from tpot_locust.report.verdict_files import write_verdict
 from tpot_locust.scenario.slo import SloSpec
 
