@@ -69,8 +69,8 @@ EDITS: dict[str, tuple[Edit, str]] = {
                                                         "7")), "classes.chat.counters.ok:"),
     "counter-huge": (_text_edit(HISTOGRAMS_FILE, lambda t: t.replace('"ok": 40', '"ok": 1'
                                                                      + "0" * 400)), "counters.ok:"),
-    "worst-gaps-text": (_json_edit(HISTOGRAMS_FILE, _set(("classes", "chat", "worst_gaps"),
-                                                         "abc")), "classes.chat.worst_gaps:"),
+    "worst-gaps-text": (_json_edit(HISTOGRAMS_FILE, _set(("classes", "chat", "tail_gaps"),
+                                                         "abc")), "classes.chat.tail_gaps:"),
     "run-text": (_json_edit(HISTOGRAMS_FILE, _set(("run",), "x")), "run:"),
     "truncated": (_text_edit(HISTOGRAMS_FILE, lambda t: t[: len(t) // 3]), "not valid JSON"),
     "histograms-list": (_json_edit(HISTOGRAMS_FILE, lambda d: [d]), "(top level):"),

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tpot_locust.common.timings import RequestTimings, to_us
+from tpot_locust.metrics.causes import PREFILL, CauseWindow
 from tpot_locust.metrics.histograms import (
     HIGHEST_US,
     counts_view,
@@ -18,6 +19,7 @@ from tpot_locust.metrics.histograms import (
     record_many,
 )
 from tpot_locust.metrics.recorder import BUCKET_SLICE, Recorder
+from tpot_locust.metrics.tail_gaps import TAIL_GAPS_KEPT
 
 
 @settings(max_examples=100, deadline=None)
@@ -116,7 +118,7 @@ def test_recorder_batches_lose_nothing() -> None:
         assert histogram_stats(measured) == histogram_stats(expected)
 
 
-def test_recorder_keeps_the_worst_gap_of_each_request() -> None:
+def test_recorder_keeps_the_largest_gaps_of_the_run() -> None:
     """Each request gives exactly its own worst gap, with its phase and id, and the largest
     of all are kept (one-stamp requests and a burst window included)."""
     rng = np.random.default_rng(11)
@@ -133,15 +135,18 @@ def test_recorder_keeps_the_worst_gap_of_each_request() -> None:
             output_tokens=events,
         )  # fmt: skip
         recorder.record(timings)
-        if gaps.size:
-            at = int(np.argmax(gaps))
+        for at, gap in enumerate(gaps.tolist()):
             end_wall = recorder.to_wall_ns(stamps[at + 1])
-            expected.append((round(int(gaps[at]) / 1e6, 3), f"r{number}", end_wall))
-    # a burst window over the worst gap of one of the requests
-    _, _, burst_end = max(expected)
-    recorder.windows.update("w", burst_end - 1_000, burst_end + 1_000)
+            expected.append((round(gap / 1e6, 3), f"r{number}", at, end_wall))
+    # a burst window over the worst gap of all
+    *_, burst_end = max(expected)
+    recorder.causes.add(CauseWindow(PREFILL, "w", burst_end - 1_000, burst_end + 1_000, 9.0, True))
     metrics = recorder.take_interval(final=True).classes["c"]
-    kept = sorted(expected, reverse=True)[:10]
-    assert [(g["ms"], g["request_id"]) for g in metrics.worst_gaps] == [(m, r) for m, r, _ in kept]
+    kept = sorted(expected, reverse=True)[:TAIL_GAPS_KEPT]  # of 1,300-odd gaps
+    assert [g["ms"] for g in metrics.tail_gaps] == [m for m, *_ in kept]
+    every = {(m, r, at) for m, r, at, _ in expected}
+    assert all((g["ms"], g["request_id"], g["gap"]) in every for g in metrics.tail_gaps)
     assert [g["phase"] for g in metrics.worst_gaps] == ["burst"] + ["steady"] * 9
-    assert metrics.histogram("worst_gap").total_count == len(expected)
+    assert metrics.worst_gaps[0]["causes"] == ["prefill"]
+    assert metrics.worst_gaps[0]["prefill_tokens"] == 9
+    assert metrics.histogram("worst_gap").total_count == sum(1 for n in range(75) if n % 9)

@@ -90,7 +90,7 @@ def _totals() -> MetricSet:
         metrics.counters.last_token_wall_ns = 3_000_000_000
         for metric in ("tpot", "itl", "ttft", "e2e"):
             record_many(metrics.histogram(metric), np.arange(1_000, 60_000, 37))
-        metrics.worst_gaps = [{"ms": 12.5, "phase": "steady", "request_id": "r1"}]
+        metrics.tail_gaps = [{"ms": 12.5, "phase": "steady", "request_id": "r1"}]
     return totals
 
 
@@ -162,8 +162,8 @@ def test_a_real_histogram_still_decodes_exactly() -> None:
          "classes.chat.histograms.tpot: expected a string"),
         (lambda d: d["classes"]["chat"]["counters"].__setitem__("ok", "12"),
          "classes.chat.counters.ok: expected an integer"),
-        (lambda d: d["classes"]["chat"].__setitem__("worst_gaps", "abc"),
-         "classes.chat.worst_gaps: expected a list"),
+        (lambda d: d["classes"]["chat"].__setitem__("tail_gaps", "abc"),
+         "classes.chat.tail_gaps: expected a list"),
         (lambda d: d.__setitem__("run", "x"), "run: expected an object"),
         (lambda d: d["run"].__setitem__("timeseries", [{"t": 1}]),
          "run.timeseries[0].users: missing"),

@@ -8,9 +8,14 @@ import numpy as np
 import pytest
 
 from tpot_locust.common.timings import RequestTimings
+from tpot_locust.metrics.causes import PREFILL, CauseTimeline, CauseWindow
 from tpot_locust.metrics.interference import format_interference, phase_summary
-from tpot_locust.metrics.phases import FAILED, BurstWindows, RunClock
+from tpot_locust.metrics.phases import RunClock
 from tpot_locust.metrics.recorder import ClassMetrics, Recorder, phase_metric
+
+
+def burst_window(timeline: CauseTimeline, window_id: str, start: int, end: int | None) -> None:
+    timeline.add(CauseWindow(PREFILL, window_id, start, end, 100.0, burst=True))
 
 
 def recorded(recorder: Recorder, stamps: list[int]) -> ClassMetrics:
@@ -32,7 +37,8 @@ def test_phase_tagging_by_window_overlap() -> None:
     stamps[6] += 50_000_000  # a 52 ms gap between events 5 and 6
     stamps[7:] = [s + 50_000_000 for s in stamps[7:]]
     # a burst window inside that gap only
-    recorder.windows.update("w", stamps[5] + offset + 10_000_000, stamps[5] + offset + 40_000_000)
+    burst_window(recorder.causes, "w", stamps[5] + offset + 10_000_000,
+                 stamps[5] + offset + 40_000_000)  # fmt: skip
     metrics = recorded(recorder, stamps)
     assert metrics.histogram(phase_metric("tpot", "burst")).total_count == 1
     assert metrics.histogram(phase_metric("tpot", "steady")).total_count == 8
@@ -45,24 +51,24 @@ def test_warmup_and_cooldown_exclusion_by_time() -> None:
     assert clock.excluded(int(1.5e9), int(3e9)) == "warmup"
     assert clock.excluded(int(2.5e9), int(9.5e9)) == "cooldown"
     assert clock.excluded(int(2.5e9), int(8e9)) is None
-    windows = BurstWindows()
-    windows.update("a", 100, None)
-    windows.update("a", 100, 200)
-    windows.update("a", 100, None)  # a late open must not reopen it
-    assert windows.overlaps(np.array([150]), np.array([160])).tolist() == [True]
-    assert windows.overlaps(np.array([250]), np.array([260])).tolist() == [False]
+    windows = CauseTimeline()
+    burst_window(windows, "a", 100, None)
+    burst_window(windows, "a", 100, 200)
+    burst_window(windows, "a", 100, None)  # a late open must not reopen it
+    assert windows.tags(np.array([150]), np.array([160])).in_burst.tolist() == [True]
+    assert windows.tags(np.array([250]), np.array([260])).in_burst.tolist() == [False]
 
 
 def test_a_burst_request_that_failed_before_its_first_token_opens_no_window() -> None:
-    windows = BurstWindows()
-    windows.update("ok", 100, None)
-    windows.update("ok", 100, 200)
-    windows.update("refused", 150, None)  # open while the request is in flight
-    windows.update("refused", 150, FAILED)  # HTTP 400: no prefill ran
-    windows.update("refused", 150, None)  # a late open from another worker
-    assert len(windows) == 1 and windows.failed == 1
-    assert windows.durations_s() == [100 / 1e9]
-    assert windows.overlaps(np.array([300]), np.array([400])).tolist() == [False]
+    windows = CauseTimeline()
+    burst_window(windows, "ok", 100, None)
+    burst_window(windows, "ok", 100, 200)
+    burst_window(windows, "refused", 150, None)  # open while the request is in flight
+    windows.fail(PREFILL, "refused", burst=True)  # HTTP 400: no prefill ran
+    burst_window(windows, "refused", 150, None)  # a late open from another worker
+    assert len(windows) == 1 and windows.bursts.failed == 1
+    assert windows.bursts.durations_s() == [100 / 1e9]
+    assert windows.tags(np.array([300]), np.array([400])).in_burst.tolist() == [False]
 
 
 def test_a_phase_with_few_samples_marks_its_tail_unmeasured() -> None:
@@ -71,7 +77,7 @@ def test_a_phase_with_few_samples_marks_its_tail_unmeasured() -> None:
     gaps = np.random.default_rng(1).integers(1_000_000, 3_000_000, 399)
     stamps = [now_perf, *(now_perf + np.cumsum(gaps)).tolist()]  # 400 events, varied gaps
     offset = now_wall - now_perf
-    recorder.windows.update("w", stamps[0] + offset, stamps[30] + offset)  # ~30 burst gaps
+    burst_window(recorder.causes, "w", stamps[0] + offset, stamps[30] + offset)  # ~30 gaps
     metrics = recorded(recorder, stamps)
     summary = phase_summary(metrics, tail_min_samples=10)
     assert summary is not None

@@ -22,6 +22,7 @@ import yaml
 from tpot_locust.cli.processes import LocustProcesses, Supervisor
 from tpot_locust.common.secrets import redact_mapping, redact_url
 from tpot_locust.common.text_safety import safe_slug
+from tpot_locust.report.attribution_check import attribution_check, format_attribution_check
 from tpot_locust.report.gate import EXIT_INVALID, unmeasured
 from tpot_locust.report.gating import SUPERVISED_ENV, gate_summary
 from tpot_locust.report.html import HTML_FILE, SCENARIO_FILE, write_run_report
@@ -281,7 +282,8 @@ def save_scenario(path: Path, scenario_path: Path, overrides: list[str]) -> None
 
 
 def check_against_truth(out: Path, tolerance_ms: float | None) -> bool | None:
-    """Compare the run's summary with the simulator's truth; store and print the result.
+    """Compare the run's summary with the simulator's truth, and its attribution of the
+    tail with the engine's true causes (``attribution_check``); store and print both.
     Returns whether it passed (None: no tolerance given, or nothing to compare)."""
     summary_path, truth_path = out / SUMMARY_FILE, out / TRUTH_FILE
     if not summary_path.exists() or not truth_path.exists():
@@ -289,6 +291,8 @@ def check_against_truth(out: Path, tolerance_ms: float | None) -> bool | None:
     summary = json.loads(summary_path.read_text())
     check = truth_check(summary, truth_path, tolerance_ms, load_stall_windows(out))
     summary["truth_check"] = check
+    attribution = summary["attribution_check"] = attribution_check(summary, truth_path)
     summary_path.write_text(json.dumps(summary, indent=2) + "\n")
-    print("\n".join(format_truth_check(check)), flush=True)
+    lines = format_truth_check(check) + format_attribution_check(attribution)
+    print("\n".join(lines), flush=True)
     return check["passed"]

@@ -7,6 +7,11 @@ has not already), then answers ``tpot_final`` with everything recorded since its
 report. The master waits for every live worker's final (bounded by ``--stop-timeout``
 plus a margin). A worker that died or never answered is named in the summary and the run
 is marked incomplete.
+
+Cause windows (``metrics.causes``: every request's prefill, the server's windows) travel in
+batches: each worker sends its new windows to the master every ``CAUSES_EVERY_S``, and the
+master sends everything it received, with its own (the server's), to every worker, so each
+process tags its token gaps with every process's windows (``TAG_HOLD_S`` leaves the time).
 """
 
 from __future__ import annotations
@@ -34,8 +39,8 @@ if TYPE_CHECKING:
     from hdrh.histogram import HdrHistogram
     from locust.env import Environment
 
+    from tpot_locust.metrics.causes import CauseTimeline
     from tpot_locust.metrics.collector import Collector
-    from tpot_locust.metrics.phases import BurstWindows
     from tpot_locust.metrics.recorder import Recorder
 
 logger = logging.getLogger(__name__)
@@ -44,13 +49,16 @@ DELTA_KEY = "tpot_locust"
 FLUSH = "tpot_flush"
 FINAL = "tpot_final"
 PLAN = "tpot_plan"  # master -> worker at test start: its share of open-loop traffic
-WINDOW = "tpot_window"  # burst window: worker -> master -> every worker
+CAUSES = "tpot_causes"  # cause windows: worker -> master -> every worker, in batches
+CAUSES_EVERY_S = 0.25
+MAX_WINDOWS_PER_MESSAGE = 100_000
 STOP_RUN = "tpot_stop_run"  # worker -> master: the run cannot measure anything (why)
 FLUSH_MARGIN_S = 10.0
+MASTER_KEEPS_WINDOWS_S = 120.0  # the master tags no gaps: it keeps recent windows only
 # The form of a worker's delta (``MetricSet.encode`` inside ``pack_delta``). Raise it when
 # a change means a master could misread a delta of the previous form: then a master and a
 # worker of different versions refuse each other with a message instead of a wrong merge.
-DELTA_FORMAT = 3
+DELTA_FORMAT = 4  # 4: ``tail_gaps`` (with causes) for ``worst_gaps``
 
 
 class DeltaFormatError(ValueError):
@@ -75,6 +83,30 @@ def unpack_delta(client_id: str, packed: Any) -> MetricSet:
             "Install the same tpot-locust version on the master and every worker"
         )
     return MetricSet.decode(packed["metrics"])
+
+
+def _every(seconds: float, job: Callable[[], None]) -> None:
+    """``job`` every ``seconds`` for the life of the process (a greenlet's loop)."""
+    while True:
+        gevent.sleep(seconds)
+        try:
+            job()
+        except Exception:  # noqa: BLE001 - a relay must outlive one bad batch
+            logger.exception("tpot-locust: %s failed", getattr(job, "__name__", job))
+
+
+def _apply_causes(causes: CauseTimeline, data: Any, sender: str) -> bool:
+    """Apply a batch of cause windows; a batch that is not one is refused, logged."""
+    windows = data.get("windows") if isinstance(data, dict) else None
+    if not isinstance(windows, list) or len(windows) > MAX_WINDOWS_PER_MESSAGE:
+        logger.warning("tpot-locust: %s sent cause windows this process cannot read", sender)
+        return False
+    try:
+        causes.apply_wire(windows)
+    except (ValueError, TypeError, KeyError) as error:
+        logger.warning("tpot-locust: %s sent a bad cause window: %s", sender, error)
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -108,7 +140,8 @@ class WorkerLink:
         environment.events.report_to_master.add_listener(self._attach_delta)
         runner.register_message(FLUSH, self._on_flush, concurrent=True)
         runner.register_message(PLAN, self._on_plan)
-        runner.register_message(WINDOW, self._on_window)
+        runner.register_message(CAUSES, self._on_causes)
+        self._publisher = gevent.spawn(_every, CAUSES_EVERY_S, self.publish_causes)
 
     def _take_delta(self, final: bool = False) -> dict[str, Any]:
         with self._taking:
@@ -125,17 +158,18 @@ class WorkerLink:
         share = ProcessShare(plan["index"], plan["count"], plan["start_wall_ns"])
         self.hooks.begin_traffic(share, plan.get("settings", []))
 
-    def _on_window(self, environment: Any, msg: Any, **_: Any) -> None:
-        self.recorder.windows.update(msg.data["id"], msg.data["start"], msg.data["end"])
+    def _on_causes(self, environment: Any, msg: Any, **_: Any) -> None:
+        _apply_causes(self.recorder.causes, msg.data, "the master")
 
     def ask_master_to_stop(self, reason: str) -> None:
         if not self._asked_to_stop:
             self._asked_to_stop = True
             self.runner.send_message(STOP_RUN, {"reason": reason})
 
-    def publish_window(self, window_id: str, start: int, end: int | None) -> None:
-        self.recorder.windows.update(window_id, start, end)
-        self.runner.send_message(WINDOW, {"id": window_id, "start": start, "end": end})
+    def publish_causes(self) -> None:
+        """This worker's new cause windows, to the master (which relays them to all)."""
+        if windows := self.recorder.causes.take_outgoing():
+            self.runner.send_message(CAUSES, {"windows": windows})
 
     def _attach_delta(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         data[DELTA_KEY] = self._take_delta()
@@ -164,6 +198,7 @@ class WorkerLink:
         while runner.user_count and time.monotonic() < deadline:
             gevent.sleep(0.05)
         self.hooks.end_traffic()
+        self.publish_causes()
         runner.send_message(FINAL, {DELTA_KEY: self._take_delta(final=True)})
 
 
@@ -172,12 +207,13 @@ class MasterLink:
 
     def __init__(
         self, runner: MasterRunner, environment: Environment, collector: Collector,
-        windows: BurstWindows, on_stop_run: Callable[[str], None],
+        causes: CauseTimeline, on_stop_run: Callable[[str], None],
     ) -> None:  # fmt: skip
         self.runner = runner
         self.environment = environment
         self.collector = collector
-        self.windows = windows
+        self.causes = causes  # the run's: kept for the report, and its own (the server's)
+        self._relayed: list[list[Any]] = []  # received since the last relay
         self.on_stop_run = on_stop_run
         self.seen: set[str] = set()
         self.finals: set[str] = set()
@@ -188,8 +224,9 @@ class MasterLink:
         self.client_health: dict[str, ClientHealth] = {}  # each worker's loop lag and stalls
         environment.events.worker_report.add_listener(self._merge_report)
         runner.register_message(FINAL, self._on_final)
-        runner.register_message(WINDOW, self._relay_window)
+        runner.register_message(CAUSES, self._on_causes)
         runner.register_message(STOP_RUN, self._on_stop_run)
+        self._relayer = gevent.spawn(_every, CAUSES_EVERY_S, self.relay_causes)
 
     def reset(self) -> None:
         self.seen = {client.id for client in self.runner.clients.all}
@@ -211,11 +248,18 @@ class MasterLink:
     def _on_stop_run(self, environment: Any, msg: Any, **_: Any) -> None:
         self.on_stop_run(f"{msg.node_id}: {msg.data['reason']}")
 
-    def _relay_window(self, environment: Any, msg: Any, **_: Any) -> None:
-        data = msg.data
-        self.windows.update(data["id"], data["start"], data["end"])
-        for client_id in self._alive() - {msg.node_id}:
-            self.runner.send_message(WINDOW, data, client_id)
+    def _on_causes(self, environment: Any, msg: Any, **_: Any) -> None:
+        if _apply_causes(self.causes, msg.data, f"worker {msg.node_id}"):
+            self._relayed.extend(msg.data["windows"])
+
+    def relay_causes(self) -> None:
+        """Every window received since the last relay, and the master's own, to every
+        live worker (its own come back too: applying a window twice changes nothing)."""
+        windows, self._relayed = self._relayed + self.causes.take_outgoing(), []
+        if windows:
+            for client_id in self._alive():
+                self.runner.send_message(CAUSES, {"windows": windows}, client_id)
+        self.causes.prune(time.time_ns() - int(MASTER_KEEPS_WINDOWS_S * 1e9))
 
     def _merge_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         self.seen.add(client_id)

@@ -1,8 +1,9 @@
 """Wires the recorder into Locust: one per process, deltas from workers, the final report.
 
-Importing ``tpot_locust.harness.users`` registers these listeners on Locust's global ``events`` (as
-a locustfile's own listeners would be), so ``locust -f locustfiles/chat.py`` records and
-reports the same histograms as ``tpot-locust run``, alone or as master and workers.
+``get_state`` connects each process's recorder to our event hooks; the listeners below sit
+on Locust's global ``events`` (as a locustfile's own listeners would), so ``locust -f
+locustfiles/chat.py`` records and reports the same histograms as ``tpot-locust run``, alone
+or as master and workers.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from locust.env import Environment
 from locust.runners import STATE_INIT, STATE_STOPPED, MasterRunner, WorkerRunner
 
 from tpot_locust.harness import quiet_loop, webui
-from tpot_locust.harness.events import ensure_token_timings
+from tpot_locust.harness.events import ensure_prefill_window, ensure_token_timings
 from tpot_locust.harness.loop_probe import TRACE_ENV, StallTracer
 from tpot_locust.harness.orphan_watch import watch_parent
 from tpot_locust.harness.run_state import DEFAULT_REPORT_INTERVAL_S, RunState, slo_of
@@ -56,6 +57,7 @@ def get_state(environment: Environment) -> RunState:
         token_timings = ensure_token_timings(environment.events)
         token_timings.add_listener(state.recorder.record)
         token_timings.add_listener(state.client_errors.observe)
+        ensure_prefill_window(environment.events).add_listener(state.recorder.on_prefill)
     return state
 
 

@@ -27,6 +27,7 @@ from tpot_locust.harness.loop_probe import LagProbe
 from tpot_locust.harness.scenario_in_use import scenario_in_use
 from tpot_locust.harness.traffic import ProcessShare, TrafficDriver
 from tpot_locust.harness.users import ChatUser
+from tpot_locust.metrics.causes import PrefillArchive
 from tpot_locust.metrics.collector import Collector
 from tpot_locust.metrics.phases import RunClock
 from tpot_locust.metrics.recorder import Recorder
@@ -93,7 +94,7 @@ class RunState:
             self.worker = WorkerLink(runner, self.environment, self.recorder, hooks)
         elif isinstance(runner, MasterRunner):
             self.master = MasterLink(runner, self.environment, self.collector,
-                                     self.recorder.windows, self.stop_run)  # fmt: skip
+                                     self.recorder.causes, self.stop_run)  # fmt: skip
 
     def _end_worker_test(self) -> None:
         self.end_traffic()
@@ -166,7 +167,9 @@ class RunState:
         self.stopped_because = None
         self.stop_ticker()
         self.recorder.reset()
-        self.recorder.windows.clear()
+        self.recorder.causes.clear()
+        if self.worker is None:  # the reporting process keeps every prefill, to draw them
+            self.recorder.causes.archive = PrefillArchive()
         self.collector.start(self.out_dir)
         self.summary = None
         self.running = True
@@ -213,9 +216,8 @@ class RunState:
         scenario, classes = in_use.scenario, in_use.classes
         self.recorder.clock = self._run_clock(share.start_wall_ns)
         self.end_traffic()
-        publish = self.worker.publish_window if self.worker else self.recorder.windows.update
         self.driver = TrafficDriver(
-            self.environment, scenario, classes, share, publish, self.recorder.count_dropped
+            self.environment, scenario, classes, share, self.recorder.count_dropped
         )
         self.driver.start()
 
@@ -370,14 +372,22 @@ class RunState:
             info["complete"] = not workers["missing"]
         info["timeseries"] = self.collector.timeseries
         start_ns = self.collector.start_wall_s * 1e9
+        bursts = self.recorder.causes.bursts
         info["bursts"] = {
-            "windows": len(self.recorder.windows),
-            "failed": self.recorder.windows.failed,  # no first token: no prefill, no window
-            "prefill_s": sorted(round(d, 3) for d in self.recorder.windows.durations_s()),
+            "windows": len(bursts),
+            "failed": bursts.failed,  # no first token: no prefill, no window
+            "prefill_s": sorted(round(d, 3) for d in bursts.durations_s()),
             # seconds since the time series' start, to shade on its charts
             "spans_s": [[round((start - start_ns) / 1e9, 3), round((end - start_ns) / 1e9, 3)]
-                        for start, end in self.recorder.windows.spans_wall_ns()],
+                        for start, end in bursts.spans_wall_ns()],
         }  # fmt: skip
+        if (archive := self.recorder.causes.archive) is not None:
+            info["prefill"] = {  # every request's prefill (send to first token), all processes
+                "windows": len(archive),
+                "long_prompt_tokens": self.recorder.causes.long_prompt_tokens,
+                # [seconds since the time series' start, most prompt tokens in prefill]
+                "tokens_s": archive.tokens_series(int(start_ns)),
+            }
         if self.tests_started > 1:
             info["test"] = self.tests_started  # of this web-UI session
         if self.recorder.clock is not None:

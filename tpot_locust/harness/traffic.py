@@ -4,8 +4,8 @@ Locust's users are closed loop. Here one dispatcher per open-loop class per proc
 sessions at absolute arrival times (its share of the class's rate) into a bounded set of
 in-flight sessions; an arrival that finds ``max_in_flight`` sessions running is counted as
 dropped, never delayed. Bursts (``count`` requests of a class sent together) are sent by
-the process with index 0 only; each burst request's prefill window is shared with every
-process (``on_window``) so all of them tag token gaps alike.
+the process with index 0 only; each burst request's prefill window, like every request's,
+reaches every process through the cause timeline (``metrics.causes``), marked ``burst``.
 """
 
 from __future__ import annotations
@@ -21,10 +21,8 @@ import gevent
 from gevent.pool import Group
 from locust.env import Environment
 
-from tpot_locust.common.clock import wall_minus_perf_ns
 from tpot_locust.common.cooperation import let_streams_run
 from tpot_locust.common.distributions import as_distribution
-from tpot_locust.metrics.phases import FAILED
 from tpot_locust.scenario.arrivals import arrival_times
 from tpot_locust.scenario.model import Burst, Scenario, TrafficClass
 from tpot_locust.scenario.trace import sessions, share_of
@@ -36,7 +34,6 @@ logger = logging.getLogger(__name__)
 # Burst requests are built and connected this long before their send time: long enough for
 # 8 x 16k-token prompts (~30 ms of sliced work), short enough for servers' keep-alive.
 BURST_PREPARE_LEAD_S = 1.0
-WindowCallback = Callable[[str, int, "int | None"], None]
 
 
 @dataclass(frozen=True)
@@ -82,13 +79,12 @@ class AgentPool:
 class TrafficDriver:
     def __init__(
         self, environment: Environment, scenario: Scenario, classes: dict[str, type[ChatUser]],
-        share: ProcessShare, on_window: WindowCallback, on_dropped: Callable[[str], None],
+        share: ProcessShare, on_dropped: Callable[[str], None],
     ) -> None:  # fmt: skip
         self.environment = environment
         self.scenario = scenario
         self.classes = classes
         self.share = share
-        self.on_window = on_window
         self.on_dropped = on_dropped
         self.pools = {name: AgentPool(environment, cls) for name, cls in classes.items()}
         self.sessions = Group()
@@ -199,32 +195,24 @@ class TrafficDriver:
             for spec in (burst.prompt_tokens, burst.output_tokens)
         )
         pool = self.pools[burst.class_name]
-        for occurrence, t_s in enumerate(burst.times_s):
+        for t_s in burst.times_s:
             # Built and connected shortly before the send time, yielding as they go: at
             # the send time, the prompts held every stream's reads (users.prepare_turn).
             self._sleep_until(start, t_s - BURST_PREPARE_LEAD_S)
             prepared = [(agent := pool.take(), agent.prepare_turn(*lengths))
                         for _ in range(burst.count)]  # fmt: skip
             self._sleep_until(start, t_s)
-            for request, (agent, turn) in enumerate(prepared):
-                window_id = f"b{number}.{occurrence}.{request}"
-                self.sessions.spawn(self._burst_request, burst, window_id, agent, turn)
+            for agent, turn in prepared:
+                self.sessions.spawn(self._burst_request, burst, agent, turn)
                 let_streams_run()  # one send per loop iteration: streams are read between
 
-    def _burst_request(
-        self, burst: Burst, window_id: str, agent: ChatUser, turn: PreparedTurn
-    ) -> None:
+    def _burst_request(self, burst: Burst, agent: ChatUser, turn: PreparedTurn) -> None:
+        """One burst request; its prefill window comes from the user's ``prefill_window``
+        events, marked ``burst``, like every request's."""
         pool = self.pools[burst.class_name]
-        start_wall = time.time_ns()
-        self.on_window(window_id, start_wall, None)
-        end_wall: int | None = None
         try:
-            timings = agent.send_prepared(turn)
-            if timings is not None:  # only a first token ends a prefill; else none ran
-                first = timings.token_stamps[0] if timings.token_stamps else None
-                end_wall = FAILED if first is None else first + wall_minus_perf_ns()
+            agent.send_prepared(turn, burst=True)
         finally:
-            self.on_window(window_id, start_wall, end_wall or time.time_ns())
             pool.give_back(agent)
 
 

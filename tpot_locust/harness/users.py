@@ -35,8 +35,9 @@ from tpot_locust.common.errors import (
 )
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.common.tokens import Tokenizer, load_tokenizer
-from tpot_locust.harness.events import ensure_token_timings
+from tpot_locust.harness.events import ensure_prefill_window, ensure_token_timings
 from tpot_locust.harness.failures import Backoff
+from tpot_locust.metrics.causes import FAILED_END as PREFILL_FAILED
 from tpot_locust.metrics.stalls import PROCESS_TAG
 from tpot_locust.scenario.datasets import Conversation
 from tpot_locust.scenario.prompts import WORDS, synthetic_text
@@ -124,6 +125,7 @@ class ChatUser(User):
             Origin.parse(self.host), self.connect_timeout, self.idle_timeout
         )
         self._token_timings = ensure_token_timings(self.environment.events)
+        self._prefill_window = ensure_prefill_window(self.environment.events)
         _check_plugin(self.environment)
 
     def on_stop(self) -> None:
@@ -276,8 +278,12 @@ class ChatUser(User):
         self.connection.open()  # eight connects at the send time held the loop ~2 ms
         return PreparedTurn(history, max_tokens, tokens, body)
 
-    def send_prepared(self, turn: PreparedTurn) -> RequestTimings:
-        timings, _ = self.send(turn.history, turn.max_tokens, turn.prompt_tokens, body=turn.body)
+    def send_prepared(self, turn: PreparedTurn, burst: bool = False) -> RequestTimings:
+        """``burst``: a request of the scenario's ``bursts:`` schedule (its prefill makes
+        the burst phase)."""
+        timings, _ = self.send(
+            turn.history, turn.max_tokens, turn.prompt_tokens, body=turn.body, burst=burst
+        )
         return timings
 
     def _shared_prefix(self) -> str:
@@ -369,6 +375,7 @@ class ChatUser(User):
         t_intended_ns: int | None = None,
         body: bytes | None = None,
         keep_answer: bool | None = None,
+        burst: bool = False,
     ) -> tuple[RequestTimings, str]:
         """Stream one request, fire ``token_timings`` and Locust's ``request`` event;
         ``body``: the request already encoded (``prepare_turn``); ``keep_answer``: rebuild
@@ -397,6 +404,7 @@ class ChatUser(User):
             self.connection.close()
             answer = ""
         else:
+            prefill = _PrefillWindow(self._prefill_window, request_id, prompt_tokens, burst)
             request = StreamRequest(
                 user_class=type(self).__name__,
                 api=self.api,
@@ -409,13 +417,16 @@ class ChatUser(User):
                 idle_timeout=self.idle_timeout,
                 total_timeout=self.total_timeout,
                 t_intended_ns=intended_ns,
+                on_first_token=prefill.first_token,
             )
             try:
                 # the answer's text is needed only to continue the conversation
                 timings, answer = stream_request(self.connection, request, want_text=keep_answer)
             except gevent.GreenletExit:
+                prefill.end(None)
                 self._count_interrupted(request_id, intended_ns)
                 raise
+            prefill.end(timings.token_stamps[0] if timings.token_stamps else None)
         timings.scheduled = t_intended_ns is not None
         timings.refuse_out_of_range()  # nothing out of range reaches an int64 array
         self._token_timings.fire(timings=timings, user=self)
@@ -452,6 +463,35 @@ def first_model_id(body: bytes) -> str:
     if not isinstance(model, str) or not model or len(model) > MAX_MODEL_ID_CHARS:
         raise StreamError(MODEL_LOOKUP, f"GET /v1/models gave no model: {body[:200]!r}")
     return model
+
+
+class _PrefillWindow:
+    """One request's ``prefill_window`` events: opened now, closed at its first token."""
+
+    __slots__ = ("_hook", "_prompt_tokens", "_request_id", "_start_ns", "_burst", "_open")
+
+    def __init__(self, hook: Any, request_id: str, prompt_tokens: int, burst: bool) -> None:
+        self._hook, self._request_id, self._burst = hook, request_id, burst
+        self._prompt_tokens = prompt_tokens
+        self._start_ns = time.perf_counter_ns()
+        self._open = True
+        self._fire(None)
+
+    def _fire(self, end_perf_ns: int | None) -> None:
+        self._hook.fire(request_id=self._request_id, start_perf_ns=self._start_ns,
+                        end_perf_ns=end_perf_ns, prompt_tokens=self._prompt_tokens,
+                        burst=self._burst)  # fmt: skip
+
+    def first_token(self, stamp_ns: int) -> None:
+        if self._open:
+            self._open = False
+            self._fire(stamp_ns)
+
+    def end(self, first_stamp_ns: int | None) -> None:
+        """The request ended: its first token if it had one (at the close), else none ran."""
+        if self._open:
+            self._open = False
+            self._fire(PREFILL_FAILED if first_stamp_ns is None else first_stamp_ns)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,16 @@ from tpot_locust.common.cooperation import WorkSlices, let_streams_run
 from tpot_locust.common.errors import INTERRUPTED
 from tpot_locust.common.timings import RequestTimings, to_us, tpot_samples_ns
 from tpot_locust.common.token_flow import TOKEN_FLOW
+from tpot_locust.metrics.causes import (
+    CAUSES,
+    CLIENT_STALL,
+    FAILED_END,
+    PREFILL,
+    UNEXPLAINED,
+    CauseTimeline,
+    CauseWindow,
+    GapCauses,
+)  # fmt: skip
 from tpot_locust.metrics.histograms import (
     HistogramDecodeError,
     add_into,
@@ -33,20 +43,25 @@ from tpot_locust.metrics.histograms import (
     record_many,
     warm_up,
 )
-from tpot_locust.metrics.phases import BURST, PHASES, STEADY, TAG_HOLD_S, BurstWindows, RunClock
-from tpot_locust.metrics.stalls import CLIENT_STALL, ClientHealth, StallWindows
+from tpot_locust.metrics.phases import BURST, PHASES, STEADY, TAG_HOLD_S, RunClock
+from tpot_locust.metrics.stalls import ClientHealth, StallWindows
+from tpot_locust.metrics.tail_gaps import WORST_GAPS_SHOWN, TailFloor, merge_tail
 
 METRICS: tuple[str, ...] = (
     "tpot", "request_tpot", "itl", "ttft", "e2e", "worst_gap", "ttft_from_intended",
     "schedule_lag", "read_delay",
 )  # fmt: skip
 PHASE_METRICS: tuple[str, ...] = ("tpot", "itl")
+# Metrics whose samples are also kept per cause (``itl@prefill``, ..., ``itl@none``: the
+# samples that overlapped no cause), for the report's "Why the tail".
+CAUSE_METRICS: tuple[str, ...] = ("tpot", "itl")
+# Prompt tokens in prefill (of every process's requests) when each token gap ended.
+PREFILL_AT_GAP = "prefill_tokens_at_gap"
 # Metrics whose samples are tagged when they overlap a client stall (a copy of each tagged
 # sample goes into ``metric@client_stall``; the report sets those aside).
 STALL_METRICS: tuple[str, ...] = ("tpot", "itl", "ttft", "e2e", "request_tpot", "worst_gap")
 FLUSH_PENDING_VALUES = 100_000
 BUCKET_SLICE = 4096  # values bucketed between two yields
-WORST_GAPS_KEPT = 10
 MAX_INTERRUPTED_IDS = 100
 
 
@@ -121,7 +136,11 @@ _SUMMED_COUNTERS = tuple(
 class ClassMetrics:
     histograms: dict[str, HdrHistogram] = field(default_factory=dict)  # made on first use
     counters: ClassCounters = field(default_factory=ClassCounters)
-    worst_gaps: list[dict[str, Any]] = field(default_factory=list)  # largest first
+    tail_gaps: list[dict[str, Any]] = field(default_factory=list)  # largest first (tail_gaps)
+
+    @property
+    def worst_gaps(self) -> list[dict[str, Any]]:
+        return self.tail_gaps[:WORST_GAPS_SHOWN]
 
     def histogram(self, name: str) -> HdrHistogram:
         histogram = self.histograms.get(name)
@@ -137,12 +156,10 @@ class ClassMetrics:
                 let_streams_run()
             add_into(self.histogram(name), histogram)
         self.counters.add(other.counters)
-        self.add_worst_gaps(other.worst_gaps)
+        self.add_tail_gaps(other.tail_gaps)
 
-    def add_worst_gaps(self, gaps: list[dict[str, Any]]) -> None:
-        if gaps:
-            merged = sorted(self.worst_gaps + gaps, key=lambda gap: -gap["ms"])
-            self.worst_gaps = merged[:WORST_GAPS_KEPT]
+    def add_tail_gaps(self, gaps: list[dict[str, Any]]) -> None:
+        self.tail_gaps = merge_tail(self.tail_gaps, gaps)
 
 
 def _decode_named(blob: str, key: str) -> HdrHistogram:
@@ -199,7 +216,7 @@ class MetricSet:
                     if histogram.total_count
                 },
                 "counters": metrics.counters.to_dict(),
-                "worst_gaps": metrics.worst_gaps,
+                "tail_gaps": metrics.tail_gaps,
             }
             for user_class, metrics in self.classes.items()
         }
@@ -217,7 +234,8 @@ class MetricSet:
             for name, blob in encoded.get("histograms", {}).items():
                 metrics.histograms[name] = _decode_named(blob, f"{user_class}.histograms.{name}")
             metrics.counters = ClassCounters.from_dict(encoded.get("counters", {}))
-            metrics.worst_gaps = list(encoded.get("worst_gaps", []))
+            # ``worst_gaps``: results saved before the tail kept every gap's causes
+            metrics.tail_gaps = list(encoded.get("tail_gaps", encoded.get("worst_gaps", [])))
         return metric_set
 
 
@@ -265,7 +283,10 @@ class Recorder:
         self._finished: deque[RequestTimings] = deque()
         # one offset for the whole run, as every process's windows (common.clock)
         self._wall_offset_ns = WallClock().offset_ns
-        self.windows = BurstWindows()
+        self.causes = CauseTimeline()  # every process's cause windows (``metrics.causes``)
+        # this process's requests in flight (sent, not yet recorded): their send, wall ns
+        self._sending: dict[str, int] = {}
+        self._tail_floors: dict[str, TailFloor] = {}
         self.stalls = StallWindows()
         # the harness's loop probe (``harness.loop_probe``): its lags join each interval
         self.probe: LagSource | None = None
@@ -279,6 +300,24 @@ class Recorder:
         self.stalls.add(start, end)
         self._interval.client.note_stall(start, end)
 
+    def on_prefill(
+        self, request_id: str, start_perf_ns: int, end_perf_ns: int | None, prompt_tokens: int,
+        burst: bool = False, **_: Any,
+    ) -> None:  # fmt: skip
+        """Listener of ``prefill_window``: a request of this process sent (``end`` None),
+        given its first token (``end``: its stamp) or failed before one (``end`` -1)."""
+        start = self.to_wall_ns(start_perf_ns)
+        if end_perf_ns is None:
+            self._sending[request_id] = start
+            window = CauseWindow(PREFILL, request_id, start, None, float(prompt_tokens), burst)
+            self.causes.add(window)
+            return
+        if end_perf_ns == FAILED_END:
+            self.causes.fail(PREFILL, request_id, burst)
+            return
+        end = self.to_wall_ns(end_perf_ns)
+        self.causes.add(CauseWindow(PREFILL, request_id, start, end, float(prompt_tokens), burst))
+
     def to_wall_ns(self, perf_ns: int) -> int:
         return perf_ns + self._wall_offset_ns
 
@@ -287,6 +326,7 @@ class Recorder:
 
     def record(self, timings: RequestTimings, **_: Any) -> None:
         timings.refuse_out_of_range()  # a locustfile's own timings too: nothing past int64
+        self._sending.pop(timings.request_id, None)
         counters = self._interval.for_class(timings.user_class).counters
         if timings.error_category == INTERRUPTED:
             counters.interrupted += 1
@@ -382,8 +422,9 @@ class Recorder:
         )
 
     def _tag_phases(self, everything: bool) -> None:
-        """Tag held gaps as steady or burst, once other workers' windows had time to arrive,
-        and set aside copies of the samples that overlap this process's stalls."""
+        """Tag held gaps with their causes and phase, once other processes' windows had
+        time to arrive, and set aside copies of the samples that overlap this process's
+        stalls."""
         now = time.time_ns()
         slices = WorkSlices()
         while self._held and (everything or self._held[0].release_wall_ns <= now):
@@ -393,32 +434,68 @@ class Recorder:
             in_stall = self._tag_stalls(held) if tag else None
             if not held.itl_ns.size:
                 continue
-            in_burst = self.windows.overlaps(held.starts_wall, held.ends_wall)
-            if not in_burst.any():  # all steady: the whole-request samples, as they are
-                self._add_pending(held.user_class, phase_metric("itl", STEADY), held.itl_us)
-                self._add_pending(held.user_class, phase_metric("tpot", STEADY), held.tpot_us)
-            else:
-                for phase, mask in ((BURST, in_burst), (STEADY, ~in_burst)):
-                    if not mask.any():
-                        continue
-                    itl = held.itl_ns[mask]
-                    counts = None if held.counts is None else held.counts[mask]
-                    self._add_pending(held.user_class, phase_metric("itl", phase), to_us(itl))
-                    tpot = tpot_samples_ns(itl, counts)
-                    self._add_pending(held.user_class, phase_metric("tpot", phase), to_us(tpot))
-            worst = int(np.argmax(held.itl_ns))
-            metrics = self._interval.for_class(held.user_class)
-            ms = round(int(held.itl_ns[worst]) / 1e6, 3)
-            kept = metrics.worst_gaps
-            if len(kept) == WORST_GAPS_KEPT and ms <= kept[-1]["ms"]:
-                continue  # would sort in after the last kept gap, and be dropped
-            metrics.add_worst_gaps([{
-                "ms": ms,
-                "phase": BURST if in_burst[worst] else STEADY,
-                "at_wall_s": round(int(held.ends_wall[worst]) / 1e9, 3),
+            causes = self.causes.tags(held.starts_wall, held.ends_wall)
+            masks = causes.masks
+            if in_stall is not None and in_stall.any():
+                masks[CLIENT_STALL] = in_stall  # its samples are set aside already
+            self._split(held, (BURST, causes.in_burst), (STEADY, ~causes.in_burst))
+            explained = np.zeros(held.itl_ns.shape, dtype=bool)
+            for kind, mask in masks.items():
+                explained |= mask
+                if kind != CLIENT_STALL:
+                    self._split(held, (kind, mask))
+            self._split(held, (UNEXPLAINED, ~explained))
+            self._add_pending(held.user_class, PREFILL_AT_GAP, causes.prefill_tokens)
+            self._keep_tail(held, causes)
+        self.causes.prune(self._prune_before())
+
+    def _split(self, held: _HeldGaps, *parts: tuple[str, np.ndarray]) -> None:
+        """The request's ITL and TPOT samples of each ``(tag, mask)`` into ``metric@tag``."""
+        for tag, mask in parts:
+            if not mask.any():
+                continue
+            if mask.all():  # the whole-request samples, as they are (nearly always)
+                self._add_pending(held.user_class, phase_metric("itl", tag), held.itl_us)
+                self._add_pending(held.user_class, phase_metric("tpot", tag), held.tpot_us)
+                continue
+            itl = held.itl_ns[mask]
+            counts = None if held.counts is None else held.counts[mask]
+            self._add_pending(held.user_class, phase_metric("itl", tag), to_us(itl))
+            tpot = tpot_samples_ns(itl, counts)
+            self._add_pending(held.user_class, phase_metric("tpot", tag), to_us(tpot))
+
+    def _keep_tail(self, held: _HeldGaps, found: GapCauses) -> None:
+        """The request's gaps that enter this process's largest, each with its causes."""
+        masks = found.masks
+        floor = self._tail_floors.setdefault(held.user_class, TailFloor())
+        chosen = floor.candidates(held.itl_ns)
+        if not chosen.size:
+            return
+        gaps = []
+        for index in chosen.tolist():
+            causes = [kind for kind in CAUSES if kind in masks and masks[kind][index]]
+            gaps.append({
+                "ms": round(int(held.itl_ns[index]) / 1e6, 3),
+                "at_wall_s": round(int(held.ends_wall[index]) / 1e9, 3),
                 "request_id": held.request_id,
-                "client_stall": bool(in_stall is not None and in_stall[worst]),
-            }])  # fmt: skip
+                "gap": index,
+                "causes": causes,
+                "prefill_tokens": int(found.prefill_tokens[index]),
+                "prefill_requests": int(found.prefill_requests[index]),
+                "phase": BURST if found.in_burst[index] else STEADY,
+                "client_stall": CLIENT_STALL in causes,
+            })  # fmt: skip
+        self._interval.for_class(held.user_class).add_tail_gaps(gaps)
+
+    def _prune_before(self) -> int:
+        """The oldest moment a gap still to be tagged can start at: windows that ended
+        before it overlap nothing left."""
+        # held in the order they ended, not sent: a long request ends after shorter ones
+        oldest = [min(held.send_wall_ns for held in self._held)] if self._held else []
+        if self._finished:
+            oldest.append(self.to_wall_ns(min(t.t_send_ns for t in self._finished)))
+        oldest.extend(self._sending.values())
+        return min(oldest) if oldest else time.time_ns()
 
     def _tag_stalls(self, held: _HeldGaps) -> np.ndarray:
         """Copies of the request's samples that overlap a stall, or that a shared read
@@ -499,6 +576,7 @@ class Recorder:
         self._held.clear()
         self._finished.clear()
         self.stalls.clear()
+        self._tail_floors.clear()
         self.take_interval()
 
 

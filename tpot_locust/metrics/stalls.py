@@ -23,6 +23,7 @@ import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from tpot_locust.common.timings import to_us
+from tpot_locust.metrics.causes import CLIENT_STALL  # the tag, and the set-aside histograms
 from tpot_locust.metrics.histograms import (
     HistogramDecodeError,
     add_into,
@@ -31,7 +32,6 @@ from tpot_locust.metrics.histograms import (
     record_many,
 )
 
-CLIENT_STALL = "client_stall"  # the tag, and the suffix of the set-aside histograms
 STALLS_FOLDER = "client_stalls"  # OUT/client_stalls/local.json: a local run's stall windows
 # Starts every request id this process sends, so that a request can be matched with the
 # stall windows of the process that measured it (as the truth check does).

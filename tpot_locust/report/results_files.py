@@ -19,6 +19,9 @@ from tpot_locust.report.summary import build_summary, built_part
 
 SUMMARY_FILE = "summary.json"
 HISTOGRAMS_FILE = "histograms.json"
+# the server's /metrics sampled while the run went (harness.server_sampler), one JSON line
+# a sample (wire.metrics_scrape's module docstring has the fields)
+SERVER_METRICS_FILE = "server_metrics.jsonl"
 
 
 def write_results(out_dir: Path, totals: MetricSet, run: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tpot_locust.metrics.recorder import ClassCounters
+from tpot_locust.metrics.tail_gaps import TAIL_GAPS_KEPT
 
 MAX_RESULTS_BYTES = 256 * 1024 * 1024
 MAX_INT = 2**63 - 1
@@ -226,11 +227,14 @@ _COUNTERS = record(
     {f.name: integer() for f in fields(ClassCounters) if f.type == "int"}
     | {"errors": mapping(integer(), 10_000), "interrupted_ids": list_of(text(1000), 10_000)}
 )
-_WORST_GAP = record({"ms": _NUMBER0, "phase": text(100), "at_wall_s": number(),
-                     "request_id": text(1000), "client_stall": boolean()},
-                    required=("ms",))  # fmt: skip
+_TAIL_GAP = record({"ms": _NUMBER0, "phase": text(100), "at_wall_s": number(),
+                    "request_id": text(1000), "client_stall": boolean(), "gap": integer(),
+                    "causes": list_of(text(100), 100), "prefill_tokens": integer(),
+                    "prefill_requests": integer()},
+                   required=("ms",))  # fmt: skip
 _CLASS = record({"histograms": mapping(text(MAX_BLOB), 1000), "counters": _COUNTERS,
-                 "worst_gaps": list_of(_WORST_GAP, 1000)})  # fmt: skip
+                 "tail_gaps": list_of(_TAIL_GAP, TAIL_GAPS_KEPT),
+                 "worst_gaps": list_of(_TAIL_GAP, TAIL_GAPS_KEPT)})  # fmt: skip
 _STALL = record({"ms": _NUMBER0, "at_wall_s": number(), "worker": optional(text(1000))},
                 required=("ms", "at_wall_s"))  # fmt: skip
 _CLIENT = record({"loop_lag": optional(text(MAX_BLOB)), "stalls": integer(),
@@ -252,13 +256,16 @@ _WORKERS = record(
 _SPAN = list_of(number(), 2)
 _BURSTS = record({"windows": integer(), "failed": integer(), "prefill_s": list_of(_NUMBER0),
                   "spans_s": list_of(_SPAN)})  # fmt: skip
+_PREFILL = record({"windows": integer(), "long_prompt_tokens": integer(),
+                   "tokens_s": list_of(_SPAN)})  # fmt: skip
 RUN = record(
     {"host": optional(text()), "complete": boolean(), "version": optional(text(100)),
      "users": optional(integer()), "scenario": optional(text()), "settings": list_of(text()),
      "report_interval_s": optional(_NUMBER0), "start_wall_s": optional(_NUMBER0),
      "stopped_because": optional(text()), "stall_threshold_ms": optional(_NUMBER0),
      "goodput_limits_ms": optional(mapping(_NUMBER0, 100)), "arrival_clock": optional(text()),
-     "workers": _WORKERS, "timeseries": list_of(_POINT), "bursts": _BURSTS, "test": integer(),
+     "workers": _WORKERS, "timeseries": list_of(_POINT), "bursts": _BURSTS, "prefill": _PREFILL,
+     "test": integer(),
      "warmup_s": optional(_NUMBER0), "cooldown_s": optional(_NUMBER0),
      "duration_s": optional(_NUMBER0), "clock_start_wall_ns": optional(integer()),
      "report_error": optional(text())},

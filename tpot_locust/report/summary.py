@@ -26,6 +26,7 @@ from tpot_locust.metrics.recorder import (
     phase_metric,
 )
 from tpot_locust.metrics.stalls import CLIENT_STALL, ClientHealth
+from tpot_locust.report.attribution import attribution_summary, format_why_the_tail
 from tpot_locust.scenario.slo import TAIL_MIN_SAMPLES
 
 PER_TOKEN_METRICS = ("tpot", "itl")
@@ -167,6 +168,9 @@ def _class_summary(
     goodput = goodput_summary(counters, window_s, goodput_ms) if goodput_ms else None
     interference = built_part(errors, f"{scope} interference",
                          lambda: phase_summary(metrics, TAIL_MIN_SAMPLES))  # fmt: skip
+    keep_tail = scope == "totals"  # every kept gap once, at the top: the truth's check reads it
+    attribution = built_part(errors, f"{scope} attribution",
+                        lambda: attribution_summary(metrics, keep_tail))  # fmt: skip
     return {
         "metrics": summaries,
         "client": client_check(summaries["read_delay"])
@@ -196,6 +200,7 @@ def _class_summary(
         "excluded": {"warmup": counters.excluded_warmup, "cooldown": counters.excluded_cooldown},
         "dropped_arrivals": counters.dropped_arrivals,
         "interference": interference,
+        "attribution": attribution,
         "worst_gaps": metrics.worst_gaps,
         "goodput": goodput,
     }
@@ -371,6 +376,9 @@ def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
     if extra := format_interference(summary):
         lines.append("")
         lines.extend(extra)
+    if why := format_why_the_tail(summary):
+        lines.append("")
+        lines.extend(why)
     return "\n".join(lines)
 
 

@@ -16,6 +16,7 @@ the sample at rank ceil(p x N)); ours come from HDR histograms (within 0.1 %).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,30 +48,42 @@ def load_stall_windows(out_dir: Path) -> ProcessStalls | None:
     return {r["request_id_prefix"]: StallWindows.from_record(r) for r in records}
 
 
-def true_samples_ms(
-    truth_path: Path, run: dict[str, Any], stalls: ProcessStalls | None = None
-) -> dict[str, np.ndarray]:
-    """The true TTFT, ITL and TPOT samples (ms) of the requests a run's report counts;
-    with ``stalls``, also ``<metric>@stall_free``: those that overlap no client stall (the
-    true counterpart of the report's stall-free figures)."""
+def counted_by(run: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
+    """Whether a truth line is a request the run's report counts: finished (not aborted),
+    with a token event, not sent in the warm-up and not ending in the cool-down."""
     # the timeline warm-up and cool-down are measured on (the recorder's), else the run's
     start_ns = run.get("clock_start_wall_ns") or int(run.get("start_wall_s", 0) * 1e9)
     warmup_end = start_ns + int(run.get("warmup_s", 0) * 1e9) if run.get("warmup_s") else None
     cooldown = run.get("cooldown_s") or 0
     duration = run.get("duration_s")
     cooldown_from = start_ns + int((duration - cooldown) * 1e9) if cooldown and duration else None
+
+    def counted(record: dict[str, Any]) -> bool:
+        sends = record.get("send_ns")
+        if "request_id" not in record or record.get("aborted") or not sends:
+            return False
+        if warmup_end is not None and record["arrival_ns"] < warmup_end:
+            return False
+        return cooldown_from is None or sends[-1] <= cooldown_from
+
+    return counted
+
+
+def true_samples_ms(
+    truth_path: Path, run: dict[str, Any], stalls: ProcessStalls | None = None
+) -> dict[str, np.ndarray]:
+    """The true TTFT, ITL and TPOT samples (ms) of the requests a run's report counts;
+    with ``stalls``, also ``<metric>@stall_free``: those that overlap no client stall (the
+    true counterpart of the report's stall-free figures)."""
+    counted = counted_by(run)
     parts: dict[str, list[np.ndarray]] = {name: [] for name in CHECKED_METRICS}
     free: dict[str, list[np.ndarray]] = {name: [] for name in CHECKED_METRICS}
     with open(truth_path, encoding="utf-8") as lines:
         for line in lines:
             record = json.loads(line)
-            sends = record.get("send_ns")
-            if "request_id" not in record or record.get("aborted") or not sends:
+            if not counted(record):
                 continue
-            if warmup_end is not None and record["arrival_ns"] < warmup_end:
-                continue
-            if cooldown_from is not None and sends[-1] > cooldown_from:
-                continue
+            sends = record["send_ns"]
             stamps = np.asarray(sends, dtype=np.int64)
             tokens = np.asarray(record.get("tokens") or [1] * len(sends), dtype=np.int64)[1:]
             gaps = np.diff(stamps)

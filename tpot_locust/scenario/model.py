@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+from tpot_locust.scenario.limits import DEFAULT_METRICS_INTERVAL_S
 from tpot_locust.scenario.slo import SloSpec
 from tpot_locust.scenario.yaml_source import ScenarioError
 
@@ -85,6 +87,26 @@ class Server:
     # the embedded simulator counts with it too
     tokenizer: str | None = key(check="tokenizer", user="tokenizer")
     timeouts: Timeouts = key(check="timeouts", factory=Timeouts)
+    # the server's Prometheus endpoint, sampled while the run goes: a URL, true (the
+    # default: <host>/metrics) or false (off); every metrics_interval seconds
+    metrics: bool | str = key(True, check="metrics_url")
+    metrics_interval: float = key(DEFAULT_METRICS_INTERVAL_S, check="metrics_interval")
+
+    def metrics_url(self, host: str | None) -> str | None:
+        """The metrics URL to sample for a run against ``host`` (the run's base URL: the
+        scenario's, ``--host`` or the embedded simulator's), or None: turned off, or no
+        host to take the default from. The default is the host's scheme and address with
+        the path ``/metrics`` (an OpenAI base URL's ``/v1`` is not part of it)."""
+        if self.metrics is False:
+            return None
+        if isinstance(self.metrics, str):
+            return self.metrics
+        if not host:
+            return None
+        parts = urlsplit(host)
+        if not parts.scheme or not parts.netloc:
+            return None
+        return urlunsplit((parts.scheme, parts.netloc, "/metrics", "", ""))
 
 
 @dataclass

@@ -10,13 +10,16 @@ import math
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from tpot_locust.scenario.limits import (
     MAX_DURATION_S,
+    MAX_METRICS_INTERVAL_S,
     MAX_NUMBER,
     MAX_SEED,
     MAX_TOKENS,
     MAX_USERS,
+    MIN_METRICS_INTERVAL_S,
 )
 from tpot_locust.scenario.yaml_source import Located
 
@@ -93,6 +96,29 @@ def url(located: Located, path: str, value: Any, base_dir: Path) -> str:
     if not isinstance(value, str) or "://" not in value or not value.isprintable():
         raise located.error(path, "must be a URL like http://127.0.0.1:8000")
     return value
+
+
+def metrics_url(located: Located, path: str, value: Any, base_dir: Path) -> bool | str:
+    """``server.metrics``: true (``<host>/metrics``), false (off) or an http(s) URL."""
+    if isinstance(value, bool):
+        return value
+    shape = "must be true, false or a URL like http://127.0.0.1:8000/metrics"
+    if not isinstance(value, str) or not value.isprintable() or len(value) > 2048:
+        raise located.error(path, shape)
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        raise located.error(path, shape) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise located.error(path, shape)
+    return value
+
+
+def metrics_interval(located: Located, path: str, value: Any, base_dir: Path) -> float:
+    """``server.metrics_interval``: seconds between samples."""
+    return float(number(located, path, value, minimum=MIN_METRICS_INTERVAL_S, strict=False,
+                        maximum=MAX_METRICS_INTERVAL_S))  # fmt: skip
 
 
 def plain_text(located: Located, path: str, value: Any, base_dir: Path) -> str:

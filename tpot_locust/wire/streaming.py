@@ -18,6 +18,7 @@ Error messages never show the request's credentials, even when a server echoes t
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tpot_locust.common import secrets
@@ -65,6 +66,9 @@ class StreamRequest:
     idle_timeout: float
     total_timeout: float
     t_intended_ns: int
+    # called once, with the first token event's stamp, while the stream goes on: its
+    # prefill is over (``metrics.causes``); must neither block nor yield
+    on_first_token: Callable[[int], None] | None = None
 
 
 class _Collected:
@@ -201,12 +205,17 @@ def _send_and_collect(
     parser = SSEParser()
     decoder = collected.decoder
     end_ns = deadline.end_ns
+    first_token = request.on_first_token
 
     def consume(stamp: int, data: bytes) -> None:
+        nonlocal first_token
         if not decoder.events and len(collected.body_start) < BODY_START_KEPT:
             collected.body_start += data[:BODY_START_KEPT]
         if feed_read(parser, decoder, stamp, data):
             deadline.arrived(stamp)
+            if first_token is not None and decoder.result.token_stamps:
+                first_token(decoder.result.token_stamps[0])
+                first_token = None
             if parser.failure is not None:  # an oversized event came after these
                 raise parser.failure
         if stamp >= end_ns:

@@ -1,0 +1,176 @@
+"""Server cause windows and the summary's series, from the metrics sampler's sample lines.
+
+``wire.metrics_scrape`` prints one line per good sample of the server's ``/metrics`` (raw
+numbers: gauges, counter totals, per-interval increases). Here, pure functions of those
+lines:
+
+- ``server_windows(previous, current)``: the cause windows (``metrics.causes``) of the
+  interval between two consecutive good samples, spanning ``[previous, current]`` wall
+  time: ``preemption`` where the preemption counter rose (size: the increase; a counter
+  that went down is a server restart, not a rise), ``kv_pressure`` where KV cache usage at
+  either end is at or above ``KV_PRESSURE_AT`` (size: the larger usage), ``queueing``
+  where requests waited at either end (size: the most waiting). Ids are
+  ``server:<kind>:<index of the current sample>``: unique in a run and the same in every
+  process that derives them.
+- ``SeriesReducer`` / ``downsample``: the series for ``summary.json`` in at most
+  ``MAX_POINTS`` points, in bounded memory however long the run: consecutive samples are
+  merged into spans (gauges: the span's largest, a peak is what a tail gap meets;
+  preemptions: summed; token rates: tokens over time), the span doubling whenever the
+  points would pass the limit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tpot_locust.metrics.causes import (
+    KV_PRESSURE,
+    KV_PRESSURE_AT,
+    PREEMPTION,
+    QUEUEING,
+    CauseWindow,
+)
+
+MAX_POINTS = 2000
+SERIES = ("t_wall_s", "running", "waiting", "kv_usage", "preemptions", "prompt_tokens_per_s",
+          "generation_tokens_per_s")  # fmt: skip
+_PEAKS = ("running", "waiting", "kv_usage")
+_RATES = ("prompt_tokens_per_s", "generation_tokens_per_s")
+
+
+def _value(line: Mapping[str, Any], name: str) -> float | None:
+    """A finite number of the line, else None (absent, null, or not a number)."""
+    value = line.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _ns(seconds: float) -> int:
+    return round(seconds * 1e9)
+
+
+def _largest(previous: Mapping[str, Any], current: Mapping[str, Any], name: str) -> float | None:
+    values = [v for v in (_value(previous, name), _value(current, name)) if v is not None]
+    return max(values) if values else None
+
+
+def server_windows(previous: Mapping[str, Any], current: Mapping[str, Any]) -> list[CauseWindow]:
+    """The server windows of the interval from ``previous`` to ``current`` (two consecutive
+    good sample lines); none where the interval has no positive length."""
+    start_s, end_s = _value(previous, "t_wall_s"), _value(current, "t_wall_s")
+    if start_s is None or end_s is None or end_s <= start_s:
+        return []
+    index = current.get("i")
+    start, end = _ns(start_s), _ns(end_s)
+    windows: list[CauseWindow] = []
+
+    def add(kind: str, size: float) -> None:
+        windows.append(CauseWindow(kind, f"server:{kind}:{index}", start, end, size))
+
+    before, after = _value(previous, "preemptions_total"), _value(current, "preemptions_total")
+    same_engine = previous.get("engine") == current.get("engine")
+    if same_engine and before is not None and after is not None and after > before:
+        add(PREEMPTION, after - before)
+    usage = _largest(previous, current, "kv_usage")
+    if usage is not None and usage >= KV_PRESSURE_AT:
+        add(KV_PRESSURE, usage)
+    waiting = _largest(previous, current, "waiting")
+    if waiting is not None and waiting > 0:
+        add(QUEUEING, waiting)
+    return windows
+
+
+@dataclass
+class _Span:
+    """Consecutive samples merged into one point."""
+
+    count: int = 0
+    t_wall_s: float | None = None  # the span's last sample: the end of what it covers
+    peaks: dict[str, float] = field(default_factory=dict)
+    preemptions: float | None = None
+    tokens: dict[str, float] = field(default_factory=dict)  # rate x dt, summed
+    seconds: dict[str, float] = field(default_factory=dict)  # dt where the rate is known
+
+    def add(self, line: Mapping[str, Any]) -> None:
+        self.count += 1
+        self.t_wall_s = _value(line, "t_wall_s")
+        for name in _PEAKS:
+            value = _value(line, name)
+            if value is not None:
+                self.peaks[name] = max(value, self.peaks.get(name, value))
+        preemptions = _value(line, "preemptions")
+        if preemptions is not None:
+            self.preemptions = (self.preemptions or 0.0) + preemptions
+        dt = _value(line, "dt_s")
+        for name in _RATES:
+            rate = _value(line, name)
+            if rate is not None and dt is not None and dt > 0:
+                self.tokens[name] = self.tokens.get(name, 0.0) + rate * dt
+                self.seconds[name] = self.seconds.get(name, 0.0) + dt
+
+    def merge(self, later: _Span) -> None:
+        self.count += later.count
+        self.t_wall_s = later.t_wall_s if later.t_wall_s is not None else self.t_wall_s
+        for name, value in later.peaks.items():
+            self.peaks[name] = max(value, self.peaks.get(name, value))
+        if later.preemptions is not None:
+            self.preemptions = (self.preemptions or 0.0) + later.preemptions
+        for name, tokens in later.tokens.items():
+            self.tokens[name] = self.tokens.get(name, 0.0) + tokens
+            self.seconds[name] = self.seconds.get(name, 0.0) + later.seconds[name]
+
+    def point(self) -> dict[str, float | None]:
+        point: dict[str, float | None] = {"t_wall_s": self.t_wall_s}
+        for name in _PEAKS:
+            point[name] = self.peaks.get(name)
+        point["preemptions"] = self.preemptions
+        for name in _RATES:
+            seconds = self.seconds.get(name, 0.0)
+            point[name] = round(self.tokens[name] / seconds, 3) if seconds > 0 else None
+        return point
+
+
+class SeriesReducer:
+    """The summary's series of a run's sample lines, in at most ``max_points`` points and
+    bounded memory: ``add`` each good sample line in order, ``series()`` at any time."""
+
+    def __init__(self, max_points: int = MAX_POINTS) -> None:
+        if max_points < 2:
+            raise ValueError("max_points must be >= 2")
+        self.max_points = max_points
+        self.span = 1  # samples per point
+        self.spans: list[_Span] = []
+
+    def add(self, line: Mapping[str, Any]) -> None:
+        if not self.spans or self.spans[-1].count >= self.span:
+            self.spans.append(_Span())
+        self.spans[-1].add(line)
+        if len(self.spans) > self.max_points:
+            merged = []
+            for index in range(0, len(self.spans), 2):
+                first = self.spans[index]
+                if index + 1 < len(self.spans):
+                    first.merge(self.spans[index + 1])
+                merged.append(first)
+            self.spans = merged
+            self.span *= 2
+
+    def series(self) -> dict[str, list[float | None]]:
+        """``{"t_wall_s": [...], "running": [...], ...}`` (``SERIES``), one value per point;
+        None where the server does not export a series."""
+        points = [span.point() for span in self.spans]
+        return {name: [point[name] for point in points] for name in SERIES}
+
+
+def downsample(
+    lines: Iterable[Mapping[str, Any]], max_points: int = MAX_POINTS
+) -> dict[str, list[float | None]]:
+    """The series of ``lines`` (good sample lines, in order) in at most ``max_points``."""
+    reducer = SeriesReducer(max_points)
+    for line in lines:
+        reducer.add(line)
+    return reducer.series()

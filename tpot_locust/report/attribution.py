@@ -1,0 +1,131 @@
+"""Why the tail: which causes the slowest token gaps overlapped, and each worst gap's story.
+
+For the samples above P99, P99.9 and P99.99 of TPOT and ITL, the share that overlapped each
+cause (``metrics.causes``) and the share that overlapped none. Shares come from the
+histograms kept per cause (``itl@prefill``, ..., ``itl@none``), counted above the same
+bucket as the whole, so they are exact at any size and across workers. A gap can overlap
+several causes: the shares do not sum to 100 %. The prompt tokens in prefill at the tail's
+gaps (from the kept largest gaps) stand beside the same at every gap's median.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tpot_locust.metrics.causes import CAUSES, PREFILL, UNEXPLAINED
+from tpot_locust.metrics.histograms import count_above, histogram_stats
+from tpot_locust.metrics.recorder import CAUSE_METRICS, PREFILL_AT_GAP, ClassMetrics, phase_metric
+from tpot_locust.metrics.tail_gaps import WORST_GAPS_SHOWN
+
+TAIL_PERCENTILES = (99.0, 99.9, 99.99)
+SHARE_DIGITS = 4
+
+
+def _key(percentile: float) -> str:
+    return f"p{percentile:g}"
+
+
+def attribution_summary(metrics: ClassMetrics, keep_tail: bool) -> dict[str, Any] | None:
+    """The attribution of one class's (or every class's) tail; None before any gap.
+    ``keep_tail``: also list every kept largest gap (``tail_gaps``), for the truth's check."""
+    if not metrics.histograms.get("itl") or not metrics.histograms["itl"].total_count:
+        return None
+    result: dict[str, Any] = {
+        "note": "a gap can overlap several causes: shares do not sum to 1",
+    }
+    for name in CAUSE_METRICS:
+        result[name] = _metric_shares(metrics, name)
+    result["prefill_tokens"] = _prefill_tokens(metrics, result["itl"])
+    result["worst"] = [
+        gap | {"story": gap_story(gap)} for gap in metrics.tail_gaps[:WORST_GAPS_SHOWN]
+    ]
+    if keep_tail:
+        result["tail_gaps"] = metrics.tail_gaps
+    return result
+
+
+def _metric_shares(metrics: ClassMetrics, name: str) -> dict[str, Any]:
+    whole = metrics.histogram(name)
+    stats = histogram_stats(whole, TAIL_PERCENTILES)
+    parts = {
+        cause: metrics.histograms[phase_metric(name, cause)]
+        for cause in (*CAUSES, UNEXPLAINED)
+        if phase_metric(name, cause) in metrics.histograms
+    }
+    rows: dict[str, Any] = {}
+    for percentile in TAIL_PERCENTILES:
+        threshold_us, above = stats.percentiles[percentile], stats.above[percentile]
+        shares = {
+            cause: round(count_above(part, threshold_us) / above, SHARE_DIGITS) if above else None
+            for cause, part in parts.items()
+        }
+        rows[_key(percentile)] = {"above_ms": threshold_us / 1000, "samples": above,
+                                  "shares": shares}  # fmt: skip
+    return rows
+
+
+def _prefill_tokens(metrics: ClassMetrics, itl_rows: dict[str, Any]) -> dict[str, Any]:
+    """Prompt tokens in prefill at every gap's median, and at the median gap of each tail
+    (from the kept largest gaps; None where the tail has more gaps than were kept)."""
+    at_gaps = metrics.histograms.get(PREFILL_AT_GAP)
+    median_all = histogram_stats(at_gaps, (50.0,)).percentiles[50.0] if at_gaps else 0
+    tokens: dict[str, Any] = {"all_gaps_median": median_all}
+    kept = metrics.tail_gaps
+    for key, row in itl_rows.items():
+        tail = [gap for gap in kept if gap["ms"] > row["above_ms"]]
+        complete = row["samples"] and len(tail) >= row["samples"]
+        values = [gap.get("prefill_tokens", 0) for gap in tail]
+        tokens[f"{key}_median"] = int(np.median(values)) if complete and values else None
+    return tokens
+
+
+def gap_story(gap: dict[str, Any], origin_wall_s: float | None = None) -> str:
+    """One line: "118.2 ms at 12.3 s: 3 prompts in prefill (48,000 tokens), preemption"."""
+    at = gap.get("at_wall_s")
+    when = f" at {at - origin_wall_s:.1f} s" if origin_wall_s and at else ""
+    causes = list(gap.get("causes") or [])
+    told: list[str] = []
+    if PREFILL in causes:
+        requests, tokens = gap.get("prefill_requests", 0), gap.get("prefill_tokens", 0)
+        prompts = f"{requests} prompt{'s' * (requests != 1)}" if requests else "prompts"
+        told.append(f"{prompts} in prefill ({tokens:,} tokens)")
+    told += [cause.replace("_", " ") for cause in causes if cause != PREFILL]
+    return f"{gap['ms']:.1f} ms{when}: {', '.join(told) if told else 'no cause overlapped'}"
+
+
+def format_why_the_tail(summary: dict[str, Any]) -> list[str]:
+    """The report's "Why the tail" section (terminal)."""
+    attribution = summary.get("attribution")
+    if not attribution:
+        return []
+    lines = ["Why the tail: share of the samples above each percentile that overlapped a cause"]
+    causes = [c for c in (*CAUSES, UNEXPLAINED)
+              if any(c in row["shares"] for m in CAUSE_METRICS
+                     for row in attribution[m].values())]  # fmt: skip
+    header = "".join(f"{cause:>13}" for cause in causes)
+    lines.append(f"  {'':14}{'above ms':>10}{'samples':>9}{header}")
+    for name in CAUSE_METRICS:
+        for key, row in attribution[name].items():
+            cells = "".join(_share(row["shares"].get(cause)) for cause in causes)
+            label = f"{name.upper()} {key}"
+            lines.append(f"  {label:14}{row['above_ms']:10.3f}{row['samples']:9,}{cells}")
+    tokens = attribution.get("prefill_tokens") or {}
+    tails = ", ".join(
+        f"{key.removesuffix('_median')} {value:,}" for key, value in tokens.items()
+        if key != "all_gaps_median" and value is not None
+    )  # fmt: skip
+    every = tokens.get("all_gaps_median", 0)
+    lines.append(f"  prompt tokens in prefill (median): every gap {every:,}"
+                 + (f"; ITL tail {tails}" if tails else ""))  # fmt: skip
+    lines.append("  (causes overlap: a row's shares need not sum to 100 %; 'none': no cause)")
+    run = summary.get("run") or {}
+    origin = run.get("start_wall_s")
+    for gap in attribution.get("worst", [])[:5]:
+        lines.append(f"  {gap_story(gap, origin)}")
+    return lines
+
+
+def _share(value: float | None) -> str:
+    return f"{'-':>13}" if value is None else f"{value * 100:12.1f}%"

@@ -1,0 +1,293 @@
+"""Our attribution of the tail against the engine simulator's true causes (``truth.jsonl``).
+
+In engine mode (``simulator: {profile: ...}``) the truth holds one line per engine step
+(``{"type": "step", "step", "prefill_tokens", "preempted": [ids], "stall_ns", ...}``) and,
+per request, the step index of each token event (``steps``). A true gap ``g`` of request
+``r`` (between its token events ``g`` and ``g + 1``, 0-based; true ITL = ``send_ns[g + 1] -
+send_ns[g]``) lasted exactly the steps with index in ``(steps[g], steps[g + 1]]``: the one
+that produced token event ``g + 1`` and every step before it since event ``g`` (while ``r``
+waited, was preempted or re-prefilled). Its true causes:
+
+- ``prefill``: one of those steps ran prefill tokens (``prefill_tokens > 0``), anyone's,
+  ``r``'s own recompute included; the gap's ``prefill_tokens`` is their **sum** over the
+  steps (the prefill work the engine did while the gap was open: a 16k prompt chunked over
+  two steps counts 16k, as our side counts a whole prompt in flight);
+- ``preemption``: one of those steps preempted a sequence, or ``r`` itself was preempted
+  between the two events (its line's ``preemptions``, ``generated == g + 1``);
+- ``stall`` (reported, not checked: no cause of ours names it): a step had an engine stall.
+
+Only the requests the truth check counts (``truth_check.counted_by``: finished, warm-up and
+cool-down left out). The tail: true gaps strictly above the true ITL P99.9 (the sample at
+rank ceil(p x N), as the truth check; engine gaps tie, a step's gap is every batch member's,
+so a tie at the percentile itself stays out). For ``prefill`` and ``preemption``, with our
+``summary["attribution"]["tail_gaps"]`` matched by ``(request_id, gap)``: precision (of the
+true tail gaps we tagged with the cause, the share truly caused by it) and recall (of the
+true tail gaps truly caused by it, the share we tagged). A true tail gap missing from our
+list counts as untagged; ``coverage`` says how many were there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tpot_locust.metrics.causes import PREEMPTION, PREFILL
+from tpot_locust.report.truth_check import counted_by
+
+TAIL_PERCENTILE = 99.9
+CHECKED_CAUSES = (PREFILL, PREEMPTION)
+STALL = "stall"  # a true cause with no counterpart of ours: the engine stalled in the gap
+# Stated, not enforced (a run does not fail on them): (cause, measure, at least).
+THRESHOLDS = ((PREFILL, "precision", 0.9), (PREFILL, "recall", 0.9), (PREEMPTION, "recall", 0.8))
+
+
+@dataclass(frozen=True)
+class TrueGaps:
+    """Every true token gap of the counted requests (parallel arrays, one entry a gap)."""
+
+    request_id: np.ndarray  # str objects
+    gap: np.ndarray  # g: between token events g and g + 1
+    itl_ns: np.ndarray
+    end_wall_ns: np.ndarray  # send_ns[g + 1], on the truth's clock
+    prefill_tokens: np.ndarray  # summed over the gap's steps
+    preemption: np.ndarray  # bool
+    stall_ns: np.ndarray  # engine stalls, summed over the gap's steps
+    requests: int  # counted requests
+    step_lines: int
+    unstepped: int  # gaps with a step of their range missing from the step lines
+
+    @property
+    def prefill(self) -> np.ndarray:
+        return self.prefill_tokens > 0
+
+    @property
+    def stall(self) -> np.ndarray:
+        return self.stall_ns > 0
+
+
+def true_gaps(
+    truth_path: Path, run: dict[str, Any], steps_path: Path | None = None
+) -> TrueGaps | None:
+    """The true gaps of a run's counted requests with their true causes; None when the truth
+    has no step lines (the simulator ran in gap mode). ``steps_path``: the step lines'
+    own file (the simulator's ``--steps``), else they are read from ``truth_path``."""
+    counted = counted_by(run)
+    steps: dict[int, tuple[int, int, int]] = {}  # index -> prefill tokens, preempted, stall
+    requests: list[tuple[str, list[int], list[int], list[int]]] = []
+    for path in (truth_path,) if steps_path is None else (truth_path, steps_path):
+        with open(path, encoding="utf-8") as lines:
+            for line in lines:
+                if not line.strip():
+                    continue
+                record = json.loads(line)
+                if record.get("type") == "step":
+                    steps[int(record["step"])] = (
+                        int(record["prefill_tokens"]),
+                        len(record.get("preempted") or ()),
+                        int(record.get("stall_ns") or 0),
+                    )
+                elif path == truth_path and counted(record):
+                    own = [p["generated"] - 1 for p in record.get("preemptions") or ()]
+                    requests.append(
+                        (
+                            str(record["request_id"]),
+                            record["send_ns"],
+                            record.get("steps") or [],
+                            own,
+                        )
+                    )
+    if not steps:
+        return None
+    size = 1 + max([*steps, *(max(s) for _, _, s, _ in requests if s)])
+    table = np.zeros((4, size), dtype=np.int64)  # prefill, preempted, stall, line present
+    index = np.fromiter(steps, dtype=np.int64, count=len(steps))
+    table[:3, index] = np.array(list(steps.values()), dtype=np.int64).T
+    table[3, index] = 1
+    # cumulative sums with a leading 0: the sum over steps (a, b] is cum[b + 1] - cum[a + 1]
+    cum = np.concatenate([np.zeros((4, 1), dtype=np.int64), np.cumsum(table, axis=1)], axis=1)
+    parts: dict[str, list[np.ndarray]] = {
+        k: [] for k in ("rid", "gap", "itl", "end", "pre", "preempt", "stall", "unstepped")
+    }
+    for request_id, sends, step_ids, own in requests:
+        if len(sends) < 2 or len(step_ids) != len(sends):
+            continue  # one token event (not streamed): no gap
+        stamps = np.asarray(sends, dtype=np.int64)
+        at = np.asarray(step_ids, dtype=np.int64)
+        first, last = at[:-1] + 1, at[1:] + 1
+        sums = cum[:, last] - cum[:, first]
+        preempted = sums[1] > 0
+        for g in own:
+            if 0 <= g < preempted.size:
+                preempted[g] = True
+        parts["rid"].append(np.full(preempted.size, request_id, dtype=object))
+        parts["gap"].append(np.arange(preempted.size, dtype=np.int64))
+        parts["itl"].append(np.diff(stamps))
+        parts["end"].append(stamps[1:])
+        parts["pre"].append(sums[0])
+        parts["preempt"].append(preempted)
+        parts["stall"].append(sums[2])
+        parts["unstepped"].append(sums[3] < last - first)
+    joined = {k: np.concatenate(v) if v else np.zeros(0, dtype=np.int64) for k, v in parts.items()}
+    return TrueGaps(
+        request_id=joined["rid"].astype(object),
+        gap=joined["gap"],
+        itl_ns=joined["itl"],
+        end_wall_ns=joined["end"],
+        prefill_tokens=joined["pre"],
+        preemption=joined["preempt"].astype(bool),
+        stall_ns=joined["stall"],
+        requests=len(requests),
+        step_lines=len(steps),
+        unstepped=int(np.count_nonzero(joined["unstepped"])),
+    )
+
+
+def _unavailable(why: str) -> dict[str, Any]:
+    return {"available": False, "why": why}
+
+
+def _ratio(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
+def _our_tail(summary: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]] | None:
+    """Our listed tail gaps by (request_id, gap); None when the summary has none."""
+    attribution = summary.get("attribution")
+    listed = attribution.get("tail_gaps") if isinstance(attribution, dict) else None
+    if not isinstance(listed, list):
+        return None
+    ours: dict[tuple[str, int], dict[str, Any]] = {}
+    for entry in listed:
+        if not isinstance(entry, dict) or entry.get("request_id") is None:
+            continue
+        gap = entry.get("gap")
+        if isinstance(gap, int) and not isinstance(gap, bool):
+            ours.setdefault((str(entry["request_id"]), gap), entry)
+    return ours
+
+
+def _causes(entry: dict[str, Any]) -> list[Any]:
+    causes = entry.get("causes")
+    return causes if isinstance(causes, list) else []
+
+
+def attribution_check(
+    summary: dict[str, Any], truth_path: Path, steps_path: Path | None = None
+) -> dict[str, Any]:
+    """Precision and recall of our ``prefill`` and ``preemption`` tags on the true gaps
+    above the true ITL P99.9; ``{"available": False, "why"}`` when it cannot be made."""
+    ours = _our_tail(summary)
+    gaps = true_gaps(truth_path, summary.get("run") or {}, steps_path)
+    if gaps is None:
+        return _unavailable(
+            "the truth has no engine step lines: the simulator ran without a profile"
+        )
+    if ours is None:
+        return _unavailable("summary.json has no attribution.tail_gaps")
+    if not gaps.itl_ns.size:
+        return _unavailable("no true token gap in the requests the run counts")
+    threshold_ns = float(np.percentile(gaps.itl_ns, TAIL_PERCENTILE, method="inverted_cdf"))
+    tail = np.flatnonzero(gaps.itl_ns > threshold_ns)
+    entries = [ours.get((gaps.request_id[i], int(gaps.gap[i]))) for i in tail]
+    present = [e for e in entries if e is not None]
+    truly = {PREFILL: gaps.prefill[tail], PREEMPTION: gaps.preemption[tail]}
+    causes: dict[str, Any] = {}
+    for cause in CHECKED_CAUSES:
+        true = truly[cause]
+        mine = np.array([e is not None and cause in _causes(e) for e in entries], dtype=bool)
+        both = int(np.count_nonzero(true & mine))
+        n_true, n_tagged = int(np.count_nonzero(true)), int(np.count_nonzero(mine))
+        causes[cause] = {
+            "true": n_true,
+            "tagged": n_tagged,
+            "both": both,
+            "precision": _ratio(both, n_tagged),
+            "recall": _ratio(both, n_true),
+        }
+    errors = [
+        abs(float(e["ms"]) - gaps.itl_ns[i] / 1e6)
+        for i, e in zip(tail, entries, strict=True)
+        if e is not None and isinstance(e.get("ms"), (int, float)) and math.isfinite(e["ms"])
+    ]
+    true_tail = {
+        PREFILL: int(np.count_nonzero(truly[PREFILL])),
+        PREEMPTION: int(np.count_nonzero(truly[PREEMPTION])),
+        STALL: int(np.count_nonzero(gaps.stall[tail])),
+        "none": int(np.count_nonzero(~(truly[PREFILL] | truly[PREEMPTION] | gaps.stall[tail]))),
+    }
+    thresholds = []
+    for cause, measure, at_least in THRESHOLDS:
+        value = causes[cause][measure]
+        thresholds.append(
+            {
+                "cause": cause,
+                "measure": measure,
+                "at_least": at_least,
+                "value": value,
+                "met": None if value is None else value >= at_least,
+            }
+        )
+    return {
+        "available": True,
+        "percentile": TAIL_PERCENTILE,
+        "threshold_ms": round(threshold_ns / 1e6, 4),
+        "true_gaps": int(gaps.itl_ns.size),
+        "requests": gaps.requests,
+        "tail_gaps": int(tail.size),
+        "coverage": {
+            "present": len(present),
+            "of": int(tail.size),
+            "share": _ratio(len(present), int(tail.size)),
+            "ours_listed": len(ours),
+            "worst_ms_error": round(float(max(errors)), 4) if errors else None,
+        },
+        "causes": causes,
+        "true_tail_causes": true_tail,
+        "true_prefill_tokens": {
+            "rule": "sum over the gap's steps",
+            "tail_median": float(np.median(gaps.prefill_tokens[tail])) if tail.size else None,
+            "all_median": float(np.median(gaps.prefill_tokens)),
+        },
+        "unstepped_gaps": gaps.unstepped,
+        "thresholds": thresholds,
+    }
+
+
+def _figure(row: dict[str, Any], measure: str, part: str) -> str:
+    value = row[measure]
+    shown = "n/a" if value is None else f"{value:.2f}"
+    return f"{measure} {shown} ({row['both']}/{row[part]})"
+
+
+def format_attribution_check(check: dict[str, Any] | None) -> list[str]:
+    if check is None:
+        return []
+    if not check.get("available"):
+        return [f"Attribution check: unavailable ({check.get('why')})"]
+    coverage = check["coverage"]
+    figures = "; ".join(
+        f"{cause} {_figure(row, 'precision', 'tagged')} {_figure(row, 'recall', 'true')}"
+        for cause, row in check["causes"].items()
+    )
+    lines = [
+        f"Attribution check (true gaps above true ITL P{check['percentile']:g} of "
+        f"{check['threshold_ms']:.3f} ms: {check['tail_gaps']}, {coverage['present']} in our "
+        f"tail_gaps): {figures}"
+    ]
+    true_tail = check["true_tail_causes"]
+    lines.append(
+        "  true causes of those gaps: "
+        + ", ".join(f"{k} {v}" for k, v in true_tail.items())
+        + " (causes overlap)"
+    )
+    stated = []
+    for row in check["thresholds"]:
+        met = {True: "met", False: "NOT met", None: "n/a"}[row["met"]]
+        stated.append(f"{row['cause']} {row['measure']} >= {row['at_least']:g} {met}")
+    lines.append("  thresholds (stated, not enforced): " + "; ".join(stated))
+    return lines
