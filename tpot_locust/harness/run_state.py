@@ -25,9 +25,10 @@ from tpot_locust.harness.distributed import MasterLink, WorkerHooks, WorkerLink
 from tpot_locust.harness.failures import ClientErrorStreak
 from tpot_locust.harness.loop_probe import LagProbe
 from tpot_locust.harness.scenario_in_use import scenario_in_use
+from tpot_locust.harness.server_sampler import ServerSampler
 from tpot_locust.harness.traffic import ProcessShare, TrafficDriver
 from tpot_locust.harness.users import ChatUser
-from tpot_locust.metrics.causes import PrefillArchive
+from tpot_locust.metrics.causes import CauseWindow, PrefillArchive
 from tpot_locust.metrics.collector import Collector
 from tpot_locust.metrics.phases import RunClock
 from tpot_locust.metrics.recorder import Recorder
@@ -35,10 +36,16 @@ from tpot_locust.metrics.stalls import STALLS_FOLDER
 from tpot_locust.report.gating import SUPERVISED_ENV, gate_summary
 from tpot_locust.report.html import write_run_report
 from tpot_locust.report.progress import ProgressPrinter
-from tpot_locust.report.results_files import SUMMARY_FILE, rewrite_summary, write_results
+from tpot_locust.report.results_files import (
+    SERVER_METRICS_FILE,
+    SUMMARY_FILE,
+    rewrite_summary,
+    write_results,
+)
 from tpot_locust.report.summary import build_summary, format_full_report
 from tpot_locust.report.verdict_files import format_verdict
 from tpot_locust.scenario.loader import ScenarioError, load_scenario, split_settings
+from tpot_locust.scenario.model import Server
 from tpot_locust.scenario.slo import SloSpec
 from tpot_locust.wire.kernel_stamps import arrival_clock
 
@@ -78,6 +85,7 @@ class RunState:
         self.summary: dict[str, Any] | None = None
         self.running = False
         self.driver: TrafficDriver | None = None
+        self.sampler: ServerSampler | None = None  # the server's /metrics, while a test runs
         self.progress: ProgressPrinter | None = None
         self.client_errors = ClientErrorStreak(self.stop_run)
         self.stopped_because: str | None = None
@@ -92,9 +100,11 @@ class RunState:
             ChatUser.process_share = None  # until the master's plan says
             hooks = WorkerHooks(self._begin_worker_test, self._end_worker_test, self.stall_record)
             self.worker = WorkerLink(runner, self.environment, self.recorder, hooks)
+            self.recorder.causes.sharing = True
         elif isinstance(runner, MasterRunner):
             self.master = MasterLink(runner, self.environment, self.collector,
                                      self.recorder.causes, self.stop_run)  # fmt: skip
+            self.recorder.causes.sharing = True
 
     def _end_worker_test(self) -> None:
         self.end_traffic()
@@ -170,6 +180,7 @@ class RunState:
         self.recorder.causes.clear()
         if self.worker is None:  # the reporting process keeps every prefill, to draw them
             self.recorder.causes.archive = PrefillArchive()
+            self._start_sampler()
         self.collector.start(self.out_dir)
         self.summary = None
         self.running = True
@@ -190,6 +201,35 @@ class RunState:
             self.begin_traffic(ProcessShare(0, 1, start_wall_ns))
         self._stop_ticking = Event()
         self.ticker = gevent.spawn(self._tick_forever, self._stop_ticking)
+
+    def _start_sampler(self) -> None:
+        """Sample the server's own metrics while the test runs (``server.metrics``): on
+        the master or the single process, in a child process (``harness.server_sampler``)."""
+        self._stop_sampler()
+        in_use = scenario_in_use()
+        server = in_use.scenario.server if in_use is not None else Server()
+        url = server.metrics_url(self.environment.host)
+        if url is None:
+            return
+        out = self.out_dir / SERVER_METRICS_FILE if self.out_dir is not None else None
+        self.sampler = ServerSampler(url, server.metrics_interval, out, self._server_windows)
+        try:
+            self.sampler.start()
+        except OSError as error:
+            logger.warning("tpot-locust: server metrics: the sampler did not start: %s", error)
+            self.sampler = None
+
+    def _server_windows(self, windows: list[CauseWindow]) -> None:
+        for window in windows:
+            self.recorder.causes.add(window)
+
+    def _stop_sampler(self) -> dict[str, Any] | None:
+        """Stop the sampler (bounded); its summary for the run's facts."""
+        sampler, self.sampler = self.sampler, None
+        if sampler is None:
+            return None
+        sampler.stop()
+        return sampler.summary()
 
     def _use_test_settings(self, settings: list[str]) -> None:
         """This test's own scenario settings (``--tpot-set``: a sweep's step on a running
@@ -252,11 +292,14 @@ class RunState:
         self._guarded(errors, "traffic stop", self.end_traffic)
         if self.master is not None:
             self._guarded(errors, "final worker reports", self.master.flush)
+        server_metrics = self._guarded(errors, "server metrics", self._stop_sampler)
         self._guarded(errors, "ticker stop", self.stop_ticker)
         self._guarded(errors, "time series", lambda: self._tick(final=True))
         self._guarded(errors, "interval logs", self.collector.close)
         self.running = False
         run = self._guarded(errors, "run facts", self.run_info) or {"complete": False}
+        if server_metrics is not None:
+            run["server_metrics"] = server_metrics
         if errors:
             run["report_error"] = "; ".join(errors)
         self.summary = self._results(errors, run)

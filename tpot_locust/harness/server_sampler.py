@@ -30,6 +30,7 @@ from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.text_safety import printable
 from tpot_locust.metrics.causes import KV_PRESSURE, PREEMPTION, QUEUEING, CauseWindow
 from tpot_locust.metrics.server_windows import MAX_POINTS, SeriesReducer, server_windows
+from tpot_locust.wire.metrics_scrape import URL_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ class ServerSampler:
         """Spawn the child and the greenlet that reads it; returns at once."""
         if self.process is not None:
             raise RuntimeError("the server sampler was started already")
-        command = [sys.executable, "-m", "tpot_locust.wire.metrics_scrape", self.url,
+        command = [sys.executable, "-m", "tpot_locust.wire.metrics_scrape",
                    "--interval", repr(self.interval_s)]  # fmt: skip
         if self.out_path is not None:
             self.out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -79,6 +80,7 @@ class ServerSampler:
             p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH", "")) if p
         )
         env["PYTHONUNBUFFERED"] = "1"
+        env[URL_ENV] = self.url  # not in argv: a password in it stays out of ps
         # its own process group, dying with us (PR_SET_PDEATHSIG; and its stdin closes)
         self.process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, **child_options()

@@ -122,6 +122,7 @@ class CauseTimeline:
 
     def __init__(self, long_prompt_tokens: int = LONG_PROMPT_TOKENS) -> None:
         self.long_prompt_tokens = long_prompt_tokens
+        self.sharing = False  # distributed: queue own windows for the others (take_outgoing)
         self._windows: dict[str, CauseWindow] = {}
         self._failed: set[str] = set()  # prefills that never gave a first token
         self._outgoing: list[list[Any]] = []
@@ -133,8 +134,9 @@ class CauseTimeline:
         return len(self._windows)
 
     def add(self, window: CauseWindow, share: bool = True) -> None:
-        """Open, close or add a window; ``share``: also queue it for the other processes."""
-        if self._apply(window) and share:
+        """Open, close or add a window; ``share``: also queue it for the other processes
+        (when this process shares at all: a worker or a master)."""
+        if self._apply(window) and share and self.sharing:
             self._outgoing.append(window.to_wire())
 
     def fail(self, kind: str, window_id: str, burst: bool = False, share: bool = True) -> None:

@@ -14,7 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from tpot_locust.metrics.causes import CAUSES, PREFILL, UNEXPLAINED
+from tpot_locust.metrics.causes import (
+    CAUSES,
+    KV_PRESSURE,
+    PREEMPTION,
+    PREFILL,
+    QUEUEING,
+    UNEXPLAINED,
+)
 from tpot_locust.metrics.histograms import count_above, histogram_stats
 from tpot_locust.metrics.recorder import CAUSE_METRICS, PREFILL_AT_GAP, ClassMetrics, phase_metric
 from tpot_locust.metrics.tail_gaps import WORST_GAPS_SHOWN
@@ -81,8 +88,12 @@ def _prefill_tokens(metrics: ClassMetrics, itl_rows: dict[str, Any]) -> dict[str
     return tokens
 
 
-def gap_story(gap: dict[str, Any], origin_wall_s: float | None = None) -> str:
-    """One line: "118.2 ms at 12.3 s: 3 prompts in prefill (48,000 tokens), preemption"."""
+def gap_story(
+    gap: dict[str, Any], origin_wall_s: float | None = None,
+    server_series: dict[str, list[Any]] | None = None,
+) -> str:  # fmt: skip
+    """One line: "118.2 ms at 12.3 s: 3 prompts in prefill (48,000 tokens, ours), KV cache
+    97 %, 1 preemption in that interval"; the server's state from its sampled series."""
     at = gap.get("at_wall_s")
     when = f" at {at - origin_wall_s:.1f} s" if origin_wall_s and at else ""
     causes = list(gap.get("causes") or [])
@@ -90,9 +101,39 @@ def gap_story(gap: dict[str, Any], origin_wall_s: float | None = None) -> str:
     if PREFILL in causes:
         requests, tokens = gap.get("prefill_requests", 0), gap.get("prefill_tokens", 0)
         prompts = f"{requests} prompt{'s' * (requests != 1)}" if requests else "prompts"
-        told.append(f"{prompts} in prefill ({tokens:,} tokens)")
-    told += [cause.replace("_", " ") for cause in causes if cause != PREFILL]
+        told.append(f"{prompts} in prefill ({tokens:,} tokens, ours)")
+    state = _server_state(server_series, gap) if server_series and at else {}
+    for cause in causes:
+        if cause == PREFILL:
+            continue
+        if cause == KV_PRESSURE and state.get("kv_usage") is not None:
+            told.append(f"KV cache {state['kv_usage'] * 100:.0f} %")
+        elif cause == PREEMPTION and state.get("preemptions"):
+            count = int(state["preemptions"])
+            told.append(f"{count} preemption{'s' * (count != 1)} in that interval")
+        elif cause == QUEUEING and state.get("waiting"):
+            told.append(f"{int(state['waiting'])} waiting")
+        else:
+            told.append(cause.replace("_", " "))
     return f"{gap['ms']:.1f} ms{when}: {', '.join(told) if told else 'no cause overlapped'}"
+
+
+def _server_state(series: dict[str, list[Any]], gap: dict[str, Any]) -> dict[str, Any]:
+    """The server's state over the samples whose intervals overlap the gap: the largest
+    KV usage and queue at either end of them, the preemptions they counted."""
+    times = np.asarray(series.get("t_wall_s") or [], dtype=np.float64)
+    end = gap["at_wall_s"]
+    first = int(np.searchsorted(times, end - gap["ms"] / 1000))
+    last = int(np.searchsorted(times, end))
+    if last >= times.size:
+        return {}
+    state: dict[str, Any] = {}
+    for name, combine in (("kv_usage", max), ("waiting", max), ("preemptions", sum)):
+        values = series.get(name) or []
+        low = first - 1 if combine is max else first  # a gauge: the interval's start too
+        found = [v for v in values[max(low, 0) : last + 1] if v is not None]
+        state[name] = combine(found) if found else None
+    return state
 
 
 def format_why_the_tail(summary: dict[str, Any]) -> list[str]:
@@ -121,9 +162,9 @@ def format_why_the_tail(summary: dict[str, Any]) -> list[str]:
                  + (f"; ITL tail {tails}" if tails else ""))  # fmt: skip
     lines.append("  (causes overlap: a row's shares need not sum to 100 %; 'none': no cause)")
     run = summary.get("run") or {}
-    origin = run.get("start_wall_s")
+    origin, series = run.get("start_wall_s"), (run.get("server_metrics") or {}).get("series")
     for gap in attribution.get("worst", [])[:5]:
-        lines.append(f"  {gap_story(gap, origin)}")
+        lines.append(f"  {gap_story(gap, origin, series)}")
     return lines
 
 

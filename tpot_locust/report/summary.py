@@ -27,6 +27,7 @@ from tpot_locust.metrics.recorder import (
 )
 from tpot_locust.metrics.stalls import CLIENT_STALL, ClientHealth
 from tpot_locust.report.attribution import attribution_summary, format_why_the_tail
+from tpot_locust.report.server_view import format_server_view
 from tpot_locust.scenario.slo import TAIL_MIN_SAMPLES
 
 PER_TOKEN_METRICS = ("tpot", "itl")
@@ -379,6 +380,9 @@ def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
     if why := format_why_the_tail(summary):
         lines.append("")
         lines.extend(why)
+    if server := format_server_view(summary):
+        lines.append("")
+        lines.extend(server)
     return "\n".join(lines)
 
 

@@ -363,14 +363,21 @@ def _interval(text: str) -> float:
     return value
 
 
+URL_ENV = "TPOT_METRICS_URL"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tpot_locust.wire.metrics_scrape",
                                      description=__doc__.split("\n\n")[0])  # fmt: skip
-    parser.add_argument("url", help="the server's metrics URL, e.g. http://127.0.0.1:8000/metrics")
+    parser.add_argument("url", nargs="?", default=os.environ.get(URL_ENV),
+                        help="the server's metrics URL, e.g. http://127.0.0.1:8000/metrics "
+                        f"(default: ${URL_ENV}, which keeps a password out of ps)")  # fmt: skip
     parser.add_argument("--interval", type=_interval, default=DEFAULT_INTERVAL_S,
                         help="seconds between samples (default 0.25)")  # fmt: skip
     parser.add_argument("--out", type=Path, help="append the lines to this file (JSONL)")
     options = parser.parse_args(argv)
+    if not options.url:
+        parser.error(f"give the metrics URL (or set {URL_ENV})")
     stop = threading.Event()
     terminated: list[int] = []  # the handler only notes it: Event.set could deadlock there
     signal.signal(signal.SIGTERM, lambda signum, _: terminated.append(signum))

