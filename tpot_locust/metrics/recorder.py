@@ -3,7 +3,8 @@
 Aggregation yields to the gevent hub between batches (``let_streams_run``), so that
 bucketing never holds up the stamping of token events for more than one batch.
 
-Finished requests add their samples to the *interval* set; ``take_interval`` swaps in a
+Finished requests add their samples to the *interval* set (their gaps' causes, phases and
+stalls a little later, through ``gap_tagging``); ``take_interval`` swaps in a
 fresh set and returns the finished one (a delta). A worker ships deltas to the master; the
 master (or a local run) adds deltas into its totals. Samples are buffered as numpy arrays
 and bucketed in bulk, so the per-token cost is an append, not a ``record_value`` call.
@@ -11,7 +12,6 @@ and bucketed in bulk, so the per-token cost is an append, not a ``record_value``
 
 from __future__ import annotations
 
-import time
 from array import array
 from collections import Counter, deque
 from dataclasses import dataclass, field, fields
@@ -26,15 +26,11 @@ from tpot_locust.common.errors import INTERRUPTED
 from tpot_locust.common.timings import RequestTimings, to_us, tpot_samples_ns
 from tpot_locust.common.token_flow import TOKEN_FLOW
 from tpot_locust.metrics.causes import (
-    CAUSES,
-    CLIENT_STALL,
     FAILED_END,
     PREFILL,
-    UNEXPLAINED,
-    CauseTimeline,
     CauseWindow,
-    GapCauses,
 )  # fmt: skip
+from tpot_locust.metrics.gap_tagging import PREFILL_AT_GAP, GapTagger, HeldGaps, phase_metric
 from tpot_locust.metrics.histograms import (
     HistogramDecodeError,
     add_into,
@@ -43,9 +39,9 @@ from tpot_locust.metrics.histograms import (
     record_many,
     warm_up,
 )
-from tpot_locust.metrics.phases import BURST, PHASES, STEADY, TAG_HOLD_S, RunClock
-from tpot_locust.metrics.stalls import ClientHealth, StallWindows
-from tpot_locust.metrics.tail_gaps import WORST_GAPS_SHOWN, TailFloor, merge_tail
+from tpot_locust.metrics.phases import PHASES, RunClock
+from tpot_locust.metrics.stalls import ClientHealth
+from tpot_locust.metrics.tail_gaps import WORST_GAPS_SHOWN, merge_tail
 
 METRICS: tuple[str, ...] = (
     "tpot", "request_tpot", "itl", "ttft", "e2e", "worst_gap", "ttft_from_intended",
@@ -55,19 +51,12 @@ PHASE_METRICS: tuple[str, ...] = ("tpot", "itl")
 # Metrics whose samples are also kept per cause (``itl@prefill``, ..., ``itl@none``: the
 # samples that overlapped no cause), for the report's "Why the tail".
 CAUSE_METRICS: tuple[str, ...] = ("tpot", "itl")
-# Prompt tokens in prefill (of every process's requests) when each token gap ended.
-PREFILL_AT_GAP = "prefill_tokens_at_gap"
 # Metrics whose samples are tagged when they overlap a client stall (a copy of each tagged
 # sample goes into ``metric@client_stall``; the report sets those aside).
 STALL_METRICS: tuple[str, ...] = ("tpot", "itl", "ttft", "e2e", "request_tpot", "worst_gap")
 FLUSH_PENDING_VALUES = 100_000
 BUCKET_SLICE = 4096  # values bucketed between two yields
 MAX_INTERRUPTED_IDS = 100
-
-
-def phase_metric(metric: str, phase: str) -> str:
-    """Histogram name of a metric restricted to one phase, e.g. ``tpot@burst``."""
-    return f"{metric}@{phase}"
 
 
 @dataclass
@@ -239,26 +228,6 @@ class MetricSet:
         return metric_set
 
 
-@dataclass
-class _HeldGaps:
-    """A finished request's gaps, waiting to be tagged with their phase and stalls."""
-
-    user_class: str
-    request_id: str
-    release_wall_ns: int
-    send_wall_ns: int
-    scalars: dict[str, float]  # the request's one-sample metrics (tagged as a whole)
-    starts_wall: np.ndarray
-    ends_wall: np.ndarray
-    itl_ns: np.ndarray
-    counts: np.ndarray | None  # tokens per event, None when every event carried one
-    itl_us: np.ndarray  # the request's whole-request samples: its steady-phase samples too
-    tpot_us: np.ndarray  # when no gap of it overlaps a burst (nearly always)
-    # Gaps a shared read distorted (None: none): a token event read together with a later
-    # one carries that one's stamp, so the gap before it reads long and the next one zero.
-    read_together: np.ndarray | None = None
-
-
 class LagSource(Protocol):
     """What the recorder needs of the loop probe: the lags since the last call."""
 
@@ -279,15 +248,14 @@ class Recorder:
         self._pending: dict[tuple[str, str], list[np.ndarray]] = {}
         self._pending_scalars: dict[tuple[str, str], list[float]] = {}  # one per request
         self._pending_values = 0
-        self._held: deque[_HeldGaps] = deque()
         self._finished: deque[RequestTimings] = deque()
         # one offset for the whole run, as every process's windows (common.clock)
         self._wall_offset_ns = WallClock().offset_ns
-        self.causes = CauseTimeline()  # every process's cause windows (``metrics.causes``)
+        self.tagger = GapTagger()
+        self.causes = self.tagger.causes  # every process's cause windows (``metrics.causes``)
+        self.stalls = self.tagger.stalls  # this process's loop stalls (``metrics.stalls``)
         # this process's requests in flight (sent, not yet recorded): their send, wall ns
         self._sending: dict[str, int] = {}
-        self._tail_floors: dict[str, TailFloor] = {}
-        self.stalls = StallWindows()
         # the harness's loop probe (``harness.loop_probe``): its lags join each interval
         self.probe: LagSource | None = None
         self.clock: RunClock | None = None
@@ -404,11 +372,11 @@ class Recorder:
                 read_together = shared.copy()
                 read_together[:-1] |= shared[1:]
         walls = stamps + self._wall_offset_ns
-        self._held.append(
-            _HeldGaps(
+        self.tagger.hold(
+            HeldGaps(
                 user_class=user_class,
                 request_id=timings.request_id,
-                release_wall_ns=time.time_ns() + int(TAG_HOLD_S * 1e9),
+                release_wall_ns=HeldGaps.release_at(),
                 send_wall_ns=self.to_wall_ns(timings.t_send_ns),
                 scalars=scalars,
                 starts_wall=walls[:-1],
@@ -421,109 +389,22 @@ class Recorder:
             )
         )
 
-    def _tag_phases(self, everything: bool) -> None:
-        """Tag held gaps with their causes and phase, once other processes' windows had
-        time to arrive, and set aside copies of the samples that overlap this process's
-        stalls."""
-        now = time.time_ns()
-        slices = WorkSlices()
-        while self._held and (everything or self._held[0].release_wall_ns <= now):
-            slices.after_item()
-            held = self._held.popleft()
-            tag = self.stalls or held.read_together is not None
-            in_stall = self._tag_stalls(held) if tag else None
-            if not held.itl_ns.size:
-                continue
-            causes = self.causes.tags(held.starts_wall, held.ends_wall)
-            masks = causes.masks
-            if in_stall is not None and in_stall.any():
-                masks[CLIENT_STALL] = in_stall  # its samples are set aside already
-            self._split(held, (BURST, causes.in_burst), (STEADY, ~causes.in_burst))
-            explained = np.zeros(held.itl_ns.shape, dtype=bool)
-            for kind, mask in masks.items():
-                explained |= mask
-                if kind != CLIENT_STALL:
-                    self._split(held, (kind, mask))
-            self._split(held, (UNEXPLAINED, ~explained))
-            self._add_pending(held.user_class, PREFILL_AT_GAP, causes.prefill_tokens)
-            self._keep_tail(held, causes)
-        self.causes.prune(self._prune_before())
-
-    def _split(self, held: _HeldGaps, *parts: tuple[str, np.ndarray]) -> None:
-        """The request's ITL and TPOT samples of each ``(tag, mask)`` into ``metric@tag``."""
-        for tag, mask in parts:
-            if not mask.any():
-                continue
-            if mask.all():  # the whole-request samples, as they are (nearly always)
-                self._add_pending(held.user_class, phase_metric("itl", tag), held.itl_us)
-                self._add_pending(held.user_class, phase_metric("tpot", tag), held.tpot_us)
-                continue
-            itl = held.itl_ns[mask]
-            counts = None if held.counts is None else held.counts[mask]
-            self._add_pending(held.user_class, phase_metric("itl", tag), to_us(itl))
-            tpot = tpot_samples_ns(itl, counts)
-            self._add_pending(held.user_class, phase_metric("tpot", tag), to_us(tpot))
-
-    def _keep_tail(self, held: _HeldGaps, found: GapCauses) -> None:
-        """The request's gaps that enter this process's largest, each with its causes."""
-        masks = found.masks
-        floor = self._tail_floors.setdefault(held.user_class, TailFloor())
-        chosen = floor.candidates(held.itl_ns)
-        if not chosen.size:
-            return
-        gaps = []
-        for index in chosen.tolist():
-            causes = [kind for kind in CAUSES if kind in masks and masks[kind][index]]
-            gaps.append({
-                "ms": round(int(held.itl_ns[index]) / 1e6, 3),
-                "at_wall_s": round(int(held.ends_wall[index]) / 1e9, 3),
-                "request_id": held.request_id,
-                "gap": index,
-                "causes": causes,
-                "prefill_tokens": int(found.prefill_tokens[index]),
-                "prefill_requests": int(found.prefill_requests[index]),
-                "phase": BURST if found.in_burst[index] else STEADY,
-                "client_stall": CLIENT_STALL in causes,
-            })  # fmt: skip
-        self._interval.for_class(held.user_class).add_tail_gaps(gaps)
-
-    def _prune_before(self) -> int:
-        """The oldest moment a gap still to be tagged can start at: windows that ended
-        before it overlap nothing left."""
-        # held in the order they ended, not sent: a long request ends after shorter ones
-        oldest = [min(held.send_wall_ns for held in self._held)] if self._held else []
+    def _in_flight_sends(self) -> list[int]:
+        """The wall send times of this process's requests not yet held for tagging."""
+        sends = list(self._sending.values())
         if self._finished:
-            oldest.append(self.to_wall_ns(min(t.t_send_ns for t in self._finished)))
-        oldest.extend(self._sending.values())
-        return min(oldest) if oldest else time.time_ns()
+            sends.append(self.to_wall_ns(min(t.t_send_ns for t in self._finished)))
+        return sends
 
-    def _tag_stalls(self, held: _HeldGaps) -> np.ndarray:
-        """Copies of the request's samples that overlap a stall, or that a shared read
-        distorted (a hold of the loop too short for a stall window can still merge events
-        sent closer together than it), into ``metric@client_stall``; returns which gaps."""
-        user_class = held.user_class
-        in_stall = self.stalls.overlaps(held.starts_wall, held.ends_wall)
-        if held.read_together is not None:
-            in_stall |= held.read_together
-        tagged: list[str] = []
-        if in_stall.any():
-            itl = held.itl_ns[in_stall]
-            counts = None if held.counts is None else held.counts[in_stall]
-            self._add_pending(user_class, phase_metric("itl", CLIENT_STALL), to_us(itl))
-            tpot = to_us(tpot_samples_ns(itl, counts))
-            self._add_pending(user_class, phase_metric("tpot", CLIENT_STALL), tpot)
-            tagged.append("request_tpot")
-            if in_stall[int(np.argmax(held.itl_ns))]:
-                tagged.append("worst_gap")
-        send = held.send_wall_ns
-        first_and_last = np.array([send + held.scalars["ttft"], send + held.scalars["e2e"]])
-        ttft_tagged, e2e_tagged = self.stalls.overlaps(np.array([send, send]), first_and_last)
-        tagged += ["ttft"] * bool(ttft_tagged) + ["e2e"] * bool(e2e_tagged)
-        for name in tagged:
-            if name in held.scalars:
-                key = (user_class, phase_metric(name, CLIENT_STALL))
-                self._pending_scalars.setdefault(key, []).append(held.scalars[name])
-        return in_stall
+    # --- the sink of tagged samples (``gap_tagging.SampleSink``)
+    def add_samples(self, user_class: str, metric: str, values_us: np.ndarray) -> None:
+        self._add_pending(user_class, metric, values_us)
+
+    def add_scalar(self, user_class: str, metric: str, value_ns: float) -> None:
+        self._pending_scalars.setdefault((user_class, metric), []).append(value_ns)
+
+    def add_tail_gaps(self, user_class: str, gaps: list[dict[str, Any]]) -> None:
+        self._interval.for_class(user_class).add_tail_gaps(gaps)
 
     def _add_pending(self, user_class: str, metric: str, values_us: np.ndarray) -> None:
         if values_us.size == 0:
@@ -562,7 +443,7 @@ class Recorder:
     def take_interval(self, final: bool = False) -> MetricSet:
         """The delta since the previous call; ``final`` also tags every held gap."""
         self._compute_finished()
-        self._tag_phases(everything=final)
+        self.tagger.tag(self, final, self._in_flight_sends())
         self._bucket()
         if self.probe is not None:
             self._interval.client.record_lags(self.probe.take_lags())
@@ -573,14 +454,12 @@ class Recorder:
 
     def reset(self) -> None:
         TOKEN_FLOW.clear()
-        self._held.clear()
+        self.tagger.clear()
         self._finished.clear()
-        self.stalls.clear()
-        self._tail_floors.clear()
         self.take_interval()
 
 
 __all__ = [
-    "METRICS", "PHASES", "PHASE_METRICS", "STALL_METRICS", "MetricSet", "Recorder",
-    "phase_metric",
+    "METRICS", "PHASES", "PHASE_METRICS", "STALL_METRICS", "MetricSet", "PREFILL_AT_GAP",
+    "Recorder", "phase_metric",
 ]  # fmt: skip

@@ -1,0 +1,187 @@
+"""Tagging finished requests' token gaps with what overlapped them, once the windows came.
+
+The recorder computes a finished request's gaps and hands them here (``hold``). They wait
+``TAG_HOLD_S`` (other processes' windows travel through the master), then each gap gets
+its causes from the cause timeline (``metrics.causes``) and this process's stall windows
+(``metrics.stalls``): copies of its ITL and TPOT samples go into ``metric@<cause>``, into
+``metric@none`` when nothing overlapped it, and into ``metric@burst`` or ``@steady`` (the
+phase, a view of the prefill windows); the gaps that enter this process's largest are kept
+with their stories (``metrics.tail_gaps``). The samples go to a ``SampleSink`` (the
+recorder), so this module owns the rules and nothing of the bucketing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from tpot_locust.common.cooperation import WorkSlices
+from tpot_locust.common.timings import to_us, tpot_samples_ns
+from tpot_locust.metrics.causes import CAUSES, CLIENT_STALL, UNEXPLAINED, CauseTimeline, GapCauses
+from tpot_locust.metrics.phases import BURST, STEADY, TAG_HOLD_S
+from tpot_locust.metrics.stalls import StallWindows
+from tpot_locust.metrics.tail_gaps import TailFloor
+
+# Prompt tokens in prefill (of every process's requests) when each token gap ended.
+PREFILL_AT_GAP = "prefill_tokens_at_gap"
+
+
+def phase_metric(metric: str, phase: str) -> str:
+    """Histogram name of a metric restricted to one phase or cause, e.g. ``tpot@burst``."""
+    return f"{metric}@{phase}"
+
+
+@dataclass
+class HeldGaps:
+    """A finished request's gaps, waiting to be tagged with their causes and stalls."""
+
+    user_class: str
+    request_id: str
+    release_wall_ns: int
+    send_wall_ns: int
+    scalars: dict[str, float]  # the request's one-sample metrics (tagged as a whole)
+    starts_wall: np.ndarray
+    ends_wall: np.ndarray
+    itl_ns: np.ndarray
+    counts: np.ndarray | None  # tokens per event, None when every event carried one
+    itl_us: np.ndarray  # the request's whole-request samples: a tag's whole samples too
+    tpot_us: np.ndarray  # when every gap of it has the tag (nearly always)
+    # Gaps a shared read distorted (None: none): a token event read together with a later
+    # one carries that one's stamp, so the gap before it reads long and the next one zero.
+    read_together: np.ndarray | None = None
+
+    @staticmethod
+    def release_at() -> int:
+        return time.time_ns() + int(TAG_HOLD_S * 1e9)
+
+
+class SampleSink(Protocol):
+    """Where tagged samples go (the recorder's interval)."""
+
+    def add_samples(self, user_class: str, metric: str, values_us: np.ndarray) -> None: ...
+
+    def add_scalar(self, user_class: str, metric: str, value_ns: float) -> None: ...
+
+    def add_tail_gaps(self, user_class: str, gaps: list[dict[str, Any]]) -> None: ...
+
+
+class GapTagger:
+    """One process's held gaps, its cause timeline and stall windows."""
+
+    def __init__(self) -> None:
+        self.causes = CauseTimeline()  # every process's cause windows
+        self.stalls = StallWindows()  # this process's own loop stalls
+        self.held: deque[HeldGaps] = deque()
+        self._tail_floors: dict[str, TailFloor] = {}
+
+    def hold(self, held: HeldGaps) -> None:
+        self.held.append(held)
+
+    def clear(self) -> None:
+        self.held.clear()
+        self.stalls.clear()
+        self._tail_floors.clear()
+
+    def tag(self, sink: SampleSink, everything: bool, in_flight_sends: Iterable[int]) -> None:
+        """Tag the held gaps whose hold is over (``everything``: all of them), then forget
+        the windows no gap still to be tagged can overlap (``in_flight_sends``: the wall
+        send times of this process's requests not yet held)."""
+        now = time.time_ns()
+        slices = WorkSlices()
+        while self.held and (everything or self.held[0].release_wall_ns <= now):
+            slices.after_item()
+            self._tag_one(sink, self.held.popleft())
+        # held in the order they ended, not sent: a long request ends after shorter ones
+        oldest = [held.send_wall_ns for held in self.held]
+        oldest.extend(in_flight_sends)
+        self.causes.prune(min(oldest) if oldest else now)
+
+    def _tag_one(self, sink: SampleSink, held: HeldGaps) -> None:
+        tag = self.stalls or held.read_together is not None
+        in_stall = self._tag_stalls(sink, held) if tag else None
+        if not held.itl_ns.size:
+            return
+        causes = self.causes.tags(held.starts_wall, held.ends_wall)
+        masks = causes.masks
+        if in_stall is not None and in_stall.any():
+            masks[CLIENT_STALL] = in_stall  # its samples are set aside already
+        _split(sink, held, (BURST, causes.in_burst), (STEADY, ~causes.in_burst))
+        explained = np.zeros(held.itl_ns.shape, dtype=bool)
+        for kind, mask in masks.items():
+            explained |= mask
+            if kind != CLIENT_STALL:
+                _split(sink, held, (kind, mask))
+        _split(sink, held, (UNEXPLAINED, ~explained))
+        sink.add_samples(held.user_class, PREFILL_AT_GAP, causes.prefill_tokens)
+        self._keep_tail(sink, held, causes)
+
+    def _keep_tail(self, sink: SampleSink, held: HeldGaps, found: GapCauses) -> None:
+        """The request's gaps that enter this process's largest, each with its causes."""
+        masks = found.masks
+        floor = self._tail_floors.setdefault(held.user_class, TailFloor())
+        chosen = floor.candidates(held.itl_ns)
+        if not chosen.size:
+            return
+        gaps = []
+        for index in chosen.tolist():
+            causes = [kind for kind in CAUSES if kind in masks and masks[kind][index]]
+            gaps.append({
+                "ms": round(int(held.itl_ns[index]) / 1e6, 3),
+                "at_wall_s": round(int(held.ends_wall[index]) / 1e9, 3),
+                "request_id": held.request_id,
+                "gap": index,
+                "causes": causes,
+                "prefill_tokens": int(found.prefill_tokens[index]),
+                "prefill_requests": int(found.prefill_requests[index]),
+                "phase": BURST if found.in_burst[index] else STEADY,
+                "client_stall": CLIENT_STALL in causes,
+            })  # fmt: skip
+        sink.add_tail_gaps(held.user_class, gaps)
+
+    def _tag_stalls(self, sink: SampleSink, held: HeldGaps) -> np.ndarray:
+        """Copies of the request's samples that overlap a stall, or that a shared read
+        distorted (a hold of the loop too short for a stall window can still merge events
+        sent closer together than it), into ``metric@client_stall``; returns which gaps."""
+        user_class = held.user_class
+        in_stall = self.stalls.overlaps(held.starts_wall, held.ends_wall)
+        if held.read_together is not None:
+            in_stall |= held.read_together
+        tagged: list[str] = []
+        if in_stall.any():
+            itl = held.itl_ns[in_stall]
+            counts = None if held.counts is None else held.counts[in_stall]
+            sink.add_samples(user_class, phase_metric("itl", CLIENT_STALL), to_us(itl))
+            tpot = to_us(tpot_samples_ns(itl, counts))
+            sink.add_samples(user_class, phase_metric("tpot", CLIENT_STALL), tpot)
+            tagged.append("request_tpot")
+            if in_stall[int(np.argmax(held.itl_ns))]:
+                tagged.append("worst_gap")
+        send = held.send_wall_ns
+        first_and_last = np.array([send + held.scalars["ttft"], send + held.scalars["e2e"]])
+        ttft_tagged, e2e_tagged = self.stalls.overlaps(np.array([send, send]), first_and_last)
+        tagged += ["ttft"] * bool(ttft_tagged) + ["e2e"] * bool(e2e_tagged)
+        for name in tagged:
+            if name in held.scalars:
+                sink.add_scalar(user_class, phase_metric(name, CLIENT_STALL), held.scalars[name])
+        return in_stall
+
+
+def _split(sink: SampleSink, held: HeldGaps, *parts: tuple[str, np.ndarray]) -> None:
+    """The request's ITL and TPOT samples of each ``(tag, mask)`` into ``metric@tag``."""
+    for tag, mask in parts:
+        if not mask.any():
+            continue
+        if mask.all():  # the whole-request samples, as they are (nearly always)
+            sink.add_samples(held.user_class, phase_metric("itl", tag), held.itl_us)
+            sink.add_samples(held.user_class, phase_metric("tpot", tag), held.tpot_us)
+            continue
+        itl = held.itl_ns[mask]
+        counts = None if held.counts is None else held.counts[mask]
+        sink.add_samples(held.user_class, phase_metric("itl", tag), to_us(itl))
+        tpot = tpot_samples_ns(itl, counts)
+        sink.add_samples(held.user_class, phase_metric("tpot", tag), to_us(tpot))
