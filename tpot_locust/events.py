@@ -38,10 +38,21 @@ token_timings
       event (copy first, e.g. ``list(timings.token_stamps)``);
     - should be cheap (microseconds): it runs once per request in the process that streams;
     - may raise: Locust logs the exception and the other listeners still run.
+
+prefill_window
+    Fired twice for every request a ``ChatUser`` or ``CompletionsUser`` sent (not for a
+    failed model lookup): at the send, and when its prefill is over. Arguments:
+    ``request_id``; ``start_perf_ns`` (just before the send, ``perf_counter_ns``);
+    ``end_perf_ns`` (None at the send; then the first token event's stamp, or -1 when the
+    request ended without a token, so no prefill ran); ``prompt_tokens`` (requested);
+    ``burst`` (a request of the scenario's ``bursts:``). The second firing comes from the
+    stream's read, while the stream goes on: the same rules as ``token_timings`` hold, and
+    more strictly (no yield at all). Our recorder builds the run's ``prefill`` cause windows
+    from it (README, "Why the tail").
 """
 
 from __future__ import annotations
 
-from tpot_locust.harness.events import ensure_token_timings
+from tpot_locust.harness.events import ensure_prefill_window, ensure_token_timings
 
-__all__ = ["ensure_token_timings"]
+__all__ = ["ensure_prefill_window", "ensure_token_timings"]
