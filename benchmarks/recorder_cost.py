@@ -7,8 +7,11 @@ events, log-normal gaps around 5 ms, per-event values as ``array("q")`` like a s
 through ``Recorder.record`` and ships a delta (``take_interval(final=True)`` + ``encode``)
 every 200 requests, as a worker does each second: everything the recorder spends on a
 request after the stream ended (samples, phase tagging, bucketing, encoding), no I/O.
-Columns: us of CPU (``process_time``) per request and per token event, best of three
-rounds (this VM's noise is one-sided).
+Each request also opens and closes its prefill window (``Recorder.on_prefill``, as a
+user's ``prefill_window`` events do), so its gaps are tagged with causes ("Why the tail");
+a recorder without ``on_prefill`` (a version before it) is fed without. Columns: us of CPU
+(``process_time``) per request and per token event, best of three rounds (this VM's noise
+is one-sided).
 """
 
 from __future__ import annotations
@@ -35,8 +38,12 @@ def cpu_per_request_s(tokens: int, requests: int) -> float:
         timings.token_counts = array("q", timings.token_counts)
         finished.append(timings)
     recorder = Recorder()
+    windows = getattr(recorder, "on_prefill", None)
     start = time.process_time()
     for number, timings in enumerate(finished, 1):
+        if windows is not None:
+            windows(timings.request_id, timings.t_send_ns, None, 256)
+            windows(timings.request_id, timings.t_send_ns, timings.token_stamps[0], 256)
         recorder.record(timings)
         if number % REPORT_EVERY == 0:
             recorder.take_interval(final=True).encode()

@@ -67,7 +67,9 @@ class RequestTimings:
     - ``error_category``: None for success, else a category of ``tpot_locust.common.errors``
       (``interrupted`` for a request the stop cut off); ``error_message``: the detail;
     - ``read_delays_ns``: per socket read, our clock at the read minus the kernel's stamp of
-      its newest data (only with kernel stamps).
+      its newest data (only with kernel stamps);
+    - ``retransmits``: TCP segments the kernel retransmitted on the request's connection
+      between its send and its end (``TCP_INFO``; 0 where it cannot say).
     """
 
     user_class: str
@@ -89,6 +91,7 @@ class RequestTimings:
     scheduled: bool = False  # open loop: t_intended_ns is an arrival time, not the send
     # Per read (kernel stamps only): our clock at the read - the kernel's arrival stamp.
     read_delays_ns: array[int] = field(default_factory=int_array)
+    retransmits: int = 0  # TCP retransmissions between the send and the end (TCP_INFO)
 
     @property
     def ok(self) -> bool:

@@ -23,7 +23,9 @@ minus windows ended by ``a``, two ``searchsorted`` calls for a whole request.
 
 from __future__ import annotations
 
+import heapq
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +72,7 @@ def now_wall_ns() -> int:
 
 
 FAILED_END = -1  # on the wire: a prefill that failed before its first token (no window)
+FORGOTTEN_KEPT = 100_000  # pruned window ids remembered (a late relayed open comes in s)
 LONG_PROMPT_TOKENS = 2048  # a prefill this long puts the gaps it overlaps in the burst phase
 
 
@@ -124,7 +127,10 @@ class CauseTimeline:
         self.long_prompt_tokens = long_prompt_tokens
         self.sharing = False  # distributed: queue own windows for the others (take_outgoing)
         self._windows: dict[str, CauseWindow] = {}
+        self._ends: list[tuple[int, str]] = []  # closed windows' (end, id): a min-heap, to prune
         self._failed: set[str] = set()  # prefills that never gave a first token
+        self._forgotten: set[str] = set()  # pruned ids (the last FORGOTTEN_KEPT)
+        self._forgotten_order: deque[str] = deque()
         self._outgoing: list[list[Any]] = []
         self._index: dict[str, _KindIndex] | None = None
         self.bursts = BurstArchive()
@@ -166,11 +172,17 @@ class CauseTimeline:
         known = self._windows.get(window_id)
         if known is not None and known.end_wall_ns is not None:
             return False  # closed already: a late "open" must not reopen it
+        if window.end_wall_ns is None and window_id in self._forgotten:
+            return False  # closed and pruned already: a late echo of its open
         if window.end_wall_ns is not None and window.end_wall_ns <= window.start_wall_ns:
-            return False  # empty: overlaps nothing
+            if known is not None:  # closed with no length: it overlaps nothing
+                del self._windows[window_id]
+                self._index = None
+            return False
         self._windows[window_id] = window
         self._index = None
         if window.end_wall_ns is not None:
+            heapq.heappush(self._ends, (window.end_wall_ns, window_id))
             if window.burst:
                 self.bursts.add(window.start_wall_ns, window.end_wall_ns)
             if self.archive is not None and window.kind == PREFILL:
@@ -180,15 +192,25 @@ class CauseTimeline:
     def prune(self, before_wall_ns: int) -> None:
         """Forget closed windows that ended before ``before_wall_ns`` (no gap left to tag
         can overlap them)."""
-        old = [key for key, w in self._windows.items()
-               if w.end_wall_ns is not None and w.end_wall_ns < before_wall_ns]  # fmt: skip
-        for key in old:
-            del self._windows[key]
-        if old:
-            self._index = None
+        ends = self._ends
+        while ends and ends[0][0] < before_wall_ns:
+            _, window_id = heapq.heappop(ends)
+            if self._windows.pop(window_id, None) is not None:
+                self._index = None
+                self._forget(window_id)
+
+    def _forget(self, window_id: str) -> None:
+        """Remember (a bounded number of) pruned ids, so a late open cannot reopen one."""
+        if len(self._forgotten_order) >= FORGOTTEN_KEPT:
+            self._forgotten.discard(self._forgotten_order.popleft())
+        self._forgotten_order.append(window_id)
+        self._forgotten.add(window_id)
 
     def clear(self) -> None:
+        self._forgotten.clear()
+        self._forgotten_order.clear()
         self._windows.clear()
+        self._ends.clear()
         self._failed.clear()
         self._outgoing.clear()
         self._index = None
@@ -280,7 +302,7 @@ class PrefillArchive:
         # the level changes only at window edges: evaluate it there, then keep each bin's peak
         edges = np.concatenate((starts, ends))
         deltas = np.concatenate((sizes, -sizes))
-        order = np.argsort(edges, kind="stable")
+        order = np.lexsort((deltas, edges))  # at a shared edge the ends first: touching adds none
         edges, level = edges[order], np.cumsum(deltas[order])
         first, last = int(edges[0]), int(edges[-1])
         width = max((last - first) / points, 1.0)

@@ -22,7 +22,14 @@ import numpy as np
 
 from tpot_locust.common.cooperation import WorkSlices
 from tpot_locust.common.timings import to_us, tpot_samples_ns
-from tpot_locust.metrics.causes import CAUSES, CLIENT_STALL, UNEXPLAINED, CauseTimeline, GapCauses
+from tpot_locust.metrics.causes import (
+    CAUSES,
+    CLIENT_STALL,
+    NETWORK,
+    UNEXPLAINED,
+    CauseTimeline,
+    GapCauses,
+)
 from tpot_locust.metrics.phases import BURST, STEADY, TAG_HOLD_S
 from tpot_locust.metrics.stalls import StallWindows
 from tpot_locust.metrics.tail_gaps import TailFloor
@@ -54,6 +61,7 @@ class HeldGaps:
     # Gaps a shared read distorted (None: none): a token event read together with a later
     # one carries that one's stamp, so the gap before it reads long and the next one zero.
     read_together: np.ndarray | None = None
+    network: bool = False  # its connection retransmitted: every gap of it is ``network``
 
     @staticmethod
     def release_at() -> int:
@@ -90,58 +98,79 @@ class GapTagger:
     def tag(self, sink: SampleSink, everything: bool, in_flight_sends: Iterable[int]) -> None:
         """Tag the held gaps whose hold is over (``everything``: all of them), then forget
         the windows no gap still to be tagged can overlap (``in_flight_sends``: the wall
-        send times of this process's requests not yet held)."""
+        send times of this process's requests not yet held).
+
+        Gaps are tagged a class's batch at a time (all its released requests, up to
+        ``BATCH_GAPS`` gaps): a few numpy calls per batch, not per request, which kept
+        the attribution's cost per request within a few microseconds."""
         now = time.time_ns()
-        slices = WorkSlices()
+        released: list[HeldGaps] = []
         while self.held and (everything or self.held[0].release_wall_ns <= now):
-            slices.after_item()
-            self._tag_one(sink, self.held.popleft())
+            released.append(self.held.popleft())
+        slices = WorkSlices()
+        batches: dict[str, list[tuple[HeldGaps, np.ndarray | None]]] = {}
+        for held in released:
+            in_stall = None
+            if self.stalls or held.read_together is not None:
+                slices.after_item()
+                in_stall = self._tag_stalls(sink, held)
+            if held.itl_ns.size:
+                batches.setdefault(held.user_class, []).append((held, in_stall))
+        for user_class, batch in batches.items():
+            tails: list[dict[str, Any]] = []
+            for part in _parts(batch):
+                slices.after_item()
+                self._tag_batch(sink, user_class, part, tails)
+            sink.add_tail_gaps(user_class, tails)  # merged once a pass: a merge costs K
         # held in the order they ended, not sent: a long request ends after shorter ones
         oldest = [held.send_wall_ns for held in self.held]
         oldest.extend(in_flight_sends)
         self.causes.prune(min(oldest) if oldest else now)
 
-    def _tag_one(self, sink: SampleSink, held: HeldGaps) -> None:
-        tag = self.stalls or held.read_together is not None
-        in_stall = self._tag_stalls(sink, held) if tag else None
-        if not held.itl_ns.size:
-            return
-        causes = self.causes.tags(held.starts_wall, held.ends_wall)
+    def _tag_batch(
+        self, sink: SampleSink, user_class: str, batch: list[tuple[HeldGaps, np.ndarray | None]],
+        tails: list[dict[str, Any]],
+    ) -> None:  # fmt: skip
+        gaps = _BatchGaps.of(batch)
+        causes = self.causes.tags(gaps.starts, gaps.ends)
         masks = causes.masks
-        if in_stall is not None and in_stall.any():
-            masks[CLIENT_STALL] = in_stall  # its samples are set aside already
-        _split(sink, held, (BURST, causes.in_burst), (STEADY, ~causes.in_burst))
-        explained = np.zeros(held.itl_ns.shape, dtype=bool)
+        if gaps.in_stall is not None:
+            masks[CLIENT_STALL] = gaps.in_stall  # its samples are set aside already
+        if gaps.network is not None:
+            masks[NETWORK] = gaps.network
+        gaps.split(sink, user_class, (BURST, causes.in_burst), (STEADY, ~causes.in_burst))
+        explained = np.zeros(gaps.itl_ns.shape, dtype=bool)
         for kind, mask in masks.items():
             explained |= mask
             if kind != CLIENT_STALL:
-                _split(sink, held, (kind, mask))
-        _split(sink, held, (UNEXPLAINED, ~explained))
-        sink.add_samples(held.user_class, PREFILL_AT_GAP, causes.prefill_tokens)
-        self._keep_tail(sink, held, causes)
+                gaps.split(sink, user_class, (kind, mask))
+        gaps.split(sink, user_class, (UNEXPLAINED, ~explained))
+        sink.add_samples(user_class, PREFILL_AT_GAP, causes.prefill_tokens)
+        self._keep_tail(user_class, gaps, causes, tails)
 
-    def _keep_tail(self, sink: SampleSink, held: HeldGaps, found: GapCauses) -> None:
-        """The request's gaps that enter this process's largest, each with its causes."""
+    def _keep_tail(
+        self, user_class: str, gaps: _BatchGaps, found: GapCauses, kept: list[dict[str, Any]]
+    ) -> None:  # fmt: skip
+        """The batch's gaps that enter this process's largest, each with its causes."""
         masks = found.masks
-        floor = self._tail_floors.setdefault(held.user_class, TailFloor())
-        chosen = floor.candidates(held.itl_ns)
+        floor = self._tail_floors.setdefault(user_class, TailFloor())
+        chosen = floor.candidates(gaps.itl_ns)
         if not chosen.size:
             return
-        gaps = []
-        for index in chosen.tolist():
+        owners = np.searchsorted(gaps.offsets, chosen, side="right") - 1
+        for index, owner in zip(chosen.tolist(), owners.tolist(), strict=True):
             causes = [kind for kind in CAUSES if kind in masks and masks[kind][index]]
-            gaps.append({
-                "ms": round(int(held.itl_ns[index]) / 1e6, 3),
-                "at_wall_s": round(int(held.ends_wall[index]) / 1e9, 3),
-                "request_id": held.request_id,
-                "gap": index,
+            kept.append({
+                "ms": round(int(gaps.itl_ns[index]) / 1e6, 3),
+                "at_wall_s": round(int(gaps.ends[index]) / 1e9, 3),
+                "request_id": gaps.request_ids[owner],
+                "gap": index - int(gaps.offsets[owner]),
                 "causes": causes,
                 "prefill_tokens": int(found.prefill_tokens[index]),
                 "prefill_requests": int(found.prefill_requests[index]),
                 "phase": BURST if found.in_burst[index] else STEADY,
                 "client_stall": CLIENT_STALL in causes,
             })  # fmt: skip
-        sink.add_tail_gaps(held.user_class, gaps)
 
     def _tag_stalls(self, sink: SampleSink, held: HeldGaps) -> np.ndarray:
         """Copies of the request's samples that overlap a stall, or that a shared read
@@ -171,17 +200,79 @@ class GapTagger:
         return in_stall
 
 
-def _split(sink: SampleSink, held: HeldGaps, *parts: tuple[str, np.ndarray]) -> None:
-    """The request's ITL and TPOT samples of each ``(tag, mask)`` into ``metric@tag``."""
-    for tag, mask in parts:
-        if not mask.any():
-            continue
-        if mask.all():  # the whole-request samples, as they are (nearly always)
-            sink.add_samples(held.user_class, phase_metric("itl", tag), held.itl_us)
-            sink.add_samples(held.user_class, phase_metric("tpot", tag), held.tpot_us)
-            continue
-        itl = held.itl_ns[mask]
-        counts = None if held.counts is None else held.counts[mask]
-        sink.add_samples(held.user_class, phase_metric("itl", tag), to_us(itl))
-        tpot = tpot_samples_ns(itl, counts)
-        sink.add_samples(held.user_class, phase_metric("tpot", tag), to_us(tpot))
+BATCH_GAPS = 65_536  # gaps tagged together (~a few ms of numpy), a yield between batches
+
+
+def _parts(
+    batch: list[tuple[HeldGaps, np.ndarray | None]],
+) -> list[list[tuple[HeldGaps, np.ndarray | None]]]:
+    """The batch cut into parts of at most ``BATCH_GAPS`` gaps (a request is never cut)."""
+    parts: list[list[tuple[HeldGaps, np.ndarray | None]]] = [[]]
+    size = 0
+    for item in batch:
+        if size and size + item[0].itl_ns.size > BATCH_GAPS:
+            parts.append([])
+            size = 0
+        parts[-1].append(item)
+        size += item[0].itl_ns.size
+    return parts
+
+
+@dataclass
+class _BatchGaps:
+    """The gaps of several requests of one class, end to end."""
+
+    request_ids: list[str]
+    offsets: np.ndarray  # where each request's gaps begin
+    starts: np.ndarray
+    ends: np.ndarray
+    itl_ns: np.ndarray
+    counts: np.ndarray | None  # tokens per event; None when every event carried one
+    itl_us: np.ndarray  # the whole batch's samples, for a tag every gap has
+    tpot_us: np.ndarray
+    in_stall: np.ndarray | None  # None: no gap of the batch overlapped a stall
+    network: np.ndarray | None  # the gaps of requests whose connection retransmitted
+
+    @classmethod
+    def of(cls, batch: list[tuple[HeldGaps, np.ndarray | None]]) -> _BatchGaps:
+        helds = [held for held, _ in batch]
+        sizes = [held.itl_ns.size for held in helds]
+        offsets = np.concatenate(([0], np.cumsum(sizes[:-1]))).astype(np.int64)
+        counts = None
+        if any(held.counts is not None for held in helds):
+            counts = np.concatenate([
+                held.counts if held.counts is not None else np.ones(held.itl_ns.size, np.int64)
+                for held in helds
+            ])  # fmt: skip
+        in_stall = None
+        if any(stall is not None and stall.any() for _, stall in batch):
+            in_stall = np.concatenate([
+                stall if stall is not None else np.zeros(held.itl_ns.size, dtype=bool)
+                for held, stall in batch
+            ])  # fmt: skip
+
+        network = None
+        if any(held.network for held in helds):
+            network = np.repeat(np.array([held.network for held in helds]), sizes)
+
+        def joined(name: str) -> np.ndarray:
+            return np.concatenate([getattr(held, name) for held in helds])
+
+        return cls([held.request_id for held in helds], offsets, joined("starts_wall"),
+                   joined("ends_wall"), joined("itl_ns"), counts, joined("itl_us"),
+                   joined("tpot_us"), in_stall, network)  # fmt: skip
+
+    def split(self, sink: SampleSink, user_class: str, *parts: tuple[str, np.ndarray]) -> None:
+        """The ITL and TPOT samples of each ``(tag, mask)`` into ``metric@tag``."""
+        for tag, mask in parts:
+            if not mask.any():
+                continue
+            if mask.all():  # the whole samples, as they are (nearly always)
+                sink.add_samples(user_class, phase_metric("itl", tag), self.itl_us)
+                sink.add_samples(user_class, phase_metric("tpot", tag), self.tpot_us)
+                continue
+            itl = self.itl_ns[mask]
+            counts = None if self.counts is None else self.counts[mask]
+            sink.add_samples(user_class, phase_metric("itl", tag), to_us(itl))
+            tpot = tpot_samples_ns(itl, counts)
+            sink.add_samples(user_class, phase_metric("tpot", tag), to_us(tpot))

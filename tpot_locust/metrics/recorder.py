@@ -80,6 +80,7 @@ class ClassCounters:
     dropped_arrivals: int = 0  # open loop: arrivals not sent because max_in_flight was full
     interrupted: int = 0  # in flight when the run stopped: neither ok nor failed
     interrupted_ids: list[str] = field(default_factory=list)  # the first few, to cross-check
+    retransmitting_requests: int = 0  # requests whose connection retransmitted (TCP_INFO)
     shared_stamp_events: int = 0  # token events read together with the one before them
     multi_event_reads: int = 0  # reads that returned more than one token event
     good: int = 0  # successful requests that met every per-request SLO (goodput)
@@ -316,6 +317,7 @@ class Recorder:
             counters.excluded_cooldown += 1
             return
         counters.ok += 1
+        counters.retransmitting_requests += timings.retransmits > 0
         counters.output_tokens += timings.output_tokens
         counters.estimated_requests += timings.tokens_estimated
         counters.prompt_tokens_requested += timings.prompt_tokens_requested
@@ -386,6 +388,7 @@ class Recorder:
                 itl_us=itl_us,
                 tpot_us=tpot_us,
                 read_together=read_together,
+                network=timings.retransmits > 0,
             )
         )
 

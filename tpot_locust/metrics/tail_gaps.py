@@ -38,22 +38,24 @@ class TailFloor:
     """One process's bar for a class's tail: the smallest of the largest gaps it kept."""
 
     def __init__(self) -> None:
-        self._heap: list[int] = []  # nanoseconds, a min-heap of at most TAIL_GAPS_KEPT
+        self._kept = np.zeros(0, dtype=np.int64)  # nanoseconds, at most TAIL_GAPS_KEPT
 
     def candidates(self, itl_ns: np.ndarray) -> np.ndarray:
-        """Indexes of the gaps that enter the kept set (and enter them)."""
-        heap = self._heap
-        if len(heap) >= TAIL_GAPS_KEPT:
-            chosen = np.flatnonzero(itl_ns > heap[0])
-        else:
-            chosen = np.arange(itl_ns.size)
-        for index in chosen:
-            value = int(itl_ns[index])
-            if len(heap) < TAIL_GAPS_KEPT:
-                heapq.heappush(heap, value)
-            elif value > heap[0]:
-                heapq.heapreplace(heap, value)
+        """Indexes of the gaps that enter the kept set (and enter them), in bulk."""
+        kept = self._kept
+        if kept.size >= TAIL_GAPS_KEPT:
+            above = np.flatnonzero(itl_ns > kept.min())
+            if not above.size:
+                return above  # nearly always, once the tail is known
+        union = np.concatenate((kept, itl_ns))
+        if union.size <= TAIL_GAPS_KEPT:
+            self._kept = union
+            return np.arange(itl_ns.size)
+        cut = union.size - TAIL_GAPS_KEPT
+        bar = np.partition(union, cut)[cut]  # the K-th largest of both
+        chosen = np.flatnonzero(itl_ns >= bar)
+        self._kept = np.partition(union, cut)[cut:]
         return chosen
 
     def clear(self) -> None:
-        self._heap.clear()
+        self._kept = np.zeros(0, dtype=np.int64)
