@@ -58,6 +58,7 @@ def test_charts_page_draws_the_masters_merged_histograms(tmp_path: Path) -> None
                 page.wait_for_selector("svg.chart polyline", timeout=30_000)
                 page.wait_for_timeout(2500)  # one live refresh replaced the charts
                 live_polylines = page.locator("svg.chart polyline").count()
+                timeline = page.locator("#tail-timeline svg.chart").all_text_contents()
                 post(ui + "/stop")  # frozen totals: the page and the summary must agree
                 time.sleep(3)
                 page.reload()
@@ -70,6 +71,8 @@ def test_charts_page_draws_the_masters_merged_histograms(tmp_path: Path) -> None
         finally:
             stop(worker, master)
     assert live_polylines >= 8  # four distributions, four time series
+    # the tail's timeline and, on its time axis, the prompt tokens in prefill (ours)
+    assert len(timeline) >= 2 and "Prompt tokens in prefill" in timeline[1], timeline
     assert len(curve.split()) > 10  # a curve through many percentiles
     assert float(shown_p99) == round(summary["metrics"]["tpot"]["p99"], 3) > 0
     assert not errors, errors
@@ -106,13 +109,18 @@ def test_report_html_opens_from_disk_with_every_section_and_no_request(tmp_path:
         page.goto(report.as_uri())
         headings = page.locator("h2").all_inner_texts()
         charts = page.locator("svg.chart").count()
+        tail = page.locator("#why-the-tail").text_content() or ""
+        tail_dots = page.locator("#why-the-tail svg.timeline circle.gap").count()
         page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
         page.goto(both.as_uri())
         overlaid = page.locator('svg[aria-label="TPOT by percentile"] polyline').count()
     for section in ("Run", "Truth check (measured - true, ms)", "Latency (ms)",
-                    "Percentile distributions", "Over time", "Worst gaps", "Scenario"):  # fmt: skip
+                    "Percentile distributions", "Over time", "Why the tail", "Worst gaps",
+                    "Scenario"):  # fmt: skip
         assert section in headings, headings
     assert charts >= 8
+    assert "overlapped a cause" in tail and "Prompt tokens in prefill (ours)" in tail, tail
+    assert tail_dots > 0  # the largest gaps marked on the timeline
     assert overlaid == 2  # one curve per run
     assert not errors, errors
     assert all(url.startswith("file://") for url in requests), requests

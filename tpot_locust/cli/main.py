@@ -124,8 +124,8 @@ def _run_view(given: Path) -> RunView:
     saved = folder / SUMMARY_FILE
     if saved.exists():
         extras = read_checked(saved, SUMMARY_EXTRAS)
-        summary |= {key: extras[key] for key in ("slo", "truth_check", "report_error")
-                    if extras.get(key) is not None}  # fmt: skip
+        kept = ("slo", "truth_check", "attribution_check", "report_error")
+        summary |= {key: extras[key] for key in kept if extras.get(key) is not None}
         if extras.get("complete") is False:
             summary["complete"] = False
     scenario = folder / SCENARIO_FILE

@@ -4,10 +4,12 @@ Locust's React UI shows extra tabs given in ``template_args`` and fills their ta
 ``extended_stats`` in its ``/stats/requests`` JSON (polled every couple of seconds); the
 figures are the master's merged totals (closed intervals, so up to one report interval old).
 ``/tpot/summary.json`` serves the whole summary, as ``summary.json`` would be now, and
-``/tpot/charts`` the live charts (``report.live_charts``), under ``--web-base-path`` and
-behind ``--web-login`` like Locust's own pages. ``web_guard`` refuses requests from other
-sites and ``web_form`` what a request may set; both sit in front of every route.
-"""
+``/tpot/charts`` the live charts (``report.live_charts``; with the tail's timeline: the
+prompt tokens in prefill and, while the server's metrics are sampled, its state), under
+``--web-base-path`` and behind ``--web-login`` like Locust's own pages. ``web_guard``
+refuses requests from other sites and ``web_form`` what a request may set; both sit in
+front of every route. A running test's summary carries the server's sampled metrics so far
+(``run["server_metrics"]``, from the run state's sampler where it has one)."""
 
 from __future__ import annotations
 
@@ -132,8 +134,28 @@ def install(environment: Environment, state: RunState) -> None:
         return Response(_fragment_html(), mimetype="text/html")
 
     def _fragment_html() -> str:
-        summary = build_summary(state.collector.totals, state.run_info())
-        return charts_fragment(summary, state.collector.totals, running=state.running)
+        return charts_fragment(_live_summary(), state.collector.totals, running=state.running)
+
+    def _live_summary() -> dict[str, Any]:
+        """The summary as it would be now, with the server's sampled metrics so far."""
+        run = state.run_info()
+        if (server := _server_metrics_now()) is not None:
+            run["server_metrics"] = server
+        return build_summary(state.collector.totals, run)
+
+    def _server_metrics_now() -> dict[str, Any] | None:
+        """The sampler's summary while a test runs (``run["server_metrics"]`` so far); the
+        last test's once it stopped; None where the server's metrics are not sampled."""
+        sampler = getattr(state, "sampler", None)
+        if sampler is not None:
+            try:
+                return sampler.summary()
+            except Exception:  # the live page must not fail on the sampler's state
+                logger.debug("tpot-locust: server metrics for the live page", exc_info=True)
+                return None
+        finished = _finished_summary()
+        server = (finished or {}).get("run", {}).get("server_metrics")
+        return server if isinstance(server, dict) else None
 
     def _finished_summary() -> dict[str, Any] | None:
         """The last test's summary as written, once it stopped (None while one runs)."""
@@ -146,7 +168,7 @@ def install(environment: Environment, state: RunState) -> None:
         if finished is not None:
             summary = dict(finished)  # the finished test's own, as written
         else:
-            summary = build_summary(state.collector.totals, state.run_info())
+            summary = _live_summary()
         summary["running"] = state.running  # a running test's summary is not yet complete
         summary["test"] = state.tests_started  # of this web-UI session (0: none yet)
         if state.running:

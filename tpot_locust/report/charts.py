@@ -8,6 +8,10 @@ Two kinds, both plain functions of numbers:
   of one run, or runs).
 - ``timeseries_chart``: values over the run's time, with burst windows shaded and marks
   where the client's loop stalled.
+- ``timeline_panel``: one panel of the tail's timeline (``report.tail_pictures``): panels
+  stacked one under another share one x axis (``x_max``, the same margins), so a gap drawn
+  as a dot in the top one sits above what the prefill and the server did at that moment;
+  a series may be drawn as steps, with horizontal rules (the 95 % KV pressure line).
 """
 
 from __future__ import annotations
@@ -77,11 +81,14 @@ def _fmt(value: float) -> str:
 class _Plot:
     """Coordinates of one chart: data x/y to SVG pixels."""
 
-    def __init__(self, x_max: float, y_max: float, x_min: float = 0.0) -> None:
+    def __init__(
+        self, x_max: float, y_max: float, x_min: float = 0.0, height: int = HEIGHT
+    ) -> None:
         self.x_min, self.x_max = x_min, max(x_max, x_min + 1e-9)
         self.y_max = _nice_top(y_max)
+        self.height = height
         self.inner_w = WIDTH - LEFT - RIGHT
-        self.inner_h = HEIGHT - TOP - BOTTOM
+        self.inner_h = height - TOP - BOTTOM
 
     def x(self, value: float) -> float:
         return LEFT + (value - self.x_min) / (self.x_max - self.x_min) * self.inner_w
@@ -135,10 +142,10 @@ def _curves(plot: _Plot, curves: Sequence[Curve], to_x: object = None) -> list[s
     return parts
 
 
-def _svg(parts: list[str], label: str) -> str:
+def _svg(parts: list[str], label: str, height: int = HEIGHT, kind: str = "chart") -> str:
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" '
-        f'class="chart" role="img" aria-label="{escape(label)}">' + "".join(parts) + "</svg>"
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" '
+        f'class="{kind}" role="img" aria-label="{escape(label)}">' + "".join(parts) + "</svg>"
     )
 
 
@@ -186,6 +193,15 @@ def timeseries_chart(
     ticks = [(step * i, f"{_fmt(step * i)} s") for i in range(int(plot.x_max / step) + 1)]
     parts = _frame(title, plot, unit, ticks)
     shading = shading or Shading()
+    parts += _shaded(plot, shading)
+    parts += _curves(plot, drawn)
+    parts += _shading_legend(shading, HEIGHT)
+    return _svg(parts, title)
+
+
+def _shaded(plot: _Plot, shading: Shading) -> list[str]:
+    """The burst windows shaded and the stalls marked, under the curves."""
+    parts = []
     for start, end in shading.spans:
         x0, x1 = plot.x(max(start, 0)), plot.x(min(end, plot.x_max))
         if x1 > x0:
@@ -196,8 +212,12 @@ def timeseries_chart(
             x = plot.x(at)
             parts.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{TOP + 8}" '
                          'class="stall"/>')  # fmt: skip
-    parts += _curves(plot, drawn)
-    note_y = HEIGHT - 6
+    return parts
+
+
+def _shading_legend(shading: Shading, height: int) -> list[str]:
+    parts = []
+    note_y = height - 6
     if shading.spans:
         parts.append(f'<rect x="{LEFT}" y="{note_y - 9}" width="12" height="10" class="burst"/>'
                      f'<text x="{LEFT + 16}" y="{note_y}" class="legend">'
@@ -206,7 +226,7 @@ def timeseries_chart(
         parts.append(f'<line x1="{LEFT + 130}" y1="{note_y - 9}" x2="{LEFT + 130}" '
                      f'y2="{note_y + 1}" class="stall"/><text x="{LEFT + 136}" y="{note_y}" '
                      f'class="legend">{escape(shading.mark_label)}</text>')  # fmt: skip
-    return _svg(parts, title)
+    return parts
 
 
 def load_chart(title: str, curves: Sequence[Curve], unit: str, knee: dict | None = None) -> str:
@@ -227,10 +247,109 @@ def load_chart(title: str, curves: Sequence[Curve], unit: str, knee: dict | None
     return _svg(parts, title)
 
 
-def _empty(title: str) -> str:
+def _empty(title: str, height: int = HEIGHT, kind: str = "chart") -> str:
     parts = [f'<text x="{LEFT}" y="16" class="title">{escape(title)}</text>',
              f'<text x="{LEFT}" y="60" class="legend">no samples yet</text>']  # fmt: skip
-    return _svg(parts, title)
+    return _svg(parts, title, height, kind)
+
+
+# A timeline's series is thinned to this many points (a panel is ~500 px wide; each kept
+# point the largest of its run, so spikes stay), its dots to the largest this many.
+MAX_TIMELINE_POINTS = 1000
+PANEL_HEIGHT = 150  # a panel under the timeline's top one
+DOT_CLASSES = ("gap-prefill", "gap-server", "gap-client", "gap-none")
+
+
+@dataclass
+class Dot:
+    """One point drawn as a dot (a tail gap): its css class (one of ``DOT_CLASSES``) and
+    a tooltip ('' for none)."""
+
+    x: float
+    y: float
+    kind: str = "gap-none"
+    tip: str = ""
+    big: bool = False  # one of the worst: drawn larger
+
+
+@dataclass
+class Rule:
+    """A horizontal line across a panel at ``value`` (a threshold), labelled."""
+
+    value: float
+    label: str
+
+
+def step_points(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """A series drawn as steps: each value holds until the next point's x."""
+    stepped: list[tuple[float, float]] = []
+    for index, (x, y) in enumerate(points):
+        if index:
+            stepped.append((x, points[index - 1][1]))
+        stepped.append((x, y))
+    return stepped
+
+
+def _largest_dots(dots: Sequence[Dot], limit: int) -> list[Dot]:
+    if len(dots) <= limit:
+        return list(dots)
+    return sorted(dots, key=lambda dot: (dot.big, dot.y), reverse=True)[:limit]
+
+
+def timeline_panel(
+    title: str, curves: Sequence[Curve], unit: str, x_max: float, *,
+    shading: Shading | None = None, dots: Sequence[Dot] = (),
+    dot_legend: Sequence[tuple[str, str]] = (), rules: Sequence[Rule] = (),
+    steps: bool = False, y_max: float | None = None, height: int = PANEL_HEIGHT,
+) -> str:  # fmt: skip
+    """One panel of the tail's timeline: curves of (seconds since the run's start, value)
+    over ``[0, x_max]`` (every panel of one timeline gets the same ``x_max``, so they line
+    up), each thinned to ``MAX_TIMELINE_POINTS``; ``dots`` (the largest as many); horizontal
+    ``rules``; ``steps``: each curve as a step line; ``y_max``: a fixed top (KV usage)."""
+    drawn = []
+    for curve in curves:
+        points = thinned([p for p in curve.points if 0 <= p[0] <= x_max], MAX_TIMELINE_POINTS)
+        if points:
+            drawn.append(Curve(curve.label, step_points(points) if steps else points,
+                               curve.dashed))  # fmt: skip
+    shown = _largest_dots([d for d in dots if 0 <= d.x <= x_max], MAX_TIMELINE_POINTS)
+    if not drawn and not shown:
+        return _empty(title, height, "chart timeline")
+    top = y_max
+    if top is None:
+        values = [y for curve in drawn for _, y in curve.points] + [d.y for d in shown]
+        top = max(values, default=0) * 1.05  # a rule above the data is left out
+    plot = _Plot(max(x_max, 1.0), top, height=height)
+    step = _nice_top(plot.x_max / 6)
+    ticks = [(step * i, f"{_fmt(step * i)} s") for i in range(int(plot.x_max / step) + 1)]
+    parts = _frame(title, plot, unit, ticks)
+    shading = shading or Shading()
+    parts += _shaded(plot, shading)
+    for rule in rules:
+        if 0 <= rule.value <= plot.y_max:
+            y = plot.y(rule.value)
+            label = escape(rule.label)
+            parts.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{LEFT + plot.inner_w}" '
+                         f'y2="{y:.1f}" class="rule"/><text x="{LEFT + plot.inner_w - 4}" '
+                         f'y="{y - 3:.1f}" class="rule-label">{label}</text>')  # fmt: skip
+    parts += _curves(plot, drawn)
+    for dot in sorted(shown, key=lambda d: d.big):  # the worst on top
+        kind = dot.kind if dot.kind in DOT_CLASSES else "gap-none"
+        radius = 4 if dot.big else 2.2
+        circle = (f'<circle cx="{plot.x(dot.x):.1f}" cy="{plot.y(dot.y):.1f}" r="{radius}" '
+                  f'class="gap {kind}{" worst" if dot.big else ""}"')  # fmt: skip
+        parts.append(f"{circle}><title>{escape(dot.tip)}</title></circle>" if dot.tip
+                     else f"{circle}/>")  # fmt: skip
+    legend_x = WIDTH - RIGHT + 12
+    for index, (kind, label) in enumerate(dot_legend):
+        legend_y = TOP + 12 + (len(drawn) + index) * 16
+        if legend_y > height - 4:
+            break
+        parts.append(f'<circle cx="{legend_x + 8}" cy="{legend_y - 4}" r="3.5" '
+                     f'class="gap {escape(kind)}"/><text x="{legend_x + 20}" y="{legend_y}" '
+                     f'class="legend">{escape(label[:22])}</text>')  # fmt: skip
+    parts += _shading_legend(shading, height)
+    return _svg(parts, title, height, "chart timeline")
 
 
 # Shared by the HTML report and the web UI's charts page (inline, so both work offline).
@@ -245,4 +364,12 @@ svg.chart .unit { text-anchor: middle; fill: #444; }
 svg.chart .legend { fill: #222; }
 svg.chart .burst { fill: #f5a623; fill-opacity: 0.18; }
 svg.chart .stall { stroke: #c00; stroke-width: 2; }
+svg.chart .rule { stroke: #b00020; stroke-dasharray: 4 3; }
+svg.chart .rule-label { text-anchor: end; fill: #b00020; }
+svg.chart .gap { fill-opacity: 0.75; stroke: none; }
+svg.chart .gap.worst { fill-opacity: 1; stroke: #000; stroke-width: 0.8; }
+svg.chart .gap-prefill { fill: #ff7f0e; } svg.chart .gap-server { fill: #9467bd; }
+svg.chart .gap-client { fill: #d62728; } svg.chart .gap-none { fill: #7f7f7f; }
+.timeline { display: flex; flex-direction: column; max-width: 720px; }
+.timeline svg.chart { width: 100%; }
 """

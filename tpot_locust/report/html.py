@@ -3,8 +3,11 @@
 Inline CSS and SVG (``charts``), no script and no link to anything outside the file: it
 opens from disk in any browser, offline, and prints (one section a page where it fits).
 Sections: run metadata, SLO verdict, truth check, the seed-style table per class, the
-percentile distributions, the time series (bursts shaded, client stalls marked), steady vs
-burst interference, the worst gaps and the scenario used (secrets already removed).
+percentile distributions, the time series (bursts shaded, client stalls marked), why the
+tail (``tail_pictures``: the causes the slowest gaps overlapped, the tail's timeline with the
+prefill and the server's state under it, the server's own percentiles, the attribution
+check), steady vs burst interference, the worst gaps and the scenario used (secrets already
+removed).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from tpot_locust.report.charts import (
     percentile_chart,
     timeseries_chart,
 )
+from tpot_locust.report.tail_pictures import has_tail_facts, why_the_tail
 from tpot_locust.scenario.slo import STATISTICS
 
 HTML_FILE = "report.html"
@@ -79,6 +83,8 @@ def render_report(runs: list[RunView]) -> str:
     for run in runs:
         prefix = f"{run.name}: " if len(runs) > 1 else ""
         body += _section(f"{prefix}Over time", _timeseries(run.summary))
+        if has_tail_facts(run.summary):
+            body += _section(f"{prefix}Why the tail", why_the_tail(run.summary))
         if interference := _interference(run.summary):
             body += _section(f"{prefix}Interference: steady vs prefill burst", interference)
         body += _section(f"{prefix}Worst gaps", _worst_gaps(run.summary))

@@ -2,7 +2,10 @@
 
 The page is the same SVG as ``report.html`` (``charts``), rendered on the master; a few
 lines of inline script fetch the next rendering from the same server every 2 s. Nothing
-comes from anywhere else, so it works offline and behind ``--web-base-path``.
+comes from anywhere else, so it works offline and behind ``--web-base-path``. Under the
+time series, the tail's timeline (``tail_pictures``): the largest gaps so far, the prompt
+tokens in prefill and, when the server's metrics are sampled, its running and waiting
+requests, KV usage and preemptions, on one time axis.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from tpot_locust.report.html import (
     distribution_curves,
     timeseries_charts,
 )
+from tpot_locust.report.tail_pictures import tail_timeline
 
 REFRESH_MS = 2000
 LIVE_STATISTICS = ("p50", "p90", "p99", "p99.9", "p99.99", "max")
@@ -45,7 +49,9 @@ def charts_fragment(summary: dict[str, Any], totals: MetricSet, running: bool) -
                                       distribution_curves([run], name))
                      for name in DISTRIBUTION_METRICS]  # fmt: skip
     return (table + '<div class="charts">' + "".join(distributions) + "</div>"
-            '<div class="charts">' + "".join(timeseries_charts(summary)) + "</div>")  # fmt: skip
+            '<div class="charts">' + "".join(timeseries_charts(summary)) + "</div>"
+            '<div class="timeline" id="tail-timeline">' + "".join(tail_timeline(summary))
+            + "</div>")  # fmt: skip
 
 
 def charts_page(fragment_url: str, fragment: str) -> str:

@@ -11,20 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from tpot_locust.report.tail_tables import bucket_text
+
 SHOWN = {"itl": "ITL", "ttft": "TTFT"}  # ours and the server's, where both have it
 PERCENTILE_KEYS = ("p50", "p90", "p99", "p99.9", "p99.99")
-
-
-def bounds_text(bounds: dict[str, Any] | None) -> str:
-    """``{"low_ms": 10, "high_ms": 25}`` -> "10-25 ms"; "below 10 ms", "above 80000 ms"."""
-    if not bounds:
-        return "-"
-    low, high = bounds.get("low_ms"), bounds.get("high_ms")
-    if high is None:
-        return f"above {low:g} ms"
-    if not low:
-        return f"below {high:g} ms"
-    return f"{low:g}-{high:g} ms"
 
 
 def server_view(summary: dict[str, Any]) -> dict[str, Any] | None:
@@ -54,7 +44,7 @@ def format_server_view(summary: dict[str, Any]) -> list[str]:
             f"{row[key]['ours_ms']:19.3f} ms" if row[key]["ours_ms"] is not None else f"{'-':>22}"
             for key in PERCENTILE_KEYS
         )  # fmt: skip
-        theirs = "".join(f"{bounds_text(row[key]['server']):>22}" for key in PERCENTILE_KEYS)
+        theirs = "".join(f"{bucket_text(row[key]['server']):>22}" for key in PERCENTILE_KEYS)
         lines.append(f"  {SHOWN[name] + ' ours':8}{ours}   ({row['ours_count']:,} samples)")
         lines.append(f"  {SHOWN[name] + ' srv':8}{theirs}   ({row['server_count']:,} samples)")
     lines.append("  the server's figure is the bucket it falls in (its buckets say no more);")

@@ -1,0 +1,307 @@
+"""Why the tail, in tables: report.html's shares, the server's own percentiles, the check.
+
+- ``shares_table``: the share of the samples above P99, P99.9 and P99.99 of TPOT and ITL
+  that overlapped each cause (as the terminal's ``attribution.format_why_the_tail``), and
+  ``prefill_tokens_table``: the prompt tokens in prefill at the tail's gaps beside every
+  gap's median.
+- ``server_own_percentiles``: our ITL and TTFT percentiles beside the server's own, which a
+  bucketed histogram knows only as the bounds of the bucket each lies in ("below 10 ms",
+  "10-25 ms", "above 80 s"; ``bucket_text``), never a digit it does not have, with a line
+  saying how coarse its buckets are (``coarseness``); ``server_facts``: where the server's
+  metrics came from and its notes.
+- ``attribution_check_parts``: precision and recall of our causes against the simulator's
+  true causes (``report.attribution_check``).
+
+A summary may come from a saved ``summary.json`` a person edited: every value is checked
+where it is used (a value that is not a finite number is shown as '-', a part of the wrong
+shape is skipped), and every text is escaped (``shown``: ``printable``, then
+``charts.escape``). The checked readers here
+(``finite``, ``as_dict``, ``as_list``) serve ``tail_pictures`` too.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tpot_locust.common.text_safety import printable
+from tpot_locust.metrics.causes import CAUSES, UNEXPLAINED
+from tpot_locust.metrics.recorder import CAUSE_METRICS
+from tpot_locust.report.charts import escape
+
+OWN_PERCENTILES = ("p50", "p90", "p99", "p99.9", "p99.99")
+OWN_METRICS = (("itl", "ITL"), ("ttft", "TTFT"))
+TAIL_KEYS = ("p99", "p99.9", "p99.99")
+
+
+# --- values read from a summary, checked ---------------------------------------------------
+
+
+def finite(value: Any) -> float | None:
+    """A finite number, else None (absent, null, text, a bool, NaN)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def count_text(value: Any) -> str:
+    number = finite(value)
+    return "-" if number is None else f"{number:,.0f}"
+
+
+def ms_text(value: Any, digits: int = 3) -> str:
+    number = finite(value)
+    return "-" if number is None else f"{number:.{digits}f}"
+
+
+def shown(text: object) -> str:
+    """Text for the page: escape sequences dropped and every control or bidirectional
+    character shown as an escape (``printable``: a server's text must not reorder or hide
+    what follows it), then HTML-escaped."""
+    return escape(printable(text))
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    """Header cells are escaped here; row cells are HTML their caller escaped."""
+    head = "".join(f"<th>{shown(cell)}</th>" for cell in header)
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>"
+                   for row in rows)  # fmt: skip
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def note(text: str) -> str:
+    return f'<p class="note">{shown(text)}</p>'
+
+
+# --- the shares ----------------------------------------------------------------------------
+
+
+def _causes_shown(attribution: dict[str, Any]) -> list[str]:
+    seen = {cause for name in CAUSE_METRICS for row in as_dict(attribution.get(name)).values()
+            for cause in as_dict(as_dict(row).get("shares"))}  # fmt: skip
+    return [cause for cause in (*CAUSES, UNEXPLAINED) if cause in seen]
+
+
+def _share(value: Any) -> str:
+    number = finite(value)
+    return "-" if number is None else f"{number * 100:.1f} %"
+
+
+def shares_table(attribution: dict[str, Any]) -> list[str]:
+    """Share of the samples above each percentile that overlapped each cause."""
+    causes = _causes_shown(attribution)
+    rows = []
+    for name in CAUSE_METRICS:
+        for key, row in as_dict(attribution.get(name)).items():
+            if not isinstance(row, dict):
+                continue
+            shares = as_dict(row.get("shares"))
+            rows.append([shown(f"{name.upper()} {key}"), ms_text(row.get("above_ms")),
+                         count_text(row.get("samples")),
+                         *(_share(shares.get(cause)) for cause in causes)])  # fmt: skip
+    if not rows:
+        return []
+    header = ["", "above ms", "samples", *(cause.replace("_", " ") for cause in causes)]
+    return [
+        "<h3>Share of the samples above each percentile that overlapped a cause</h3>",
+        table(rows, header),
+        note("Causes overlap: a row's shares need not sum to 100 %. 'none': the share that "
+             "overlapped no cause window. Exact at any size (histograms kept per cause)."),
+    ]  # fmt: skip
+
+
+def prefill_tokens_table(attribution: dict[str, Any]) -> list[str]:
+    tokens = as_dict(attribution.get("prefill_tokens"))
+    if not tokens:
+        return []
+    cells = [count_text(tokens.get("all_gaps_median"))]
+    cells += [count_text(tokens.get(f"{key}_median")) for key in TAIL_KEYS]
+    header = ["", "every gap", *(f"ITL above {key}" for key in TAIL_KEYS)]
+    return [
+        "<h3>Prompt tokens in prefill at the gaps (median)</h3>",
+        table([["prompt tokens", *cells]], header),
+        note("'-': the tail has more gaps than were kept (1,000), or none."),
+    ]
+
+
+def server_facts(server: dict[str, Any]) -> list[str]:
+    """Where the server's metrics came from, how many samples, and its notes."""
+    if not server:
+        return []
+    url, engine = server.get("url"), server.get("engine")
+    interval = finite(server.get("interval_s"))
+    where = url if isinstance(url, str) else "-"
+    kind = engine if isinstance(engine, str) and engine else "engine not recognised"
+    every = f" every {interval:g} s" if interval is not None else ""
+    line = (f"Server metrics sampled from {where} ({kind}){every}: "
+            f"{count_text(server.get('samples'))} samples, {count_text(server.get('slow'))} "
+            f"slow, {count_text(server.get('failed'))} failed.")  # fmt: skip
+    windows = [f"{name} {count_text(count)}" for name, count in
+               as_dict(server.get("windows")).items()]  # fmt: skip
+    if windows:
+        line += f" Server windows: {', '.join(windows)}."
+    parts = [note(line)]
+    notes = [text for text in as_list(server.get("notes")) if isinstance(text, str)][:20]
+    if notes:
+        items = "".join(f"<li>{shown(text)}</li>" for text in notes)
+        parts.append(f'<ul class="note">{items}</ul>')
+    return parts
+
+
+# --- what the server says about itself -----------------------------------------------------
+
+
+def _duration(ms: float) -> tuple[str, str]:
+    """A bucket bound as (number, unit): seconds from 1,000 ms; no digit it has not."""
+    return (f"{ms / 1000:.6g}", "s") if ms >= 1000 else (f"{ms:.6g}", "ms")
+
+
+def _bound(ms: float) -> str:
+    number, unit = _duration(ms)
+    return f"{number} {unit}"
+
+
+def bucket_text(bounds: Any) -> str:
+    """The server's figure as the bucket it lies in: "below 10 ms", "10-25 ms", "above 80 s";
+    "-" when the histogram held nothing (or the entry is not a bucket)."""
+    if not isinstance(bounds, dict):
+        return "-"
+    low, high = finite(bounds.get("low_ms")), finite(bounds.get("high_ms"))
+    if low is None or low < 0:
+        return "-"
+    if high is None:
+        if bounds.get("high_ms") is not None:
+            return "-"  # neither a bound nor "past the last bucket"
+        return f"above {_bound(low)}" if low > 0 else "no finite bucket"
+    if high <= low:
+        return "-"
+    if low == 0:
+        return f"below {_bound(high)}"
+    (low_n, low_u), (high_n, high_u) = _duration(low), _duration(high)
+    if low_u == high_u:
+        return f"{low_n}-{high_n} {high_u}"
+    return f"{low_n} {low_u}-{high_n} {high_u}"
+
+
+def coarseness(label: str, figures: dict[str, Any]) -> str:
+    """How coarse the server's figures are: which percentiles share a bucket, the widest
+    bucket among them, and those below its first bound or past its last."""
+    shown = [(key, figures.get(key)) for key in OWN_PERCENTILES]
+    buckets = [(key, bucket_text(bounds), bounds) for key, bounds in shown
+               if bucket_text(bounds) != "-"]  # fmt: skip
+    if not buckets:
+        return f"{label}: the server's histogram held nothing."
+    told = []
+    groups: dict[str, list[str]] = {}
+    for key, text, _ in buckets:
+        groups.setdefault(text, []).append(key)
+    for text, keys in groups.items():  # below the first bound or past the last: said below
+        if len(keys) > 1 and not text.startswith(("below ", "above ")):
+            told.append(f"{', '.join(keys)} share one bucket ({text})")
+    widest: tuple[float, str] | None = None
+    for _, text, bounds in buckets:
+        low, high = finite(bounds.get("low_ms")), finite(bounds.get("high_ms"))
+        if low and high and low > 0 and (widest is None or high / low > widest[0]):
+            widest = (high / low, text)
+    if widest is not None:
+        told.append(f"the widest bucket shown is {widest[1]} ({widest[0]:.3g}x from low to high)")
+    below = [key for key, text, _ in buckets if text.startswith("below ")]
+    if below:
+        told.append(f"{', '.join(below)} below its first bound: it cannot say how far below")
+    above = [key for key, text, _ in buckets if text.startswith("above ")]
+    if above:
+        told.append(f"{', '.join(above)} past its last bound: it cannot say how far past")
+    return f"{label}: {'; '.join(told) if told else 'each percentile in a bucket of its own'}."
+
+
+def server_own_percentiles(summary: dict[str, Any], server: dict[str, Any]) -> list[str]:
+    """Our ITL and TTFT percentiles beside the server's own (``own_percentiles``)."""
+    own = as_dict(server.get("own_percentiles"))
+    metrics = as_dict(summary.get("metrics"))
+    rows, lines = [], []
+    for name, label in OWN_METRICS:
+        figures = own.get(name)
+        if not isinstance(figures, dict) or not finite(figures.get("count")):
+            continue  # the server exports no such histogram, or it held nothing
+        ours = as_dict(metrics.get(name))
+        rows.append([f"{label} ours (ms)", count_text(ours.get("count")),
+                     *(ms_text(ours.get(key)) for key in OWN_PERCENTILES)])  # fmt: skip
+        server_cells = [shown(bucket_text(figures.get(key))) for key in OWN_PERCENTILES]
+        rows.append([f"{label} the server's", count_text(figures.get("count")), *server_cells])
+        lines.append(coarseness(label, figures))
+        if figures.get("reset") is True:
+            lines.append(f"{label}: the server restarted during the run; its figures count "
+                         "only the observations since then.")  # fmt: skip
+    if not rows:
+        return []
+    return [
+        "<h3>What the server says about itself</h3>",
+        table(rows, ["", "count", *OWN_PERCENTILES]),
+        note("Ours: every gap as this client read it (HdrHistogram, 3 significant digits). "
+             "The server's: its own histogram from the first to the last sample, which keeps "
+             "counts per bucket only, so each of its figures is the bucket that percentile "
+             "lies in, never a value. What lies between the two is what the network and the "
+             "client add to what the server measured, within a bucket's width."),
+        *(note(f"How coarse the server's buckets are: {line}") for line in lines),
+    ]  # fmt: skip
+
+
+# --- the attribution check -----------------------------------------------------------------
+
+
+def _ratio(value: Any) -> str:
+    number = finite(value)
+    return "n/a" if number is None else f"{number:.2f}"
+
+
+def attribution_check_parts(check: Any) -> list[str]:
+    """``summary["attribution_check"]``: precision and recall of our causes on the true
+    gaps above the true ITL P99.9 (``report.attribution_check``)."""
+    if not isinstance(check, dict):
+        return []
+    parts = ["<h3>Attribution check: our causes against the simulator's true causes</h3>"]
+    if not check.get("available"):
+        why = check.get("why")
+        return [*parts, f"<p>Unavailable: {shown(why if isinstance(why, str) else '-')}</p>"]
+    coverage = as_dict(check.get("coverage"))
+    percentile = finite(check.get("percentile"))
+    above = "-" if percentile is None else f"{percentile:g}"
+    parts.append(note(
+        f"True gaps above the true ITL P{above} ({ms_text(check.get('threshold_ms'))} ms): "
+        f"{count_text(check.get('tail_gaps'))}, of which "
+        f"{count_text(coverage.get('present'))} are in our kept gaps."
+    ))  # fmt: skip
+    rows = []
+    for cause, row in as_dict(check.get("causes")).items():
+        row = as_dict(row)
+        rows.append([shown(str(cause)), count_text(row.get("true")), count_text(row.get("tagged")),
+                     count_text(row.get("both")), _ratio(row.get("precision")),
+                     _ratio(row.get("recall"))])  # fmt: skip
+    if rows:
+        parts.append(table(rows, ["cause", "true", "tagged by us", "both", "precision",
+                                   "recall"]))  # fmt: skip
+    stated = []
+    for row in as_list(check.get("thresholds")):
+        row = as_dict(row)
+        met = row.get("met")
+        mark = {True: ("pass", "met"), False: ("fail", "NOT met")}.get(met, ("note", "n/a"))
+        stated.append([shown(str(row.get("cause", "-"))), shown(str(row.get("measure", "-"))),
+                       _ratio(row.get("at_least")), _ratio(row.get("value")),
+                       f'<span class="{mark[0]}">{mark[1]}</span>'])  # fmt: skip
+    if stated:
+        parts.append(table(stated, ["cause", "measure", "at least", "value", "stated"]))
+        parts.append(note("Thresholds stated, not enforced: a run does not fail on them."))
+    true_tail = as_dict(check.get("true_tail_causes"))
+    if true_tail:
+        told = ", ".join(f"{name} {count_text(count)}" for name, count in true_tail.items())
+        parts.append(note(f"True causes of those gaps: {told} (causes overlap)."))
+    return parts
