@@ -426,6 +426,9 @@ class ChatUser(User):
                 prefill.end(None)
                 self._count_interrupted(request_id, intended_ns)
                 raise
+            except BaseException:  # never expected (requests do not raise): no window left open
+                prefill.end(None)
+                raise
             prefill.end(timings.token_stamps[0] if timings.token_stamps else None)
         timings.scheduled = t_intended_ns is not None
         timings.refuse_out_of_range()  # nothing out of range reaches an int64 array

@@ -160,8 +160,8 @@ class CauseTimeline:
 
     def _apply(self, window: CauseWindow) -> bool:
         window_id = window.window_id
-        if window_id in self._failed:
-            return False
+        if window_id in self._failed or window_id in self._forgotten:
+            return False  # failed, or closed and pruned: a late echo of it changes nothing
         if window.end_wall_ns == FAILED_END:
             self._windows.pop(window_id, None)
             self._failed.add(window_id)
@@ -172,13 +172,14 @@ class CauseTimeline:
         known = self._windows.get(window_id)
         if known is not None and known.end_wall_ns is not None:
             return False  # closed already: a late "open" must not reopen it
-        if window.end_wall_ns is None and window_id in self._forgotten:
-            return False  # closed and pruned already: a late echo of its open
         if window.end_wall_ns is not None and window.end_wall_ns <= window.start_wall_ns:
-            if known is not None:  # closed with no length: it overlaps nothing
-                del self._windows[window_id]
-                self._index = None
-            return False
+            # closed with no length: it overlaps nothing; the others must drop it too
+            self._forget(window_id)
+            if known is None:
+                return False
+            del self._windows[window_id]
+            self._index = None
+            return True
         self._windows[window_id] = window
         self._index = None
         if window.end_wall_ns is not None:

@@ -134,10 +134,9 @@ class GapTagger:
         gaps = _BatchGaps.of(batch)
         causes = self.causes.tags(gaps.starts, gaps.ends)
         masks = causes.masks
-        if gaps.in_stall is not None:
-            masks[CLIENT_STALL] = gaps.in_stall  # its samples are set aside already
-        if gaps.network is not None:
-            masks[NETWORK] = gaps.network
+        for kind, mask in ((CLIENT_STALL, gaps.in_stall), (NETWORK, gaps.network)):
+            if mask is not None:  # with any timeline windows of the kind
+                masks[kind] = mask | masks[kind] if kind in masks else mask
         gaps.split(sink, user_class, (BURST, causes.in_burst), (STEADY, ~causes.in_burst))
         explained = np.zeros(gaps.itl_ns.shape, dtype=bool)
         for kind, mask in masks.items():
