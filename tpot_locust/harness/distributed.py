@@ -32,8 +32,9 @@ from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.common.version import __version__
 from tpot_locust.harness.traffic import ProcessShare
 from tpot_locust.metrics.histograms import add_into, histogram_stats, new_histogram
-from tpot_locust.metrics.recorder import MetricSet
+from tpot_locust.metrics.recorder import CAUSE_METRICS, ClassMetrics, MetricSet
 from tpot_locust.metrics.stalls import STALLS_FOLDER, ClientHealth
+from tpot_locust.report.attribution import worker_shares
 
 if TYPE_CHECKING:
     from hdrh.histogram import HdrHistogram
@@ -222,6 +223,8 @@ class MasterLink:
         # merged histogram, so the report judges every worker by its own
         self.read_delays: dict[str, HdrHistogram] = {}
         self.client_health: dict[str, ClientHealth] = {}  # each worker's loop lag and stalls
+        # each worker's ITL/TPOT and their per-cause parts, all classes: its own attribution
+        self.causes_by_worker: dict[str, ClassMetrics] = {}
         environment.events.worker_report.add_listener(self._merge_report)
         runner.register_message(FINAL, self._on_final)
         runner.register_message(CAUSES, self._on_causes)
@@ -233,6 +236,7 @@ class MasterLink:
         self.finals = set()
         self.read_delays = {}
         self.client_health = {}
+        self.causes_by_worker = {}
 
     def send_plans(self, start_wall_ns: int, settings: list[str]) -> None:
         """Give each live worker its index and share of the open-loop traffic, and the
@@ -293,7 +297,11 @@ class MasterLink:
         delta.client.name_worker(client_id)
         self.client_health.setdefault(client_id, ClientHealth()).add(delta.client)
         self.collector.add_delta(delta)
+        own = self.causes_by_worker.setdefault(client_id, ClassMetrics())
         for metrics in delta.classes.values():
+            for name, histogram in metrics.histograms.items():
+                if name.split("@", 1)[0] in CAUSE_METRICS:
+                    add_into(own.histogram(name), histogram)
             if (read_delay := metrics.histograms.get("read_delay")) is not None:
                 if client_id not in self.read_delays:
                     self.read_delays[client_id] = new_histogram()
@@ -335,5 +343,11 @@ class MasterLink:
             "loop_lag_max_ms": {
                 client_id: histogram_stats(health.loop_lag, ()).max / 1000
                 for client_id, health in sorted(self.client_health.items())
+            },
+            # each worker's own shares (its gaps, every process's windows): one whose tail
+            # is its own (a slow client, a far network) stands apart here
+            "attribution": {
+                client_id: worker_shares(metrics)
+                for client_id, metrics in sorted(self.causes_by_worker.items())
             },
         }

@@ -424,7 +424,7 @@ class ChatUser(User):
                 timings, answer = stream_request(self.connection, request, want_text=keep_answer)
             except gevent.GreenletExit:
                 prefill.end(None)
-                self._count_interrupted(request_id, intended_ns)
+                self._count_interrupted(request_id, intended_ns, prefill.start_ns)
                 raise
             except BaseException:  # never expected (requests do not raise): no window left open
                 prefill.end(None)
@@ -445,11 +445,16 @@ class ChatUser(User):
         )
         return timings, answer
 
-    def _count_interrupted(self, request_id: str, intended_ns: int) -> None:
-        """A request the stop killed mid-stream: counted, so the totals still add up."""
+    def _count_interrupted(
+        self, request_id: str, intended_ns: int, sent_ns: int | None = None
+    ) -> None:
+        """A request the stop killed (mid-stream: ``sent_ns``, its send): counted, so the
+        totals still add up."""
         self.connection.close()
         now = time.perf_counter_ns()
-        timings = RequestTimings(type(self).__name__, self.api, request_id, intended_ns, now)
+        timings = RequestTimings(
+            type(self).__name__, self.api, request_id, intended_ns, sent_ns or now
+        )
         timings.t_end_ns = now
         timings.error_category = INTERRUPTED
         timings.error_message = "stopped by the end of the run"
@@ -471,17 +476,17 @@ def first_model_id(body: bytes) -> str:
 class _PrefillWindow:
     """One request's ``prefill_window`` events: opened now, closed at its first token."""
 
-    __slots__ = ("_hook", "_prompt_tokens", "_request_id", "_start_ns", "_burst", "_open")
+    __slots__ = ("_hook", "_prompt_tokens", "_request_id", "start_ns", "_burst", "_open")
 
     def __init__(self, hook: Any, request_id: str, prompt_tokens: int, burst: bool) -> None:
         self._hook, self._request_id, self._burst = hook, request_id, burst
         self._prompt_tokens = prompt_tokens
-        self._start_ns = time.perf_counter_ns()
+        self.start_ns = time.perf_counter_ns()
         self._open = True
         self._fire(None)
 
     def _fire(self, end_perf_ns: int | None) -> None:
-        self._hook.fire(request_id=self._request_id, start_perf_ns=self._start_ns,
+        self._hook.fire(request_id=self._request_id, start_perf_ns=self.start_ns,
                         end_perf_ns=end_perf_ns, prompt_tokens=self._prompt_tokens,
                         burst=self._burst)  # fmt: skip
 

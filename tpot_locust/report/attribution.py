@@ -53,6 +53,15 @@ def attribution_summary(metrics: ClassMetrics, keep_tail: bool) -> dict[str, Any
     return result
 
 
+def worker_shares(metrics: ClassMetrics) -> dict[str, Any]:
+    """One worker's shares (its ITL and TPOT and their per-cause parts), for the master's
+    per-worker view; empty before any gap."""
+    itl = metrics.histograms.get("itl")
+    if itl is None or not itl.total_count:
+        return {}
+    return {name: _metric_shares(metrics, name) for name in CAUSE_METRICS}
+
+
 def _metric_shares(metrics: ClassMetrics, name: str) -> dict[str, Any]:
     whole = metrics.histogram(name)
     stats = histogram_stats(whole, TAIL_PERCENTILES)
