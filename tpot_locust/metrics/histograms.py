@@ -267,6 +267,19 @@ class HistogramStats:
         return self.percentiles[50.0]
 
 
+def percentile_rank(percentile: float, total: int) -> int:
+    """The 1-based rank of a percentile's sample among ``total``: HdrHistogram's rule
+    (``p x N`` rounded half up, at least 1). One rule for our histograms and the truth's
+    exact samples, so a jump in the distribution reads alike on both sides."""
+    return max(int(percentile * total / 100 + 0.5), 1)
+
+
+def exact_percentile(samples: np.ndarray, percentile: float) -> float:
+    """The sample at ``percentile_rank`` of ``samples`` (sorted here), exactly."""
+    rank = percentile_rank(percentile, samples.size)
+    return float(np.partition(samples, rank - 1)[rank - 1])
+
+
 def histogram_stats(
     histogram: HdrHistogram, percentiles: tuple[float, ...] = PERCENTILES
 ) -> HistogramStats:
@@ -281,7 +294,7 @@ def histogram_stats(
     values: dict[float, int] = {}
     above: dict[float, int] = {}
     for percentile in percentiles:
-        target = max(int(percentile * total / 100 + 0.5), 1)
+        target = percentile_rank(percentile, total)
         index = int(np.searchsorted(cumulative, target))
         values[percentile] = int(layout.highest[index])
         above[percentile] = total - int(cumulative[index])

@@ -18,11 +18,12 @@ waited, was preempted or re-prefilled). Its true causes:
 
 Only the requests the truth check counts (``truth_check.counted_by``: finished, warm-up and
 cool-down left out). The tail: true gaps strictly above the true ITL P99.9 (the sample at
-rank ceil(p x N), as the truth check; engine gaps tie, a step's gap is every batch member's,
-so a tie at the percentile itself stays out). For ``prefill`` and ``preemption``, with our
-``summary["attribution"]["tail_gaps"]`` matched by ``(request_id, gap)``: precision (of the
-true tail gaps we tagged with the cause, the share truly caused by it) and recall (of the
-true tail gaps truly caused by it, the share we tagged). A true tail gap missing from our
+rank p x N rounded half up, as the truth check and our histograms; engine gaps tie, a
+step's gap is every batch member's, so a tie at the percentile itself stays out). For
+``prefill`` and ``preemption``, with our ``summary["attribution"]["tail_gaps"]`` matched
+by ``(request_id, gap)``: precision (of the true tail gaps we tagged with the cause, the
+share truly caused by it) and recall (of the true tail gaps truly caused by it, the share
+we tagged). A true tail gap missing from our
 list counts as untagged; ``coverage`` says how many were there.
 """
 
@@ -37,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from tpot_locust.metrics.causes import PREEMPTION, PREFILL
+from tpot_locust.metrics.histograms import exact_percentile
 from tpot_locust.report.truth_check import counted_by
 
 TAIL_PERCENTILE = 99.9
@@ -191,7 +193,7 @@ def attribution_check(
         return _unavailable("summary.json has no attribution.tail_gaps")
     if not gaps.itl_ns.size:
         return _unavailable("no true token gap in the requests the run counts")
-    threshold_ns = float(np.percentile(gaps.itl_ns, TAIL_PERCENTILE, method="inverted_cdf"))
+    threshold_ns = exact_percentile(gaps.itl_ns, TAIL_PERCENTILE)
     tail = np.flatnonzero(gaps.itl_ns > threshold_ns)
     entries = [ours.get((gaps.request_id[i], int(gaps.gap[i]))) for i in tail]
     present = [e for e in entries if e is not None]

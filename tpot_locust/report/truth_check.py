@@ -10,7 +10,8 @@ From those lines the true distributions follow with the same definitions as ours
 
 Only requests the server finished (not ``aborted``) count, and, like the recorder, none
 sent during the warm-up or ending in the cool-down. True percentiles are exact (numpy,
-the sample at rank ceil(p x N)); ours come from HDR histograms (within 0.1 %).
+the sample at rank p x N rounded half up, HdrHistogram's rule, ``percentile_rank``); ours
+come from HDR histograms (within 0.1 %).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from tpot_locust.metrics.histograms import PERCENTILES
+from tpot_locust.metrics.histograms import PERCENTILES, exact_percentile
 from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_FOLDER, StallWindows
 
 CHECKED_METRICS = ("ttft", "itl", "tpot")
@@ -118,7 +119,7 @@ def _ms(arrays: list[np.ndarray]) -> np.ndarray:
 def _true_value(samples: np.ndarray, percentile: float | None) -> float:
     if percentile is None:
         return float(samples.max())
-    return float(np.percentile(samples, percentile, method="inverted_cdf"))
+    return exact_percentile(samples, percentile)
 
 
 def truth_check(

@@ -1,0 +1,344 @@
+"""Why the tail (issue 26) end to end: ``tpot-locust run`` against the engine simulator,
+whose step truth says what truly caused each slow gap, and against servers whose /metrics
+is missing, slow or garbage.
+
+- long prompts by open-loop arrivals: ``prefill`` found for the true gaps above the true
+  ITL P99.9 (precision and recall at least 0.9), and the report says so;
+- a KV cache too small for its streams: ``preemption`` found for at least 0.8 of the true
+  preemption gaps, from the server's own /metrics sampled while the run went;
+- ``--workers 2``: a prefill window of one worker tags the gaps of the other;
+- a bad /metrics costs one warning, never the run or its figures.
+
+The checks against the engine's truth hold only when the simulator kept its own steps'
+time. On a busy 2-core machine a neighbour can hold the simulator's process for a second or
+more: its steps' tokens then go out late (step line ``sent_ns`` after ``end_ns``), the true
+tail fills with gaps no engine cause made (``true_tail_causes.none``), and precision or
+recall drop for a reason that is not ours. Such a run is tried once more, and the test is
+skipped (saying so) only when that one was held too; a miss in a run that was not held
+fails at once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, run_command
+
+SCENARIOS = ROOT / "tests/scenarios"
+LONG_PROMPT = 8192  # why_open.yaml's long class
+SERVER_METRICS_LINE = "tpot-locust: server metrics:"
+
+
+def run_scenario(
+    scenario: str, out: Path, *args: str, timeout: float = 180
+) -> tuple[dict[str, Any], str, float]:
+    """``tpot-locust run`` (exit 0 asserted): the summary, stdout and stderr together, and
+    the command's wall time in seconds."""
+    started = time.monotonic()
+    result = run_command(
+        [sys.executable, "-m", "tpot_locust", "run", str(SCENARIOS / scenario),
+         "--out", str(out), *args],
+        timeout=timeout,
+    )  # fmt: skip
+    wall_s = time.monotonic() - started
+    output = result.stdout + result.stderr
+    (out.parent / f"{out.name}.log").write_text(output)  # beside the results, to look into
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    # the traffic went on through the run (Locust's run-time timer ends it up to ~1 s
+    # early on a busy machine: half the duration is plenty)
+    last = summary["timeseries"][-1]["t"] if summary["timeseries"] else 0.0
+    duration = summary["run"]["duration_s"]
+    assert last >= duration / 2, f"traffic stopped at {last} s of {duration} s:\n{output[-3000:]}"
+    return summary, output, wall_s
+
+
+def truth_lines(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines() if line]
+
+
+def simulator_held_ms(out: Path) -> float:
+    """The longest the simulator sent a step's tokens after the step ended (ms): how long
+    its own process was held from sending, as its step lines record."""
+    late = [
+        (line["sent_ns"] - line["end_ns"]) / 1e6
+        for line in truth_lines(out)
+        if line.get("type") == "step" and line.get("sent_ns") and line.get("end_ns")
+    ]
+    return max(late, default=0.0)
+
+
+def held_why(out: Path, summary: dict[str, Any]) -> str | None:
+    """Why the run's true tail is not the engine's, when it is not: the simulator's process
+    was held about as long as the tail's gaps, and the true tail has gaps with no engine
+    cause. None for a run the machine left alone."""
+    check = summary["attribution_check"]
+    held = simulator_held_ms(out)
+    if held >= 0.5 * check["threshold_ms"] and check["true_tail_causes"]["none"] > 0:
+        return (f"the simulator's process was held {held:.0f} ms (a busy machine): "
+                f"{check['true_tail_causes']['none']} of the {check['tail_gaps']} true tail "
+                f"gaps have no engine cause")  # fmt: skip
+    return None
+
+
+def run_undisturbed(
+    tmp_path: Path, scenario: str, *args: str,
+    checks: Callable[[dict[str, Any], str, Path], list[str]],
+) -> tuple[dict[str, Any], str, Path]:  # fmt: skip
+    """Run, and hold the run to ``checks`` (a list of failures); a run whose failures come
+    from a held simulator (``held_why``) is tried once more, then skipped."""
+    why = None
+    for attempt in (1, 2):
+        out = tmp_path / f"out{attempt}"
+        summary, output, _ = run_scenario(scenario, out, *args)
+        failures = checks(summary, output, out)
+        print(f"attempt {attempt}: {_attribution_lines(output)}")  # shown with pytest -rP
+        if not failures:
+            return summary, output, out
+        why = held_why(out, summary)
+        assert why is not None, "; ".join(failures) + "\n" + _attribution_lines(output)
+    pytest.skip(f"both runs disturbed: {why}")
+
+
+def _attribution_lines(output: str) -> str:
+    lines = output.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("Attribution check")), 0)
+    return "\n".join(lines[start : start + 3])
+
+
+def at_least(failures: list[str], name: str, value: float | None, bound: float) -> None:
+    if value is None or value < bound:
+        failures.append(f"{name} {value} < {bound}")
+
+
+def prefill_checks(summary: dict[str, Any], output: str, out: Path) -> list[str]:
+    """``prefill`` against the truth above P99.9, and our own tail's share."""
+    check = summary["attribution_check"]
+    assert check["available"], check
+    failures: list[str] = []
+    # the true tail is wide of the noise: ~1 gap a second of run, never a handful
+    at_least(failures, "true tail gaps", check["tail_gaps"], 10)
+    prefill = check["causes"]["prefill"]
+    at_least(failures, "prefill precision", prefill["precision"], 0.9)
+    at_least(failures, "prefill recall", prefill["recall"], 0.9)
+    at_least(failures, "coverage", check["coverage"]["share"], 0.9)
+    shares = summary["attribution"]["itl"]["p99.9"]["shares"]
+    at_least(failures, "our ITL p99.9 prefill share", shares.get("prefill"), 0.9)
+    return failures
+
+
+def test_open_loop_long_prompts_attributed_to_prefill(tmp_path: Path) -> None:
+    summary, output, _ = run_undisturbed(tmp_path, "why_open.yaml", checks=prefill_checks)
+    assert summary["run"]["bursts"]["windows"] == 0  # no burst was declared
+    assert summary["run"]["prefill"]["windows"] > 0
+    # the tail's gaps had one 8k prompt (or more) in prefill; the median gap none
+    tokens = summary["attribution"]["prefill_tokens"]
+    assert tokens["p99.9_median"] >= LONG_PROMPT and tokens["all_gaps_median"] < LONG_PROMPT
+    assert any("prefill" in gap["causes"] for gap in summary["attribution"]["worst"])
+    assert "\nWhy the tail: share of the samples above each percentile" in output
+    # a worst gap's story: "238.5 ms at 10.9 s: 2 prompts in prefill (16,384 tokens, ours)"
+    told = re.findall(r"ms at [\d.]+ s: \d+ prompts? in prefill \(([\d,]+) tokens, ours\)", output)
+    assert told and max(int(tokens.replace(",", "")) for tokens in told) >= LONG_PROMPT
+    assert "Attribution check (true gaps above true ITL P99.9" in output
+    assert "prefill precision >= 0.9 met; prefill recall >= 0.9 met" in output
+
+
+def preemption_checks(summary: dict[str, Any], output: str, out: Path) -> list[str]:
+    check = summary["attribution_check"]
+    assert check["available"], check
+    failures: list[str] = []
+    preemption = check["causes"]["preemption"]
+    at_least(failures, "true preemption gaps in the tail", preemption["true"], 5)
+    at_least(failures, "preemption recall", preemption["recall"], 0.8)
+    return failures
+
+
+def test_small_kv_cache_preemptions_found_from_server_metrics(tmp_path: Path) -> None:
+    summary, output, out = run_undisturbed(tmp_path, "why_preempt.yaml", checks=preemption_checks)
+    server = summary["run"]["server_metrics"]
+    assert server["engine"] == "vllm" and server["samples"] > 0 and server["failed"] == 0
+    assert server["windows"]["preemption"] > 0
+    lines = (out / "server_metrics.jsonl").read_text().splitlines()
+    samples = [json.loads(line) for line in lines if '"kind":"sample"' in line.replace(" ", "")]
+    assert len(samples) == server["samples"]
+    assert sum(sample["preemptions"] or 0 for sample in samples) > 0
+    # the engine truly preempted, and the same engine's /metrics said so
+    preempted = sum(len(line.get("preempted") or ()) for line in truth_lines(out)
+                    if line.get("type") == "step")  # fmt: skip
+    assert preempted > 0
+    assert "preemption recall >= 0.8 met" in output
+
+
+def _long_windows(out: Path) -> dict[str, list[tuple[float, float]]]:
+    """Every long request's true prefill window (arrival to first token, wall s) by the
+    process that sent it (its request id's first 4 characters: ``PROCESS_TAG``)."""
+    windows: dict[str, list[tuple[float, float]]] = {}
+    for line in truth_lines(out):
+        if "request_id" in line and line["prompt_tokens"] >= LONG_PROMPT and line["send_ns"]:
+            span = (line["arrival_ns"] / 1e9, line["send_ns"][0] / 1e9)
+            windows.setdefault(line["request_id"][:4], []).append(span)
+    return windows
+
+
+def _overlaps(windows: list[tuple[float, float]], start: float, end: float, margin: float) -> bool:
+    return any(a - margin < end and b + margin > start for a, b in windows)
+
+
+def test_prefill_window_of_one_worker_tags_gaps_of_the_other(tmp_path: Path) -> None:
+    summary, _, out = run_undisturbed(
+        tmp_path, "why_open.yaml", "--workers", "2", checks=prefill_checks
+    )
+    audits = [json.loads(p.read_text()) for p in sorted((out / "workers").glob("*.json"))]
+    prefixes = {audit["client_stalls"]["request_id_prefix"] for audit in audits}
+    assert len(prefixes) == 2, prefixes
+    sent = {line["request_id"][:4] for line in truth_lines(out) if "request_id" in line}
+    assert sent == prefixes  # every request came from one of the two workers
+    long_by = _long_windows(out)
+    assert set(long_by) == prefixes, long_by.keys()  # both sent long prompts (open loop)
+    # A tail gap whose own process had no long prompt in flight at any moment of it (with
+    # 50 ms to spare either side: our send is before the server's arrival, our first token
+    # after its send) while the other process had one: only the merged timeline can have
+    # put 8k prompt tokens in prefill on it.
+    across = []
+    for gap in summary["attribution"]["tail_gaps"]:
+        prefix = gap["request_id"][:4]
+        end = gap["at_wall_s"]
+        start = end - gap["ms"] / 1000
+        (other,) = prefixes - {prefix}
+        own_long = _overlaps(long_by[prefix], start, end, margin=0.05)
+        # (the other's by 2 ms at least: at_wall_s is rounded to the ms)
+        if not own_long and _overlaps(long_by[other], start, end, margin=-0.002):
+            across.append(gap)
+    assert across, "no tail gap overlapped only the other worker's long prompts"
+    tagged = [g for g in across if "prefill" in g["causes"]
+              and g["prefill_tokens"] >= LONG_PROMPT]  # fmt: skip
+    assert len(tagged) == len(across), [g for g in across if g not in tagged][:5]
+    assert {g["request_id"][:4] for g in tagged} == prefixes  # each way round
+    assert any(g["ms"] >= 200 for g in tagged)  # among them the other's 8k prefill steps
+
+
+class MetricsServer(ThreadingHTTPServer):
+    """A /metrics that answers 404, sleeps 10 s, or serves binary garbage (127.0.0.1)."""
+
+    daemon_threads = True
+    block_on_close = False  # a handler still sleeping is not waited for
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.requests = 0
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/metrics"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: MetricsServer
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self.server.requests += 1
+        mode = self.server.mode
+        if mode == "slow":
+            time.sleep(10)
+        status, body = (404, b"not here\n") if mode == "missing" else (200, GARBAGE)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except OSError:  # the sampler gave up on us
+            pass
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+GARBAGE = bytes(range(256)) * 64  # not UTF-8 (0x80 on), 16 KiB
+
+
+@contextmanager
+def metrics_server(mode: str) -> Iterator[MetricsServer]:
+    server = MetricsServer(mode)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# what the one note says, per kind of bad /metrics
+NOTES = {"missing": "answered 404", "slow": "gave no complete answer within",
+         "garbage": "is not a metrics endpoint"}  # fmt: skip
+
+
+def assert_itl_true(summary: dict[str, Any], tolerance_ms: float = 1.0) -> None:
+    """ITL within ``tolerance_ms`` of the truth at each percentile, or samples above it
+    overlap client stalls (a busy machine holds our process; the report says so)."""
+    rows = summary["truth_check"]["metrics"]["itl"]
+    assert rows["count"]["measured"] == rows["count"]["true"]
+    stalls = summary["metrics"]["itl"]["client_stall"]
+    for key in ("p50", "p90", "p99", "p99.9", "max"):
+        if abs(rows[key]["error"]) <= tolerance_ms:
+            continue
+        tagged = stalls["count"] if key == "max" else stalls.get("above", {}).get(key, 0)
+        assert tagged, f"ITL {key} off by {rows[key]['error']} ms and no client stall above it"
+
+
+@pytest.mark.parametrize("mode", ["missing", "slow", "garbage"])
+def test_bad_server_metrics_cost_one_warning_never_the_run(tmp_path: Path, mode: str) -> None:
+    out = tmp_path / "out"
+    with metrics_server(mode) as server:
+        summary, output, wall_s = run_scenario(
+            "why_bad_metrics.yaml", out, "--set", f"server.metrics={server.url}", timeout=60
+        )
+        asked = server.requests
+    duration = summary["run"]["duration_s"]
+    assert duration == 6.0
+    assert wall_s < duration + 15, wall_s  # the sampler never held the run up
+    assert asked >= 3  # it was asked, and went on asking after the first failure
+    # One note for the kind of failure, not one per sample. On a busy machine this test's
+    # own server (a thread of the test process) can also miss the 1 s deadline now and
+    # then: that is a second kind, noted once too.
+    warnings = [line for line in output.splitlines() if SERVER_METRICS_LINE in line]
+    assert len([line for line in warnings if NOTES[mode] in line]) == 1, warnings
+    others = [line for line in warnings if NOTES[mode] not in line]
+    assert all(NOTES["slow"] in line for line in others) and len(others) <= 1, warnings
+    sampled = summary["run"]["server_metrics"]
+    assert sampled["samples"] == 0 and sampled["failed"] >= 3
+    assert len([note for note in sampled["notes"] if NOTES[mode] in note]) == 1
+    assert len(sampled["notes"]) == len(warnings)
+    if mode == "slow":
+        assert sampled["slow"] == sampled["failed"]
+    lines = [json.loads(line) for line in (out / "server_metrics.jsonl").read_text().splitlines()]
+    assert {line["kind"] for line in lines} == {"note", "failed", "final"}
+    # the run's figures are still the server's
+    assert summary["requests"]["ok"] > 0 and summary["requests"]["failed"] == 0
+    assert_itl_true(summary)
+
+
+def test_server_metrics_off(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    summary, output, _ = run_scenario(
+        "why_bad_metrics.yaml", out, "--set", "server.metrics=false", "--set", "duration=4s",
+        timeout=60,
+    )  # fmt: skip
+    assert not (out / "server_metrics.jsonl").exists()
+    assert "server_metrics" not in summary["run"]
+    assert SERVER_METRICS_LINE not in output
+    assert summary["attribution"] is not None  # our own causes still tag the gaps
+    assert_itl_true(summary)
