@@ -21,11 +21,13 @@ of each token event (``send_ns - perf_offset_ns`` is on this machine's ``perf_co
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import gc
 import json
 import random
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -91,6 +93,25 @@ class Client(Protocol):
     def read_delays(self) -> HdrHistogram | None: ...
 
 
+class _PrefillEvents:
+    """A request's two ``prefill_window`` calls, as ``harness.users`` makes them."""
+
+    def __init__(self, on_prefill: Callable[..., None], request: StreamRequest) -> None:
+        self.on_prefill, self.request_id = on_prefill, request.request_id
+        self.tokens, self.start_ns, self.open = request.prompt_tokens_requested, 0, True
+        self.start_ns = time.perf_counter_ns()
+        on_prefill(self.request_id, self.start_ns, None, self.tokens)
+
+    def first_token(self, stamp_ns: int) -> None:
+        if self.open:
+            self.open = False
+            self.on_prefill(self.request_id, self.start_ns, stamp_ns, self.tokens)
+
+    def end(self, first_ns: int | None) -> None:
+        if self.open:
+            self.first_token(-1 if first_ns is None else first_ns)
+
+
 class OursClient:
     """``stream_request`` + ``Recorder``: the package's hot path, as a Locust worker runs it."""
 
@@ -103,7 +124,13 @@ class OursClient:
 
     def request(self, connection: HTTPConnection, request: StreamRequest) -> Sent:
         loop_reads.ENABLED = self.in_loop
+        windows = getattr(self.recorder, "on_prefill", None)  # None: a version before them
+        if windows is not None:  # as ChatUser: opened at the send, closed at the first token
+            window = _PrefillEvents(windows, request)
+            request = dataclasses.replace(request, on_first_token=window.first_token)
         timings, _ = stream_request(connection, request)
+        if windows is not None:
+            window.end(timings.token_stamps[0] if timings.token_stamps else None)
         self.recorder.record(timings)
         stamps = timings.token_stamps
         return Sent(request.request_id, timings.ok, timings.t_send_ns,

@@ -9,7 +9,7 @@ import pytest
 
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.metrics.causes import PREFILL, CauseTimeline, CauseWindow
-from tpot_locust.metrics.interference import format_interference, phase_summary
+from tpot_locust.metrics.interference import format_interference, phase_histogram, phase_summary
 from tpot_locust.metrics.phases import RunClock
 from tpot_locust.metrics.recorder import ClassMetrics, Recorder, phase_metric
 
@@ -41,7 +41,7 @@ def test_phase_tagging_by_window_overlap() -> None:
                  stamps[5] + offset + 40_000_000)  # fmt: skip
     metrics = recorded(recorder, stamps)
     assert metrics.histogram(phase_metric("tpot", "burst")).total_count == 1
-    assert metrics.histogram(phase_metric("tpot", "steady")).total_count == 8
+    assert phase_histogram(metrics, "tpot", "steady").total_count == 8
     assert metrics.worst_gaps[0]["phase"] == "burst"
     assert metrics.worst_gaps[0]["ms"] == pytest.approx(52, abs=0.01)
 

@@ -4,10 +4,11 @@ The recorder computes a finished request's gaps and hands them here (``hold``). 
 ``TAG_HOLD_S`` (other processes' windows travel through the master), then each gap gets
 its causes from the cause timeline (``metrics.causes``) and this process's stall windows
 (``metrics.stalls``): copies of its ITL and TPOT samples go into ``metric@<cause>``, into
-``metric@none`` when nothing overlapped it, and into ``metric@burst`` or ``@steady`` (the
-phase, a view of the prefill windows); the gaps that enter this process's largest are kept
-with their stories (``metrics.tail_gaps``). The samples go to a ``SampleSink`` (the
-recorder), so this module owns the rules and nothing of the bucketing.
+``metric@none`` when nothing overlapped it, and into ``metric@burst`` (the phase, a view of
+the prefill windows; steady is the rest, taken apart where it is read); the gaps that enter
+this process's largest are kept with their stories (``metrics.tail_gaps``). The samples go
+to a ``SampleSink`` (the recorder), so this module owns the rules and nothing of the
+bucketing.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from tpot_locust.metrics.phases import BURST, STEADY, TAG_HOLD_S
 from tpot_locust.metrics.stalls import StallWindows
 from tpot_locust.metrics.tail_gaps import TailFloor
 
-# Prompt tokens in prefill (of every process's requests) when each token gap ended.
+# Prompt tokens in prefill (of every process's requests) during each token gap.
 PREFILL_AT_GAP = "prefill_tokens_at_gap"
 
 
@@ -137,7 +138,7 @@ class GapTagger:
         for kind, mask in ((CLIENT_STALL, gaps.in_stall), (NETWORK, gaps.network)):
             if mask is not None:  # with any timeline windows of the kind
                 masks[kind] = mask | masks[kind] if kind in masks else mask
-        gaps.split(sink, user_class, (BURST, causes.in_burst), (STEADY, ~causes.in_burst))
+        gaps.split(sink, user_class, (BURST, causes.in_burst))  # steady: the rest (interference)
         explained = np.zeros(gaps.itl_ns.shape, dtype=bool)
         for kind, mask in masks.items():
             explained |= mask
@@ -271,7 +272,10 @@ class _BatchGaps:
                 sink.add_samples(user_class, phase_metric("tpot", tag), self.tpot_us)
                 continue
             itl = self.itl_ns[mask]
-            counts = None if self.counts is None else self.counts[mask]
-            sink.add_samples(user_class, phase_metric("itl", tag), to_us(itl))
-            tpot = tpot_samples_ns(itl, counts)
-            sink.add_samples(user_class, phase_metric("tpot", tag), to_us(tpot))
+            itl_us = to_us(itl)
+            sink.add_samples(user_class, phase_metric("itl", tag), itl_us)
+            if self.counts is None:  # one token an event: TPOT's samples are ITL's
+                sink.add_samples(user_class, phase_metric("tpot", tag), itl_us)
+            else:
+                tpot = tpot_samples_ns(itl, self.counts[mask])
+                sink.add_samples(user_class, phase_metric("tpot", tag), to_us(tpot))

@@ -10,7 +10,9 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from tpot_locust.metrics.histograms import histogram_stats
+from hdrh.histogram import HdrHistogram
+
+from tpot_locust.metrics.histograms import histogram_stats, without
 from tpot_locust.metrics.phases import BURST, PHASES, STEADY
 from tpot_locust.metrics.recorder import PHASE_METRICS, ClassMetrics, phase_metric
 
@@ -19,6 +21,15 @@ INTERFERENCE_PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 
 def _key(percentile: float) -> str:
     return f"p{percentile:g}"
+
+
+def phase_histogram(metrics: ClassMetrics, name: str, phase: str) -> HdrHistogram:
+    """A metric's histogram in one phase: ``burst`` as tagged; ``steady`` every other
+    sample (the whole less the burst, exactly; results saved before kept it as tagged)."""
+    tagged = metrics.histograms.get(phase_metric(name, phase))
+    if phase == BURST or (tagged is not None and tagged.total_count):
+        return metrics.histogram(phase_metric(name, phase))
+    return without(metrics.histogram(name), metrics.histogram(phase_metric(name, BURST)))
 
 
 def phase_summary(metrics: ClassMetrics, tail_min_samples: int) -> dict[str, Any] | None:
@@ -32,10 +43,9 @@ def phase_summary(metrics: ClassMetrics, tail_min_samples: int) -> dict[str, Any
     factors: dict[str, Any] = {}
     for name in PHASE_METRICS:
         stats = {
-            phase: histogram_stats(metrics.histogram(phase_metric(name, phase)),
-                                   INTERFERENCE_PERCENTILES)
+            phase: histogram_stats(phase_histogram(metrics, name, phase), INTERFERENCE_PERCENTILES)
             for phase in PHASES
-        }  # fmt: skip
+        }
         for phase, phase_stats in stats.items():
             phases[phase][name] = {"count": phase_stats.count} | {
                 _key(p): phase_stats.percentiles[p] / 1000 for p in INTERFERENCE_PERCENTILES
