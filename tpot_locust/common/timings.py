@@ -68,8 +68,8 @@ class RequestTimings:
       (``interrupted`` for a request the stop cut off); ``error_message``: the detail;
     - ``read_delays_ns``: per socket read, our clock at the read minus the kernel's stamp of
       its newest data (only with kernel stamps);
-    - ``retransmits``: TCP segments the kernel retransmitted on the request's connection
-      between its send and its end (``TCP_INFO``; 0 where it cannot say).
+    - ``retransmits``: TCP segments retransmitted on the request's connection between its
+      send and its end, ours and the server's (``wire.tcp_info``; 0 where it cannot say).
     """
 
     user_class: str

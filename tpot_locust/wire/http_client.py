@@ -38,7 +38,7 @@ from tpot_locust.wire.kernel_stamps import (
     enable_kernel_stamps,
     kernel_wall_ns,
 )
-from tpot_locust.wire.tcp_info import total_retransmits
+from tpot_locust.wire.tcp_info import retransmissions
 
 RECV_BYTES = 65536
 Consume = Callable[[int, bytes], None]  # (arrival perf_counter_ns, body payload)
@@ -246,10 +246,11 @@ class HTTPConnection:
         self._retransmits_at_send: int | None = None
 
     def retransmits_since_send(self) -> int:
-        """Segments retransmitted on this connection since the current request's send (0
-        where the kernel cannot say, or the connection is closed)."""
+        """Segments retransmitted on this connection since the current request's send, ours
+        and the server's (``tcp_info.retransmissions``); 0 where the kernel cannot say, or
+        the connection is closed."""
         before = self._retransmits_at_send
-        now = total_retransmits(self._sock) if before is not None else None
+        now = retransmissions(self._sock) if before is not None else None
         return now - before if now is not None and before is not None and now > before else 0
 
     def close(self) -> None:
@@ -395,7 +396,7 @@ class HTTPConnection:
                 self._sock = self._connect()
             # per request, so that a step of the wall clock spoils at most one request
             self._real_minus_perf_ns = wall_minus_perf_ns()
-            self._retransmits_at_send = total_retransmits(self._sock)
+            self._retransmits_at_send = retransmissions(self._sock)
             send_ns = time.perf_counter_ns()
             self._last_stamp_ns = send_ns
             deadline.start(send_ns)
