@@ -173,6 +173,9 @@ def test_other_sites_can_neither_drive_nor_read_the_ui(tmp_path: Path) -> None:
         own = {"Origin": ui, "Sec-Fetch-Site": "same-origin"}
         status, _, body = request(ui + "/swarm", {**start, "run_time": "1s"}, own)
         assert status == 200 and json.loads(body)["success"] is True
+        deadline = time.monotonic() + 10  # the users spawn after the answer (and the sampler)
+        while not other.connections and time.monotonic() < deadline:
+            time.sleep(0.05)
         request(ui + "/stop", {}, own)
     assert other.connections >= 1  # the page's own Start did reach the chosen host
 

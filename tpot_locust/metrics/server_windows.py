@@ -36,8 +36,9 @@ from tpot_locust.metrics.causes import (
 
 MAX_POINTS = 2000
 SERIES = ("t_wall_s", "running", "waiting", "kv_usage", "preemptions", "prompt_tokens_per_s",
-          "generation_tokens_per_s")  # fmt: skip
-_PEAKS = ("running", "waiting", "kv_usage")
+          "generation_tokens_per_s", "itl_p99_low_ms", "itl_p99_high_ms")  # fmt: skip
+# a point's largest: the gauges, and the bounds of the server's own ITL p99 per interval
+_PEAKS = ("running", "waiting", "kv_usage", "itl_p99_low_ms", "itl_p99_high_ms")
 _RATES = ("prompt_tokens_per_s", "generation_tokens_per_s")
 
 

@@ -262,6 +262,21 @@ def tail_timeline(summary: dict[str, Any]) -> list[str]:
                        {"unit": "%", "y_max": 100.0,
                         "rules": [Rule(KV_PRESSURE_AT * 100,
                                        f"kv_pressure {KV_PRESSURE_AT * 100:g} %")]}))  # fmt: skip
+        own_p99 = [
+            Curve(
+                "server ITL p99, bucket low",
+                _server_points(server, "itl_p99_low_ms", origin, spans=True),
+            ),
+            Curve(
+                "server ITL p99, bucket high",
+                _server_points(server, "itl_p99_high_ms", origin, spans=True),
+                True,
+            ),
+        ]
+        if any(curve.points for curve in own_p99):  # the server exports its ITL histogram
+            ours = Curve("our ITL p99", _interval_points(series, "itl", "p99"))
+            panels.append((f"{name}: its own ITL p99 per interval (the bucket it lies in)",
+                           [*own_p99, ours], {"unit": "ms", "steps": True}))  # fmt: skip
         panels.append((f"{name}: preemptions per interval",
                        [Curve("preemptions",
                               _server_points(server, "preemptions", origin, spans=True))],

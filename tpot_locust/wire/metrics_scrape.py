@@ -75,7 +75,8 @@ MISSING, UNREACHABLE, SLOW, GARBAGE, UNKNOWN, PARTIAL = (
     "missing", "unreachable", "slow", "garbage", "unknown_engine", "partial",
 )  # fmt: skip
 _STDOUT_KEYS = ("kind", "i", "t_wall_s", "engine", *GAUGES, *COUNTERS, "dt_s", "preemptions",
-                "prompt_tokens_per_s", "generation_tokens_per_s", "resets", "slow")  # fmt: skip
+                "prompt_tokens_per_s", "generation_tokens_per_s", "itl_p99_low_ms",
+                "itl_p99_high_ms", "resets", "slow")  # fmt: skip
 
 
 def deadline_s(interval_s: float) -> float:
@@ -226,6 +227,9 @@ class Scraper:
             for name, histogram in interval.histograms.items():
                 if histogram.count > 0:
                     histograms[name] = histogram_figures(histogram, INTERVAL_PERCENTILES)
+        # the interval's own ITL p99, as the bucket it lies in (high None: past the last)
+        p99 = (histograms.get("itl") or {}).get("p99") or {}
+        line["itl_p99_low_ms"], line["itl_p99_high_ms"] = p99.get("low_ms"), p99.get("high_ms")
         line["slow"] = slow
         line["histograms"] = histograms
         return line
