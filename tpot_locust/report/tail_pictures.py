@@ -264,11 +264,11 @@ def tail_timeline(summary: dict[str, Any]) -> list[str]:
                                        f"kv_pressure {KV_PRESSURE_AT * 100:g} %")]}))  # fmt: skip
         own_p99 = [
             Curve(
-                "server ITL p99, bucket low",
+                "server p99 low",
                 _server_points(server, "itl_p99_low_ms", origin, spans=True),
             ),
             Curve(
-                "server ITL p99, bucket high",
+                "server p99 high",
                 _server_points(server, "itl_p99_high_ms", origin, spans=True),
                 True,
             ),
