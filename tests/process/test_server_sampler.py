@@ -14,15 +14,14 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import gevent
 import pytest
 
+from tests.helpers.metrics_server import metrics_server
 from tpot_locust.harness.server_sampler import ServerSampler
 from tpot_locust.metrics.causes import KV_PRESSURE, PREEMPTION, QUEUEING, CauseWindow
 from tpot_locust.sim.process import start_simulator
@@ -73,54 +72,6 @@ def changed_text(recorded: str, names: dict[str, str], n: int) -> str:
             line = f"{head} {float(value) + 0.2 * n}"
         out.append(line)
     return "\n".join(out) + "\n"
-
-
-class MetricsServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False  # a slow handler still sleeping is not waited for
-
-    def __init__(self, answer: Callable[[int], tuple[int, bytes, float]]) -> None:
-        self.answer = answer
-        self.requests = 0
-        super().__init__(("127.0.0.1", 0), Handler)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/metrics"
-
-
-class Handler(BaseHTTPRequestHandler):
-    server: MetricsServer
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        n = self.server.requests
-        self.server.requests += 1
-        status, body, delay = self.server.answer(n)
-        if delay:
-            time.sleep(delay)
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-        except OSError:  # the sampler gave up on us
-            pass
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@contextmanager
-def metrics_server(answer: Callable[[int], tuple[int, bytes, float]]) -> Iterator[MetricsServer]:
-    server = MetricsServer(answer)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def recorded(engine: str) -> Callable[[int], tuple[int, bytes, float]]:

@@ -23,17 +23,15 @@ from __future__ import annotations
 import json
 import re
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import ROOT, run_command
+from tests.helpers.metrics_server import metrics_server
 
 SCENARIOS = ROOT / "tests/scenarios"
 LONG_PROMPT = 8192  # why_open.yaml's long class
@@ -228,57 +226,14 @@ def test_prefill_window_of_one_worker_tags_gaps_of_the_other(tmp_path: Path) -> 
     assert any(g["ms"] >= 200 for g in tagged)  # among them the other's 8k prefill steps
 
 
-class MetricsServer(ThreadingHTTPServer):
-    """A /metrics that answers 404, sleeps 10 s, or serves binary garbage (127.0.0.1)."""
-
-    daemon_threads = True
-    block_on_close = False  # a handler still sleeping is not waited for
-
-    def __init__(self, mode: str) -> None:
-        self.mode = mode
-        self.requests = 0
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/metrics"
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: MetricsServer
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        self.server.requests += 1
-        mode = self.server.mode
-        if mode == "slow":
-            time.sleep(10)
-        status, body = (404, b"not here\n") if mode == "missing" else (200, GARBAGE)
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-        except OSError:  # the sampler gave up on us
-            pass
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 GARBAGE = bytes(range(256)) * 64  # not UTF-8 (0x80 on), 16 KiB
 
 
-@contextmanager
-def metrics_server(mode: str) -> Iterator[MetricsServer]:
-    server = MetricsServer(mode)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
+def bad_metrics(mode: str) -> Callable[[int], tuple[int, bytes, float]]:
+    """Every answer of a /metrics that is missing (404), slow (10 s) or garbage."""
+    if mode == "missing":
+        return lambda n: (404, b"not here\n", 0.0)
+    return lambda n: (200, GARBAGE, 10.0 if mode == "slow" else 0.0)
 
 
 # what the one note says, per kind of bad /metrics
@@ -302,7 +257,7 @@ def assert_itl_true(summary: dict[str, Any], tolerance_ms: float = 1.0) -> None:
 @pytest.mark.parametrize("mode", ["missing", "slow", "garbage"])
 def test_bad_server_metrics_cost_one_warning_never_the_run(tmp_path: Path, mode: str) -> None:
     out = tmp_path / "out"
-    with metrics_server(mode) as server:
+    with metrics_server(bad_metrics(mode)) as server:
         summary, output, wall_s = run_scenario(
             "why_bad_metrics.yaml", out, "--set", f"server.metrics={server.url}", timeout=60
         )
