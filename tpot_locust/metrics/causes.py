@@ -11,8 +11,9 @@ processes) with a kind and a size:
   samples of the server's own metrics (the counter of preemptions rose; KV cache usage at
   or above ``KV_PRESSURE_AT``; requests waiting); size = the preemptions, the usage (0..1)
   or the requests waiting.
-- ``network``: a request whose connection's ``TCP_INFO`` counted retransmissions; it tags
-  that request's own gaps only.
+- ``network``: a request whose connection saw retransmissions between its send and its end
+  (``wire.tcp_info``: ours and the server's); it tags that request's own gaps only, so it
+  is a mask on them, not a window here.
 
 Every recording process fills a ``CauseTimeline`` with its own windows and the ones the
 master relays, then tags each token gap with every kind whose windows overlap it, and with
@@ -24,7 +25,6 @@ minus windows ended by ``a``, two ``searchsorted`` calls for a whole request.
 from __future__ import annotations
 
 import heapq
-import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -65,10 +65,6 @@ class CauseWindow:
         kind, window_id, start, end, size, burst = item
         return cls(str(kind), str(window_id), int(start), None if end is None else int(end),
                    float(size), bool(burst))  # fmt: skip
-
-
-def now_wall_ns() -> int:
-    return time.time_ns()
 
 
 FAILED_END = -1  # on the wire: a prefill that failed before its first token (no window)
