@@ -54,6 +54,11 @@ from tpot_locust.wire.http_client import HTTPConnection, Origin
 from tpot_locust.wire.kernel_stamps import KERNEL_CLOCK, USER_CLOCK
 from tpot_locust.wire.streaming import StreamRequest, stream_request
 
+try:  # a version before the prefill windows (an A/B against an older tree) has none
+    from tpot_locust.harness.prefill_events import PrefillWindow
+except ImportError:
+    PrefillWindow = None
+
 COALESCED_US = 100  # a gap below 0.1 ms: two events that arrived (or were sent) together
 PERCENTILES = (50.0, 99.0, 99.9)
 REPORT_INTERVAL_S = 1.0
@@ -93,23 +98,11 @@ class Client(Protocol):
     def read_delays(self) -> HdrHistogram | None: ...
 
 
-class _PrefillEvents:
-    """A request's two ``prefill_window`` calls, as ``harness.users`` makes them."""
+class _Hook:
+    """An event hook of one listener, as ``prefill_window`` is for a worker's recorder."""
 
-    def __init__(self, on_prefill: Callable[..., None], request: StreamRequest) -> None:
-        self.on_prefill, self.request_id = on_prefill, request.request_id
-        self.tokens, self.start_ns, self.open = request.prompt_tokens_requested, 0, True
-        self.start_ns = time.perf_counter_ns()
-        on_prefill(self.request_id, self.start_ns, None, self.tokens)
-
-    def first_token(self, stamp_ns: int) -> None:
-        if self.open:
-            self.open = False
-            self.on_prefill(self.request_id, self.start_ns, stamp_ns, self.tokens)
-
-    def end(self, first_ns: int | None) -> None:
-        if self.open:
-            self.first_token(-1 if first_ns is None else first_ns)
+    def __init__(self, listener: Callable[..., None]) -> None:
+        self.fire = listener
 
 
 class OursClient:
@@ -124,12 +117,13 @@ class OursClient:
 
     def request(self, connection: HTTPConnection, request: StreamRequest) -> Sent:
         loop_reads.ENABLED = self.in_loop
-        windows = getattr(self.recorder, "on_prefill", None)  # None: a version before them
-        if windows is not None:  # as ChatUser: opened at the send, closed at the first token
-            window = _PrefillEvents(windows, request)
+        window = None
+        if PrefillWindow is not None:  # as ChatUser: opened at the send, closed at the first token
+            hook = _Hook(self.recorder.on_prefill)
+            window = PrefillWindow(hook, request.request_id, request.prompt_tokens_requested, False)
             request = dataclasses.replace(request, on_first_token=window.first_token)
         timings, _ = stream_request(connection, request)
-        if windows is not None:
+        if window is not None:
             window.end(timings.token_stamps[0] if timings.token_stamps else None)
         self.recorder.record(timings)
         stamps = timings.token_stamps

@@ -37,7 +37,7 @@ from tpot_locust.common.timings import RequestTimings
 from tpot_locust.common.tokens import Tokenizer, load_tokenizer
 from tpot_locust.harness.events import ensure_prefill_window, ensure_token_timings
 from tpot_locust.harness.failures import Backoff
-from tpot_locust.metrics.causes import FAILED_END as PREFILL_FAILED
+from tpot_locust.harness.prefill_events import PrefillWindow
 from tpot_locust.metrics.stalls import PROCESS_TAG
 from tpot_locust.scenario.datasets import Conversation
 from tpot_locust.scenario.prompts import WORDS, synthetic_text
@@ -404,7 +404,7 @@ class ChatUser(User):
             self.connection.close()
             answer = ""
         else:
-            prefill = _PrefillWindow(self._prefill_window, request_id, prompt_tokens, burst)
+            prefill = PrefillWindow(self._prefill_window, request_id, prompt_tokens, burst)
             request = StreamRequest(
                 user_class=type(self).__name__,
                 api=self.api,
@@ -471,35 +471,6 @@ def first_model_id(body: bytes) -> str:
     if not isinstance(model, str) or not model or len(model) > MAX_MODEL_ID_CHARS:
         raise StreamError(MODEL_LOOKUP, f"GET /v1/models gave no model: {body[:200]!r}")
     return model
-
-
-class _PrefillWindow:
-    """One request's ``prefill_window`` events: opened now, closed at its first token."""
-
-    __slots__ = ("_hook", "_prompt_tokens", "_request_id", "start_ns", "_burst", "_open")
-
-    def __init__(self, hook: Any, request_id: str, prompt_tokens: int, burst: bool) -> None:
-        self._hook, self._request_id, self._burst = hook, request_id, burst
-        self._prompt_tokens = prompt_tokens
-        self.start_ns = time.perf_counter_ns()
-        self._open = True
-        self._fire(None)
-
-    def _fire(self, end_perf_ns: int | None) -> None:
-        self._hook.fire(request_id=self._request_id, start_perf_ns=self.start_ns,
-                        end_perf_ns=end_perf_ns, prompt_tokens=self._prompt_tokens,
-                        burst=self._burst)  # fmt: skip
-
-    def first_token(self, stamp_ns: int) -> None:
-        if self._open:
-            self._open = False
-            self._fire(stamp_ns)
-
-    def end(self, first_stamp_ns: int | None) -> None:
-        """The request ended: its first token if it had one (at the close), else none ran."""
-        if self._open:
-            self._open = False
-            self._fire(PREFILL_FAILED if first_stamp_ns is None else first_stamp_ns)
 
 
 @dataclass(frozen=True)
