@@ -47,6 +47,29 @@ def test_quickstart_counts_what_vllm_counted(vllm: servers.Engine, tmp_path: Pat
     assert summary["metrics"]["tpot"]["count"] == tokens["output"] - requests["ok"]
 
 
+def test_the_responses_api_counts_what_vllm_counted(vllm: servers.Engine, tmp_path: Path) -> None:
+    """The same sessions over OpenAI's Responses API (``/v1/responses``, named events):
+    each output token vLLM generated is one we counted, from its own usage."""
+    before = servers.metrics(vllm.url)
+    summary = run_scenario("scenarios/quickstart.yaml", vllm.url, tmp_path,
+                           "--set", "server.api=responses", "--set", "duration=10s",
+                           "--", "--stop-timeout", "60")  # fmt: skip
+    after = servers.metrics(vllm.url)
+    generated = servers.counter(after, GENERATED) - servers.counter(before, GENERATED)
+    prompted = servers.counter(after, PROMPTED) - servers.counter(before, PROMPTED)
+    tokens, requests = summary["tokens"], summary["requests"]
+    record_result(
+        "vllm responses", requests=requests, output_tokens=tokens["output"],
+        vllm_generated=generated, vllm_prompt=prompted, prompt=tokens["prompt"],
+    )  # fmt: skip
+    assert requests["ok"] > 8 and requests["failed"] == 0, (requests, summary.get("errors"))
+    assert requests["interrupted"] == 0
+    assert not tokens["estimated"]  # every stream ended with vLLM's usage
+    assert tokens["output"] == generated
+    assert tokens["prompt"]["reported"] == prompted
+    assert summary["metrics"]["tpot"]["count"] == tokens["output"] - requests["ok"]
+
+
 def test_prefill_bursts_stretch_the_decode_gaps(vllm: servers.Engine, tmp_path: Path) -> None:
     summary = run_scenario("scenarios/real-engine-cpu.yaml", vllm.url, tmp_path)
     assert summary["run"]["bursts"]["windows"] >= 6 and not summary["run"]["bursts"]["failed"]

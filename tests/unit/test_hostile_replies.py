@@ -206,10 +206,19 @@ def test_a_redirect_says_redirect_not_followed() -> None:
     )
 
 
-def test_a_gzip_body_says_what_arrived() -> None:
+def test_a_gzip_body_we_did_not_ask_for_is_decoded_and_measured() -> None:
+    # we send Accept-Encoding: identity; a server that compresses anyway is still read
     timings = served("gzip")
+    assert timings.ok, timings.error_message
+    assert timings.output_tokens >= 1 and len(timings.token_stamps) >= 1
+
+
+def test_a_body_in_an_encoding_we_cannot_decode_says_what_arrived() -> None:
+    head = ("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: br\r\n"
+            "Content-Length: 4\r\n\r\n")  # fmt: skip
+    timings, _ = stream_request(ScriptedConnection([head.encode() + b"\x0b\x02\x80x"]), request())
     assert timings.error_category == errors.NOT_SSE
-    assert timings.error_message == "HTTP 200 with Content-Encoding: gzip, not an event stream"
+    assert timings.error_message == "HTTP 200 with Content-Encoding: br, not an event stream"
 
 
 def test_an_html_page_served_as_an_event_stream_says_what_arrived() -> None:

@@ -46,7 +46,7 @@ def _request(**fields: Any) -> SimRequest:
 @pytest.mark.parametrize("continuous", [False, True])
 def test_encoder_chunks_are_valid_framed_json(continuous: bool) -> None:
     encoder = StreamEncoder(_request(continuous_usage=continuous), 'id"\\x', 7)
-    raw = encoder.role() + encoder.content(b'\\"q\\u00e9', 1) + encoder.finish()
+    raw = encoder.opening() + encoder.content(b'\\"q\\u00e9', 1) + encoder.finish()
     chunks = []
     while raw:
         size_line, _, raw = raw.partition(b"\r\n")

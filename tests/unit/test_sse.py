@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tpot_locust.common.errors import OVERSIZED_EVENT, TRUNCATED, StreamError
+from tpot_locust.common.errors import OVERSIZED_EVENT, StreamError
 from tpot_locust.wire.sse import SSEParser
 
 STREAM = (
@@ -64,12 +64,11 @@ def test_several_events_in_one_read_come_out_in_order() -> None:
     assert parser.feed(b"ta: 4\n\n") == [b"4"]
 
 
-def test_unfinished_event_at_close_is_truncation() -> None:
+def test_unfinished_event_at_close_is_dropped() -> None:
+    """The spec drops an event that no blank line ended; the decoder judges the stream."""
     parser = SSEParser()
-    parser.feed(b'data: 1\n\ndata: {"partial')
-    with pytest.raises(StreamError) as raised:
-        parser.close()
-    assert raised.value.category == TRUNCATED
+    assert parser.feed(b'data: 1\n\ndata: {"partial') == [b"1"]
+    assert parser.close() == []
 
 
 def test_oversized_event_is_categorised() -> None:
@@ -81,8 +80,6 @@ def test_oversized_event_is_categorised() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=300), st.lists(st.integers(min_value=0, max_value=300), max_size=10))
-def test_random_bytes_never_hang_or_raise_uncategorised(data: bytes, cuts: list[int]) -> None:
-    try:
-        parse_in_pieces(data, [c for c in cuts if c <= len(data)])
-    except StreamError as error:
-        assert error.category in (TRUNCATED, OVERSIZED_EVENT)
+def test_random_bytes_never_hang_or_raise(data: bytes, cuts: list[int]) -> None:
+    """Within the event limit nothing is an error: not even an unfinished event at close."""
+    parse_in_pieces(data, [c for c in cuts if c <= len(data)])

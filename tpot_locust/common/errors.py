@@ -18,7 +18,8 @@ TRUNCATED = "truncated"
 # token count (negative, fractional, text, beyond ``timings.MAX_TOKEN_COUNT``).
 BAD_JSON = "bad_json"
 BAD_HTTP = "bad_http"  # not HTTP: a bad status line, head, Content-Length or chunk framing
-# A reply that is no event stream: another content type, a compressed body, a redirect
+# A reply that is no event stream: another content type, a body compressed in an encoding
+# we do not decode (br, zstd: gzip and deflate are decoded), a redirect
 # (not followed), an HTML page served as text/event-stream.
 NOT_SSE = "not_sse"
 TIMEOUT_CONNECT = "timeout_connect"

@@ -20,6 +20,12 @@ NS_PER_US = 1000
 # and lost every result). Far below int64, so sums of many requests stay exact.
 MAX_TOKEN_COUNT = 10**9
 INT64_MAX = 2**63 - 1
+# Where a request's per-event token counts k_i came from (``RequestTimings.count_source``):
+# the server's per-chunk usage growth, a per-event list of token ids, per-event logprob
+# entries, one token object per event (TGI), or one token per event (an estimate).
+COUNT_SOURCES = ("usage", "token_ids", "logprobs", "token", "events")
+ESTIMATED_COUNT_SOURCE = "events"
+_TIMES = ("t_intended_ns", "t_send_ns", "t_end_ns")  # a request's own times (int64 each)
 
 
 def is_token_count(value: object) -> bool:
@@ -52,16 +58,26 @@ class RequestTimings:
     stamps: the kernel's receive stamp converted to that clock where available; see the
     README, "Metric definitions"). Fields:
 
-    - ``user_class``, ``api`` (``chat`` | ``completions``), ``request_id`` (also sent as
-      ``X-Request-Id``; starts with the sending process's tag);
+    - ``user_class``, ``api`` (one of ``tpot_locust.apis.API_NAMES``: ``chat``,
+      ``completions``, ...), ``request_id`` (also sent as ``X-Request-Id``; starts with the
+      sending process's tag);
     - ``t_intended_ns``: when the load model meant to send it (open loop; else = the send);
       ``scheduled``: True when that was an open-loop arrival time;
     - ``t_send_ns``: just before the request was written; ``t_end_ns``: when the stream
       ended, successfully or not;
     - ``token_stamps``: arrival of each token event; ``token_counts``: the tokens it carried
-      (k_i: from per-chunk usage when every event had it, else 1); both int64 arrays;
+      (k_i); both int64 arrays; ``count_source``: where every k_i came from, one of
+      ``COUNT_SOURCES`` (``events``: none said, 1 each, an estimate);
+      ``counts_from_usage``: k_i came from the server (any source but ``events``), so
+      they may differ from 1;
     - ``output_tokens``: n (the server's ``usage.completion_tokens``, else the sum of k_i,
-      then ``tokens_estimated``); ``counts_from_usage``: k_i came from per-chunk usage;
+      then ``tokens_estimated``);
+    - ``answer_stamp_ns``: arrival of the first event carrying answer (not reasoning)
+      tokens, None when none did; ``reasoning_tokens``: tokens of reasoning events, or the
+      server's own reasoning count where it reports one (part of ``output_tokens``);
+    - ``cached_prompt_tokens``: prompt tokens the server served from its prefix cache
+      (``usage.prompt_tokens_details.cached_tokens`` or its equivalent), None when it did
+      not say;
     - ``prompt_tokens_requested`` (our estimate) and ``prompt_tokens_reported`` (the
       server's ``usage.prompt_tokens``, or None); ``finish_reason`` as the server sent it;
     - ``error_category``: None for success, else a category of ``tpot_locust.common.errors``
@@ -92,6 +108,10 @@ class RequestTimings:
     # Per read (kernel stamps only): our clock at the read - the kernel's arrival stamp.
     read_delays_ns: array[int] = field(default_factory=int_array)
     retransmits: int = 0  # TCP retransmissions between the send and the end (TCP_INFO)
+    count_source: str = ESTIMATED_COUNT_SOURCE  # where k_i came from (COUNT_SOURCES)
+    answer_stamp_ns: int | None = None  # arrival of the first answer (not reasoning) event
+    reasoning_tokens: int = 0  # of output_tokens: those of reasoning events
+    cached_prompt_tokens: int | None = None  # the server's prefix-cache hit, if it said
 
     @property
     def ok(self) -> bool:
@@ -104,6 +124,15 @@ class RequestTimings:
     @property
     def ttft_from_intended_ns(self) -> int | None:
         return self.token_stamps[0] - self.t_intended_ns if self.token_stamps else None
+
+    @property
+    def ttfat_ns(self) -> int | None:
+        """Send to the first answer token event (TTFAT): after any reasoning, when a reader
+        sees the answer begin. Without reasoning every event is answer, so it is TTFT; None
+        when no event carried answer."""
+        if self.answer_stamp_ns is not None:
+            return self.answer_stamp_ns - self.t_send_ns
+        return self.ttft_ns if self.reasoning_tokens == 0 else None
 
     @property
     def e2e_ns(self) -> int:
@@ -126,18 +155,24 @@ class RequestTimings:
     def out_of_range(self) -> str | None:
         """Which number no request can have (a count beyond ``MAX_TOKEN_COUNT``, negative,
         not an int, a time beyond int64), or None: what must never reach an int64 array."""
-        for name in ("output_tokens", "prompt_tokens_requested"):
+        for name in ("output_tokens", "prompt_tokens_requested", "reasoning_tokens"):
             if not is_token_count(getattr(self, name)):
                 return name
-        reported = self.prompt_tokens_reported
-        if reported is not None and not is_token_count(reported):
-            return "prompt_tokens_reported"
-        for name in ("t_intended_ns", "t_send_ns", "t_end_ns"):
+        for name in ("prompt_tokens_reported", "cached_prompt_tokens"):
+            value = getattr(self, name)
+            if value is not None and not is_token_count(value):
+                return name
+        for name in _TIMES:
             if not _is_int64(getattr(self, name)):
                 return name
-        # k_i other than 1 come only from per-chunk usage: only then are they summed
+        if self.answer_stamp_ns is not None and not _is_int64(self.answer_stamp_ns):
+            return "answer_stamp_ns"
+        if self.count_source not in COUNT_SOURCES:  # it names a counter: never any text
+            return "count_source"
+        # k_i other than 1 come only from the server: only then are they summed
         counts = self.token_counts
-        if self.counts_from_usage and counts and (min(counts) < 1 or sum(counts) > MAX_TOKEN_COUNT):
+        from_server = self.counts_from_usage or self.count_source != ESTIMATED_COUNT_SOURCE
+        if from_server and counts and (min(counts) < 1 or sum(counts) > MAX_TOKEN_COUNT):
             return "token_counts"
         return None
 
@@ -151,10 +186,11 @@ class RequestTimings:
             return False
         self.error_category = CLIENT_ERROR
         self.error_message = f"{name} out of range: {_described(getattr(self, name))}"
-        self.output_tokens = self.prompt_tokens_requested = 0
-        self.prompt_tokens_reported = None
+        self.output_tokens = self.prompt_tokens_requested = self.reasoning_tokens = 0
+        self.prompt_tokens_reported = self.cached_prompt_tokens = self.answer_stamp_ns = None
+        self.count_source = ESTIMATED_COUNT_SOURCE
         self.token_stamps, self.token_counts = int_array(), int_array()
-        for time_name in ("t_intended_ns", "t_send_ns", "t_end_ns"):
+        for time_name in _TIMES:
             if not _is_int64(getattr(self, time_name)):
                 setattr(self, time_name, 0)
         return True

@@ -4,7 +4,8 @@ Without one, prompts are sized in words (``scenario.prompts``: about one token e
 the server's count differs by its tokenizer). With one (a ``tokenizer.json`` file or a
 Hugging Face tokenizer folder holding one; loaded with the ``tokenizers`` package, never
 downloaded) the text is built from its tokens so that it encodes to exactly N, and the
-embedded simulator counts prompts with the same tokenizer.
+embedded simulator counts prompts with the same tokenizer. A folder with a chat template
+(``common.chat_template``) also counts whole conversations as a chat server does.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from tpot_locust.common.chat_template import ChatTemplate, ChatTemplateError, load_chat_template
 
 TOKENIZER_FILE = "tokenizer.json"
 # Prompts are cut from one long text of random common words, a fresh stretch each time.
@@ -33,6 +36,9 @@ class Tokenizer:
         self.source = source
         self._additive: bool | None = None  # do pieces' counts add up? (checked once)
         self._prefix_counts: dict[str, int] = {}
+        self._overheads: dict[tuple[str, ...], int | None] = {}
+        self._chat_template: ChatTemplate | None = None
+        self._template_read = False  # the folder's chat template is read on first use
 
     def count(self, text: str) -> int:
         return len(self._backend.encode(text, add_special_tokens=False).ids)
@@ -42,6 +48,44 @@ class Tokenizer:
         the library's batch encode releases the GIL, its one-text encode does not (a 16k
         token prompt counted on another thread held the main one 50 ms)."""
         return len(self._backend.encode_batch([text], add_special_tokens=False)[0].ids)
+
+    def count_chat(self, messages: list[dict[str, str]]) -> int | None:
+        """The prompt tokens a chat server counts for ``messages``: its chat template
+        rendered with the generation prompt, then encoded without special tokens added
+        (transformers' ``apply_chat_template(tokenize=True)``); None when the folder has no
+        template (a bare ``tokenizer.json``)."""
+        template = self.chat_template()
+        if template is None:
+            return None
+        try:
+            text = template.render(messages)
+        except ChatTemplateError as error:
+            raise TokenizerError(str(error)) from None
+        return self.count(text)
+
+    def template_tokens(self, roles: tuple[str, ...]) -> int | None:
+        """The tokens a chat template adds around messages of these roles (its role
+        headers, separators, the generation prompt): the template rendered around empty
+        messages (nothing of theirs to merge with its text: exact for the tiny test model's
+        byte-level BPE, ``tests/unit/test_chat_template.py``). Why not ``count_chat`` of
+        the real history: that encodes the whole conversation again at every send (a
+        16k-token history held the event loop ~60 ms); this is a short text, counted once
+        per roles. None without a template."""
+        if roles not in self._overheads:
+            empty = [{"role": role, "content": ""} for role in roles]
+            self._overheads[roles] = self.count_chat(empty)
+        return self._overheads[roles]
+
+    def chat_template(self) -> ChatTemplate | None:
+        """The template beside ``tokenizer.json``, read once (``TokenizerError`` for one
+        that cannot be used, every time it is asked for)."""
+        if not self._template_read:
+            try:
+                self._chat_template = load_chat_template(Path(self.source).parent)
+            except ChatTemplateError as error:
+                raise TokenizerError(str(error)) from None
+            self._template_read = True
+        return self._chat_template
 
     def count_prefix(self, prefix: str) -> int:
         """``count`` of a class's shared prefix, which every session starts with."""

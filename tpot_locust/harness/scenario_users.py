@@ -10,7 +10,7 @@ import gevent
 from locust import LoadTestShape, User, between, constant
 
 from tpot_locust.common.distributions import Fixed, Uniform, as_distribution
-from tpot_locust.harness.users import ChatUser, CompletionsUser
+from tpot_locust.harness.users import ChatUser
 from tpot_locust.scenario.datasets import load_dataset
 from tpot_locust.scenario.model import Scenario, TrafficClass, scenario_keys
 
@@ -27,9 +27,13 @@ def _wait_time(spec: object, base_dir: Path):
 
 
 def build_user_classes(scenario: Scenario) -> list[type[User]]:
-    base = ChatUser if scenario.server.api == "chat" else CompletionsUser
+    api = {"api": scenario.server.api}
     classes: list[type[User]] = [
-        type(traffic.name, (base,), dict(class_attributes(scenario, traffic), __module__=__name__))
+        type(
+            traffic.name,
+            (ChatUser,),
+            dict(class_attributes(scenario, traffic), **api, __module__=__name__),
+        )  # fmt: skip
         for traffic in scenario.classes
     ]
     if scenario.stages and not scenario.max_users:

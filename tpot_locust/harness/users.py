@@ -25,6 +25,8 @@ from typing import Any, ClassVar
 import gevent
 from locust import User, constant, task
 
+from tpot_locust.apis import dialect_named
+from tpot_locust.apis.dialect import BodyOptions, Dialect
 from tpot_locust.common.cooperation import let_streams_run
 from tpot_locust.common.distributions import as_distribution, sample_int
 from tpot_locust.common.errors import (
@@ -43,14 +45,13 @@ from tpot_locust.scenario.datasets import Conversation
 from tpot_locust.scenario.prompts import WORDS, synthetic_text
 from tpot_locust.wire.deadline import Deadline
 from tpot_locust.wire.http_client import HTTPConnection, Origin, ReadTimeout
+from tpot_locust.wire.sse import DEFAULT_MAX_EVENT_BYTES
 from tpot_locust.wire.stream_decoder import decode_error_body
 from tpot_locust.wire.streaming import MAX_ERROR_BODY, StreamRequest, redact, stream_request
 
-API_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 PLAN_WAIT_S = 10.0  # a worker's sequential dataset waits this long for its share
 MODEL_LOOKUP_TIMEOUT_S = 30.0  # GET /v1/models in all, at most (else the first-token timeout)
 MAX_MODELS_BODY = 1024 * 1024  # a models list larger than this is no models list
-MAX_MODEL_ID_CHARS = 1024
 logger = logging.getLogger(__name__)
 _PLUGIN_HINT = (
     "tpot-locust: the plugin is not loaded, so no per-token timing is recorded or reported: "
@@ -75,13 +76,14 @@ def dataset_position(taken: int, index: int, count: int, size: int) -> int:
 
 
 class ChatUser(User):
-    """Streams ``/v1/chat/completions``; each task is one multi-turn session."""
+    """Streams ``/v1/chat/completions`` (or the API named by ``api``: one of
+    ``tpot_locust.apis.API_NAMES``); each task is one multi-turn session."""
 
     abstract = True
     wait_time = constant(0)
 
     api: ClassVar[str] = "chat"
-    model: ClassVar[str | None] = None  # None: the first model listed by GET /v1/models
+    model: ClassVar[str | None] = None  # None: the first model the API's models list names
     prompt_tokens: ClassVar[Any] = 256
     followup_tokens: ClassVar[Any] = None  # later turns' new user message; None: prompt_tokens
     output_tokens: ClassVar[Any] = 128
@@ -97,6 +99,8 @@ class ChatUser(User):
     first_token_timeout: ClassVar[float] = 120.0
     idle_timeout: ClassVar[float] = 60.0
     total_timeout: ClassVar[float] = 600.0
+    # an event (or NDJSON line) larger than this fails its request (``oversized_event``)
+    max_event_bytes: ClassVar[int] = DEFAULT_MAX_EVENT_BYTES
     request_name: ClassVar[str | None] = None  # name in Locust's stats; default: the path
     seed: ClassVar[int | None] = None
     shared_prefix_tokens: ClassVar[int] = 0  # same leading text in sessions (prefix caching)
@@ -110,7 +114,7 @@ class ChatUser(User):
     process_share: ClassVar[tuple[int, int] | None] = (0, 1)
 
     _user_counter: ClassVar[int] = 0
-    _models: ClassVar[dict[str, str]] = {}
+    _models: ClassVar[dict[tuple[str, str], str]] = {}
 
     def on_start(self) -> None:
         ChatUser._user_counter += 1
@@ -121,6 +125,8 @@ class ChatUser(User):
         self._backoff = Backoff(self.rng)
         if not self.host:
             raise ValueError(f"{type(self).__name__}: no host (set it or pass --host)")
+        self.dialect: Dialect = dialect_named(self.api)
+        refuse_several_choices(type(self).__name__, self.extra_body)
         self.connection = HTTPConnection(
             Origin.parse(self.host), self.connect_timeout, self.idle_timeout
         )
@@ -244,6 +250,16 @@ class ChatUser(User):
     def _tokenizer(self) -> Tokenizer | None:
         return load_tokenizer(self.tokenizer) if self.tokenizer else None
 
+    def served_prompt_tokens(self, history: list[dict[str, str]], counted: int) -> int:
+        """The prompt as the server counts it: with a tokenizer that has a chat template,
+        and an API whose server applies it, the messages' tokens plus those the template
+        adds (``Tokenizer.template_tokens``); else ``counted``, the messages' own."""
+        exact = self._tokenizer() if self.dialect.templated else None
+        if exact is None or not history:
+            return counted
+        added = exact.template_tokens(tuple(message["role"] for message in history))
+        return counted if added is None else counted + added
+
     def count_tokens(self, text: str, estimate: int) -> int:
         """The tokens of ``text`` by the class's tokenizer; without one, ``estimate``."""
         exact = self._tokenizer()
@@ -300,67 +316,65 @@ class ChatUser(User):
         return prefix
 
     def build_body(self, history: list[dict[str, str]], max_tokens: int) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model_name(), "stream": True}
-        if self.api == "chat":
-            body["messages"] = history
-        else:
-            body["prompt"] = "\n\n".join(message["content"] for message in history)
-        body["max_tokens"] = max_tokens
-        if self.ignore_eos:
-            body["ignore_eos"] = True
-        if self.force_min_tokens:
-            body["min_tokens"] = max_tokens
-        if self.include_usage:
-            body["stream_options"] = {"include_usage": True}
+        """The request in the API's own words (``apis``), then ``extra_body`` over it."""
+        dialect = self.dialect
+        options = BodyOptions(
+            model=self.model_name() if dialect.models_path or self.model else None,
+            max_tokens=max_tokens,
+            ignore_eos=self.ignore_eos,
+            force_min_tokens=self.force_min_tokens,
+            include_usage=self.include_usage,
+        )
+        body = dialect.body(history, options)
         body.update(self.extra_body)
         return body
 
     def request_headers(self, request_id: str) -> dict[str, str]:
-        headers = {
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        return {
             "Content-Type": "application/json",
-            "Accept": "text/event-stream",
+            "Accept": self.dialect.media_types[0],
             "X-Request-Id": request_id,
+            **self.dialect.headers(key or None),
             **self.headers,
         }
-        key = os.environ.get(self.api_key_env) if self.api_key_env else None
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        return headers
 
     def model_name(self) -> str:
         if self.model:
             return self.model
-        cached = ChatUser._models.get(self.host or "")
+        where = (self.host or "", self.dialect.models_path or "")
+        cached = ChatUser._models.get(where)
         if cached is None:
-            cached = ChatUser._models[self.host or ""] = self._first_listed_model()
+            cached = ChatUser._models[where] = self._first_listed_model()
         return cached
 
     def _first_listed_model(self) -> str:
-        """The first model of GET /v1/models, read within one total deadline and size cap:
-        a server answering a byte a second once held every user in its lookup for the
-        whole run, which then measured nothing. Raises ``StreamError``."""
+        """The first model of the API's models list (GET /v1/models, Ollama's /api/tags),
+        read within one total deadline and size cap: a server answering a byte a second
+        once held every user in its lookup for the whole run, which then measured nothing.
+        Raises ``StreamError``."""
         timeout = self._model_lookup_timeout()
         deadline = Deadline(timeout, timeout, timeout)
         headers = self.request_headers("models")
+        path = self.dialect.models_path or "/v1/models"
         try:
-            response, _ = self.connection.request("GET", "/v1/models", headers, deadline=deadline)
+            response, _ = self.connection.request("GET", path, headers, deadline=deadline)
             body = response.read(limit=MAX_MODELS_BODY + 1)
         except ReadTimeout:
             self.connection.close()
             raise StreamError(
-                MODEL_LOOKUP, f"GET /v1/models: no complete answer within {timeout:g} s"
+                MODEL_LOOKUP, f"GET {path}: no complete answer within {timeout:g} s"
             ) from None
         if response.status >= 400:
             raise StreamError(
                 http_status_category(response.status),
-                f"GET /v1/models: HTTP {response.status}: "
-                f"{decode_error_body(body[:MAX_ERROR_BODY])}",
+                f"GET {path}: HTTP {response.status}: {decode_error_body(body[:MAX_ERROR_BODY])}",
             )
         if len(body) > MAX_MODELS_BODY:
             raise StreamError(
-                MODEL_LOOKUP, f"GET /v1/models: answer larger than {MAX_MODELS_BODY} bytes"
+                MODEL_LOOKUP, f"GET {path}: answer larger than {MAX_MODELS_BODY} bytes"
             )
-        return first_model_id(body)
+        return self.dialect.first_model(body)
 
     def _model_lookup_timeout(self) -> float:
         """The lookup's total limit: the first-token timeout, at most 30 s."""
@@ -382,9 +396,10 @@ class ChatUser(User):
         the answer's text for a later turn (default: when the class has later turns)."""
         if keep_answer is None:
             keep_answer = self.turns > 1
+        prompt_tokens = self.served_prompt_tokens(history, prompt_tokens)
         self._requests_sent += 1
         request_id = f"{self._tag}-{self._requests_sent}"
-        path = API_PATHS[self.api]
+        path = self.dialect.path
         intended_ns = t_intended_ns or time.perf_counter_ns()
         try:
             if body is None:
@@ -418,6 +433,7 @@ class ChatUser(User):
                 total_timeout=self.total_timeout,
                 t_intended_ns=intended_ns,
                 on_first_token=prefill.first_token,
+                max_event_bytes=self.max_event_bytes,
             )
             try:
                 # the answer's text is needed only to continue the conversation
@@ -464,13 +480,18 @@ class ChatUser(User):
 def first_model_id(body: bytes) -> str:
     """The first model id of a GET /v1/models answer; raises ``StreamError``
     (``model_lookup``) when it holds none (or no believable one)."""
-    try:
-        model = json.loads(body)["data"][0]["id"]
-    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
-        model = None
-    if not isinstance(model, str) or not model or len(model) > MAX_MODEL_ID_CHARS:
-        raise StreamError(MODEL_LOOKUP, f"GET /v1/models gave no model: {body[:200]!r}")
-    return model
+    return dialect_named("chat").first_model(body)
+
+
+def refuse_several_choices(class_name: str, extra_body: dict[str, Any]) -> None:
+    """``n`` other than 1 asks for several answers in one stream, whose events we would
+    time as one answer's: refused, with the reason (``ValueError``)."""
+    choices = extra_body.get("n", 1)
+    if choices not in (None, 1) or isinstance(choices, bool):
+        raise ValueError(
+            f"{class_name}: extra_body n={choices!r}: n > 1 is not measured (each choice "
+            "would need its own stream timing); remove n"
+        )
 
 
 @dataclass(frozen=True)
@@ -484,7 +505,8 @@ class PreparedTurn:
 
 
 class CompletionsUser(ChatUser):
-    """The same sessions over ``/v1/completions``: the history is joined into one prompt."""
+    """The same sessions over ``/v1/completions``: the history is joined into one prompt
+    (any other API: set ``api`` on a ``ChatUser`` subclass)."""
 
     abstract = True
     api: ClassVar[str] = "completions"

@@ -23,7 +23,7 @@ from hdrh.histogram import HdrHistogram
 from tpot_locust.common.clock import WallClock
 from tpot_locust.common.cooperation import WorkSlices, let_streams_run
 from tpot_locust.common.errors import INTERRUPTED
-from tpot_locust.common.timings import RequestTimings, to_us, tpot_samples_ns
+from tpot_locust.common.timings import COUNT_SOURCES, RequestTimings, to_us, tpot_samples_ns
 from tpot_locust.common.token_flow import TOKEN_FLOW
 from tpot_locust.metrics.causes import (
     FAILED_END,
@@ -44,7 +44,7 @@ from tpot_locust.metrics.stalls import ClientHealth
 from tpot_locust.metrics.tail_gaps import WORST_GAPS_SHOWN, merge_tail
 
 METRICS: tuple[str, ...] = (
-    "tpot", "request_tpot", "itl", "ttft", "e2e", "worst_gap", "ttft_from_intended",
+    "tpot", "request_tpot", "itl", "ttft", "ttfat", "e2e", "worst_gap", "ttft_from_intended",
     "schedule_lag", "read_delay",
 )  # fmt: skip
 PHASE_METRICS: tuple[str, ...] = ("tpot", "itl")
@@ -85,6 +85,21 @@ class ClassCounters:
     multi_event_reads: int = 0  # reads that returned more than one token event
     good: int = 0  # successful requests that met every per-request SLO (goodput)
     arrived_tokens: int = 0  # tokens of the token events that arrived, whatever the request's end
+    # reasoning models: output tokens of reasoning events (or the server's count) and the rest
+    reasoning_tokens: int = 0
+    answer_tokens: int = 0
+    reasoning_requests: int = 0  # requests with any reasoning token
+    # the server's prefix cache: cached prompt tokens over the requests whose usage said so,
+    # and those requests' prompt tokens (theirs where counted, else ours): the hit rate
+    cached_prompt_tokens: int = 0
+    cache_reported_requests: int = 0
+    cache_reported_prompt_tokens: int = 0
+    # requests by where their per-event token counts came from (``COUNT_SOURCES``)
+    counted_by_usage: int = 0
+    counted_by_token_ids: int = 0
+    counted_by_logprobs: int = 0
+    counted_by_token: int = 0
+    counted_by_events: int = 0  # none said: one token per event, an estimate
     first_send_wall_ns: int = 0
     last_token_wall_ns: int = 0
 
@@ -101,6 +116,11 @@ class ClassCounters:
             self.first_send_wall_ns = min(firsts)
         self.last_token_wall_ns = max(self.last_token_wall_ns, other.last_token_wall_ns)
 
+    def count_sources(self) -> dict[str, int]:
+        """Requests per source of their k_i (``COUNT_SOURCES``), the sources seen only."""
+        counts = {source: getattr(self, COUNT_SOURCE_COUNTERS[source]) for source in COUNT_SOURCES}
+        return {source: count for source, count in counts.items() if count}
+
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in self.__dict__.items() if k != "errors"}
         data["errors"] = dict(self.errors)
@@ -114,6 +134,8 @@ class ClassCounters:
         return counters
 
 
+# Plain int counters (not a mapping): they add, merge and are shape-checked as the others.
+COUNT_SOURCE_COUNTERS = {source: f"counted_by_{source}" for source in COUNT_SOURCES}
 # Every int counter adds, but the wall-clock bounds (min and max instead) and ``_max``es.
 _MAX_COUNTERS = tuple(f.name for f in fields(ClassCounters) if f.name.endswith("_max"))
 _SUMMED_COUNTERS = tuple(
@@ -229,6 +251,31 @@ class MetricSet:
         return metric_set
 
 
+def _count_tokens(counters: ClassCounters, timings: RequestTimings) -> None:
+    """A successful request's token counts: output (answer and reasoning), prompt (ours
+    against the server's), the prefix cache's hits and where the per-event counts came from."""
+    counters.output_tokens += timings.output_tokens
+    counters.estimated_requests += timings.tokens_estimated
+    counters.reasoning_tokens += timings.reasoning_tokens
+    counters.answer_tokens += max(timings.output_tokens - timings.reasoning_tokens, 0)
+    counters.reasoning_requests += timings.reasoning_tokens > 0
+    source = COUNT_SOURCE_COUNTERS[timings.count_source]  # checked by refuse_out_of_range
+    setattr(counters, source, getattr(counters, source) + 1)
+    requested, reported = timings.prompt_tokens_requested, timings.prompt_tokens_reported
+    counters.prompt_tokens_requested += requested
+    counters.prompt_tokens_reported += reported or 0
+    if reported is not None and requested:
+        counters.prompt_compared_requests += 1
+        counters.prompt_compared_requested += requested
+        counters.prompt_compared_reported += reported
+        counters.prompt_difference_max = max(counters.prompt_difference_max,
+                                             abs(reported - requested))  # fmt: skip
+    if timings.cached_prompt_tokens is not None:
+        counters.cache_reported_requests += 1
+        counters.cached_prompt_tokens += timings.cached_prompt_tokens
+        counters.cache_reported_prompt_tokens += requested if reported is None else reported
+
+
 class LagSource(Protocol):
     """What the recorder needs of the loop probe: the lags since the last call."""
 
@@ -318,16 +365,7 @@ class Recorder:
             return
         counters.ok += 1
         counters.retransmitting_requests += timings.retransmits > 0
-        counters.output_tokens += timings.output_tokens
-        counters.estimated_requests += timings.tokens_estimated
-        counters.prompt_tokens_requested += timings.prompt_tokens_requested
-        counters.prompt_tokens_reported += timings.prompt_tokens_reported or 0
-        if timings.prompt_tokens_reported is not None and timings.prompt_tokens_requested:
-            counters.prompt_compared_requests += 1
-            counters.prompt_compared_requested += timings.prompt_tokens_requested
-            counters.prompt_compared_reported += timings.prompt_tokens_reported
-            difference = abs(timings.prompt_tokens_reported - timings.prompt_tokens_requested)
-            counters.prompt_difference_max = max(counters.prompt_difference_max, difference)
+        _count_tokens(counters, timings)
         if not counters.first_send_wall_ns or send_wall < counters.first_send_wall_ns:
             counters.first_send_wall_ns = send_wall
         counters.last_token_wall_ns = max(counters.last_token_wall_ns, last_wall)
@@ -346,6 +384,8 @@ class Recorder:
         itl = stamps[1:] - stamps[:-1]
         per_event = timings.tokens_after_first()
         scalars: dict[str, float] = {"ttft": timings.ttft_ns, "e2e": timings.e2e_ns}
+        if (ttfat := timings.ttfat_ns) is not None:
+            scalars["ttfat"] = ttfat
         if itl.size:
             scalars["worst_gap"] = int(itl.max())
         if (request_tpot := timings.request_tpot_ns) is not None:

@@ -27,14 +27,15 @@ from tpot_locust.report.charts import (
     percentile_chart,
     timeseries_chart,
 )
+from tpot_locust.report.summary import format_token_kinds, reasoned
 from tpot_locust.report.tail_pictures import has_tail_facts, why_the_tail
 from tpot_locust.scenario.slo import STATISTICS
 
 HTML_FILE = "report.html"
-TABLE_METRICS = ("tpot", "itl", "request_tpot", "ttft", "e2e", "worst_gap")
+TABLE_METRICS = ("tpot", "itl", "request_tpot", "ttft", "ttfat", "e2e", "worst_gap")
 DISTRIBUTION_METRICS = ("tpot", "itl", "ttft", "e2e")
 NAMES = {"tpot": "TPOT", "itl": "ITL", "request_tpot": "Request TPOT", "ttft": "TTFT",
-         "e2e": "E2E", "worst_gap": "Worst gap"}  # fmt: skip
+         "ttfat": "TTFAT", "e2e": "E2E", "worst_gap": "Worst gap"}  # fmt: skip
 
 PAGE_CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 1000px;
@@ -140,6 +141,7 @@ def _metadata(summary: dict[str, Any]) -> list[str]:
     if goodput := summary.get("goodput"):
         fraction = "-" if goodput["fraction"] is None else f"{goodput['fraction'] * 100:.2f}%"
         items.append(("goodput", f"{goodput['per_s']:.2f} good requests/s, {fraction} good"))
+    items += [("tokens", line) for line in format_token_kinds(tokens)]
     return [_rows([[escape(str(k)), escape(str(v))] for k, v in items], ["", ""])]
 
 
@@ -177,9 +179,11 @@ def _tables(summary: dict[str, Any]) -> list[str]:
     for label, scope in scopes:
         rows = []
         for metric in TABLE_METRICS:
-            figures = scope["metrics"][metric]
-            if not figures["count"]:
+            figures = scope["metrics"].get(metric)
+            if not figures or not figures["count"]:
                 continue
+            if metric == "ttfat" and not reasoned(scope["tokens"]):
+                continue  # TTFT itself
             cells = [f"{figures[s]:.3f}" for s in STATISTICS]
             rows.append([NAMES[metric], f"{figures['count']:,}", *cells,
                          f"{figures['above']['p99.99']:,}"])  # fmt: skip

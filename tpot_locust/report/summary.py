@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tpot_locust.common.text_safety import printable
+from tpot_locust.common.timings import ESTIMATED_COUNT_SOURCE
 from tpot_locust.metrics.histograms import (
     PERCENTILES,
     count_above,
@@ -37,6 +38,7 @@ TITLES = {
     "request_tpot": "Request TPOT: (last - first event) / (tokens after the first event)",
     "itl": "ITL: gap between consecutive token events (inter-chunk latency)",
     "ttft": "TTFT: send -> first token event",
+    "ttfat": "TTFAT: send -> first answer token event (after the reasoning)",
     "e2e": "E2E: send -> last token event",
     "worst_gap": "Worst gap: largest ITL of each request",
     "ttft_from_intended": "TTFT from intended: open-loop arrival time -> first token event",
@@ -195,6 +197,11 @@ def _class_summary(
             "prompt_requested": counters.prompt_tokens_requested,
             "prompt_reported": counters.prompt_tokens_reported,
             "prompt": prompt_comparison(counters),
+            "reasoning": counters.reasoning_tokens,
+            "answer": counters.answer_tokens,
+            "reasoning_requests": counters.reasoning_requests,
+            "prompt_cache": prompt_cache(counters),
+            "count_source": counters.count_sources(),
         },
         "window_s": round(window_s, 3),
         "clamped_values": counters.clamped_values,
@@ -341,6 +348,7 @@ def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
     )
     if prompt := format_prompt_tokens(tokens):
         lines.append(prompt)
+    lines.extend(format_token_kinds(tokens))
     lines.append(
         f"throughput {tokens['per_s']:,.1f} tokens/s, {requests['per_s']:.2f} requests/s "
         f"over {summary['window_s']:.1f} s"
@@ -369,8 +377,8 @@ def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
         )
     lines.extend(format_client_stalls(summary))
     for name in METRICS:
-        metric = summary["metrics"][name]
-        if metric["count"] == 0:
+        metric = summary["metrics"].get(name)  # a summary saved before a metric was added
+        if not metric or metric["count"] == 0 or (name == "ttfat" and not reasoned(tokens)):
             continue
         lines.append("")
         lines.extend(format_metric(name, metric))
@@ -401,6 +409,50 @@ def prompt_comparison(counters: ClassCounters) -> dict[str, Any] | None:
         "max_difference": counters.prompt_difference_max,
         "ratio": round(reported / requested, 3) if requested else None,
     }
+
+
+def prompt_cache(counters: ClassCounters) -> dict[str, Any] | None:
+    """The server's prefix-cache hits over the requests whose usage counted them (None
+    when none did): a hit rate of cached / prompt tokens, both from those requests only."""
+    requests = counters.cache_reported_requests
+    if not requests:
+        return None
+    cached, prompt = counters.cached_prompt_tokens, counters.cache_reported_prompt_tokens
+    return {
+        "requests": requests,
+        "cached": cached,
+        "prompt": prompt,
+        "hit_rate": round(cached / prompt, 4) if prompt else None,
+    }
+
+
+def reasoned(tokens: dict[str, Any]) -> bool:
+    """Whether any request had reasoning tokens: only then is TTFAT not just TTFT."""
+    return bool(tokens.get("reasoning_requests"))
+
+
+def format_token_kinds(tokens: dict[str, Any]) -> list[str]:
+    """Reasoning against answer tokens, the prefix cache's hits and where per-event counts
+    came from: each line only where there is something to say."""
+    lines = []
+    if reasoned(tokens):
+        lines.append(
+            f"reasoning tokens {tokens['reasoning']:,} in {tokens['reasoning_requests']:,} "
+            f"requests, answer tokens {tokens['answer']:,} (TTFAT: to the first answer token)"
+        )
+    if cache := tokens.get("prompt_cache"):
+        rate = "-" if cache["hit_rate"] is None else f"{cache['hit_rate'] * 100:.1f} %"
+        lines.append(
+            f"prefix cache: {cache['cached']:,} of {cache['prompt']:,} prompt tokens cached "
+            f"({rate}), over the {cache['requests']:,} requests that reported a cached count"
+        )
+    sources = tokens.get("count_source") or {}
+    if len(sources) > 1 or ESTIMATED_COUNT_SOURCE in sources:
+        counted = ", ".join(f"{printable(name)} {count:,}" for name, count in sources.items())
+        estimate = sources.get(ESTIMATED_COUNT_SOURCE)
+        note = f"; {ESTIMATED_COUNT_SOURCE}: one token per event assumed" if estimate else ""
+        lines.append(f"tokens per event counted from (requests): {counted}{note}")
+    return lines
 
 
 def format_prompt_tokens(tokens: dict[str, Any]) -> str | None:

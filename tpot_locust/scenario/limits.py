@@ -20,3 +20,7 @@ MAX_BURSTS = 100_000  # burst times one bursts entry may give (at, or every over
 DEFAULT_METRICS_INTERVAL_S = 0.25
 MIN_METRICS_INTERVAL_S = 0.05
 MAX_METRICS_INTERVAL_S = 60.0
+# server.max_event_bytes: one SSE event or NDJSON line at most (the wire's default is
+# 4 MiB; OpenAI's SDK accepts 64 MiB on purpose: a whole image or a long tool call)
+MIN_EVENT_BYTES = 1024
+MAX_EVENT_BYTES = 256 * 1024 * 1024

@@ -83,6 +83,8 @@ class Server:
     min_tokens: bool | None = key(check="flag", user="force_min_tokens")
     include_usage: bool | None = key(check="flag", user="include_usage")
     extra_body: dict[str, Any] | None = key(check="mapping", user="extra_body")
+    # one SSE event or NDJSON line at most; a larger one fails its request (oversized_event)
+    max_event_bytes: int | None = key(check="event_bytes", user="max_event_bytes")
     # a local tokenizer (tokenizer.json or a folder with one): prompts of exact token counts;
     # the embedded simulator counts with it too
     tokenizer: str | None = key(check="tokenizer", user="tokenizer")

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tpot_locust.apis import API_NAMES
 from tpot_locust.common.distributions import DistributionError, parse_distribution
 from tpot_locust.common.tokens import TokenizerError, load_tokenizer
 from tpot_locust.scenario import value_checks as checks
@@ -85,6 +86,9 @@ def validate(located: Located, check_engine: EngineCheck | None = None) -> Scena
     server = Server()
     with located.keep_going():
         server, _ = parse_section(located, "server", data.get("server"), Server, base_dir)
+    if server.extra_body is not None:  # a mapping here: anything else is noted already
+        with located.keep_going():
+            checks.extra_body(located, "server.extra_body", server.extra_body, base_dir)
     classes: list[TrafficClass] = []
     classes_data = data.get("classes")
     if not isinstance(classes_data, dict) or not classes_data:
@@ -219,8 +223,8 @@ def _validate_class(located: Located, name: str, data: Any, base_dir: Path) -> T
 
 
 def _api(located: Located, path: str, value: Any, base_dir: Path) -> str:
-    if value not in ("chat", "completions"):
-        raise located.error(path, "must be chat or completions")
+    if value not in API_NAMES:
+        raise located.error(path, f"must be one of {', '.join(API_NAMES)}")
     return value
 
 
@@ -329,6 +333,7 @@ def _sweep_values(located: Located, path: str, value: Any, base_dir: Path) -> li
 CHECKS: dict[str, Callable[[Located, str, Any, Path], Any]] = {
     "api": _api, "arrival": _arrival, "count": checks.count, "dataset": _dataset,
     "dataset_order": _dataset_order, "distribution": distribution,
+    "event_bytes": checks.event_bytes,
     "duration": checks.duration_key, "duration_or_zero": checks.duration_or_zero,
     "env_name": checks.env_name, "flag": checks.flag, "headers": checks.headers,
     "mapping": checks.mapping, "metrics_interval": checks.metrics_interval,

@@ -14,11 +14,13 @@ from urllib.parse import urlsplit
 
 from tpot_locust.scenario.limits import (
     MAX_DURATION_S,
+    MAX_EVENT_BYTES,
     MAX_METRICS_INTERVAL_S,
     MAX_NUMBER,
     MAX_SEED,
     MAX_TOKENS,
     MAX_USERS,
+    MIN_EVENT_BYTES,
     MIN_METRICS_INTERVAL_S,
 )
 from tpot_locust.scenario.yaml_source import Located
@@ -121,6 +123,12 @@ def metrics_interval(located: Located, path: str, value: Any, base_dir: Path) ->
                         maximum=MAX_METRICS_INTERVAL_S))  # fmt: skip
 
 
+def event_bytes(located: Located, path: str, value: Any, base_dir: Path) -> int:
+    """``server.max_event_bytes``: one event's size limit, in bytes."""
+    return int(number(located, path, value, integer=True, minimum=MIN_EVENT_BYTES,
+                      strict=False, maximum=MAX_EVENT_BYTES))  # fmt: skip
+
+
 def plain_text(located: Located, path: str, value: Any, base_dir: Path) -> str:
     if isinstance(value, (dict, list)) or value is None:
         raise located.error(path, "must be a name")
@@ -160,6 +168,19 @@ def mapping(located: Located, path: str, value: Any, base_dir: Path) -> dict[str
     if not isinstance(value, dict):
         raise located.error(path, "must be a mapping")
     return value
+
+
+CHOICES_REFUSED = "n > 1 is not measured: each choice would need its own stream timing; remove n"
+
+
+def extra_body(located: Located, path: str, value: Any, base_dir: Path) -> dict[str, Any]:
+    """Extra request fields. ``n`` other than 1 is refused: the server would interleave
+    several choices in one stream, and every token timing here is of one answer."""
+    body = mapping(located, path, value, base_dir)
+    choices = body.get("n", 1)
+    if type(choices) is not int or choices != 1:  # type(): True is no count of choices
+        raise located.error(f"{path}.n", CHOICES_REFUSED)
+    return body
 
 
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110's token

@@ -1,4 +1,5 @@
-"""Embedded simulated OpenAI-compatible streaming server (vLLM wire format).
+"""Embedded simulated streaming server: every API of ``tpot_locust.apis``, each in its
+own format (chat and completions in vLLM's).
 
 It exists so the load tester can be tested end to end against a server whose token timing is
 known exactly: every token event's send time is written to a ground-truth file.

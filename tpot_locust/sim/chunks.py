@@ -1,8 +1,9 @@
-"""vLLM-format response bodies, pre-encoded so each streamed token costs one byte splice.
+"""Response bodies in any API's dialect, pre-encoded so each streamed token costs one splice.
 
-Per stream the JSON of every chunk kind is rendered once with placeholder slots and split into
-byte pieces; a token event then joins the pieces around the escaped token text (and running
-counts). Each SSE event is one HTTP chunk of a ``Transfer-Encoding: chunked`` response.
+Per stream the JSON of every event kind (``apis.Dialect.sim_*``) is rendered once with
+placeholder slots and split into byte pieces; a token event then joins the pieces around
+the escaped token text (and running counts). Each event is one HTTP chunk of a
+``Transfer-Encoding: chunked`` response, framed as its API frames events (SSE, NDJSON).
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ import json
 import re
 from typing import Any
 
+from ..apis import dialect_named
+from ..apis.dialect import SimAsk, SimContext, SimEvent
+from . import vocab
 from .request import SimRequest
 
-# Placeholders: a string slot is spliced inside its quotes, number slots replace the quotes too.
-_TEXT, _TOTAL, _DONE_N = "\x00t\x00", "\x00a\x00", "\x00b\x00"
-_SLOT_RE = re.compile(r'\\u0000t\\u0000|"\\u0000[ab]\\u0000"')
-
-DONE_EVENT = b"data: [DONE]\n\n"
+# A text slot is spliced inside its quotes, number slots replace the quotes too.
+_SLOT_RE = re.compile(r'\\u0000(t)\\u0000|"\\u0000([cas])\\u0000"')
 LAST_CHUNK = b"0\r\n\r\n"
 
 
@@ -30,33 +31,50 @@ def http_chunk(payload: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(payload), payload)
 
 
-def sse_chunk(obj: Any) -> bytes:
-    """One SSE event as one HTTP chunk."""
-    return http_chunk(b"data: " + dumps(obj) + b"\n\n")
+def frame_of(framing: str, name: str | None) -> tuple[bytes, bytes]:
+    """The bytes before and after an event's JSON: SSE (``event:`` line when named)
+    or NDJSON (one line)."""
+    if framing == "ndjson":
+        return b"", b"\n"
+    head = b"event: %s\n" % name.encode() if name else b""
+    return head + b"data: ", b"\n\n"
+
+
+def event_bytes(framing: str, event: SimEvent) -> bytes:
+    """One whole event (no slots) as one HTTP chunk."""
+    name, obj = event
+    head, tail = frame_of(framing, name)
+    return http_chunk(head + (obj if isinstance(obj, bytes) else dumps(obj)) + tail)
 
 
 class Template:
-    """An SSE event split around its slots; ``chunk(*values)`` is the framed HTTP chunk."""
+    """An event split around its slots; ``chunk(values)`` is the framed HTTP chunk, the
+    values given in ``slots`` order (t: text, c: tokens so far, a: prompt + those,
+    s: the event's index in the stream)."""
 
-    __slots__ = ("_head", "_pieces", "_fixed", "_single_tail")
+    __slots__ = ("_head", "_pieces", "_fixed", "_single_tail", "slots")
 
-    def __init__(self, obj: Any) -> None:
-        text = dumps(obj).decode("utf-8")
-        pieces = [p.encode("utf-8") for p in _SLOT_RE.split(text)]
-        pieces[0] = b"data: " + pieces[0]
-        pieces[-1] += b"\n\n"
-        self._fixed = sum(len(p) for p in pieces)
-        pieces[-1] += b"\r\n"
-        self._head = pieces[0]
-        self._pieces = pieces[1:]
-        self._single_tail = pieces[1] if len(pieces) == 2 else None
+    def __init__(self, framing: str, event: SimEvent) -> None:
+        name, obj = event
+        head, tail = frame_of(framing, name)
+        parts = _SLOT_RE.split(dumps(obj).decode("utf-8"))
+        # split() gives: text, (t or None), (c/a/s or None), text, ...
+        texts = [p.encode("utf-8") for p in parts[0::3]]
+        self.slots = tuple(t or n for t, n in zip(parts[1::3], parts[2::3], strict=True))
+        texts[0] = head + texts[0]
+        texts[-1] += tail
+        self._fixed = sum(len(p) for p in texts)
+        texts[-1] += b"\r\n"
+        self._head = texts[0]
+        self._pieces = texts[1:]
+        self._single_tail = texts[1] if self.slots == ("t",) else None
 
     def chunk1(self, value: bytes) -> bytes:
-        """Hot path: a template with exactly one slot (content chunk without usage)."""
+        """Hot path: a template whose one slot is the text."""
         size = self._fixed + len(value)
         return b"%x\r\n%s%s%s" % (size, self._head, value, self._single_tail)
 
-    def chunk(self, *values: bytes) -> bytes:
+    def chunk(self, values: list[bytes]) -> bytes:
         if self._single_tail is not None:
             return self.chunk1(values[0])
         out = [b"", self._head]
@@ -68,93 +86,69 @@ class Template:
 
 
 class StreamEncoder:
-    """All bytes of one streamed response, in vLLM's chunk format."""
+    """All bytes of one streamed response, in its API's format."""
 
     def __init__(self, request: SimRequest, response_id: str, created: int) -> None:
         self.request = request
-        chat = request.api == "chat"
-        self._base = {
-            "id": response_id,
-            "object": "chat.completion.chunk" if chat else "text_completion",
-            "created": created,
-            "model": request.model,
-        }
-        self._continuous = request.continuous_usage
-        prompt = request.prompt_tokens
-        if chat:
-            content_choice = {"delta": {"content": _TEXT}}
-        else:
-            content_choice = {"text": _TEXT}
-        running = {"prompt_tokens": prompt, "total_tokens": _TOTAL, "completion_tokens": _DONE_N}
-        self._content = Template(self._event(content_choice, running))
+        dialect = self.dialect = dialect_named(request.api)
+        self.media_type = dialect.media_types[0]
+        self._framing = framing = dialect.framing
+        self._context = context = sim_context(request, response_id, created)
+        opening = dialect.sim_opening(context)
+        self._opening = b"".join(event_bytes(framing, event) for event in opening)
+        self._first_sequence = len(opening)
+        self._content = Template(framing, dialect.sim_token(context))
+        last = dialect.sim_last_token(context)
+        self._last = Template(framing, last) if last is not None else None
+        self._text_only = self._content.slots == ("t",)
 
-    def _event(
-        self, choice: dict[str, Any], usage: dict[str, Any] | None, finish: str | None = None
-    ) -> dict[str, Any]:
-        full_choice: dict[str, Any] = {"index": 0, **choice, "logprobs": None}
-        full_choice["finish_reason"] = finish
-        if finish is not None:
-            full_choice["stop_reason"] = None
-        event: dict[str, Any] = {**self._base, "choices": [full_choice]}
-        if usage is not None and self._continuous:
-            event["usage"] = usage
-        return event
-
-    def _usage(self, completion: int) -> dict[str, int]:
-        prompt = self.request.prompt_tokens
-        return {
-            "prompt_tokens": prompt,
-            "total_tokens": prompt + completion,
-            "completion_tokens": completion,
-        }
-
-    def role(self) -> bytes:
-        """Chat streams open with an assistant role chunk; completions have none."""
-        if self.request.api != "chat":
-            return b""
-        choice = {"delta": {"role": "assistant", "content": ""}}
-        return sse_chunk(self._event(choice, self._usage(0)))
+    def opening(self) -> bytes:
+        """The events before the first token (a chat role chunk; none for completions)."""
+        return self._opening
 
     def content(self, token: bytes, completion: int) -> bytes:
-        """Content chunk for escaped ``token``; ``completion`` = tokens sent so far incl. it."""
-        if self._continuous:
-            prompt = self.request.prompt_tokens
-            return self._content.chunk(token, b"%d" % (prompt + completion), b"%d" % completion)
-        return self._content.chunk1(token)
+        """Token event for escaped ``token``; ``completion`` = tokens sent so far incl. it."""
+        template = self._content
+        if self._last is not None and completion >= self.request.completion_tokens:
+            template = self._last
+        elif self._text_only:
+            return template.chunk1(token)
+        return template.chunk([self._slot(slot, token, completion) for slot in template.slots])
+
+    def _slot(self, slot: str, token: bytes, completion: int) -> bytes:
+        if slot == "t":
+            return token
+        if slot == "c":
+            return b"%d" % completion
+        if slot == "a":
+            return b"%d" % (self.request.prompt_tokens + completion)
+        return b"%d" % (self._first_sequence + completion - 1)
 
     def finish(self) -> bytes:
-        """Finish chunk, optional usage chunk, ``[DONE]`` and the chunked-body terminator."""
-        request = self.request
-        choice = {"delta": {}} if request.api == "chat" else {"text": ""}
-        usage = self._usage(request.completion_tokens)
-        parts = [sse_chunk(self._event(choice, usage, request.finish_reason))]
-        if request.include_usage:
-            parts.append(sse_chunk({**self._base, "choices": [], "usage": usage}))
-        parts.append(http_chunk(DONE_EVENT))
+        """The closing events (finish, usage, end marker) and the chunked-body terminator."""
+        context = self._context
+        parts = [event_bytes(self._framing, event) for event in self.dialect.sim_closing(context)]
         parts.append(LAST_CHUNK)
         return b"".join(parts)
 
 
-def full_body(request: SimRequest, response_id: str, created: int, text: str) -> bytes:
-    """Non-streaming response JSON (chat.completion / text_completion) with usage."""
-    completion = request.completion_tokens
-    choice: dict[str, Any] = {"index": 0}
-    if request.api == "chat":
-        choice["message"] = {"role": "assistant", "content": text}
-    else:
-        choice["text"] = text
-    choice.update(logprobs=None, finish_reason=request.finish_reason, stop_reason=None)
-    return dumps(
-        {
-            "id": response_id,
-            "object": "chat.completion" if request.api == "chat" else "text_completion",
-            "created": created,
-            "model": request.model,
-            "choices": [choice],
-            "usage": {
-                "prompt_tokens": request.prompt_tokens,
-                "total_tokens": request.prompt_tokens + completion,
-                "completion_tokens": completion,
-            },
-        }
+def sim_context(request: SimRequest, response_id: str, created: int) -> SimContext:
+    ask = SimAsk(
+        prompt_tokens=request.prompt_tokens,
+        max_tokens=request.max_tokens,
+        min_tokens=request.min_tokens,
+        ignore_eos=request.ignore_eos,
+        stream=request.stream,
+        include_usage=request.include_usage,
+        continuous_usage=request.continuous_usage,
     )
+    return SimContext(response_id, request.model, created, ask, request.completion_tokens,
+                      request.finish_reason,
+                      answer_text=lambda: vocab.text(request.completion_tokens))  # fmt: skip
+
+
+def full_body(request: SimRequest, response_id: str, created: int, text: str) -> bytes:
+    """A non-streaming answer's JSON (only APIs that ``serves_whole``)."""
+    context = sim_context(request, response_id, created)
+    body = dialect_named(request.api).sim_whole(context, text)
+    return dumps(body)

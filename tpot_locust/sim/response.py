@@ -2,7 +2,7 @@
 
 ``stream.Stream`` (gap mode: its own due times) and ``engine_stream.EngineStream`` (engine
 mode: one write per engine step) differ only in *when* they write. The head, the
-pre-encoded vLLM chunks, the one-event body of a non-streaming response, the send stamps
+pre-encoded chunks of its API, the one-event body of a non-streaming response, the send stamps
 and the truth line at the end (complete or aborted) live here, once.
 """
 
@@ -85,14 +85,14 @@ class Response:
             self._write = self._conn.transport.write
         request = self.request
         if request.stream:
-            headers = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
+            headers = [("content-type", self._encoder.media_type), ("cache-control", "no-cache")]
             headers.append(("x-request-id", request.request_id))
             self._write(response_head(200, headers, self._keep_alive, chunked=True))
 
     def _token_chunk(self, index: int) -> bytes:
-        """The SSE chunk of token ``index`` (from 1), with the role chunk before the first."""
+        """The chunk of token ``index`` (from 1), with the opening events before the first."""
         chunk = self._encoder.content(ESCAPED[(index - 1) % N_WORDS], index)
-        return self._encoder.role() + chunk if index == 1 else chunk
+        return self._encoder.opening() + chunk if index == 1 else chunk
 
     def _send(self, data: bytes, tokens: int = 1, events: int = 1) -> None:
         """Write, and stamp the truth: ``events`` token events of ``tokens`` tokens each.

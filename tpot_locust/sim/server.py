@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from ..apis import dialect_named, dialects
+from ..apis.dialect import Dialect
 from ..common.distributions import Distribution, Fixed, LogNormal
 from ..common.tokens import load_tokenizer
 from .clock import Clock
@@ -34,10 +36,15 @@ from .timing import GapModel, TimingModel
 from .truth import TruthWriter
 
 LARGE_BODY = 32 * 1024  # request bodies decoded one per loop iteration (long prompts)
+API_BY_PATH: dict[str, str] = {dialect.path: dialect.name for dialect in dialects()}
+# a models list per path, in the shape of the first API that names it
+MODELS_BY_PATH: dict[str, Dialect] = {}
+for _dialect in dialects():
+    if _dialect.models_path is not None:
+        MODELS_BY_PATH.setdefault(_dialect.models_path, _dialect)
 ROUTES: dict[str, str] = {
-    "/v1/chat/completions": "POST",
-    "/v1/completions": "POST",
-    "/v1/models": "GET",
+    **dict.fromkeys(API_BY_PATH, "POST"),
+    **dict.fromkeys(MODELS_BY_PATH, "GET"),
     "/health": "GET",
     "/metrics": "GET",
 }
@@ -165,11 +172,11 @@ class SimServer:
         elif request.path == "/metrics":
             keep = request.keep_alive
             conn.respond(full_response(200, self.metrics.render(), keep, CONTENT_TYPE), keep)
-        elif request.path == "/v1/models":
+        elif request.path in MODELS_BY_PATH:
             keep = request.keep_alive
-            conn.respond(full_response(200, self._models_body(), keep), keep)
+            conn.respond(full_response(200, self._models_body(request.path), keep), keep)
         else:
-            api: Api = "chat" if "chat" in request.path else "completions"
+            api: Api = API_BY_PATH[request.path]
             if len(request.body) < LARGE_BODY:
                 self._completion(conn, request, api, time.perf_counter_ns())
                 return
@@ -226,17 +233,9 @@ class SimServer:
             full_response(status, error_body(status, message), keep, headers=headers or ()), keep
         )
 
-    def _models_body(self) -> bytes:
-        model = self.config.model
-        card = {
-            "id": model,
-            "object": "model",
-            "created": self._created,
-            "owned_by": "tpot-sim",
-            "root": model,
-            "parent": None,
-        }
-        return json.dumps({"object": "list", "data": [card]}).encode("utf-8")
+    def _models_body(self, path: str) -> bytes:
+        listing = MODELS_BY_PATH[path].sim_models(self.config.model, self._created)
+        return json.dumps(listing).encode("utf-8")
 
     def _completion(
         self, conn: HttpConnection, http_request: HttpRequest, api: Api, arrival: int
@@ -280,7 +279,7 @@ class SimServer:
                 self._error(conn, http_request, 400, message)
                 return
         decide_length(request, self.config.natural_tokens, self._natural_rng)
-        prefix = "chatcmpl-" if api == "chat" else "cmpl-"
+        prefix = dialect_named(api).sim_id_prefix
         assert self._scheduler is not None and self._truth is not None
         if self.engine is not None:
             self._engine_completion(conn, http_request, request, prefix + request_id)

@@ -2,12 +2,23 @@
 
 Streaming servers send one SSE event per chunk, so most reads are one whole chunk: that
 case is cut with a few slices; anything else (partial chunks, several at once, extensions,
-the last chunk and its trailers) goes through a small state machine.
+the last chunk and its trailers) goes through a small state machine. A chunk size is
+1 to 16 hex digits (RFC 9112 ``1*HEXDIG``; 16 hold any 64-bit size), optionally followed
+by whitespace and a ``;`` extension: what Python's ``int(s, 16)`` would also take (``0x5``,
+``1_0``, ``+5``, `` 5``, a 100-digit size that waits for an idle timeout) is bad framing.
 """
 
 from __future__ import annotations
 
+import re
+
 from tpot_locust.common.errors import BAD_HTTP, StreamError
+
+MAX_SIZE_DIGITS = 16
+_HEX_DIGITS = b"0123456789abcdefABCDEF"  # deleted by translate: hex digits only if b"" is left
+_SIZE_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?").fullmatch
+# what may begin a size line whose CRLF has not come yet (its CR may have)
+_SIZE_START = re.compile(rb"(?:[0-9A-Fa-f]{1,16}[ \t]*(?:;[^\r\n]*)?\r?)?\Z").match
 
 
 class ChunkedDecoder:
@@ -37,12 +48,9 @@ class ChunkedDecoder:
             raise self.failure
         if self._state == self._SIZE and not self._buffer:
             # the common read: exactly one whole chunk (servers send one event per chunk)
-            line_end = data.find(b"\r\n", 0, 18)
-            if line_end > 0:
-                try:
-                    size = int(data[:line_end], 16)
-                except ValueError:
-                    size = 0
+            line_end = data.find(b"\r\n", 0, MAX_SIZE_DIGITS + 2)
+            if line_end > 0 and not (digits := data[:line_end]).translate(None, _HEX_DIGITS):
+                size = int(digits, 16)
                 if size > 0 and len(data) == line_end + size + 4 and data[-2:] == b"\r\n":
                     return data[line_end + 2 : -2]
         payload: list[bytes] = []
@@ -74,6 +82,8 @@ class ChunkedDecoder:
             if line_end < 0:
                 if len(buffer) - position > 1024:
                     raise StreamError(BAD_HTTP, "chunk framing line too long")
+                if self._state == self._SIZE and not _SIZE_START(buffer, position):
+                    _chunk_size(buffer[position:])  # bad already: raises now, not at its CRLF
                 break
             line = buffer[position:line_end]
             position = line_end + 2
@@ -82,12 +92,7 @@ class ChunkedDecoder:
                     raise StreamError(BAD_HTTP, "chunk data longer than its declared size")
                 self._state = self._SIZE
             elif self._state == self._SIZE:
-                try:
-                    size = int(line.split(b";", 1)[0].strip(), 16)
-                except ValueError:
-                    raise StreamError(BAD_HTTP, f"bad chunk size line {line[:40]!r}") from None
-                if size < 0:
-                    raise StreamError(BAD_HTTP, "negative chunk size")
+                size = _chunk_size(line)
                 self._state = self._TRAILER if size == 0 else self._DATA
                 self._remaining = size
             elif not line:  # the empty line after the last chunk's trailers
@@ -101,15 +106,23 @@ class ChunkedDecoder:
         an extension, bad framing) is left to the state machine."""
         position, length = 0, len(buffer)
         while True:
-            line_end = buffer.find(b"\r\n", position)
-            if line_end < 0:
+            line_end = buffer.find(b"\r\n", position, position + MAX_SIZE_DIGITS + 2)
+            if line_end <= position:
                 return position
-            try:
-                size = int(buffer[position:line_end], 16)
-            except ValueError:
+            digits = buffer[position:line_end]
+            if digits.translate(None, _HEX_DIGITS):
                 return position
+            size = int(digits, 16)
             data_end = line_end + 2 + size
             if size <= 0 or data_end + 2 > length or buffer[data_end : data_end + 2] != b"\r\n":
                 return position
             payload.append(buffer[line_end + 2 : data_end])
             position = data_end + 2
+
+
+def _chunk_size(line: bytes) -> int:
+    """The size a chunk-size line (without its CRLF) declares; bad framing raises."""
+    match = _SIZE_LINE(line)
+    if match is None:
+        raise StreamError(BAD_HTTP, f"bad chunk size line {line[:40]!r}")
+    return int(match[1], 16)

@@ -5,7 +5,10 @@ arrived (events 1 ms apart get stamped together) and swallows a closed connectio
 truncated stream looks complete); ``requests`` costs more CPU per event. Here every
 read is stamped with its arrival time (see ``kernel_stamps``), chunked framing is decoded
 incrementally, and an early close or reset is reported instead of hidden. Under Locust the
-socket module is gevent's, so reads yield to other users.
+socket module is gevent's, so reads yield to other users. Requests ask for no compression
+(``Accept-Encoding: identity``); a server that gzips or deflates anyway is decoded read by
+read, in bounded pieces (``INFLATE_PIECE_BYTES``), so a decompression bomb is cut off by
+the event size limit instead of filling memory.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import socket
 import ssl
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -44,6 +48,11 @@ RECV_BYTES = 65536
 Consume = Callable[[int, bytes], None]  # (arrival perf_counter_ns, body payload)
 MAX_HEAD_BYTES = 64 * 1024
 MAX_LENGTH_DIGITS = 18  # a Content-Length below 10^18 bytes still fits int64
+# The most body one decompression step makes; each piece is handed on before the next is made.
+INFLATE_PIECE_BYTES = 256 * 1024
+_GZIP_WBITS = 16 + zlib.MAX_WBITS
+# Content-Encoding values decoded here, with the zlib window bits they start with
+DECODED_ENCODINGS = {"gzip": _GZIP_WBITS, "x-gzip": _GZIP_WBITS, "deflate": zlib.MAX_WBITS}
 
 # A kernel stamp further back than this is a clock step, not a late read: not trusted.
 _MAX_KERNEL_AGE_NS = 10 * 1_000_000_000
@@ -89,11 +98,15 @@ class Response:
     complete: bool = False
     reset: bool = False
     _decoder: ChunkedDecoder | None = field(init=False, default=None)
+    _inflater: Inflater | None = field(init=False, default=None)  # gzip, deflate
     _remaining: int | None = field(init=False, default=None)  # identity body bytes left
     # raised when the body is read, so that an HTTP error status still shows as such
     _length_error: StreamError | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
+        encoding = self.headers.get("content-encoding", "").strip().lower()
+        if encoding in DECODED_ENCODINGS:
+            self._inflater = Inflater(encoding)
         if "chunked" in self.headers.get("transfer-encoding", "").lower():
             self._decoder = ChunkedDecoder()
             return
@@ -105,6 +118,11 @@ class Response:
     @property
     def content_type(self) -> str:
         return self.headers.get("content-type", "")
+
+    @property
+    def inflating(self) -> bool:
+        """The body's Content-Encoding (gzip, x-gzip, deflate) is decoded here."""
+        return self._inflater is not None
 
     def read_into(self, consume: Consume) -> None:
         """Hand ``consume(arrival_ns, payload)`` every payload of the body, read by this
@@ -131,6 +149,8 @@ class Response:
         payload = self.take(self.first_body)
         if payload:
             consume(self.head_stamp_ns, payload)
+        if self._inflater is not None:
+            self._inflate_rest(self.head_stamp_ns, consume)
         return self.settle()
 
     def absorb(self, data: bytes, stamp: int, consume: Consume) -> bool:
@@ -142,19 +162,33 @@ class Response:
         payload = self.take(data)
         if payload:
             consume(stamp, payload)
+        if self._inflater is not None:
+            self._inflate_rest(stamp, consume)
         return self.settle()
 
     def take(self, data: bytes) -> bytes:
-        """The body payload in bytes just read (framing removed). Hand it on, then call
+        """The body payload in bytes just read (framing removed; of a compressed body, the
+        first piece it decodes to: ``absorb`` hands on the rest). Hand it on, then call
         ``settle``: a framing error after good payload is raised there, not lost."""
         if self._decoder is not None:
-            return self._decoder.feed(data) if data else b""
-        if self._length_error is not None:
-            raise self._length_error
-        if self._remaining is not None:
-            data = data[: self._remaining]
-            self._remaining -= len(data)
-        return data
+            data = self._decoder.feed(data) if data else b""
+        else:
+            if self._length_error is not None:
+                raise self._length_error
+            if self._remaining is not None:
+                data = data[: self._remaining]
+                self._remaining -= len(data)
+        inflater = self._inflater
+        return data if inflater is None or not data else inflater.feed(data)
+
+    def _inflate_rest(self, stamp: int, consume: Consume) -> None:
+        """Hand on, piece by piece, what the last read decompresses to beyond its first
+        piece: a consumer that refuses (an oversized event) stops the decompression."""
+        inflater = self._inflater
+        while inflater is not None and inflater.more:
+            piece = inflater.next_piece()
+            if piece:
+                consume(stamp, piece)
 
     def settle(self) -> bool:
         """Whether the body is complete (the connection is then ready for reuse or closed);
@@ -167,6 +201,8 @@ class Response:
         else:
             ended = self._remaining == 0
         if ended:
+            if self._inflater is not None:
+                self._inflater.check_ended()
             self._finish(keep_alive=True)
         return ended
 
@@ -175,7 +211,8 @@ class Response:
         self.reset = reset
         # A close ends a body only when it has neither length nor chunked framing.
         framed = self._decoder is not None or self._remaining is not None
-        self._finish(keep_alive=False, complete=not reset and not framed)
+        inflated = self._inflater is None or self._inflater.ended
+        self._finish(keep_alive=False, complete=not reset and not framed and inflated)
 
     def read(self, limit: int | None = None) -> bytes:
         """The whole body, every read within the deadline's idle limit of the previous one;
@@ -215,6 +252,76 @@ class Response:
         wants_close = self.headers.get("connection", "").lower() == "close"
         if not keep_alive or wants_close or not complete:
             self.connection.close()
+
+
+class Inflater:
+    """Incremental gzip/deflate decoding of a body, in pieces of at most
+    ``INFLATE_PIECE_BYTES``: input a piece leaves undecoded is kept (zlib's
+    ``unconsumed_tail``) for ``next_piece``. Concatenated gzip members are one body (RFC
+    1952); deflate is tried zlib-wrapped (RFC 9110), then raw, as browsers do. A corrupt
+    body raises ``StreamError`` (``bad_http``)."""
+
+    __slots__ = ("_encoding", "_fed", "_probe", "_tail", "_zlib", "more")
+
+    def __init__(self, encoding: str) -> None:
+        self._encoding = "deflate" if encoding == "deflate" else "gzip"
+        self._zlib = zlib.decompressobj(DECODED_ENCODINGS[encoding])
+        # deflate: the input so far while its first two bytes may still say it is raw
+        self._probe: bytes | None = b"" if encoding == "deflate" else None
+        self._tail = b""  # input still to decode
+        self._fed = False
+        self.more = False  # ``next_piece`` may give more
+
+    @property
+    def ended(self) -> bool:
+        """The compressed stream is complete, or never began (an empty body)."""
+        return not self._fed or (self._zlib.eof and not self.more)
+
+    def feed(self, data: bytes) -> bytes:
+        """The first piece of what ``data`` decodes to (``more``: there is more)."""
+        self._fed = True
+        if self.more:  # what the last input left undecoded comes first
+            data = self._tail + data
+        if self._probe is None:
+            return self._step(data)
+        self._probe += data
+        try:
+            piece = self._step(data)
+        except StreamError:
+            probe, self._probe = self._probe, None
+            self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate, no zlib header
+            return self._step(probe)
+        if len(self._probe) >= 2:  # zlib has checked its header
+            self._probe = None
+        return piece
+
+    def next_piece(self) -> bytes:
+        return self._step(self._tail) if self.more else b""
+
+    def check_ended(self) -> None:
+        """The body's framing ended: the compressed stream must have too."""
+        if not self.ended:
+            raise StreamError(BAD_HTTP, f"bad {self._encoding} body: the body ended inside it")
+
+    def _step(self, data: bytes) -> bytes:
+        decompressor = self._zlib
+        try:
+            piece = decompressor.decompress(data, INFLATE_PIECE_BYTES)
+        except zlib.error as error:
+            self.more = False
+            raise StreamError(BAD_HTTP, f"bad {self._encoding} body: {error}") from None
+        if decompressor.eof:
+            rest = decompressor.unused_data
+            if rest and self._encoding == "deflate":
+                self.more = False
+                raise StreamError(BAD_HTTP, "bad deflate body: bytes after its end")
+            if rest:  # the next gzip member
+                self._zlib = zlib.decompressobj(_GZIP_WBITS)
+            self._tail, self.more = rest, bool(rest)
+        else:
+            self._tail = decompressor.unconsumed_tail
+            self.more = bool(self._tail) or len(piece) == INFLATE_PIECE_BYTES
+        return piece
 
 
 class HTTPConnection:
@@ -427,12 +534,16 @@ class HTTPConnection:
             f"{method} {self.origin.base_path}{path} HTTP/1.1",
             f"Host: {self.origin.host_header}",
         ]
+        encoding_named = False
         for name, value in headers.items():
             # A line break would split the head (header injection); a value may be a secret,
             # so only the header's name is ever shown.
             if any(c in name or c in value for c in "\r\n\0"):
                 raise StreamError(CLIENT_ERROR, f"header {name!r} contains a line break")
             head.append(f"{name}: {value}")
+            encoding_named = encoding_named or name.strip().lower() == "accept-encoding"
+        if not encoding_named:  # a compressed stream is decoded, but costs the server CPU
+            head.append("Accept-Encoding: identity")
         head.append(f"Content-Length: {len(body)}")
         try:
             return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body

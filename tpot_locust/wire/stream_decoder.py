@@ -1,26 +1,31 @@
-"""Turns the stamped ``data`` payloads of an OpenAI-style stream into token events.
+"""Turns the stamped events of a stream, in any API's dialect, into token events.
 
-Runs read by read as the stream arrives, after each read was stamped. Plain token chunks
-(non-empty content, ``"finish_reason":null``, no usage, error, tool call or reasoning
-field: nearly all events of a stream) are recognised by a byte scan, and their text is
-JSON-decoded once per request; every other event is decoded in full. Once a stream's frame
-is known, a read that is exactly one such event skips the SSE parser too (``feed_read``).
-All paths give identical timings (tested).
+Runs read by read as the stream arrives, after each read was stamped. What one event says
+is the dialect's to read (``tpot_locust.apis``); the rules every API shares are here. For
+APIs with a ``FastPath`` (the OpenAI ones), plain token chunks (non-empty content,
+``"finish_reason":null``, no usage, error, tool call or reasoning field: nearly all events
+of a stream) are recognised by a byte scan, and their text is JSON-decoded once per
+request; every other event is decoded in full. Once a stream's frame is known, a read that
+is exactly one such event skips the SSE parser too (``feed_read``). All paths give
+identical timings (tested).
 Rules (see README, "Metric definitions"): a token event carries at least one generated
-token (content, reasoning or tool-call delta; empty strings and role-only, usage-only or
-keep-alive events are not);
+token (content, reasoning, refusal or tool-call delta; empty strings and role-only,
+usage-only or keep-alive events are not);
 ``k`` tokens per event come from per-chunk usage when every token event carries it, else
-1; the output count ``n`` is ``usage.completion_tokens`` when reported, else the sum of k.
+from the event's own token ids or logprob entries (or TGI's token object) when every
+token event has them, else 1 (``count_source`` says which); the output count ``n`` is the
+server's reported completion count, else the sum of k.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from array import array
 from dataclasses import dataclass, field
-from typing import Any
 
+from tpot_locust.apis import dialect_named
+from tpot_locust.apis.dialect import Dialect, EventReading
+from tpot_locust.apis.errors import error_message, raw_error, shared_error
 from tpot_locust.common.errors import (
     BAD_JSON,
     CONNECTION_RESET,
@@ -29,20 +34,14 @@ from tpot_locust.common.errors import (
     TRUNCATED,
     StreamError,
 )
-from tpot_locust.common.timings import MAX_TOKEN_COUNT, int_array, is_token_count
+from tpot_locust.common.timings import int_array
+from tpot_locust.wire.ndjson import NDJSONParser
 from tpot_locust.wire.sse import SSEParser
 
-DONE = b"[DONE]"
 # More tokens than this in one event (from per-chunk usage growth) is not believable: the
 # per-chunk counts are then ignored (one token per event), so a lying server cannot make
 # the TPOT histogram allocate billions of samples.
 MAX_TOKENS_PER_EVENT = 4096
-MAX_FINISH_REASON_CHARS = 64  # "stop", "length", "tool_calls": anything longer is cut
-
-
-_PLAIN_MARK = b'"finish_reason":null'
-_NOT_PLAIN = re.compile(rb'"(?:usage|error|tool_calls|reasoning)')
-_TEXT_MARKERS = {"chat": b'"content":"', "completions": b'"text":"'}
 _BACKSLASH = 92
 _NOT_IN_TEXT = b'"'  # a quote would end the JSON string: the text is not all of it
 _NOT_IN_EVENT_TEXT = b'"\r\n'  # nor, in a whole SSE event, a line break
@@ -100,7 +99,11 @@ class DecodedStream:
     done: bool = False
     completion_tokens: int | None = None
     prompt_tokens: int | None = None
-    counts_from_usage: bool = False
+    counts_from_usage: bool = False  # k_i came from the server (any source but "events")
+    count_source: str = "events"  # usage | token_ids | logprobs | token | events
+    answer_stamp_ns: int | None = None  # the first event that carried answer tokens
+    reasoning_tokens: int = 0
+    cached_prompt_tokens: int | None = None
     error: StreamError | None = None
 
     @property
@@ -118,20 +121,6 @@ class DecodedStream:
         return self.completion_tokens is None
 
 
-def _delta_tokens(choice: dict[str, Any], api: str) -> tuple[bool, str]:
-    """Whether a choice carries a generated token, and its visible text."""
-    if api == "completions":
-        text = choice.get("text")
-        return bool(text), text if isinstance(text, str) else ""
-    delta = choice.get("delta") or choice.get("message") or {}
-    if not isinstance(delta, dict):
-        return False, ""
-    content = delta.get("content")
-    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-    carries = bool(content) or bool(reasoning) or bool(delta.get("tool_calls"))
-    return carries, content if isinstance(content, str) else ""
-
-
 class StreamDecoder:
     """Decodes a stream's events read by read, as they arrive.
 
@@ -147,17 +136,25 @@ class StreamDecoder:
     other text, recognised by two comparisons instead of the scans.
     """
 
-    def __init__(self, api: str, fast: bool = True, want_text: bool = True) -> None:
+    def __init__(self, api: str | Dialect, fast: bool = True, want_text: bool = True) -> None:
         self.result = DecodedStream()
         self.events = 0  # every data event fed, ignored ones included
         self.stopped = False
-        self._api = api
-        self._marker = _TEXT_MARKERS.get(api, _TEXT_MARKERS["chat"]) if fast else b"\0"
+        dialect = api if isinstance(api, Dialect) else dialect_named(api)
+        self.dialect = dialect.for_stream()
+        marks = dialect.fast if fast else None
+        self._marker = marks.text_marker if marks is not None else None
+        self._plain_mark = marks.plain_mark if marks is not None else b""
+        self._not_plain = marks.not_plain if marks is not None else None
+        self._done_marker = dialect.done_marker
         self._fast = fast
         self._want_text = want_text
         self._usage_seen_on_all = True
         self._usage_believable = True
         self._last_usage_count = 0
+        self._counted_on_all = True  # every token event said its own count (token ids...)
+        self._count_source = "events"
+        self._reasoning_reported: int | None = None
         self._prefix: bytes | None = None  # the template: bytes before and after a plain text
         self._suffix = b""
         # the template as one SSE event: ``data: `` + prefix ... suffix + the blank line
@@ -181,6 +178,8 @@ class StreamDecoder:
                 continue
             result.token_stamps.append(stamp)
             result.token_counts.append(1)
+            if result.answer_stamp_ns is None:
+                result.answer_stamp_ns = stamp
             if self._want_text:
                 result.text_parts.append(text)
 
@@ -201,6 +200,8 @@ class StreamDecoder:
         result = self.result
         result.token_stamps.append(stamp)
         result.token_counts.append(1)
+        if result.answer_stamp_ns is None:
+            result.answer_stamp_ns = stamp
         if self._want_text:
             result.text_parts.append(text)
         return True
@@ -217,17 +218,20 @@ class StreamDecoder:
         request n=1), else None; learns the stream's frame from it. The checks run cheapest
         and most selective first."""
         marker = self._marker
+        if marker is None or self._not_plain is None:
+            return None  # an API without a fast path: every event is decoded in full
         skip = len(marker)
         at = payload.find(marker)
         if not (
             at > 0
             and payload[at + skip : at + skip + 1] not in (b'"', b"")  # non-empty: a token
-            and _PLAIN_MARK in payload
+            and self._plain_mark in payload
             and payload[-1:] == b"}"  # the event is a whole object
-            and _NOT_PLAIN.search(payload) is None
+            and self._not_plain.search(payload) is None
         ):
             return None
         self._usage_seen_on_all = False  # a plain token event carries no usage
+        self._counted_on_all = False  # nor token ids
         text = plain_text_at(payload, at + skip)
         end = at + skip + len(text)
         if self._fast and payload[end : end + 1] == b'"':  # the text's closing quote
@@ -237,8 +241,14 @@ class StreamDecoder:
 
     def _decode_in_full(self, stamp: int, payload: bytes) -> None:
         result = self.result
-        if payload == DONE or payload.strip() == DONE:
+        if self._done_marker is not None and (
+            payload == self._done_marker or payload.strip() == self._done_marker
+        ):
             result.done = self.stopped = True
+            return
+        name = None if type(payload) is bytes else getattr(payload, "name", None)
+        if name == "error":
+            self._fail(StreamError(STREAM_ERROR_EVENT, raw_error(payload)))
             return
         try:
             event = json.loads(payload)
@@ -248,29 +258,41 @@ class StreamDecoder:
         if not isinstance(event, dict):
             self._fail(StreamError(BAD_JSON, f"event is not a JSON object: {payload[:80]!r}"))
             return
-        if event.get("error"):
-            self._fail(StreamError(STREAM_ERROR_EVENT, _error_message(event["error"])))
+        if (message := shared_error(event, name)) is not None:
+            self._fail(StreamError(STREAM_ERROR_EVENT, message))
             return
-        usage = event.get("usage")
         try:
-            usage_count = _usage_int(usage, "completion_tokens")
-            prompt = _usage_int(usage, "prompt_tokens")
+            reading = self.dialect.read(event, name)
         except StreamError as error:  # a count no request can have: the reply is bad
             self._fail(error)
             return
+        if reading.error is not None:
+            self._fail(StreamError(STREAM_ERROR_EVENT, reading.error))
+            return
+        self._apply(stamp, reading)
+
+    def _apply(self, stamp: int, reading: EventReading) -> None:
+        """The shared rules, applied to what one event said."""
+        result = self.result
+        usage_count = reading.completion
         if usage_count is not None:
             result.completion_tokens = usage_count
-            if prompt is not None:
-                result.prompt_tokens = prompt
-        choices = event.get("choices") or []
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            return
-        choice = choices[0]
-        carries, text = _delta_tokens(choice, self._api)
-        if carries:
+        if reading.prompt is not None:
+            result.prompt_tokens = reading.prompt
+        if reading.cached is not None:
+            result.cached_prompt_tokens = reading.cached
+        if reading.reasoning_reported is not None:
+            self._reasoning_reported = reading.reasoning_reported
+        if reading.tokens:
+            tokens = 1
+            count = reading.count
+            if count is not None and 1 <= count <= MAX_TOKENS_PER_EVENT:
+                tokens = count
+                self._count_source = reading.count_source or "token_ids"
+            else:
+                self._counted_on_all = False
             if usage_count is None:
                 self._usage_seen_on_all = False
-            tokens = 1
             if self._usage_seen_on_all and usage_count is not None:
                 tokens = max(usage_count - self._last_usage_count, 1)
                 self._last_usage_count = usage_count
@@ -278,10 +300,16 @@ class StreamDecoder:
                     self._usage_believable = False
             result.token_stamps.append(stamp)
             result.token_counts.append(tokens)
-            if text and self._want_text:
-                result.text_parts.append(text)
-        if choice.get("finish_reason"):
-            result.finish_reason = str(choice["finish_reason"])[:MAX_FINISH_REASON_CHARS]
+            if reading.reasoning:
+                result.reasoning_tokens += tokens
+            elif result.answer_stamp_ns is None:
+                result.answer_stamp_ns = stamp
+            if reading.text and self._want_text:
+                result.text_parts.append(reading.text)
+        if reading.finish_reason is not None:
+            result.finish_reason = reading.finish_reason
+        if reading.done:
+            result.done = self.stopped = True
 
     def _fail(self, error: StreamError) -> None:
         self.result.error = error
@@ -293,14 +321,20 @@ class StreamDecoder:
         if result.error is not None:
             return result
         if not self._usage_believable:
-            self._usage_seen_on_all = False
+            self._usage_seen_on_all = self._counted_on_all = False
             result.token_counts = array("q", [1]) * len(result.token_counts)
-        result.counts_from_usage = bool(result.token_counts) and self._usage_seen_on_all
+        if result.token_counts and self._usage_seen_on_all:
+            result.count_source = "usage"
+        elif result.token_counts and self._counted_on_all:
+            result.count_source = self._count_source
+        result.counts_from_usage = result.count_source != "events"
+        if self._reasoning_reported is not None:
+            result.reasoning_tokens = self._reasoning_reported
         if result.finish_reason is None:
             if not self.events and not reset:
                 result.error = StreamError(EMPTY_STREAM, "stream ended without any event")
             elif result.done:
-                result.error = StreamError(TRUNCATED, "[DONE] arrived without a finish_reason")
+                result.error = StreamError(TRUNCATED, "the end marker came without a finish reason")
             elif reset:
                 result.error = StreamError(
                     CONNECTION_RESET, "connection reset before finish_reason"
@@ -315,7 +349,7 @@ class StreamDecoder:
 def decode_events(
     stamps: list[int],
     payloads: list[bytes],
-    api: str,
+    api: str | Dialect,
     reset: bool = False,
     fast: bool = True,
     want_text: bool = True,
@@ -328,7 +362,9 @@ def decode_events(
     return decoder.finish(reset)
 
 
-def feed_read(parser: SSEParser, decoder: StreamDecoder, stamp: int, data: bytes) -> bool:
+def feed_read(
+    parser: SSEParser | NDJSONParser, decoder: StreamDecoder, stamp: int, data: bytes
+) -> bool:
     """One read's body bytes into the parser and the decoder; whether it completed an event.
 
     A read that is one plain token event in the stream's frame (nearly every read of a
@@ -343,47 +379,6 @@ def feed_read(parser: SSEParser, decoder: StreamDecoder, stamp: int, data: bytes
     return False
 
 
-def _usage_int(usage: Any, key: str) -> int | None:
-    """``usage[key]`` as a token count; None when the event has no usage or no such count.
-
-    Raises ``StreamError`` (``bad_json``) for any other value: a negative, fractional,
-    boolean or text count, or one beyond ``MAX_TOKEN_COUNT`` (a 400-digit count once
-    reached numpy at the run's end and lost every result), so the request that carried it
-    fails, with the reason, and nothing else does."""
-    if usage is None:
-        return None
-    if not isinstance(usage, dict):
-        raise StreamError(BAD_JSON, f"usage is {_described(usage)}, not an object")
-    value = usage.get(key)
-    if value is None:
-        return None
-    if not is_token_count(value):
-        raise StreamError(BAD_JSON, f"usage.{key} is not a token count: {_described(value)}")
-    return value
-
-
-def _described(value: Any) -> str:
-    """A short description of a JSON value for a message (never the whole of a huge one)."""
-    if isinstance(value, bool) or value is None:
-        return json.dumps(value)
-    if isinstance(value, int):
-        if abs(value) <= MAX_TOKEN_COUNT * 1000:
-            return str(value)
-        digits = int(abs(value).bit_length() * 0.30103) + 1
-        return f"{'a negative' if value < 0 else 'an'} integer of about {digits} digits"
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, str):
-        return f"the text {value[:40]!r}"
-    return f"a JSON {'array' if isinstance(value, list) else 'object'}"
-
-
-def _error_message(error: Any) -> str:
-    if isinstance(error, dict):
-        return str(error.get("message") or error)[:200]
-    return str(error)[:200]
-
-
 def decode_error_body(body: bytes) -> str:
     """The message of an OpenAI-style error body, or the start of the raw body."""
     try:
@@ -391,7 +386,7 @@ def decode_error_body(body: bytes) -> str:
     except (ValueError, UnicodeDecodeError):
         return body[:200].decode("utf-8", "replace")
     if isinstance(parsed, dict) and "error" in parsed:
-        return _error_message(parsed["error"])
+        return error_message(parsed["error"])
     if isinstance(parsed, dict) and "detail" in parsed:
         return str(parsed["detail"])[:200]
     return body[:200].decode("utf-8", "replace")

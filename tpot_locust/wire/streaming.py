@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tpot_locust.apis.dialect import Dialect
 from tpot_locust.common import secrets
 from tpot_locust.common.errors import (
     BAD_JSON,
@@ -40,7 +41,8 @@ from tpot_locust.common.token_flow import TOKEN_FLOW
 from tpot_locust.wire.deadline import Deadline
 from tpot_locust.wire.http_client import HTTPConnection, ReadTimeout, Response
 from tpot_locust.wire.loop_reads import read_body
-from tpot_locust.wire.sse import SSEParser
+from tpot_locust.wire.ndjson import NDJSONParser
+from tpot_locust.wire.sse import DEFAULT_MAX_EVENT_BYTES, SSEParser
 from tpot_locust.wire.stream_decoder import (
     DecodedStream,
     StreamDecoder,
@@ -69,6 +71,7 @@ class StreamRequest:
     # called once, with the first token event's stamp, while the stream goes on: its
     # prefill is over (``metrics.causes``); must neither block nor yield
     on_first_token: Callable[[int], None] | None = None
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES  # a longer event fails the request
 
 
 class _Collected:
@@ -132,6 +135,10 @@ def _stream(
     timings.token_stamps = decoded.token_stamps
     timings.token_counts = decoded.token_counts
     timings.counts_from_usage = decoded.counts_from_usage
+    timings.count_source = decoded.count_source
+    timings.answer_stamp_ns = decoded.answer_stamp_ns
+    timings.reasoning_tokens = decoded.reasoning_tokens
+    timings.cached_prompt_tokens = decoded.cached_prompt_tokens
     timings.output_tokens = decoded.output_tokens
     timings.tokens_estimated = decoded.tokens_estimated
     timings.prompt_tokens_reported = decoded.prompt_tokens
@@ -196,15 +203,16 @@ def _send_and_collect(
     )
     if response.status >= 400:
         raise _http_error(response)
-    if (not_stream := _not_a_stream(response)) is not None:
+    media_types = collected.decoder.dialect.media_types
+    if (not_stream := _not_a_stream(response, media_types)) is not None:
         try:
             response.read(limit=MAX_ERROR_BODY)
         except (StreamError, ReadTimeout):
             pass
         raise not_stream
     collected.content_type = response.content_type
-    parser = SSEParser()
     decoder = collected.decoder
+    parser = event_parser(decoder.dialect, request.max_event_bytes)
     end_ns = deadline.end_ns
     first_token = request.on_first_token
 
@@ -228,21 +236,31 @@ def _send_and_collect(
         decoder.feed(time.perf_counter_ns(), events)
 
 
-def _not_a_stream(response: Response) -> StreamError | None:
+def event_parser(dialect: Dialect, max_event_bytes: int) -> SSEParser | NDJSONParser:
+    """The parser of the API's framing: SSE, or NDJSON (one JSON object a line)."""
+    if dialect.framing == "ndjson":
+        return NDJSONParser(max_event_bytes)
+    return SSEParser(max_event_bytes)
+
+
+def _not_a_stream(
+    response: Response, media_types: tuple[str, ...] = ("text/event-stream",)
+) -> StreamError | None:
     """Why a response below 400 is no event stream we can read, or None: a redirect (not
-    followed: a load test measures the server it was given), a compressed body (we ask for
-    none and decode none) or another content type."""
+    followed: a load test measures the server it was given), a compression we do not
+    decode (we ask for none; gzip and deflate are decoded, ``http_client``) or a media
+    type not in ``media_types`` (compared case-insensitively, parameters ignored)."""
     status, headers = response.status, response.headers
     if 300 <= status < 400:
         location = secrets.redact_url(headers.get("location", ""))[:200] or "nowhere"
         return StreamError(NOT_SSE, f"redirect (HTTP {status} to {location}), not followed")
     encoding = headers.get("content-encoding", "").strip()
-    if encoding and encoding.lower() != "identity":
+    if encoding and encoding.lower() != "identity" and not response.inflating:
         return StreamError(
             NOT_SSE, f"HTTP {status} with Content-Encoding: {encoding[:40]}, not an event stream"
         )
     content_type = response.content_type
-    if "text/event-stream" not in content_type:
+    if content_type.split(";", 1)[0].strip().lower() not in media_types:
         shown = f"a {content_type[:60]} body" if content_type else "no content type"
         return StreamError(NOT_SSE, f"HTTP {status} with {shown}, not an event stream")
     return None
