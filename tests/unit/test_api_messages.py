@@ -10,23 +10,27 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.dialect_streams import (
+    assert_sim_decoded,
+    decode_reads,
+    decoded_alike,
+    named_events,
+    recorded_body,
+    refusal,
+    sim_request,
+    simulated_stream,
+    split_reads,
+)
+from tests.helpers.dialect_streams import sse_event as sse
 from tpot_locust.apis.anthropic_messages import DIALECT
 from tpot_locust.apis.dialect import BodyOptions
 from tpot_locust.common.errors import BAD_JSON, STREAM_ERROR_EVENT, TRUNCATED
 from tpot_locust.sim import vocab
-from tpot_locust.sim.chunks import StreamEncoder, full_body
-from tpot_locust.sim.request import RequestError, SimRequest, parse_request
-from tpot_locust.wire.chunked import ChunkedDecoder
-from tpot_locust.wire.sse import SSEParser
-from tpot_locust.wire.stream_decoder import DecodedStream, StreamDecoder, decode_events, feed_read
+from tpot_locust.sim.chunks import full_body
+from tpot_locust.wire.stream_decoder import decode_events
 
+API = DIALECT.name
 RECORDING = Path(__file__).resolve().parents[1] / "data" / "streams" / "vllm-messages.jsonl"
-
-
-def sse(kind: str, **fields: Any) -> bytes:
-    """One event as Anthropic writes it: named, ``type`` first, then the fields."""
-    data = json.dumps({"type": kind, **fields}, separators=(",", ":"))
-    return f"event: {kind}\ndata: {data}\n\n".encode()
 
 
 def text_delta(text: str, index: int = 0) -> bytes:
@@ -54,16 +58,8 @@ DOCUMENTED = [
 ]  # fmt: skip
 
 
-def decode_reads(reads: list[bytes], fast: bool = True) -> DecodedStream:
-    """Each read fed as it would arrive, stamped 0, 1, 2..."""
-    parser, decoder = SSEParser(), StreamDecoder(DIALECT, fast=fast)
-    for stamp, data in enumerate(reads):
-        feed_read(parser, decoder, stamp, data)
-    return decoder.finish()
-
-
 def test_documented_stream_read_by_read() -> None:
-    result = decode_reads(DOCUMENTED)
+    result = decode_reads(API, DOCUMENTED)
     assert result.error is None
     assert list(result.token_stamps) == [3, 4, 6] and list(result.token_counts) == [1] * 3
     assert result.text == 'Hello, "world"!'
@@ -75,27 +71,21 @@ def test_documented_stream_read_by_read() -> None:
 
 @pytest.mark.parametrize("size", [1, 5, 64])
 def test_documented_stream_split_anywhere_decodes_alike_fast_or_in_full(size: int) -> None:
-    whole = b"".join(DOCUMENTED)
-    reads = [whole[i : i + size] for i in range(0, len(whole), size)]
-    fast, full = decode_reads(reads), decode_reads(reads, fast=False)
-    assert fast.error is None and fast.text == full.text == 'Hello, "world"!'
-    assert list(fast.token_stamps) == list(full.token_stamps)
-    assert fast.output_tokens == full.output_tokens == 3
+    result = decoded_alike(API, b"".join(DOCUMENTED), [size])
+    assert result.error is None and result.text == 'Hello, "world"!' and result.output_tokens == 3
 
 
 def test_the_starts_output_tokens_is_not_the_count_of_a_stream_cut_short() -> None:
     """Cut after two deltas: no completion count from message_start's output_tokens (1),
     so the count is the events', and the stream is reported truncated."""
-    result = decode_reads(DOCUMENTED[:5])
+    result = decode_reads(API, DOCUMENTED[:5])
     assert result.error is not None and result.error.category == TRUNCATED
     assert result.completion_tokens is None and sum(result.token_counts) == 2
 
 
 def test_vllms_real_stream_ends_with_max_tokens() -> None:
-    meta, *reads = (json.loads(line) for line in RECORDING.read_text().splitlines())
-    raw = b"".join(read["data"].encode("latin-1") for read in reads)
-    body = ChunkedDecoder().feed(raw.partition(b"\r\n\r\n")[2])
-    result = decode_reads([body[i : i + 100] for i in range(0, len(body), 100)])
+    meta, body = recorded_body(RECORDING)
+    result = decode_reads(API, split_reads(body, 100))
     assert result.error is None and result.finish_reason == "max_tokens"
     assert result.output_tokens == len(result.token_stamps) == meta["max_tokens"] == 12
     assert result.prompt_tokens == 23 and result.cached_prompt_tokens is None
@@ -103,7 +93,7 @@ def test_vllms_real_stream_ends_with_max_tokens() -> None:
 
 def test_the_json_type_names_the_event_without_an_event_line() -> None:
     reads = [chunk.partition(b"\n")[2] for chunk in DOCUMENTED]  # the data lines only
-    result = decode_reads(reads)
+    result = decode_reads(API, reads)
     assert result.error is None and result.text == 'Hello, "world"!'
     assert result.finish_reason == "end_turn"
 
@@ -111,7 +101,7 @@ def test_the_json_type_names_the_event_without_an_event_line() -> None:
 def test_the_event_name_serves_when_the_json_has_no_type() -> None:
     delta = b'event: content_block_delta\ndata: {"delta":{"type":"text_delta","text":"a"}}\n\n'
     end = b'event: message_delta\ndata: {"delta":{"stop_reason":"end_turn"}}\n\n'
-    result = decode_reads([delta, end, b"event: message_stop\ndata: {}\n\n"])
+    result = decode_reads(API, [delta, end, b"event: message_stop\ndata: {}\n\n"])
     assert result.error is None and result.text == "a" and result.done
 
 
@@ -142,7 +132,7 @@ def test_thinking_is_reasoning_and_tool_json_is_answer() -> None:
             usage={"output_tokens": 9}),
         sse("message_stop"),
     ]  # fmt: skip
-    result = decode_reads(reads)
+    result = decode_reads(API, reads)
     assert result.error is None and result.text == "27"
     assert list(result.token_stamps) == [2, 3, 7, 11]  # no signature, no empty JSON
     assert result.reasoning_tokens == 2 and result.answer_stamp_ns == 7
@@ -151,7 +141,7 @@ def test_thinking_is_reasoning_and_tool_json_is_answer() -> None:
 
 def test_error_event_fails_with_the_servers_message() -> None:
     error = sse("error", error={"type": "overloaded_error", "message": "Overloaded"})
-    result = decode_reads([*DOCUMENTED[:4], error])
+    result = decode_reads(API, [*DOCUMENTED[:4], error])
     assert result.error is not None and result.error.category == STREAM_ERROR_EVENT
     assert result.error.message == "Overloaded"
 
@@ -165,7 +155,7 @@ def test_error_without_event_line_fails_too() -> None:
 
 def test_a_count_no_request_can_have_fails_the_request() -> None:
     bad = sse("message_delta", delta={"stop_reason": "end_turn"}, usage={"output_tokens": 1.5})
-    result = decode_reads([*DOCUMENTED[:4], bad])
+    result = decode_reads(API, [*DOCUMENTED[:4], bad])
     assert result.error is not None and result.error.category == BAD_JSON
 
 
@@ -190,56 +180,27 @@ ASK = {"model": "tpot-sim", "max_tokens": 5, "stream": True, "system": "be brief
        "messages": [{"role": "user", "content": PARTS}]}  # fmt: skip
 
 
-def parsed(body: dict[str, Any]) -> SimRequest:
-    return parse_request(json.dumps(body).encode(), "messages", request_id="r",
-                         default_model="tpot-sim", default_max_tokens=16,
-                         arrival_perf_ns=0)  # fmt: skip
-
-
-def simulated(body: dict[str, Any], stop_at: int | None = None) -> tuple[SimRequest, bytes]:
-    """The simulator's request and its de-chunked stream for ``body``: ``max_tokens``
-    tokens (finish "length"), or ``stop_at`` (finish "stop"), as ``decide_length`` sets."""
-    request = parsed(body)
-    if stop_at is None:
-        request.completion_tokens, request.finish_reason = request.max_tokens, "length"
-    else:
-        request.completion_tokens, request.finish_reason = stop_at, "stop"
-    encoder = StreamEncoder(request, "msg_0123456789", 1_700_000_000)
-    raw = encoder.opening()
-    for index in range(1, request.completion_tokens + 1):
-        raw += encoder.content(vocab.escaped(index - 1), index)
-    raw += encoder.finish()
-    chunked = ChunkedDecoder()
-    stream = chunked.feed(raw)
-    assert chunked.done
-    return request, stream
+MESSAGE_ID = "msg_0123456789"
 
 
 @pytest.mark.parametrize(("finish", "words"), [("length", "max_tokens"), ("stop", "end_turn")])
 def test_the_simulators_stream_decodes_to_its_tokens(finish: str, words: str) -> None:
-    request, stream = simulated(ASK, None if finish == "length" else 3)
-    tokens = request.completion_tokens
+    completion = None if finish == "length" else 3
+    request, stream = simulated_stream(API, ASK, completion, finish, response_id=MESSAGE_ID)
     assert request.prompt_tokens == 5 and request.max_tokens == 5 and not request.ignore_eos
-    for size in (1, 13, len(stream)):
-        result = decode_reads([stream[i : i + size] for i in range(0, len(stream), size)])
-        assert result.error is None, size
-        assert len(result.token_stamps) == tokens == result.output_tokens
-        assert result.text == vocab.text(tokens) and result.prompt_tokens == 5
-        assert result.finish_reason == words and result.done
+    assert_sim_decoded(decoded_alike(API, stream, (1, 13, len(stream))), request, words)
 
 
 def test_the_simulators_events_follow_anthropics_sequence() -> None:
-    _, stream = simulated(ASK)
-    blocks = [block for block in stream.split(b"\n\n") if block]
-    names = [block.split(b"\n")[0].removeprefix(b"event: ").decode() for block in blocks]
-    events = [json.loads(block.split(b"\ndata: ")[1]) for block in blocks]
+    _, stream = simulated_stream(API, ASK, response_id=MESSAGE_ID)
+    names, events = named_events(stream)
     assert names == [event["type"] for event in events]
     assert names == ["message_start", "content_block_start", "ping",
                      *["content_block_delta"] * 5, "content_block_stop", "message_delta",
                      "message_stop"]  # fmt: skip
     assert all(list(event)[0] == "type" for event in events)
     assert events[0]["message"]["usage"]["input_tokens"] == 5
-    assert events[0]["message"]["id"] == "msg_0123456789"
+    assert events[0]["message"]["id"] == MESSAGE_ID
     assert events[-2]["usage"] == {"output_tokens": 5}
 
 
@@ -250,18 +211,16 @@ def test_the_simulators_events_follow_anthropics_sequence() -> None:
      ({"system": 3}, "system"), ({"stream": "yes"}, "stream")],
 )  # fmt: skip
 def test_the_simulator_refuses_what_the_api_refuses(change: dict[str, Any], words: str) -> None:
-    with pytest.raises(RequestError) as refused:
-        parsed({**ASK, **change})
-    assert words in refused.value.message and refused.value.status == 400
+    refused = refusal(API, {**ASK, **change})
+    assert words in refused.message and refused.status == 400
 
 
 def test_the_simulator_has_no_ignore_eos_on_this_api() -> None:
-    assert not parsed({**ASK, "ignore_eos": True}).ignore_eos
+    assert not sim_request(API, {**ASK, "ignore_eos": True}).ignore_eos
 
 
 def test_the_simulators_whole_answer() -> None:
-    request = parsed({**ASK, "stream": False})
-    request.completion_tokens, request.finish_reason = 2, "length"
+    request = sim_request(API, {**ASK, "stream": False}, 2)
     whole = json.loads(full_body(request, "msg_1", 0, vocab.text(2)))
     assert whole["stop_reason"] == "max_tokens" and whole["usage"]["output_tokens"] == 2
     assert whole["content"] == [{"type": "text", "text": vocab.text(2)}]

@@ -8,16 +8,23 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.dialect_streams import (
+    assert_sim_decoded,
+    decode_reads,
+    refusal,
+    sim_request,
+    simulated_reads,
+    split_reads,
+)
 from tpot_locust.apis import dialect_named
 from tpot_locust.apis.dialect import BodyOptions
 from tpot_locust.apis.ollama import DIALECT
 from tpot_locust.common.errors import MODEL_LOOKUP, STREAM_ERROR_EVENT, StreamError
 from tpot_locust.sim import vocab
 from tpot_locust.sim.chunks import StreamEncoder, full_body
-from tpot_locust.sim.request import RequestError, parse_request
-from tpot_locust.wire.chunked import ChunkedDecoder
-from tpot_locust.wire.ndjson import NDJSONParser
-from tpot_locust.wire.stream_decoder import DecodedStream, StreamDecoder, decode_events, feed_read
+from tpot_locust.wire.stream_decoder import StreamDecoder, decode_events
+
+API = DIALECT.name
 
 
 def line(content: str = "", done: bool = False, nanos: int = 0, **more: Any) -> bytes:
@@ -37,18 +44,9 @@ RECORDED = [line(" The", nanos=1), line(" sky", nanos=2), line(" is", nanos=3),
             line(" blue", nanos=4), line("", done=True, nanos=5, **LAST)]  # fmt: skip
 
 
-def decode_reads(reads: list[bytes], fast: bool = True) -> DecodedStream:
-    parser, decoder = NDJSONParser(), StreamDecoder(DIALECT, fast=fast)
-    for stamp, data in enumerate(reads):
-        feed_read(parser, decoder, stamp, data)  # type: ignore[arg-type]
-    for payload in parser.close():
-        decoder.feed(len(reads), [payload])
-    return decoder.finish()
-
-
 @pytest.mark.parametrize("fast", [True, False])
 def test_recorded_stream_read_by_read(fast: bool) -> None:
-    result = decode_reads(RECORDED, fast)
+    result = decode_reads(API, RECORDED, fast)
     assert result.error is None
     assert list(result.token_stamps) == [0, 1, 2, 3] and list(result.token_counts) == [1] * 4
     assert result.text == " The sky is blue"
@@ -58,7 +56,7 @@ def test_recorded_stream_read_by_read(fast: bool) -> None:
 
 def test_recorded_stream_split_anywhere() -> None:
     whole = b"".join(RECORDED)
-    result = decode_reads([whole[i : i + 11] for i in range(0, len(whole), 11)])
+    result = decode_reads(API, split_reads(whole, 11))
     assert result.error is None and result.text == " The sky is blue"
     assert result.output_tokens == 4 and result.finish_reason == "stop"
 
@@ -66,7 +64,7 @@ def test_recorded_stream_split_anywhere() -> None:
 def test_fast_path_equals_full_decoding_with_quotes_and_escapes() -> None:
     reads = [line('say "hi"'), line("a\\"), line("<b>"), line("\\n"), line("x"), line("x"),
              line("", True, **LAST)]  # fmt: skip
-    fast, full = decode_reads(reads, True), decode_reads(reads, False)
+    fast, full = decode_reads(API, reads, True), decode_reads(API, reads, False)
     learned = StreamDecoder(DIALECT)
     learned.feed(0, [reads[-2][:-1]])
     assert learned._prefix is not None  # plain lines take the byte scan, then the template
@@ -75,7 +73,7 @@ def test_fast_path_equals_full_decoding_with_quotes_and_escapes() -> None:
 
 
 def test_old_ollama_without_done_reason_still_finishes() -> None:
-    result = decode_reads([line(" a"), line("", done=True, eval_count=1)])
+    result = decode_reads(API, [line(" a"), line("", done=True, eval_count=1)])
     assert result.error is None and result.finish_reason == "done"
 
 
@@ -98,38 +96,15 @@ def test_body_and_models_list() -> None:
     assert (DIALECT.models_path, dialect_named("ollama")) == ("/api/tags", DIALECT)
 
 
-def sim_request(body: dict[str, Any], completion: int = 1, finish: str = "length") -> Any:
-    request = parse_request(json.dumps(body).encode(), "ollama", request_id="r",
-                            default_model="tpot-sim", default_max_tokens=16,
-                            arrival_perf_ns=0)  # fmt: skip
-    request.completion_tokens, request.finish_reason = completion, finish
-    return request
-
-
-def sim_reads(request: Any) -> list[bytes]:
-    encoder = StreamEncoder(request, "rid", 1_700_000_000)
-    assert encoder.media_type == "application/x-ndjson"
-    chunks = [encoder.opening()]
-    last = request.completion_tokens
-    chunks += [encoder.content(vocab.escaped(i - 1), i) for i in range(1, last + 1)]
-    chunks.append(encoder.finish())
-    decoder = ChunkedDecoder()
-    reads = [decoder.feed(chunk) for chunk in chunks]
-    assert decoder.done
-    return [read for read in reads if read]
-
-
 @pytest.mark.parametrize(("finish", "completion"), [("length", 6), ("stop", 4)])
 def test_simulator_stream_decodes_to_its_tokens(finish: str, completion: int) -> None:
     history = [{"role": "user", "content": "one two three"}]
-    request = sim_request(DIALECT.body(history, BodyOptions("tpot-sim", 6)), completion, finish)
+    body = DIALECT.body(history, BodyOptions("tpot-sim", 6))
+    request = sim_request(API, body, completion, finish)
     assert (request.prompt_tokens, request.max_tokens, request.stream) == (3, 6, True)
-    reads = sim_reads(request)
-    result = decode_reads(reads)
-    assert result.error is None
-    assert len(result.token_stamps) == completion and result.text == vocab.text(completion)
-    assert (result.output_tokens, result.prompt_tokens) == (completion, 3)
-    assert result.finish_reason == finish and result.done
+    assert StreamEncoder(request, "rid", 0).media_type == "application/x-ndjson"
+    reads = simulated_reads(request)
+    assert_sim_decoded(decode_reads(API, reads), request, finish)
     lines = [json.loads(raw) for raw in b"".join(reads).split(b"\n") if raw]  # one a line
     assert len(lines) == completion + 1
     assert list(lines[0]) == ["model", "created_at", "message", "done"]
@@ -140,17 +115,17 @@ def test_simulator_stream_decodes_to_its_tokens(finish: str, completion: int) ->
 
 
 def test_simulator_whole_answer_and_defaults() -> None:
-    request = sim_request({"model": "tpot-sim:latest", "messages": [{"content": "a b"}],
-                           "stream": False}, 3)  # fmt: skip
+    request = sim_request(API, {"model": "tpot-sim:latest", "messages": [{"content": "a b"}],
+                                "stream": False}, 3)  # fmt: skip
     assert (request.stream, request.max_tokens) == (False, 16)
     body = json.loads(full_body(request, "rid", 0, vocab.text(3)))
     assert body["message"]["content"] == vocab.text(3) and body["done"] is True
     assert (body["done_reason"], body["eval_count"], body["prompt_eval_count"]) == ("length", 3, 2)
-    streamed = sim_request({"model": "tpot-sim", "messages": [{"content": "a"}],
-                            "options": {"num_predict": -1}})  # fmt: skip
+    streamed = sim_request(API, {"model": "tpot-sim", "messages": [{"content": "a"}],
+                                 "options": {"num_predict": -1}})  # fmt: skip
     assert streamed.stream and streamed.max_tokens == 16  # -1: no limit, the default here
-    assert sim_request({"model": "tpot-sim", "messages": [{"content": "a"}],
-                        "options": {"num_predict": 7.0}}).max_tokens == 7  # fmt: skip
+    assert sim_request(API, {"model": "tpot-sim", "messages": [{"content": "a"}],
+                             "options": {"num_predict": 7.0}}).max_tokens == 7  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -164,9 +139,8 @@ def test_simulator_whole_answer_and_defaults() -> None:
      ({"model": "other", "messages": [{"content": "a"}]}, 404, "other")],
 )  # fmt: skip
 def test_simulator_refuses(body: dict[str, Any], status: int, message: str) -> None:
-    with pytest.raises(RequestError) as refused:
-        sim_request(body)
-    assert refused.value.status == status and message in refused.value.message
+    refused = refusal(API, body)
+    assert refused.status == status and message in refused.message
 
 
 def test_error_line_fails_with_the_servers_message() -> None:
@@ -180,7 +154,7 @@ def test_thinking_lines_give_reasoning_tokens() -> None:
     reads = [line(thinking="Let"), line(thinking=" me"), line(thinking=" see"), line(" Yes"),
              line("", done=True, **{**LAST, "eval_count": 4})]  # fmt: skip
     for fast in (True, False):
-        result = decode_reads(reads, fast)
+        result = decode_reads(API, reads, fast)
         assert result.error is None
         assert result.reasoning_tokens == 3 and result.answer_stamp_ns == 3
         assert result.text == " Yes" and result.output_tokens == 4

@@ -11,25 +11,30 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.dialect_streams import (
+    assert_sim_decoded,
+    decode_reads,
+    decoded_alike,
+    named_events,
+    recorded_body,
+    refusal,
+    sim_request,
+    simulated_stream,
+    split_reads,
+)
+from tests.helpers.dialect_streams import sse_event as sse
 from tpot_locust.apis.dialect import BodyOptions
 from tpot_locust.apis.openai_responses import DIALECT
 from tpot_locust.common.distributions import parse_distribution
 from tpot_locust.common.errors import BAD_JSON, STREAM_ERROR_EVENT, TRUNCATED
 from tpot_locust.sim import vocab
-from tpot_locust.sim.chunks import StreamEncoder, full_body
-from tpot_locust.sim.request import RequestError, SimRequest, decide_length, parse_request
-from tpot_locust.wire.chunked import ChunkedDecoder
-from tpot_locust.wire.sse import SSEParser
-from tpot_locust.wire.stream_decoder import DecodedStream, StreamDecoder, decode_events, feed_read
+from tpot_locust.sim.chunks import full_body
+from tpot_locust.sim.request import decide_length
+from tpot_locust.wire.stream_decoder import decode_events
 
+API = DIALECT.name
 RECORDING = Path(__file__).resolve().parents[1] / "data" / "streams" / "vllm-responses.jsonl"
 ITEM = "msg_67ccd3acc8d48190a77525dc6de64b4104becd42"
-
-
-def sse(kind: str, **fields: Any) -> bytes:
-    """One event as OpenAI writes it: named, ``type`` first, then the fields."""
-    data = json.dumps({"type": kind, **fields}, separators=(",", ":"))
-    return f"event: {kind}\ndata: {data}\n\n".encode()
 
 
 def text_delta(sequence: int, text: str, **extra: Any) -> bytes:
@@ -75,16 +80,8 @@ DOCUMENTED = [
 COMPLETED = sse("response.completed", sequence_number=9, response=response("completed"))
 
 
-def decode_reads(reads: list[bytes], fast: bool = True) -> DecodedStream:
-    """Each read fed as it would arrive, stamped 0, 1, 2..."""
-    parser, decoder = SSEParser(), StreamDecoder(DIALECT, fast=fast)
-    for stamp, data in enumerate(reads):
-        feed_read(parser, decoder, stamp, data)
-    return decoder.finish()
-
-
 def test_documented_stream_read_by_read() -> None:
-    result = decode_reads(DOCUMENTED)
+    result = decode_reads(API, DOCUMENTED)
     assert result.error is None
     assert list(result.token_stamps) == [4, 5, 6, 7] and list(result.token_counts) == [1] * 4
     assert result.text == 'Hi there, "you"!'
@@ -95,17 +92,13 @@ def test_documented_stream_read_by_read() -> None:
 
 @pytest.mark.parametrize("size", [1, 7, 64])
 def test_documented_stream_split_anywhere_decodes_alike_fast_or_in_full(size: int) -> None:
-    whole = b"".join(DOCUMENTED)
-    reads = [whole[i : i + size] for i in range(0, len(whole), size)]
-    fast, full = decode_reads(reads), decode_reads(reads, fast=False)
-    assert fast.error is None and fast.text == full.text == 'Hi there, "you"!'
-    assert list(fast.token_stamps) == list(full.token_stamps)
-    assert fast.output_tokens == full.output_tokens == 4
+    result = decoded_alike(API, b"".join(DOCUMENTED), [size])
+    assert result.error is None and result.text == 'Hi there, "you"!' and result.output_tokens == 4
 
 
 def test_a_finished_answer_says_completed() -> None:
     end = sse("response.completed", sequence_number=5, response=response("completed", USAGE))
-    result = decode_reads([*DOCUMENTED[:5], end])
+    result = decode_reads(API, [*DOCUMENTED[:5], end])
     assert result.error is None and result.finish_reason == "completed"
 
 
@@ -113,10 +106,8 @@ def test_vllms_real_stream_ends_a_max_length_answer_with_completed_status_incomp
     """vLLM sends ``response.completed`` whose status is ``incomplete``, reason
     ``max_output_tokens``: read as the max-length finish it is; some of its deltas hold
     more than one token, which the usage counts."""
-    meta, *reads = (json.loads(line) for line in RECORDING.read_text().splitlines())
-    raw = b"".join(read["data"].encode("latin-1") for read in reads)
-    body = ChunkedDecoder().feed(raw.partition(b"\r\n\r\n")[2])
-    result = decode_reads([body[i : i + 100] for i in range(0, len(body), 100)])
+    meta, body = recorded_body(RECORDING)
+    result = decode_reads(API, split_reads(body, 100))
     assert result.error is None and result.finish_reason == "max_output_tokens"
     assert result.output_tokens == meta["max_tokens"] == 12
     assert len(result.token_stamps) == body.count(b"event: response.output_text.delta")
@@ -126,7 +117,7 @@ def test_vllms_real_stream_ends_a_max_length_answer_with_completed_status_incomp
 def test_the_json_type_names_the_event_without_an_event_line() -> None:
     """transformers serve writes no ``event:`` lines: the ``type`` in the JSON is read."""
     reads = [chunk.partition(b"\n")[2] for chunk in DOCUMENTED]  # the data lines only
-    result = decode_reads(reads)
+    result = decode_reads(API, reads)
     assert result.error is None and result.text == 'Hi there, "you"!'
     assert result.finish_reason == "max_output_tokens"
 
@@ -135,7 +126,7 @@ def test_the_event_name_serves_when_the_json_has_no_type() -> None:
     delta = b'event: response.output_text.delta\ndata: {"delta":"a"}\n\n'
     end = b'event: response.completed\ndata: {"response":{"status":"completed"}}\n\n'
     stream = delta + end
-    result = decode_reads([stream])
+    result = decode_reads(API, [stream])
     assert result.error is None and result.text == "a" and result.finish_reason == "completed"
 
 
@@ -143,7 +134,7 @@ def test_logprob_entries_count_a_deltas_tokens() -> None:
     entry = {"token": "x", "logprob": -0.1, "top_logprobs": []}
     reads = [text_delta(0, "ab", logprobs=[entry, entry]), text_delta(1, "c", logprobs=[entry]),
              COMPLETED]  # fmt: skip
-    result = decode_reads(reads)
+    result = decode_reads(API, reads)
     assert list(result.token_counts) == [2, 1] and result.count_source == "logprobs"
     assert result.output_tokens == 3 and result.tokens_estimated  # no usage: the sum
 
@@ -154,7 +145,7 @@ def test_tool_call_arguments_are_answer_tokens() -> None:
              sse("response.function_call_arguments.delta", sequence_number=1, item_id="fc_1",
                  output_index=0, delta='"Paris"}'),
              COMPLETED]  # fmt: skip
-    result = decode_reads(reads)
+    result = decode_reads(API, reads)
     assert result.error is None and len(result.token_stamps) == 2 and result.text == ""
     assert result.answer_stamp_ns == 0 and result.reasoning_tokens == 0
 
@@ -172,7 +163,7 @@ def test_reasoning_deltas_are_reasoning_tokens() -> None:
         text_delta(4, "."),
         sse("response.completed", sequence_number=5, response=response("completed", usage)),
     ]  # fmt: skip
-    result = decode_reads(reads)
+    result = decode_reads(API, reads)
     assert result.error is None and result.text == "Yes."  # reasoning is no answer text
     assert list(result.token_stamps) == [0, 1, 3, 4] and result.answer_stamp_ns == 3
     assert result.reasoning_tokens == 3  # the server's count wins over the 2 events
@@ -181,7 +172,7 @@ def test_reasoning_deltas_are_reasoning_tokens() -> None:
 def test_error_event_fails_with_the_servers_message() -> None:
     error = sse("error", sequence_number=5, code="ERR_SOMETHING",
                 message="Something went wrong", param=None)  # fmt: skip
-    result = decode_reads([*DOCUMENTED[:5], error])
+    result = decode_reads(API, [*DOCUMENTED[:5], error])
     assert result.error is not None and result.error.category == STREAM_ERROR_EVENT
     assert "Something went wrong" in result.error.message
     assert list(result.token_stamps) == [4]
@@ -207,13 +198,13 @@ def test_vllms_error_member_fails_the_request() -> None:
 
 
 def test_a_stream_cut_before_the_last_event_is_truncated() -> None:
-    result = decode_reads(DOCUMENTED[:-1])
+    result = decode_reads(API, DOCUMENTED[:-1])
     assert result.error is not None and result.error.category == TRUNCATED
 
 
 def test_a_count_no_request_can_have_fails_the_request() -> None:
     bad = response("completed", {**USAGE, "output_tokens": -4})
-    result = decode_reads([*DOCUMENTED[:5], sse("response.completed", response=bad)])
+    result = decode_reads(API, [*DOCUMENTED[:5], sse("response.completed", response=bad)])
     assert result.error is not None and result.error.category == BAD_JSON
 
 
@@ -229,31 +220,7 @@ def test_body_in_the_apis_words() -> None:
 # -- the simulator --------------------------------------------------------------------------
 
 
-def parsed(body: dict[str, Any]) -> SimRequest:
-    return parse_request(json.dumps(body).encode(), "responses", request_id="r",
-                         default_model="tpot-sim", default_max_tokens=16,
-                         arrival_perf_ns=0)  # fmt: skip
-
-
-def simulated(body: dict[str, Any], stop_at: int | None = None) -> tuple[SimRequest, bytes]:
-    """The simulator's request and its de-chunked stream for ``body``: ``max_tokens``
-    tokens (finish "length"), or ``stop_at`` (finish "stop"), as ``decide_length`` sets."""
-    request = parsed(body)
-    if stop_at is None:
-        request.completion_tokens, request.finish_reason = request.max_tokens, "length"
-    else:
-        request.completion_tokens, request.finish_reason = stop_at, "stop"
-    encoder = StreamEncoder(request, "resp_0123456789abcdef0123", 1_700_000_000)
-    raw = encoder.opening()
-    for index in range(1, request.completion_tokens + 1):
-        raw += encoder.content(vocab.escaped(index - 1), index)
-    raw += encoder.finish()
-    chunked = ChunkedDecoder()
-    stream = chunked.feed(raw)
-    assert chunked.done
-    return request, stream
-
-
+RESPONSE_ID = "resp_0123456789abcdef0123"
 ASK = {"model": "tpot-sim", "input": [{"role": "user", "content": "one two three"}],
        "stream": True, "max_output_tokens": 5, "ignore_eos": True}  # fmt: skip
 
@@ -261,22 +228,15 @@ ASK = {"model": "tpot-sim", "input": [{"role": "user", "content": "one two three
 @pytest.mark.parametrize(("finish", "words"), [("length", "max_output_tokens"),
                                                ("stop", "completed")])  # fmt: skip
 def test_the_simulators_stream_decodes_to_its_tokens(finish: str, words: str) -> None:
-    request, stream = simulated(ASK, None if finish == "length" else 3)
-    tokens = request.completion_tokens
+    completion = None if finish == "length" else 3
+    request, stream = simulated_stream(API, ASK, completion, finish, response_id=RESPONSE_ID)
     assert request.prompt_tokens == 3 and request.max_tokens == 5 and request.ignore_eos
-    for size in (1, 13, len(stream)):
-        result = decode_reads([stream[i : i + size] for i in range(0, len(stream), size)])
-        assert result.error is None, size
-        assert len(result.token_stamps) == tokens == result.output_tokens
-        assert result.text == vocab.text(tokens) and result.prompt_tokens == 3
-        assert result.finish_reason == words and result.done
+    assert_sim_decoded(decoded_alike(API, stream, (1, 13, len(stream))), request, words)
 
 
 def test_the_simulators_events_are_named_numbered_and_typed_as_vllms() -> None:
-    _, stream = simulated(ASK)
-    blocks = [block for block in stream.split(b"\n\n") if block]
-    names = [block.split(b"\n")[0].removeprefix(b"event: ").decode() for block in blocks]
-    events = [json.loads(block.split(b"\ndata: ")[1]) for block in blocks]
+    _, stream = simulated_stream(API, ASK, response_id=RESPONSE_ID)
+    names, events = named_events(stream)
     assert names == [event["type"] for event in events]
     assert [event["sequence_number"] for event in events] == list(range(len(events)))
     assert names[:4] == [
@@ -298,13 +258,13 @@ def test_the_simulators_events_are_named_numbered_and_typed_as_vllms() -> None:
 
 def test_the_simulator_reads_a_text_input_and_instructions() -> None:
     body = {**ASK, "input": "one two", "instructions": "be brief now"}
-    request, _ = simulated(body)
+    request, _ = simulated_stream(API, body, response_id=RESPONSE_ID)
     assert request.prompt_tokens == 5
 
 
 def test_the_simulator_takes_its_default_length_without_max_output_tokens() -> None:
     body = {key: value for key, value in ASK.items() if key != "max_output_tokens"}
-    request, _ = simulated(body)
+    request, _ = simulated_stream(API, body, response_id=RESPONSE_ID)
     assert request.max_tokens == 16
 
 
@@ -316,23 +276,20 @@ def test_the_simulator_takes_its_default_length_without_max_output_tokens() -> N
      ({"instructions": 3}, "instructions")],
 )  # fmt: skip
 def test_the_simulator_refuses_what_vllm_refuses(change: dict[str, Any], words: str) -> None:
-    body = {**ASK, **change}
-    with pytest.raises(RequestError) as refused:
-        parsed(body)
-    assert words in refused.value.message and refused.value.status == 400
+    refused = refusal(API, {**ASK, **change})
+    assert words in refused.message and refused.status == 400
 
 
 def test_without_ignore_eos_the_simulator_may_stop_early() -> None:
     body = {**ASK, "ignore_eos": False, "max_output_tokens": 50}
-    request = parsed(body)
+    request = sim_request(API, body)
     decide_length(request, parse_distribution(3), random.Random(1))
     assert (request.completion_tokens, request.finish_reason) == (3, "stop")
 
 
 def test_the_simulators_whole_answer() -> None:
     body = {**ASK, "stream": False}
-    request = parsed(body)
-    request.completion_tokens, request.finish_reason = 2, "stop"
+    request = sim_request(API, body, 2, "stop")
     whole = json.loads(full_body(request, "resp_1", 0, vocab.text(2)))
     assert whole["status"] == "completed" and whole["usage"]["output_tokens"] == 2
     assert whole["output"][0]["content"][0]["text"] == vocab.text(2)
@@ -340,6 +297,6 @@ def test_the_simulators_whole_answer() -> None:
 
 def test_the_last_events_kind_serves_where_its_response_has_no_status() -> None:
     incomplete = sse("response.incomplete", response={"incomplete_details": {"reason": "x"}})
-    assert decode_reads([DOCUMENTED[4], incomplete]).finish_reason == "x"
-    failed = decode_reads([DOCUMENTED[4], sse("response.failed", response={})])
+    assert decode_reads(API, [DOCUMENTED[4], incomplete]).finish_reason == "x"
+    failed = decode_reads(API, [DOCUMENTED[4], sse("response.failed", response={})])
     assert failed.error is not None and failed.error.category == STREAM_ERROR_EVENT

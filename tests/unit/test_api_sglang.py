@@ -9,18 +9,24 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.dialect_streams import (
+    assert_sim_decoded,
+    decode_reads,
+    refusal,
+    sim_request,
+    simulated_reads,
+)
 from tpot_locust.apis import dialect_named
 from tpot_locust.apis.dialect import BodyOptions
 from tpot_locust.apis.sglang import DIALECT
 from tpot_locust.apis.think_tags import InlineThinking
 from tpot_locust.common.errors import STREAM_ERROR_EVENT
 from tpot_locust.sim import vocab
-from tpot_locust.sim.chunks import StreamEncoder, full_body
-from tpot_locust.sim.request import RequestError, parse_request
-from tpot_locust.wire.chunked import ChunkedDecoder
+from tpot_locust.sim.chunks import full_body
 from tpot_locust.wire.sse import SSEParser
-from tpot_locust.wire.stream_decoder import DecodedStream, StreamDecoder, decode_events, feed_read
+from tpot_locust.wire.stream_decoder import decode_events
 
+API = DIALECT.name
 WORDS = [" The", " capital", " is", " Paris", "."]
 
 
@@ -53,19 +59,12 @@ def recorded(cumulative: bool, ids: bool = True, words: list[str] = WORDS) -> li
     return [*events, sse("[DONE]")]
 
 
-def decode_reads(reads: list[bytes]) -> DecodedStream:
-    parser, decoder = SSEParser(), StreamDecoder(DIALECT)
-    for stamp, data in enumerate(reads):
-        feed_read(parser, decoder, stamp, data)
-    return decoder.finish()
-
-
 @pytest.mark.parametrize(
     ("cumulative", "ids"), [(True, True), (False, True), (True, False)],
     ids=["whole-text", "incremental", "whole-text-no-ids"],
 )  # fmt: skip
 def test_recorded_stream_read_by_read(cumulative: bool, ids: bool) -> None:
-    result = decode_reads(recorded(cumulative, ids))
+    result = decode_reads(API, recorded(cumulative, ids))
     assert result.error is None
     assert result.text == "".join(WORDS)
     assert list(result.token_stamps) == [0, 1, 2, 3]
@@ -77,7 +76,7 @@ def test_recorded_stream_read_by_read(cumulative: bool, ids: bool) -> None:
 
 def test_repeated_words_in_incremental_mode_are_not_taken_for_whole_text() -> None:
     words = [" the", " the", " the", " end", "."]
-    result = decode_reads(recorded(cumulative=False, words=words))
+    result = decode_reads(API, recorded(cumulative=False, words=words))
     assert result.error is None and result.text == "".join(words)
 
 
@@ -90,7 +89,7 @@ def test_stop_finish_and_empty_detokenized_text() -> None:
              "meta_info": meta(3, {"type": "stop", "matched": 2})}),
         sse("[DONE]"),
     ]  # fmt: skip
-    result = decode_reads(events)
+    result = decode_reads(API, events)
     assert result.error is None and result.text == " café"
     assert len(result.token_stamps) == 3 and result.finish_reason == "stop"
 
@@ -105,26 +104,6 @@ def test_body_asks_exactly_max_tokens() -> None:
     assert DIALECT.models_path is None and dialect_named("sglang") is DIALECT
 
 
-def sim_request(body: dict[str, Any], completion: int, finish: str) -> Any:
-    request = parse_request(json.dumps(body).encode(), "sglang", request_id="r",
-                            default_model="m", default_max_tokens=16,
-                            arrival_perf_ns=0)  # fmt: skip
-    request.completion_tokens, request.finish_reason = completion, finish
-    return request
-
-
-def sim_reads(request: Any) -> list[bytes]:
-    encoder = StreamEncoder(request, "rid", 1_700_000_000)
-    chunks = [encoder.opening()]
-    last = request.completion_tokens
-    chunks += [encoder.content(vocab.escaped(i - 1), i) for i in range(1, last + 1)]
-    chunks.append(encoder.finish())
-    decoder = ChunkedDecoder()
-    reads = [decoder.feed(chunk) for chunk in chunks]
-    assert decoder.done
-    return [read for read in reads if read]
-
-
 @pytest.mark.parametrize(
     ("finish", "completion", "reason"),
     [("length", 6, {"type": "length", "length": 6}), ("stop", 4, {"type": "stop", "matched": 2})],
@@ -133,16 +112,13 @@ def test_simulator_stream_decodes_to_its_tokens(
     finish: str, completion: int, reason: dict[str, Any]
 ) -> None:
     body = DIALECT.body([{"role": "user", "content": "one two three"}], BodyOptions(None, 6))
-    request = sim_request(body, completion, finish)
+    request = sim_request(API, body, completion, finish)
     assert (request.prompt_tokens, request.max_tokens, request.min_tokens) == (3, 6, 6)
     assert request.ignore_eos and request.stream
-    reads = sim_reads(request)
-    result = decode_reads(reads)
-    assert result.error is None
-    assert len(result.token_stamps) == completion and result.count_source == "usage"
-    assert result.text == vocab.text(completion)
-    assert (result.output_tokens, result.prompt_tokens) == (completion, 3)
-    assert result.finish_reason == finish and result.done
+    reads = simulated_reads(request)
+    result = decode_reads(API, reads)
+    assert_sim_decoded(result, request, finish)
+    assert result.count_source == "usage"
     events = [e for read in reads for e in SSEParser().feed(read)]
     assert events[-1] == b"[DONE]"
     parsed = [json.loads(e) for e in events[:-1]]
@@ -154,7 +130,7 @@ def test_simulator_stream_decodes_to_its_tokens(
 
 
 def test_simulator_whole_answer() -> None:
-    request = sim_request({"text": "a b", "sampling_params": {"max_new_tokens": 3}}, 3, "length")
+    request = sim_request(API, {"text": "a b", "sampling_params": {"max_new_tokens": 3}}, 3)
     assert not request.stream and not request.ignore_eos
     body = json.loads(full_body(request, "rid", 0, vocab.text(3)))
     assert body["text"] == vocab.text(3) and body["output_ids"] == [0, 1, 2]
@@ -172,13 +148,12 @@ def test_simulator_whole_answer() -> None:
      ({"text": "a", "sampling_params": "x"}, "'sampling_params' must be an object")],
 )  # fmt: skip
 def test_simulator_refuses_as_sglang_does(body: dict[str, Any], message: str) -> None:
-    with pytest.raises(RequestError) as refused:
-        sim_request(body, 1, "length")
-    assert refused.value.status == 400 and message in refused.value.message
+    refused = refusal(API, body)
+    assert refused.status == 400 and message in refused.message
 
 
 def test_prompt_of_input_ids_and_default_max_tokens() -> None:
-    request = sim_request({"input_ids": [5, 6, 7, 8], "stream": True}, 1, "length")
+    request = sim_request(API, {"input_ids": [5, 6, 7, 8], "stream": True}, 1, "length")
     assert (request.prompt_tokens, request.max_tokens) == (4, 16)
 
 
@@ -198,7 +173,7 @@ def test_error_shapes_fail_with_the_servers_message() -> None:
 
 def test_inline_thinking_gives_reasoning_tokens() -> None:
     words = ["<think>", " so", "</think>", " Yes", "."]
-    result = decode_reads(recorded(cumulative=True, words=words))
+    result = decode_reads(API, recorded(cumulative=True, words=words))
     assert result.error is None
     assert result.reasoning_tokens == 3 and result.answer_stamp_ns == 3
     assert result.text == " Yes."
@@ -211,7 +186,7 @@ def test_reported_reasoning_tokens_win() -> None:
             4, {"type": "length", "length": 4}, reasoning_tokens=3)}),
         sse("[DONE]"),
     ]  # fmt: skip
-    result = decode_reads(events)
+    result = decode_reads(API, events)
     assert result.error is None and result.text == " b"
     assert result.reasoning_tokens == 3 and result.output_tokens == 4
 

@@ -9,30 +9,30 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.dialect_streams import (
+    assert_sim_decoded,
+    decode_reads,
+    refusal,
+    sim_request,
+    simulated_reads,
+    split_reads,
+)
 from tpot_locust.apis import dialect_named
 from tpot_locust.apis.dialect import BodyOptions
 from tpot_locust.apis.tgi import DIALECT
 from tpot_locust.common.errors import STREAM_ERROR_EVENT, TRUNCATED
 from tpot_locust.sim import vocab
-from tpot_locust.sim.chunks import StreamEncoder, sim_context
-from tpot_locust.sim.request import RequestError, parse_request
-from tpot_locust.wire.chunked import ChunkedDecoder
+from tpot_locust.sim.chunks import sim_context
 from tpot_locust.wire.sse import SSEParser
-from tpot_locust.wire.stream_decoder import DecodedStream, StreamDecoder, decode_events, feed_read
+from tpot_locust.wire.stream_decoder import decode_events
+
+API = DIALECT.name
 
 
 def token_event(index: int, text: str, special: bool = False, **last: Any) -> bytes:
     token = {"id": 100 + index, "text": text, "logprob": -0.5, "special": special}
     event = {"index": index, "token": token, "generated_text": None, "details": None, **last}
     return b"data:" + json.dumps(event, separators=(",", ":")).encode() + b"\n\n"
-
-
-def decode_reads(reads: list[bytes]) -> DecodedStream:
-    """Each read fed as it would arrive, stamped 0, 1, 2..."""
-    parser, decoder = SSEParser(), StreamDecoder(DIALECT)
-    for stamp, data in enumerate(reads):
-        feed_read(parser, decoder, stamp, data)
-    return decoder.finish()
 
 
 # TGI 3.x's documented shape (router/src/lib.rs StreamResponse), serde's compact JSON; axum's
@@ -52,7 +52,7 @@ RECORDED = [
 
 
 def test_recorded_stream_read_by_read() -> None:
-    result = decode_reads(RECORDED)
+    result = decode_reads(API, RECORDED)
     assert result.error is None
     assert list(result.token_stamps) == [0, 2, 3, 4, 5]  # the special EOS token counts
     assert list(result.token_counts) == [1] * 5 and result.count_source == "token"
@@ -63,15 +63,15 @@ def test_recorded_stream_read_by_read() -> None:
 
 def test_recorded_stream_split_anywhere() -> None:
     whole = b"".join(RECORDED)
-    reads = [whole[i : i + 7] for i in range(0, len(whole), 7)]
-    result = decode_reads(reads)
+    reads = split_reads(whole, 7)
+    result = decode_reads(API, reads)
     assert result.error is None and result.text == " The capital is Paris"
     assert (len(result.token_stamps), result.output_tokens) == (5, 5)
 
 
 def test_without_details_the_end_has_no_finish_reason() -> None:
     last = token_event(2, " b", generated_text=" a b")
-    result = decode_reads([token_event(1, " a"), last])
+    result = decode_reads(API, [token_event(1, " a"), last])
     assert result.done and result.error is not None and result.error.category == TRUNCATED
 
 
@@ -82,45 +82,20 @@ def test_body_asks_max_new_tokens_and_details() -> None:
     assert DIALECT.models_path is None and dialect_named("tgi") is DIALECT
 
 
-def sim_request(body: dict[str, Any], completion: int, finish: str) -> Any:
-    request = parse_request(json.dumps(body).encode(), "tgi", request_id="r", default_model="m",
-                            default_max_tokens=16, arrival_perf_ns=0)  # fmt: skip
-    request.completion_tokens, request.finish_reason = completion, finish
-    return request
-
-
-def sim_reads(request: Any) -> list[bytes]:
-    """The simulator's chunks for ``request``, de-chunked: one read per chunk."""
-    encoder = StreamEncoder(request, "rid", 1_700_000_000)
-    chunks = [encoder.opening()]
-    chunks += [
-        encoder.content(vocab.escaped(i - 1), i) for i in range(1, request.completion_tokens + 1)
-    ]
-    chunks.append(encoder.finish())
-    decoder = ChunkedDecoder()
-    reads = [decoder.feed(chunk) for chunk in chunks]
-    assert decoder.done
-    return [read for read in reads if read]
-
-
 @pytest.mark.parametrize(("finish", "words"), [("length", "length"), ("stop", "eos_token")])
 def test_simulator_stream_decodes_to_its_tokens(finish: str, words: str) -> None:
     body = DIALECT.body([{"role": "user", "content": "one two three"}], BodyOptions(None, 6))
-    request = sim_request(body, 6 if finish == "length" else 4, finish)
+    request = sim_request(API, body, 6 if finish == "length" else 4, finish)
     assert (request.prompt_tokens, request.max_tokens, request.stream) == (3, 6, True)
-    result = decode_reads(sim_reads(request))
-    n = request.completion_tokens
-    assert result.error is None
-    assert len(result.token_stamps) == n and result.count_source == "token"
-    assert result.text == vocab.text(n)
-    assert (result.output_tokens, result.prompt_tokens) == (n, 3)
-    assert result.finish_reason == words and result.done
+    result = decode_reads(API, simulated_reads(request))
+    assert_sim_decoded(result, request, words)
+    assert result.count_source == "token"
 
 
 def test_simulator_events_are_tgi_stream_responses() -> None:
     body = DIALECT.body([{"role": "user", "content": "x"}], BodyOptions(None, 2))
-    request = sim_request(body, 2, "length")
-    events = [json.loads(e) for read in sim_reads(request) for e in SSEParser().feed(read)]
+    request = sim_request(API, body, 2, "length")
+    events = [json.loads(e) for read in simulated_reads(request) for e in SSEParser().feed(read)]
     assert list(events[0]) == ["index", "token", "generated_text", "details"]
     assert [e["index"] for e in events] == [1, 2]
     assert list(events[0]["token"]) == ["id", "text", "logprob", "special"]
@@ -131,8 +106,8 @@ def test_simulator_events_are_tgi_stream_responses() -> None:
 
 
 def test_simulator_without_details_sends_none() -> None:
-    request = sim_request({"inputs": "x", "parameters": {"max_new_tokens": 2}}, 2, "length")
-    events = [json.loads(e) for read in sim_reads(request) for e in SSEParser().feed(read)]
+    request = sim_request(API, {"inputs": "x", "parameters": {"max_new_tokens": 2}}, 2, "length")
+    events = [json.loads(e) for read in simulated_reads(request) for e in SSEParser().feed(read)]
     assert events[-1]["details"] is None and isinstance(events[-1]["generated_text"], str)
 
 
@@ -146,13 +121,12 @@ def test_simulator_without_details_sends_none() -> None:
      ({"inputs": "x", "parameters": []}, "parameters: expected struct")],
 )  # fmt: skip
 def test_simulator_refuses_as_tgi_does(body: dict[str, Any], message: str) -> None:
-    with pytest.raises(RequestError) as refused:
-        sim_request(body, 1, "length")
-    assert refused.value.status == 422 and message in refused.value.message
+    refused = refusal(API, body)
+    assert refused.status == 422 and message in refused.message
 
 
 def test_default_max_new_tokens_is_the_simulators() -> None:
-    assert sim_request({"inputs": "x"}, 1, "length").max_tokens == 16
+    assert sim_request(API, {"inputs": "x"}, 1, "length").max_tokens == 16
 
 
 def test_error_event_fails_with_the_servers_message() -> None:
@@ -169,7 +143,7 @@ def test_inline_thinking_gives_reasoning_tokens() -> None:
              token_event(4, " Yes", generated_text="<think> hmm</think> Yes",
                          details={"finish_reason": "length", "generated_tokens": 4,
                                   "seed": None, "input_length": 2})]  # fmt: skip
-    result = decode_reads(reads)
+    result = decode_reads(API, reads)
     assert result.error is None
     assert result.reasoning_tokens == 3 and result.answer_stamp_ns == 3
     assert result.text == " Yes" and result.output_tokens == 4
@@ -185,7 +159,7 @@ def test_each_stream_has_its_own_reader() -> None:
 
 def test_generated_text_is_the_whole_answer_from_the_context() -> None:
     """``SimContext.answer_text`` (the simulator's vocabulary) fills ``generated_text``."""
-    request = sim_request({"inputs": "x", "parameters": {"details": True}}, 3, "stop")
+    request = sim_request(API, {"inputs": "x", "parameters": {"details": True}}, 3, "stop")
     context = sim_context(request, "rid", 0)
     _, event = DIALECT.sim_last_token(context)  # type: ignore[misc]
     assert event["generated_text"] == vocab.text(3)

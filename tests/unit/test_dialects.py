@@ -8,15 +8,10 @@ import json
 
 import pytest
 
+from tests.helpers.dialect_streams import decode_reads, simulated_stream
 from tpot_locust.apis import API_NAMES, dialect_named, dialects
 from tpot_locust.apis.dialect import BodyOptions
 from tpot_locust.sim import vocab
-from tpot_locust.sim.chunks import StreamEncoder
-from tpot_locust.sim.request import parse_request
-from tpot_locust.sim.vocab import ESCAPED
-from tpot_locust.wire.chunked import ChunkedDecoder
-from tpot_locust.wire.stream_decoder import StreamDecoder
-from tpot_locust.wire.streaming import event_parser
 
 HISTORY = [{"role": "user", "content": "one two three"},
            {"role": "assistant", "content": "four five"},
@@ -30,45 +25,25 @@ def test_every_api_has_its_own_name_and_path() -> None:
     assert len(set(paths)) == len(paths)
 
 
-def simulated_stream(api: str, max_tokens: int, finish: str) -> bytes:
+def our_stream(api: str, max_tokens: int, finish: str) -> bytes:
     """The body bytes (de-chunked) the simulator writes for our request of ``api``."""
     dialect = dialect_named(api)
     options = BodyOptions(model="tpot-sim" if dialect.models_path else None,
                           max_tokens=max_tokens, ignore_eos=finish == "length")  # fmt: skip
-    body = json.dumps(dialect.body(HISTORY, options)).encode()
-    request = parse_request(body, api, request_id="r1", default_model="tpot-sim",
-                            default_max_tokens=16, arrival_perf_ns=0)  # fmt: skip
+    completion = max_tokens if finish == "length" else max_tokens - 2
+    request, stream = simulated_stream(api, dialect.body(HISTORY, options), completion, finish)
     assert request.max_tokens == max_tokens and request.stream
     assert request.prompt_tokens == 6  # words, however the API sends them
-    request.completion_tokens, request.finish_reason = (
-        (max_tokens, "length") if finish == "length" else (max_tokens - 2, "stop")
-    )
-    encoder = StreamEncoder(request, "id-1", 1_700_000_000)
-    raw = encoder.opening()
-    for index in range(1, request.completion_tokens + 1):
-        raw += encoder.content(ESCAPED[index - 1], index)
-    raw += encoder.finish()
-    chunked = ChunkedDecoder()
-    body_bytes = chunked.feed(raw)
-    assert chunked.done
-    return body_bytes
+    return stream
 
 
 @pytest.mark.parametrize("finish", ["length", "stop"])
 @pytest.mark.parametrize("api", API_NAMES)
 def test_the_simulators_stream_of_every_api_decodes_to_its_tokens(api: str, finish: str) -> None:
-    stream = simulated_stream(api, TOKENS, finish)
+    stream = our_stream(api, TOKENS, finish)
     expected = TOKENS if finish == "length" else TOKENS - 2
     for split in range(1, len(stream)):
-        decoder = StreamDecoder(api)
-        parser = event_parser(decoder.dialect, 1 << 20)
-        for stamp, part in enumerate((stream[:split], stream[split:]), start=1):
-            events = parser.feed(part)
-            if events:
-                decoder.feed(stamp, events)
-        if events := parser.close():
-            decoder.feed(3, events)
-        decoded = decoder.finish()
+        decoded = decode_reads(api, [stream[:split], stream[split:]])
         assert decoded.error is None, (split, decoded.error)
         assert sum(decoded.token_counts) == expected == decoded.output_tokens, split
         assert not decoded.tokens_estimated and decoded.finish_reason
