@@ -224,3 +224,15 @@ def test_the_simulators_whole_answer() -> None:
     whole = json.loads(full_body(request, "msg_1", 0, vocab.text(2)))
     assert whole["stop_reason"] == "max_tokens" and whole["usage"]["output_tokens"] == 2
     assert whole["content"] == [{"type": "text", "text": vocab.text(2)}]
+
+
+def test_a_deltas_input_tokens_without_its_cache_counts_leave_the_prompt_as_started() -> None:
+    start = sse("message_start", message={"id": "m", "type": "message", "role": "assistant",
+                "content": [], "model": "x", "stop_reason": None,
+                "usage": {"input_tokens": 5, "cache_read_input_tokens": 2000,
+                          "cache_creation_input_tokens": 0, "output_tokens": 1}})  # fmt: skip
+    delta = sse("message_delta", delta={"stop_reason": "end_turn"},
+                usage={"input_tokens": 5, "output_tokens": 1})  # fmt: skip
+    decoded = decode_reads(API, [start, text_delta("Hi"), delta, sse("message_stop")])
+    assert decoded.error is None
+    assert decoded.prompt_tokens == 2005 and decoded.cached_prompt_tokens == 2000

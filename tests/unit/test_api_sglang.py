@@ -209,3 +209,17 @@ def test_each_stream_has_its_own_reader() -> None:
     assert first.read(whole[0], None).text == " The"
     assert second.read(whole[0], None).text == " The"
     assert first.read(whole[1], None).text == " capital"
+
+
+def test_whole_text_with_only_the_new_ids_is_not_repeated() -> None:
+    """Some SGLang versions send the whole text so far but only the new ``output_ids``."""
+    events, whole = [], ""
+    for index, piece in enumerate(["Hel", "lo", " wor", "ld"]):
+        whole += piece
+        finish = {"type": "length", "length": 4} if index == 3 else None
+        meta = {"id": "r", "finish_reason": finish, "prompt_tokens": 5,
+                "completion_tokens": index + 1, "cached_tokens": 0}  # fmt: skip
+        events.append(json.dumps({"text": whole, "output_ids": [100 + index], "meta_info": meta}))
+    decoded = decode_events(list(range(1, 6)), [e.encode() for e in events] + [b"[DONE]"], API)
+    assert decoded.error is None
+    assert decoded.text == "Hello world" and decoded.output_tokens == 4

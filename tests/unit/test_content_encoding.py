@@ -19,6 +19,7 @@ from tpot_locust.common.errors import BAD_HTTP, NOT_SSE, OVERSIZED_EVENT, Stream
 from tpot_locust.wire.deadline import Deadline
 from tpot_locust.wire.http_client import (
     INFLATE_PIECE_BYTES,
+    MAX_INFLATED_PER_READ,
     HTTPConnection,
     Origin,
     Response,
@@ -165,6 +166,25 @@ def test_a_decompression_bomb_is_cut_off_by_the_event_limit() -> None:
     assert raised.value.category == OVERSIZED_EVENT
     assert max(handed) <= INFLATE_PIECE_BYTES
     assert sum(handed) <= parser.max_event_bytes + INFLATE_PIECE_BYTES
+
+
+def test_a_bomb_of_line_ends_is_cut_off_by_the_per_read_limit() -> None:
+    """Blank lines make no event, so the event limit never stops them: 64 MiB of them in
+    one read once held the loop seconds. The read's own limit ends the request."""
+    compressor = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
+    bomb = b"".join(compressor.compress(b"\n" * (1 << 20)) for _ in range(64)) + compressor.flush()
+    reply = response({"Content-Encoding": "gzip", "Content-Length": str(len(bomb))})
+    parser = SSEParser()
+    handed: list[int] = []
+
+    def consume(_stamp: int, payload: bytes) -> None:
+        handed.append(len(payload))
+        parser.feed(payload)
+
+    with pytest.raises(StreamError) as raised:
+        reply.absorb(bomb, 1, consume)
+    assert raised.value.category == BAD_HTTP and "decompression bomb" in raised.value.message
+    assert sum(handed) <= MAX_INFLATED_PER_READ + INFLATE_PIECE_BYTES
 
 
 def test_the_request_asks_for_no_compression() -> None:

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from tpot_locust.common import errors
-from tpot_locust.wire.stream_decoder import decode_events
+from tpot_locust.wire.sse import SSEParser
+from tpot_locust.wire.stream_decoder import decode_error_body, decode_events
 
 
 class Named(bytes):
@@ -143,3 +144,27 @@ def test_another_choices_events_are_not_counted() -> None:
                                      "finish_reason": None}]})  # fmt: skip
     decoded = decode([chunk({"content": "a"}), other, chunk({}, "stop"), "[DONE]"])
     assert list(decoded.token_stamps) == [1] and decoded.text == "a"
+
+
+def test_llama_cpps_error_field_fails_the_request_with_its_message() -> None:
+    """llama.cpp writes ``error: {json}`` (a field named error, not ``event: error``)."""
+    parser = SSEParser()
+    events = parser.feed(b'data: {"choices": [{"index": 0, "delta": {"content": "Hi"}}]}\n\n'
+                         b'error: {"code": 500, "message": "slot unavailable"}\n\n')  # fmt: skip
+    decoded = decode_events([1, 2], events, "chat")
+    assert decoded.error is not None and decoded.error.category == errors.STREAM_ERROR_EVENT
+    assert decoded.error.message == "slot unavailable"
+
+
+def test_a_surrogate_pair_split_over_events_joins_and_a_lone_one_is_replaced() -> None:
+    pair = decode([chunk({"content": "\ud83d"}), chunk({"content": "\ude00"}),
+                   chunk({}, "stop"), "[DONE]"])  # fmt: skip
+    assert pair.text == "\U0001f600"
+    lone = decode([chunk({"content": "a\ud83d"}), chunk({}, "stop"), "[DONE]"])
+    assert lone.text == "a\ufffd"
+    lone.text.encode("utf-8")  # what a tokenizer will be given: no lone surrogate
+
+
+def test_a_deeply_nested_error_body_is_the_start_of_the_body() -> None:
+    body = b'{"error": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    assert decode_error_body(body) == body[:200].decode()

@@ -133,3 +133,19 @@ def test_prompt_word_count_matches_str_split(text: str) -> None:
     loop 2.3 ms per 16k-word prompt); the count must be exactly ``str.split``'s."""
     assert count_words(text) == len(text.split())
     assert count_words(text + " word" * 2000) == len((text + " word" * 2000).split())
+
+
+@pytest.mark.parametrize(
+    ("api", "body"),
+    [("sglang", {"text": "a", "stream": True, "sampling_params": {"max_new_tokens": 10**15}}),
+     ("tgi", {"inputs": "a", "parameters": {"max_new_tokens": 10**15}}),
+     ("chat", {"messages": [{"role": "user", "content": "a"}], "max_tokens": 10**9,
+               "ignore_eos": True})],
+    ids=["sglang", "tgi", "chat-whole"],
+)  # fmt: skip
+def test_a_length_no_answer_can_have_is_refused_before_it_hangs_the_server(
+    api: str, body: dict
+) -> None:
+    with pytest.raises(RequestError):
+        parse_request(json.dumps(body).encode(), api, request_id="r", default_model="m",
+                      default_max_tokens=16, arrival_perf_ns=0)  # fmt: skip

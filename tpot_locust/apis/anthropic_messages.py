@@ -86,8 +86,13 @@ class Messages(Dialect):
         if kind == "content_block_start":
             return _block_start(event.get("content_block"))
         if kind == "message_delta":
-            reading = _usage_reading(event.get("usage"), "usage")
-            reading.completion = token_count(event.get("usage"), "output_tokens")
+            usage = event.get("usage")
+            reading = _usage_reading(usage, "usage")
+            if not (isinstance(usage, dict) and _CACHE_FIELDS <= usage.keys()):
+                # the SDK types the delta's prompt counts optional: without the cache
+                # counts beside it, input_tokens alone is no prompt (message_start's is)
+                reading.prompt = reading.cached = None
+            reading.completion = token_count(usage, "output_tokens")
             reading.finish_reason = finish_words(nested(event, "delta", "stop_reason"))
             return reading
         if kind == "message_start":
@@ -185,6 +190,9 @@ def _block_start(block: Any) -> EventReading:
     if block.get("type") == "thinking" and text_of(block.get("thinking")):
         return EventReading(tokens=True, reasoning=True)
     return EventReading()
+
+
+_CACHE_FIELDS = {"cache_read_input_tokens", "cache_creation_input_tokens"}
 
 
 def _usage_reading(usage: Any, where: str) -> EventReading:

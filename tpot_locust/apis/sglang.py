@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 from tpot_locust.apis.dialect import (
     COMPLETION,
+    MAX_INT_FIELD,
     SEQUENCE,
     TEXT,
     BadAsk,
@@ -128,10 +129,9 @@ class SGLangStream(SGLangGenerate):
     """One stream's reader: the text and count so far, to take each event's new part."""
 
     def __init__(self) -> None:
-        self._chars = 0  # characters of text so far (whole-text mode)
         self._completion = 0  # the last completion_tokens
         self._cumulative: bool | None = None  # whole-text mode; None: not told yet
-        self._head = ""  # the text so far, until the mode is told
+        self._head = ""  # the text so far (whole-text mode; until the mode is told)
         self._thinking = InlineThinking()
 
     def read(self, event: dict[str, Any], name: str | None) -> EventReading:
@@ -164,27 +164,30 @@ class SGLangStream(SGLangGenerate):
         return reading
 
     def _new_text(self, text: str, ids: Any, completion: int | None) -> str:
-        """The event's new text, in either mode (told once, from the second text)."""
-        cumulative = self._cumulative
-        if cumulative is None:
-            if not self._head:  # no text yet: this text is new in either mode
-                self._head, self._chars = text, len(text)
+        """The event's new text, in either mode (told from the second text, and undone if a
+        later text does not start with all earlier text)."""
+        head = self._head
+        if self._cumulative is None:
+            if not head:  # no text yet: this text is new in either mode
+                self._head = text
                 return text
-            cumulative = self._cumulative = self._whole_text(text, ids, completion)
-            self._head = ""
-        if not cumulative:
+            self._cumulative = self._whole_text(text, ids, completion)
+        if not self._cumulative:
             return text
-        new_text = text[self._chars :]
-        self._chars = len(text)
-        return new_text
+        if not text.startswith(head):  # not the whole text after all
+            self._cumulative = False
+            return text
+        self._head = text
+        return text[len(head) :]
 
     def _whole_text(self, text: str, ids: Any, completion: int | None) -> bool:
         """Whether events carry the whole text so far: their ``output_ids`` are every id
-        (as many as the running count; incrementally only the new ones, fewer), or, with
-        no ids, the text starts with all earlier text."""
-        if isinstance(ids, list) and completion is not None:
-            return len(ids) == completion
-        return text.startswith(self._head)
+        (as many as the running count), or the text is longer than all earlier text and
+        starts with it (some SGLang versions send the whole text with only the new ids)."""
+        if isinstance(ids, list) and completion is not None and completion > 1:
+            if len(ids) == completion:
+                return True
+        return len(text) > len(self._head) and text.startswith(self._head)
 
 
 def _prompt_tokens(data: dict[str, Any], count: CountText) -> int:
@@ -211,6 +214,8 @@ def _max_new_tokens(params: dict[str, Any], default: int) -> int:
         raise BadAsk(f"max_new_tokens must be at least 0, got {value}.")
     if value == 0:
         raise BadAsk("max_new_tokens 0 (a prefill only) is not simulated")
+    if value > MAX_INT_FIELD:  # more is no request, only a hang
+        raise BadAsk(f"'max_new_tokens' must be at most {MAX_INT_FIELD}")
     return value
 
 

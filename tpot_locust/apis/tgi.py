@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 from tpot_locust.apis.dialect import (
     COMPLETION,
+    MAX_INT_FIELD,
     SEQUENCE,
     TEXT,
     BadAsk,
@@ -140,8 +141,10 @@ def _max_new_tokens(params: dict[str, Any], default: int) -> int:
     value = params.get("max_new_tokens")
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**32:
         raise BadAsk(_rejection("parameters.max_new_tokens", "expected u32"), VALIDATION)
+    if value > MAX_INT_FIELD:  # a u32 still, but no request: only a hang
+        raise BadAsk(f"`max_new_tokens` must be at most {MAX_INT_FIELD}", VALIDATION)
     if value == 0:
         raise BadAsk("`max_new_tokens` must be strictly positive", VALIDATION)
     return value

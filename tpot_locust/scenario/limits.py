@@ -23,4 +23,4 @@ MAX_METRICS_INTERVAL_S = 60.0
 # server.max_event_bytes: one SSE event or NDJSON line at most (the wire's default is
 # 4 MiB; OpenAI's SDK accepts 64 MiB on purpose: a whole image or a long tool call)
 MIN_EVENT_BYTES = 1024
-MAX_EVENT_BYTES = 256 * 1024 * 1024
+MAX_EVENT_BYTES = 256 * 1024 * 1024  # = wire.sse.MAX_EVENT_BYTES_LIMIT (the parser's own check)

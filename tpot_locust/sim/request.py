@@ -18,6 +18,9 @@ from ..apis.prompt_counts import count_chat_prompt, count_completion_prompt, cou
 from ..common.distributions import Distribution, sample_int
 
 Api = str  # one of ``tpot_locust.apis.API_NAMES``
+# A whole (non-streaming) answer is timed and built at once: 10^9 tokens of it held the
+# server's loop for minutes. Streams of any length go token by token.
+MAX_WHOLE_TOKENS = 100_000
 # Reported to the client as an error JSON with its ``status``.
 RequestError = BadAsk
 __all__ = ["RequestError", "SimRequest", "count_chat_prompt", "count_completion_prompt",
@@ -67,6 +70,10 @@ def parse_request(
         raise RequestError(f"The model `{ask.model}` does not exist.", status=404)
     if not ask.stream and not dialect.serves_whole:
         raise RequestError(f"{dialect.path} is served streaming only here: set stream true")
+    if not ask.stream and ask.max_tokens > MAX_WHOLE_TOKENS:
+        raise RequestError(
+            f"a non-streaming answer of more than {MAX_WHOLE_TOKENS} tokens is not simulated"
+        )
     return SimRequest(
         request_id=request_id,
         api=api,

@@ -50,6 +50,9 @@ MAX_HEAD_BYTES = 64 * 1024
 MAX_LENGTH_DIGITS = 18  # a Content-Length below 10^18 bytes still fits int64
 # The most body one decompression step makes; each piece is handed on before the next is made.
 INFLATE_PIECE_BYTES = 256 * 1024
+# A streaming server flushes each event: one read of it never inflates to more than a
+# few events. Beyond this it is a bomb (or a huge event: raise it with max_event_bytes).
+MAX_INFLATED_PER_READ = 16 * 1024 * 1024
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
 # Content-Encoding values decoded here, with the zlib window bits they start with
 DECODED_ENCODINGS = {"gzip": _GZIP_WBITS, "x-gzip": _GZIP_WBITS, "deflate": zlib.MAX_WBITS}
@@ -183,10 +186,20 @@ class Response:
 
     def _inflate_rest(self, stamp: int, consume: Consume) -> None:
         """Hand on, piece by piece, what the last read decompresses to beyond its first
-        piece: a consumer that refuses (an oversized event) stops the decompression."""
+        piece: a consumer that refuses (an oversized event) stops the decompression, and so
+        does ``MAX_INFLATED_PER_READ``: 200 MiB of line ends from 200 KB on the wire held
+        the event loop 11 s in one read, never an event too large."""
         inflater = self._inflater
+        inflated = INFLATE_PIECE_BYTES
         while inflater is not None and inflater.more:
+            if inflated >= MAX_INFLATED_PER_READ:
+                raise StreamError(
+                    BAD_HTTP,
+                    f"compressed body: one read inflates to over {MAX_INFLATED_PER_READ}"
+                    " bytes (a decompression bomb, not a stream)",
+                )
             piece = inflater.next_piece()
+            inflated += len(piece)
             if piece:
                 consume(stamp, piece)
 

@@ -5,7 +5,9 @@ CRLF or CR (each one line end); a CR that ends a read is acted on at once, since
 for the next read to see whether an LF follows would stamp the event late, and an LF
 that then starts the next read is dropped. One UTF-8 BOM at the stream's start is
 skipped, even split across reads. ``data`` lines make the payload; ``event`` names it
-(an ``SSEEvent``, see there); ``id``/``retry`` fields and ``:`` comments are ignored. As
+(an ``SSEEvent``, see there); ``id``/``retry`` fields and ``:`` comments are ignored;
+one exception to the spec: an ``error:`` field is read as ``event: error`` data (llama.cpp
+writes its failures so, and the server's message would be lost). As
 the spec says, an event with no ``data`` line is not dispatched (``event: ping`` alone
 gives nothing), and an event left unfinished at the end of the stream (no blank line
 after it) is dropped: whether the stream was whole is for the decoder to tell from what
@@ -180,6 +182,12 @@ def _event_data(block: bytes) -> bytes | None:
             data.append(value)
         elif field == b"event":
             name = value  # the last one counts; an empty one means ``message``
+        elif field == b"error" and not data:
+            # llama.cpp's server writes its failures as an ``error:`` field (its
+            # server_sent_event(sink, "error", ...)): the standard ignores the field, and
+            # the server's message would be lost; read as ``event: error`` data instead
+            data.append(value)
+            name = b"error"
     if not data:
         return None
     payload = b"\n".join(data)

@@ -87,7 +87,12 @@ def _joined_text(parts: list[str | bytes]) -> str:
                 pieces.append(b"".join(raw).decode("utf-8", "replace"))
             raw = []
         pieces.append(part)
-    return "".join(pieces)
+    text = "".join(pieces)
+    if text.isascii():
+        return text
+    # a surrogate pair split over two events joins here; a lone one (which a tokenizer
+    # refuses when the next turn is counted) becomes U+FFFD
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 @dataclass
@@ -383,7 +388,7 @@ def decode_error_body(body: bytes) -> str:
     """The message of an OpenAI-style error body, or the start of the raw body."""
     try:
         parsed = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return body[:200].decode("utf-8", "replace")
     if isinstance(parsed, dict) and "error" in parsed:
         return error_message(parsed["error"])
