@@ -48,7 +48,7 @@ prefill_window
     ``burst`` (a request of the scenario's ``bursts:``). The second firing comes from the
     stream's read, while the stream goes on: the same rules as ``token_timings`` hold, and
     more strictly (no yield at all). Our recorder builds the run's ``prefill`` cause windows
-    from it (README, "Why the tail").
+    from it (docs/metrics.md, "Why the tail").
 """
 
 from __future__ import annotations

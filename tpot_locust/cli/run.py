@@ -42,7 +42,7 @@ from tpot_locust.sim.profiles import check_engine
 from tpot_locust.wire.http_client import Origin
 
 EXIT_USAGE = 2  # Locust's, and ours, for a command line that cannot run
-TRUTH_CHECK_FAILED = 3  # exit code: the run's figures are not the simulator's (see README)
+TRUTH_CHECK_FAILED = 3  # exit code: the figures are not the simulator's (docs/metrics.md)
 LOCUSTFILE = Path(__file__).parents[1] / "harness" / "entry" / "scenario_locustfile.py"
 
 

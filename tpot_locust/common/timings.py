@@ -1,8 +1,8 @@
 """Per-request token timings and the samples each metric takes from them.
 
-All clocks are ``time.perf_counter_ns()`` in the process that sent the request (see the
-README's metric definitions). This object is what the ``token_timings`` event carries, so
-a locustfile's own listener sees exactly what our recorder sees.
+All clocks are ``time.perf_counter_ns()`` in the process that sent the request (see
+docs/metrics.md, "Metric definitions"). This object is what the ``token_timings`` event
+carries, so a locustfile's own listener sees exactly what our recorder sees.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class RequestTimings:
 
     Every time is ``time.perf_counter_ns()`` of the process that sent the request (token
     stamps: the kernel's receive stamp converted to that clock where available; see the
-    README, "Metric definitions"). Fields:
+    docs/metrics.md, "Metric definitions"). Fields:
 
     - ``user_class``, ``api`` (one of ``tpot_locust.apis.API_NAMES``: ``chat``,
       ``completions``, ...), ``request_id`` (also sent as ``X-Request-Id``; starts with the

@@ -121,7 +121,7 @@ def _warn_if_open_to_all(environment: Environment) -> None:
         logger.warning(
             "tpot-locust: the web UI listens on every interface without --web-login: anyone "
             "who can reach port %s can start tests against any host; use --web-host "
-            "127.0.0.1 or --web-login (README, 'Who can reach the web UI')",
+            "127.0.0.1 or --web-login (docs/distributed.md, 'Who can reach the web UI')",
             getattr(options, "web_port", 8089),
         )
 

@@ -70,7 +70,7 @@ def render_report(runs: list[RunView]) -> str:
     body = [f"<h1>{escape(title)}</h1>"]
     body.append(
         '<p class="note">Self-contained: inline SVG and CSS, nothing fetched. '
-        "Every figure is defined in the README, section Metric definitions.</p>"
+        "Every figure is defined in docs/metrics.md, Metric definitions.</p>"
     )
     for run in runs:
         prefix = f"{run.name}: " if len(runs) > 1 else ""

@@ -210,7 +210,7 @@ def advice(
             spare = ", one runs the simulator" if simulated else ""
             text += (
                 f", more than this machine's {cpus} cores{spare}: spread workers over "
-                "machines (README: Distributed runs)"
+                "machines (docs/distributed.md, Distributed runs)"
             )
         problems.append(text)
     if simulated and need.events_per_s > SIMULATOR_EVENTS_PER_S:

@@ -72,7 +72,7 @@ def read_truth(path: Path | str) -> list[dict[str, Any]]:
 def request_truth(
     request: SimRequest, clock: Clock, send_ns: list[int], tokens: list[int], aborted: bool
 ) -> dict[str, Any]:
-    """The keys every request line has, in either timing mode (see the README)."""
+    """The keys every request line has, in either timing mode (see docs/simulator.md)."""
     return {
         "request_id": request.request_id,
         "api": request.api,

@@ -8,7 +8,7 @@ of a stream) are recognised by a byte scan, and their text is JSON-decoded once 
 request; every other event is decoded in full. Once a stream's frame is known, a read that
 is exactly one such event skips the SSE parser too (``feed_read``). All paths give
 identical timings (tested).
-Rules (see README, "Metric definitions"): a token event carries at least one generated
+Rules (see docs/metrics.md, "Metric definitions"): a token event carries at least one generated
 token (content, reasoning, refusal or tool-call delta; empty strings and role-only,
 usage-only or keep-alive events are not);
 ``k`` tokens per event come from per-chunk usage when every token event carries it, else
