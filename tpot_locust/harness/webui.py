@@ -17,6 +17,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.text_safety import printable
 from tpot_locust.harness import web_guard
@@ -33,8 +34,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 TAB_KEY = "tpot"
-TAB_METRICS = ("tpot", "itl", "request_tpot", "ttft", "e2e", "worst_gap", "read_delay")
-PER_TOKEN = ("tpot", "itl")
+TAB_METRICS = catalogue.names("in_tab")
+PER_TOKEN = catalogue.names("per_token")
 COLUMNS = (
     ("name", "Class"), ("metric", "Metric"), ("count", "Samples"), ("mean", "Mean ms"),
     ("p50", "Median ms"), ("p90", "P90 ms"), ("p99", "P99 ms"), ("p99.9", "P99.9 ms"),
@@ -53,7 +54,8 @@ def tab_rows(state: RunState) -> list[dict[str, Any]]:
             if histogram is None or not histogram.total_count:
                 continue
             stats = histogram_stats(histogram)
-            row: dict[str, Any] = {"name": scope, "metric": name.upper(), "count": stats.count}
+            label = catalogue.BY_NAME[name].short  # the terminal's and report.html's names
+            row: dict[str, Any] = {"name": scope, "metric": label, "count": stats.count}
             row["mean"] = round(stats.mean / 1000, 3)
             for percentile, value in stats.percentiles.items():
                 row[f"p{percentile:g}"] = value / 1000

@@ -12,11 +12,12 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.cooperation import let_streams_run
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.metrics.recorder import METRICS, ClassMetrics, MetricSet
 
-TIMESERIES_METRICS = ("tpot", "itl", "ttft", "read_delay")
+TIMESERIES_METRICS = catalogue.names("in_timeseries")
 TIMESERIES_PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 HLOG_FOLDER = "histograms"
 MIN_FINAL_POINT_S = 0.5

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
+from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.clock import WallClock
 from tpot_locust.common.cooperation import WorkSlices, let_streams_run
 from tpot_locust.common.errors import INTERRUPTED
@@ -43,17 +44,14 @@ from tpot_locust.metrics.phases import PHASES, RunClock
 from tpot_locust.metrics.stalls import ClientHealth
 from tpot_locust.metrics.tail_gaps import WORST_GAPS_SHOWN, merge_tail
 
-METRICS: tuple[str, ...] = (
-    "tpot", "request_tpot", "itl", "ttft", "ttfat", "e2e", "worst_gap", "ttft_from_intended",
-    "schedule_lag", "read_delay",
-)  # fmt: skip
-PHASE_METRICS: tuple[str, ...] = ("tpot", "itl")
+METRICS: tuple[str, ...] = catalogue.names()  # every metric, in the catalogue's order
+PHASE_METRICS: tuple[str, ...] = catalogue.names("phased")
 # Metrics whose samples are also kept per cause (``itl@prefill``, ..., ``itl@none``: the
 # samples that overlapped no cause), for the report's "Why the tail".
-CAUSE_METRICS: tuple[str, ...] = ("tpot", "itl")
+CAUSE_METRICS: tuple[str, ...] = catalogue.names("causes")
 # Metrics whose samples are tagged when they overlap a client stall (a copy of each tagged
 # sample goes into ``metric@client_stall``; the report sets those aside).
-STALL_METRICS: tuple[str, ...] = ("tpot", "itl", "ttft", "e2e", "request_tpot", "worst_gap")
+STALL_METRICS: tuple[str, ...] = catalogue.names("stall_tagged")
 FLUSH_PENDING_VALUES = 100_000
 BUCKET_SLICE = 4096  # values bucketed between two yields
 MAX_INTERRUPTED_IDS = 100

@@ -12,10 +12,11 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.text_safety import printable
 from tpot_locust.scenario.slo import LATENCY_METRICS, STATISTICS, TAIL_MIN_SAMPLES, parse_fraction
 
-DEFAULT_METRICS = ("tpot", "request_tpot", "itl", "ttft", "e2e")
+DEFAULT_METRICS = catalogue.names("in_compare")
 DEFAULT_STATISTICS = ("p50", "p90", "p99", "p99.9", "p99.99")
 
 

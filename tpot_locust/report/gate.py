@@ -16,13 +16,14 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.report.compare import Comparison, compare_summaries
 from tpot_locust.scenario.slo import Objective, SloSpec, format_limit, format_value
 
 PASS, FAIL, INSUFFICIENT, INVALID = "pass", "fail", "insufficient", "invalid"
 EXIT_PASS, EXIT_FAIL, EXIT_INVALID = 0, 1, 3
 # Metrics whose samples the recorder tags when they overlap a client stall.
-_TAGGED = ("tpot", "itl", "ttft", "e2e", "request_tpot", "worst_gap")
+_TAGGED = catalogue.names("stall_tagged")
 
 
 @dataclass

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.metrics.recorder import ClassMetrics, MetricSet
 from tpot_locust.report.charts import (
@@ -32,10 +33,9 @@ from tpot_locust.report.tail_pictures import has_tail_facts, why_the_tail
 from tpot_locust.scenario.slo import STATISTICS
 
 HTML_FILE = "report.html"
-TABLE_METRICS = ("tpot", "itl", "request_tpot", "ttft", "ttfat", "e2e", "worst_gap")
-DISTRIBUTION_METRICS = ("tpot", "itl", "ttft", "e2e")
-NAMES = {"tpot": "TPOT", "itl": "ITL", "request_tpot": "Request TPOT", "ttft": "TTFT",
-         "ttfat": "TTFAT", "e2e": "E2E", "worst_gap": "Worst gap"}  # fmt: skip
+TABLE_METRICS = catalogue.names("in_table")
+DISTRIBUTION_METRICS = catalogue.names("in_charts")
+NAMES = catalogue.shorts()
 
 PAGE_CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 1000px;

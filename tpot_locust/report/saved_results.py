@@ -19,6 +19,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.metrics.recorder import ClassCounters
 from tpot_locust.metrics.tail_gaps import TAIL_GAPS_KEPT
 
@@ -243,8 +244,7 @@ _POINT = record(
     {"t": number(), "interval_s": optional(_NUMBER0), "users": integer(),
      "tokens_per_s": optional(_NUMBER0), "requests_ok": integer(), "requests_failed": integer(),
      "stalls": integer(), "loop_lag_max_ms": optional(_NUMBER0), "partial": boolean(),
-     "tpot": mapping(number()), "ttft": mapping(number()), "itl": mapping(number()),
-     "read_delay": mapping(number())},
+     **{name: mapping(number()) for name in catalogue.names("in_timeseries")}},
     required=("t", "users"),
 )  # fmt: skip
 _WORKERS = record(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
+from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.text_safety import printable
 from tpot_locust.common.timings import ESTIMATED_COUNT_SOURCE
 from tpot_locust.metrics.histograms import (
@@ -31,20 +32,8 @@ from tpot_locust.report.attribution import attribution_summary, format_why_the_t
 from tpot_locust.report.server_view import format_server_view
 from tpot_locust.scenario.slo import TAIL_MIN_SAMPLES
 
-PER_TOKEN_METRICS = ("tpot", "itl")
-
-TITLES = {
-    "tpot": "TPOT: gap of every output token after the first, token-weighted",
-    "request_tpot": "Request TPOT: (last - first event) / (tokens after the first event)",
-    "itl": "ITL: gap between consecutive token events (inter-chunk latency)",
-    "ttft": "TTFT: send -> first token event",
-    "ttfat": "TTFAT: send -> first answer token event (after the reasoning)",
-    "e2e": "E2E: send -> last token event",
-    "worst_gap": "Worst gap: largest ITL of each request",
-    "ttft_from_intended": "TTFT from intended: open-loop arrival time -> first token event",
-    "schedule_lag": "Schedule lag: open-loop arrival time -> send (client queueing)",
-    "read_delay": "Read delay: kernel receipt of a read's bytes -> this client reading them",
-}
+PER_TOKEN_METRICS = catalogue.names("per_token")
+TITLES = catalogue.titles()
 # Read delay P99 above this: the worker was too busy to read on time (see client_check).
 CLIENT_BUSY_READ_DELAY_MS = 1.0
 

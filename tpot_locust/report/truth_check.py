@@ -23,10 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.metrics.histograms import PERCENTILES, exact_percentile
 from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_FOLDER, StallWindows
 
-CHECKED_METRICS = ("ttft", "itl", "tpot")
+CHECKED_METRICS = catalogue.names("truth_checked")
 TRUTH_FILE = "truth.jsonl"
 
 

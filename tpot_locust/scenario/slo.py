@@ -24,14 +24,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.scenario.yaml_source import Located, did_you_mean
 
 # Every metric the report prints, and every statistic of it that the gate can hold.
-LATENCY_METRICS = ("tpot", "request_tpot", "itl", "ttft", "e2e", "worst_gap", "schedule_lag",
-                   "ttft_from_intended")  # fmt: skip
+LATENCY_METRICS = catalogue.names("gateable")
 STATISTICS = ("mean", "p50", "p90", "p99", "p99.9", "p99.99", "max")
 # Per-request thresholds that make a request "good" (vLLM's and AIPerf's goodput).
-GOODPUT_METRICS = ("ttft", "request_tpot", "worst_gap", "e2e")
+GOODPUT_METRICS = catalogue.names("goodput")
 THROUGHPUT_KEYS = ("tokens_per_s", "requests_per_s")
 INTERFERENCE_METRICS = ("tpot", "itl")
 INTERFERENCE_STATISTICS = ("p50", "p90", "p99", "p99.9")
