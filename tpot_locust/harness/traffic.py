@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -23,6 +23,7 @@ from locust.env import Environment
 
 from tpot_locust.common.cooperation import let_streams_run
 from tpot_locust.common.distributions import as_distribution
+from tpot_locust.harness.turns import PlannedTurn
 from tpot_locust.scenario.arrivals import arrival_times
 from tpot_locust.scenario.model import Burst, Scenario, TrafficClass
 from tpot_locust.scenario.trace import sessions, share_of
@@ -157,21 +158,17 @@ class TrafficDriver:
         self, agent: ChatUser, traffic: TrafficClass, turns: list, start_perf_ns: int
     ) -> None:
         """One conversation of a trace: each turn at its time, with the answers before it."""
-        history: list[dict[str, str]] = []
-        prompt_so_far = 0
+        agent.converse(self._planned_trace_turns(agent, traffic, turns, start_perf_ns))
+
+    def _planned_trace_turns(
+        self, agent: ChatUser, traffic: TrafficClass, turns: list, start_perf_ns: int
+    ) -> Iterator[PlannedTurn]:
         for number, turn in enumerate(turns):
             # every turn is an arrival of the trace: its lateness is schedule lag
             intended = self._sleep_until(start_perf_ns, turn.t_s / traffic.speedup)
             text, tokens = agent.trace_message(turn.prompt, turn.input_tokens)
-            history.append({"role": "user", "content": text})
-            prompt_so_far += tokens
-            later = number + 1 < len(turns)  # its answer goes back with the next turn
-            timings, answer = agent.send(history, turn.output_tokens, prompt_so_far, intended,
-                                         keep_answer=later)  # fmt: skip
-            if not timings.ok:
-                return
-            history.append({"role": "assistant", "content": answer})
-            prompt_so_far += agent.count_tokens(answer, timings.output_tokens)
+            yield PlannedTurn(text, tokens, turn.output_tokens, intended,
+                              number + 1 == len(turns))  # fmt: skip
 
     def _session(self, class_name: str, work: Callable[..., object], *args: object) -> None:
         """``work(agent, *args)`` with an idle agent of the class, given back after."""

@@ -18,7 +18,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -40,6 +40,7 @@ from tpot_locust.common.tokens import Tokenizer, load_tokenizer
 from tpot_locust.harness.events import ensure_prefill_window, ensure_token_timings
 from tpot_locust.harness.failures import Backoff
 from tpot_locust.harness.prefill_events import PrefillWindow
+from tpot_locust.harness.turns import PlannedTurn
 from tpot_locust.metrics.stalls import PROCESS_TAG
 from tpot_locust.scenario.datasets import Conversation
 from tpot_locust.scenario.prompts import WORDS, synthetic_text
@@ -157,59 +158,67 @@ class ChatUser(User):
         arguments override the class's (burst requests). Returns the last turn's timings.
         """
         if self.dataset and prompt_tokens is None:
-            return self._dataset_session(t_intended_ns, output_tokens)
+            return self.converse(self._dataset_turns(t_intended_ns, output_tokens))
+        return self.converse(self._session_turns(t_intended_ns, prompt_tokens, output_tokens,
+                                                 turns))  # fmt: skip
+
+    def converse(self, turns: Iterable[PlannedTurn]) -> RequestTimings | None:
+        """The one turn loop of sessions, dataset conversations and trace replays: each
+        turn's user message joins the history, the whole history is sent, the answer joins
+        it. ``turns`` is consumed one turn at a time, after the previous answer came (so
+        it may wait: think time, a trace's next arrival). Stops at the first failed turn;
+        returns the last turn's timings (None: no turn)."""
         history: list[dict[str, str]] = []
         prompt_so_far = 0
-        first_spec = prompt_tokens if prompt_tokens is not None else self.prompt_tokens
-        followup = self.followup_tokens
         timings = None
-        turns = max(int(turns or self.turns), 1)
-        for turn in range(turns):
-            spec = first_spec if turn == 0 or followup is None else followup
-            text, new_tokens = self._user_message(spec, first=turn == 0, pause=let_streams_run)
-            history.append({"role": "user", "content": text})
-            prompt_so_far += new_tokens
-            max_tokens = self._max_tokens(output_tokens)
-            intended = t_intended_ns if turn == 0 else None
-            timings, answer = self.send(history, max_tokens, prompt_so_far, intended)
+        for turn in turns:
+            history.append({"role": "user", "content": turn.text})
+            prompt_so_far += turn.tokens
+            timings, answer = self.send(history, turn.max_tokens, prompt_so_far,
+                                        turn.intended_ns, keep_answer=not turn.last)  # fmt: skip
             if not timings.ok:
                 return timings
             history.append({"role": "assistant", "content": answer})
             prompt_so_far += self.count_tokens(answer, timings.output_tokens)
-            if turn + 1 < turns and self.think_time:
-                gevent.sleep(as_distribution(self.think_time).sample(self.rng))
         return timings
 
-    def _dataset_session(
+    def _session_turns(
+        self, t_intended_ns: int | None, prompt_tokens: Any, output_tokens: Any,
+        turns: int | None,
+    ) -> Iterator[PlannedTurn]:  # fmt: skip
+        """The class's synthetic turns: the first of ``prompt_tokens`` (else the class's),
+        later ones of ``followup_tokens``, think time between."""
+        first_spec = prompt_tokens if prompt_tokens is not None else self.prompt_tokens
+        followup = self.followup_tokens
+        count = max(int(turns or self.turns), 1)
+        for turn in range(count):
+            if turn and self.think_time:
+                gevent.sleep(as_distribution(self.think_time).sample(self.rng))
+            spec = first_spec if turn == 0 or followup is None else followup
+            text, new_tokens = self._user_message(spec, first=turn == 0, pause=let_streams_run)
+            yield PlannedTurn(text, new_tokens, self._max_tokens(output_tokens),
+                              t_intended_ns if turn == 0 else None, turn + 1 == count)  # fmt: skip
+
+    def _dataset_turns(
         self, t_intended_ns: int | None, output_tokens: Any
-    ) -> RequestTimings | None:
-        """The next conversation of the dataset: its user turns in order, each turn's
-        answer the server's (its recorded answer's length, or the length given with it, is
-        ``max_tokens``)."""
-        history: list[dict[str, str]] = []
-        prompt_so_far = 0
-        timings = None
+    ) -> Iterator[PlannedTurn]:
+        """The dataset's next conversation, its user turns in order, each turn's answer the
+        server's (its recorded answer's length, or the length given with it, is
+        ``max_tokens``), think time between."""
         turns = self._next_conversation()
         for number, turn in enumerate(turns):
-            history.append({"role": "user", "content": turn.text})
-            prompt_so_far += self.count_tokens(turn.text, len(turn.text.split()))
+            if number and self.think_time:
+                gevent.sleep(as_distribution(self.think_time).sample(self.rng))
             if turn.output_tokens is not None:
                 max_tokens = turn.output_tokens
             elif turn.answer is not None:
                 max_tokens = max(self.count_tokens(turn.answer, len(turn.answer.split())), 1)
             else:
                 max_tokens = self._max_tokens(output_tokens)
-            intended = t_intended_ns if number == 0 else None
-            later = number + 1 < len(turns)
-            timings, answer = self.send(history, max_tokens, prompt_so_far, intended,
-                                        keep_answer=later)  # fmt: skip
-            if not timings.ok:
-                return timings
-            history.append({"role": "assistant", "content": answer})
-            prompt_so_far += self.count_tokens(answer, timings.output_tokens)
-            if later and self.think_time:
-                gevent.sleep(as_distribution(self.think_time).sample(self.rng))
-        return timings
+            tokens = self.count_tokens(turn.text, len(turn.text.split()))
+            yield PlannedTurn(turn.text, tokens, max_tokens,
+                              t_intended_ns if number == 0 else None,
+                              number + 1 == len(turns))  # fmt: skip
 
     def _next_conversation(self) -> Conversation:
         if self.dataset_order != "sequential":
