@@ -51,7 +51,6 @@ from tpot_locust.wire.stream_decoder import (
 )
 
 MAX_ERROR_BODY = 64 * 1024
-REDACTED = secrets.REDACTED
 BODY_START_KEPT = 256  # bytes of a body kept until its first event: what arrived instead
 
 
@@ -149,24 +148,6 @@ def _stream(
         timings.error_message = redact(failure.message, request.headers)
     timings.refuse_out_of_range()
     return timings, decoded.text
-
-
-def failed_request(request: StreamRequest, error: BaseException) -> RequestTimings:
-    """Timings of a request that failed before it could be sent (e.g. the model lookup),
-    categorised like ``stream_request`` would have: for callers that must count it."""
-    timings = _new_timings(request)
-    timings.t_end_ns = time.perf_counter_ns()
-    if isinstance(error, StreamError):
-        failure = error
-    elif isinstance(error, ReadTimeout):
-        timeout = request.first_token_timeout
-        failure = StreamError(TIMEOUT_FIRST_TOKEN, f"no response within {timeout:g} s")
-    else:
-        failure = StreamError(CLIENT_ERROR, f"{error.__class__.__name__}: {error}")
-    timings.error_category = failure.category
-    timings.error_message = redact(failure.message, request.headers)
-    timings.refuse_out_of_range()
-    return timings
 
 
 def redact(message: str, headers: dict[str, str]) -> str:
