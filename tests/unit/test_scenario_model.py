@@ -123,3 +123,11 @@ def test_the_knee_is_the_last_pass_before_the_first_step_that_did_not() -> None:
     assert knee(rows) == {"step": 2, "value": 8}
     assert knee(rows[2:]) is None
     assert knee([{"step": 1, "value": 4, "verdict": "invalid"}, *rows]) is None
+
+
+def test_the_runs_overrides_reach_locust_whole_even_with_line_breaks() -> None:
+    from tpot_locust.scenario.loader import overrides_for_env, overrides_from_env
+
+    overrides = ["server.api=responses", "classes.chat.prompt_tokens={dist: fixed,\n value: 3}"]
+    assert overrides_from_env(overrides_for_env(overrides)) == overrides
+    assert overrides_from_env(None) == overrides_from_env("") == []

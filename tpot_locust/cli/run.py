@@ -35,7 +35,12 @@ from tpot_locust.report.truth_check import (
 )
 from tpot_locust.report.verdict_files import format_verdict, write_verdict
 from tpot_locust.scenario.capacity import advice
-from tpot_locust.scenario.loader import load_scenario, scenario_document
+from tpot_locust.scenario.loader import (
+    OVERRIDES_ENV,
+    load_scenario,
+    overrides_for_env,
+    scenario_document,
+)
 from tpot_locust.scenario.model import Scenario, Simulator, scenario_keys
 from tpot_locust.scenario.schema import resolve_profile
 from tpot_locust.sim.profiles import check_engine
@@ -176,7 +181,7 @@ def run_scenario(options: RunOptions) -> int:
     save_scenario(out / SCENARIO_FILE, options.scenario_path, overrides)
     env = dict(os.environ)
     env["TPOT_SCENARIO"] = str(options.scenario_path.resolve())
-    env["TPOT_SET"] = "\x1f".join(overrides)
+    env[OVERRIDES_ENV] = overrides_for_env(overrides)
     env[SUPERVISED_ENV] = "1"  # the verdict is printed here, after the truth check
     with ExitStack() as stack:
         host = options.host or scenario.host

@@ -25,8 +25,22 @@ __all__ = ["ScenarioError", "load_scenario", "scenario_document"]
 
 
 SETTINGS_SEPARATOR = "\n"  # between the overrides of one test's settings (--tpot-set)
+# between the run's own overrides (--set) in TPOT_SET, the environment a supervised Locust
+# gets: a unit separator, since one --set value may itself hold a line break
+OVERRIDES_ENV = "TPOT_SET"
+_ENV_SEPARATOR = "\x1f"
 _CACHE_SIZE = 8
 _parsed_files: dict[tuple[str, bytes], Located] = {}
+
+
+def overrides_for_env(overrides: list[str]) -> str:
+    """The run's ``--set`` overrides as ``TPOT_SET`` carries them to Locust's processes."""
+    return _ENV_SEPARATOR.join(overrides)
+
+
+def overrides_from_env(value: str | None) -> list[str]:
+    """``TPOT_SET``'s overrides, as ``overrides_for_env`` joined them."""
+    return [item for item in (value or "").split(_ENV_SEPARATOR) if item]
 
 
 def split_settings(text: str | None) -> list[str]:

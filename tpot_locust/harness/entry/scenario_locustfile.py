@@ -16,12 +16,17 @@ from pathlib import Path
 from tpot_locust.common.text_safety import printable
 from tpot_locust.harness.plugin import use_scenario
 from tpot_locust.harness.scenario_users import build_shape_class, build_user_classes
-from tpot_locust.scenario.loader import ScenarioError, load_scenario
+from tpot_locust.scenario.loader import (
+    OVERRIDES_ENV,
+    ScenarioError,
+    load_scenario,
+    overrides_from_env,
+)
 
 _scenario_path = os.environ.get("TPOT_SCENARIO")
 if not _scenario_path:
     raise SystemExit("the scenario locustfile needs TPOT_SCENARIO=path/to/scenario.yaml")
-_overrides = [item for item in os.environ.get("TPOT_SET", "").split("\x1f") if item]
+_overrides = overrides_from_env(os.environ.get(OVERRIDES_ENV))
 try:
     _scenario = load_scenario(Path(_scenario_path), _overrides)
 except ScenarioError as _error:  # as `tpot-locust validate` says it: one line a problem, exit 2
