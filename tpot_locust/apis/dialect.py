@@ -225,6 +225,13 @@ def nested(container: Any, *keys: str) -> Any:
     return container
 
 
+def details(usage: Any, key: str) -> dict[str, Any] | None:
+    """A usage details object (``prompt_tokens_details``...), or None: servers send null
+    or leave it out, and neither is an error."""
+    found = usage.get(key) if isinstance(usage, dict) else None
+    return found if isinstance(found, dict) else None
+
+
 def list_length(value: Any) -> int | None:
     """The length of a non-empty list (token ids, logprob entries), else None."""
     return len(value) if isinstance(value, list) and value else None

@@ -25,6 +25,7 @@ from tpot_locust.apis.dialect import (
     SimContext,
     SimEvent,
     bool_field,
+    details,
     finish_words,
     int_field,
     list_length,
@@ -72,9 +73,9 @@ class OpenAIStream(Dialect):
         reading = EventReading(
             completion=token_count(usage, "completion_tokens"),
             prompt=token_count(usage, "prompt_tokens"),
-            cached=token_count(_details(usage, "prompt_tokens_details"), "cached_tokens"),
+            cached=token_count(details(usage, "prompt_tokens_details"), "cached_tokens"),
             reasoning_reported=token_count(
-                _details(usage, "completion_tokens_details"), "reasoning_tokens"
+                details(usage, "completion_tokens_details"), "reasoning_tokens"
             ),
         )
         choices = event.get("choices")
@@ -210,12 +211,6 @@ class ChatCompletions(OpenAIStream):
 
     def whole_choice(self, text: str) -> dict[str, Any]:
         return {"message": {"role": "assistant", "content": text}}
-
-
-def _details(usage: Any, key: str) -> dict[str, Any] | None:
-    """A usage details object, or None (servers send null or leave it out)."""
-    details = usage.get(key) if isinstance(usage, dict) else None
-    return details if isinstance(details, dict) else None
 
 
 def _usage(prompt: int, completion: int) -> dict[str, int]:

@@ -37,6 +37,7 @@ from tpot_locust.apis.dialect import (
     SimContext,
     SimEvent,
     bool_field,
+    details,
     finish_words,
     int_field,
     list_length,
@@ -192,10 +193,8 @@ def _terminal(kind: str, response: Any) -> EventReading:
         done=True,
         completion=token_count(usage, "output_tokens"),
         prompt=token_count(usage, "input_tokens"),
-        cached=token_count(_details(usage, "input_tokens_details"), "cached_tokens"),
-        reasoning_reported=token_count(
-            _details(usage, "output_tokens_details"), "reasoning_tokens"
-        ),
+        cached=token_count(details(usage, "input_tokens_details"), "cached_tokens"),
+        reasoning_reported=token_count(details(usage, "output_tokens_details"), "reasoning_tokens"),
     )
     if status == "incomplete":  # OpenAI's response.incomplete; vLLM's completed, incomplete
         reason = nested(response, "incomplete_details", "reason")
@@ -203,11 +202,6 @@ def _terminal(kind: str, response: Any) -> EventReading:
     else:
         reading.finish_reason = finish_words(status)
     return reading
-
-
-def _details(usage: Any, key: str) -> dict[str, Any] | None:
-    details = usage.get(key) if isinstance(usage, dict) else None
-    return details if isinstance(details, dict) else None
 
 
 def _input_tokens(value: Any, count: CountText) -> int:
