@@ -279,7 +279,7 @@ def test_non_http_host_is_a_usage_error(tmp_path: Path, python: str) -> None:
 
 def test_locust_arguments_after_double_dash_are_accepted(tmp_path: Path, python: str) -> None:
     result = tpot_locust(
-        ["run", "scenarios/quickstart.yaml", "--run-time", "1s", "--out", str(tmp_path / "out"),
+        ["run", "scenarios/quickstart.yaml", "--run-time", "3s", "--out", str(tmp_path / "out"),
          "--", "--stop-timeout", "3"],
         python, timeout=90,
     )  # fmt: skip

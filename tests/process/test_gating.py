@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, run_command
+from tpot_locust.report.finishing import baseline_summary
 from tpot_locust.report.gate import evaluate
-from tpot_locust.report.gating import baseline_summary
 from tpot_locust.scenario.loader import load_scenario
 from tpot_locust.sim.process import start_simulator
 

@@ -15,22 +15,23 @@ import pytest
 
 from tests.conftest import run_command
 from tests.unit.test_hostile_results import _bomb
+from tpot_locust.common.results_folder import HISTOGRAMS_FILE, SUMMARY_FILE, ResultsFolder
 from tpot_locust.metrics.histograms import record_many
 from tpot_locust.metrics.recorder import MetricSet
-from tpot_locust.report.results_files import HISTOGRAMS_FILE, SUMMARY_FILE, write_results
+from tpot_locust.report.finishing import finish_run
 
 Edit = Callable[[Path], None]
 
 
 def _results(folder: Path) -> Path:
-    """A real results folder, written by the results writer without running Locust."""
+    """A real results folder, written by the finishing pass without running Locust."""
     totals = MetricSet()
     metrics = totals.for_class("chat")
     metrics.counters.ok = 40
     metrics.counters.first_send_wall_ns, metrics.counters.last_token_wall_ns = 1, 2_000_000_000
     for metric in ("tpot", "itl", "ttft", "e2e"):
         record_many(metrics.histogram(metric), np.arange(1_000, 40_000, 7))
-    write_results(folder, totals, {"scenario": "good", "host": "http://127.0.0.1:1"})
+    finish_run(ResultsFolder(folder), totals, {"scenario": "good", "host": "http://127.0.0.1:1"})
     return folder
 
 

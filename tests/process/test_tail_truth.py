@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT, run_command
+from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.report.truth_check import load_stall_windows
 from tpot_locust.sim.process import start_simulator
 
@@ -114,7 +115,7 @@ def _gaps_against_truth(stamps_file: Path, truth_path: Path, out: Path) -> tuple
         record = json.loads(line)
         if "request_id" in record and not record["aborted"]:
             truth[record["request_id"]] = record
-    (windows,) = load_stall_windows(out).values()
+    (windows,) = load_stall_windows(ResultsFolder(out)).values()
     measured, true, tagged = [], [], []
     for line in stamps_file.read_text().splitlines():
         request = json.loads(line)

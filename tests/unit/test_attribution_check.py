@@ -10,12 +10,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tpot_locust.cli.run import check_against_truth
+from tpot_locust.common.results_folder import ResultsFolder
+from tpot_locust.metrics.recorder import MetricSet
 from tpot_locust.report.attribution_check import (
     attribution_check,
     format_attribution_check,
     true_gaps,
 )
+from tpot_locust.report.finishing import finish_run
 from tpot_locust.sim.profiles import engine_params
 from tpot_locust.sim.virtual import VirtualRequest, VirtualRun, run_virtual
 
@@ -254,7 +256,7 @@ def test_unavailable_without_step_lines_attribution_or_gaps(tmp_path: Path) -> N
     assert format_attribution_check(None) == []
 
 
-def test_check_against_truth_stores_and_prints_it(tmp_path: Path, capsys: Any) -> None:
+def test_the_finishing_pass_stores_and_prints_both_checks(tmp_path: Path) -> None:
     truth = tail_truth(tmp_path, {r: {"prefill": 10} for r in range(10)})
     assert truth.name == "truth.jsonl"
     summary = ours({(f"r{r}", 100): ["prefill"] for r in range(10)})
@@ -268,11 +270,13 @@ def test_check_against_truth_stores_and_prints_it(tmp_path: Path, capsys: Any) -
         "max": 50.0,
     }
     summary["metrics"] = {name: itl for name in ("ttft", "itl", "tpot")}
-    (tmp_path / "summary.json").write_text(json.dumps(summary))
-    check_against_truth(tmp_path, None)
-    stored = json.loads((tmp_path / "summary.json").read_text())
+    folder = ResultsFolder(tmp_path)
+    finished = finish_run(folder, MetricSet(), {}, summary=summary, check_truth=True,
+                          save_histograms=False)  # fmt: skip
+    stored = json.loads(folder.summary.read_text())
     assert stored["attribution_check"]["causes"]["prefill"]["recall"] == 1.0
-    printed = capsys.readouterr().out
+    assert "truth_check" in stored and finished.truth_passed is None  # no tolerance given
+    printed = "\n".join(finished.check_lines)
     assert printed.index("Truth check") < printed.index("Attribution check (true gaps above")
 
 

@@ -27,6 +27,7 @@ from hdrh.codec import (
     PayloadHeader,
 )
 
+from tpot_locust.common.results_folder import HISTOGRAMS_FILE, SUMMARY_FILE, ResultsFolder
 from tpot_locust.common.text_safety import printable, safe_slug, xml_text
 from tpot_locust.metrics.histograms import (
     HIGHEST_US,
@@ -37,13 +38,9 @@ from tpot_locust.metrics.histograms import (
 )
 from tpot_locust.metrics.recorder import MetricSet
 from tpot_locust.report import summary as summary_module
+from tpot_locust.report.finishing import finish_run
 from tpot_locust.report.html import RunView, render_report, write_html
-from tpot_locust.report.results_files import (
-    HISTOGRAMS_FILE,
-    SUMMARY_FILE,
-    load_results,
-    write_results,
-)
+from tpot_locust.report.results_files import load_results
 from tpot_locust.report.saved_results import ResultsError
 from tpot_locust.report.summary import build_summary, format_report
 from tpot_locust.report.verdict_files import format_verdict, junit_tree
@@ -96,7 +93,7 @@ def _totals() -> MetricSet:
 
 def _results(tmp_path: Path) -> Path:
     out = tmp_path / "run"
-    write_results(out, _totals(), {"scenario": "s", "host": "http://127.0.0.1:1"})
+    finish_run(ResultsFolder(out), _totals(), {"scenario": "s", "host": "http://127.0.0.1:1"})
     return out
 
 
@@ -208,7 +205,8 @@ def test_a_failing_report_part_is_named_and_the_rest_is_written(
 
     monkeypatch.setattr(summary_module, "phase_summary", broken)
     out = tmp_path / "run"
-    summary = write_results(out, _totals(), {"scenario": "s", "warmup_s": float("nan")})
+    run = {"scenario": "s", "warmup_s": float("nan")}
+    summary = finish_run(ResultsFolder(out), _totals(), run).summary
     saved = json.loads((out / SUMMARY_FILE).read_text(), parse_constant=pytest.fail)
     assert saved["complete"] is False and summary["complete"] is False
     assert "totals interference: OverflowError: int too large" in saved["report_error"]
@@ -242,15 +240,16 @@ def test_the_end_of_a_run_writes_everything_but_the_failed_part(
     from locust.env import Environment
 
     from tpot_locust.harness import run_state
+    from tpot_locust.report import finishing
 
     def broken(*_: Any) -> None:
         raise OverflowError("int too large to convert to float")
 
     options = argparse.Namespace(tpot_out=str(tmp_path), headless=True)
     state = run_state.RunState(Environment(user_classes=[], parsed_options=options))
-    state.collector.start(state.out_dir)
+    state.collector.start(state.folder)
     state.collector.totals.add(_totals())
-    monkeypatch.setattr(run_state, "write_run_report", broken)
+    monkeypatch.setattr(finishing, "render_report", broken)
     summary = state.finish()
     assert state.environment.process_exit_code == 3
     saved = json.loads((tmp_path / SUMMARY_FILE).read_text())

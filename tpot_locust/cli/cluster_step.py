@@ -11,7 +11,6 @@ are (``summary.json``, verdict, ``histograms.json``, ``report.html``).
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,13 +18,14 @@ from typing import Any
 
 from tpot_locust.cli.master_api import BUSY_STATES, MasterAPI, MasterError
 from tpot_locust.cli.run import save_scenario
+from tpot_locust.common.results_folder import ResultsFolder
+from tpot_locust.metrics.recorder import MetricSet
+from tpot_locust.report.finishing import finish_run
 from tpot_locust.report.gate import EXIT_INVALID
-from tpot_locust.report.gating import gate_summary
-from tpot_locust.report.html import SCENARIO_FILE, write_run_report
-from tpot_locust.report.results_files import HISTOGRAMS_FILE, SUMMARY_FILE, load_results
+from tpot_locust.report.results_files import load_results, write_json
 from tpot_locust.report.saved_results import STEP_SUMMARY, checked
 from tpot_locust.report.verdict_files import format_verdict
-from tpot_locust.scenario.loader import SETTINGS_SEPARATOR, load_scenario
+from tpot_locust.scenario.loader import SETTINGS_SEPARATOR, ScenarioText
 from tpot_locust.scenario.model import Scenario
 from tpot_locust.scenario.tunable import CLIENT_ONLY_PREFIX, untunable
 from tpot_locust.sim.profiles import check_engine
@@ -45,14 +45,15 @@ class ClusterSteps:
 
     def run(self, folder: Path, overrides: list[str]) -> int:
         """One step: its exit code as a run's (0 pass, 1 fail, 3 invalid, 130 interrupted)."""
-        scenario = load_scenario(self.scenario_path, overrides, check_engine=check_engine)
+        source = ScenarioText(self.scenario_path)  # read once: the step and its saved copy
+        scenario = source.load(overrides, check_engine=check_engine)
         sent = [item for item in overrides if not item.startswith(CLIENT_ONLY_PREFIX)]
         if why := untunable(sent):  # the master would refuse the step's Start: say it here
             raise ValueError(f"--master-url: a running cluster's test settings: {why}")
         if self._workers is None:
             self._workers = self._check_master(scenario)
         folder.mkdir(parents=True, exist_ok=True)
-        save_scenario(folder / SCENARIO_FILE, self.scenario_path, overrides)
+        save_scenario(ResultsFolder(folder).scenario, source, overrides)
         self._wait_idle()
         test = int(self.api.summary().get("test", 0)) + 1
         spawn_rate = scenario.spawn_rate or max(scenario.users, 1)
@@ -68,15 +69,14 @@ class ClusterSteps:
         except KeyboardInterrupt:
             self.api.stop()  # the step's load ends with the sweep; keep what it measured
             summary = self._finished(test, FINISH_GRACE_S)
-            self._save(folder, summary, scenario)
+            self._save(ResultsFolder(folder), test, summary, scenario)
             return INTERRUPTED
         if summary is None:
             self.api.stop()
             print(f"tpot-locust sweep: test {test} on the master did not finish within "
                   f"{FINISH_GRACE_S:g} s of its run time; stopped it", flush=True)  # fmt: skip
             return EXIT_INVALID
-        verdict = self._save(folder, summary, scenario)
-        self._save_histograms(folder, test, summary)
+        verdict = self._save(ResultsFolder(folder), test, summary, scenario)
         return EXIT_INVALID if verdict is None else verdict["exit_code"]
 
     def _check_master(self, scenario: Scenario) -> int:
@@ -123,27 +123,26 @@ class ClusterSteps:
             time.sleep(POLL_S)
         return None
 
-    def _save_histograms(self, folder: Path, test: int, summary: dict[str, Any]) -> None:
-        """The step's ``histograms.json`` and ``report.html``, as a local step has them
-        (``tpot-locust report`` and ``compare`` read the folder)."""
-        document = self.api.histograms()
-        if document.pop("test", None) != test:
-            print(f"tpot-locust sweep: the master moved on from test {test}: no histograms "
-                  f"in {folder}", flush=True)  # fmt: skip
-            return
-        (folder / HISTOGRAMS_FILE).write_text(json.dumps(document) + "\n")
-        totals, _ = load_results(folder)
-        write_run_report(folder, summary, totals)
-
-    @staticmethod
-    def _save(folder: Path, summary: dict[str, Any] | None, scenario: Scenario) -> Any:
+    def _save(
+        self, folder: ResultsFolder, test: int, summary: dict[str, Any] | None, scenario: Scenario
+    ) -> dict[str, Any] | None:
+        """The step's results as a local step has them (``tpot-locust report`` and
+        ``compare`` read the folder), through the one finishing pass: the master's summary,
+        gated here, and its histograms while the master still has this test's."""
         if summary is None:
             return None
         for key in ("running", "test"):
             summary.pop(key, None)
-        (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
-        if scenario.slo.empty:
-            return None
-        verdict = gate_summary(scenario.slo, summary, folder, scenario.name)
-        print("\n".join(format_verdict(verdict)), flush=True)
-        return verdict
+        totals, run = MetricSet(), summary.get("run") or {}
+        document = self.api.histograms()
+        if document.pop("test", None) == test:
+            write_json(folder.histograms, document)
+            totals, run = load_results(folder.root)  # checked as any saved file is
+        else:
+            print(f"tpot-locust sweep: the master moved on from test {test}: no histograms "
+                  f"in {folder.root}", flush=True)  # fmt: skip
+        finished = finish_run(folder, totals, run, slo=scenario.slo, suite=scenario.name,
+                              save_histograms=False, summary=summary)  # fmt: skip
+        if finished.verdict is not None:
+            print("\n".join(format_verdict(finished.verdict)), flush=True)
+        return finished.verdict

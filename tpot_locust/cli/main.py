@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tpot_locust.common.checked_numbers import option_number
+from tpot_locust.common.results_folder import REPORT_FILE, ResultsFolder
 from tpot_locust.common.text_safety import printable
 from tpot_locust.common.version import __version__
 from tpot_locust.scenario.loader import ScenarioError, load_scenario
@@ -75,7 +76,7 @@ def _report(args: argparse.Namespace) -> int:
     from tpot_locust.report.results_files import load_results
     from tpot_locust.report.saved_results import VERDICT, read_checked
     from tpot_locust.report.summary import build_summary, format_full_report
-    from tpot_locust.report.verdict_files import VERDICT_FILE, format_verdict
+    from tpot_locust.report.verdict_files import format_verdict
 
     if args.html:
         return _html_report(args)
@@ -84,8 +85,7 @@ def _report(args: argparse.Namespace) -> int:
     args.out = args.out[0]
     totals, run = load_results(Path(args.out))
     summary = build_summary(totals, run)
-    folder = Path(args.out) if Path(args.out).is_dir() else Path(args.out).parent
-    verdict_path = folder / VERDICT_FILE
+    verdict_path = ResultsFolder.of(Path(args.out)).verdict
     verdict = read_checked(verdict_path, VERDICT) if verdict_path.exists() else None
     if args.json:
         print(json.dumps(summary | ({"slo": verdict} if verdict else {}), indent=2))
@@ -97,15 +97,15 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _html_report(args: argparse.Namespace) -> int:
-    from tpot_locust.report.html import HTML_FILE, write_html
+    from tpot_locust.report.html import write_html
 
     runs = [_run_view(Path(given)) for given in args.out]
     if args.output:
         target = Path(args.output)  # an existing folder: report.html inside it
     elif len(runs) == 1:
-        target = Path(args.out[0]) / HTML_FILE
+        target = ResultsFolder.of(Path(args.out[0])).report
     else:
-        target = Path(HTML_FILE)
+        target = Path(REPORT_FILE)
     print(write_html(target, runs))
     return 0
 
@@ -113,24 +113,24 @@ def _html_report(args: argparse.Namespace) -> int:
 def _run_view(given: Path) -> RunView:
     """One saved run for the HTML report: its summary rebuilt from the histograms, with the
     verdict and truth check its ``summary.json`` gained at the end, and its scenario."""
-    from tpot_locust.report.html import SCENARIO_FILE, RunView
-    from tpot_locust.report.results_files import SUMMARY_FILE, load_results
+    from tpot_locust.report.html import RunView
+    from tpot_locust.report.results_files import load_results
     from tpot_locust.report.saved_results import SUMMARY_EXTRAS, read_checked, read_text
     from tpot_locust.report.summary import build_summary
 
-    folder = given if given.is_dir() else given.parent
-    totals, run = load_results(folder)
+    folder = ResultsFolder.of(given)
+    totals, run = load_results(folder.root)
     summary = build_summary(totals, run)
-    saved = folder / SUMMARY_FILE
+    saved = folder.summary
     if saved.exists():
         extras = read_checked(saved, SUMMARY_EXTRAS)
         kept = ("slo", "truth_check", "attribution_check", "report_error")
         summary |= {key: extras[key] for key in kept if extras.get(key) is not None}
         if extras.get("complete") is False:
             summary["complete"] = False
-    scenario = folder / SCENARIO_FILE
+    scenario = folder.scenario
     text = read_text(scenario) if scenario.exists() else None
-    return RunView(run.get("scenario") or folder.name, summary, totals, text)
+    return RunView(run.get("scenario") or folder.root.name, summary, totals, text)
 
 
 def _compare(args: argparse.Namespace) -> int:

@@ -20,27 +20,15 @@ from typing import Any
 import yaml
 
 from tpot_locust.cli.processes import LocustProcesses, Supervisor
+from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.secrets import redact_mapping, redact_url
 from tpot_locust.common.text_safety import safe_slug
-from tpot_locust.report.attribution_check import attribution_check, format_attribution_check
+from tpot_locust.report.finishing import SUPERVISED_ENV, Finished, finish_saved
 from tpot_locust.report.gate import EXIT_INVALID, unmeasured
-from tpot_locust.report.gating import SUPERVISED_ENV, gate_summary
-from tpot_locust.report.html import HTML_FILE, SCENARIO_FILE, write_run_report
-from tpot_locust.report.results_files import SUMMARY_FILE, load_results
-from tpot_locust.report.truth_check import (
-    TRUTH_FILE,
-    format_truth_check,
-    load_stall_windows,
-    truth_check,
-)
+from tpot_locust.report.summary import format_full_report
 from tpot_locust.report.verdict_files import format_verdict, write_verdict
 from tpot_locust.scenario.capacity import advice
-from tpot_locust.scenario.loader import (
-    OVERRIDES_ENV,
-    load_scenario,
-    overrides_for_env,
-    scenario_document,
-)
+from tpot_locust.scenario.loader import OVERRIDES_ENV, ScenarioText, overrides_for_env
 from tpot_locust.scenario.model import Scenario, Simulator, scenario_keys
 from tpot_locust.scenario.schema import resolve_profile
 from tpot_locust.sim.profiles import check_engine
@@ -160,11 +148,12 @@ def unreachable(host: str, timeout_s: float = 5.0) -> str | None:
 def run_scenario(options: RunOptions) -> int:
     if options.host:
         Origin.parse(options.host)  # a usage error (exit 2) before anything starts
-    scenario = load_scenario(options.scenario_path, options.overrides, check_engine=check_engine)
+    source = ScenarioText(options.scenario_path)  # read once: the run and its saved copy agree
+    scenario = source.load(options.overrides, check_engine=check_engine)
     labelled = _overrides(options, scenario)
     overrides = list(labelled)
     if overrides != list(options.overrides):  # --users or --run-time: load with them too
-        scenario = load_scenario(options.scenario_path, overrides, labelled, check_engine)
+        scenario = source.load(overrides, labelled, check_engine)
     if scenario.duration_s != int(scenario.duration_s):
         raise ValueError(f"run time {scenario.duration_s:g} s: Locust runs whole seconds")
     if options.spawn_rate is not None:
@@ -173,16 +162,16 @@ def run_scenario(options: RunOptions) -> int:
         scenario.spawn_rate = options.spawn_rate
     if warning := advice(scenario, options.workers, host=options.host):
         print(warning, file=sys.stderr, flush=True)
-    out = output_dir(options, scenario)
+    folder = ResultsFolder(output_dir(options, scenario))
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        folder.root.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise ValueError(f"results folder {out}: {error.strerror or error}") from None
-    save_scenario(out / SCENARIO_FILE, options.scenario_path, overrides)
+        raise ValueError(f"results folder {folder.root}: {error.strerror or error}") from None
+    save_scenario(folder.scenario, source, overrides)
     env = dict(os.environ)
     env["TPOT_SCENARIO"] = str(options.scenario_path.resolve())
     env[OVERRIDES_ENV] = overrides_for_env(overrides)
-    env[SUPERVISED_ENV] = "1"  # the verdict is printed here, after the truth check
+    env[SUPERVISED_ENV] = "1"  # this process finishes the run, after the simulator's truth
     with ExitStack() as stack:
         host = options.host or scenario.host
         host_given = bool(host)
@@ -190,114 +179,95 @@ def run_scenario(options: RunOptions) -> int:
             print(f"tpot-locust: {why} (is the server running?)", file=sys.stderr)
             if scenario.slo.empty:
                 return 1
-            verdict = unmeasured(scenario.slo, f"nothing was measured: {why}")
-            write_verdict(out, verdict, scenario.name)
-            print("\n".join(format_verdict(verdict)), flush=True)
-            return verdict["exit_code"]
+            return _unmeasured(scenario, folder, why)
         if not host:
             from tpot_locust.sim.process import start_simulator
 
             simulator = stack.enter_context(
-                start_simulator(*simulator_args(scenario), truth=out / TRUTH_FILE)
+                start_simulator(*simulator_args(scenario), truth=folder.truth)
             )
             host = simulator.url
-            print(f"tpot-locust: embedded simulator at {host} (truth: {out / 'truth.jsonl'})")
+            print(f"tpot-locust: embedded simulator at {host} (truth: {folder.truth})")
         env["LOCUST_HOST"] = host
-        commands = locust_commands(scenario, out, options.workers, options.locust_args)
+        commands = locust_commands(scenario, folder.root, options.workers, options.locust_args)
         workers = f" on {options.workers} worker processes" if options.workers else ""
         print(
             f"tpot-locust: {scenario.name}: {scenario.users} users for "
-            f"{scenario.duration_s:g} s against {redact_url(host)}{workers}; results in {out}",
+            f"{scenario.duration_s:g} s against {redact_url(host)}{workers}; results in "
+            f"{folder.root}",
             flush=True,
         )
         code = Supervisor(commands, env).run()
-    truth_passed = None
-    if not host_given:
-        truth_passed = check_against_truth(out, options.truth_tolerance_ms)
-    if why := nothing_measured(out):
-        if code == EXIT_USAGE and not (out / SUMMARY_FILE).exists():
+    # the simulator has stopped: its truth is whole, and every Locust process has saved
+    finished = _finish(scenario, folder, options.truth_tolerance_ms, not host_given)
+    if finished is None:
+        if code == EXIT_USAGE:
             print("tpot-locust: Locust refused its command line (see above)", file=sys.stderr)
             return EXIT_USAGE  # an argument after -- it could not take: nothing ran
-        invalid = _unmeasured(scenario, out, f"{why} (Locust exited {code})")
+        invalid = _unmeasured(scenario, folder, f"the run saved no results (Locust exited {code})")
         return code if code >= 128 else invalid  # stopped by a signal: say so
-    summary = json.loads((out / SUMMARY_FILE).read_text())  # the truth check is in it now
-    verdict = None
-    if not scenario.slo.empty:
-        verdict = gate_summary(scenario.slo, summary, out, scenario.name)
-    _write_report(out, summary)
-    if verdict is not None:
-        print("\n" + "\n".join(format_verdict(verdict)), flush=True)
-        return code if code >= 128 else verdict["exit_code"]  # stopped by a signal: say so
-    if truth_passed is False:
-        return TRUTH_CHECK_FAILED
-    if summary.get("report_error") and code < 128:
-        return EXIT_INVALID  # a part of the report is missing: the run cannot vouch for it
-    return code
+    if why := nothing_measured(finished.summary):
+        print(f"tpot-locust: nothing was measured: {why} (Locust exited {code})",
+              file=sys.stderr, flush=True)  # fmt: skip
+    if finished.verdict is not None:
+        print("\n" + "\n".join(format_verdict(finished.verdict)), flush=True)
+    if code >= 128:
+        return code  # stopped by a signal: say so
+    if why and finished.verdict is None:
+        return EXIT_INVALID
+    return finished.exit_code(code) or 0
 
 
-def _write_report(out: Path, summary: dict[str, Any]) -> None:
-    """``report.html`` of everything, truth check and verdict too; a page that cannot be
-    built is named (in ``summary.json`` as well), and the run's results stand."""
+def _finish(
+    scenario: Scenario, folder: ResultsFolder, tolerance_ms: float | None, check_truth: bool
+) -> Finished | None:
+    """The finishing pass over what Locust saved (``report.finishing``), with the report
+    and the checks printed; None when Locust saved nothing to finish."""
     try:
-        totals, _ = load_results(out)
-        write_run_report(out, summary, totals)
-    except Exception as error:  # noqa: BLE001 - any part of the page; the results are kept
-        why = f"{HTML_FILE}: {error}"
-        print(f"tpot-locust: {why}", file=sys.stderr, flush=True)
-        summary["report_error"] = summary.get("report_error") or why
-        summary["complete"] = False
-        (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
-        return
-    print(f"tpot-locust: report {out / HTML_FILE}", flush=True)
+        finished = finish_saved(
+            folder, slo=scenario.slo, suite=scenario.name,
+            truth_tolerance_ms=tolerance_ms, check_truth=check_truth,
+        )  # fmt: skip
+    except (OSError, ValueError) as error:
+        if folder.histograms.exists():  # a saved file that cannot be read: say which
+            print(f"tpot-locust: {error}", file=sys.stderr, flush=True)
+        return None
+    summary = finished.summary
+    if not nothing_measured(summary) or summary["requests"].get("interrupted"):
+        print(f"\n{format_full_report(summary)} (results in {folder.root})", flush=True)
+    if finished.check_lines:
+        print("\n".join(finished.check_lines), flush=True)
+    if report_error := summary.get("report_error"):
+        print(f"tpot-locust: the report is incomplete: {report_error}", file=sys.stderr, flush=True)
+    if folder.report.exists() and not finished.late_errors:
+        print(f"tpot-locust: report {folder.report}", flush=True)
+    return finished
 
 
-def nothing_measured(out: Path) -> str | None:
-    """Why a finished run vouches for nothing (None: it measured): no summary was written,
-    or not one request finished. Locust's own exit code does not say so (a scenario whose
-    name Locust read as --version exited 0 having run nothing)."""
-    path = out / SUMMARY_FILE
-    if not path.is_file():
-        return f"the run wrote no {SUMMARY_FILE}"
-    try:
-        requests = json.loads(path.read_text()).get("requests") or {}
-    except (OSError, ValueError, AttributeError):
-        return f"its {SUMMARY_FILE} cannot be read"
+def nothing_measured(summary: dict[str, Any]) -> str | None:
+    """Why a finished run vouches for nothing (None: it measured): not one request finished.
+    Locust's own exit code does not say so (a scenario whose name Locust read as --version
+    exited 0 having run nothing)."""
+    requests = summary.get("requests") or {}
     if not requests.get("ok") and not requests.get("failed"):
         return "no request finished"
     return None
 
 
-def _unmeasured(scenario: Scenario, out: Path, why: str) -> int:
+def _unmeasured(scenario: Scenario, folder: ResultsFolder, why: str) -> int:
     """Exit 3 (not a valid measurement), with the verdict files when the run is gated."""
     print(f"tpot-locust: nothing was measured: {why}", file=sys.stderr, flush=True)
     if not scenario.slo.empty:
         verdict = unmeasured(scenario.slo, f"nothing was measured: {why}")
-        write_verdict(out, verdict, scenario.name)
+        write_verdict(folder, verdict, scenario.name)
         print("\n".join(format_verdict(verdict)), flush=True)
     return EXIT_INVALID
 
 
-def save_scenario(path: Path, scenario_path: Path, overrides: list[str]) -> None:
+def save_scenario(path: Path, source: ScenarioText, overrides: list[str]) -> None:
     """``OUT/scenario.yaml``: the scenario as run, --set applied, with the values of headers
     and body fields whose names suggest a secret removed (keys belong in the environment)."""
-    document = redact_mapping(scenario_document(scenario_path, overrides))
+    document = redact_mapping(source.document(overrides))
     keys = ", ".join(override.partition("=")[0] for override in overrides)
-    header = f"# {scenario_path} as run" + (f"; set on the command line: {keys}" if keys else "")
+    header = f"# {source.path} as run" + (f"; set on the command line: {keys}" if keys else "")
     path.write_text(header + "\n" + yaml.safe_dump(document, sort_keys=False))
-
-
-def check_against_truth(out: Path, tolerance_ms: float | None) -> bool | None:
-    """Compare the run's summary with the simulator's truth, and its attribution of the
-    tail with the engine's true causes (``attribution_check``); store and print both.
-    Returns whether it passed (None: no tolerance given, or nothing to compare)."""
-    summary_path, truth_path = out / SUMMARY_FILE, out / TRUTH_FILE
-    if not summary_path.exists() or not truth_path.exists():
-        return None
-    summary = json.loads(summary_path.read_text())
-    check = truth_check(summary, truth_path, tolerance_ms, load_stall_windows(out))
-    summary["truth_check"] = check
-    attribution = summary["attribution_check"] = attribution_check(summary, truth_path)
-    summary_path.write_text(json.dumps(summary, indent=2) + "\n")
-    lines = format_truth_check(check) + format_attribution_check(attribution)
-    print("\n".join(lines), flush=True)
-    return check["passed"]

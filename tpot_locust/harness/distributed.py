@@ -21,19 +21,19 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import gevent
 from gevent.lock import Semaphore
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
+from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.common.version import __version__
 from tpot_locust.harness.traffic import ProcessShare
 from tpot_locust.metrics.histograms import add_into, histogram_stats, new_histogram
 from tpot_locust.metrics.recorder import CAUSE_METRICS, ClassMetrics, MetricSet
-from tpot_locust.metrics.stalls import STALLS_FOLDER, ClientHealth
+from tpot_locust.metrics.stalls import STALLS_KEY, ClientHealth
 from tpot_locust.report.attribution import worker_shares
 
 if TYPE_CHECKING:
@@ -175,14 +175,13 @@ class WorkerLink:
     def _attach_delta(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         data[DELTA_KEY] = self._take_delta()
 
-    def write_audit(self, out_dir: Path) -> None:
+    def write_audit(self, folder: ResultsFolder) -> None:
         """``OUT/workers/<id>.json``: what this worker recorded and sent, to check merges."""
-        folder = out_dir / "workers"
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.workers.mkdir(parents=True, exist_ok=True)
         audit = {"client_id": self.runner.client_id, **self.sent.encode(),
-                 STALLS_FOLDER: self.hooks.stall_record()}  # fmt: skip
+                 STALLS_KEY: self.hooks.stall_record()}  # fmt: skip
         name = safe_slug(self.runner.client_id, max_length=200)  # an id never picks the folder
-        (folder / f"{name}.json").write_text(json.dumps(audit))
+        folder.worker(name).write_text(json.dumps(audit))
 
     def _on_flush(self, environment: Any, msg: Any, **_: Any) -> None:
         self.send_final()

@@ -25,7 +25,7 @@ from tpot_locust.harness.loop_probe import TRACE_ENV, StallTracer
 from tpot_locust.harness.orphan_watch import watch_parent
 from tpot_locust.harness.run_state import DEFAULT_REPORT_INTERVAL_S, RunState, slo_of
 from tpot_locust.harness.scenario_in_use import use_scenario
-from tpot_locust.report.gating import SUPERVISED_ENV
+from tpot_locust.report.finishing import SUPERVISED_ENV
 
 __all__ = ["get_state", "use_scenario"]
 _STATES: list[RunState] = []
@@ -167,8 +167,8 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
     runner = environment.runner
     if state.worker is not None:
         state.worker.send_final()  # a worker told to quit on its own (e.g. SIGTERM)
-        if state.out_dir is not None:
-            state.worker.write_audit(state.out_dir)
+        if state.folder is not None:
+            state.worker.write_audit(state.folder)
         return
     if state.running and runner is not None and runner.state not in (STATE_STOPPED, STATE_INIT):
         runner.stop()  # fires test_stop: the run finishes there

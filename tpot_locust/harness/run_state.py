@@ -19,6 +19,7 @@ from gevent.event import Event
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
+from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.version import __version__
 from tpot_locust.harness.distributed import MasterLink, WorkerHooks, WorkerLink
@@ -32,17 +33,11 @@ from tpot_locust.metrics.causes import CauseWindow, PrefillArchive
 from tpot_locust.metrics.collector import Collector
 from tpot_locust.metrics.phases import RunClock
 from tpot_locust.metrics.recorder import Recorder
-from tpot_locust.metrics.stalls import STALLS_FOLDER
-from tpot_locust.report.gating import SUPERVISED_ENV, gate_summary
-from tpot_locust.report.html import write_run_report
+from tpot_locust.report.finishing import SUPERVISED_ENV, finish_run, guarded
+from tpot_locust.report.gate import EXIT_INVALID
 from tpot_locust.report.progress import ProgressPrinter
-from tpot_locust.report.results_files import (
-    SERVER_METRICS_FILE,
-    SUMMARY_FILE,
-    rewrite_summary,
-    write_results,
-)
-from tpot_locust.report.summary import build_summary, format_full_report
+from tpot_locust.report.results_files import write_histograms
+from tpot_locust.report.summary import format_full_report
 from tpot_locust.report.verdict_files import format_verdict
 from tpot_locust.scenario.loader import ScenarioError, load_scenario, split_settings
 from tpot_locust.scenario.model import Server
@@ -51,7 +46,6 @@ from tpot_locust.wire.kernel_stamps import arrival_clock
 
 logger = logging.getLogger(__name__)
 DEFAULT_REPORT_INTERVAL_S = 1.0
-EXIT_REPORT_ERROR = 3  # "not a valid measurement": a part of the report could not be built
 
 
 def slo_of(options: Any) -> SloSpec | None:
@@ -121,13 +115,14 @@ class RunState:
         self.recorder.goodput = spec.goodput if spec is not None else None
 
     @property
-    def out_dir(self) -> Path | None:
+    def folder(self) -> ResultsFolder | None:
         """``--tpot-out``; the second and later tests of one web-UI session each get a
         folder of their own in it (``test-2``, ...), so none overwrites another's results."""
         out = getattr(self.environment.parsed_options, "tpot_out", None)
         if not out:
             return None
-        return Path(out) / f"test-{self.tests_started}" if self.tests_started > 1 else Path(out)
+        root = Path(out) / f"test-{self.tests_started}" if self.tests_started > 1 else Path(out)
+        return ResultsFolder(root)
 
     @property
     def headless(self) -> bool:
@@ -181,7 +176,7 @@ class RunState:
         if self.worker is None:  # the reporting process keeps every prefill, to draw them
             self.recorder.causes.archive = PrefillArchive()
             self._start_sampler()
-        self.collector.start(self.out_dir)
+        self.collector.start(self.folder)
         self.summary = None
         self.running = True
         options = self.environment.parsed_options
@@ -211,7 +206,7 @@ class RunState:
         url = server.metrics_url(self.environment.host)
         if url is None:
             return
-        out = self.out_dir / SERVER_METRICS_FILE if self.out_dir is not None else None
+        out = self.folder.server_metrics if self.folder is not None else None
         self.sampler = ServerSampler(url, server.metrics_interval, out, self._server_windows)
         try:
             self.sampler.start()
@@ -282,106 +277,69 @@ class RunState:
             self.ticker.join()
             self.ticker = None
 
-    def finish(self) -> dict[str, Any]:
-        """Collect every final delta, close the last interval, write the results.
+    def finish(self) -> dict[str, Any] | None:
+        """Collect every final delta, close the last interval, then the finishing pass
+        (``report.finishing``): here, or, under ``tpot-locust run``, in it (this process
+        saves ``histograms.json`` for it). Returns the summary (None: made elsewhere).
 
         Each step runs in its own guard: one that fails (a bad value from a server, a full
         disk) is named in the summary's ``report_error`` and the run exits 3, while every
         other part (histograms.json first) is still written."""
         errors: list[str] = []
-        self._guarded(errors, "traffic stop", self.end_traffic)
+        guarded(errors, "traffic stop", self.end_traffic)
         if self.master is not None:
-            self._guarded(errors, "final worker reports", self.master.flush)
-        server_metrics = self._guarded(errors, "server metrics", self._stop_sampler)
-        self._guarded(errors, "ticker stop", self.stop_ticker)
-        self._guarded(errors, "time series", lambda: self._tick(final=True))
-        self._guarded(errors, "interval logs", self.collector.close)
+            guarded(errors, "final worker reports", self.master.flush)
+        server_metrics = guarded(errors, "server metrics", self._stop_sampler)
+        guarded(errors, "ticker stop", self.stop_ticker)
+        guarded(errors, "time series", lambda: self._tick(final=True))
+        guarded(errors, "interval logs", self.collector.close)
         self.running = False
-        run = self._guarded(errors, "run facts", self.run_info) or {"complete": False}
+        run = guarded(errors, "run facts", self.run_info) or {"complete": False}
         if server_metrics is not None:
             run["server_metrics"] = server_metrics
+        folder, totals = self.folder, self.collector.totals
+        if folder is not None and self.master is None:
+            guarded(errors, "client stalls", lambda: self._write_stalls(folder))
         if errors:
             run["report_error"] = "; ".join(errors)
-        self.summary = self._results(errors, run)
-        if self.master is not None and self.master.missing():
-            self.environment.process_exit_code = 1  # an incomplete measurement must not pass
-        if self.slo is not None and not self.slo.empty:
-            name = run.get("scenario") or "run"
-            spec = self.slo
-            self.verdict = self._guarded(
-                errors, "verdict", lambda: gate_summary(spec, self.summary, self.out_dir, name)
-            )
-            if self.verdict is not None:
-                self.environment.process_exit_code = self.verdict["exit_code"]
-        if (out := self.out_dir) is not None:
-            summary, totals = self.summary, self.collector.totals
-            self._guarded(errors, "report.html", lambda: write_run_report(out, summary, totals))
-        self._note_report_errors(errors)
+        missing_workers = self.master is not None and bool(self.master.missing())
+        if folder is not None and os.environ.get(SUPERVISED_ENV):
+            # tpot-locust run finishes the run, with the simulator's truth: its input only
+            saving = lambda: write_histograms(folder, totals, run)  # noqa: E731
+            if guarded(errors, "histograms", saving) or errors:
+                self.environment.process_exit_code = EXIT_INVALID
+            elif missing_workers:
+                self.environment.process_exit_code = 1
+            self.summary = None
+            return None
+        name = run.get("scenario") or "run"
+        finished = finish_run(folder, totals, run, slo=self.slo, suite=name)
+        self.summary, self.verdict = finished.summary, finished.verdict
+        earlier = 1 if missing_workers else self.environment.process_exit_code
+        self.environment.process_exit_code = finished.exit_code(earlier)
+        if report_error := self.summary.get("report_error"):
+            print(f"tpot-locust: the report is incomplete: {report_error}",
+                  file=sys.stderr, flush=True)  # fmt: skip
         if not self.headless and self.environment.runner is not None:
-            self._guarded([], "report", self.print_report)  # a web-UI test: its own, now
+            guarded([], "report", self.print_report)  # a web-UI test: its own, now
         return self.summary
 
-    def _results(self, errors: list[str], run: dict[str, Any]) -> dict[str, Any]:
-        """The summary, written with ``histograms.json`` when there is an output folder."""
-        totals = self.collector.totals
-        out = self.out_dir
-        if out is None:
-            summary = build_summary(totals, run, errors)
-        else:
-            summary = self._guarded(errors, "results", lambda: write_results(out, totals, run))
-            if self.master is None:
-                self._guarded(errors, "client stalls", lambda: self._write_stalls(out))
-        if summary is None:  # not even the guarded parts: what is known, and why
-            summary = {"complete": False, "run": run}
-        if summary.get("report_error"):
-            errors.extend(e for e in summary["report_error"].split("; ") if e not in errors)
-        return summary
-
-    def _write_stalls(self, out: Path) -> None:
-        folder = out / STALLS_FOLDER
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "local.json").write_text(json.dumps(self.stall_record()))
-
-    @staticmethod
-    def _guarded(errors: list[str], part: str, step: Any) -> Any:
-        """``step()``, or None with the failure logged and named in ``errors``."""
-        try:
-            return step()
-        except Exception as error:  # the end of a run must write what it can
-            logger.error("tpot-locust: %s failed at the end of the run: %s", part, error)
-            logger.debug("the failure of %s", part, exc_info=True)
-            errors.append(f"{part}: {type(error).__name__}: {error}")
-            return None
-
-    def _note_report_errors(self, errors: list[str]) -> None:
-        """A report with a part missing cannot vouch for the run: exit 3, and the summary
-        (and ``summary.json``, when written) says which part and why."""
-        summary = self.summary
-        if summary is None or not (errors or summary.get("report_error")):
-            return
-        summary["complete"] = False
-        summary["report_error"] = "; ".join(dict.fromkeys(errors)) or summary["report_error"]
-        self.environment.process_exit_code = EXIT_REPORT_ERROR
-        print(f"tpot-locust: the report is incomplete: {summary['report_error']}",
-              file=sys.stderr, flush=True)  # fmt: skip
-        if self.out_dir is not None and (self.out_dir / SUMMARY_FILE).exists():
-            try:
-                rewrite_summary(self.out_dir, summary)
-            except Exception:
-                logger.exception("tpot-locust: summary.json could not be rewritten")
+    def _write_stalls(self, folder: ResultsFolder) -> None:
+        folder.client_stalls.mkdir(parents=True, exist_ok=True)
+        folder.local_stalls.write_text(json.dumps(self.stall_record()))
 
     def print_report(self) -> None:
-        """The end-of-test report (and the SLO verdict, unless ``tpot-locust run`` prints it
-        after its truth check), once per test."""
+        """The end-of-test report and the SLO verdict, once per test (under ``tpot-locust
+        run`` it prints them, after its truth check)."""
         summary = self.summary
         if summary is None or self.reported:
             return
         self.reported = True
         requests = summary["requests"]
         if requests["ok"] or requests["failed"] or requests["interrupted"]:
-            where = f" (results in {self.out_dir})" if self.out_dir is not None else ""
+            where = f" (results in {self.folder.root})" if self.folder is not None else ""
             print(f"\n{format_full_report(summary)}{where}", flush=True)
-        if self.verdict is not None and not os.environ.get(SUPERVISED_ENV):
+        if self.verdict is not None:
             print("\n" + "\n".join(format_verdict(self.verdict)), flush=True)
 
     def stall_record(self) -> dict[str, Any]:

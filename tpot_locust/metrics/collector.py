@@ -9,30 +9,29 @@ HdrHistogram interval log, as Java's ``HistogramLogWriter`` does.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import IO, Any
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.cooperation import let_streams_run
+from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.metrics.recorder import METRICS, ClassMetrics, MetricSet
 
 TIMESERIES_METRICS = catalogue.names("in_timeseries")
 TIMESERIES_PERCENTILES = (50.0, 90.0, 99.0, 99.9)
-HLOG_FOLDER = "histograms"
 MIN_FINAL_POINT_S = 0.5
 
 
 class IntervalLogs:
     """One ``OUT/histograms/<metric>.hlog`` per metric, all classes merged, tagged ``all``."""
 
-    def __init__(self, folder: Path, start_wall_s: float) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
+    def __init__(self, folder: ResultsFolder, start_wall_s: float) -> None:
+        folder.interval_logs.mkdir(parents=True, exist_ok=True)
         self.start_wall_s = start_wall_s
         self.files: dict[str, IO[str]] = {}
         stamp = time.strftime("%a %b %d %H:%M:%S %Z %Y", time.localtime(start_wall_s))
         for name in METRICS:
-            handle = open(folder / f"{name}.hlog", "w")  # noqa: SIM115 - closed in close()
+            handle = open(folder.interval_log(name), "w")  # noqa: SIM115 - closed in close()
             # hdrhistogram 0.10.8's output_start_time is broken: write the header ourselves.
             handle.write("#[Histogram log format version 1.2]\n")
             handle.write(f"#[StartTime: {start_wall_s:.3f} (seconds since epoch), {stamp}]\n")
@@ -70,14 +69,14 @@ class Collector:
         self.start_wall_s = time.time()
         self.last_tick_wall_s = self.start_wall_s
 
-    def start(self, out_dir: Path | None) -> None:
+    def start(self, folder: ResultsFolder | None) -> None:
         """A fresh run: empty totals and timeline; interval logs when there is a folder."""
         self.close()
         self.totals, self.pending, self.timeseries = MetricSet(), MetricSet(), []
         self._pending_empty = True
         self.start_wall_s = self.last_tick_wall_s = time.time()
-        if out_dir is not None:
-            self.logs = IntervalLogs(out_dir / HLOG_FOLDER, self.start_wall_s)
+        if folder is not None:
+            self.logs = IntervalLogs(folder, self.start_wall_s)
 
     def reset_totals(self) -> None:
         """Locust's Reset Stats: totals, the interval under way and the time series start

@@ -32,7 +32,7 @@ from tpot_locust.metrics.histograms import (
     record_many,
 )
 
-STALLS_FOLDER = "client_stalls"  # OUT/client_stalls/local.json: a local run's stall windows
+STALLS_KEY = "client_stalls"  # a worker audit's stall windows (common.results_folder)
 # Starts every request id this process sends, so that a request can be matched with the
 # stall windows of the process that measured it (as the truth check does).
 PROCESS_TAG = uuid.uuid4().hex[:4]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tpot_locust.common import metric_catalogue as catalogue
+from tpot_locust.common.results_folder import REPORT_FILE
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.metrics.recorder import ClassMetrics, MetricSet
 from tpot_locust.report.charts import (
@@ -32,7 +33,6 @@ from tpot_locust.report.summary import format_token_kinds, reasoned
 from tpot_locust.report.tail_pictures import has_tail_facts, why_the_tail
 from tpot_locust.scenario.slo import STATISTICS
 
-HTML_FILE = "report.html"
 TABLE_METRICS = catalogue.names("in_table")
 DISTRIBUTION_METRICS = catalogue.names("in_charts")
 NAMES = catalogue.shorts()
@@ -284,20 +284,9 @@ def _worst_gaps(summary: dict[str, Any]) -> list[str]:
     return [_rows(rows, ["ms", "phase", "client stall", "request id"])]
 
 
-SCENARIO_FILE = "scenario.yaml"  # the scenario as run (--set applied, secrets removed)
-
-
-def write_run_report(out_dir: Path, summary: dict[str, Any], totals: MetricSet) -> Path:
-    """``OUT/report.html`` of the run whose results are in ``out_dir``."""
-    scenario = out_dir / SCENARIO_FILE
-    text = scenario.read_text() if scenario.exists() else None
-    name = summary.get("run", {}).get("scenario") or out_dir.name
-    return write_html(out_dir / HTML_FILE, [RunView(name, summary, totals, text)])
-
-
 def write_html(path: Path, runs: list[RunView]) -> Path:
     """Write the report to ``path``; an existing folder gets ``report.html`` inside it."""
     if path.is_dir():
-        path = path / HTML_FILE
+        path = path / REPORT_FILE
     path.write_text(render_report(runs), encoding="utf-8")
     return path

@@ -1,8 +1,6 @@
-"""A run's results folder: ``summary.json`` and ``histograms.json``, written once at the
-end of a run (strict JSON, each part in its own guard) and read back checked.
-
-``summary`` builds the summary and its tables; this module owns the files, their names and
-how they are read and written (``report.saved_results`` checks what is read).
+"""How a run's results are written (strict JSON, whole or not at all) and read back
+checked (``report.saved_results`` checks what is read); their names and who writes each:
+``common.results_folder``; when: ``report.finishing``.
 """
 
 from __future__ import annotations
@@ -12,42 +10,24 @@ import math
 from pathlib import Path
 from typing import Any
 
+from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.metrics.histograms import HistogramDecodeError
 from tpot_locust.metrics.recorder import MetricSet
 from tpot_locust.report.saved_results import HISTOGRAMS, ResultsError, read_checked
-from tpot_locust.report.summary import build_summary, built_part
-
-SUMMARY_FILE = "summary.json"
-HISTOGRAMS_FILE = "histograms.json"
-# the server's /metrics sampled while the run went (harness.server_sampler), one JSON line
-# a sample (wire.metrics_scrape's module docstring has the fields)
-SERVER_METRICS_FILE = "server_metrics.jsonl"
+from tpot_locust.report.summary import built_part
 
 
-def write_results(out_dir: Path, totals: MetricSet, run: dict[str, Any]) -> dict[str, Any]:
-    """Write ``summary.json`` and ``histograms.json`` (everything needed to re-report).
-
-    Nothing is lost to one broken part: each is built in its own guard, the histograms are
-    written whatever the summary did, and a part that failed is named in the summary's
-    ``report_error`` (with ``complete: false``), so the run says it cannot be vouched for."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    errors: list[str] = []
-    document = built_part(errors, "histograms", lambda: histograms_document(totals, run))
+def write_histograms(folder: ResultsFolder, totals: MetricSet, run: dict[str, Any]) -> list[str]:
+    """``histograms.json``: the run's totals and facts (all needed to report it again).
+    Returns what could not be written as it was: the run's facts are written even when its
+    histograms cannot be encoded, a number JSON cannot hold as null."""
+    folder.root.mkdir(parents=True, exist_ok=True)
+    problems: list[str] = []
+    document = built_part(problems, "histograms", lambda: histograms_document(totals, run))
     if document is None:  # the run's facts at least, and why the histograms are missing
         document = {"format": "hdrhistogram-v2-base64", "unit": "us", "run": run, "classes": {}}
-    _write_json(out_dir / HISTOGRAMS_FILE, document, errors)
-    written: list[str] = []  # numbers JSON cannot hold: null from here on, and said
-    summary = _json_safe(build_summary(totals, run, errors), "", written)
-    if written:
-        summary["complete"] = False
-        summary["report_error"] = "; ".join(errors + written)
-    _write_json(out_dir / SUMMARY_FILE, summary, [])
-    return summary
-
-
-def rewrite_summary(out_dir: Path, summary: dict[str, Any]) -> None:
-    """``summary.json`` again, after a later step changed the summary (strict JSON)."""
-    _write_json(out_dir / SUMMARY_FILE, summary, [])
+    write_json(folder.histograms, document, problems)
+    return problems
 
 
 def histograms_document(totals: MetricSet, run: dict[str, Any]) -> dict[str, Any]:
@@ -57,11 +37,10 @@ def histograms_document(totals: MetricSet, run: dict[str, Any]) -> dict[str, Any
 
 
 def load_results(out_dir: Path) -> tuple[MetricSet, dict[str, Any]]:
-    """A run's saved totals and facts, read through ``saved_results``: a damaged, edited or
-    hostile ``histograms.json`` is a ``ValueError`` naming the file and key, nothing else."""
-    if out_dir.is_file():  # a file of the run (summary.json): its folder is meant
-        out_dir = out_dir.parent
-    path = out_dir / HISTOGRAMS_FILE
+    """A run's saved totals and facts (``out_dir``: its folder, or a file in it), read
+    through ``saved_results``: a damaged, edited or hostile ``histograms.json`` is a
+    ``ValueError`` naming the file and key, nothing else."""
+    path = ResultsFolder.of(out_dir).histograms
     try:
         saved = read_checked(path, HISTOGRAMS)
     except FileNotFoundError:
@@ -74,29 +53,30 @@ def load_results(out_dir: Path) -> tuple[MetricSet, dict[str, Any]]:
     return totals, saved.get("run") or {}
 
 
-def _write_json(path: Path, data: dict[str, Any], problems: list[str]) -> None:
-    """Write ``data`` as strict JSON (via a temporary file): a number JSON cannot hold
-    (NaN, infinity) becomes null, and its key is added to ``problems``."""
+def write_json(path: Path, data: dict[str, Any], problems: list[str] | None = None) -> None:
+    """Write ``data`` as strict JSON (via a temporary file, so a reader never sees half of
+    it): a number JSON cannot hold (NaN, infinity) becomes null, named in ``problems``."""
     temporary = path.with_suffix(path.suffix + ".tmp")
-    temporary.write_text(json.dumps(_json_safe(data, "", problems), indent=2) + "\n")
+    safe = json_safe(data, "", [] if problems is None else problems)
+    temporary.write_text(json.dumps(safe, indent=2) + "\n")
     temporary.replace(path)
 
 
-def _json_safe(value: Any, key: str, problems: list[str]) -> Any:
+def json_safe(value: Any, key: str, problems: list[str]) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         problems.append(f"{key or '(top level)'}: {value} written as null")
         return None
     if isinstance(value, dict):
-        return {str(k): _json_safe(v, f"{key}.{k}" if key else str(k), problems)
+        return {str(k): json_safe(v, f"{key}.{k}" if key else str(k), problems)
                 for k, v in value.items()}  # fmt: skip
     if isinstance(value, list | tuple):
-        return [_json_safe(v, f"{key}[{i}]", problems) for i, v in enumerate(value)]
+        return [json_safe(v, f"{key}[{i}]", problems) for i, v in enumerate(value)]
     if isinstance(value, str | int | bool) or value is None:
         return value
     if isinstance(value, float):
         return value
     try:  # numpy scalars and the like
-        return _json_safe(value.item(), key, problems)
+        return json_safe(value.item(), key, problems)
     except AttributeError:
         problems.append(f"{key}: {type(value).__name__} written as text")
         return str(value)

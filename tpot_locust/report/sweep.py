@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.text_safety import printable
 from tpot_locust.report.charts import Curve, load_chart
 from tpot_locust.report.html import CHART_CSS, PAGE_CSS, escape
@@ -24,7 +25,7 @@ def step_row(step: int, value: float, folder: Path, exit_code: int) -> dict[str,
     """One step as the sweep reports it, read from its run's summary.json."""
     row: dict[str, Any] = {"step": step, "value": value, "dir": folder.name,
                            "exit_code": exit_code}  # fmt: skip
-    summary_path = folder / "summary.json"
+    summary_path = ResultsFolder(folder).summary
     if not summary_path.exists():
         return row | {"verdict": "invalid", "why": "the run wrote no summary"}
     try:

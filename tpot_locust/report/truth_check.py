@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 
 from tpot_locust.common import metric_catalogue as catalogue
+from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.metrics.histograms import PERCENTILES, exact_percentile
-from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_FOLDER, StallWindows
+from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_KEY, StallWindows
 
 CHECKED_METRICS = catalogue.names("truth_checked")
-TRUTH_FILE = "truth.jsonl"
 
 
 def _key(percentile: float) -> str:
@@ -38,12 +38,12 @@ def _key(percentile: float) -> str:
 ProcessStalls = dict[str, StallWindows]  # request id prefix (the process) -> its windows
 
 
-def load_stall_windows(out_dir: Path) -> ProcessStalls | None:
+def load_stall_windows(folder: ResultsFolder) -> ProcessStalls | None:
     """Every process's stall windows of a run: ``OUT/client_stalls/local.json`` and the
     workers' ``OUT/workers/<id>.json``; None when none were saved."""
-    records = [json.loads(f.read_text()) for f in sorted((out_dir / STALLS_FOLDER).glob("*.json"))]
-    for audit in sorted((out_dir / "workers").glob("*.json")):
-        if (record := json.loads(audit.read_text()).get(STALLS_FOLDER)) is not None:
+    records = [json.loads(f.read_text()) for f in sorted(folder.client_stalls.glob("*.json"))]
+    for audit in sorted(folder.workers.glob("*.json")):
+        if (record := json.loads(audit.read_text()).get(STALLS_KEY)) is not None:
             records.append(record)
     if not records:
         return None

@@ -10,23 +10,20 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-from pathlib import Path
 from typing import Any
 
+from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.text_safety import printable, xml_text
 from tpot_locust.scenario.slo import format_value
 
-VERDICT_FILE = "verdict.json"
-JUNIT_FILE = "junit.xml"
-MARKDOWN_FILE = "summary.md"
 _MARKS = {"pass": "PASS", "fail": "FAIL", "insufficient": "INSUFFICIENT", "invalid": "INVALID"}
 
 
-def write_verdict(out_dir: Path, verdict: dict[str, Any], suite: str) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / VERDICT_FILE).write_text(json.dumps(verdict, indent=2) + "\n")
-    junit_tree(verdict, suite).write(out_dir / JUNIT_FILE, encoding="utf-8", xml_declaration=True)
-    (out_dir / MARKDOWN_FILE).write_text(format_markdown(verdict, suite) + "\n")
+def write_verdict(folder: ResultsFolder, verdict: dict[str, Any], suite: str) -> None:
+    folder.root.mkdir(parents=True, exist_ok=True)
+    folder.verdict.write_text(json.dumps(verdict, indent=2) + "\n")
+    junit_tree(verdict, suite).write(folder.junit, encoding="utf-8", xml_declaration=True)
+    folder.markdown.write_text(format_markdown(verdict, suite) + "\n")
 
 
 def _measured(check: dict[str, Any]) -> str:

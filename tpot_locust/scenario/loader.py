@@ -1,7 +1,10 @@
 """Reading a scenario file: parse with positions, apply ``--set`` overrides, validate.
 
 A file is parsed once per process (``_parsed``: keyed by its path and a hash of its
-text), however many times a run asks for it with different overrides.
+text), however many times a run asks for it with different overrides. Where one command
+uses the file several times (``tpot-locust run``: with its options, then as saved in the
+results), it reads it once (``ScenarioText``): an edit to the file meanwhile cannot make
+the run and its saved scenario disagree.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from tpot_locust.scenario.yaml_source import (
     read_source,
 )
 
-__all__ = ["ScenarioError", "load_scenario", "scenario_document"]
+__all__ = ["ScenarioError", "ScenarioText", "load_scenario", "scenario_document"]
 
 
 SETTINGS_SEPARATOR = "\n"  # between the overrides of one test's settings (--tpot-set)
@@ -48,25 +51,49 @@ def split_settings(text: str | None) -> list[str]:
     return [line.strip() for line in (text or "").split(SETTINGS_SEPARATOR) if line.strip()]
 
 
+class ScenarioText:
+    """One read of a scenario file (a ``ScenarioError`` naming it when it cannot be read),
+    loaded as often as needed with different overrides."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._located = _parsed(path)
+
+    def load(
+        self, overrides: list[str] | None = None, labels: dict[str, str] | None = None,
+        check_engine: EngineCheck | None = None,
+    ) -> Scenario:  # fmt: skip
+        """``labels``: the option each override came from (``--users -1``), named in its
+        errors; other overrides are named as ``--set key=value``. ``check_engine``: the
+        simulator's own check of ``simulator.profile``/``engine`` (the CLI passes it)."""
+        return validate(self._with_overrides(overrides, labels), check_engine)
+
+    def document(self, overrides: list[str] | None = None) -> Any:
+        """The scenario as data, with its overrides applied (what a run ran)."""
+        return self._with_overrides(overrides, None).data
+
+    def _with_overrides(
+        self, overrides: list[str] | None, labels: dict[str, str] | None
+    ) -> Located:
+        return _overridden(_copy(self._located), overrides, labels)
+
+
 def load_scenario(
     path: Path, overrides: list[str] | None = None, labels: dict[str, str] | None = None,
     check_engine: EngineCheck | None = None,
 ) -> Scenario:  # fmt: skip
-    """``labels``: the option each override came from (``--users -1``), named in its
-    errors; other overrides are named as ``--set key=value``. ``check_engine``: the
-    simulator's own check of ``simulator.profile``/``engine`` (the CLI passes it)."""
-    return validate(_with_overrides(path, overrides, labels), check_engine)
+    """The file as a validated scenario (``ScenarioText.load`` says what each argument is)."""
+    return validate(_overridden(_parsed(path), overrides, labels), check_engine)
 
 
 def scenario_document(path: Path, overrides: list[str] | None = None) -> Any:
     """The scenario file as data, with its overrides applied (what a run ran)."""
-    return _with_overrides(path, overrides, None).data
+    return _overridden(_parsed(path), overrides, None).data
 
 
-def _with_overrides(
-    path: Path, overrides: list[str] | None, labels: dict[str, str] | None
+def _overridden(
+    located: Located, overrides: list[str] | None, labels: dict[str, str] | None
 ) -> Located:
-    located = _parsed(path)
     for override in overrides or []:
         label = (labels or {}).get(override, f"--set {override}")
         _apply_override(located, override, _short(label))  # each of its errors names it
@@ -84,7 +111,11 @@ def _parsed(path: Path) -> Located:
         if len(_parsed_files) >= _CACHE_SIZE:
             _parsed_files.pop(next(iter(_parsed_files)))
         _parsed_files[identity] = cached
-    return Located(cached.source, copy.deepcopy(cached.data), dict(cached.positions))
+    return _copy(cached)
+
+
+def _copy(located: Located) -> Located:
+    return Located(located.source, copy.deepcopy(located.data), dict(located.positions))
 
 
 def _apply_override(located: Located, override: str, label: str) -> None:

@@ -1,0 +1,108 @@
+"""A run's results folder: the one place that names its files, and says who writes each.
+
+While the run goes (each file by one process, as it learns its part):
+
+- ``scenario.yaml``: the scenario as run, ``--set`` applied, secrets removed
+  (``tpot-locust run``, before Locust starts);
+- ``truth.jsonl``: every token as the embedded simulator sent it (the simulator);
+- ``histograms/<metric>.hlog``: HdrHistogram interval logs (the master, or a local runner);
+- ``server_metrics.jsonl``: the server's ``/metrics`` sampled while the run went (the same);
+- ``client_stalls/local.json``: a local runner's stall windows, at its end;
+- ``workers/<id>.json``: what each worker recorded and sent, at its end;
+- ``histograms.json``: the run's merged totals and facts, at its end (the master): the
+  input of the finishing pass, and all ``tpot-locust report`` needs to report again.
+
+Once, after every input is in, by the finishing pass (``report.finishing``): in the Locust
+master when Locust is run directly, in ``tpot-locust run`` when it supervises Locust (it has
+the simulator's truth too): ``verdict.json``, ``junit.xml``, ``summary.md`` (with an SLO),
+``report.html`` and, last, ``summary.json``: a folder with a ``summary.json`` is finished.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+SUMMARY_FILE = "summary.json"
+HISTOGRAMS_FILE = "histograms.json"
+REPORT_FILE = "report.html"
+SCENARIO_FILE = "scenario.yaml"
+TRUTH_FILE = "truth.jsonl"
+VERDICT_FILE = "verdict.json"
+JUNIT_FILE = "junit.xml"
+MARKDOWN_FILE = "summary.md"
+SERVER_METRICS_FILE = "server_metrics.jsonl"
+INTERVAL_LOGS_FOLDER = "histograms"
+STALLS_FOLDER = "client_stalls"
+WORKERS_FOLDER = "workers"
+
+
+@dataclass(frozen=True)
+class ResultsFolder:
+    """The paths of one run's results (the module docstring says who writes each)."""
+
+    root: Path
+
+    @classmethod
+    def of(cls, given: Path) -> ResultsFolder:
+        """The folder of ``given``: a run's folder, or one of its files (``summary.json``)."""
+        return cls(given.parent if given.is_file() else given)
+
+    @property
+    def summary(self) -> Path:
+        return self.root / SUMMARY_FILE
+
+    @property
+    def histograms(self) -> Path:
+        return self.root / HISTOGRAMS_FILE
+
+    @property
+    def report(self) -> Path:
+        return self.root / REPORT_FILE
+
+    @property
+    def scenario(self) -> Path:
+        return self.root / SCENARIO_FILE
+
+    @property
+    def truth(self) -> Path:
+        return self.root / TRUTH_FILE
+
+    @property
+    def verdict(self) -> Path:
+        return self.root / VERDICT_FILE
+
+    @property
+    def junit(self) -> Path:
+        return self.root / JUNIT_FILE
+
+    @property
+    def markdown(self) -> Path:
+        return self.root / MARKDOWN_FILE
+
+    @property
+    def server_metrics(self) -> Path:
+        return self.root / SERVER_METRICS_FILE
+
+    @property
+    def interval_logs(self) -> Path:
+        return self.root / INTERVAL_LOGS_FOLDER
+
+    def interval_log(self, metric: str) -> Path:
+        return self.interval_logs / f"{metric}.hlog"
+
+    @property
+    def client_stalls(self) -> Path:
+        return self.root / STALLS_FOLDER
+
+    @property
+    def local_stalls(self) -> Path:
+        return self.client_stalls / "local.json"
+
+    @property
+    def workers(self) -> Path:
+        return self.root / WORKERS_FOLDER
+
+    def worker(self, safe_name: str) -> Path:
+        """``workers/<name>.json``; ``safe_name`` already a slug (an id never picks a path)."""
+        return self.workers / f"{safe_name}.json"

@@ -1,0 +1,179 @@
+"""The end of a run, once: build the summary, check it against the simulator's truth, gate
+it, and write each results file a single time, after every input is in.
+
+One process runs it (``common.results_folder`` says which): the Locust master, or local
+runner, when Locust is run directly; ``tpot-locust run`` when it supervises Locust, since
+only it has the simulator's truth (its Locust master then saves its ``histograms.json`` and
+nothing more). Each step runs in its own guard: one that fails is named in the summary's
+``report_error`` (``complete: false``, exit 3) and every other file is still written.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tpot_locust.common.results_folder import REPORT_FILE, SUMMARY_FILE, ResultsFolder
+from tpot_locust.metrics.recorder import MetricSet
+from tpot_locust.report.attribution_check import attribution_check, format_attribution_check
+from tpot_locust.report.gate import EXIT_INVALID, evaluate
+from tpot_locust.report.html import RunView, render_report
+from tpot_locust.report.results_files import (
+    json_safe,
+    load_results,
+    write_histograms,
+    write_json,
+)
+from tpot_locust.report.summary import build_summary
+from tpot_locust.report.truth_check import format_truth_check, load_stall_windows, truth_check
+from tpot_locust.report.verdict_files import write_verdict
+from tpot_locust.scenario.slo import SloSpec
+
+SLO_KEY = "slo"  # the verdict's place in summary.json
+# Set by ``tpot-locust run`` for its Locust processes: their master saves histograms.json
+# only, and the finishing pass (truth check, verdict, printed last) runs in the supervisor.
+SUPERVISED_ENV = "TPOT_SUPERVISED"
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Finished:
+    """What the finishing pass made: the summary as written, the verdict, the truth check's
+    printed lines and whether it passed (None: no tolerance, or no truth)."""
+
+    summary: dict[str, Any]
+    verdict: dict[str, Any] | None = None
+    truth_passed: bool | None = None
+    check_lines: list[str] = field(default_factory=list)
+    # parts that failed after the verdict was made (writing a file): the run cannot vouch
+    late_errors: list[str] = field(default_factory=list)
+
+    def exit_code(self, otherwise: int | None = 0) -> int | None:
+        """The verdict's code; else 3 when the truth check failed or a part is missing;
+        else ``otherwise`` (Locust's own, or what the run set before)."""
+        if self.late_errors:
+            return EXIT_INVALID
+        if self.verdict is not None:
+            return int(self.verdict["exit_code"])
+        if self.truth_passed is False or self.summary.get("report_error"):
+            return EXIT_INVALID
+        return otherwise
+
+
+def finish_run(
+    folder: ResultsFolder | None,
+    totals: MetricSet,
+    run: dict[str, Any],
+    *,
+    slo: SloSpec | None = None,
+    suite: str = "run",
+    truth_tolerance_ms: float | None = None,
+    check_truth: bool = False,
+    save_histograms: bool = True,
+    summary: dict[str, Any] | None = None,
+) -> Finished:
+    """The one finishing pass. ``check_truth``: compare with ``folder.truth`` (the embedded
+    simulator's); ``save_histograms=False`` where ``histograms.json`` is already the input;
+    ``summary``: one already built (a remote master's), else built from ``totals`` and ``run``.
+
+    Files are written in an order that keeps the folder honest: ``histograms.json`` first
+    (all a later ``tpot-locust report`` needs), ``summary.json`` last (a folder with one is
+    finished)."""
+    errors: list[str] = []
+    if folder is not None and save_histograms:
+        saving = lambda: write_histograms(folder, totals, run)  # noqa: E731
+        errors += guarded(errors, "histograms", saving) or []
+    if summary is None:
+        summary = build_summary(totals, run, errors)
+    elif errors:
+        _note(summary, errors)
+    finished = Finished(summary)
+    if folder is not None and check_truth and folder.truth.exists():
+        _check_truth(finished, folder, truth_tolerance_ms, errors)
+    written: list[str] = []  # numbers JSON cannot hold: null from here on, and said
+    finished.summary = summary = json_safe(summary, "", written)
+    _note(summary, errors + written)
+    if slo is not None and not slo.empty:
+        verdict = guarded(errors, "verdict", lambda: evaluate(slo, summary, baseline_summary(slo)))
+        if verdict is not None:
+            finished.verdict = summary[SLO_KEY] = verdict
+        _note(summary, errors)
+    if folder is None:
+        return finished
+    late = finished.late_errors
+    if (verdict := finished.verdict) is not None:
+        guarded(late, "verdict files", lambda: write_verdict(folder, verdict, suite))
+    page = guarded(late, REPORT_FILE, lambda: _render(folder, summary, totals))
+    if page is not None:
+        guarded(late, REPORT_FILE, lambda: folder.report.write_text(page, encoding="utf-8"))
+    _note(summary, late)
+    guarded(late, SUMMARY_FILE, lambda: write_json(folder.summary, summary))
+    return finished
+
+
+def finish_saved(folder: ResultsFolder, **options: Any) -> Finished:
+    """The finishing pass of a folder whose ``histograms.json`` a Locust master saved
+    (``tpot-locust run``); ``options`` as ``finish_run``'s."""
+    totals, run = load_results(folder.root)
+    return finish_run(folder, totals, run, save_histograms=False, **options)
+
+
+def baseline_summary(spec: SloSpec) -> dict[str, Any] | None:
+    """The summary of the scenario's baseline run (from its saved histograms), or None."""
+    if spec.baseline is None:
+        return None
+    try:
+        totals, run = load_results(Path(spec.baseline.results))
+    except (OSError, ValueError, KeyError):
+        return None
+    return build_summary(totals, run)
+
+
+def _check_truth(
+    finished: Finished, folder: ResultsFolder, tolerance_ms: float | None, errors: list[str]
+) -> None:
+    """The truth check and the attribution check, into the summary and the printed lines."""
+    summary = finished.summary
+    check = guarded(errors, "truth check", lambda: truth_check(
+        summary, folder.truth, tolerance_ms, load_stall_windows(folder)))  # fmt: skip
+    if check is not None:
+        summary["truth_check"] = check
+        finished.truth_passed = check["passed"]
+        finished.check_lines += format_truth_check(check)
+    attribution = guarded(errors, "attribution check",
+                           lambda: attribution_check(summary, folder.truth))  # fmt: skip
+    if attribution is not None:
+        summary["attribution_check"] = attribution
+        finished.check_lines += format_attribution_check(attribution)
+
+
+def _render(folder: ResultsFolder, summary: dict[str, Any], totals: MetricSet) -> str:
+    """``report.html``'s text, the scenario as run at its end."""
+    scenario = folder.scenario
+    text = scenario.read_text() if scenario.exists() else None
+    name = summary.get("run", {}).get("scenario") or folder.root.name
+    return render_report([RunView(name, summary, totals, text)])
+
+
+def _note(summary: dict[str, Any], errors: list[str]) -> None:
+    """A part that failed: the summary says which, and that it cannot vouch for the run."""
+    if not errors:
+        return
+    known = summary["report_error"].split("; ") if summary.get("report_error") else []
+    summary["report_error"] = "; ".join(dict.fromkeys(known + errors))
+    summary["complete"] = False
+
+
+def guarded(errors: list[str], part: str, step: Callable[[], Any]) -> Any:
+    """``step()``, or None with the failure logged and named in ``errors``: one step of the
+    end of a run that fails must not keep the others from writing what they can."""
+    try:
+        return step()
+    except Exception as error:  # the end of a run must write what it can
+        logger.error("tpot-locust: %s failed at the end of the run: %s", part, error)
+        logger.debug("the failure of %s", part, exc_info=True)
+        errors.append(f"{part}: {type(error).__name__}: {error}")
+        return None
