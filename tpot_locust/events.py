@@ -53,6 +53,6 @@ prefill_window
 
 from __future__ import annotations
 
-from tpot_locust.harness.events import ensure_prefill_window, ensure_token_timings
+from tpot_locust.harness.event_hooks import ensure_prefill_window, ensure_token_timings
 
 __all__ = ["ensure_prefill_window", "ensure_token_timings"]

@@ -8,6 +8,6 @@ options, the recorder, the master/worker links, the TPOT tab, the report at quit
 locustfile's own ``@events`` listeners would be. The user classes do not import it.
 """
 
-from tpot_locust.harness import plugin as _listeners  # noqa: F401
+from tpot_locust.harness import listeners as _listeners  # noqa: F401
 
 __all__: list[str] = []

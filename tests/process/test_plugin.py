@@ -21,7 +21,7 @@ class Chat(ChatUser):
 def test_importing_the_user_classes_registers_nothing() -> None:
     code = (
         "import sys; from tpot_locust import ChatUser; "
-        "print('tpot_locust.harness.plugin' in sys.modules)"
+        "print('tpot_locust.harness.listeners' in sys.modules)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "False", result.stderr

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from tpot_locust.common.clock import WallClock
 from tpot_locust.sim import response as response_module
-from tpot_locust.sim.clock import Clock
 from tpot_locust.sim.engine import EngineCore, Seq
 from tpot_locust.sim.engine_stream import EngineStream
 from tpot_locust.sim.profiles import engine_params
@@ -175,7 +175,7 @@ def fake_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
 def make_stream(metrics: SimMetrics, rid: str, arrival_ns: int, tokens: int) -> EngineStream:
     request = SimRequest(rid, "chat", "m", 12, tokens, 0, True, True, False, False, arrival_ns,
                          tokens, "length")  # fmt: skip
-    setup = ResponseSetup(Clock(), FakeTruth(), True, rid, lambda *a: None, metrics)
+    setup = ResponseSetup(WallClock(), FakeTruth(), True, rid, lambda *a: None, metrics)
     stream = EngineStream(FakeConn(), request, setup, Seq(rid, arrival_ns, 12, tokens))
     stream.start()
     return stream

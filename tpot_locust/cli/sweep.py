@@ -25,7 +25,7 @@ from tpot_locust.cli.master_api import MasterAPI
 from tpot_locust.cli.run import RunOptions, run_scenario
 from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.report.gate import EXIT_FAIL, EXIT_INVALID, EXIT_PASS
-from tpot_locust.report.sweep import format_sweep, knee, step_row, write_sweep
+from tpot_locust.report.sweep_results import format_sweep, knee, step_row, write_sweep
 from tpot_locust.scenario.loader import load_scenario
 from tpot_locust.sim.profiles import check_engine
 

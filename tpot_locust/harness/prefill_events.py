@@ -1,4 +1,4 @@
-"""One request's ``prefill_window`` events (``harness.events``): fired at the send, and once
+"""One request's ``prefill_window`` events (``harness.event_hooks``): fired at the send, and once
 more at its first token (from the stream's read) or at its end without one."""
 
 from __future__ import annotations

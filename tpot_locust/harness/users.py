@@ -37,7 +37,7 @@ from tpot_locust.common.errors import (
 )
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.common.tokens import Tokenizer, load_tokenizer
-from tpot_locust.harness.events import ensure_prefill_window, ensure_token_timings
+from tpot_locust.harness.event_hooks import ensure_prefill_window, ensure_token_timings
 from tpot_locust.harness.failures import Backoff
 from tpot_locust.harness.prefill_events import PrefillWindow
 from tpot_locust.harness.turns import PlannedTurn

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..common.clock import WallClock
 from . import vocab
 from .chunks import StreamEncoder, full_body
-from .clock import Clock
 from .http import HttpConnection, full_response, response_head
 from .prometheus import ITL_BOUNDS_NS, ITL_FIRST_NS, SimMetrics
 from .request import SimRequest
@@ -30,7 +30,7 @@ N_WORDS = len(ESCAPED)
 class ResponseSetup:
     """What the server tells each response besides the request itself."""
 
-    clock: Clock
+    clock: WallClock
     truth: TruthWriter
     keep_alive: bool
     response_id: str

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from ..apis import dialect_named, dialects
 from ..apis.dialect import Dialect
+from ..common.clock import WallClock
 from ..common.distributions import Distribution, Fixed, LogNormal
 from ..common.tokens import load_tokenizer
-from .clock import Clock
 from .engine import Seq
 from .engine_loop import EngineLoop
 from .engine_stream import EngineStream
@@ -80,7 +80,7 @@ class SimServer:
         self._count_unlocked = tokenizer.count_unlocked if tokenizer is not None else None
         self._counting: ThreadPoolExecutor | None = None
         self.timing: TimingModel = timing or GapModel(config.ttft_ms, config.gap_ms, config.seed)
-        self.clock = Clock()
+        self.clock = WallClock()
         self._natural_rng = random.Random(config.seed + 1_000_003)
         self._connections: set[HttpConnection] = set()
         self._streams: set[Response] = set()

@@ -6,11 +6,15 @@ so a late wake sends everything due at once and the next event is not pushed bac
 
 from __future__ import annotations
 
-from .clock import s_to_ns
 from .http import HttpConnection
 from .request import SimRequest
 from .response import Response, ResponseSetup
 from .timing import TimingModel
+
+
+def s_to_ns(seconds: float) -> int:
+    """Delays come from the timing model in seconds; the scheduler works in integer ns."""
+    return round(seconds * 1e9)
 
 
 class Stream(Response):

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .clock import Clock
+    from ..common.clock import WallClock
     from .request import SimRequest
 
 FLUSH_INTERVAL_S = 0.1
@@ -70,7 +70,7 @@ def read_truth(path: Path | str) -> list[dict[str, Any]]:
 
 
 def request_truth(
-    request: SimRequest, clock: Clock, send_ns: list[int], tokens: list[int], aborted: bool
+    request: SimRequest, clock: WallClock, send_ns: list[int], tokens: list[int], aborted: bool
 ) -> dict[str, Any]:
     """The keys every request line has, in either timing mode (see docs/simulator.md)."""
     return {

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from tpot_locust.common.text_safety import printable
-from tpot_locust.harness.plugin import use_scenario
+from tpot_locust.harness.listeners import use_scenario
 from tpot_locust.harness.scenario_users import build_shape_class, build_user_classes
 from tpot_locust.scenario.loader import (
     OVERRIDES_ENV,

@@ -20,7 +20,7 @@ from locust.env import Environment
 from locust.runners import STATE_INIT, STATE_STOPPED, MasterRunner, WorkerRunner
 
 from tpot_locust.harness import quiet_loop, webui
-from tpot_locust.harness.events import ensure_prefill_window, ensure_token_timings
+from tpot_locust.harness.event_hooks import ensure_prefill_window, ensure_token_timings
 from tpot_locust.harness.loop_probe import TRACE_ENV, StallTracer
 from tpot_locust.harness.orphan_watch import watch_parent
 from tpot_locust.harness.run_state import DEFAULT_REPORT_INTERVAL_S, RunState, slo_of
