@@ -122,6 +122,7 @@ class OursClient:
             hook = _Hook(self.recorder.on_prefill)
             window = PrefillWindow(hook, request.request_id, request.prompt_tokens_requested, False)
             request = dataclasses.replace(request, on_first_token=window.first_token)
+        request = dataclasses.replace(request, live=self.recorder.token_flow)  # as ChatUser
         timings, _ = stream_request(connection, request)
         if window is not None:
             window.end(timings.token_stamps[0] if timings.token_stamps else None)

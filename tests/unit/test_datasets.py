@@ -86,14 +86,15 @@ def test_sequential_entries_are_dealt_every_count_th_from_the_process_index() ->
 def test_a_workers_users_wait_for_its_plan_before_taking_a_sequential_entry() -> None:
     """On a worker, Locust's spawn message can come before the master's plan: a user that
     took an entry then would take the first ones as if its worker were alone."""
+    from types import SimpleNamespace
+
     import gevent
 
+    from tpot_locust.harness.user_context import user_context
     from tpot_locust.harness.users import ChatUser
 
-    before = ChatUser.process_share
-    try:
-        ChatUser.process_share = None  # a worker before its plan
-        gevent.spawn_later(0.05, setattr, ChatUser, "process_share", (1, 2))
-        assert ChatUser._process_share() == (1, 2)
-    finally:
-        ChatUser.process_share = before
+    user = SimpleNamespace(environment=SimpleNamespace())
+    context = user_context(user.environment)
+    context.process_share = None  # a worker before its plan
+    gevent.spawn_later(0.05, setattr, context, "process_share", (1, 2))
+    assert ChatUser._process_share(user) == (1, 2)  # type: ignore[arg-type]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from array import array
 
-from tpot_locust.common.token_flow import TokenFlow
+from tpot_locust.metrics.token_flow import TokenFlow
 
 
 def test_token_flow_counts_live_streams_at_each_take() -> None:

@@ -28,7 +28,7 @@ from tpot_locust.harness.loop_probe import LagProbe
 from tpot_locust.harness.scenario_in_use import scenario_in_use
 from tpot_locust.harness.server_sampler import ServerSampler
 from tpot_locust.harness.traffic import ProcessShare, TrafficDriver
-from tpot_locust.harness.users import ChatUser
+from tpot_locust.harness.user_context import user_context
 from tpot_locust.metrics.causes import CauseWindow, PrefillArchive
 from tpot_locust.metrics.collector import Collector
 from tpot_locust.metrics.phases import RunClock
@@ -72,6 +72,9 @@ class RunState:
         self.recorder = Recorder()
         self.probe = LagProbe(self.recorder.on_stall)  # this process's loop, once it streams
         self.recorder.probe = self.probe
+        # what this run hands its users: their process share, the recorder's live counts
+        self.users = user_context(environment)
+        self.users.live_streams = self.recorder.token_flow
         self.collector = Collector()
         self.master: MasterLink | None = None
         self.worker: WorkerLink | None = None
@@ -91,7 +94,7 @@ class RunState:
     def attach(self, runner: Any) -> None:
         """Link this process to its master or workers, handing each link what it uses."""
         if isinstance(runner, WorkerRunner):
-            ChatUser.process_share = None  # until the master's plan says
+            self.users.process_share = None  # until the master's plan says
             hooks = WorkerHooks(self._begin_worker_test, self._end_worker_test, self.stall_record)
             self.worker = WorkerLink(runner, self.environment, self.recorder, hooks)
             self.recorder.causes.sharing = True
@@ -102,7 +105,7 @@ class RunState:
 
     def _end_worker_test(self) -> None:
         self.end_traffic()
-        ChatUser.process_share = None  # the next test's plan gives it again
+        self.users.process_share = None  # the next test's plan gives it again
 
     def _begin_worker_test(self, share: ProcessShare, settings: list[str]) -> None:
         self.client_errors.reset()
@@ -244,7 +247,7 @@ class RunState:
 
     def begin_traffic(self, share: ProcessShare) -> None:
         """This process's part of a scenario: its clock, open-loop share and bursts."""
-        ChatUser.process_share = (share.index, share.count)  # sequential datasets' share
+        self.users.process_share = (share.index, share.count)  # sequential datasets' share
         in_use = scenario_in_use()
         if in_use is None:
             return

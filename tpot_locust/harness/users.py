@@ -41,6 +41,7 @@ from tpot_locust.harness.event_hooks import ensure_prefill_window, ensure_token_
 from tpot_locust.harness.failures import Backoff
 from tpot_locust.harness.prefill_events import PrefillWindow
 from tpot_locust.harness.turns import PlannedTurn
+from tpot_locust.harness.user_context import ALONE, user_context
 from tpot_locust.metrics.stalls import PROCESS_TAG
 from tpot_locust.scenario.datasets import Conversation
 from tpot_locust.scenario.prompts import WORDS, synthetic_text
@@ -109,10 +110,6 @@ class ChatUser(User):
     tokenizer: ClassVar[str | None] = None  # a local tokenizer: prompts of exact token counts
     dataset: ClassVar[Sequence[Conversation]] = ()  # sessions from a file (scenario.datasets)
     dataset_order: ClassVar[str] = "random"  # or "sequential": in file order, dealt out
-    # this process's place among the run's load processes (index, count): a sequential
-    # dataset is dealt out among them, every count-th entry from index (set at test start;
-    # None on a worker until its master's plan came)
-    process_share: ClassVar[tuple[int, int] | None] = (0, 1)
 
     _user_counter: ClassVar[int] = 0
     _models: ClassVar[dict[tuple[str, str], str]] = {}
@@ -133,6 +130,7 @@ class ChatUser(User):
         )
         self._token_timings = ensure_token_timings(self.environment.events)
         self._prefill_window = ensure_prefill_window(self.environment.events)
+        self._live_streams = user_context(self.environment).live_streams
         _check_plugin(self.environment)
 
     def on_stop(self) -> None:
@@ -229,18 +227,18 @@ class ChatUser(User):
         cls._dataset_taken = taken + 1  # shared by the class's users in this process
         return self.dataset[dataset_position(taken, *share, len(self.dataset))]
 
-    @staticmethod
-    def _process_share() -> tuple[int, int]:
-        """This process's share; a worker's users that start before the plan wait for it
-        (bounded), rather than take the first entries as if they were alone."""
+    def _process_share(self) -> tuple[int, int]:
+        """This process's share (``user_context``); a worker's users that start before the
+        plan wait for it (bounded), rather than take the first entries as if alone."""
+        context = user_context(self.environment)
         deadline = time.monotonic() + PLAN_WAIT_S
-        while ChatUser.process_share is None and time.monotonic() < deadline:
+        while context.process_share is None and time.monotonic() < deadline:
             gevent.sleep(0.01)
-        if ChatUser.process_share is None:
+        if context.process_share is None:
             logger.error("tpot-locust: no plan from the master in %g s: dataset entries "
                          "taken as if this worker were alone", PLAN_WAIT_S)  # fmt: skip
-            ChatUser.process_share = (0, 1)
-        return ChatUser.process_share
+            context.process_share = ALONE
+        return context.process_share
 
     def _user_message(
         self, spec: Any, first: bool, pause: Callable[[], None] | None = None
@@ -443,6 +441,7 @@ class ChatUser(User):
                 t_intended_ns=intended_ns,
                 on_first_token=prefill.first_token,
                 max_event_bytes=self.max_event_bytes,
+                live=self._live_streams,
             )
             try:
                 # the answer's text is needed only to continue the conversation

@@ -25,7 +25,6 @@ from tpot_locust.common.clock import WallClock
 from tpot_locust.common.cooperation import WorkSlices, let_streams_run
 from tpot_locust.common.errors import INTERRUPTED
 from tpot_locust.common.timings import COUNT_SOURCES, RequestTimings, to_us, tpot_samples_ns
-from tpot_locust.common.token_flow import TOKEN_FLOW
 from tpot_locust.metrics.causes import (
     FAILED_END,
     PREFILL,
@@ -43,6 +42,7 @@ from tpot_locust.metrics.histograms import (
 from tpot_locust.metrics.phases import PHASES, RunClock
 from tpot_locust.metrics.stalls import ClientHealth
 from tpot_locust.metrics.tail_gaps import WORST_GAPS_SHOWN, merge_tail
+from tpot_locust.metrics.token_flow import TokenFlow
 
 METRICS: tuple[str, ...] = catalogue.names()  # every metric, in the catalogue's order
 PHASE_METRICS: tuple[str, ...] = catalogue.names("phased")
@@ -298,6 +298,7 @@ class Recorder:
         # one offset for the whole run, as every process's windows (common.clock)
         self._wall_offset_ns = WallClock().offset_ns
         self.tagger = GapTagger()
+        self.token_flow = TokenFlow()  # live streams' tokens, for tokens/s per interval
         self.causes = self.tagger.causes  # every process's cause windows (``metrics.causes``)
         self.stalls = self.tagger.stalls  # this process's loop stalls (``metrics.stalls``)
         # this process's requests in flight (sent, not yet recorded): their send, wall ns
@@ -488,13 +489,13 @@ class Recorder:
         self._bucket()
         if self.probe is not None:
             self._interval.client.record_lags(self.probe.take_lags())
-        for user_class, tokens in TOKEN_FLOW.take().items():
+        for user_class, tokens in self.token_flow.take().items():
             self._interval.for_class(user_class).counters.arrived_tokens += tokens
         finished, self._interval = self._interval, MetricSet()
         return finished
 
     def reset(self) -> None:
-        TOKEN_FLOW.clear()
+        self.token_flow.clear()
         self.tagger.clear()
         self._finished.clear()
         self.take_interval()

@@ -18,8 +18,10 @@ Error messages never show the request's credentials, even when a server echoes t
 from __future__ import annotations
 
 import time
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from tpot_locust.apis.dialect import Dialect
 from tpot_locust.common import secrets
@@ -37,7 +39,6 @@ from tpot_locust.common.errors import (
 )
 from tpot_locust.common.text_safety import printable
 from tpot_locust.common.timings import RequestTimings
-from tpot_locust.common.token_flow import TOKEN_FLOW
 from tpot_locust.wire.deadline import Deadline
 from tpot_locust.wire.http_client import HTTPConnection, ReadTimeout, Response
 from tpot_locust.wire.loop_reads import read_body
@@ -52,6 +53,16 @@ from tpot_locust.wire.stream_decoder import (
 
 MAX_ERROR_BODY = 64 * 1024
 BODY_START_KEPT = 256  # bytes of a body kept until its first event: what arrived instead
+
+
+class LiveStreams(Protocol):
+    """Who counts a stream's tokens while it goes (``metrics.token_flow.TokenFlow``, for
+    tokens/s per interval): told of each stream at its start, with the array of its events'
+    token counts that grows as they arrive (to be read, never written), and at its end."""
+
+    def start(self, key: int, user_class: str, token_counts: array[int]) -> None: ...
+
+    def end(self, key: int, token_counts: array[int] | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -71,6 +82,7 @@ class StreamRequest:
     # prefill is over (``metrics.causes``); must neither block nor yield
     on_first_token: Callable[[int], None] | None = None
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES  # a longer event fails the request
+    live: LiveStreams | None = None  # counts the tokens while the stream goes, if given
 
 
 class _Collected:
@@ -95,12 +107,14 @@ def stream_request(
     deadline = Deadline(request.first_token_timeout, request.idle_timeout, request.total_timeout)
     decoder = StreamDecoder(request.api, want_text=want_text)
     collected = _Collected(timings.t_send_ns, decoder, deadline)
-    key = id(collected)
-    TOKEN_FLOW.start(key, request.user_class, collected.decoder.result.token_counts)
+    live, key = request.live, id(collected)
+    if live is None:
+        return _stream(connection, request, timings, collected)
+    live.start(key, request.user_class, collected.decoder.result.token_counts)
     try:
         return _stream(connection, request, timings, collected)
     finally:
-        TOKEN_FLOW.end(key, timings.token_counts if timings.token_counts else None)
+        live.end(key, timings.token_counts if timings.token_counts else None)
 
 
 def _stream(

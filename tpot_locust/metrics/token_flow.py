@@ -2,7 +2,9 @@
 when it ends, but a tokens/s over one interval must count the tokens of that interval.
 
 Counted at the recorder's ticks (a few hundred live streams, a slice sum each), never per
-event: ``stream_request`` registers each stream's decoded result while it streams.
+event. Each ``Recorder`` owns one; a stream reaches it through ``StreamRequest.live`` (the
+``wire.streaming.LiveStreams`` it implements), which the harness's users set from their
+``harness.user_context``: the recorder never reads the wire's state behind its back.
 """
 
 from __future__ import annotations
@@ -43,6 +45,3 @@ class TokenFlow:
         self._ended.clear()
         for key, (user_class, counts, _) in self._live.items():
             self._live[key] = (user_class, counts, len(counts))
-
-
-TOKEN_FLOW = TokenFlow()  # one per process, as the recorder
