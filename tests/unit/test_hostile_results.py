@@ -43,6 +43,7 @@ from tpot_locust.report.html import RunView, render_report, write_html
 from tpot_locust.report.results_files import load_results
 from tpot_locust.report.saved_results import ResultsError
 from tpot_locust.report.summary import build_summary, format_report
+from tpot_locust.report.tail_tables import attribution_check_parts
 from tpot_locust.report.verdict_files import format_verdict, junit_tree
 
 BOMB_BYTES = 256 * 1024 * 1024  # inflates 1000x: the compressed blob is ~250 KB
@@ -297,6 +298,15 @@ def test_the_html_report_drops_control_characters(tmp_path: Path) -> None:
     assert not any(c in html for c in "\x1b\x00\x01\x0b\ud800")  # what XML and HTML forbid
     written = write_html(tmp_path, [RunView("r", build_summary(totals), totals)])
     assert written == tmp_path / "report.html" and written.is_file()
+
+
+def test_an_edited_attribution_check_is_shown_not_raised() -> None:
+    """summary.json's attribution check reaches report.html unchecked: a threshold's
+    ``met`` that is no bool (a list cannot even be a dict key) reads n/a."""
+    check = {"available": True, "thresholds": [{"met": [1]}, {"met": 1}, {"met": True}]}
+    html = "".join(attribution_check_parts(check))
+    assert html.count('<span class="note">n/a</span>') == 2
+    assert html.count('<span class="pass">met</span>') == 1
 
 
 @pytest.mark.parametrize(

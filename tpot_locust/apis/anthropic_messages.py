@@ -127,9 +127,10 @@ class Messages(Dialect):
         block's start and a ping, in Anthropic's field order."""
         usage = {"input_tokens": context.ask.prompt_tokens, "cache_creation_input_tokens": 0,
                  "cache_read_input_tokens": 0, "output_tokens": 1}  # fmt: skip
-        message = {"id": context.response_id, "type": "message", "role": "assistant",
-                   "model": context.model, "content": [], "stop_reason": None,
-                   "stop_sequence": None, "usage": usage}  # fmt: skip
+        message: dict[str, Any] = {"id": context.response_id, "type": "message",
+                                   "role": "assistant", "model": context.model, "content": [],
+                                   "stop_reason": None, "stop_sequence": None,
+                                   "usage": usage}  # fmt: skip
         block = {"type": "content_block_start", "index": 0,
                  "content_block": {"type": "text", "text": ""}}  # fmt: skip
         return [

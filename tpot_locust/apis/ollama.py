@@ -155,7 +155,8 @@ def _num_predict(options: dict[str, Any], default: int) -> int:
 
 def _unmarshal(field: str, kind: str, value: Any) -> str:
     """Go's message for a field of the wrong JSON type."""
-    got = {str: "string", list: "array", dict: "object"}.get(type(value), "number")
+    kinds: dict[type, str] = {str: "string", list: "array", dict: "object"}
+    got = kinds.get(type(value), "number")
     return f"json: cannot unmarshal {got} into Go struct field ChatRequest.{field} of type {kind}"
 
 

@@ -149,7 +149,12 @@ class Responses(Dialect):
         sequence = _OPENING_EVENTS + context.completion_tokens
         item_id = _item_id(context)
         text = context.answer_text() if context.answer_text is not None else ""
-        part = {"annotations": [], "text": text, "type": "output_text", "logprobs": None}
+        part: dict[str, Any] = {
+            "annotations": [],
+            "text": text,
+            "type": "output_text",
+            "logprobs": None,
+        }
         item = _message_item(context, [part])
         status = "incomplete" if context.finish_reason == "length" else "completed"
         response = _response(context, status, [item], _usage(context))
@@ -164,7 +169,12 @@ class Responses(Dialect):
         ]  # fmt: skip
 
     def sim_whole(self, context: SimContext, text: str) -> dict[str, Any] | None:
-        part = {"annotations": [], "text": text, "type": "output_text", "logprobs": None}
+        part: dict[str, Any] = {
+            "annotations": [],
+            "text": text,
+            "type": "output_text",
+            "logprobs": None,
+        }
         status = "incomplete" if context.finish_reason == "length" else "completed"
         return _response(context, status, [_message_item(context, [part])], _usage(context))
 

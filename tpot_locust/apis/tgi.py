@@ -130,7 +130,7 @@ class TGIStream(TextGenerationInference):
         return reading
 
 
-def _event(text: str, generated_text: str | None, details: dict[str, Any] | None) -> dict:
+def _event(text: str, generated_text: str | None, details: dict[str, Any] | None) -> dict[str, Any]:
     """A ``StreamResponse`` as TGI serializes it (``top_tokens`` left out when empty)."""
     token = {"id": SEQUENCE, "text": text, "logprob": LOGPROB, "special": False}
     return {"index": COMPLETION, "token": token, "generated_text": generated_text,

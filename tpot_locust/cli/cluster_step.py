@@ -24,6 +24,7 @@ from tpot_locust.report.finishing import finish_run
 from tpot_locust.report.gate import EXIT_INVALID
 from tpot_locust.report.results_files import load_results, write_json
 from tpot_locust.report.saved_results import STEP_SUMMARY, checked
+from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.verdict_files import format_verdict
 from tpot_locust.scenario.loader import SETTINGS_SEPARATOR, ScenarioText
 from tpot_locust.scenario.model import Scenario
@@ -110,29 +111,31 @@ class ClusterSteps:
                 )
             time.sleep(POLL_S)
 
-    def _finished(self, test: int, wait_s: float) -> dict[str, Any] | None:
+    def _finished(self, test: int, wait_s: float) -> Summary | None:
         """Test number ``test``'s summary once it stopped, or None after ``wait_s``; checked
         as a saved step's summary is (a master's answer is input like any file)."""
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
-            summary = self.api.summary()
-            if summary.get("test") == test and not summary.get("running"):
-                return checked(Path(f"{self.api.url}/tpot/summary.json"), summary, STEP_SUMMARY)
-            if summary.get("test", 0) > test:
+            answer = self.api.summary()  # unchecked until it is the one
+            if answer.get("test") == test and not answer.get("running"):
+                where = Path(f"{self.api.url}/tpot/summary.json")
+                summary: Summary = checked(where, answer, STEP_SUMMARY)
+                return summary
+            if answer.get("test", 0) > test:
                 return None  # somebody else started a test on this master meanwhile
             time.sleep(POLL_S)
         return None
 
     def _save(
-        self, folder: ResultsFolder, test: int, summary: dict[str, Any] | None, scenario: Scenario
+        self, folder: ResultsFolder, test: int, summary: Summary | None, scenario: Scenario
     ) -> dict[str, Any] | None:
         """The step's results as a local step has them (``tpot-locust report`` and
         ``compare`` read the folder), through the one finishing pass: the master's summary,
         gated here, and its histograms while the master still has this test's."""
         if summary is None:
             return None
-        for key in ("running", "test"):
-            summary.pop(key, None)
+        summary.pop("running", None)  # the web UI's, not the run's
+        summary.pop("test", None)
         totals, run = MetricSet(), summary.get("run") or {}
         document = self.api.histograms()
         if document.pop("test", None) == test:

@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from tpot_locust.common.checked_numbers import option_number
 from tpot_locust.common.results_folder import REPORT_FILE, ResultsFolder
@@ -110,6 +110,10 @@ def _html_report(args: argparse.Namespace) -> int:
     return 0
 
 
+# What a saved summary.json adds to the summary rebuilt from its histograms (``_run_view``).
+_SavedPart = Literal["slo", "truth_check", "attribution_check", "report_error"]
+
+
 def _run_view(given: Path) -> RunView:
     """One saved run for the HTML report: its summary rebuilt from the histograms, with the
     verdict and truth check its ``summary.json`` gained at the end, and its scenario."""
@@ -124,8 +128,10 @@ def _run_view(given: Path) -> RunView:
     saved = folder.summary
     if saved.exists():
         extras = read_checked(saved, SUMMARY_EXTRAS)
-        kept = ("slo", "truth_check", "attribution_check", "report_error")
-        summary |= {key: extras[key] for key in kept if extras.get(key) is not None}
+        kept: tuple[_SavedPart, ...] = ("slo", "truth_check", "attribution_check", "report_error")
+        for key in kept:
+            if extras.get(key) is not None:
+                summary[key] = extras[key]
         if extras.get("complete") is False:
             summary["complete"] = False
     scenario = folder.scenario
@@ -296,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
         args.locust_args = locust_args
     try:
-        return args.handler(args)
+        code: int = args.handler(args)  # a subcommand's exit code
+        return code
     except ScenarioError as error:
         for line in str(error).splitlines():  # a file's keys and values, shown, not obeyed
             print(f"tpot-locust: {printable(line)}", file=sys.stderr)

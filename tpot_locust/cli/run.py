@@ -15,7 +15,6 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -26,6 +25,7 @@ from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.report.finishing import SUPERVISED_ENV, Finished, finish_saved
 from tpot_locust.report.gate import EXIT_INVALID, unmeasured
 from tpot_locust.report.summary import format_full_report
+from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.verdict_files import format_verdict, write_verdict
 from tpot_locust.scenario.capacity import advice
 from tpot_locust.scenario.loader import OVERRIDES_ENV, ScenarioText, overrides_for_env
@@ -108,7 +108,8 @@ def simulator_args(scenario: Scenario) -> list[str]:
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def locust_commands(
@@ -244,7 +245,7 @@ def _finish(
     return finished
 
 
-def nothing_measured(summary: dict[str, Any]) -> str | None:
+def nothing_measured(summary: Summary) -> str | None:
     """Why a finished run vouches for nothing (None: it measured): not one request finished.
     Locust's own exit code does not say so (a scenario whose name Locust read as --version
     exited 0 having run nothing)."""

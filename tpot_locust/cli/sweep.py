@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from tpot_locust.cli.cluster_step import ClusterSteps
 from tpot_locust.cli.master_api import MasterAPI
@@ -69,9 +70,10 @@ def run_sweep(options: SweepOptions) -> int:
         per_step.append(f"duration={sweep.step_duration:g}s")
     if sweep.warmup is not None:
         per_step.append(f"warmup={sweep.warmup:g}s")
-    document = {"scenario": scenario.name, "vary": sweep.vary, "class": sweep.class_name,
-                "values": values, "steps": [], "knee": None,
-                "stopped_because": None}  # fmt: skip
+    steps: list[dict[str, Any]] = []  # one row a step (``step_row``)
+    document: dict[str, Any] = {"scenario": scenario.name, "vary": sweep.vary,
+                                "class": sweep.class_name, "values": values, "steps": steps,
+                                "knee": None, "stopped_because": None}  # fmt: skip
     run_step = _step_runner(options)
     code = 0
     for number, value in enumerate(values, start=1):
@@ -81,8 +83,8 @@ def run_sweep(options: SweepOptions) -> int:
               f"{sweep.vary} = {shown:g}", flush=True)  # fmt: skip
         code = run_step(folder, [*per_step, f"classes.{sweep.class_name}.{sweep.vary}={shown}"])
         row = step_row(number, shown, folder, code)
-        document["steps"].append(row)
-        document["knee"] = knee(document["steps"])
+        steps.append(row)
+        document["knee"] = knee(steps)
         write_sweep(out, document)  # after every step: an interrupted sweep keeps its steps
         if code >= 128:
             document["stopped_because"] = f"step {number} was interrupted (signal {code - 128})"
@@ -100,4 +102,4 @@ def run_sweep(options: SweepOptions) -> int:
         return code
     if document["knee"] is not None:
         return EXIT_PASS
-    return EXIT_FAIL if document["steps"][0].get("verdict") == "fail" else EXIT_INVALID
+    return EXIT_FAIL if steps[0].get("verdict") == "fail" else EXIT_INVALID

@@ -71,6 +71,7 @@ def load_chat_template(folder: Path) -> ChatTemplate | None:
     config_file = folder / CONFIG_FILE
     config = _read_config(config_file) if config_file.exists() else {}
     template_file = folder / TEMPLATE_FILE
+    text: str | None
     if template_file.exists():  # transformers reads it over the config's field
         source, text = str(template_file), _read(template_file, MAX_TEMPLATE_BYTES)
     else:

@@ -11,6 +11,7 @@ import ctypes
 import os
 import signal
 import sys
+from typing import Any
 
 _PR_SET_PDEATHSIG = 1
 
@@ -21,7 +22,7 @@ def _child_setup() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def child_options() -> dict:
+def child_options() -> dict[str, Any]:
     """``subprocess.Popen`` options for a child of a run (see the module docstring)."""
     if os.name != "posix":
         return {}

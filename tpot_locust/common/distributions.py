@@ -14,7 +14,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from tpot_locust.common.bounded_files import (
     DISTRIBUTION_FILE_MAX_BYTES,
@@ -188,10 +188,11 @@ def _rows(path: Path, lines: list[tuple[int, str]], field: str | None) -> list[t
 def _length(path: Path, number: int, row: Any, field: str | None) -> float:
     value = row.get(field) if isinstance(row, dict) and field else row
     if isinstance(value, str):
+        text = value
         try:
-            value = float(value)
+            value = float(text)
         except ValueError:
-            value = float(len(value.split()))
+            value = float(len(text.split()))
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_VALUE:
         raise DistributionError(
             f"{path} row {number}: no positive {field or 'value'} (finite, <= {MAX_VALUE:,})",
@@ -285,7 +286,7 @@ def parse_distribution(spec: Any, base_dir: Path | None = None) -> Distribution:
 def as_distribution(value: Any, base_dir: Path | None = None) -> Distribution:
     """Accept an already-built distribution as well as a spec."""
     if hasattr(value, "sample") and hasattr(value, "mean"):
-        return value
+        return cast(Distribution, value)  # duck-typed, as the protocol is
     return parse_distribution(value, base_dir)
 
 

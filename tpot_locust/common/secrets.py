@@ -23,7 +23,7 @@ import base64
 import binascii
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, overload
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 REDACTED = "[redacted]"
@@ -76,10 +76,16 @@ def is_secret_name(name: object) -> bool:
     return False
 
 
-def redact_url(url: str) -> str:
+@overload
+def redact_url(url: str) -> str: ...
+@overload
+def redact_url(url: None) -> None: ...
+
+
+def redact_url(url: str | None) -> str | None:
     """``url`` with the password of its userinfo (a lone user name too: it may be a token)
     and the values of secret-named query parameters replaced by ``[redacted]``; anything
-    else, the rest of the URL included, unchanged."""
+    else, the rest of the URL included, unchanged (None too: a run without a host)."""
     if not isinstance(url, str) or ("@" not in url and "?" not in url):
         return url
     try:

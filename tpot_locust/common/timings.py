@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeGuard
 
 import numpy as np
 
 from tpot_locust.common.errors import CLIENT_ERROR
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 NS_PER_US = 1000
 # More tokens than this in one request is no model's answer but a lying or broken server:
@@ -28,7 +32,7 @@ ESTIMATED_COUNT_SOURCE = "events"
 _TIMES = ("t_intended_ns", "t_send_ns", "t_end_ns")  # a request's own times (int64 each)
 
 
-def is_token_count(value: object) -> bool:
+def is_token_count(value: object) -> TypeGuard[int]:
     """Whether ``value`` can be a request's token count: an int (not a bool) in
     0..``MAX_TOKEN_COUNT``."""
     return type(value) is int and 0 <= value <= MAX_TOKEN_COUNT  # type(): bool is no count
@@ -226,6 +230,6 @@ def tpot_samples_ns(gaps_ns: np.ndarray, tokens: np.ndarray | None) -> np.ndarra
     return gaps_ns if tokens is None else np.repeat(gaps_ns / tokens, tokens)
 
 
-def to_us(values_ns: np.ndarray) -> np.ndarray:
+def to_us(values_ns: npt.ArrayLike) -> np.ndarray:
     """Nanoseconds to whole microseconds, rounded to nearest (histogram unit)."""
     return np.rint(np.asarray(values_ns, dtype=np.float64) / NS_PER_US).astype(np.int64)

@@ -132,7 +132,8 @@ class Tokenizer:
             ids += self._backend.encode(" " + text, add_special_tokens=False).ids
         take = tokens
         for _ in range(64):  # converges in a step or two; bounded all the same
-            text = prefix + self._backend.decode(ids[:take])
+            decoded: str = self._backend.decode(ids[:take])
+            text = prefix + decoded
             counted = self.count(text)
             if counted == target:
                 return text

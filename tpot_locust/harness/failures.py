@@ -41,7 +41,7 @@ class Backoff:
         if timings is None or timings.ok or timings.error_category == INTERRUPTED:
             self._failures = 0
             return 0.0
-        delay = min(FIRST_BACKOFF_S * 2**self._failures, MAX_BACKOFF_S)
+        delay: float = min(FIRST_BACKOFF_S * 2**self._failures, MAX_BACKOFF_S)
         self._failures += 1
         return delay * self._rng.uniform(0.5, 1.5)
 

@@ -48,11 +48,16 @@ def report_interval(text: str) -> float:
     return seconds
 
 
+# This process's RunState rides on Locust's Environment, which declares no such field: set
+# and read by name, here only (users.py only asks whether it is there).
+_STATE_ATTR = "tpot_state"
+
+
 def get_state(environment: Environment) -> RunState:
-    state = getattr(environment, "tpot_state", None)
+    state: RunState | None = getattr(environment, _STATE_ATTR, None)
     if state is None:
         state = RunState(environment)
-        environment.tpot_state = state
+        setattr(environment, _STATE_ATTR, state)
         _STATES.append(state)
         token_timings = ensure_token_timings(environment.events)
         token_timings.add_listener(state.recorder.record)

@@ -38,6 +38,7 @@ from tpot_locust.report.gate import EXIT_INVALID
 from tpot_locust.report.progress import ProgressPrinter
 from tpot_locust.report.results_files import write_histograms
 from tpot_locust.report.summary import format_full_report
+from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.verdict_files import format_verdict
 from tpot_locust.scenario.loader import ScenarioError, load_scenario, split_settings
 from tpot_locust.scenario.model import Server
@@ -79,7 +80,7 @@ class RunState:
         self.master: MasterLink | None = None
         self.worker: WorkerLink | None = None
         self.ticker: gevent.Greenlet | None = None
-        self.summary: dict[str, Any] | None = None
+        self.summary: Summary | None = None
         self.running = False
         self.driver: TrafficDriver | None = None
         self.sampler: ServerSampler | None = None  # the server's /metrics, while a test runs
@@ -185,6 +186,7 @@ class RunState:
         options = self.environment.parsed_options
         settings = split_settings(getattr(options, "tpot_set", None))
         if settings:  # this test's only: the web form's next Start does not send the field
+            assert options is not None  # the settings came from it
             options.tpot_set = ""
         self._use_test_settings(settings)
         in_use = scenario_in_use()
@@ -280,7 +282,7 @@ class RunState:
             self.ticker.join()
             self.ticker = None
 
-    def finish(self) -> dict[str, Any] | None:
+    def finish(self) -> Summary | None:
         """Collect every final delta, close the last interval, then the finishing pass
         (``report.finishing``): here, or, under ``tpot-locust run``, in it (this process
         saves ``histograms.json`` for it). Returns the summary (None: made elsewhere).
@@ -317,15 +319,16 @@ class RunState:
             return None
         name = run.get("scenario") or "run"
         finished = finish_run(folder, totals, run, slo=self.slo, suite=name)
-        self.summary, self.verdict = finished.summary, finished.verdict
+        summary = self.summary = finished.summary
+        self.verdict = finished.verdict
         earlier = 1 if missing_workers else self.environment.process_exit_code
         self.environment.process_exit_code = finished.exit_code(earlier)
-        if report_error := self.summary.get("report_error"):
+        if report_error := summary.get("report_error"):
             print(f"tpot-locust: the report is incomplete: {report_error}",
                   file=sys.stderr, flush=True)  # fmt: skip
         if not self.headless and self.environment.runner is not None:
             guarded([], "report", self.print_report)  # a web-UI test: its own, now
-        return self.summary
+        return summary
 
     def _write_stalls(self, folder: ResultsFolder) -> None:
         folder.client_stalls.mkdir(parents=True, exist_ok=True)
@@ -366,8 +369,8 @@ class RunState:
         info["start_wall_s"] = self.collector.start_wall_s
         info["stopped_because"] = self.stopped_because
         info["stall_threshold_ms"] = self.probe.threshold_ns / 1e6
-        if self.recorder.goodput is not None:
-            info["goodput_limits_ms"] = self.recorder.goodput.as_ms()
+        if self.slo is not None and self.slo.goodput is not None:  # the recorder's rule
+            info["goodput_limits_ms"] = self.slo.goodput.as_ms()
         # in the master's environment: workers started with another one may differ
         info["arrival_clock"] = arrival_clock()
         if self.master is not None:

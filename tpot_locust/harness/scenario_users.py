@@ -15,7 +15,7 @@ from tpot_locust.scenario.datasets import load_dataset
 from tpot_locust.scenario.model import Scenario, TrafficClass, scenario_keys
 
 
-def _wait_time(spec: object, base_dir: Path):
+def _wait_time(spec: object, base_dir: Path) -> Callable[[ChatUser], float]:
     if not spec:
         return constant(0)
     distribution = as_distribution(spec, base_dir)

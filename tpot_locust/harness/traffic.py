@@ -26,7 +26,7 @@ from tpot_locust.common.distributions import as_distribution
 from tpot_locust.harness.turns import PlannedTurn
 from tpot_locust.scenario.arrivals import arrival_times
 from tpot_locust.scenario.model import Burst, Scenario, TrafficClass
-from tpot_locust.scenario.trace import sessions, share_of
+from tpot_locust.scenario.trace import TraceRequest, sessions, share_of
 
 if TYPE_CHECKING:  # users imports the plugin, which imports this module
     from tpot_locust.harness.users import ChatUser, PreparedTurn
@@ -155,13 +155,13 @@ class TrafficDriver:
                                 start)  # fmt: skip
 
     def _trace_turns(
-        self, agent: ChatUser, traffic: TrafficClass, turns: list, start_perf_ns: int
+        self, agent: ChatUser, traffic: TrafficClass, turns: list[TraceRequest], start_perf_ns: int
     ) -> None:
         """One conversation of a trace: each turn at its time, with the answers before it."""
         agent.converse(self._planned_trace_turns(agent, traffic, turns, start_perf_ns))
 
     def _planned_trace_turns(
-        self, agent: ChatUser, traffic: TrafficClass, turns: list, start_perf_ns: int
+        self, agent: ChatUser, traffic: TrafficClass, turns: list[TraceRequest], start_perf_ns: int
     ) -> Iterator[PlannedTurn]:
         for number, turn in enumerate(turns):
             # every turn is an arrival of the trace: its lateness is schedule lag

@@ -113,6 +113,9 @@ class ChatUser(User):
 
     _user_counter: ClassVar[int] = 0
     _models: ClassVar[dict[tuple[str, str], str]] = {}
+    # set on each class on first use, read through its own __dict__ (never a parent's)
+    _dataset_taken: ClassVar[int]  # a sequential dataset's entries taken in this process
+    _prefix_text: ClassVar[str]  # the class's shared prefix (shared_prefix_tokens)
 
     def on_start(self) -> None:
         ChatUser._user_counter += 1

@@ -26,11 +26,13 @@ from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.report.live_charts import charts_fragment, charts_page
 from tpot_locust.report.results_files import histograms_document
 from tpot_locust.report.summary import build_summary
+from tpot_locust.report.summary_types import Summary
 
 if TYPE_CHECKING:
     from locust.env import Environment
 
     from tpot_locust.harness.run_state import RunState
+    from tpot_locust.harness.server_sampler import ServerSampler
 
 logger = logging.getLogger(__name__)
 TAB_KEY = "tpot"
@@ -72,7 +74,9 @@ def install(environment: Environment, state: RunState) -> None:
         return
     from flask import Response, request
 
-    web_guard.install(web_ui.app)
+    app = web_ui.app
+    assert app is not None  # made by WebUI.__init__ (Locust types it Optional)
+    web_guard.install(app)
     web_ui.template_args["extended_tabs"] = [{"title": "TPOT", "key": TAB_KEY}]
     web_ui.template_args["extended_tables"] = [
         {"key": TAB_KEY, "structure": [{"key": key, "title": title} for key, title in COLUMNS]}
@@ -86,7 +90,7 @@ def install(environment: Environment, state: RunState) -> None:
         {"href": f"{base}/tpot/charts", "title": "TPOT charts (live percentile plots)"}
     )
 
-    @web_ui.app.before_request
+    @app.before_request
     def _check_what_is_set() -> Response | None:
         """Refuse a Start form or user-class settings that set what a web request may not
         (``web_form``), before Locust applies any of it."""
@@ -97,7 +101,8 @@ def install(environment: Environment, state: RunState) -> None:
             parsed = vars(environment.parsed_options) if environment.parsed_options else {}
             why = swarm_refusal(request.form, parsed, shown)
         elif request.path == f"{base}/user":
-            why = user_settings_refusal(request.get_data(), environment.available_user_classes)
+            classes = environment.available_user_classes or {}
+            why = user_settings_refusal(request.get_data(), classes)
         else:
             return None
         if why is None:
@@ -114,7 +119,7 @@ def install(environment: Environment, state: RunState) -> None:
 
         return bool(current_user.is_authenticated)
 
-    @web_ui.app.after_request
+    @app.after_request
     def _add_tab_rows(response: Response) -> Response:
         if request.path != f"{base}/stats/requests" or response.status_code != 200:
             return response
@@ -124,13 +129,13 @@ def install(environment: Environment, state: RunState) -> None:
             response.set_data(json.dumps({**data, "extended_stats": extended}))
         return response
 
-    @web_ui.app.route(f"{base}/tpot/charts")
+    @app.route(f"{base}/tpot/charts")
     @web_ui.auth_required_if_enabled
     def _charts() -> Response:
         return Response(charts_page(f"{base}/tpot/charts/fragment", _fragment_html()),
                         mimetype="text/html")  # fmt: skip
 
-    @web_ui.app.route(f"{base}/tpot/charts/fragment")
+    @app.route(f"{base}/tpot/charts/fragment")
     @web_ui.auth_required_if_enabled
     def _charts_fragment() -> Response:
         return Response(_fragment_html(), mimetype="text/html")
@@ -138,7 +143,7 @@ def install(environment: Environment, state: RunState) -> None:
     def _fragment_html() -> str:
         return charts_fragment(_live_summary(), state.collector.totals, running=state.running)
 
-    def _live_summary() -> dict[str, Any]:
+    def _live_summary() -> Summary:
         """The summary as it would be now, with the server's sampled metrics so far."""
         run = state.run_info()
         if (server := _server_metrics_now()) is not None:
@@ -148,7 +153,7 @@ def install(environment: Environment, state: RunState) -> None:
     def _server_metrics_now() -> dict[str, Any] | None:
         """The sampler's summary while a test runs (``run["server_metrics"]`` so far); the
         last test's once it stopped; None where the server's metrics are not sampled."""
-        sampler = getattr(state, "sampler", None)
+        sampler: ServerSampler | None = getattr(state, "sampler", None)
         if sampler is not None:
             try:
                 return sampler.summary()
@@ -159,25 +164,22 @@ def install(environment: Environment, state: RunState) -> None:
         server = (finished or {}).get("run", {}).get("server_metrics")
         return server if isinstance(server, dict) else None
 
-    def _finished_summary() -> dict[str, Any] | None:
+    def _finished_summary() -> Summary | None:
         """The last test's summary as written, once it stopped (None while one runs)."""
         return None if state.running else state.summary
 
-    @web_ui.app.route(f"{base}/tpot/summary.json")
+    @app.route(f"{base}/tpot/summary.json")
     @web_ui.auth_required_if_enabled
     def _summary() -> Response:
-        finished = _finished_summary()
-        if finished is not None:
-            summary = dict(finished)  # the finished test's own, as written
-        else:
-            summary = _live_summary()
+        finished = _finished_summary()  # the finished test's own, as written (a copy)
+        summary = finished.copy() if finished is not None else _live_summary()
         summary["running"] = state.running  # a running test's summary is not yet complete
         summary["test"] = state.tests_started  # of this web-UI session (0: none yet)
         if state.running:
             summary["complete"] = False
         return Response(json.dumps(summary, indent=2), mimetype="application/json")
 
-    @web_ui.app.route(f"{base}/tpot/histograms.json")
+    @app.route(f"{base}/tpot/histograms.json")
     @web_ui.auth_required_if_enabled
     def _histograms() -> Response:
         """The totals as ``histograms.json`` holds them: a finished test's re-reported,

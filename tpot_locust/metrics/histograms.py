@@ -65,12 +65,13 @@ class HistogramDecodeError(ValueError):
 MAX_BUCKET_COUNT = 1 << 48
 _EXTERNAL_HEADER = ctypes.sizeof(ExternalHeader)
 _PAYLOAD_HEADER = ctypes.sizeof(PayloadHeader)
+_MAX_WORD_BYTES: int = V2_MAX_WORD_SIZE_IN_BYTES  # hdrh's (untyped) constant
 
 
 def _max_payload_bytes() -> int:
     """The largest inflated payload our configuration can need: header, and each count as
     a 9-byte LEB128 word (the library's worst case)."""
-    return _PAYLOAD_HEADER + _layout().counts_len * V2_MAX_WORD_SIZE_IN_BYTES
+    return _PAYLOAD_HEADER + _layout().counts_len * _MAX_WORD_BYTES
 
 
 def _max_encoded_chars() -> int:
@@ -81,7 +82,7 @@ def _max_encoded_chars() -> int:
 def _counts_len(lowest: int, highest: int, digits: int) -> int:
     """``HdrHistogram``'s counts-array length for a configuration, without allocating it."""
     unit_magnitude = int(math.floor(math.log2(lowest)))
-    sub_bucket_count = 2 ** int(math.ceil(math.log2(2 * 10**digits)))
+    sub_bucket_count: int = 2 ** int(math.ceil(math.log2(2 * 10**digits)))
     smallest_untrackable = sub_bucket_count << unit_magnitude
     buckets = 1
     while smallest_untrackable <= highest:  # at most 64 rounds: highest is 64-bit

@@ -8,6 +8,7 @@ users see. The worst gaps of the run are listed with the phase they fell in.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping
 from typing import Any
 
 from hdrh.histogram import HdrHistogram
@@ -63,7 +64,7 @@ def phase_summary(metrics: ClassMetrics, tail_min_samples: int) -> dict[str, Any
     return {"phases": phases, "interference_factor": factors}
 
 
-def format_interference(summary: dict[str, Any]) -> list[str]:
+def format_interference(summary: Mapping[str, Any]) -> list[str]:
     lines: list[str] = []
     interference = summary.get("interference")
     if interference:

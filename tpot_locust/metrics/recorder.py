@@ -183,7 +183,8 @@ def _decode_named(blob: str, key: str) -> HdrHistogram:
 def _encode(histogram: HdrHistogram, cooperative: bool) -> str:
     if cooperative:
         let_streams_run()
-    return histogram.encode().decode("ascii")
+    encoded: bytes = histogram.encode()  # hdrh is untyped
+    return encoded.decode("ascii")
 
 
 class MetricSet:
@@ -382,7 +383,9 @@ class Recorder:
         stamps = np.array(timings.token_stamps, dtype=np.int64)  # a copy: never pins the array
         itl = stamps[1:] - stamps[:-1]
         per_event = timings.tokens_after_first()
-        scalars: dict[str, float] = {"ttft": timings.ttft_ns, "e2e": timings.e2e_ns}
+        ttft, ttft_from_intended = timings.ttft_ns, timings.ttft_from_intended_ns
+        assert ttft is not None and ttft_from_intended is not None  # ok: a first token (record)
+        scalars: dict[str, float] = {"ttft": ttft, "e2e": timings.e2e_ns}
         if (ttfat := timings.ttfat_ns) is not None:
             scalars["ttfat"] = ttfat
         if itl.size:
@@ -390,7 +393,7 @@ class Recorder:
         if (request_tpot := timings.request_tpot_ns) is not None:
             scalars["request_tpot"] = request_tpot
         if timings.scheduled:
-            scalars["ttft_from_intended"] = timings.ttft_from_intended_ns
+            scalars["ttft_from_intended"] = ttft_from_intended
             scalars["schedule_lag"] = timings.t_send_ns - timings.t_intended_ns
         itl_us, tpot_us = to_us(itl), to_us(tpot_samples_ns(itl, per_event))
         self._add_pending(user_class, "itl", itl_us)

@@ -31,7 +31,8 @@ def merge_tail(kept: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[di
 
 
 def _size(gap: dict[str, Any]) -> float:
-    return gap["ms"]
+    size: float = gap["ms"]
+    return size
 
 
 class TailFloor:

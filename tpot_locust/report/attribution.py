@@ -25,6 +25,7 @@ from tpot_locust.metrics.causes import (
 from tpot_locust.metrics.histograms import count_above, histogram_stats
 from tpot_locust.metrics.recorder import CAUSE_METRICS, PREFILL_AT_GAP, ClassMetrics, phase_metric
 from tpot_locust.metrics.tail_gaps import WORST_GAPS_SHOWN
+from tpot_locust.report.summary_types import Summary
 
 TAIL_PERCENTILES = (99.0, 99.9, 99.99)
 SHARE_DIGITS = 4
@@ -145,7 +146,7 @@ def _server_state(series: dict[str, list[Any]], gap: dict[str, Any]) -> dict[str
     return state
 
 
-def format_why_the_tail(summary: dict[str, Any]) -> list[str]:
+def format_why_the_tail(summary: Summary) -> list[str]:
     """The report's "Why the tail" section (terminal)."""
     attribution = summary.get("attribution")
     if not attribution:

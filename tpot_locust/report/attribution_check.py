@@ -39,6 +39,7 @@ import numpy as np
 
 from tpot_locust.metrics.causes import PREEMPTION, PREFILL
 from tpot_locust.metrics.histograms import exact_percentile
+from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.truth_check import counted_by
 
 TAIL_PERCENTILE = 99.9
@@ -157,7 +158,7 @@ def _ratio(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
 
 
-def _our_tail(summary: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]] | None:
+def _our_tail(summary: Summary) -> dict[tuple[str, int], dict[str, Any]] | None:
     """Our listed tail gaps by (request_id, gap); None when the summary has none."""
     attribution = summary.get("attribution")
     listed = attribution.get("tail_gaps") if isinstance(attribution, dict) else None
@@ -179,7 +180,7 @@ def _causes(entry: dict[str, Any]) -> list[Any]:
 
 
 def attribution_check(
-    summary: dict[str, Any], truth_path: Path, steps_path: Path | None = None
+    summary: Summary, truth_path: Path, steps_path: Path | None = None
 ) -> dict[str, Any]:
     """Precision and recall of our ``prefill`` and ``preemption`` tags on the true gaps
     above the true ITL P99.9; ``{"available": False, "why"}`` when it cannot be made."""

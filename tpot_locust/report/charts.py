@@ -20,6 +20,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape as _html_escape
+from typing import Any
 
 from tpot_locust.common.text_safety import xml_text
 
@@ -67,7 +68,7 @@ def _nice_top(value: float) -> float:
     """The axis end: 1, 2 or 5 times a power of ten, at or above ``value``."""
     if value <= 0:
         return 1.0
-    power = 10 ** math.floor(math.log10(value))
+    power: float = 10 ** math.floor(math.log10(value))
     for step in (1, 2, 5, 10):
         if value <= step * power:
             return step * power
@@ -165,7 +166,9 @@ def percentile_chart(title: str, curves: Sequence[Curve], unit: str = "ms") -> s
 MAX_SERIES_POINTS = 600  # a long run's series is thinned to this many points a curve
 
 
-def thinned(points: list[tuple[float, float]], limit: int = MAX_SERIES_POINTS) -> list:
+def thinned(
+    points: list[tuple[float, float]], limit: int = MAX_SERIES_POINTS
+) -> list[tuple[float, float]]:
     """At most ``limit`` points: each the last time and the largest value of its run of
     points, so an hour's series keeps its spikes and the file stays small."""
     if len(points) <= limit:
@@ -229,7 +232,9 @@ def _shading_legend(shading: Shading, height: int) -> list[str]:
     return parts
 
 
-def load_chart(title: str, curves: Sequence[Curve], unit: str, knee: dict | None = None) -> str:
+def load_chart(
+    title: str, curves: Sequence[Curve], unit: str, knee: dict[str, Any] | None = None
+) -> str:
     """Curves of (load, value) over a sweep's steps, the knee marked: where SLOs break."""
     drawn = [curve for curve in curves if curve.points]
     if not drawn:

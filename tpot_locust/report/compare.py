@@ -14,6 +14,7 @@ from typing import Any
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.text_safety import printable
+from tpot_locust.report.summary_types import Summary
 from tpot_locust.scenario.slo import LATENCY_METRICS, STATISTICS, TAIL_MIN_SAMPLES, parse_fraction
 
 DEFAULT_METRICS = catalogue.names("in_compare")
@@ -80,11 +81,11 @@ def parse_regression(text: str) -> float:
 
 
 def compare_summaries(
-    base: dict[str, Any], candidate: dict[str, Any], metrics: tuple[str, ...] = DEFAULT_METRICS,
+    base: Summary, candidate: Summary, metrics: tuple[str, ...] = DEFAULT_METRICS,
     statistics: tuple[str, ...] = DEFAULT_STATISTICS, max_regression: float = 0.10,
 ) -> ComparisonResult:  # fmt: skip
     rows = []
-    scopes = [("all", base, candidate)]
+    scopes: list[tuple[str, Summary, Summary]] = [("all", base, candidate)]
     for name in sorted(set(base.get("classes", {})) & set(candidate.get("classes", {}))):
         if len(base["classes"]) > 1 or len(candidate["classes"]) > 1:
             scopes.append((name, base["classes"][name], candidate["classes"][name]))
@@ -97,7 +98,7 @@ def compare_summaries(
 
 
 def _row(
-    scope: str, metric: str, statistic: str, base: dict[str, Any], candidate: dict[str, Any],
+    scope: str, metric: str, statistic: str, base: Summary, candidate: Summary,
     max_regression: float,
 ) -> Comparison:  # fmt: skip
     old, new = base["metrics"][metric], candidate["metrics"][metric]

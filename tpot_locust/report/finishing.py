@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from tpot_locust.common.results_folder import REPORT_FILE, SUMMARY_FILE, ResultsFolder
 from tpot_locust.metrics.recorder import MetricSet
@@ -28,11 +28,12 @@ from tpot_locust.report.results_files import (
     write_json,
 )
 from tpot_locust.report.summary import build_summary
+from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.truth_check import format_truth_check, load_stall_windows, truth_check
 from tpot_locust.report.verdict_files import write_verdict
 from tpot_locust.scenario.slo import SloSpec
 
-SLO_KEY = "slo"  # the verdict's place in summary.json
+SLO_KEY: Final = "slo"  # the verdict's place in summary.json (Final: a TypedDict key)
 # Set by ``tpot-locust run`` for its Locust processes: their master saves histograms.json
 # only, and the finishing pass (truth check, verdict, printed last) runs in the supervisor.
 SUPERVISED_ENV = "TPOT_SUPERVISED"
@@ -44,7 +45,7 @@ class Finished:
     """What the finishing pass made: the summary as written, the verdict, the truth check's
     printed lines and whether it passed (None: no tolerance, or no truth)."""
 
-    summary: dict[str, Any]
+    summary: Summary
     verdict: dict[str, Any] | None = None
     truth_passed: bool | None = None
     check_lines: list[str] = field(default_factory=list)
@@ -73,7 +74,7 @@ def finish_run(
     truth_tolerance_ms: float | None = None,
     check_truth: bool = False,
     save_histograms: bool = True,
-    summary: dict[str, Any] | None = None,
+    summary: Summary | None = None,
 ) -> Finished:
     """The one finishing pass. ``check_truth``: compare with ``folder.truth`` (the embedded
     simulator's); ``save_histograms=False`` where ``histograms.json`` is already the input;
@@ -121,7 +122,7 @@ def finish_saved(folder: ResultsFolder, **options: Any) -> Finished:
     return finish_run(folder, totals, run, save_histograms=False, **options)
 
 
-def baseline_summary(spec: SloSpec) -> dict[str, Any] | None:
+def baseline_summary(spec: SloSpec) -> Summary | None:
     """The summary of the scenario's baseline run (from its saved histograms), or None."""
     if spec.baseline is None:
         return None
@@ -150,7 +151,7 @@ def _check_truth(
         finished.check_lines += format_attribution_check(attribution)
 
 
-def _render(folder: ResultsFolder, summary: dict[str, Any], totals: MetricSet) -> str:
+def _render(folder: ResultsFolder, summary: Summary, totals: MetricSet) -> str:
     """``report.html``'s text, the scenario as run at its end."""
     scenario = folder.scenario
     text = scenario.read_text() if scenario.exists() else None
@@ -158,7 +159,7 @@ def _render(folder: ResultsFolder, summary: dict[str, Any], totals: MetricSet) -
     return render_report([RunView(name, summary, totals, text)])
 
 
-def _note(summary: dict[str, Any], errors: list[str]) -> None:
+def _note(summary: Summary, errors: list[str]) -> None:
     """A part that failed: the summary says which, and that it cannot vouch for the run."""
     if not errors:
         return

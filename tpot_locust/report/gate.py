@@ -18,6 +18,7 @@ from typing import Any
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.report.compare import Comparison, compare_summaries
+from tpot_locust.report.summary_types import Summary
 from tpot_locust.scenario.slo import Objective, SloSpec, format_limit, format_value
 
 PASS, FAIL, INSUFFICIENT, INVALID = "pass", "fail", "insufficient", "invalid"
@@ -51,9 +52,7 @@ class Check:
         }  # fmt: skip
 
 
-def evaluate(
-    spec: SloSpec, summary: dict[str, Any], baseline: dict[str, Any] | None = None
-) -> dict[str, Any]:
+def evaluate(spec: SloSpec, summary: Summary, baseline: Summary | None = None) -> dict[str, Any]:
     """The verdict of a run: ``{"verdict", "exit_code", "checks": [...], "run_invalid": [...],
     "warnings": [...]}``. ``baseline``: the summary of ``spec.baseline``'s run, when set."""
     checks = [_check(objective, spec, summary) for objective in spec.objectives]
@@ -92,7 +91,7 @@ def unmeasured(spec: SloSpec, reason: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def run_validity(summary: dict[str, Any]) -> list[str]:
+def run_validity(summary: Summary) -> list[str]:
     """Why the run as a whole is not a valid measurement (empty: it is)."""
     reasons = []
     missing = ", ".join((summary.get("workers") or {}).get("missing", []))
@@ -112,11 +111,11 @@ def run_validity(summary: dict[str, Any]) -> list[str]:
     return reasons
 
 
-def _scope(summary: dict[str, Any], class_name: str | None) -> dict[str, Any] | None:
+def _scope(summary: Summary, class_name: str | None) -> Summary | None:
     return summary if class_name is None else summary.get("classes", {}).get(class_name)
 
 
-def _check(objective: Objective, spec: SloSpec, summary: dict[str, Any]) -> Check:
+def _check(objective: Objective, spec: SloSpec, summary: Summary) -> Check:
     scope = _scope(summary, objective.class_name)
     if scope is None:
         return _result(objective, None, None, INSUFFICIENT, "the class sent no request")
@@ -129,20 +128,21 @@ def _check(objective: Objective, spec: SloSpec, summary: dict[str, Any]) -> Chec
             return _result(objective, None, None, INSUFFICIENT, "no request finished")
         return _bounded(objective, requests["failed"] / total, None)
     if objective.kind == "throughput":
-        measured = scope["tokens" if objective.metric == "tokens_per_s" else "requests"]["per_s"]
+        rates = scope["tokens"] if objective.metric == "tokens_per_s" else scope["requests"]
+        measured = rates["per_s"]
         return _bounded(objective, measured, None)
     if objective.kind == "goodput":
         goodput = scope.get("goodput")
         if goodput is None:
             return _result(objective, None, None, INSUFFICIENT, "no goodput was counted")
-        key = "fraction" if objective.metric == "good_fraction" else "per_s"
-        if goodput[key] is None:
+        value = goodput["fraction"] if objective.metric == "good_fraction" else goodput["per_s"]
+        if value is None:
             return _result(objective, None, None, INSUFFICIENT, "no request finished")
-        return _bounded(objective, goodput[key], None)
+        return _bounded(objective, value, None)
     return _interference(objective, scope)
 
 
-def _latency(objective: Objective, spec: SloSpec, scope: dict[str, Any]) -> Check:
+def _latency(objective: Objective, spec: SloSpec, scope: Summary) -> Check:
     metric = scope["metrics"][objective.metric]
     statistic = str(objective.statistic)
     if not metric["count"]:
@@ -180,7 +180,7 @@ def _tagged_above(stalls: dict[str, Any], statistic: str) -> int:
     return int(stalls["above"].get(statistic, 0))
 
 
-def _longer(metric: dict[str, Any], statistic: str, needed: int, scope: dict[str, Any]) -> str:
+def _longer(metric: dict[str, Any], statistic: str, needed: int, scope: Summary) -> str:
     """How much longer to run for ``needed`` samples above the percentile, at this rate."""
     fraction_above = 1 - float(statistic[1:]) / 100
     total_needed = math.ceil(needed / fraction_above)
@@ -191,7 +191,7 @@ def _longer(metric: dict[str, Any], statistic: str, needed: int, scope: dict[str
     return f"run about {max(seconds, 1):,.0f} s longer ({total_needed:,} samples in all)"
 
 
-def _interference(objective: Objective, scope: dict[str, Any]) -> Check:
+def _interference(objective: Objective, scope: Summary) -> Check:
     interference = scope.get("interference")
     if not interference:
         return _result(objective, None, None, INSUFFICIENT, "no token gap fell in a burst")
@@ -220,9 +220,7 @@ def _result(
     )  # fmt: skip
 
 
-def _baseline_checks(
-    spec: SloSpec, summary: dict[str, Any], baseline: dict[str, Any] | None
-) -> list[Check]:
+def _baseline_checks(spec: SloSpec, summary: Summary, baseline: Summary | None) -> list[Check]:
     assert spec.baseline is not None
     rule = spec.baseline
     name = f"no regression > {rule.max_regression * 100:g}% against {rule.results}"

@@ -30,6 +30,7 @@ from tpot_locust.report.charts import (
     timeseries_chart,
 )
 from tpot_locust.report.summary import format_token_kinds, reasoned
+from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.tail_pictures import has_tail_facts, why_the_tail
 from tpot_locust.scenario.slo import STATISTICS
 
@@ -60,7 +61,7 @@ class RunView:
     """One run as the report reads it: its summary, merged histograms, scenario text."""
 
     name: str
-    summary: dict[str, Any]
+    summary: Summary
     totals: MetricSet
     scenario_text: str | None = None
 
@@ -111,7 +112,7 @@ def _rows(rows: list[list[str]], header: list[str]) -> str:
     return "".join(lines) + "</table>"
 
 
-def _metadata(summary: dict[str, Any]) -> list[str]:
+def _metadata(summary: Summary) -> list[str]:
     run, requests, tokens = summary.get("run", {}), summary["requests"], summary["tokens"]
     client = summary.get("client", {})
     workers = summary.get("workers")
@@ -171,7 +172,7 @@ def _truth(truth: dict[str, Any]) -> list[str]:
     return [note, _rows(rows, ["metric", *keys])]
 
 
-def _tables(summary: dict[str, Any]) -> list[str]:
+def _tables(summary: Summary) -> list[str]:
     scopes = [("all classes", summary)]
     if len(summary.get("classes", {})) > 1:
         scopes += [(f"class {name}", scope) for name, scope in summary["classes"].items()]
@@ -224,14 +225,14 @@ def _distributions(runs: list[RunView]) -> list[str]:
             "get equal room; the curve ends at the max.</p>"]  # fmt: skip
 
 
-def timeseries_shading(summary: dict[str, Any]) -> Shading:
+def timeseries_shading(summary: Summary) -> Shading:
     run = summary.get("run", {})
     spans = [tuple(span) for span in run.get("bursts", {}).get("spans_s", [])]
     marks = [point["t"] for point in summary.get("timeseries", []) if point.get("stalls")]
-    return Shading(spans=spans, marks=marks)  # type: ignore[arg-type]
+    return Shading(spans=spans, marks=marks)
 
 
-def timeseries_charts(summary: dict[str, Any]) -> list[str]:
+def timeseries_charts(summary: Summary) -> list[str]:
     series = summary.get("timeseries", [])
     shading = timeseries_shading(summary)
     charts = []
@@ -250,11 +251,11 @@ def timeseries_charts(summary: dict[str, Any]) -> list[str]:
     return charts
 
 
-def _timeseries(summary: dict[str, Any]) -> list[str]:
+def _timeseries(summary: Summary) -> list[str]:
     return ['<div class="charts">', *timeseries_charts(summary), "</div>"]
 
 
-def _interference(summary: dict[str, Any]) -> list[str] | None:
+def _interference(summary: Summary) -> list[str] | None:
     interference = summary.get("interference")
     if not interference:
         return None
@@ -275,7 +276,7 @@ def _factor(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
-def _worst_gaps(summary: dict[str, Any]) -> list[str]:
+def _worst_gaps(summary: Summary) -> list[str]:
     rows = [[f"{gap['ms']:.1f}", escape(gap.get("phase", "")),
              "yes" if gap.get("client_stall") else "", escape(str(gap.get("request_id", "")))]
             for gap in summary.get("worst_gaps", [])]  # fmt: skip

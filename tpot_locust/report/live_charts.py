@@ -11,7 +11,6 @@ requests, KV usage and preemptions, on one time axis.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from tpot_locust.metrics.recorder import MetricSet
 from tpot_locust.report.charts import CHART_CSS, percentile_chart
@@ -23,13 +22,14 @@ from tpot_locust.report.html import (
     distribution_curves,
     timeseries_charts,
 )
+from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.tail_pictures import tail_timeline
 
 REFRESH_MS = 2000
 LIVE_STATISTICS = ("p50", "p90", "p99", "p99.9", "p99.99", "max")
 
 
-def charts_fragment(summary: dict[str, Any], totals: MetricSet, running: bool) -> str:
+def charts_fragment(summary: Summary, totals: MetricSet, running: bool) -> str:
     """The live part: a table of the headline figures and every chart."""
     rows = []
     for name in ("tpot", "itl", "ttft", "e2e"):

@@ -4,6 +4,7 @@ and how late this interval's reads came (the load generator's own health)."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from tpot_locust.metrics.collector import Collector
 from tpot_locust.report.summary import client_check
@@ -29,7 +30,7 @@ class ProgressPrinter:
         print(line, flush=True)
 
 
-def format_progress(point: dict, duration_s: float) -> str:
+def format_progress(point: dict[str, Any], duration_s: float) -> str:
     tpot = point["tpot"]
     current = (
         f"TPOT p50 {tpot['p50']:.2f} ms p99 {tpot['p99']:.2f} ms" if tpot["count"] else "TPOT -"

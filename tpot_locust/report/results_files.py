@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ def load_results(out_dir: Path) -> tuple[MetricSet, dict[str, Any]]:
     return totals, saved.get("run") or {}
 
 
-def write_json(path: Path, data: dict[str, Any], problems: list[str] | None = None) -> None:
+def write_json(path: Path, data: Mapping[str, Any], problems: list[str] | None = None) -> None:
     """Write ``data`` as strict JSON (via a temporary file, so a reader never sees half of
     it): a number JSON cannot hold (NaN, infinity) becomes null, named in ``problems``."""
     temporary = path.with_suffix(path.suffix + ".tmp")

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.tail_tables import bucket_text
 
 SHOWN = {"itl": "ITL", "ttft": "TTFT"}  # ours and the server's, where both have it
 PERCENTILE_KEYS = ("p50", "p90", "p99", "p99.9", "p99.99")
 
 
-def server_view(summary: dict[str, Any]) -> dict[str, Any] | None:
+def server_view(summary: Summary) -> dict[str, Any] | None:
     """Rows per metric: ours and the server's bounds per percentile; None when the server
     gave no histogram we read."""
     own = ((summary.get("run") or {}).get("server_metrics") or {}).get("own_percentiles") or {}
@@ -32,7 +33,7 @@ def server_view(summary: dict[str, Any]) -> dict[str, Any] | None:
     return rows or None
 
 
-def format_server_view(summary: dict[str, Any]) -> list[str]:
+def format_server_view(summary: Summary) -> list[str]:
     view = server_view(summary)
     if view is None:
         return []

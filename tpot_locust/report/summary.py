@@ -30,6 +30,15 @@ from tpot_locust.metrics.recorder import (
 from tpot_locust.metrics.stalls import CLIENT_STALL, ClientHealth
 from tpot_locust.report.attribution import attribution_summary, format_why_the_tail
 from tpot_locust.report.server_view import format_server_view
+from tpot_locust.report.summary_types import (
+    ClassSummary,
+    ClientFigures,
+    Goodput,
+    PromptCache,
+    PromptComparison,
+    Summary,
+    TokenCounts,
+)
 from tpot_locust.scenario.slo import TAIL_MIN_SAMPLES
 
 PER_TOKEN_METRICS = catalogue.names("per_token")
@@ -104,7 +113,7 @@ def client_health(health: ClientHealth, start_wall_s: float | None) -> dict[str,
     }  # fmt: skip
 
 
-def client_check(read_delay: dict[str, Any]) -> dict[str, Any]:
+def client_check(read_delay: dict[str, Any]) -> ClientFigures:
     """Whether the load generator kept up, from how late it read data that had arrived.
 
     A late read does not move a kernel-stamped token, but events that arrive while a
@@ -132,7 +141,7 @@ _EMPTY_METRIC: dict[str, Any] = {
 
 def goodput_summary(
     counters: ClassCounters, window_s: float, limits_ms: dict[str, float]
-) -> dict[str, Any]:
+) -> Goodput:
     """Good requests (every per-request SLO met) per second of the window, and as a
     fraction of the requests that ended (failed ones count as not good)."""
     ended = counters.ok + counters.failed
@@ -147,7 +156,7 @@ def goodput_summary(
 def _class_summary(
     metrics: ClassMetrics, goodput_ms: dict[str, float] | None = None,
     errors: list[str] | None = None, scope: str = "totals",
-) -> dict[str, Any]:  # fmt: skip
+) -> ClassSummary:  # fmt: skip
     counters = metrics.counters
     window_s = (counters.last_token_wall_ns - counters.first_send_wall_ns) / 1e9
     per_s = counters.output_tokens / window_s if window_s > 0 else 0.0
@@ -205,13 +214,13 @@ def _class_summary(
 
 def build_summary(
     totals: MetricSet, run: dict[str, Any] | None = None, errors: list[str] | None = None
-) -> dict[str, Any]:
+) -> Summary:
     """The summary of ``totals``. With ``errors`` (the end of a run), each part is built in
     its own guard: a part that fails is left out and named in ``errors``, the rest stays."""
     run = dict(run or {})
     earlier = run.pop("report_error", None)  # a step before the summary failed (run_state)
     goodput_ms = run.get("goodput_limits_ms")
-    summary = built_part(errors, "totals",
+    summary: Summary = built_part(errors, "totals",
                     lambda: _class_summary(totals.combined(), goodput_ms, errors), {})  # fmt: skip
     summary["classes"] = {}
     for name, metrics in sorted(totals.classes.items()):
@@ -301,7 +310,7 @@ def format_metric(name: str, metric: dict[str, Any]) -> list[str]:
     return lines
 
 
-def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
+def format_report(summary: Summary, scope: str = "all classes") -> str:
     requests, tokens = summary["requests"], summary["tokens"]
     lines = [f"=== tpot-locust report ({printable(scope)}) ==="]
     workers = summary.get("workers")
@@ -383,7 +392,7 @@ def format_report(summary: dict[str, Any], scope: str = "all classes") -> str:
     return "\n".join(lines)
 
 
-def prompt_comparison(counters: ClassCounters) -> dict[str, Any] | None:
+def prompt_comparison(counters: ClassCounters) -> PromptComparison | None:
     """Requested against server-counted prompt tokens, over the requests whose usage had
     both (None when none had)."""
     requests = counters.prompt_compared_requests
@@ -400,7 +409,7 @@ def prompt_comparison(counters: ClassCounters) -> dict[str, Any] | None:
     }
 
 
-def prompt_cache(counters: ClassCounters) -> dict[str, Any] | None:
+def prompt_cache(counters: ClassCounters) -> PromptCache | None:
     """The server's prefix-cache hits over the requests whose usage counted them (None
     when none did): a hit rate of cached / prompt tokens, both from those requests only."""
     requests = counters.cache_reported_requests
@@ -415,12 +424,12 @@ def prompt_cache(counters: ClassCounters) -> dict[str, Any] | None:
     }
 
 
-def reasoned(tokens: dict[str, Any]) -> bool:
+def reasoned(tokens: TokenCounts) -> bool:
     """Whether any request had reasoning tokens: only then is TTFAT not just TTFT."""
     return bool(tokens.get("reasoning_requests"))
 
 
-def format_token_kinds(tokens: dict[str, Any]) -> list[str]:
+def format_token_kinds(tokens: TokenCounts) -> list[str]:
     """Reasoning against answer tokens, the prefix cache's hits and where per-event counts
     came from: each line only where there is something to say."""
     lines = []
@@ -444,7 +453,7 @@ def format_token_kinds(tokens: dict[str, Any]) -> list[str]:
     return lines
 
 
-def format_prompt_tokens(tokens: dict[str, Any]) -> str | None:
+def format_prompt_tokens(tokens: TokenCounts) -> str | None:
     """Requested against server-counted prompt tokens: our prompts are sized in words (an
     estimate), which the server's tokenizer counts its own way."""
     prompt = tokens.get("prompt")
@@ -458,7 +467,7 @@ def format_prompt_tokens(tokens: dict[str, Any]) -> str | None:
     )
 
 
-def busy_advice(summary: dict[str, Any]) -> str:
+def busy_advice(summary: Summary) -> str:
     """What to do about a busy client: a server on this machine takes the same cores (its
     prefills above all), which more workers cannot give back."""
     run = summary.get("run", {})
@@ -473,7 +482,7 @@ def busy_advice(summary: dict[str, Any]) -> str:
     return "Use more workers or less load per worker."
 
 
-def format_client_stalls(summary: dict[str, Any]) -> list[str]:
+def format_client_stalls(summary: Summary) -> list[str]:
     """The run's client stalls in a line or two; nothing when the loops never stalled."""
     client = summary["client"]
     if not client.get("stalls"):
@@ -494,7 +503,7 @@ def format_client_stalls(summary: dict[str, Any]) -> list[str]:
     ]
 
 
-def format_full_report(summary: dict[str, Any]) -> str:
+def format_full_report(summary: Summary) -> str:
     parts = [format_report(summary)]
     if len(summary["classes"]) > 1:
         for name, class_summary in summary["classes"].items():

@@ -12,9 +12,10 @@ from typing import Any
 
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.text_safety import printable
-from tpot_locust.report.charts import Curve, load_chart
-from tpot_locust.report.html import CHART_CSS, PAGE_CSS, escape
+from tpot_locust.report.charts import CHART_CSS, Curve, escape, load_chart
+from tpot_locust.report.html import PAGE_CSS
 from tpot_locust.report.saved_results import STEP_SUMMARY, read_checked
+from tpot_locust.report.summary_types import Summary
 
 SWEEP_FILE = "sweep.json"
 SWEEP_HTML = "sweep.html"
@@ -29,7 +30,7 @@ def step_row(step: int, value: float, folder: Path, exit_code: int) -> dict[str,
     if not summary_path.exists():
         return row | {"verdict": "invalid", "why": "the run wrote no summary"}
     try:
-        summary = read_checked(summary_path, STEP_SUMMARY)
+        summary: Summary = read_checked(summary_path, STEP_SUMMARY)
     except ValueError as error:  # a damaged summary is that step's result, not a crash
         return row | {"verdict": "invalid", "why": str(error)}
     verdict = summary.get("slo") or {}
@@ -39,8 +40,8 @@ def step_row(step: int, value: float, folder: Path, exit_code: int) -> dict[str,
     row["requests_ok"] = summary["requests"]["ok"]
     row["requests_failed"] = summary["requests"]["failed"]
     row["tokens_per_s"] = summary["tokens"]["per_s"]
-    goodput = summary.get("goodput") or {}
-    row["goodput_per_s"] = goodput.get("per_s")
+    goodput = summary.get("goodput")
+    row["goodput_per_s"] = goodput.get("per_s") if goodput else None
     for metric, statistic in STEP_FIGURES:
         value_ms = summary["metrics"].get(metric, {}).get(statistic)
         row.setdefault(metric, {})[statistic] = value_ms

@@ -37,6 +37,7 @@ from tpot_locust.report.charts import (
     Shading,
     timeline_panel,
 )
+from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.tail_tables import (
     as_dict,
     as_list,
@@ -56,7 +57,7 @@ DOT_LEGEND = {"gap-prefill": "gap: prefill", "gap-server": "gap: server cause",
               "gap-client": "gap: client/network", "gap-none": "gap: no cause"}  # fmt: skip
 
 
-def has_tail_facts(summary: dict[str, Any]) -> bool:
+def has_tail_facts(summary: Summary) -> bool:
     """Whether a run has anything for "Why the tail" (results of older versions have not)."""
     run = as_dict(summary.get("run"))
     return any(isinstance(part, dict) for part in (
@@ -65,7 +66,7 @@ def has_tail_facts(summary: dict[str, Any]) -> bool:
     ))  # fmt: skip
 
 
-def why_the_tail(summary: dict[str, Any]) -> list[str]:
+def why_the_tail(summary: Summary) -> list[str]:
     """The parts of report.html's "Why the tail" section."""
     run = as_dict(summary.get("run"))
     server = as_dict(run.get("server_metrics"))
@@ -197,7 +198,7 @@ def _dot_kind(causes: list[Any]) -> str:
     return "gap-none"
 
 
-def _gap_dots(summary: dict[str, Any], origin: float | None) -> list[Dot]:
+def _gap_dots(summary: Summary, origin: float | None) -> list[Dot]:
     """The kept largest gaps (``tail_gaps``, else the worst) as dots; the worst larger."""
     attribution = as_dict(summary.get("attribution"))
     gaps = as_list(attribution.get("tail_gaps")) or as_list(attribution.get("worst"))
@@ -219,7 +220,7 @@ def _gap_dots(summary: dict[str, Any], origin: float | None) -> list[Dot]:
     return dots
 
 
-def _shading(summary: dict[str, Any]) -> Shading:
+def _shading(summary: Summary) -> Shading:
     run = as_dict(summary.get("run"))
     spans = _pairs(as_dict(run.get("bursts")).get("spans_s"))
     marks = []
@@ -230,7 +231,7 @@ def _shading(summary: dict[str, Any]) -> Shading:
     return Shading(spans=spans, marks=marks)
 
 
-def tail_timeline(summary: dict[str, Any]) -> list[str]:
+def tail_timeline(summary: Summary) -> list[str]:
     """The tail's timeline: the top panel (TPOT/ITL per interval, the tail's gaps as dots)
     and the panels under it on the same x axis; each an SVG string."""
     run = as_dict(summary.get("run"))

@@ -28,6 +28,7 @@ from tpot_locust.common.text_safety import printable
 from tpot_locust.metrics.causes import CAUSES, UNEXPLAINED
 from tpot_locust.metrics.recorder import CAUSE_METRICS
 from tpot_locust.report.charts import escape
+from tpot_locust.report.summary_types import Summary
 
 OWN_PERCENTILES = ("p50", "p90", "p99", "p99.9", "p99.99")
 OWN_METRICS = (("itl", "ITL"), ("ttft", "TTFT"))
@@ -197,7 +198,7 @@ def coarseness(label: str, figures: dict[str, Any]) -> str:
     bucket among them, and those below its first bound or past its last."""
     shown = [(key, figures.get(key)) for key in OWN_PERCENTILES]
     buckets = [(key, bucket_text(bounds), bounds) for key, bounds in shown
-               if bucket_text(bounds) != "-"]  # fmt: skip
+               if isinstance(bounds, dict) and bucket_text(bounds) != "-"]  # fmt: skip
     if not buckets:
         return f"{label}: the server's histogram held nothing."
     told = []
@@ -223,7 +224,7 @@ def coarseness(label: str, figures: dict[str, Any]) -> str:
     return f"{label}: {'; '.join(told) if told else 'each percentile in a bucket of its own'}."
 
 
-def server_own_percentiles(summary: dict[str, Any], server: dict[str, Any]) -> list[str]:
+def server_own_percentiles(summary: Summary, server: dict[str, Any]) -> list[str]:
     """Our ITL and TTFT percentiles beside the server's own (``own_percentiles``)."""
     own = as_dict(server.get("own_percentiles"))
     metrics = as_dict(summary.get("metrics"))
@@ -292,8 +293,9 @@ def attribution_check_parts(check: Any) -> list[str]:
     stated = []
     for row in as_list(check.get("thresholds")):
         row = as_dict(row)
-        met = row.get("met")
-        mark = {True: ("pass", "met"), False: ("fail", "NOT met")}.get(met, ("note", "n/a"))
+        met = row.get("met")  # a bool; anything else (hand-edited, a list) is n/a
+        marks = {True: ("pass", "met"), False: ("fail", "NOT met")}
+        mark = marks[met] if isinstance(met, bool) else ("note", "n/a")
         stated.append([shown(str(row.get("cause", "-"))), shown(str(row.get("measure", "-"))),
                        _ratio(row.get("at_least")), _ratio(row.get("value")),
                        f'<span class="{mark[0]}">{mark[1]}</span>'])  # fmt: skip

@@ -27,6 +27,7 @@ from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.metrics.histograms import PERCENTILES, exact_percentile
 from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_KEY, StallWindows
+from tpot_locust.report.summary_types import Summary
 
 CHECKED_METRICS = catalogue.names("truth_checked")
 
@@ -124,7 +125,7 @@ def _true_value(samples: np.ndarray, percentile: float | None) -> float:
 
 
 def truth_check(
-    summary: dict[str, Any],
+    summary: Summary,
     truth_path: Path,
     tolerance_ms: float | None = None,
     stalls: ProcessStalls | None = None,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tpot_locust.apis import API_NAMES
 from tpot_locust.common.distributions import DistributionError, parse_distribution
@@ -35,6 +35,7 @@ from tpot_locust.scenario.trace import load_trace
 from tpot_locust.scenario.yaml_source import Located, did_you_mean
 
 ARRIVALS = ("poisson", "gamma", "constant")
+_Section = TypeVar("_Section")  # a section's dataclass (``parse_section``)
 
 
 def check_keys(located: Located, path: str, data: Any, allowed: set[str]) -> dict[str, Any]:
@@ -177,8 +178,8 @@ def resolve_profile(profile: Any, base_dir: Path) -> str:
 
 
 def parse_section(
-    located: Located, path: str, data: Any, section: type, base_dir: Path, **fixed: Any
-) -> tuple[Any, dict[str, Any]]:
+    located: Located, path: str, data: Any, section: type[_Section], base_dir: Path, **fixed: Any
+) -> tuple[_Section, dict[str, Any]]:
     """The section's dataclass from its mapping, each key checked as its ``key`` declares
     (``CHECKS``); also the keys as given, for rules between keys."""
     allowed = scenario_keys(section)
@@ -225,7 +226,7 @@ def _validate_class(located: Located, name: str, data: Any, base_dir: Path) -> T
 def _api(located: Located, path: str, value: Any, base_dir: Path) -> str:
     if value not in API_NAMES:
         raise located.error(path, f"must be one of {', '.join(API_NAMES)}")
-    return value
+    return str(value)  # one of the names: a str
 
 
 def _timeouts(located: Located, path: str, value: Any, base_dir: Path) -> Timeouts:
@@ -235,7 +236,7 @@ def _timeouts(located: Located, path: str, value: Any, base_dir: Path) -> Timeou
 def _arrival(located: Located, path: str, value: Any, base_dir: Path) -> str:
     if value not in ARRIVALS:
         raise located.error(path, f"must be one of {', '.join(ARRIVALS)}")
-    return value
+    return str(value)  # one of the names: a str
 
 
 def _time(located: Located, path: str, value: Any, base_dir: Path) -> Any:
@@ -272,7 +273,7 @@ DATASET_ORDERS = ("random", "sequential")
 def _dataset_order(located: Located, path: str, value: Any, base_dir: Path) -> str:
     if value not in DATASET_ORDERS:
         raise located.error(path, f"must be one of {', '.join(DATASET_ORDERS)}")
-    return value
+    return str(value)  # one of the names: a str
 
 
 def _trace(located: Located, path: str, value: Any, base_dir: Path) -> str:
@@ -318,7 +319,7 @@ def _sweepable(traffic: TrafficClass, vary: str) -> bool:
 def _sweep_variable(located: Located, path: str, value: Any, base_dir: Path) -> str:
     if value not in SWEEP_VARIABLES:
         raise located.error(path, f"must be one of {', '.join(SWEEP_VARIABLES)}")
-    return value
+    return str(value)  # one of the names: a str
 
 
 def _sweep_values(located: Located, path: str, value: Any, base_dir: Path) -> list[float]:

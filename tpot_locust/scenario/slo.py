@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -438,7 +439,7 @@ def _names(located: Located, path: str, value: Any, allowed: tuple[str, ...] | N
     return names
 
 
-def _parsed(located: Located, path: str, value: Any, parse: Any) -> float:
+def _parsed(located: Located, path: str, value: Any, parse: Callable[[Any], float]) -> float:
     try:
         return parse(value)
     except ValueError as error:

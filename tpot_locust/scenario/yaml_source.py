@@ -195,7 +195,8 @@ class _BoundedLoader(yaml.SafeLoader):
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark
+                # types-PyYAML leaves the parser's methods untyped
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
                 raise ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", mark)
             return super().compose_node(parent, index)
         finally:

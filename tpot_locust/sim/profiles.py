@@ -22,7 +22,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -182,7 +182,7 @@ class EngineParams:
     def stall_distribution(self) -> Distribution | None:
         spec = self.stall_ms
         if hasattr(spec, "sample") and hasattr(spec, "mean"):
-            return spec
+            return cast(Distribution, spec)  # duck-typed, as the protocol is
         if isinstance(spec, (int, float)) and not isinstance(spec, bool) and spec == 0:
             return None
         try:

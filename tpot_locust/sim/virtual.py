@@ -42,7 +42,8 @@ class VirtualRun:
 
     def ttft_ms(self, request_id: str) -> float:
         record = self.by_id[request_id]
-        return (record["send_ns"][0] - record["arrival_ns"]) / 1e6
+        ttft_ns: int = record["send_ns"][0] - record["arrival_ns"]
+        return ttft_ns / 1e6
 
 
 def _request_record(seq: Seq, send: list[int], steps: list[int], stream: bool) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 from tpot_locust.common.clock import wall_minus_perf_ns
@@ -535,10 +536,10 @@ class HTTPConnection:
         )
 
 
-_RESOLVED: dict[tuple[str, int], tuple[int, tuple]] = {}
+_RESOLVED: dict[tuple[str, int], tuple[int, tuple[Any, ...]]] = {}
 
 
-def resolve(host: str, port: int) -> tuple[int, tuple]:
+def resolve(host: str, port: int) -> tuple[int, tuple[Any, ...]]:
     """The address to connect to, looked up once per host and port.
 
     Why: ``socket.create_connection`` asks gevent's resolver every time, which runs

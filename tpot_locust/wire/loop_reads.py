@@ -14,6 +14,7 @@ which is where this cannot work (TLS, no gevent), with the same results.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from gevent import get_hub
 from gevent.hub import Waiter
@@ -51,7 +52,7 @@ class _LoopRead:
         self._hub = get_hub()
         self._waiter = Waiter(self._hub)
         self._watcher = self._hub.loop.io(fileno, _READ)
-        self._timer = None
+        self._timer: Any | None = None  # gevent's loop timer, once armed
         self._failure: BaseException | None = None
 
     def wait(self) -> None:

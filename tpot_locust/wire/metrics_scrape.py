@@ -33,6 +33,7 @@ cause windows are derived from these lines by ``metrics.server_windows``.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import os
@@ -44,7 +45,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from tpot_locust.common.bounded_http import ExchangeError, exchange
 from tpot_locust.common.secrets import redact_url
@@ -351,7 +352,8 @@ def _sampling(scraper: Scraper, stop: threading.Event) -> None:
 def _watch_stdin(stop: threading.Event) -> None:
     """The parent holds our stdin open; EOF (closed, or the parent died) ends us."""
     try:
-        while sys.stdin.buffer.read1(4096):
+        stdin = cast(io.BufferedReader, sys.stdin.buffer)  # a pipe: typeshed says BinaryIO
+        while stdin.read1(4096):
             pass
     except (OSError, ValueError):
         pass

@@ -38,6 +38,8 @@ def retransmissions(sock: socket.socket | None) -> int | None:
         return None
     if len(info) < _TOTAL_RETRANS_AT + _U32.size:
         return None
-    ours = _U32.unpack_from(info, _TOTAL_RETRANS_AT)[0]
-    theirs = _U32.unpack_from(info, _RCV_OOOPACK_AT)[0] if len(info) >= _RCV_OOOPACK_AT + 4 else 0
+    ours: int = _U32.unpack_from(info, _TOTAL_RETRANS_AT)[0]
+    theirs: int = (
+        _U32.unpack_from(info, _RCV_OOOPACK_AT)[0] if len(info) >= _RCV_OOOPACK_AT + 4 else 0
+    )
     return ours + theirs

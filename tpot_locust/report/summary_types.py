@@ -1,0 +1,145 @@
+"""The shape of ``summary.json`` as code reads it: TypedDicts, so that a renamed or
+misspelled key fails the type check (``mypy``, run by CI), not a user's report.
+
+At run time a summary is a plain dict (``report.summary.build_summary`` builds it, the end
+of a run adds to it: ``report.finishing``); nothing here is checked then. A saved summary
+read back is checked by ``report.saved_results`` instead. Every key may be missing
+(``total=False``): a part that failed at the end of a run is left out, older files lack
+newer keys. Keys chosen at run time (a metric's ``p99.9``, a class's name) stay
+``dict[str, Any]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+# A metric's figures in ms: unit, count, mean, min, max, one key per percentile ("p50",
+# "p99.99"), "above", "unmeasured_tail", ... (``report.summary.metric_summary``).
+MetricFigures = dict[str, Any]
+
+
+class RequestCounts(TypedDict, total=False):
+    """``summary["requests"]``: how the requests ended."""
+
+    ok: int
+    failed: int
+    errors: dict[str, int]  # failed requests per error category
+    interrupted: int  # cut off by the stop: counted in neither ok nor failed
+    per_s: float  # ok requests per second of the window
+
+
+class PromptComparison(TypedDict):
+    """``tokens["prompt"]``: requested against server-counted prompt tokens."""
+
+    requests: int
+    requested: int
+    reported: int
+    mean_difference: float
+    max_difference: int
+    ratio: float | None
+
+
+class PromptCache(TypedDict):
+    """``tokens["prompt_cache"]``: the server's prefix-cache hits."""
+
+    requests: int
+    cached: int
+    prompt: int
+    hit_rate: float | None
+
+
+class TokenCounts(TypedDict, total=False):
+    """``summary["tokens"]``: output, prompt, reasoning and cached tokens."""
+
+    output: int
+    estimated: bool  # some requests' counts were estimated (no usage from the server)
+    estimated_requests: int
+    partial: int  # tokens of failed requests
+    per_s: float
+    prompt_requested: int
+    prompt_reported: int
+    prompt: PromptComparison | None
+    reasoning: int
+    answer: int
+    reasoning_requests: int
+    prompt_cache: PromptCache | None
+    count_source: dict[str, int]  # requests per source of the per-event counts
+
+
+class ClientFigures(TypedDict, total=False):
+    """``summary["client"]``: the load generator's own health (read delays, its loops)."""
+
+    read_delay_p99_ms: float | None
+    busy: bool | None  # None: no read carried a kernel stamp
+    shared_stamp_events: int
+    multi_event_reads: int
+    # the whole run only (``client_health``):
+    loop_lag: dict[str, float]  # count, a key per percentile, max
+    stalls: int
+    stalled_ms: float
+    worst_stalls: list[dict[str, Any]]
+    stall_threshold_ms: float | None
+
+
+class Excluded(TypedDict):
+    """``summary["excluded"]``: requests left out of the figures, by phase."""
+
+    warmup: int
+    cooldown: int
+
+
+class Goodput(TypedDict):
+    """``summary["goodput"]``: requests that met every per-request SLO."""
+
+    limits_ms: dict[str, float]
+    good: int
+    per_s: float
+    fraction: float | None  # of the requests that ended; None when none did
+
+
+class Workers(TypedDict, total=False):
+    """``summary["workers"]``: a distributed run's workers (``harness.distributed``)."""
+
+    seen: int
+    reported_in_full: int
+    missing: list[str]  # those whose final report never came
+    read_delay_p99_ms: dict[str, float]  # per worker
+    stalls: dict[str, int]
+    loop_lag_max_ms: dict[str, float]
+    attribution: dict[str, Any]  # each worker's own cause shares
+
+
+class ClassSummary(TypedDict, total=False):
+    """The figures of one scope: the whole run (the top of ``Summary``) or one user class
+    (``summary["classes"][name]``); ``report.summary._class_summary`` builds them."""
+
+    metrics: dict[str, MetricFigures]  # per metric name (ttft, tpot, itl, ...)
+    client: ClientFigures
+    requests: RequestCounts
+    tokens: TokenCounts
+    window_s: float
+    clamped_values: int
+    excluded: Excluded
+    dropped_arrivals: int
+    interference: dict[str, Any] | None  # ``metrics.interference.phase_summary``
+    attribution: dict[str, Any] | None  # ``report.attribution.attribution_summary``
+    worst_gaps: list[dict[str, Any]]
+    goodput: Goodput | None  # None: the scenario set no per-request SLO
+
+
+class Summary(ClassSummary, total=False):
+    """``summary.json``: the whole run's figures and, added to them, the run's parts."""
+
+    classes: dict[str, Summary]  # per class: its ``ClassSummary`` keys only
+    timeseries: list[dict[str, Any]]  # one point per report interval
+    complete: bool  # False: a worker was lost or a part failed (``report_error``)
+    workers: Workers
+    run: dict[str, Any]  # the run's facts (``harness.run_state.RunState.run_info``)
+    report_error: str  # the parts that failed at the end of the run
+    # the end of a run (``report.finishing``)
+    slo: dict[str, Any]  # the verdict (``report.gate.evaluate``)
+    truth_check: dict[str, Any]  # ``report.truth_check``
+    attribution_check: dict[str, Any]  # ``report.attribution_check``
+    # the web UI's /tpot/summary.json (``harness.webui``)
+    running: bool
+    test: int  # the test of this web-UI session
