@@ -53,6 +53,7 @@ def timed_us(function, *args):
 
 def measure(args) -> dict:
     """One variant, in this (fresh) process."""
+    from tpot_locust.common.results_folder import ResultsFolder
     from tpot_locust.harness.distributed import DELTA_FORMAT, DELTA_KEY, unpack_delta
     from tpot_locust.metrics.collector import Collector
 
@@ -68,7 +69,7 @@ def measure(args) -> dict:
     }
     with tempfile.TemporaryDirectory(prefix="tpot-merge-") as folder:
         collector = Collector()
-        collector.start(Path(folder))
+        collector.start(ResultsFolder(Path(folder)))
         steps: dict[str, list[float]] = {"unpack": [], "decode": [], "add": [], "tick": []}
         for number in range(REPORTS):
             data, unpack_us = timed_us(msgpack.unpackb, messages[number % len(messages)])
@@ -87,7 +88,7 @@ def measure(args) -> dict:
 
     with tempfile.TemporaryDirectory(prefix="tpot-merge-") as folder:
         collector = Collector()
-        collector.start(Path(folder))
+        collector.start(ResultsFolder(Path(folder)))
         cpu0 = time.process_time()
         for second in range(args.seconds):
             for worker in range(args.workers):

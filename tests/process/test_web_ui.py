@@ -17,6 +17,7 @@ from tests.helpers.distributed import (
     stop_processes,
     wait_for_workers,
 )
+from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.sim.process import start_simulator
 
 
@@ -63,6 +64,9 @@ def test_reset_stats_resets_our_histograms_and_stop_writes_results(tmp_path: Pat
             live = json.loads(urllib.request.urlopen(ui + "/stats/requests", timeout=10).read())
             (tab,) = [t for t in live["extended_stats"] if t["key"] == "tpot"]
             tpot_row = next(row for row in tab["data"] if row["metric"] == "TPOT")
+            # every metric the catalogue puts in the tab is a row of the live tab
+            shown = {row["metric"] for row in tab["data"]}
+            assert shown == {catalogue.shorts()[name] for name in catalogue.names("in_tab")}
             assert tpot_row["count"] > 0 and tpot_row["p50"] > 0 and tpot_row["tokens_per_s"]
             now = json.loads(urllib.request.urlopen(ui + "/tpot/summary.json", timeout=10).read())
             assert now["metrics"]["tpot"]["count"] > 0

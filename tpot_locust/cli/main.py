@@ -197,6 +197,26 @@ def _validate(args: argparse.Namespace) -> int:
     return EXIT_USAGE if failed else 0
 
 
+def _locust_args(args: argparse.Namespace) -> int:
+    """Locust's options for a headless run of a scenario (its users, spawn rate, run time
+    and name), on one line, for a master started by hand or by a Kubernetes Job:
+    ``locust -f locustfiles/scenario.py --master $(tpot-locust locust-args FILE)``. The
+    name is a slug, so that the shell's word splitting keeps each option whole."""
+    from tpot_locust.cli.run import headless_options
+    from tpot_locust.common.text_safety import safe_slug
+    from tpot_locust.sim.profiles import check_engine
+
+    try:
+        scenario = load_scenario(Path(args.scenario), args.set or [], check_engine=check_engine)
+        options = headless_options(scenario, safe_slug(scenario.name))
+    except (ScenarioError, ValueError) as error:
+        for line in str(error).splitlines():
+            print(f"tpot-locust: {printable(line)}", file=sys.stderr)
+        return EXIT_USAGE
+    print(" ".join(options))
+    return 0
+
+
 def _sim_main(argv: list[str]) -> int:
     from tpot_locust.sim.cli import main as sim_main
 
@@ -281,6 +301,14 @@ def build_parser() -> argparse.ArgumentParser:
     validate = commands.add_parser("validate", help="check scenario files")
     validate.add_argument("files", nargs="+")
     validate.set_defaults(handler=_validate)
+
+    locust_args = commands.add_parser(
+        "locust-args", help="print Locust's options for a headless run of a scenario"
+    )
+    locust_args.add_argument("scenario", help="scenario YAML file")
+    locust_args.add_argument("--set", action="append", metavar="KEY.PATH=VALUE",
+                             help="override a key")  # fmt: skip
+    locust_args.set_defaults(handler=_with_files(_locust_args))
 
     # Handled before parsing (its options are the simulator's own); listed for --help.
     commands.add_parser("sim", help="start the simulated server (tpot-locust sim --help)")

@@ -112,19 +112,27 @@ def free_port() -> int:
         return port
 
 
+def headless_options(scenario: Scenario, name: str | None = None) -> list[str]:
+    """Locust's options for a headless run of ``scenario``: its load, run time and name
+    (``name``: another label). Values travel as --option=value, so that none can be read
+    as an option of its own (a scenario named --version gated nothing)."""
+    if scenario.duration_s != int(scenario.duration_s):
+        raise ValueError(f"run time {scenario.duration_s:g} s: Locust runs whole seconds")
+    spawn_rate = scenario.spawn_rate or max(scenario.users, 1)
+    return [
+        "--headless", f"--users={scenario.users}", f"--spawn-rate={spawn_rate:g}",
+        f"--run-time={scenario.duration_s:g}s", f"--tpot-scenario-name={name or scenario.name}",
+        "--only-summary", "--stop-timeout=5",
+    ]  # fmt: skip
+
+
 def locust_commands(
     scenario: Scenario, out: Path, workers: int, extra: list[str]
 ) -> LocustProcesses:
     locust = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
-    spawn_rate = scenario.spawn_rate or max(scenario.users, 1)
-    # Values from the scenario or the user travel as --option=value, so that none can be
-    # read as an option of its own (a scenario named --version gated nothing); the host is
-    # in the environment (LOCUST_HOST, see run_scenario): a password in it stays out of ps.
-    master = [
-        *locust, "--headless", f"--users={scenario.users}", f"--spawn-rate={spawn_rate:g}",
-        f"--run-time={scenario.duration_s:g}s", f"--tpot-out={out}",
-        f"--tpot-scenario-name={scenario.name}", "--only-summary", "--stop-timeout=5",
-    ]  # fmt: skip
+    # the host is in the environment (LOCUST_HOST, see run_scenario): a password in it
+    # stays out of ps
+    master = [*locust, *headless_options(scenario), f"--tpot-out={out}"]
     if workers <= 0:
         return LocustProcesses(master + extra, [])
     port = free_port()
@@ -155,8 +163,7 @@ def run_scenario(options: RunOptions) -> int:
     overrides = list(labelled)
     if overrides != list(options.overrides):  # --users or --run-time: load with them too
         scenario = source.load(overrides, labelled, check_engine)
-    if scenario.duration_s != int(scenario.duration_s):
-        raise ValueError(f"run time {scenario.duration_s:g} s: Locust runs whole seconds")
+    headless_options(scenario)  # a run time Locust cannot run is refused before anything
     if options.spawn_rate is not None:
         if options.spawn_rate <= 0:
             raise ValueError(f"--spawn-rate {options.spawn_rate:g}: must be > 0")

@@ -32,6 +32,7 @@ class Metric:
     in_timeseries: bool = False  # the live charts and the time series
     in_compare: bool = False  # `tpot-locust compare` by default
     truth_checked: bool = False  # compared with the simulator's truth
+    exported: bool = False  # the live Prometheus endpoint (report.live_metrics)
     # the nearest metric of other tools, and how it differs where it does
     peers: dict[str, str] = field(default_factory=dict)
 
@@ -50,6 +51,7 @@ CATALOGUE: tuple[Metric, ...] = (
         in_table=True,
         in_charts=True,
         in_tab=True,
+        exported=True,
         in_timeseries=True,
         in_compare=True,
         truth_checked=True,
@@ -72,6 +74,7 @@ CATALOGUE: tuple[Metric, ...] = (
         in_table=True,
         in_charts=True,
         in_tab=True,
+        exported=True,
         in_timeseries=True,
         in_compare=True,
         truth_checked=True,
@@ -92,6 +95,7 @@ CATALOGUE: tuple[Metric, ...] = (
         goodput=True,
         in_table=True,
         in_tab=True,
+        exported=True,
         in_compare=True,
         peers={
             "vLLM": "tpot",
@@ -111,6 +115,7 @@ CATALOGUE: tuple[Metric, ...] = (
         in_table=True,
         in_charts=True,
         in_tab=True,
+        exported=True,
         in_timeseries=True,
         in_compare=True,
         truth_checked=True,
@@ -141,6 +146,7 @@ CATALOGUE: tuple[Metric, ...] = (
         in_table=True,
         in_charts=True,
         in_tab=True,
+        exported=True,
         in_compare=True,
         peers={
             "vLLM": "e2el",

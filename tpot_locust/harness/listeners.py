@@ -12,6 +12,7 @@ import argparse
 import logging
 import math
 import os
+import sys
 from typing import Any
 
 import locust.runners
@@ -22,6 +23,7 @@ from locust.runners import STATE_INIT, STATE_STOPPED, MasterRunner, WorkerRunner
 from tpot_locust.harness import quiet_loop, webui
 from tpot_locust.harness.event_hooks import ensure_prefill_window, ensure_token_timings
 from tpot_locust.harness.loop_probe import TRACE_ENV, StallTracer
+from tpot_locust.harness.metrics_endpoint import parse_address
 from tpot_locust.harness.orphan_watch import watch_parent
 from tpot_locust.harness.run_state import DEFAULT_REPORT_INTERVAL_S, RunState, slo_of
 from tpot_locust.harness.scenario_in_use import use_scenario
@@ -90,6 +92,15 @@ def _add_arguments(parser: Any, **_: Any) -> None:
         help="gate the run on this scenario's slo block: exit code 0 pass, 1 fail, 3 invalid "
         "measurement; verdict.json, junit.xml, summary.md in --tpot-out (env TPOT_SLO)",
     )
+    parser.add_argument(  # off the web UI: the address is chosen by whoever starts the run
+        "--tpot-metrics-address",
+        type=parse_address,  # a string default goes through it too: TPOT_METRICS_ADDRESS
+        default=os.environ.get("TPOT_METRICS_ADDRESS") or None,
+        metavar="[HOST:]PORT",
+        include_in_web_ui=False,
+        help="serve the merged token metrics for Prometheus at http://HOST:PORT/metrics "
+        "(master or single process; HOST 127.0.0.1 unless given; env TPOT_METRICS_ADDRESS)",
+    )
     parser.add_argument(  # Locust's own parser: only it can keep an option off the web UI
         "--tpot-set",
         default="",
@@ -113,7 +124,23 @@ def _on_init(environment: Environment, **_: Any) -> None:
     if not isinstance(runner, WorkerRunner):
         webui.install(environment, state)
         _warn_if_open_to_all(environment)
+        _serve_live_metrics(environment, state)
     quiet_loop.collect_garbage_now()
+
+
+def _serve_live_metrics(environment: Environment, state: RunState) -> None:
+    """``--tpot-metrics-address``: an address that cannot be bound is a usage error (exit
+    2) before anything runs, not a page that never comes."""
+    address = getattr(environment.parsed_options, "tpot_metrics_address", None)
+    if address is None:
+        return
+    host, port = address
+    try:
+        state.serve_live_metrics(host, port)
+    except OSError as error:
+        print(f"tpot-locust: --tpot-metrics-address {host}:{port}: {error.strerror or error}",
+              file=sys.stderr, flush=True)  # fmt: skip
+        raise SystemExit(2) from None
 
 
 def _warn_if_open_to_all(environment: Environment) -> None:

@@ -25,6 +25,7 @@ from tpot_locust.common.version import __version__
 from tpot_locust.harness.distributed import MasterLink, WorkerHooks, WorkerLink
 from tpot_locust.harness.failures import ClientErrorStreak
 from tpot_locust.harness.loop_probe import LagProbe
+from tpot_locust.harness.metrics_endpoint import MetricsEndpoint
 from tpot_locust.harness.scenario_in_use import scenario_in_use
 from tpot_locust.harness.server_sampler import ServerSampler
 from tpot_locust.harness.traffic import ProcessShare, TrafficDriver
@@ -35,6 +36,7 @@ from tpot_locust.metrics.phases import RunClock
 from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.report.finishing import SUPERVISED_ENV, finish_run, guarded
 from tpot_locust.report.gate import EXIT_INVALID
+from tpot_locust.report.live_metrics import RunFacts, render
 from tpot_locust.report.progress import ProgressPrinter
 from tpot_locust.report.results_files import write_histograms
 from tpot_locust.report.summary import format_full_report
@@ -82,6 +84,7 @@ class RunState:
         self.ticker: gevent.Greenlet | None = None
         self.summary: Summary | None = None
         self.running = False
+        self.live_metrics: MetricsEndpoint | None = None  # --tpot-metrics-address
         self.driver: TrafficDriver | None = None
         self.sampler: ServerSampler | None = None  # the server's /metrics, while a test runs
         self.progress: ProgressPrinter | None = None
@@ -147,6 +150,31 @@ class RunState:
         self.collector.tick(self._users() + (self.driver.in_flight if self.driver else 0), final)
         if self.progress is not None and not final:
             self.progress.maybe_print(self.collector)
+        self._publish_live()
+
+    def serve_live_metrics(self, host: str, port: int) -> None:
+        """``--tpot-metrics-address``: the merged totals for Prometheus, from now on (an
+        ``OSError`` when the address cannot be bound)."""
+        endpoint = MetricsEndpoint(host, port)
+        endpoint.start()
+        self.live_metrics = endpoint
+        self._publish_live()
+
+    def _publish_live(self) -> None:
+        """The live page of the totals as they stand (``report.live_metrics``)."""
+        if self.live_metrics is None:
+            return
+        timeseries = self.collector.timeseries
+        facts = RunFacts(
+            running=self.running,
+            users=self._users(),
+            tokens_per_s=timeseries[-1].get("tokens_per_s") if timeseries else None,
+            workers_missing=len(self.master.missing()) if self.master is not None else 0,
+        )
+        try:
+            self.live_metrics.update(render(self.collector.totals, facts))
+        except Exception:  # the page is a view: a failure must not stop the run's ticks
+            logger.exception("tpot-locust: the live metrics page could not be made")
 
     def _tick_forever(self, stop: Event) -> None:
         while not stop.wait(timeout=self.interval_s):
@@ -183,6 +211,7 @@ class RunState:
         self.collector.start(self.folder)
         self.summary = None
         self.running = True
+        self._publish_live()
         options = self.environment.parsed_options
         settings = split_settings(getattr(options, "tpot_set", None))
         if settings:  # this test's only: the web form's next Start does not send the field
@@ -299,6 +328,7 @@ class RunState:
         guarded(errors, "time series", lambda: self._tick(final=True))
         guarded(errors, "interval logs", self.collector.close)
         self.running = False
+        self._publish_live()  # the test's last totals, no longer running
         run = guarded(errors, "run facts", self.run_info) or {"complete": False}
         if server_metrics is not None:
             run["server_metrics"] = server_metrics

@@ -1,0 +1,171 @@
+"""The run's merged token metrics as Prometheus text, for the dashboards cluster users have.
+
+Made from the master's (or a single process's) merged totals after each report interval,
+so every scrape sees one consistent snapshot, never totals half added. What each family
+holds (docs/distributed.md, "Live metrics"):
+
+- ``tpot_locust_<metric>_seconds``: a histogram per exported metric and user class; its
+  buckets read from the merged HDR histogram (``bucket_counts``), its ``_sum`` from the
+  HDR buckets' midpoints;
+- ``tpot_locust_<metric>_quantile_seconds{quantile}``: the run's percentiles so far, from
+  the same merged histograms (what the report prints, never averages of percentiles);
+- counters of requests by outcome, errors by category, output tokens and client stalls;
+  gauges of the last interval's tokens/s, the users, whether a test runs and lost workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector
+
+from tpot_locust.common import metric_catalogue as catalogue
+from tpot_locust.metrics.histograms import (
+    PERCENTILES,
+    counts_indexes,
+    counts_view,
+    histogram_stats,
+)
+from tpot_locust.metrics.recorder import ClassMetrics, MetricSet
+
+PREFIX = "tpot_locust"
+ALL_CLASSES = "all"  # the label of every class together
+EXPORTED_METRICS = catalogue.names("exported")
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Upper bounds in seconds: fine where a per-token tail lives (0.5 ms steps to 4 ms, 1 ms
+# steps to 20 ms), coarser for a first token and a whole request.
+_TOKEN_BUCKETS_S = (
+    *(round(0.0005 * i, 4) for i in range(1, 9)),
+    *(0.001 * i for i in range(5, 21)),
+    0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0,
+)  # fmt: skip
+_FIRST_TOKEN_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75,
+                          1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 20.0, 30.0, 60.0, 120.0)  # fmt: skip
+_REQUEST_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0,
+                      60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 1800.0)  # fmt: skip
+
+
+def buckets_s(metric: str) -> tuple[float, ...]:
+    """A metric's bucket bounds: per-token gaps fine, first tokens and requests coarser."""
+    if catalogue.BY_NAME[metric].per_token:
+        return _TOKEN_BUCKETS_S
+    return _FIRST_TOKEN_BUCKETS_S if metric.startswith("ttf") else _REQUEST_BUCKETS_S
+
+
+@dataclass
+class RunFacts:
+    """What the page says beside the histograms: the load and the workers, now."""
+
+    running: bool = False
+    users: int = 0
+    tokens_per_s: float | None = None  # the last whole interval's
+    workers_missing: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def bucket_counts(histogram: Any, bounds_s: tuple[float, ...]) -> list[int]:
+    """Cumulative counts of the samples at or below each bound: every HDR bucket up to the
+    one holding the bound (exact below 2.048 ms, where a bucket is 1 us wide; above, a
+    sample up to 0.1 % over a bound may count in it, as a percentile reads the bucket's
+    highest value)."""
+    cumulative = np.cumsum(counts_view(histogram), dtype=np.int64)
+    bounds_us = np.array([round(bound * 1e6) for bound in bounds_s], dtype=np.int64)
+    indexes = np.minimum(counts_indexes(bounds_us), cumulative.size - 1)
+    return [int(cumulative[index]) for index in indexes]
+
+
+class _Snapshot(Collector):
+    """The families of one snapshot, for ``generate_latest``."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.families)
+
+
+def render(totals: MetricSet, facts: RunFacts) -> bytes:
+    """The Prometheus text exposition of ``totals`` and ``facts``."""
+    scopes = [(name, totals.classes[name]) for name in sorted(totals.classes)]
+    scopes.append((ALL_CLASSES, totals.combined()))  # always: a dashboard's default view
+    families = [*_histograms(scopes), *_counters(scopes, totals), *_gauges(facts)]
+    return generate_latest(_Snapshot(families))
+
+
+def _histograms(scopes: list[tuple[str, ClassMetrics]]) -> Iterable[Metric]:
+    for name in EXPORTED_METRICS:
+        entry = catalogue.BY_NAME[name]
+        bounds = buckets_s(name)
+        family = HistogramMetricFamily(
+            f"{PREFIX}_{name}_seconds", f"{entry.title} (docs/metrics.md)", labels=["user_class"]
+        )
+        quantiles = GaugeMetricFamily(
+            f"{PREFIX}_{name}_quantile_seconds",
+            f"{entry.short}: the run's percentiles so far (1: the max), merged HDR histograms",
+            labels=["user_class", "quantile"],
+        )
+        for label, metrics in scopes:
+            histogram = metrics.histogram(name)
+            stats = histogram_stats(histogram)
+            cumulative = bucket_counts(histogram, bounds)
+            pairs = zip(bounds, cumulative, strict=True)
+            buckets = [(f"{bound:g}", count) for bound, count in pairs]
+            buckets.append(("+Inf", stats.count))
+            family.add_metric([label], buckets, sum_value=stats.mean * stats.count / 1e6)
+            if stats.count:  # quantile 1 is the max, as the report's last row
+                for percentile in PERCENTILES:
+                    value_s = stats.percentiles[percentile] / 1e6
+                    quantiles.add_metric([label, f"{percentile / 100:g}"], value_s)
+                quantiles.add_metric([label, "1"], stats.max / 1e6)
+        yield family
+        yield quantiles
+
+
+def _counters(scopes: list[tuple[str, ClassMetrics]], totals: MetricSet) -> Iterable[Metric]:
+    requests = CounterMetricFamily(f"{PREFIX}_requests", "requests ended, by outcome",
+                                   labels=["user_class", "outcome"])  # fmt: skip
+    errors = CounterMetricFamily(f"{PREFIX}_request_errors", "failed requests, by category",
+                                 labels=["user_class", "category"])  # fmt: skip
+    tokens = CounterMetricFamily(f"{PREFIX}_output_tokens", "output tokens of ended requests",
+                                 labels=["user_class"])  # fmt: skip
+    arrived = CounterMetricFamily(f"{PREFIX}_arrived_tokens",
+                                  "tokens of the token events that arrived, as they arrived",
+                                  labels=["user_class"])  # fmt: skip
+    for label, metrics in scopes:
+        counters = metrics.counters
+        for outcome, count in (("ok", counters.ok), ("failed", counters.failed),
+                               ("interrupted", counters.interrupted)):  # fmt: skip
+            requests.add_metric([label, outcome], count)
+        for category, count in sorted(counters.errors.items()):
+            errors.add_metric([label, category], count)
+        tokens.add_metric([label], counters.output_tokens)
+        arrived.add_metric([label], counters.arrived_tokens)
+    stalls = CounterMetricFamily(
+        f"{PREFIX}_client_stalls", "windows when a load process's event loop could not run"
+    )
+    stalls.add_metric([], totals.client.stalls)
+    stalled = CounterMetricFamily(f"{PREFIX}_client_stalled_seconds",
+                                  "the time those windows lasted")  # fmt: skip
+    stalled.add_metric([], totals.client.stalled_ns / 1e9)
+    return [requests, errors, tokens, arrived, stalls, stalled]
+
+
+def _gauges(facts: RunFacts) -> Iterable[Metric]:
+    yield GaugeMetricFamily(f"{PREFIX}_running", "1 while a test runs", value=int(facts.running))
+    yield GaugeMetricFamily(f"{PREFIX}_users", "users running now", value=facts.users)
+    yield GaugeMetricFamily(f"{PREFIX}_workers_missing", "workers lost during the test",
+                            value=facts.workers_missing)  # fmt: skip
+    if facts.tokens_per_s is not None:
+        yield GaugeMetricFamily(f"{PREFIX}_tokens_per_second",
+                                "output tokens per second over the last interval",
+                                value=facts.tokens_per_s)  # fmt: skip
