@@ -24,13 +24,10 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import random
 import shutil
 import socket
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,8 +37,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, run_command
-from tpot_locust.common.child_process import child_options
-from tpot_locust.sim.cli import READY_PREFIX
+from tests.helpers.netns import drop_share, free_third_octet, in_netns, ip, start_simulator_in_netns
 from tpot_locust.sim.process import SimProcess, start_simulator
 from tpot_locust.wire.http_client import HTTPConnection, Origin
 from tpot_locust.wire.streaming import StreamRequest, stream_request
@@ -53,61 +49,6 @@ TOKENS = 100
 LOSSY_REQUESTS = 6  # ~6 x 100 segments of the server's: dozens lost at 10 %
 SIM_ARGS = ("--gap-ms", str(GAP_MS), "--ttft-ms", "20")
 SCENARIO = ROOT / "tests/scenarios/network_loss.yaml"
-# classic BPF: A = random u32; A >= threshold ? -1 (the filter's class: dropped) : 0 (no match)
-_SKF_AD_RANDOM = 0xFFFFF000 + 56
-_BPF_LD_W_ABS, _BPF_JGE_K, _BPF_RET_K = 0x20, 0x35, 0x06
-
-
-def _ip(*args: str, netns: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    command = ["ip", *(("-n", netns) if netns else ()), *args]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=10)
-    if check and result.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)}: {result.stderr.strip()}")
-    return result
-
-
-def _in_netns(netns: str, *command: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        ["ip", "netns", "exec", netns, *command], capture_output=True, text=True, timeout=10
-    )
-    if check and result.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} in {netns}: {result.stderr.strip()}")
-    return result
-
-
-def _drop_share(netns: str, device: str, percent: int) -> str | None:
-    """Drop ``percent`` % of what ``device`` sends (in ``netns``); how, or None if neither way
-    is in this kernel."""
-    tc = ("tc", "qdisc", "add", "dev", device, "root")
-    if _in_netns(netns, *tc, "netem", "loss", f"{percent}%", check=False).returncode == 0:
-        return f"netem loss {percent}%"
-    threshold = int((1 - percent / 100) * 2**32)
-    program = [(_BPF_LD_W_ABS, 0, 0, _SKF_AD_RANDOM), (_BPF_JGE_K, 0, 1, threshold),
-               (_BPF_RET_K, 0, 0, 0xFFFFFFFF), (_BPF_RET_K, 0, 0, 0)]  # fmt: skip
-    bytecode = ",".join([str(len(program)), *(" ".join(map(str, op)) for op in program)])
-    steps = [
-        [*tc, "handle", "1:", "htb", "default", "1"],
-        ["tc", "class", "add", "dev", device, "parent", "1:", "classid", "1:1", "htb",
-         "rate", "10gbit"],
-        ["tc", "class", "add", "dev", device, "parent", "1:", "classid", "1:2", "htb",
-         "rate", "10gbit"],
-        ["tc", "qdisc", "add", "dev", device, "parent", "1:2", "pfifo", "limit", "0"],
-        ["tc", "filter", "add", "dev", device, "parent", "1:", "protocol", "ip", "prio", "1",
-         "bpf", "bytecode", bytecode, "classid", "1:2"],
-    ]  # fmt: skip
-    for step in steps:
-        if _in_netns(netns, *step, check=False).returncode != 0:
-            _in_netns(netns, "tc", "qdisc", "del", "dev", device, "root", check=False)
-            return None
-    return f"htb + bpf random drop {percent}%"
-
-
-def _free_third_octet() -> int:
-    used = _ip("-4", "-o", "addr").stdout + _ip("-4", "route").stdout
-    for third in random.sample(range(256), 256):
-        if f"10.251.{third}." not in used:
-            return third
-    pytest.skip("no free 10.251.x.0/24 for the test's links")
 
 
 @dataclass(frozen=True)
@@ -119,9 +60,9 @@ class LossyLink:
 
 def _cleanup(namespaces: list[str], host_link: str) -> None:
     for netns in namespaces:  # a veth goes with its namespace, and its peer with it
-        _ip("netns", "del", netns, check=False)
-    if _ip("link", "show", host_link, check=False).returncode == 0:
-        _ip("link", "del", host_link, check=False)
+        ip("netns", "del", netns, check=False)
+    if ip("link", "show", host_link, check=False).returncode == 0:
+        ip("link", "del", host_link, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -137,31 +78,31 @@ def lossy_link() -> Iterator[LossyLink]:
     )  # fmt: skip
     made: list[str] = []
     try:
-        third = _free_third_octet()
+        third = free_third_octet("10.251")
         net = f"10.251.{third}"
-        added = _ip("netns", "add", router, check=False)
+        added = ip("netns", "add", router, check=False)
         if added.returncode != 0:
             pytest.skip(f"ip netns add failed (no CAP_NET_ADMIN?): {added.stderr.strip()}")
         made.append(router)
-        _ip("netns", "add", server)
+        ip("netns", "add", server)
         made.append(server)
-        _ip("link", "add", host_link, "type", "veth", "peer", "name", router_out)
-        _ip("link", "set", router_out, "netns", router)
-        _ip("link", "add", router_in, "type", "veth", "peer", "name", server_link, netns=router)
-        _ip("link", "set", server_link, "netns", server, netns=router)
-        _ip("addr", "add", f"{net}.1/30", "dev", host_link)
-        _ip("link", "set", host_link, "up")
-        _ip("route", "add", f"{net}.4/30", "via", f"{net}.2")
-        _ip("addr", "add", f"{net}.2/30", "dev", router_out, netns=router)
-        _ip("addr", "add", f"{net}.5/30", "dev", router_in, netns=router)
+        ip("link", "add", host_link, "type", "veth", "peer", "name", router_out)
+        ip("link", "set", router_out, "netns", router)
+        ip("link", "add", router_in, "type", "veth", "peer", "name", server_link, netns=router)
+        ip("link", "set", server_link, "netns", server, netns=router)
+        ip("addr", "add", f"{net}.1/30", "dev", host_link)
+        ip("link", "set", host_link, "up")
+        ip("route", "add", f"{net}.4/30", "via", f"{net}.2")
+        ip("addr", "add", f"{net}.2/30", "dev", router_out, netns=router)
+        ip("addr", "add", f"{net}.5/30", "dev", router_in, netns=router)
         for link in ("lo", router_out, router_in):
-            _ip("link", "set", link, "up", netns=router)
-        _in_netns(router, "sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward")
-        _ip("addr", "add", f"{net}.6/30", "dev", server_link, netns=server)
+            ip("link", "set", link, "up", netns=router)
+        in_netns(router, "sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward")
+        ip("addr", "add", f"{net}.6/30", "dev", server_link, netns=server)
         for link in ("lo", server_link):
-            _ip("link", "set", link, "up", netns=server)
-        _ip("route", "add", "default", "via", f"{net}.5", netns=server)
-        drop = _drop_share(router, router_out, LOSS_PERCENT)  # the server's data, to us
+            ip("link", "set", link, "up", netns=server)
+        ip("route", "add", "default", "via", f"{net}.5", netns=server)
+        drop = drop_share(router, router_out, LOSS_PERCENT)  # the server's data, to us
         if drop is None:
             pytest.skip("this kernel has neither netem nor HTB + cls_bpf to drop packets with")
         yield LossyLink(server, f"{net}.6", drop)
@@ -169,40 +110,11 @@ def lossy_link() -> Iterator[LossyLink]:
         _cleanup(made, host_link)
 
 
-def _start_in_netns(netns: str, address: str, *args: str, timeout_s: float = 20) -> SimProcess:
-    """``start_simulator`` inside ``netns`` (``ip netns exec`` execs the simulator itself, so
-    SIGTERM from ``SimProcess.stop`` reaches it)."""
-    command = ["ip", "netns", "exec", netns, sys.executable, "-m", "tpot_locust.sim",
-               "--host", address, "--port", "0", *args]  # fmt: skip
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, text=True, env=env, **child_options()
-    )
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def drain() -> None:
-        for line in process.stdout:  # type: ignore[union-attr]
-            lines.put(line)
-        lines.put(None)
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
-    simulator = SimProcess(process, "", None, reader)
-    try:
-        while (line := lines.get(timeout=timeout_s)) is not None:
-            if line.startswith(READY_PREFIX):
-                simulator.url = line[len(READY_PREFIX) :].strip()
-                return simulator
-        raise RuntimeError(f"simulator in {netns} exited with {process.wait()}")
-    except BaseException:
-        simulator.stop()
-        raise
-
-
 @pytest.fixture(scope="module")
 def lossy_simulator(lossy_link: LossyLink) -> Iterator[SimProcess]:
-    simulator = _start_in_netns(lossy_link.server_netns, lossy_link.server_address, *SIM_ARGS)
+    simulator = start_simulator_in_netns(
+        lossy_link.server_netns, *SIM_ARGS, host=lossy_link.server_address
+    )
     try:
         yield simulator
     finally:
@@ -211,7 +123,7 @@ def lossy_simulator(lossy_link: LossyLink) -> Iterator[SimProcess]:
 
 def _server_retransmissions(netns: str) -> int:
     """Segments the server's namespace retransmitted (``/proc/net/snmp`` RetransSegs)."""
-    snmp = _in_netns(netns, "cat", "/proc/net/snmp").stdout
+    snmp = in_netns(netns, "cat", "/proc/net/snmp").stdout
     rows = [line.split() for line in snmp.splitlines()]
     names, values = (row for row in rows if row[0] == "Tcp:")
     return int(values[names.index("RetransSegs")])

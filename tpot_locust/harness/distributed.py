@@ -325,7 +325,13 @@ class MasterLink:
             logger.warning("tpot-locust: no final report from worker(s): %s", ", ".join(missing))
 
     def missing(self) -> list[str]:
+        """Workers whose final report never came: the lost ones, once a test stopped."""
         return sorted(self.seen - self.finals)
+
+    def unreachable(self) -> list[str]:
+        """Workers lost as a test runs: seen, but missing from Locust's heartbeats now (a
+        worker whose final report is still to come is not lost)."""
+        return sorted(self.seen - self._alive())
 
     def summary(self) -> dict[str, Any]:
         return {

@@ -160,6 +160,12 @@ class RunState:
         self.live_metrics = endpoint
         self._publish_live()
 
+    def _workers_lost(self) -> int:
+        """While a test runs, workers Locust's heartbeats miss; after, those with no final."""
+        if self.master is None:
+            return 0
+        return len(self.master.unreachable() if self.running else self.master.missing())
+
     def _publish_live(self) -> None:
         """The live page of the totals as they stand (``report.live_metrics``)."""
         if self.live_metrics is None:
@@ -169,7 +175,7 @@ class RunState:
             running=self.running,
             users=self._users(),
             tokens_per_s=timeseries[-1].get("tokens_per_s") if timeseries else None,
-            workers_missing=len(self.master.missing()) if self.master is not None else 0,
+            workers_missing=self._workers_lost(),
         )
         try:
             self.live_metrics.update(render(self.collector.totals, facts))
