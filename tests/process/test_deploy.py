@@ -159,6 +159,23 @@ def test_the_gate_jobs_commands_gate_a_real_run(tmp_path: Path) -> None:
     assert output.rstrip().endswith((results / "summary.md").read_text().rstrip())
 
 
+def test_the_gate_job_ends_at_once_with_exit_2_on_a_bad_scenario(tmp_path: Path) -> None:
+    """A scenario that does not load: the master Job ends with exit 2 (an invalid scenario)
+    at once, rather than serve a web UI that waits for a Start until its deadline."""
+    path = ROOT / "deploy/kubernetes/tpot-locust-gate.yaml"
+    command = _shell(_named(path, "Job", "tpot-locust-gate-master"))
+    command = command.replace("/results", str(tmp_path / "results"))
+    (tmp_path / "bad.yaml").write_text("name: bad\nclasses: {chat: {users: -1}}\n")
+    bin_dir = str(Path(sys.executable).parent)
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", TPOT_HOST="http://127.0.0.1:9",
+               TPOT_LOCUSTFILE="locustfiles/scenario.py", TPOT_SCENARIO=str(tmp_path / "bad.yaml"),
+               TPOT_WORKERS="1")  # fmt: skip
+    result = subprocess.run(["sh", "-c", command], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "users" in result.stderr
+
+
 def test_healthcheck_command() -> None:
     module = [sys.executable, "-m", "tpot_locust.healthcheck"]
     with start_simulator() as sim:

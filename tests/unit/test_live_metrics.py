@@ -112,3 +112,16 @@ def test_the_grafana_dashboard_reads_only_metrics_the_page_has() -> None:
     assert queried and queried <= names, queried - names
     variable = dashboard["templating"]["list"][1]["query"]["query"]
     assert re.findall(r"\btpot_locust_[a-z0-9_]+", variable)[0] in names
+
+
+def test_a_bare_port_listens_on_loopback_only() -> None:
+    import argparse
+
+    from tpot_locust.harness.metrics_endpoint import parse_address
+
+    assert parse_address("9464") == ("127.0.0.1", 9464)
+    assert parse_address("0.0.0.0:9464") == ("0.0.0.0", 9464)
+    assert parse_address("[::1]:9464") == ("::1", 9464)
+    for bad in ("", ":9464", "x:0", "x:65536", "x:1.5", "a b:80", "http://x:80"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_address(bad)

@@ -11,6 +11,7 @@ are (``summary.json``, verdict, ``histograms.json``, ``report.html``).
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,13 +138,21 @@ class ClusterSteps:
         summary.pop("running", None)  # the web UI's, not the run's
         summary.pop("test", None)
         totals, run = MetricSet(), summary.get("run") or {}
-        document = self.api.histograms()
-        if document.pop("test", None) == test:
-            write_json(folder.histograms, document)
-            totals, run = load_results(folder.root)  # checked as any saved file is
-        else:
-            print(f"tpot-locust sweep: the master moved on from test {test}: no histograms "
-                  f"in {folder.root}", flush=True)  # fmt: skip
+        try:
+            document = self.api.histograms()
+            if document.pop("test", None) == test:
+                write_json(folder.histograms, document)
+                totals, run = load_results(folder.root)  # checked as any saved file is
+            else:
+                print(f"tpot-locust sweep: the master moved on from test {test}: no "
+                      f"histograms in {folder.root}", flush=True)  # fmt: skip
+        except (MasterError, OSError, ValueError) as error:
+            # the step's summary and verdict are still written; it cannot vouch for itself
+            why = f"histograms: {error}"
+            print(f"tpot-locust sweep: {why}", file=sys.stderr, flush=True)
+            known = summary.get("report_error")
+            summary["report_error"] = f"{known}; {why}" if known else why
+            summary["complete"] = False
         finished = finish_run(folder, totals, run, slo=scenario.slo, suite=scenario.name,
                               save_histograms=False, summary=summary)  # fmt: skip
         if finished.verdict is not None:

@@ -200,7 +200,8 @@ def _validate(args: argparse.Namespace) -> int:
 def _locust_args(args: argparse.Namespace) -> int:
     """Locust's options for a headless run of a scenario (its users, spawn rate, run time
     and name), on one line, for a master started by hand or by a Kubernetes Job:
-    ``locust -f locustfiles/scenario.py --master $(tpot-locust locust-args FILE)``. The
+    ``TPOT_SCENARIO=FILE locust -f locustfiles/scenario.py --master
+    $(tpot-locust locust-args FILE)``. The
     name is a slug, so that the shell's word splitting keeps each option whole."""
     from tpot_locust.cli.run import headless_options
     from tpot_locust.common.text_safety import safe_slug

@@ -35,7 +35,6 @@ from tpot_locust.sim.profiles import check_engine
 from tpot_locust.wire.http_client import Origin
 
 EXIT_USAGE = 2  # Locust's, and ours, for a command line that cannot run
-TRUTH_CHECK_FAILED = 3  # exit code: the figures are not the simulator's (docs/metrics.md)
 LOCUSTFILE = Path(__file__).parents[1] / "harness" / "entry" / "scenario_locustfile.py"
 
 
@@ -157,7 +156,7 @@ def unreachable(host: str, timeout_s: float = 5.0) -> str | None:
 def run_scenario(options: RunOptions) -> int:
     if options.host:
         Origin.parse(options.host)  # a usage error (exit 2) before anything starts
-    source = ScenarioText(options.scenario_path)  # read once: the run and its saved copy agree
+    source = ScenarioText(options.scenario_path)  # read once by this process
     scenario = source.load(options.overrides, check_engine=check_engine)
     labelled = _overrides(options, scenario)
     overrides = list(labelled)

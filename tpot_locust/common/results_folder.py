@@ -3,7 +3,7 @@
 While the run goes (each file by one process, as it learns its part):
 
 - ``scenario.yaml``: the scenario as run, ``--set`` applied, secrets removed
-  (``tpot-locust run``, before Locust starts);
+  (``tpot-locust run`` before Locust starts; a ``--master-url`` sweep before each step);
 - ``truth.jsonl``: every token as the embedded simulator sent it (the simulator);
 - ``histograms/<metric>.hlog``: HdrHistogram interval logs (the master, or a local runner);
 - ``server_metrics.jsonl``: the server's ``/metrics`` sampled while the run went (the same);

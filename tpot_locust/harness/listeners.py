@@ -208,3 +208,5 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
         state.finish()
     if state.summary is not None:
         environment.events.quit.add_listener(lambda **_: state.print_report())
+    if state.live_metrics is not None:  # its port is free again once Locust has quit
+        environment.events.quit.add_listener(lambda **_: state.live_metrics.stop())

@@ -27,7 +27,13 @@ def write_histograms(folder: ResultsFolder, totals: MetricSet, run: dict[str, An
     document = built_part(problems, "histograms", lambda: histograms_document(totals, run))
     if document is None:  # the run's facts at least, and why the histograms are missing
         document = {"format": "hdrhistogram-v2-base64", "unit": "us", "run": run, "classes": {}}
-    write_json(folder.histograms, document, problems)
+    document = json_safe(document, "", problems)
+    if problems:  # a reader of the file (the supervisor's finishing pass) learns of them
+        run_facts = document.setdefault("run", {})
+        known = run_facts.get("report_error")
+        run_facts["report_error"] = "; ".join([known, *problems] if known else problems)
+        run_facts["complete"] = False
+    write_json(folder.histograms, document)
     return problems
 
 

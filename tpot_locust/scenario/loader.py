@@ -3,8 +3,9 @@
 A file is parsed once per process (``_parsed``: keyed by its path and a hash of its
 text), however many times a run asks for it with different overrides. Where one command
 uses the file several times (``tpot-locust run``: with its options, then as saved in the
-results), it reads it once (``ScenarioText``): an edit to the file meanwhile cannot make
-the run and its saved scenario disagree.
+results), it reads it once (``ScenarioText``): what it derives from the file and the
+``scenario.yaml`` it saves come from one read. (The Locust processes it starts read the file
+again, from ``TPOT_SCENARIO``: a file edited during those seconds is not caught.)
 """
 
 from __future__ import annotations
