@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, run_command
+from tests.helpers.distributed import free_port
 from tests.process.test_distributed import check_exact_merge
 
 pytestmark = pytest.mark.timeout(900)
@@ -73,7 +74,10 @@ def _compose_run(
     project = f"tpotci{uuid.uuid4().hex[:8]}"
     env = {"BASE_IMAGE": base, "TPOT_RESULTS": str(results), "TPOT_MASTER_ARGS": master_args,
            "TPOT_WORKER_ARGS": "--tpot-out /results",
-           "TPOT_SIM_ARGS": "--truth /results/truth.jsonl"}  # fmt: skip
+           "TPOT_SIM_ARGS": "--truth /results/truth.jsonl",
+           # free ports on this machine: a busy CI host may hold the defaults
+           "TPOT_SIM_PORT": str(free_port()), "TPOT_WEB_PORT": str(free_port()),
+           "TPOT_METRICS_PORT": str(free_port())}  # fmt: skip
     compose = [*_compose(), "-p", project, "-f", str(ROOT / "docker-compose.yml")]
     try:
         up = run_command([*compose, "up", "-d", "--no-build", "--scale", f"worker={WORKERS}"],

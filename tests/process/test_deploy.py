@@ -53,8 +53,11 @@ def test_compose_has_sim_master_worker_with_healthchecks() -> None:
     # the master's check is the workers' port, which a headless master opens too
     assert services["master"]["healthcheck"]["test"][-1] == "127.0.0.1:5557"
     # published on this machine only (issue 25): the web UI can start tests against any host
-    assert services["master"]["ports"] == ["127.0.0.1:8089:8089", "127.0.0.1:9464:9464"]
-    assert services["sim"]["ports"] == ["127.0.0.1:8000:8000"]
+    assert services["master"]["ports"] == [
+        "127.0.0.1:${TPOT_WEB_PORT:-8089}:8089",
+        "127.0.0.1:${TPOT_METRICS_PORT:-9464}:9464",
+    ]
+    assert services["sim"]["ports"] == ["127.0.0.1:${TPOT_SIM_PORT:-8000}:8000"]
     assert "--master" in services["master"]["command"]
     assert "--worker" in services["worker"]["command"]
     assert "${TPOT_HOST:-http://sim:8000}" in services["master"]["command"]
