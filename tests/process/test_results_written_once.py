@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, run_command
+from tests.helpers.distributed import free_port
 from tpot_locust.sim.process import start_simulator
 
 HOOK = """\
@@ -116,3 +117,28 @@ def test_plain_locust_writes_each_file_once(tmp_path: Path) -> None:
         ], out)  # fmt: skip
     assert FINISHED <= set(seen)
     assert len({pid for name in FINISHED for pid in seen[name]}) == 1  # the local runner
+
+
+def test_plain_locust_with_workers_writes_each_file_once(tmp_path: Path) -> None:
+    """A master and two workers as a cluster starts them: the master finishes the run, each
+    worker writes its own audit, nothing twice."""
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(SCENARIO)
+    out = tmp_path / "out"
+    port = free_port()
+    locust = f"{sys.executable} -m locust -f {ROOT / 'tests/helpers/locust_distributed.py'}"
+    with start_simulator("--gap-ms", "2", "--ttft-ms", "10") as simulator:
+        worker = (f"{locust} --worker --master-host 127.0.0.1 --master-port {port} "
+                  f"--tpot-out {out}")  # fmt: skip
+        master = (f"{locust} --master --headless --expect-workers 2 --master-bind-host "
+                  f"127.0.0.1 --master-bind-port {port} -u 4 -r 4 -t 4s --host {simulator.url} "
+                  f"--only-summary --tpot-out {out} --tpot-slo {scenario}")  # fmt: skip
+        command = f"{worker} & {worker} & {master}; code=$?; wait; exit $code"
+        seen = writes(tmp_path, ["bash", "-c", command], out)
+    assert FINISHED <= set(seen)
+    finishing = {pid for name in FINISHED for pid in seen[name]}
+    assert len(finishing) == 1  # the master
+    audits = {name: pids for name, pids in seen.items() if name.startswith("workers/")}
+    assert len(audits) == 2
+    writers = set().union(*audits.values())
+    assert len(writers) == 2 and not writers & finishing  # each worker its own, once
