@@ -399,3 +399,9 @@ def test_headers_are_checked_as_http_carries_them(
     )
     with pytest.raises(ScenarioError, match=message):
         load_scenario(scenario)
+
+
+def test_a_class_may_not_take_the_name_of_every_class(tmp_path: Path) -> None:
+    """``all`` is every class together in the reports, compare, gates and live metrics."""
+    message = refused(scenario(tmp_path, "name: s\nclasses:\n  all: {users: 1}\n"))
+    assert "s.yaml:3:3: classes.all: 'all' names every class together" in message

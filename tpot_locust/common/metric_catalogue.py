@@ -13,6 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# The scope of every class together: the reports, compare, gates and the live metrics call
+# it so, and no traffic class may take the name (scenario.schema).
+ALL_CLASSES = "all"
+
 
 @dataclass(frozen=True)
 class Metric:

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tpot_locust.common import metric_catalogue as catalogue
+from tpot_locust.common.metric_catalogue import ALL_CLASSES
 from tpot_locust.common.text_safety import printable
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.scenario.slo import LATENCY_METRICS, STATISTICS, TAIL_MIN_SAMPLES, parse_fraction
@@ -85,7 +86,7 @@ def compare_summaries(
     statistics: tuple[str, ...] = DEFAULT_STATISTICS, max_regression: float = 0.10,
 ) -> ComparisonResult:  # fmt: skip
     rows = []
-    scopes: list[tuple[str, Summary, Summary]] = [("all", base, candidate)]
+    scopes: list[tuple[str, Summary, Summary]] = [(ALL_CLASSES, base, candidate)]
     for name in sorted(set(base.get("classes", {})) & set(candidate.get("classes", {}))):
         if len(base["classes"]) > 1 or len(candidate["classes"]) > 1:
             scopes.append((name, base["classes"][name], candidate["classes"][name]))

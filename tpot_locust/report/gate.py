@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tpot_locust.common import metric_catalogue as catalogue
+from tpot_locust.common.metric_catalogue import ALL_CLASSES
 from tpot_locust.report.compare import Comparison, compare_summaries
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.scenario.slo import Objective, SloSpec, format_limit, format_value
@@ -241,7 +242,8 @@ def _compared(row: Comparison, threshold: float) -> Check:
         verdict, why = FAIL, f"{row.base:g} -> {row.candidate:g} ms ({row.change_text})"
     else:
         verdict, why = PASS, f"{row.base:g} -> {row.candidate:g} ms ({row.change_text})"
+    scope = None if row.scope == ALL_CLASSES else row.scope
     return Check(
-        name, "baseline", row.metric, None if row.scope == "all" else row.scope, row.statistic,
+        name, "baseline", row.metric, scope, row.statistic,
         threshold, "fraction", row.change, row.candidate_above, verdict, why,
     )  # fmt: skip

@@ -30,6 +30,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from tpot_locust.common import metric_catalogue as catalogue
+from tpot_locust.common.metric_catalogue import ALL_CLASSES
 from tpot_locust.metrics.histograms import (
     PERCENTILES,
     counts_indexes,
@@ -39,7 +40,6 @@ from tpot_locust.metrics.histograms import (
 from tpot_locust.metrics.recorder import ClassMetrics, MetricSet
 
 PREFIX = "tpot_locust"
-ALL_CLASSES = "all"  # the label of every class together
 EXPORTED_METRICS = catalogue.names("exported")
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Upper bounds in seconds: fine where a per-token tail lives (0.5 ms steps to 4 ms, 1 ms

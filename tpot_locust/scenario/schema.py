@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from tpot_locust.apis import API_NAMES
 from tpot_locust.common.distributions import DistributionError, parse_distribution
+from tpot_locust.common.metric_catalogue import ALL_CLASSES
 from tpot_locust.common.tokens import TokenizerError, load_tokenizer
 from tpot_locust.scenario import value_checks as checks
 from tpot_locust.scenario.datasets import load_dataset
@@ -197,6 +198,8 @@ def _validate_class(located: Located, name: str, data: Any, base_dir: Path) -> T
     path = f"classes.{name}"
     if not checks.IDENTIFIER.fullmatch(name):
         raise located.error(path, "class names must be identifiers (letters, digits, _)")
+    if name == ALL_CLASSES:  # the reports, compare, gates and live metrics: every class
+        raise located.error(path, f"'{ALL_CLASSES}' names every class together: pick another")
     traffic, spec = parse_section(located, path, data, TrafficClass, base_dir, name=name)
     modes = [key for key in ("users", "rate", "trace") if key in spec]
     if len(modes) > 1:
