@@ -18,10 +18,10 @@ from typing import NamedTuple
 
 from hdrh.histogram import HdrHistogram
 
+from tpot_locust.common.clock import USER_CLOCK
 from tpot_locust.metrics.histograms import add_into, new_histogram
 from tpot_locust.wire.deadline import Deadline
 from tpot_locust.wire.http_client import HTTPConnection, ReadTimeout
-from tpot_locust.wire.kernel_stamps import USER_CLOCK
 from tpot_locust.wire.sse import SSEParser
 from tpot_locust.wire.streaming import StreamRequest
 

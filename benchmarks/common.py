@@ -39,6 +39,7 @@ from hdrh.histogram import HdrHistogram
 from probes import HubLagProbe, IOLagProbe, pin_other, sched_s
 
 import tpot_locust.harness  # noqa: F401  (aggregation yields to gevent's loop)
+from tpot_locust.common.clock import KERNEL_CLOCK, USER_CLOCK
 from tpot_locust.common.timings import to_us
 from tpot_locust.metrics.histograms import (
     count_below,
@@ -51,7 +52,6 @@ from tpot_locust.sim.process import start_simulator
 from tpot_locust.sim.truth import read_truth
 from tpot_locust.wire import loop_reads
 from tpot_locust.wire.http_client import HTTPConnection, Origin
-from tpot_locust.wire.kernel_stamps import KERNEL_CLOCK, USER_CLOCK
 from tpot_locust.wire.streaming import StreamRequest, stream_request
 
 try:  # a version before the prefill windows (an A/B against an older tree) has none

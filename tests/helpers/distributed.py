@@ -40,11 +40,11 @@ class Cluster:
 
 def start_cluster(
     host: str, out: Path, workers: int, users: int, run_time: str, *extra: str,
-    env: dict[str, str] | None = None,
+    env: dict[str, str] | None = None, locustfile: str = LOCUSTFILE,
 ) -> Cluster:  # fmt: skip
     port = free_port()
     environment = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
-    locust = [sys.executable, "-m", "locust", "-f", LOCUSTFILE]
+    locust = [sys.executable, "-m", "locust", "-f", locustfile]
     master = subprocess.Popen(
         [*locust, "--master", "--headless", "--expect-workers", str(workers),
          "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),

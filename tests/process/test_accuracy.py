@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +11,7 @@ from tests.conftest import ROOT, run_command
 from tpot_locust.metrics.histograms import count_below
 from tpot_locust.report.results_files import load_results
 from tpot_locust.sim.process import start_simulator
+from tpot_locust.wire.segment_stamps import arrival_clock
 
 
 def test_tpot_matches_ground_truth_at_2ms_gap_8_streams(tmp_path: Path, python: str) -> None:
@@ -34,7 +34,8 @@ def test_tpot_matches_ground_truth_at_2ms_gap_8_streams(tmp_path: Path, python: 
     # every request's output count equals the truth
     assert summary["tokens"]["output"] == sum(len(e["send_ns"]) for e in finished) == 8 * 200
     assert summary["tokens"]["estimated"] is False
-    assert summary["run"]["arrival_clock"] == ("kernel" if sys.platform == "linux" else "user")
+    assert summary["run"]["arrival_clock"] == arrival_clock()  # this machine's best
+    assert summary["client"]["arrival_clocks"] == {arrival_clock(): 8}
     true_gaps_ms = np.concatenate([np.diff(e["send_ns"]) for e in finished]) / 1e6
     tpot = summary["metrics"]["tpot"]
     assert tpot["count"] == true_gaps_ms.size == 8 * 199

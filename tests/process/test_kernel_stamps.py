@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import ssl
 import sys
 import time
 from collections.abc import Sequence
@@ -10,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK, USER_CLOCK
 from tpot_locust.sim.process import start_simulator
 from tpot_locust.wire.http_client import HTTPConnection, Origin
-from tpot_locust.wire.kernel_stamps import KERNEL_CLOCK, USER_CLOCK
+from tpot_locust.wire.segment_stamps import process_tap
 from tpot_locust.wire.sse import SSEParser
 from tpot_locust.wire.stream_decoder import decode_events
 
@@ -93,3 +95,50 @@ def test_read_delay_is_how_long_the_data_waited_in_the_socket() -> None:
     for waited_ms in (10, 20, 30):  # a sleep may overshoot on a loaded machine
         assert any(waited_ms - 2 <= delay <= waited_ms + 8 for delay in delays_ms), delays_ms
     assert len(user_delays) == 0
+
+
+def held_reader_stamps(
+    url: str, clock: str, hold_ms: float, tls: ssl.SSLContext | None = None
+) -> tuple[list[int], str]:  # fmt: skip
+    """Stream 12 tokens 5 ms apart with the reader held ``hold_ms`` after its first read,
+    so that the next tokens wait in the socket together; the token stamps and request id."""
+    connection = HTTPConnection(Origin.parse(url), clock=clock, tls_context=tls)
+    body = {"model": "tpot-sim", "stream": True, "max_tokens": 12,
+            "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+    request_id = f"held-{clock}"
+    headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
+    response, _ = connection.request(
+        "POST", "/v1/chat/completions", headers, json.dumps(body).encode()
+    )
+    parser, stamps, payloads, held = SSEParser(), [], [], []
+
+    def consume(stamp: int, data: bytes) -> None:
+        for payload in parser.feed(data):
+            stamps.append(stamp)
+            payloads.append(payload)
+        if not held:
+            held.append(True)
+            time.sleep(hold_ms / 1000)
+
+    response.read_into(consume)
+    assert connection.request_clock == clock, connection.request_clock
+    connection.close()
+    decoded = decode_events(stamps, payloads, "chat")
+    assert decoded.error is None and decoded.output_tokens == 12
+    return list(decoded.token_stamps), request_id
+
+
+@pytest.mark.skipif(process_tap() is None, reason="no segment tap here (needs CAP_NET_RAW)")
+def test_segment_stamps_recover_every_token_a_held_reader_left_waiting(tmp_path: Path) -> None:
+    """Kernel stamps alone give every token that waited the newest one's stamp (the kernel
+    merges waiting segments); the segment tap gives each its own arrival."""
+    truth = tmp_path / "truth.jsonl"
+    with start_simulator("--gap-ms", "5", "--ttft-ms", "5", truth=truth) as sim:
+        segment, segment_id = held_reader_stamps(sim.url, SEGMENT_CLOCK, 40)
+        kernel, kernel_id = held_reader_stamps(sim.url, KERNEL_CLOCK, 40)
+    segment_error_ms = [
+        (s - t) / 1e6 for s, t in zip(segment, true_sends(truth, segment_id), strict=True)
+    ]
+    assert all(-0.5 <= error <= 1.0 for error in segment_error_ms), segment_error_ms
+    assert len(set(segment)) == len(segment)  # no two tokens share a stamp
+    assert len(set(kernel)) <= len(kernel) - 4, kernel  # the held-up ones shared one

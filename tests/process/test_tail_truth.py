@@ -10,9 +10,13 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT, run_command
+from tests.helpers.distributed import start_cluster
+from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK
 from tpot_locust.common.results_folder import ResultsFolder
-from tpot_locust.report.truth_check import load_stall_windows
+from tpot_locust.metrics.histograms import exact_percentile
+from tpot_locust.report.truth_check import load_stall_windows, true_samples_ms
 from tpot_locust.sim.process import start_simulator
+from tpot_locust.wire.segment_stamps import process_tap
 
 # A stall of ours (Locust's stop: 25-80 ms; burst prompts built at send time: ~25 ms) is
 # above what this machine's scheduler does to a process now and then (up to ~20 ms).
@@ -134,26 +138,95 @@ def _gaps_against_truth(stamps_file: Path, truth_path: Path, out: Path) -> tuple
     return tuple(np.concatenate(parts) for parts in (measured, true, tagged))
 
 
-def test_planted_stall_is_seen_tagged_and_set_aside(tmp_path: Path, python: str) -> None:
-    truth_path, out, stamps = tmp_path / "truth.jsonl", tmp_path / "out", tmp_path / "s.jsonl"
+PLANTED_STALL = str(ROOT / "tests/helpers/locust_planted_stall.py")
+
+
+def _planted_stall_run(
+    tmp_path: Path, python: str, workers: int = 0, stamps: str = SEGMENT_CLOCK
+) -> tuple[dict, str]:  # fmt: skip
+    """16 streams of 3 ms gaps for 15 s, each recording process's loop held 40 ms once at
+    5 s; the summary and the master's output (the truth in ``tmp_path/truth.jsonl``)."""
+    truth_path, out, stamps_file = (tmp_path / name for name in ("truth.jsonl", "out", "s.jsonl"))
+    env = {"TPOT_LOCUST_STAMPS": stamps} | ({} if workers else {"STAMPS_FILE": str(stamps_file)})
     with start_simulator("--gap-ms", "3", "--ttft-ms", "20", truth=truth_path) as sim:
-        result = run_command(
-            [python, "-m", "locust", "-f", str(ROOT / "tests/helpers/locust_planted_stall.py"),
-             "--headless", "-u", "16", "-r", "16", "-t", "15s", "--host", sim.url,
-             "--tpot-out", str(out), "--only-summary", "--stop-timeout", "5"],
-            timeout=120, env={"STAMPS_FILE": str(stamps)},
-        )  # fmt: skip
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        if workers:
+            cluster = start_cluster(
+                sim.url,
+                out,
+                workers,
+                16,
+                "15s",
+                "--only-summary",
+                "--stop-timeout",
+                "5",
+                env=env,
+                locustfile=PLANTED_STALL,
+            )
+            returncode, output = cluster.wait(timeout=120)
+        else:
+            result = run_command(
+                [python, "-m", "locust", "-f", PLANTED_STALL, "--headless", "-u", "16", "-r",
+                 "16", "-t", "15s", "--host", sim.url, "--tpot-out", str(out), "--only-summary",
+                 "--stop-timeout", "5"],
+                timeout=120, env=env,
+            )  # fmt: skip
+            returncode, output = result.returncode, result.stdout + result.stderr
+    assert returncode == 0, output[-3000:]
     summary = json.loads((out / "summary.json").read_text())
+    planted = [s for s in summary["client"]["worst_stalls"] if s["ms"] >= 40]
+    assert len(planted) >= max(workers, 1), summary["client"]["worst_stalls"]
+    return summary, output
+
+
+def _tail_errors_ms(summary: dict, truth_path: Path) -> dict[str, float]:
+    """Measured minus true TPOT at P99, P99.9, P99.99 and max (every sample counted)."""
+    true = true_samples_ms(truth_path, summary["run"])["tpot"]
+    tpot = summary["metrics"]["tpot"]
+    assert tpot["count"] == true.size
+    errors = {key: tpot[key] - exact_percentile(true, p)
+              for key, p in (("p99", 99.0), ("p99.9", 99.9), ("p99.99", 99.99))}  # fmt: skip
+    errors["max"] = tpot["max"] - float(true.max())
+    return errors
+
+
+@pytest.mark.skipif(process_tap() is None, reason="no segment tap here (needs CAP_NET_RAW)")
+@pytest.mark.parametrize("workers", [0, 2])
+def test_planted_stall_moves_no_stamp_and_nothing_is_set_aside(
+    tmp_path: Path, python: str, workers: int
+) -> None:  # fmt: skip
+    """Each token's own arrival, recovered from its segment: the 40 ms hold of the reading
+    loop is reported as the client's, but no figure moved and no sample is set aside."""
+    summary, output = _planted_stall_run(tmp_path, python, workers)
+    errors = _tail_errors_ms(summary, tmp_path / "truth.jsonl")
+    assert all(abs(error) <= 0.1 for error in errors.values()), errors
+    clocks, tpot = summary["client"]["arrival_clocks"], summary["metrics"]["tpot"]
+    # A request a segment copy missed one read of (1 in ~300 runs' worth, not yet explained)
+    # is stamped on the kernel clock and tagged by the old rules: under 0.1 % of samples.
+    assert clocks.get(KERNEL_CLOCK, 0) <= 0.01 * clocks[SEGMENT_CLOCK], clocks
+    assert tpot["client_stall"]["count"] <= 0.001 * tpot["count"], tpot["client_stall"]
+    if set(clocks) == {SEGMENT_CLOCK}:  # every stamp recovered: nothing said about stalls
+        assert tpot["client_stall"] == {"count": 0}
+        assert "stall-free" not in output and " in stalls" not in output
+        assert "! client stalls" not in output and "none moved" in output
+
+
+def test_planted_stall_is_seen_tagged_and_set_aside(tmp_path: Path, python: str) -> None:
+    """With recovery off (kernel stamps: the switch): the tokens that waited share the
+    newest one's stamp, the tail is off by the stall, and the tagging rule sets it aside."""
+    truth_path, stamps = tmp_path / "truth.jsonl", tmp_path / "s.jsonl"
+    summary, output = _planted_stall_run(tmp_path, python, stamps=KERNEL_CLOCK)
+    assert _tail_errors_ms(summary, truth_path)["max"] > 30  # what recovery takes away
     client = summary["client"]
     planted = [s for s in client["worst_stalls"] if s["ms"] >= 40 and 4.0 < s["at_s"] < 7.0]
     assert planted, client["worst_stalls"]
+    assert client["arrival_clocks"].keys() == {KERNEL_CLOCK}
+    out = tmp_path / "out"
     tpot = summary["metrics"]["tpot"]
     assert tpot["client_stall"]["count"] >= 16  # every stream had a gap across the stall
     assert tpot["client_stall"]["max"] >= 40
     assert tpot["max"] >= 40  # as measured, the stall is in the figures...
-    assert " in stalls" in result.stdout  # ...and the report says whose it is
-    assert "! client stalls" in result.stdout
+    assert " in stalls" in output  # ...and the report says whose it is
+    assert "! client stalls" in output
     assert any(gap["client_stall"] for gap in summary["worst_gaps"])
     # With the tagged samples set aside, what is left is the server's: each remaining gap
     # against its own true gap, P99.99 and max within 1 ms.

@@ -16,10 +16,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tpot_locust.common import errors
+from tpot_locust.common.clock import USER_CLOCK
 from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.wire.chunked import ChunkedDecoder
 from tpot_locust.wire.http_client import HTTPConnection, Origin
 from tpot_locust.wire.sse import SSEParser
+from tpot_locust.wire.stamped_socket import StampedSocket
 from tpot_locust.wire.stream_decoder import decode_events
 from tpot_locust.wire.streaming import StreamRequest, stream_request
 
@@ -63,9 +65,10 @@ class ScriptedConnection(HTTPConnection):
         super().__init__(Origin.parse("http://127.0.0.1:9"), 1.0, 60.0)
         self._pieces = pieces
 
-    def _connect(self) -> ScriptedSocket:  # type: ignore[override]
+    def _connect(self) -> StampedSocket:
         self.connections_opened += 1
-        return ScriptedSocket(self._pieces if self.connections_opened == 1 else [])
+        scripted = ScriptedSocket(self._pieces if self.connections_opened == 1 else [])
+        return StampedSocket(scripted, USER_CLOCK, ("127.0.0.1", 9))  # type: ignore[arg-type]
 
 
 def request(api: str = "chat") -> StreamRequest:

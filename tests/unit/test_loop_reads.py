@@ -115,7 +115,7 @@ def test_a_complete_body_leaves_the_connection_open_for_reuse(
         connection = HTTPConnection(Origin.parse(url))
         timings, _ = stream_request(connection, request())
         assert timings.ok, timings.error_message
-        assert connection._sock is not None  # kept for the next request
+        assert connection.connected  # kept for the next request
         connection.close()
     assert loop_reads_taken == ([1] if loop_reads.ENABLED else [])
 
@@ -152,7 +152,7 @@ def test_a_killed_reader_stops_watching_its_socket(hub_errors: None) -> None:
         reader = gevent.spawn(stream_request, connection, request())
         gevent.sleep(0.15)  # mid-stream: the loop is reading for it
         reader.kill()  # as Locust stops a user
-        assert connection._sock is None  # the rest of the body will never be read: closed
+        assert not connection.connected  # the rest of the body will never be read: closed
         gevent.sleep(0.2)  # the server writes on; no callback may run for the dead reader
         after, _ = stream_request(connection, request())
     assert after.ok and len(after.token_stamps) == 3, after.error_message

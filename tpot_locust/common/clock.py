@@ -12,13 +12,20 @@ clock (NTP, a suspended VM):
   a step during the run moves nothing it converts;
 - converting a kernel stamp takes the offset afresh for each request
   (``wall_minus_perf_ns()`` at the send), so a step spoils at most that request, and a
-  kernel stamp more than 10 s from the read is not used (``wire.http_client``).
+  kernel stamp more than 10 s from the read is not used (``wire.stamped_socket``).
+
+A token's arrival is stamped on one of three clocks (best first; README, "Clocks"):
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+
+SEGMENT_CLOCK = "segment"  # each TCP segment's own kernel stamp (``wire.segment_stamps``)
+KERNEL_CLOCK = "kernel"  # SO_TIMESTAMPNS: when a read's newest data reached the socket
+USER_CLOCK = "user"  # perf_counter_ns when the read returned: includes event-loop delay
+ARRIVAL_CLOCKS = (SEGMENT_CLOCK, KERNEL_CLOCK, USER_CLOCK)
 
 
 def wall_minus_perf_ns() -> int:
@@ -36,4 +43,5 @@ class WallClock:
         return perf_ns + self.offset_ns
 
 
-__all__ = ["WallClock", "wall_minus_perf_ns"]
+__all__ = ["ARRIVAL_CLOCKS", "KERNEL_CLOCK", "SEGMENT_CLOCK", "USER_CLOCK", "WallClock",
+           "wall_minus_perf_ns"]  # fmt: skip

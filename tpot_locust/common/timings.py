@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, TypeGuard
 
 import numpy as np
 
+from tpot_locust.common.clock import SEGMENT_CLOCK
 from tpot_locust.common.errors import CLIENT_ERROR
 
 if TYPE_CHECKING:
@@ -112,10 +113,19 @@ class RequestTimings:
     # Per read (kernel stamps only): our clock at the read - the kernel's arrival stamp.
     read_delays_ns: array[int] = field(default_factory=int_array)
     retransmits: int = 0  # TCP retransmissions between the send and the end (TCP_INFO)
+    # The clock its token events were stamped on (``common.clock``): ``segment`` when every
+    # read was cut into its segments' own kernel stamps, so no read shared a stamp however
+    # late it came; "" for timings made elsewhere (a locustfile's own).
+    arrival_clock: str = ""
     count_source: str = ESTIMATED_COUNT_SOURCE  # where k_i came from (COUNT_SOURCES)
     answer_stamp_ns: int | None = None  # arrival of the first answer (not reasoning) event
     reasoning_tokens: int = 0  # of output_tokens: those of reasoning events
     cached_prompt_tokens: int | None = None  # the server's prefix-cache hit, if it said
+
+    @property
+    def stamps_recovered(self) -> bool:
+        """No token's stamp depended on when it was read."""
+        return self.arrival_clock == SEGMENT_CLOCK
 
     @property
     def ok(self) -> bool:

@@ -45,7 +45,7 @@ from tpot_locust.report.verdict_files import format_verdict
 from tpot_locust.scenario.loader import ScenarioError, load_scenario, split_settings
 from tpot_locust.scenario.model import Server
 from tpot_locust.scenario.slo import SloSpec
-from tpot_locust.wire.kernel_stamps import arrival_clock
+from tpot_locust.wire.segment_stamps import arrival_clock
 
 logger = logging.getLogger(__name__)
 DEFAULT_REPORT_INTERVAL_S = 1.0

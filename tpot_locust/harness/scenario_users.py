@@ -52,7 +52,7 @@ def retune_user_classes(scenario: Scenario, classes: dict[str, type]) -> None:
 def class_attributes(scenario: Scenario, traffic: TrafficClass) -> dict[str, object]:
     """A traffic class's user-class attributes: the server's, its own, and its count."""
     attributes: dict[str, object] = {"seed": scenario.seed}
-    for section in (scenario.server, scenario.server.timeouts):
+    for section in (scenario.server, scenario.server.timeouts, scenario.server.tls):
         for meta in scenario_keys(type(section)).values():
             value = getattr(section, meta["field"])
             if meta["user"] and value is not None:  # None: the class's default

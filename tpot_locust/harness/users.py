@@ -36,6 +36,7 @@ from tpot_locust.common.errors import (
     http_status_category,
 )
 from tpot_locust.common.timings import RequestTimings
+from tpot_locust.common.tls import client_tls_context
 from tpot_locust.common.tokens import Tokenizer, load_tokenizer
 from tpot_locust.harness.event_hooks import ensure_prefill_window, ensure_token_timings
 from tpot_locust.harness.failures import Backoff
@@ -101,6 +102,8 @@ class ChatUser(User):
     first_token_timeout: ClassVar[float] = 120.0
     idle_timeout: ClassVar[float] = 60.0
     total_timeout: ClassVar[float] = 600.0
+    tls_ca: ClassVar[str | None] = None  # https: trust this CA file (PEM), not the system's
+    tls_verify: ClassVar[bool] = True  # https: False accepts any certificate (self-signed)
     # an event (or NDJSON line) larger than this fails its request (``oversized_event``)
     max_event_bytes: ClassVar[int] = DEFAULT_MAX_EVENT_BYTES
     request_name: ClassVar[str | None] = None  # name in Locust's stats; default: the path
@@ -128,8 +131,10 @@ class ChatUser(User):
             raise ValueError(f"{type(self).__name__}: no host (set it or pass --host)")
         self.dialect: Dialect = dialect_named(self.api)
         refuse_several_choices(type(self).__name__, self.extra_body)
+        origin = Origin.parse(self.host)
+        tls = client_tls_context(self.tls_ca, self.tls_verify) if origin.scheme == "https" else None
         self.connection = HTTPConnection(
-            Origin.parse(self.host), self.connect_timeout, self.idle_timeout
+            origin, self.connect_timeout, self.idle_timeout, tls_context=tls
         )
         self._token_timings = ensure_token_timings(self.environment.events)
         self._prefill_window = ensure_prefill_window(self.environment.events)

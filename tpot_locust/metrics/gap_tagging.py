@@ -63,6 +63,9 @@ class HeldGaps:
     # one carries that one's stamp, so the gap before it reads long and the next one zero.
     read_together: np.ndarray | None = None
     network: bool = False  # its connection retransmitted: every gap of it is ``network``
+    # Every read cut into its segments' own stamps: a stall of this process's loop moved
+    # none of them, so none is tagged ``client_stall``.
+    recovered: bool = False
 
     @staticmethod
     def release_at() -> int:
@@ -112,7 +115,7 @@ class GapTagger:
         batches: dict[str, list[tuple[HeldGaps, np.ndarray | None]]] = {}
         for held in released:
             in_stall = None
-            if self.stalls or held.read_together is not None:
+            if (self.stalls and not held.recovered) or held.read_together is not None:
                 slices.after_item()
                 in_stall = self._tag_stalls(sink, held)
             if held.itl_ns.size:
@@ -173,7 +176,8 @@ class GapTagger:
             })  # fmt: skip
 
     def _tag_stalls(self, sink: SampleSink, held: HeldGaps) -> np.ndarray:
-        """Copies of the request's samples that overlap a stall, or that a shared read
+        """(A request whose stamps were not all recovered.) Copies of the request's samples
+        that overlap a stall, or that a shared read
         distorted (a hold of the loop too short for a stall window can still merge events
         sent closer together than it), into ``metric@client_stall``; returns which gaps."""
         user_class = held.user_class

@@ -21,7 +21,7 @@ import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from tpot_locust.common import metric_catalogue as catalogue
-from tpot_locust.common.clock import WallClock
+from tpot_locust.common.clock import ARRIVAL_CLOCKS, WallClock
 from tpot_locust.common.cooperation import WorkSlices, let_streams_run
 from tpot_locust.common.errors import INTERRUPTED
 from tpot_locust.common.timings import COUNT_SOURCES, RequestTimings, to_us, tpot_samples_ns
@@ -79,6 +79,10 @@ class ClassCounters:
     interrupted: int = 0  # in flight when the run stopped: neither ok nor failed
     interrupted_ids: list[str] = field(default_factory=list)  # the first few, to cross-check
     retransmitting_requests: int = 0  # requests whose connection retransmitted (TCP_INFO)
+    # requests by the clock their token events were stamped on (``ARRIVAL_CLOCKS``)
+    stamped_segment: int = 0  # every read cut into its segments' own stamps
+    stamped_kernel: int = 0
+    stamped_user: int = 0
     shared_stamp_events: int = 0  # token events read together with the one before them
     multi_event_reads: int = 0  # reads that returned more than one token event
     good: int = 0  # successful requests that met every per-request SLO (goodput)
@@ -114,6 +118,11 @@ class ClassCounters:
             self.first_send_wall_ns = min(firsts)
         self.last_token_wall_ns = max(self.last_token_wall_ns, other.last_token_wall_ns)
 
+    def arrival_clocks(self) -> dict[str, int]:
+        """Requests per clock their tokens were stamped on, the clocks seen only."""
+        counts = {clock: getattr(self, ARRIVAL_CLOCK_COUNTERS[clock]) for clock in ARRIVAL_CLOCKS}
+        return {clock: count for clock, count in counts.items() if count}
+
     def count_sources(self) -> dict[str, int]:
         """Requests per source of their k_i (``COUNT_SOURCES``), the sources seen only."""
         counts = {source: getattr(self, COUNT_SOURCE_COUNTERS[source]) for source in COUNT_SOURCES}
@@ -134,6 +143,7 @@ class ClassCounters:
 
 # Plain int counters (not a mapping): they add, merge and are shape-checked as the others.
 COUNT_SOURCE_COUNTERS = {source: f"counted_by_{source}" for source in COUNT_SOURCES}
+ARRIVAL_CLOCK_COUNTERS = {clock: f"stamped_{clock}" for clock in ARRIVAL_CLOCKS}
 # Every int counter adds, but the wall-clock bounds (min and max instead) and ``_max``es.
 _MAX_COUNTERS = tuple(f.name for f in fields(ClassCounters) if f.name.endswith("_max"))
 _SUMMED_COUNTERS = tuple(
@@ -365,6 +375,9 @@ class Recorder:
             return
         counters.ok += 1
         counters.retransmitting_requests += timings.retransmits > 0
+        if timings.arrival_clock in ARRIVAL_CLOCKS:
+            clock_counter = ARRIVAL_CLOCK_COUNTERS[timings.arrival_clock]
+            setattr(counters, clock_counter, getattr(counters, clock_counter) + 1)
         _count_tokens(counters, timings)
         if not counters.first_send_wall_ns or send_wall < counters.first_send_wall_ns:
             counters.first_send_wall_ns = send_wall
@@ -405,7 +418,7 @@ class Recorder:
         if self.goodput is not None and self.goodput.met_by(scalars):
             self._interval.for_class(user_class).counters.good += 1
         read_together = None
-        if itl.size:
+        if itl.size and not timings.stamps_recovered:
             shared = itl == 0  # events a read returned together carry one stamp
             if shared.any():
                 counters = self._interval.for_class(user_class).counters
@@ -431,6 +444,7 @@ class Recorder:
                 tpot_us=tpot_us,
                 read_together=read_together,
                 network=timings.retransmits > 0,
+                recovered=timings.stamps_recovered,
             )
         )
 

@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tpot_locust.common import metric_catalogue as catalogue
+from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK, USER_CLOCK
 from tpot_locust.common.text_safety import printable
 from tpot_locust.common.timings import ESTIMATED_COUNT_SOURCE
 from tpot_locust.metrics.histograms import (
@@ -113,22 +114,25 @@ def client_health(health: ClientHealth, start_wall_s: float | None) -> dict[str,
     }  # fmt: skip
 
 
-def client_check(read_delay: dict[str, Any]) -> ClientFigures:
+def client_check(read_delay: dict[str, Any], token_gap_ms: float = 0.0) -> ClientFigures:
     """Whether the load generator kept up, from how late it read data that had arrived.
 
-    A late read does not move a kernel-stamped token, but events that arrive while a
-    socket waits are read together and share one stamp: their gaps read as zero and one
-    long gap. ``busy`` is None where reads carried no kernel stamp (TLS, not Linux).
+    A late read moves no token's stamp (a kernel stamp is when the data arrived, and the
+    segment clock gives each of several waiting events its own); the client fell behind
+    when 1 % of its reads came later than the stream's own token gap (``token_gap_ms``,
+    the ITL median): by then the next token had come too. ``busy`` is None where reads
+    carried no kernel stamp (not Linux, ``TPOT_LOCUST_STAMPS=user``).
     """
     if not read_delay["count"]:
         return {"read_delay_p99_ms": None, "busy": None}
     p99 = read_delay[_key(99.0)]
-    return {"read_delay_p99_ms": p99, "busy": client_busy(p99)}
+    return {"read_delay_p99_ms": p99, "busy": client_busy(p99, token_gap_ms)}
 
 
-def client_busy(read_delay_p99_ms: float) -> bool:
-    """The one rule for a run, a worker or an interval: reads 1 % of the time this late."""
-    return read_delay_p99_ms > CLIENT_BUSY_READ_DELAY_MS
+def client_busy(read_delay_p99_ms: float, token_gap_ms: float = 0.0) -> bool:
+    """The one rule for a run, a worker or an interval: reads 1 % of the time later than
+    a token gap (and than ``CLIENT_BUSY_READ_DELAY_MS``: a read within it is on time)."""
+    return read_delay_p99_ms > max(CLIENT_BUSY_READ_DELAY_MS, token_gap_ms)
 
 
 # A metric whose summary failed at the end of a run: no samples, as the tables skip it.
@@ -174,8 +178,9 @@ def _class_summary(
                         lambda: attribution_summary(metrics, keep_tail))  # fmt: skip
     return {
         "metrics": summaries,
-        "client": client_check(summaries["read_delay"])
+        "client": client_check(summaries["read_delay"], summaries["itl"].get("p50", 0.0))
         | {
+            "arrival_clocks": counters.arrival_clocks(),
             "shared_stamp_events": counters.shared_stamp_events,
             "multi_event_reads": counters.multi_event_reads,
         },
@@ -321,13 +326,14 @@ def format_report(summary: Summary, scope: str = "all classes") -> str:
     late_workers = {
         client_id: p99
         for client_id, p99 in (workers or {}).get("read_delay_p99_ms", {}).items()
-        if client_busy(p99)
+        if client_busy(p99, token_gap_ms(summary))
     }
     if late_workers:
         named = ", ".join(
             f"{printable(client_id)} ({p99:.1f} ms)" for client_id, p99 in late_workers.items()
         )
-        lines.append(f"! busy workers (read delay P99 > {CLIENT_BUSY_READ_DELAY_MS:g} ms): {named}")
+        limit = max(CLIENT_BUSY_READ_DELAY_MS, token_gap_ms(summary))
+        lines.append(f"! busy workers (read delay P99 > {limit:g} ms): {named}")
     if stopped := summary.get("run", {}).get("stopped_because"):
         lines.append(f"RUN STOPPED EARLY: {printable(stopped)}")
     if report_error := summary.get("report_error"):
@@ -360,12 +366,14 @@ def format_report(summary: Summary, scope: str = "all classes") -> str:
             f"goodput {goodput['per_s']:.2f} good requests/s, {fraction} of ended requests "
             f"good ({limits})"
         )
+    lines.extend(format_arrival_clocks(summary))
     if summary["client"]["busy"]:
         p99 = summary["client"]["read_delay_p99_ms"]
+        limit = max(CLIENT_BUSY_READ_DELAY_MS, token_gap_ms(summary))
         lines.append(
             f"! client busy: 1 % of reads came more than {p99:.1f} ms after their newest data "
-            f"arrived (read delay P99 > {CLIENT_BUSY_READ_DELAY_MS:g} ms); token events closer "
-            f"together than that were read together and share one stamp. {busy_advice(summary)}"
+            f"arrived (read delay P99 > {limit:g} ms, a token gap): the client fell behind "
+            f"the streams. {busy_advice(summary)}"
         )
     excluded, dropped = summary["excluded"], summary["dropped_arrivals"]
     if excluded["warmup"] or excluded["cooldown"] or dropped:
@@ -482,22 +490,52 @@ def busy_advice(summary: Summary) -> str:
     return "Use more workers or less load per worker."
 
 
+def token_gap_ms(summary: Summary) -> float:
+    """The run's token gap (ITL median, ms): how late a read may come (``client_busy``)."""
+    itl = summary.get("metrics", {}).get("itl") or {}
+    return float(itl.get("p50") or 0.0) if itl.get("count") else 0.0
+
+
+CLOCK_WORDS = {
+    SEGMENT_CLOCK: "each segment's own kernel stamp",
+    KERNEL_CLOCK: "kernel stamps (a read's newest segment)",
+    USER_CLOCK: "the time each read returned",
+}
+
+
+def format_arrival_clocks(summary: Summary) -> list[str]:
+    """Which clock stamped the requests' tokens (README, "Clocks"); one line."""
+    clocks = summary["client"].get("arrival_clocks") or {}
+    if not clocks:
+        return []
+    parts = [f"{CLOCK_WORDS.get(clock, printable(clock))} ({count:,} requests)"
+             for clock, count in clocks.items()]  # fmt: skip
+    return ["arrival stamps: " + ", ".join(parts)]
+
+
 def format_client_stalls(summary: Summary) -> list[str]:
     """The run's client stalls in a line or two; nothing when the loops never stalled."""
     client = summary["client"]
     if not client.get("stalls"):
         return []
     lag = client["loop_lag"]
+    clocks = client.get("arrival_clocks") or {}
     where = ", ".join(
         f"{stall['ms']:.1f} ms"
         + (f" at {stall['at_s']:.1f} s" if stall.get("at_s") is not None else "")
         + (f" on {printable(stall['worker'])}" if stall.get("worker") else "")
         for stall in client["worst_stalls"][:3]
     )
+    held = (
+        f"the loop that reads the streams was held {client['stalls']:,} times over "
+        f"{client['stall_threshold_ms'] or '-'} ms, {client['stalled_ms']:.1f} ms in all"
+    )
+    worst = f"  worst {where}; loop lag P99 {lag['p99']:.2f} ms, max {lag['max']:.1f} ms"
+    if set(clocks) == {SEGMENT_CLOCK}:  # every token kept its own arrival: nothing moved
+        return [f"client loop: {held}; every token's stamp was recovered, none moved", worst]
     return [
-        f"! client stalls: the loop that reads the streams was held {client['stalls']:,} times "
-        f"over {client['stall_threshold_ms'] or '-'} ms, {client['stalled_ms']:.1f} ms in all",
-        f"  worst {where}; loop lag P99 {lag['p99']:.2f} ms, max {lag['max']:.1f} ms",
+        f"! client stalls: {held}",
+        worst,
         "  samples across a stall are tagged and also shown set aside (stall-free);",
         f"  {client['shared_stamp_events']:,} token events shared a read with the one before",
     ]

@@ -70,6 +70,14 @@ class Timeouts:
 
 
 @dataclass
+class Tls:
+    """``server.tls``: how an https server is trusted (an internal cluster's own CA)."""
+
+    ca: str | None = key(check="ca_file", user="tls_ca")  # PEM file of the CA(s) to trust
+    verify: bool | None = key(check="flag", user="tls_verify")  # false: trust any certificate
+
+
+@dataclass
 class Server:
     """``server``: the server under test and how requests are made; None keeps the user
     class's default."""
@@ -89,6 +97,7 @@ class Server:
     # the embedded simulator counts with it too
     tokenizer: str | None = key(check="tokenizer", user="tokenizer")
     timeouts: Timeouts = key(check="timeouts", factory=Timeouts)
+    tls: Tls = key(check="tls", factory=Tls)
     # the server's Prometheus endpoint, sampled while the run goes: a URL, true (the
     # default: <host>/metrics) or false (off); every metrics_interval seconds
     metrics: bool | str = key(True, check="metrics_url")

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from tpot_locust.apis import API_NAMES
 from tpot_locust.common.distributions import DistributionError, parse_distribution
 from tpot_locust.common.metric_catalogue import ALL_CLASSES
+from tpot_locust.common.tls import client_tls_context
 from tpot_locust.common.tokens import TokenizerError, load_tokenizer
 from tpot_locust.scenario import value_checks as checks
 from tpot_locust.scenario.datasets import load_dataset
@@ -28,6 +29,7 @@ from tpot_locust.scenario.model import (
     StageSpec,
     Sweep,
     Timeouts,
+    Tls,
     TrafficClass,
     scenario_keys,
 )
@@ -236,6 +238,22 @@ def _timeouts(located: Located, path: str, value: Any, base_dir: Path) -> Timeou
     return parse_section(located, path, value, Timeouts, base_dir)[0]
 
 
+def _tls(located: Located, path: str, value: Any, base_dir: Path) -> Tls:
+    return parse_section(located, path, value, Tls, base_dir)[0]
+
+
+def _ca_file(located: Located, path: str, value: Any, base_dir: Path) -> str:
+    """A CA file, loaded here once so that a bad one stops the run before it starts."""
+    given = Path(checks.path_text(located, path, value)).expanduser()
+    resolved = given if given.is_absolute() else base_dir / given
+    try:
+        client_tls_context(str(resolved), True)
+    except (OSError, ValueError) as error:  # ssl.SSLError is an OSError
+        reason = getattr(error, "strerror", None) or getattr(error, "reason", None) or error
+        raise located.error(path, f"not a CA file we can load: {reason}") from None
+    return str(resolved)
+
+
 def _arrival(located: Located, path: str, value: Any, base_dir: Path) -> str:
     if value not in ARRIVALS:
         raise located.error(path, f"must be one of {', '.join(ARRIVALS)}")
@@ -347,7 +365,7 @@ CHECKS: dict[str, Callable[[Located, str, Any, Path], Any]] = {
     "ratio": checks.ratio, "seed": checks.seed, "sweep_values": _sweep_values,
     "sweep_variable": _sweep_variable, "text": checks.plain_text, "time": _time,
     "timeouts": _timeouts, "tokenizer": _tokenizer, "trace": _trace, "url": checks.url,
-    "wait": _time, "part": _as_given,
+    "wait": _time, "part": _as_given, "tls": _tls, "ca_file": _ca_file,
 }  # fmt: skip
 
 

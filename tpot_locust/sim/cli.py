@@ -111,6 +111,9 @@ def build_arg_parser(prog: str = "python -m tpot_locust.sim") -> argparse.Argume
         help="wake up to US early before each step's end and spin to it (precise step times "
         "on a VM; 0: no spinning, steps late by the wake-up delay). Default 1000",
     )
+    add("--tls-cert", type=Path, default=None, metavar="PEM",
+        help="serve https with this certificate (chain); with --tls-key")  # fmt: skip
+    add("--tls-key", type=Path, default=None, metavar="PEM", help="the certificate's key")
     add("--list-profiles", action="store_true", help="list the shipped profiles and exit")
     add("--show-profile", metavar="NAME", help="print a shipped profile's YAML and exit")
     return parser
@@ -171,6 +174,8 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         steps_path=args.steps,
         timer_lead_us=max(0, args.timer_lead_us),
         tokenizer_path=args.tokenizer,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
     )
 
 
@@ -199,12 +204,14 @@ def main(argv: list[str] | None = None) -> int:
             print(profile_text(args.show_profile), end="")
             return 0
         config = config_from_args(args)
+        if (args.tls_cert is None) != (args.tls_key is None):
+            raise ProfileError("--tls-cert and --tls-key go together")
     except ProfileError as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
     try:
         asyncio.run(serve(config, _announcer(args.ready_file)))
-    except OSError as exc:  # e.g. port in use, truth file not writable
+    except OSError as exc:  # e.g. port in use, truth file not writable, a bad certificate
         print(f"tpot-sim: {exc}", file=sys.stderr)
         return 1
     return 0

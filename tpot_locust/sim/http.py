@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+from .kernel_reads import KernelReads
 
 MAX_HEAD_BYTES = 64 * 1024
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -49,6 +52,9 @@ class HttpRequest:
     headers: dict[str, str]  # lower-case names; repeated headers joined with ", "
     body: bytes
     keep_alive: bool
+    # perf_counter_ns when its first bytes reached this host (the kernel's stamp of the read
+    # that brought them, where it has one; else when the loop read them)
+    arrival_ns: int = 0
 
 
 def _parse_head(head: bytes) -> tuple[str, str, str, dict[str, str]]:
@@ -109,12 +115,17 @@ class RequestReader:
         self._buf = bytearray()
         self._head: tuple[str, str, str, dict[str, str], int] | None = None
         self.continue_pending = False  # the client waits for "100 Continue" before the body
+        self._started_ns = 0  # when the first bytes of the request being read arrived
+        self._last_ns = 0  # when the last bytes fed arrived
 
     @property
     def buffered(self) -> int:
         return len(self._buf)
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes, arrival_ns: int = 0) -> None:
+        if not self._buf and self._head is None:
+            self._started_ns = arrival_ns  # a request begins with these bytes
+        self._last_ns = arrival_ns
         self._buf += data
 
     def next_request(self) -> HttpRequest | None:
@@ -141,7 +152,9 @@ class RequestReader:
         del buf[:length]
         self._head = None
         keep_alive = _keep_alive(version, headers)
-        return HttpRequest(method, target, _path(target), version, headers, body, keep_alive)
+        arrival_ns, self._started_ns = self._started_ns, self._last_ns  # a pipelined next one
+        return HttpRequest(method, target, _path(target), version, headers, body, keep_alive,
+                           arrival_ns)  # fmt: skip
 
 
 def response_head(
@@ -183,7 +196,10 @@ class HttpConnection(asyncio.Protocol):
     calls ``finish`` at the end; only then is the next pipelined request parsed.
     """
 
-    def __init__(self, handler: Handler, registry: set[HttpConnection]) -> None:
+    def __init__(
+        self, handler: Handler, registry: set[HttpConnection],
+        to_perf_ns: Callable[[int], int] | None = None,
+    ) -> None:  # fmt: skip
         self._handler = handler
         self._registry = registry
         self._reader = RequestReader()
@@ -191,22 +207,43 @@ class HttpConnection(asyncio.Protocol):
         self.busy = False
         self.on_lost: Callable[[], None] | None = None  # set while a response is in flight
         self._pumping = False
+        self._to_perf_ns = to_perf_ns  # a kernel stamp (wall ns) on our clock; None: no stamps
+        self._kernel_reads: KernelReads | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         self._registry.add(self)
+        if self._to_perf_ns is not None:
+            self._kernel_reads = KernelReads.take_over(transport, self._received, self._to_perf_ns)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         self._registry.discard(self)
+        if self._kernel_reads is not None:
+            self._kernel_reads.close()
         callback, self.on_lost = self.on_lost, None
         if callback is not None:
             callback()
 
     def data_received(self, data: bytes) -> None:
-        self._reader.feed(data)
+        self._received(data, time.perf_counter_ns())
+
+    def _received(self, data: bytes, arrival_ns: int) -> None:
+        self._reader.feed(data, arrival_ns)
         self._pump()
+
+    def _resume_reading(self) -> None:
+        if self._kernel_reads is not None:
+            self._kernel_reads.resume()
+        elif self.transport is not None:
+            self.transport.resume_reading()
+
+    def _pause_reading(self) -> None:
+        if self._kernel_reads is not None:
+            self._kernel_reads.pause()
+        elif self.transport is not None:
+            self.transport.pause_reading()
 
     @property
     def closing(self) -> bool:
@@ -229,7 +266,7 @@ class HttpConnection(asyncio.Protocol):
         if not keep_alive:
             self.transport.close()
             return
-        self.transport.resume_reading()
+        self._resume_reading()
         if self._reader.buffered and not self._pumping:  # inside _pump its loop goes on
             self._pump()
 
@@ -261,4 +298,4 @@ class HttpConnection(asyncio.Protocol):
             self.busy = True
             self._handler(self, request)
         if self.busy and self._reader.buffered > MAX_HEAD_BYTES and self.transport is not None:
-            self.transport.pause_reading()  # a client pipelining far ahead waits for us
+            self._pause_reading()  # a client pipelining far ahead waits for us

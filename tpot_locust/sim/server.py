@@ -8,6 +8,7 @@ import json
 import random
 import signal
 import socket
+import ssl
 import time
 import uuid
 from collections import deque
@@ -65,6 +66,8 @@ class SimConfig:
     steps_path: Path | None = None  # engine step lines; None: into the truth file
     timer_lead_us: int = 1000  # engine steps: wake this early at most, then spin to the time
     tokenizer_path: Path | None = None  # prompts counted with it; None: in words
+    tls_cert: Path | None = None  # https with this certificate and key (PEM); None: http
+    tls_key: Path | None = None
 
 
 class SimServer:
@@ -121,12 +124,17 @@ class SimServer:
                 preemptions=lambda: core.preemptions,
                 in_flight=lambda: self._streams,
             )
+        tls = None
+        if self.config.tls_cert is not None:
+            tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            tls.load_cert_chain(self.config.tls_cert, self.config.tls_key)
         self._server = await loop.create_server(
-            lambda: HttpConnection(self._handle, self._connections),
+            lambda: HttpConnection(self._handle, self._connections, self._kernel_to_perf),
             self.config.host,
             self.config.port,
             backlog=1024,
             reuse_address=True,
+            ssl=tls,
         )
         sock = self._server.sockets[0]
         host, port = sock.getsockname()[:2]
@@ -134,8 +142,12 @@ class SimServer:
             host = "127.0.0.1"
         elif sock.family == socket.AF_INET6:
             host = f"[{host}]"
-        self.url = f"http://{host}:{port}"
+        self.url = f"{'https' if tls else 'http'}://{host}:{port}"
         return self.url
+
+    def _kernel_to_perf(self, wall_ns: int) -> int:
+        """A kernel receive stamp on the loop's clock (the truth's offset: exact both ways)."""
+        return wall_ns - self.clock.offset_ns
 
     async def close(self) -> None:
         """Stop listening, record in-flight requests as aborted, close connections, flush."""
@@ -178,12 +190,12 @@ class SimServer:
         else:
             api: Api = API_BY_PATH[request.path]
             if len(request.body) < LARGE_BODY:
-                self._completion(conn, request, api, time.perf_counter_ns())
+                self._completion(conn, request, api, request.arrival_ns)
                 return
             # Decoding a long prompt takes ~1 ms: a burst of them decoded in one loop
             # iteration delayed every stream's next token, interference the simulator in
             # gap mode must not make. One per iteration lets due tokens go out in between.
-            self._large.append((conn, request, api, time.perf_counter_ns()))
+            self._large.append((conn, request, api, request.arrival_ns))
             if len(self._large) == 1:
                 asyncio.get_running_loop().call_soon(self._next_large)
 

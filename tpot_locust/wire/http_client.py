@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from tpot_locust.common.clock import wall_minus_perf_ns
+from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK
 from tpot_locust.common.errors import (
     BAD_HTTP,
     CLIENT_ERROR,
@@ -40,23 +40,13 @@ from tpot_locust.wire.inflate import (
     MAX_INFLATED_PER_READ,
     Inflater,
 )
-from tpot_locust.wire.kernel_stamps import (
-    ANCILLARY_BYTES,
-    KERNEL_CLOCK,
-    USER_CLOCK,
-    arrival_clock,
-    enable_kernel_stamps,
-    kernel_wall_ns,
-)
+from tpot_locust.wire.segment_stamps import arrival_clock
+from tpot_locust.wire.stamped_socket import StampedSocket
 from tpot_locust.wire.tcp_info import retransmissions
 
-RECV_BYTES = 65536
 Consume = Callable[[int, bytes], None]  # (arrival perf_counter_ns, body payload)
 MAX_HEAD_BYTES = 64 * 1024
 MAX_LENGTH_DIGITS = 18  # a Content-Length below 10^18 bytes still fits int64
-
-# A kernel stamp further back than this is a clock step, not a late read: not trusted.
-_MAX_KERNEL_AGE_NS = 10 * 1_000_000_000
 
 
 class ReadTimeout(Exception):
@@ -152,7 +142,11 @@ class Response:
             consume(self.head_stamp_ns, payload)
         if self._inflater is not None:
             self._inflate_rest(self.head_stamp_ns, consume)
-        return self.settle()
+        if self.settle():
+            return True
+        # the rest of the head's read, each segment with its own stamp
+        return any(self.absorb(data, stamp, consume)
+                   for data, stamp in self.connection.take_pending())  # fmt: skip
 
     def absorb(self, data: bytes, stamp: int, consume: Consume) -> bool:
         """One socket read (b"": the peer closed) handed on; whether the body has ended.
@@ -274,150 +268,127 @@ class HTTPConnection:
         connect_timeout: float = 10.0,
         read_timeout: float = 60.0,
         clock: str | None = None,
+        tls_context: ssl.SSLContext | None = None,
     ) -> None:
         self.origin = origin
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
-        self._sock: socket.socket | None = None
-        self._pending = b""
+        self.clock = clock or arrival_clock()
+        self.tls_context = tls_context  # https: None is the default context (verified)
+        self._stamped: StampedSocket | None = None
+        self._request_socket: StampedSocket | None = None  # the current request's, kept
         self.connections_opened = 0
-        wanted = clock or arrival_clock()
-        self.clock = (
-            KERNEL_CLOCK if wanted == KERNEL_CLOCK and origin.scheme == "http" else USER_CLOCK
-        )
-        self._kernel_stamps = False  # on the socket now open
-        self._real_minus_perf_ns = 0
-        self._last_stamp_ns = 0
-        # How late each read of the current request came: our clock at the read minus the
-        # kernel's arrival stamp (kernel stamps only). A new array for every request.
-        self.read_delays_ns = int_array()
+        self.read_delays_ns = int_array()  # of the current request: see ``StampedSocket``
         self._retransmits_at_send: int | None = None
+
+    @property
+    def connected(self) -> bool:
+        """A socket is open (kept between requests while the server keeps it alive)."""
+        return self._stamped is not None
+
+    @property
+    def request_clock(self) -> str:
+        """The clock the current request's reads were stamped on (also after its connection
+        closed): ``segment`` only when every one was cut into its segments."""
+        stamped = self._request_socket
+        if stamped is None:
+            return ""
+        if stamped.clock == SEGMENT_CLOCK and stamped.unrecovered_reads:
+            return KERNEL_CLOCK
+        return stamped.clock
 
     def retransmits_since_send(self) -> int:
         """Segments retransmitted on this connection since the current request's send, ours
         and the server's (``tcp_info.retransmissions``); 0 where the kernel cannot say, or
         the connection is closed."""
         before = self._retransmits_at_send
-        now = retransmissions(self._sock) if before is not None else None
+        now = retransmissions(self._stamped.sock) if before is not None and self._stamped else None
         return now - before if now is not None and before is not None and now > before else 0
 
     def close(self) -> None:
-        if self._sock is not None:
+        if self._stamped is not None:
             try:
-                self._sock.close()
+                self._stamped.close()
             finally:
-                self._sock = None
-                self._pending = b""
+                self._stamped = None
 
     def open(self) -> None:
         """Connect now (ahead of a request whose send must not wait for it); a failure
         is left for the request to meet and categorise."""
-        if self._sock is None:
+        if self._stamped is None:
             try:
-                self._sock = self._connect()
+                self._stamped = self._connect()
             except StreamError:
                 pass
 
-    def _connect(self) -> socket.socket:
+    def _connect(self) -> StampedSocket:
         origin = self.origin
         try:
             family, address = resolve(origin.host, origin.port)
-            sock = socket.socket(family, socket.SOCK_STREAM)
-            try:
-                sock.settimeout(self.connect_timeout)
-                sock.connect(address)
-            except BaseException:
-                sock.close()
-                raise
+            stamped = StampedSocket.connect(family, address, self.clock, self.connect_timeout)
         except TimeoutError:
             raise StreamError(TIMEOUT_CONNECT, f"connect to {origin.host_header}") from None
         except OSError as error:
             raise StreamError(
                 CONNECTION_ERROR, f"connect to {origin.host_header}: {error.strerror or error}"
             ) from None
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._kernel_stamps = self.clock == KERNEL_CLOCK and enable_kernel_stamps(sock)
-            if origin.scheme == "https":
-                sock = ssl.create_default_context().wrap_socket(sock, server_hostname=origin.host)
-        except TimeoutError:
-            sock.close()
-            raise StreamError(TIMEOUT_CONNECT, f"TLS handshake with {origin.host_header}") from None
-        except OSError as error:  # ssl.SSLError included
-            sock.close()
-            raise StreamError(
-                CONNECTION_ERROR, f"TLS with {origin.host_header}: {error.strerror or error}"
-            ) from None
+        if origin.scheme == "https":
+            try:
+                context = self.tls_context or ssl.create_default_context()
+                stamped.start_tls(context, origin.host, self.connect_timeout)
+            except TimeoutError:
+                stamped.close()
+                raise StreamError(
+                    TIMEOUT_CONNECT, f"TLS handshake with {origin.host_header}"
+                ) from None
+            except OSError as error:  # ssl.SSLError included
+                stamped.close()
+                raise StreamError(
+                    CONNECTION_ERROR, f"TLS with {origin.host_header}: {error.strerror or error}"
+                ) from None
         self.connections_opened += 1
-        return sock
+        return stamped
 
     def recv_stamped(self, deadline: Deadline) -> tuple[bytes, int]:
-        """One read of at most ``RECV_BYTES`` (b"" at end of stream) and the data's arrival
-        (``perf_counter_ns``): the kernel's stamp where the socket has one, else the time
-        the read returned.
+        """The next piece of what arrived (b"" at end of stream) and its arrival
+        (``perf_counter_ns``): its segment's kernel stamp, or its read's, else the time the
+        read returned (``StampedSocket``).
 
         Raises ``ReadTimeout`` (nothing before ``deadline.at_ns``),
         ``ConnectionResetError`` (reset, broken pipe, aborted) or ``StreamError`` (any
         other socket error, as ``connection_error``).
         """
-        sock = self._sock
-        if sock is None:
+        stamped = self._stamped
+        if stamped is None:
             return b"", time.perf_counter_ns()
+        if stamped.pending:
+            return stamped.pending.popleft()
         timeout = deadline.timeout_s(time.perf_counter_ns())
         if timeout <= 0:
             raise ReadTimeout()  # a zero timeout would make the read non-blocking
         try:
-            sock.settimeout(timeout)
-            return self._read(sock)
+            return stamped.recv_piece(timeout)
         except TimeoutError:
             raise ReadTimeout() from None
 
+    def take_pending(self) -> list[tuple[bytes, int]]:
+        """Pieces already read and not yet handed on (those after a response's head)."""
+        stamped = self._stamped
+        if stamped is None or not stamped.pending:
+            return []
+        pieces = list(stamped.pending)
+        stamped.pending.clear()
+        return pieces
+
     def loop_fileno(self) -> int | None:
-        """The socket's descriptor when ``read_ready`` may be used (plain TCP, gevent's
-        non-blocking socket underneath), else None."""
-        sock = self._sock
-        if sock is None or self.origin.scheme != "http":
-            return None
-        raw = getattr(sock, "_sock", None)  # gevent's socket keeps the OS one here
-        if raw is None or raw.gettimeout() != 0.0:
-            return None
-        return sock.fileno()
+        """The socket's descriptor when ``read_ready`` may be used, else None."""
+        return None if self._stamped is None else self._stamped.loop_fileno()
 
-    def read_ready(self) -> tuple[bytes, int] | None:
+    def read_ready(self) -> list[tuple[bytes, int]] | None:
         """``recv_stamped`` for a socket the event loop said is readable: never waits;
-        None when nothing was there after all. Only where ``loop_fileno`` is not None."""
-        try:
-            return self._read(self._sock._sock)  # type: ignore[union-attr]
-        except BlockingIOError:
-            return None
-
-    def _read(self, sock: socket.socket) -> tuple[bytes, int]:
-        try:
-            if not self._kernel_stamps:
-                return sock.recv(RECV_BYTES), time.perf_counter_ns()
-            data, ancillary, _, _ = sock.recvmsg(RECV_BYTES, ANCILLARY_BYTES)
-            now_ns = time.perf_counter_ns()
-            stamp = self._last_stamp_ns = self._arrival_ns(ancillary, now_ns)
-            self.read_delays_ns.append(now_ns - stamp)
-            return data, stamp
-        except (TimeoutError, BlockingIOError):
-            raise
-        except ConnectionError:
-            raise ConnectionResetError() from None
-        except OSError as error:
-            raise StreamError(CONNECTION_ERROR, f"read: {error.strerror or error}") from None
-
-    def _arrival_ns(self, ancillary: list[tuple[int, int, bytes]], now_ns: int) -> int:
-        """The kernel's receive stamp on our clock; never later than now, never earlier
-        than the previous read's stamp (so gaps stay non-negative across a clock step)."""
-        stamp = now_ns
-        wall_ns = kernel_wall_ns(ancillary)
-        if wall_ns is not None:
-            kernel_ns = wall_ns - self._real_minus_perf_ns
-            if now_ns - _MAX_KERNEL_AGE_NS <= kernel_ns <= now_ns:
-                stamp = kernel_ns
-        last_ns = self._last_stamp_ns
-        return stamp if stamp > last_ns else last_ns
+        the pieces of one read (maybe none), None when nothing was there after all. Only
+        where ``loop_fileno`` is not None."""
+        return self._stamped.read_ready()  # type: ignore[union-attr]
 
     def request(
         self,
@@ -439,18 +410,18 @@ class HTTPConnection:
         deadline = deadline or Deadline.per_read(self.read_timeout)
         self.read_delays_ns = int_array()
         for attempt in (0, 1):
-            reused = self._sock is not None
-            if self._sock is None:
-                self._sock = self._connect()
-            # per request, so that a step of the wall clock spoils at most one request
-            self._real_minus_perf_ns = wall_minus_perf_ns()
-            self._retransmits_at_send = retransmissions(self._sock)
+            reused = self._stamped is not None
+            if self._stamped is None:
+                self._stamped = self._connect()
+            stamped = self._request_socket = self._stamped
+            stamped.begin_request()
+            self.read_delays_ns = stamped.read_delays_ns
+            self._retransmits_at_send = retransmissions(stamped.sock)
             send_ns = time.perf_counter_ns()
-            self._last_stamp_ns = send_ns
+            stamped.sent_at(send_ns)
             deadline.start(send_ns)
             try:
-                self._sock.settimeout(max(deadline.timeout_s(send_ns), 0.001))
-                self._sock.sendall(message)
+                stamped.send(message, max(deadline.timeout_s(send_ns), 0.001))
                 return self._read_head(deadline), send_ns
             except (ConnectionResetError, BrokenPipeError, _EmptyHead) as error:
                 self.close()

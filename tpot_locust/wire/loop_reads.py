@@ -8,7 +8,7 @@ readable, the callback reads once and hands the payload to the consumer right th
 the request's deadline is watched by one timer per stream that is re-armed only when it
 fires early. The waiting greenlet is woken once, when the body ends. Each read goes through
 ``Response.absorb``, the step the greenlet's own loop (``Response.read_into``) takes too,
-which is where this cannot work (TLS, no gevent), with the same results.
+which is where this cannot work (no gevent), with the same results.
 """
 
 from __future__ import annotations
@@ -72,10 +72,13 @@ class _LoopRead:
     def _on_readable(self) -> None:
         response = self._response
         try:
-            read = response.connection.read_ready()
-            if read is None:
+            pieces = response.connection.read_ready()
+            if not pieces:
                 return
-            if not response.absorb(read[0], read[1], self._consume):
+            for data, stamp in pieces:
+                if response.absorb(data, stamp, self._consume):
+                    break
+            else:
                 return
         except ConnectionResetError:
             response.peer_closed(reset=True)

@@ -13,21 +13,23 @@ import socket
 import struct
 import sys
 
+from tpot_locust.common.clock import ARRIVAL_CLOCKS, SEGMENT_CLOCK, USER_CLOCK
+
 SO_TIMESTAMPNS = 35
 _TIMESPEC = struct.Struct("@qq")
 ANCILLARY_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
-KERNEL_CLOCK = "kernel"  # SO_TIMESTAMPNS: when the data reached the socket
-USER_CLOCK = "user"  # perf_counter_ns when recv returned: includes event-loop delay
+STAMPS_ENV = "TPOT_LOCUST_STAMPS"
 
 
-def arrival_clock() -> str:
-    """The clock plain-TCP reads are stamped with in this process (TLS reads: always user).
-
-    ``TPOT_LOCUST_STAMPS=user`` turns kernel stamps off, e.g. to compare both.
-    """
-    if os.environ.get("TPOT_LOCUST_STAMPS", KERNEL_CLOCK) == USER_CLOCK:
+def wanted_clock() -> str:
+    """The best clock this platform has, or a lesser one ``TPOT_LOCUST_STAMPS`` asks for
+    (``segment_stamps.arrival_clock``: the one a process gets)."""
+    asked = os.environ.get(STAMPS_ENV, SEGMENT_CLOCK)
+    if asked not in ARRIVAL_CLOCKS:
+        raise ValueError(f"{STAMPS_ENV}={asked[:20]!r}: not one of {', '.join(ARRIVAL_CLOCKS)}")
+    if not (sys.platform.startswith("linux") and ANCILLARY_BYTES):
         return USER_CLOCK
-    return KERNEL_CLOCK if sys.platform.startswith("linux") and ANCILLARY_BYTES else USER_CLOCK
+    return asked
 
 
 def enable_kernel_stamps(sock: socket.socket) -> bool:

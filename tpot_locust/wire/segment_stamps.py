@@ -1,0 +1,264 @@
+"""Segment stamps: every TCP segment's own arrival, whether or not the client was reading.
+
+Why: a read of a TCP socket carries the kernel stamp of the newest segment it returns, and
+the kernel merges (coalesces) segments that wait in a socket into one buffer that keeps the
+newest stamp. Measured here (Linux 6.18, loopback): ten events sent 2 ms apart and read after
+a 60 ms stall all carried the last one's stamp, whether read whole or one event's bytes at a
+time; so no way of reading the stream socket itself can tell them apart. A packet socket
+(``AF_PACKET``) receives its own copy of every segment before TCP merges anything, each
+stamped by the kernel as it arrived (the same stamp the stream socket's read would carry,
+to within a few microseconds); matching those copies to the stream by TCP sequence number
+gives every byte's arrival. ``SegmentTap`` is the one packet socket of a process, filtered
+in the kernel to the servers' ports and cut to the headers; ``SegmentTrack`` is one
+connection's segments, which cuts each read into pieces, one per segment, each with its own
+stamp. Needs ``CAP_NET_RAW`` (root in a container has it); without it, for IPv6 servers,
+and where ``TPOT_LOCUST_STAMPS=kernel`` turns it off, reads keep the stream socket's stamp.
+"""
+
+from __future__ import annotations
+
+import _socket  # never gevent's: the tap is read without waiting, from the event loop
+import ctypes
+import socket
+import struct
+import sys
+from array import array
+from bisect import bisect_right
+
+from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK
+from tpot_locust.common.kernel_stamps import (
+    ANCILLARY_BYTES,
+    SO_TIMESTAMPNS,
+    kernel_wall_ns,
+    wanted_clock,
+)
+
+ETH_P_IP = 0x0800
+PACKET_HOST = 0  # a packet addressed to this host (not one it sent)
+SO_ATTACH_FILTER = 26
+SO_RCVBUFFORCE = 33
+# Room for the copies that wait while the client cannot run: at ~1 KiB of kernel memory a
+# copy, 64 MiB holds ~60,000 segments, a second of 256 streams at 4 ms gaps.
+TAP_BUFFER_BYTES = 64 * 1024 * 1024
+HEADER_BYTES = 120  # an IPv4 header (<= 60 bytes) and a TCP one (<= 60): all a copy keeps
+_SEQUENCE = 1 << 32
+_TCP_SYN, _TCP_ACK = 0x02, 0x10
+_HEADS = struct.Struct("!HHII")  # source port, destination port, sequence, acknowledgement
+
+
+class SegmentTrack:
+    """One connection's segments from the server, in stream order: where each ends (bytes
+    since the connection opened) and when it arrived (wall ns)."""
+
+    __slots__ = ("_ahead", "_base", "_next_seq", "covered", "ends", "key", "stamps",
+                 "unrecovered")  # fmt: skip
+
+    def __init__(self, key: tuple[int, int, bytes] = (0, 0, b"")) -> None:
+        self.key = key  # (our port, the server's port, its IPv4 address)
+        self._next_seq: int | None = None  # the sequence number of byte ``covered``
+        self.covered = 0  # bytes from the start that arrived, in order, without a hole
+        self.ends = array("q")
+        self.stamps = array("q")
+        self._base = 0  # segments before this one were read already
+        self._ahead: dict[int, tuple[int, int]] = {}  # start -> (end, stamp): past a hole
+        self.unrecovered = 0  # bytes read that no segment copy covered (kept the read's stamp)
+
+    def synchronise(self, initial_seq: int) -> None:
+        """The server's SYN-ACK: its first data byte is ``initial_seq + 1``."""
+        if self._next_seq is None:
+            self._next_seq = (initial_seq + 1) % _SEQUENCE
+
+    def add(self, seq: int, length: int, stamp_wall_ns: int) -> None:
+        """A segment copy: ``length`` payload bytes from sequence number ``seq``."""
+        if self._next_seq is None:  # the SYN-ACK was missed: the first data starts the stream
+            self._next_seq = seq
+        delta = (seq - self._next_seq + (_SEQUENCE >> 1)) % _SEQUENCE - (_SEQUENCE >> 1)
+        start = self.covered + delta
+        end = start + length
+        if end <= self.covered:
+            return  # a retransmission of what had arrived: the first arrival counts
+        if start > self.covered:
+            self._ahead.setdefault(start, (end, stamp_wall_ns))  # readable once the hole fills
+            return
+        self._append(end, stamp_wall_ns)
+        while self._ahead:  # a hole filled: what waited beyond it is readable now
+            ready = [start for start in self._ahead if start <= self.covered]
+            if not ready:
+                break
+            for start in sorted(ready):
+                end, _ = self._ahead.pop(start)
+                if end > self.covered:
+                    self._append(end, stamp_wall_ns)
+
+    def _append(self, end: int, stamp_wall_ns: int) -> None:
+        if self.stamps and stamp_wall_ns < self.stamps[-1]:
+            stamp_wall_ns = self.stamps[-1]  # a byte is readable no earlier than those before it
+        self._next_seq = (self._next_seq + end - self.covered) % _SEQUENCE  # type: ignore[operator]
+        self.covered = end
+        self.ends.append(end)
+        self.stamps.append(stamp_wall_ns)
+
+    def cut(self, offset: int, data: bytes) -> list[tuple[bytes, int | None]]:
+        """``data`` (read at stream ``offset``) cut where segments ended, each piece with
+        its segment's wall stamp; a last piece no copy covered has None."""
+        ends, stamps = self.ends, self.stamps
+        index = bisect_right(ends, offset, self._base)  # the first segment ending after it
+        stop = offset + len(data)
+        pieces: list[tuple[bytes, int | None]] = []
+        at = offset
+        while at < stop and index < len(ends):
+            end, stamp = ends[index], stamps[index]
+            if end > stop:
+                end = stop  # the segment goes on in the next read
+            else:
+                index += 1
+            pieces.append((data[at - offset : end - offset], stamp))
+            at = end
+        if index > 4096:  # forget the segments read, now and then
+            del ends[:index], stamps[:index]
+            index = 0
+        self._base = index
+        if at < stop:
+            self.unrecovered += stop - at
+            pieces.append((data[at - offset :], None))
+        return pieces
+
+
+class SegmentTap:
+    """This process's packet socket: copies of the segments servers send to it, stamped."""
+
+    def __init__(self, sock: _socket.socket) -> None:
+        self._sock = sock
+        self._ports: set[int] = set()
+        self._tracks: dict[tuple[int, int, bytes], SegmentTrack] = {}  # (ours, theirs, ip)
+        self.dropped_reads = 0
+
+    @classmethod
+    def open(cls) -> SegmentTap | None:
+        """The tap, or None where this process may not open one (no ``CAP_NET_RAW``)."""
+        if not sys.platform.startswith("linux") or not ANCILLARY_BYTES:
+            return None
+        try:
+            sock = _socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_IP))
+        except (OSError, AttributeError):
+            return None
+        try:
+            _attach(sock, _filter([]))  # nothing until a server's port is watched
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, TAP_BUFFER_BYTES)
+            except OSError:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, TAP_BUFFER_BYTES)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            return None
+        tap = cls(sock)
+        tap._flush()  # copies that came before the filter was attached
+        return tap
+
+    def watch(self, local_port: int, remote_ip: str, remote_port: int) -> SegmentTrack:
+        """Start keeping the segments of a connection about to open (before its SYN)."""
+        if remote_port not in self._ports:
+            self._ports.add(remote_port)
+            _attach(self._sock, _filter(sorted(self._ports)))
+        track = SegmentTrack((local_port, remote_port, socket.inet_aton(remote_ip)))
+        self._tracks[track.key] = track
+        return track
+
+    def forget(self, track: SegmentTrack) -> None:
+        """The connection closed: its copies are no longer kept."""
+        if self._tracks.get(track.key) is track:
+            del self._tracks[track.key]
+
+    def drain(self) -> None:
+        """File every copy waiting in the tap with its connection's track."""
+        recvmsg, tracks, heads = self._sock.recvmsg, self._tracks, _HEADS.unpack_from
+        while True:
+            try:
+                packet, ancillary, _, address = recvmsg(HEADER_BYTES, ANCILLARY_BYTES)
+            except BlockingIOError:
+                return
+            except OSError:
+                self.dropped_reads += 1
+                return
+            if address[2] != PACKET_HOST or len(packet) < 40:
+                continue
+            header = (packet[0] & 15) * 4
+            source_port, local_port, seq, _ = heads(packet, header)
+            track = tracks.get((local_port, source_port, packet[12:16]))
+            if track is None:
+                continue
+            stamp = kernel_wall_ns(ancillary)
+            if stamp is None:
+                continue
+            flags = packet[header + 13]
+            if flags & _TCP_SYN:
+                if flags & _TCP_ACK:
+                    track.synchronise(seq)
+                continue
+            total = (packet[2] << 8) | packet[3]
+            length = total - header - (packet[header + 12] >> 4) * 4
+            if length > 0:
+                track.add(seq, length, stamp)
+
+    def _flush(self) -> None:
+        while True:
+            try:
+                self._sock.recv(1)
+            except OSError:
+                return
+
+
+_TAP: list[SegmentTap | None] = []  # this process's tap, once tried
+
+
+def process_tap() -> SegmentTap | None:
+    """This process's tap, opened at the first call; None where it cannot be, or where
+    ``TPOT_LOCUST_STAMPS`` asks for another clock."""
+    if not _TAP:
+        _TAP.append(SegmentTap.open() if wanted_clock() == SEGMENT_CLOCK else None)
+    return _TAP[0]
+
+
+def arrival_clock() -> str:
+    """The clock this process's reads are stamped with: ``segment`` (every segment's own
+    arrival), ``kernel`` (each read's newest segment) or ``user`` (when the read returned).
+
+    ``TPOT_LOCUST_STAMPS=kernel`` or ``user`` asks for less, e.g. to compare them."""
+    wanted = wanted_clock()
+    if wanted == SEGMENT_CLOCK and process_tap() is None:
+        return KERNEL_CLOCK
+    return wanted
+
+
+def _filter(ports: list[int]) -> bytes:
+    """A classic BPF program: IPv4 TCP segments (no fragments) from one of ``ports``, cut
+    to ``HEADER_BYTES``; with no ports, nothing. Jumps count the instructions skipped."""
+    if not ports:
+        return _program([(0x06, 0, 0, 0)])
+    drop = 6 + len(ports)  # the index of "ret 0"; "ret HEADER_BYTES" follows it
+    code = [
+        (0x30, 0, 0, 9),  # ldb [9]: the protocol
+        (0x15, 0, drop - 2, 6),  # TCP, else drop
+        (0x28, 0, 0, 6),  # ldh [6]: flags and fragment offset
+        (0x45, drop - 4, 0, 0x1FFF),  # a fragment: drop
+        (0xB1, 0, 0, 0),  # ldxb 4*([0]&0xf): the IP header's length
+        (0x48, 0, 0, 0),  # ldh [x+0]: the TCP source port
+    ]
+    for port in ports:
+        code.append((0x15, drop - len(code), 0, port))  # this port: keep
+    code.append((0x06, 0, 0, 0))
+    code.append((0x06, 0, 0, HEADER_BYTES))
+    return _program(code)
+
+
+def _program(code: list[tuple[int, int, int, int]]) -> bytes:
+    return b"".join(struct.pack("HBBI", *instruction) for instruction in code)
+
+
+def _attach(sock: _socket.socket, program: bytes) -> None:
+    """Replace the socket's filter (the kernel copies the program during the call)."""
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = struct.pack("HP", len(program) // 8, ctypes.addressof(buffer))
+    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)

@@ -1,0 +1,226 @@
+"""A connected socket whose bytes come in pieces, each with the time it reached this host.
+
+Why its own room: what the HTTP client reads must carry arrival times no later read can
+disturb, over plain TCP and TLS alike. Each read is stamped by the kernel
+(``kernel_stamps``) and, where this process has a segment tap (``segment_stamps``), cut
+into the segments it was sent in, each with its own stamp; under TLS the ciphertext is
+read from the socket here and decrypted through ``ssl.SSLObject`` (a ``MemoryBIO`` pair),
+so that https is stamped as http is: plaintext is handed on with the stamp of the segment
+that completed its TLS record. ``HTTPConnection`` frames requests and responses over it.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import time
+from collections import deque
+from typing import Any
+
+from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK, USER_CLOCK, wall_minus_perf_ns
+from tpot_locust.common.errors import CONNECTION_ERROR, StreamError
+from tpot_locust.common.kernel_stamps import ANCILLARY_BYTES, enable_kernel_stamps, kernel_wall_ns
+from tpot_locust.common.timings import int_array
+from tpot_locust.wire.segment_stamps import SegmentTap, SegmentTrack, process_tap
+
+RECV_BYTES = 65536
+Piece = tuple[bytes, int]  # (bytes, arrival perf_counter_ns); b"": the peer closed
+
+# A kernel stamp further back than this is a clock step, not a late read: not trusted.
+_MAX_KERNEL_AGE_NS = 10 * 1_000_000_000
+
+
+class StampedSocket:
+    """One connection's socket (TLS decrypted here, if any) and its arrival stamps."""
+
+    def __init__(self, sock: socket.socket, clock: str, address: tuple[Any, ...]) -> None:
+        self.sock = sock
+        self.tls: ssl.SSLObject | None = None
+        self._incoming = ssl.MemoryBIO()
+        self._outgoing = ssl.MemoryBIO()
+        self._tap: SegmentTap | None = None
+        self._track: SegmentTrack | None = None
+        self._address = address
+        self._offset = 0  # bytes read from the socket since it connected
+        self.clock = clock if clock == USER_CLOCK or enable_kernel_stamps(sock) else USER_CLOCK
+        if self.clock == SEGMENT_CLOCK:
+            self._watch()
+        self.pending: deque[Piece] = deque()  # pieces read, not yet handed on
+        self._real_minus_perf_ns = 0
+        self._last_stamp_ns = 0
+        # How late each read came: our clock at the read minus its newest piece's stamp
+        # (kernel stamps only). A new array for every request.
+        self.read_delays_ns = int_array()
+        self.unrecovered_reads = 0  # this request's reads a segment copy missed
+
+    def _watch(self) -> None:
+        """Keep this connection's segment copies (the socket is bound, not yet connected)."""
+        tap = process_tap()
+        if tap is None or self.sock.family != socket.AF_INET:
+            self.clock = KERNEL_CLOCK
+            return
+        self._tap = tap
+        self._track = tap.watch(self.sock.getsockname()[1], *self._address[:2])
+
+    @classmethod
+    def connect(cls, family: int, address: tuple[Any, ...], clock: str,
+                timeout_s: float) -> StampedSocket:  # fmt: skip
+        """Connected within ``timeout_s``; raises ``TimeoutError`` or ``OSError``."""
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout_s)
+            if clock == SEGMENT_CLOCK and family == socket.AF_INET:
+                sock.bind(("0.0.0.0", 0))  # the local port, for the tap, before the SYN
+            stamped = cls(sock, clock, address)
+            sock.connect(address)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except BaseException:
+            sock.close()
+            if "stamped" in locals():
+                stamped.close()
+            raise
+        return stamped
+
+    def start_tls(self, context: ssl.SSLContext, host: str, timeout_s: float) -> None:
+        """The TLS handshake, through memory buffers; raises ``OSError`` (``SSLError``)."""
+        self.tls = context.wrap_bio(self._incoming, self._outgoing, server_hostname=host)
+        self.sock.settimeout(timeout_s)
+        while True:
+            try:
+                self.tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self._flush_tls()
+                data = self.sock.recv(RECV_BYTES)
+                if not data:
+                    raise ssl.SSLEOFError("the server closed during the TLS handshake") from None
+                self._offset += len(data)
+                self._incoming.write(data)
+        self._flush_tls()
+
+    def begin_request(self) -> None:
+        """A request is about to be sent: its own delays and clock offset."""
+        # per request, so that a step of the wall clock spoils at most one request
+        self._real_minus_perf_ns = wall_minus_perf_ns()
+        self.read_delays_ns = int_array()
+        self.unrecovered_reads = 0
+
+    def sent_at(self, send_ns: int) -> None:
+        self._last_stamp_ns = send_ns  # no piece of its answer can be stamped earlier
+
+    def send(self, data: bytes, timeout_s: float) -> None:
+        self.sock.settimeout(timeout_s)
+        if self.tls is None:
+            self.sock.sendall(data)
+            return
+        self.tls.write(data)
+        self._flush_tls()
+
+    def _flush_tls(self) -> None:
+        if self._outgoing.pending:
+            self.sock.sendall(self._outgoing.read())
+
+    def recv_piece(self, timeout_s: float) -> Piece:
+        """The next piece, waiting at most ``timeout_s`` (> 0) for the socket; raises
+        ``TimeoutError``, ``ConnectionResetError`` or ``StreamError``."""
+        while not self.pending:
+            self.sock.settimeout(timeout_s)
+            self.pending.extend(self._read(self.sock))
+        return self.pending.popleft()
+
+    def loop_fileno(self) -> int | None:
+        """The descriptor when ``read_ready`` may be used (gevent's non-blocking socket
+        underneath), else None."""
+        raw = getattr(self.sock, "_sock", None)  # gevent's socket keeps the OS one here
+        if raw is None or raw.gettimeout() != 0.0:
+            return None
+        return self.sock.fileno()
+
+    def read_ready(self) -> list[Piece] | None:
+        """The pieces of one read of a socket the event loop said is readable (maybe none:
+        half a TLS record); None when nothing was there after all."""
+        try:
+            return self._read(self.sock._sock)  # type: ignore[attr-defined]
+        except BlockingIOError:
+            return None
+
+    def close(self) -> None:
+        if self._tap is not None:
+            self._tap.forget(self._track)  # type: ignore[arg-type]
+            self._tap = self._track = None
+        self.pending.clear()
+        self.sock.close()
+
+    def _read(self, sock: socket.socket) -> list[Piece]:
+        try:
+            if self.clock == USER_CLOCK:
+                data = sock.recv(RECV_BYTES)
+                pieces = [(data, time.perf_counter_ns())]
+            else:
+                data, ancillary, _, _ = sock.recvmsg(RECV_BYTES, ANCILLARY_BYTES)
+                pieces = self._stamped(data, kernel_wall_ns(ancillary), time.perf_counter_ns())
+        except (TimeoutError, BlockingIOError):
+            raise
+        except ConnectionError:
+            raise ConnectionResetError() from None
+        except OSError as error:
+            raise StreamError(CONNECTION_ERROR, f"read: {error.strerror or error}") from None
+        return pieces if self.tls is None else self._decrypt(pieces)
+
+    def _stamped(self, data: bytes, wall_ns: int | None, now_ns: int) -> list[Piece]:
+        """The read cut into its segments (where the tap has them), on our clock."""
+        track = self._track
+        if track is None or not data:
+            cut: list[tuple[bytes, int | None]] = [(data, wall_ns)]
+        else:
+            if track.covered < self._offset + len(data):
+                self._tap.drain()  # type: ignore[union-attr]
+            cut = track.cut(self._offset, data)
+            if cut[-1][1] is None:
+                self.unrecovered_reads += 1
+                cut[-1] = (cut[-1][0], wall_ns)
+        self._offset += len(data)
+        pieces = [(piece, self._arrival_ns(stamp, now_ns)) for piece, stamp in cut]
+        self.read_delays_ns.append(now_ns - pieces[-1][1])
+        return pieces
+
+    def _arrival_ns(self, wall_ns: int | None, now_ns: int) -> int:
+        """A kernel stamp on our clock; never later than now, never earlier than the
+        previous one (so gaps stay non-negative across a clock step)."""
+        stamp = now_ns
+        if wall_ns is not None:
+            kernel_ns = wall_ns - self._real_minus_perf_ns
+            if now_ns - _MAX_KERNEL_AGE_NS <= kernel_ns <= now_ns:
+                stamp = kernel_ns
+        if stamp < self._last_stamp_ns:
+            stamp = self._last_stamp_ns
+        self._last_stamp_ns = stamp
+        return stamp
+
+    def _decrypt(self, pieces: list[Piece]) -> list[Piece]:
+        """Plaintext of each piece of ciphertext, with its stamp: a record is readable
+        when its last byte came."""
+        tls, plain = self.tls, []
+        assert tls is not None  # ok: only called under TLS
+        for data, stamp in pieces:
+            closed = not data
+            if data:
+                self._incoming.write(data)
+                chunks = []
+                try:
+                    while chunk := tls.read(RECV_BYTES):
+                        chunks.append(chunk)
+                    closed = True  # read returns b"" only at the end
+                except ssl.SSLWantReadError:
+                    pass
+                except ssl.SSLZeroReturnError:  # the server's close_notify: the end
+                    closed = True
+                except ssl.SSLError as error:
+                    raise StreamError(CONNECTION_ERROR, f"TLS: {error}") from None
+                if chunks:
+                    plain.append((b"".join(chunks), stamp))
+            if closed:
+                plain.append((b"", stamp))
+                break
+        self._flush_tls()  # a key update or ticket the read asked to answer
+        return plain
