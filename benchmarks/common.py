@@ -52,6 +52,7 @@ from tpot_locust.sim.process import start_simulator
 from tpot_locust.sim.truth import read_truth
 from tpot_locust.wire import loop_reads
 from tpot_locust.wire.http_client import HTTPConnection, Origin
+from tpot_locust.wire.segment_stamps import arrival_clock
 from tpot_locust.wire.streaming import StreamRequest, stream_request
 
 try:  # a version before the prefill windows (an A/B against an older tree) has none
@@ -78,16 +79,19 @@ ENGINE_ZEROED = (
 SIM_SATURATED_CPU = 0.85  # simulator on a CPU or runnable this share of the time: it limits
 
 
-# ours: kernel receive stamps (the package's default on Linux); ours-user: the same code
-# stamping with perf_counter_ns after each read returns (TPOT_LOCUST_STAMPS=user);
-# ours-greenlet: ours, with each stream's greenlet reading its socket instead of the event
-# loop's callback (loop_reads.ENABLED = False: how it was before)
-MODES = ("ours", "ours-user", "ours-greenlet", "baseline")
+# ours: the package's default clock (segment stamps where this process may open the tap,
+# else kernel receive stamps); ours-kernel: kernel receive stamps only (a read's newest
+# segment, TPOT_LOCUST_STAMPS=kernel); ours-user: the same code stamping with
+# perf_counter_ns after each read returns (TPOT_LOCUST_STAMPS=user); ours-greenlet: ours,
+# with each stream's greenlet reading its socket instead of the event loop's callback
+# (loop_reads.ENABLED = False: how it was before)
+MODES = ("ours", "ours-kernel", "ours-user", "ours-greenlet", "baseline")
+_CLOCKS = {"ours-kernel": KERNEL_CLOCK, "ours-user": USER_CLOCK}
 
 
 class Client(Protocol):
     name: str
-    clock: str  # the arrival clock of its connections (http_client.KERNEL_CLOCK / USER_CLOCK)
+    clock: str  # the arrival clock of its connections (common.clock's names)
 
     def request(self, connection: HTTPConnection, request: StreamRequest) -> Sent: ...
 
@@ -110,7 +114,7 @@ class OursClient:
 
     def __init__(self, name: str = "ours") -> None:
         self.name = name
-        self.clock = USER_CLOCK if name == "ours-user" else KERNEL_CLOCK
+        self.clock = _CLOCKS.get(name) or arrival_clock()
         self.in_loop = name != "ours-greenlet"
         self.recorder = Recorder()
         self.total = MetricSet()

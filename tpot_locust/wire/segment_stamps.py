@@ -26,14 +26,13 @@ from array import array
 from bisect import bisect_right
 
 from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK
-from tpot_locust.common.kernel_stamps import (
-    ANCILLARY_BYTES,
-    SO_TIMESTAMPNS,
-    kernel_wall_ns,
-    wanted_clock,
-)
+from tpot_locust.common.kernel_stamps import ANCILLARY_BYTES, SO_TIMESTAMPNS, wanted_clock
 
 ETH_P_IP = 0x0800
+# All protocols: such taps get each frame before IP does (one bound to IPv4 alone got its
+# copy after TCP had queued the data on kernel 6.18: a read now and then found no copy yet)
+ETH_P_ALL = 0x0003
+_SKF_AD_OFF, _SKF_AD_PROTOCOL, _SKF_AD_PKTTYPE = -0x1000 & 0xFFFFFFFF, 0, 4  # BPF extensions
 PACKET_HOST = 0  # a packet addressed to this host (not one it sent)
 SO_ATTACH_FILTER = 26
 SO_RCVBUFFORCE = 33
@@ -44,6 +43,7 @@ HEADER_BYTES = 120  # an IPv4 header (<= 60 bytes) and a TCP one (<= 60): all a 
 _SEQUENCE = 1 << 32
 _TCP_SYN, _TCP_ACK = 0x02, 0x10
 _HEADS = struct.Struct("!HHII")  # source port, destination port, sequence, acknowledgement
+_TIMESPEC = struct.Struct("@qq")  # the one control message: SO_TIMESTAMPNS's timespec
 
 
 class SegmentTrack:
@@ -70,6 +70,16 @@ class SegmentTrack:
 
     def add(self, seq: int, length: int, stamp_wall_ns: int) -> None:
         """A segment copy: ``length`` payload bytes from sequence number ``seq``."""
+        if seq == self._next_seq and not self._ahead:  # the next in order: nearly always
+            end = self.covered + length
+            stamps = self.stamps
+            if stamps and stamp_wall_ns < stamps[-1]:
+                stamp_wall_ns = stamps[-1]
+            self._next_seq = (seq + length) & 0xFFFFFFFF
+            self.covered = end
+            self.ends.append(end)
+            stamps.append(stamp_wall_ns)
+            return
         if self._next_seq is None:  # the SYN-ACK was missed: the first data starts the stream
             self._next_seq = seq
         delta = (seq - self._next_seq + (_SEQUENCE >> 1)) % _SEQUENCE - (_SEQUENCE >> 1)
@@ -104,6 +114,10 @@ class SegmentTrack:
         ends, stamps = self.ends, self.stamps
         index = bisect_right(ends, offset, self._base)  # the first segment ending after it
         stop = offset + len(data)
+        if index < len(ends) and ends[index] == stop:  # one segment, read whole: nearly always
+            stamp = stamps[index]
+            self._forget(index + 1)
+            return [(data, stamp)]
         pieces: list[tuple[bytes, int | None]] = []
         at = offset
         while at < stop and index < len(ends):
@@ -114,14 +128,18 @@ class SegmentTrack:
                 index += 1
             pieces.append((data[at - offset : end - offset], stamp))
             at = end
-        if index > 4096:  # forget the segments read, now and then
-            del ends[:index], stamps[:index]
-            index = 0
-        self._base = index
+        self._forget(index)
         if at < stop:
             self.unrecovered += stop - at
             pieces.append((data[at - offset :], None))
         return pieces
+
+    def _forget(self, base: int) -> None:
+        """Segments before ``base`` were read; dropped now and then (4,096 at a time)."""
+        if base > 4096:
+            del self.ends[:base], self.stamps[:base]
+            base = 0
+        self._base = base
 
 
 class SegmentTap:
@@ -139,7 +157,7 @@ class SegmentTap:
         if not sys.platform.startswith("linux") or not ANCILLARY_BYTES:
             return None
         try:
-            sock = _socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_IP))
+            sock = _socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_ALL))
         except (OSError, AttributeError):
             return None
         try:
@@ -171,36 +189,34 @@ class SegmentTap:
         if self._tracks.get(track.key) is track:
             del self._tracks[track.key]
 
-    def drain(self) -> None:
-        """File every copy waiting in the tap with its connection's track."""
+    def drain(self, wanted: SegmentTrack | None = None, until: int = 0) -> None:
+        """File the copies waiting in the tap with their connections' tracks: all of them,
+        or (``wanted``) until that track covers ``until`` bytes, which saves the read that
+        finds the tap empty (a read of the stream found its copy waiting nearly always)."""
         recvmsg, tracks, heads = self._sock.recvmsg, self._tracks, _HEADS.unpack_from
-        while True:
+        stamp_of = _TIMESPEC.unpack_from
+        while wanted is None or wanted.covered < until:
             try:
-                packet, ancillary, _, address = recvmsg(HEADER_BYTES, ANCILLARY_BYTES)
+                packet, ancillary, _, _ = recvmsg(HEADER_BYTES, ANCILLARY_BYTES)
             except BlockingIOError:
                 return
             except OSError:
                 self.dropped_reads += 1
                 return
-            if address[2] != PACKET_HOST or len(packet) < 40:
-                continue
-            header = (packet[0] & 15) * 4
+            header = (packet[0] & 15) * 4  # the filter kept IPv4 TCP to this host only
             source_port, local_port, seq, _ = heads(packet, header)
             track = tracks.get((local_port, source_port, packet[12:16]))
-            if track is None:
+            if track is None or not ancillary:
                 continue
-            stamp = kernel_wall_ns(ancillary)
-            if stamp is None:
-                continue
+            seconds, nanoseconds = stamp_of(ancillary[0][2])
             flags = packet[header + 13]
             if flags & _TCP_SYN:
                 if flags & _TCP_ACK:
                     track.synchronise(seq)
                 continue
-            total = (packet[2] << 8) | packet[3]
-            length = total - header - (packet[header + 12] >> 4) * 4
+            length = ((packet[2] << 8) | packet[3]) - header - (packet[header + 12] >> 4) * 4
             if length > 0:
-                track.add(seq, length, stamp)
+                track.add(seq, length, seconds * 1_000_000_000 + nanoseconds)
 
     def _flush(self) -> None:
         while True:
@@ -233,16 +249,21 @@ def arrival_clock() -> str:
 
 
 def _filter(ports: list[int]) -> bytes:
-    """A classic BPF program: IPv4 TCP segments (no fragments) from one of ``ports``, cut
-    to ``HEADER_BYTES``; with no ports, nothing. Jumps count the instructions skipped."""
+    """A classic BPF program: IPv4 TCP segments (no fragments) this host received from one
+    of ``ports``, cut to ``HEADER_BYTES``; with no ports, nothing. Jumps count the
+    instructions skipped."""
     if not ports:
         return _program([(0x06, 0, 0, 0)])
-    drop = 6 + len(ports)  # the index of "ret 0"; "ret HEADER_BYTES" follows it
+    drop = 10 + len(ports)  # the index of "ret 0"; "ret HEADER_BYTES" follows it
     code = [
-        (0x30, 0, 0, 9),  # ldb [9]: the protocol
-        (0x15, 0, drop - 2, 6),  # TCP, else drop
+        (0x30, 0, 0, _SKF_AD_OFF + _SKF_AD_PKTTYPE),  # ldb: the packet's type
+        (0x15, 0, drop - 2, PACKET_HOST),  # to this host (not one it sent), else drop
+        (0x28, 0, 0, _SKF_AD_OFF + _SKF_AD_PROTOCOL),  # ldh: the frame's protocol
+        (0x15, 0, drop - 4, ETH_P_IP),  # IPv4, else drop
+        (0x30, 0, 0, 9),  # ldb [9]: the IP protocol
+        (0x15, 0, drop - 6, 6),  # TCP, else drop
         (0x28, 0, 0, 6),  # ldh [6]: flags and fragment offset
-        (0x45, drop - 4, 0, 0x1FFF),  # a fragment: drop
+        (0x45, drop - 8, 0, 0x1FFF),  # a fragment: drop
         (0xB1, 0, 0, 0),  # ldxb 4*([0]&0xf): the IP header's length
         (0x48, 0, 0, 0),  # ldh [x+0]: the TCP source port
     ]

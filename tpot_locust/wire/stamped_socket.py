@@ -174,7 +174,7 @@ class StampedSocket:
             cut: list[tuple[bytes, int | None]] = [(data, wall_ns)]
         else:
             if track.covered < self._offset + len(data):
-                self._tap.drain()  # type: ignore[union-attr]
+                self._tap.drain(track, self._offset + len(data))  # type: ignore[union-attr]
             cut = track.cut(self._offset, data)
             if cut[-1][1] is None:
                 self.unrecovered_reads += 1

@@ -1,0 +1,75 @@
+"""What recovering every token's stamp costs: ours against the raw reader, one sitting.
+
+Usage: python benchmarks/stamp_cost.py [--quick] [--streams 64,256] [--gap-ms 2] [--tokens 200]
+                                       [--seconds 6] [--no-pin]
+
+For each stream count, three clients read the same kind of server (the simulator, its own
+process, a fixed gap, answers of ``--tokens``): ``floor``, gevent's loop reading each ready
+socket once and parsing nothing (``read_floor.py``'s gevent reader: the least any client
+can spend); ``ours``, the package's hot path on its default clock (``segment``: every
+segment's own stamp, from the tap, where this process has ``CAP_NET_RAW``); and
+``ours-kernel``, the same on the kernel clock (``TPOT_LOCUST_STAMPS=kernel``: no tap).
+Columns: token events per second, client CPU microseconds per event (user + kernel; for
+ours less the lag probes' own CPU, measured idle first, as ``accuracy.py`` does), that over
+the floor's, and for ours
+TPOT p99 and max measured / true with the error (one token per event: TPOT is ITL).
+"""
+
+from __future__ import annotations
+
+from gevent import monkey
+
+monkey.patch_all()
+
+from common import run_case  # noqa: E402
+from output import Table, add_pin_argument, base_parser, ms, parse_list, print_header  # noqa: E402
+from probes import pinning_note, set_pinning  # noqa: E402
+from read_floor import run_case as floor_case  # noqa: E402
+
+from tpot_locust.metrics.histograms import histogram_stats  # noqa: E402
+
+CLIENTS = ("floor", "ours", "ours-kernel")
+
+
+def main() -> None:
+    parser = base_parser(__doc__)
+    parser.add_argument("--streams", default="64,256")
+    parser.add_argument("--gap-ms", type=float, default=2.0)
+    parser.add_argument("--tokens", type=int, default=200)
+    parser.add_argument("--seconds", type=float, default=6.0)
+    add_pin_argument(parser)
+    args = parser.parse_args()
+    set_pinning(not args.no_pin)
+    if args.quick:
+        args.streams, args.seconds = "64", 2.0
+    print_header(
+        "stamp cost: CPU per token event of ours (segment and kernel clocks) and the floor",
+        [f"gap {args.gap_ms:g} ms, answers of {args.tokens} tokens (+-50 %) back to back, "
+         f"{args.seconds:g} s per case", pinning_note()],
+    )  # fmt: skip
+    table = Table(["streams", "client", "events/s", "us/ev", "x floor", "TPOT p99 meas/true",
+                   "err", "max meas/true", "err"])  # fmt: skip
+    idle = run_case(gap_ms=args.gap_ms, streams=0, tokens=1, duration_s=min(args.seconds, 3))
+    for streams in parse_list(args.streams):
+        floor_us = float("nan")
+        for client in CLIENTS:
+            if client == "floor":
+                rate, _, _, _, floor_us = floor_case("gevent", args.gap_ms, streams, args.seconds)
+                table.row(streams, client, f"{rate:,.0f}", f"{floor_us:.1f}", "1.00",
+                          "-", "-", "-", "-")  # fmt: skip
+                continue
+            case = run_case(gap_ms=args.gap_ms, streams=streams, tokens=args.tokens,
+                            duration_s=args.seconds, mode=client)  # fmt: skip
+            us = case.net_us_per_event(idle)
+            measured = histogram_stats(case.run.tpot, (99.0,))
+            true = histogram_stats(case.true_tpot, (99.0,))
+            p99, true_p99 = measured.percentiles[99.0] / 1000, true.percentiles[99.0] / 1000
+            top, true_top = measured.max / 1000, true.max / 1000
+            table.row(streams, client, f"{case.events_per_s:,.0f}", f"{us:.1f}",
+                      f"{us / floor_us:.2f}", f"{ms(p99)} / {ms(true_p99)}",
+                      f"{p99 - true_p99:+.3f}", f"{ms(top)} / {ms(true_top)}",
+                      f"{top - true_top:+.3f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
