@@ -344,3 +344,28 @@ def test_sigterm_flushes_truth_and_ready_file(tmp_path: Path) -> None:
 
 
 # -- units ---------------------------------------------------------------------------------------
+
+
+def test_a_request_arrives_when_its_first_bytes_do(tmp_path: Path) -> None:
+    """The truth's arrival (where its TTFT starts) is the kernel's stamp of the read that
+    brought the request's first bytes, not when the whole body was read and parsed: a head
+    sent 50 ms before its body arrives at the head (as the client's TTFT starts at its send)."""
+    truth = tmp_path / "truth.jsonl"
+    body = {"model": "tpot-sim", "stream": True, "max_tokens": 2,
+            "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+    message = request_bytes("POST", "/v1/chat/completions", body, {"X-Request-Id": "split"})
+    head, _, payload = message.partition(b"\r\n\r\n")
+    with start_simulator("--gap-ms", "1", "--ttft-ms", "1", truth=truth) as sim:
+        host, port = sim.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as sock:
+            sent_ns = time.time_ns()
+            sock.sendall(head + b"\r\n\r\n")
+            time.sleep(0.05)
+            sock.sendall(payload)
+            sock.settimeout(10)
+            received = b""
+            while b"[DONE]" not in received:
+                received += sock.recv(65536)
+    (record,) = [json.loads(line) for line in truth.read_text().splitlines()
+                 if '"split"' in line]  # fmt: skip
+    assert 0 <= (record["arrival_ns"] - sent_ns) / 1e6 < 5, (record["arrival_ns"] - sent_ns) / 1e6
