@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from tpot_locust.metrics.collector import Collector
-from tpot_locust.report.summary import client_check
+from tpot_locust.report.client_figures import client_check
 
 PRINT_EVERY_S = 2.0
 

@@ -7,10 +7,8 @@ percentiles, so ``tpot-locust report OUT`` reproduces the end-of-run report exac
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
 from tpot_locust.common import metric_catalogue as catalogue
-from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK, USER_CLOCK
 from tpot_locust.common.text_safety import printable
 from tpot_locust.common.timings import ESTIMATED_COUNT_SOURCE
 from tpot_locust.metrics.histograms import (
@@ -28,12 +26,19 @@ from tpot_locust.metrics.recorder import (
     MetricSet,
     phase_metric,
 )
-from tpot_locust.metrics.stalls import CLIENT_STALL, ClientHealth
+from tpot_locust.metrics.stalls import CLIENT_STALL
 from tpot_locust.report.attribution import attribution_summary, format_why_the_tail
+from tpot_locust.report.client_figures import (
+    client_check,
+    client_health,
+    format_arrival_clocks,
+    format_busy_workers,
+    format_client_busy,
+    format_client_stalls,
+)
 from tpot_locust.report.server_view import format_server_view
 from tpot_locust.report.summary_types import (
     ClassSummary,
-    ClientFigures,
     Goodput,
     PromptCache,
     PromptComparison,
@@ -44,8 +49,6 @@ from tpot_locust.scenario.slo import TAIL_MIN_SAMPLES
 
 PER_TOKEN_METRICS = catalogue.names("per_token")
 TITLES = catalogue.titles()
-# Read delay P99 above this: the worker was too busy to read on time (see client_check).
-CLIENT_BUSY_READ_DELAY_MS = 1.0
 
 
 def _key(percentile: float) -> str:
@@ -95,44 +98,6 @@ def stall_summary(
         "max": histogram_stats(tagged, ()).max / 1000,
         "set_aside": set_aside,
     }
-
-
-def client_health(health: ClientHealth, start_wall_s: float | None) -> dict[str, Any]:
-    """The recording processes' own event loops: lag, stall windows, the worst of them."""
-    lag = histogram_stats(health.loop_lag, (50.0, 99.0, 99.9))
-    worst = []
-    for stall in health.worst_stalls:
-        at_s = stall["at_wall_s"] - start_wall_s if start_wall_s else None
-        worst.append(stall | {"at_s": None if at_s is None else round(at_s, 3)})
-    return {
-        "loop_lag": {"count": lag.count} | {
-            _key(p): value / 1000 for p, value in lag.percentiles.items()
-        } | {"max": lag.max / 1000},
-        "stalls": health.stalls,
-        "stalled_ms": round(health.stalled_ns / 1e6, 3),
-        "worst_stalls": worst,
-    }  # fmt: skip
-
-
-def client_check(read_delay: dict[str, Any], token_gap_ms: float = 0.0) -> ClientFigures:
-    """Whether the load generator kept up, from how late it read data that had arrived.
-
-    A late read moves no token's stamp (a kernel stamp is when the data arrived, and the
-    segment clock gives each of several waiting events its own); the client fell behind
-    when 1 % of its reads came later than the stream's own token gap (``token_gap_ms``,
-    the ITL median): by then the next token had come too. ``busy`` is None where reads
-    carried no kernel stamp (not Linux, ``TPOT_LOCUST_STAMPS=user``).
-    """
-    if not read_delay["count"]:
-        return {"read_delay_p99_ms": None, "busy": None}
-    p99 = read_delay[_key(99.0)]
-    return {"read_delay_p99_ms": p99, "busy": client_busy(p99, token_gap_ms)}
-
-
-def client_busy(read_delay_p99_ms: float, token_gap_ms: float = 0.0) -> bool:
-    """The one rule for a run, a worker or an interval: reads 1 % of the time later than
-    a token gap (and than ``CLIENT_BUSY_READ_DELAY_MS``: a read within it is on time)."""
-    return read_delay_p99_ms > max(CLIENT_BUSY_READ_DELAY_MS, token_gap_ms)
 
 
 # A metric whose summary failed at the end of a run: no samples, as the tables skip it.
@@ -323,17 +288,7 @@ def format_report(summary: Summary, scope: str = "all classes") -> str:
         lines.append(
             f"workers: {workers['reported_in_full']} of {workers['seen']} reported in full"
         )
-    late_workers = {
-        client_id: p99
-        for client_id, p99 in (workers or {}).get("read_delay_p99_ms", {}).items()
-        if client_busy(p99, token_gap_ms(summary))
-    }
-    if late_workers:
-        named = ", ".join(
-            f"{printable(client_id)} ({p99:.1f} ms)" for client_id, p99 in late_workers.items()
-        )
-        limit = max(CLIENT_BUSY_READ_DELAY_MS, token_gap_ms(summary))
-        lines.append(f"! busy workers (read delay P99 > {limit:g} ms): {named}")
+    lines.extend(format_busy_workers(summary))
     if stopped := summary.get("run", {}).get("stopped_because"):
         lines.append(f"RUN STOPPED EARLY: {printable(stopped)}")
     if report_error := summary.get("report_error"):
@@ -367,14 +322,7 @@ def format_report(summary: Summary, scope: str = "all classes") -> str:
             f"good ({limits})"
         )
     lines.extend(format_arrival_clocks(summary))
-    if summary["client"]["busy"]:
-        p99 = summary["client"]["read_delay_p99_ms"]
-        limit = max(CLIENT_BUSY_READ_DELAY_MS, token_gap_ms(summary))
-        lines.append(
-            f"! client busy: 1 % of reads came more than {p99:.1f} ms after their newest data "
-            f"arrived (read delay P99 > {limit:g} ms, a token gap): the client fell behind "
-            f"the streams. {busy_advice(summary)}"
-        )
+    lines.extend(format_client_busy(summary))
     excluded, dropped = summary["excluded"], summary["dropped_arrivals"]
     if excluded["warmup"] or excluded["cooldown"] or dropped:
         lines.append(
@@ -473,72 +421,6 @@ def format_prompt_tokens(tokens: TokenCounts) -> str | None:
         f"{prompt['mean_difference']:+,.1f} on average, at most {prompt['max_difference']:,} "
         "apart)"
     )
-
-
-def busy_advice(summary: Summary) -> str:
-    """What to do about a busy client: a server on this machine takes the same cores (its
-    prefills above all), which more workers cannot give back."""
-    run = summary.get("run", {})
-    host = urlsplit(run.get("host") or "").hostname or ""
-    if host == "localhost" or host.startswith("127.") or host == "::1":
-        during = " (its prefills above all)" if run.get("bursts", {}).get("windows") else ""
-        return (
-            f"The server shares this machine ({host}) and its work{during} takes the cores "
-            "the client reads with, which more workers cannot give back: run the server, or the "
-            "client, on another machine, or give each its own cores (taskset)."
-        )
-    return "Use more workers or less load per worker."
-
-
-def token_gap_ms(summary: Summary) -> float:
-    """The run's token gap (ITL median, ms): how late a read may come (``client_busy``)."""
-    itl = summary.get("metrics", {}).get("itl") or {}
-    return float(itl.get("p50") or 0.0) if itl.get("count") else 0.0
-
-
-CLOCK_WORDS = {
-    SEGMENT_CLOCK: "each segment's own kernel stamp",
-    KERNEL_CLOCK: "kernel stamps (a read's newest segment)",
-    USER_CLOCK: "the time each read returned",
-}
-
-
-def format_arrival_clocks(summary: Summary) -> list[str]:
-    """Which clock stamped the requests' tokens (README, "Clocks"); one line."""
-    clocks = summary["client"].get("arrival_clocks") or {}
-    if not clocks:
-        return []
-    parts = [f"{CLOCK_WORDS.get(clock, printable(clock))} ({count:,} requests)"
-             for clock, count in clocks.items()]  # fmt: skip
-    return ["arrival stamps: " + ", ".join(parts)]
-
-
-def format_client_stalls(summary: Summary) -> list[str]:
-    """The run's client stalls in a line or two; nothing when the loops never stalled."""
-    client = summary["client"]
-    if not client.get("stalls"):
-        return []
-    lag = client["loop_lag"]
-    clocks = client.get("arrival_clocks") or {}
-    where = ", ".join(
-        f"{stall['ms']:.1f} ms"
-        + (f" at {stall['at_s']:.1f} s" if stall.get("at_s") is not None else "")
-        + (f" on {printable(stall['worker'])}" if stall.get("worker") else "")
-        for stall in client["worst_stalls"][:3]
-    )
-    held = (
-        f"the loop that reads the streams was held {client['stalls']:,} times over "
-        f"{client['stall_threshold_ms'] or '-'} ms, {client['stalled_ms']:.1f} ms in all"
-    )
-    worst = f"  worst {where}; loop lag P99 {lag['p99']:.2f} ms, max {lag['max']:.1f} ms"
-    if set(clocks) == {SEGMENT_CLOCK}:  # every token kept its own arrival: nothing moved
-        return [f"client loop: {held}; every token's stamp was recovered, none moved", worst]
-    return [
-        f"! client stalls: {held}",
-        worst,
-        "  samples across a stall are tagged and also shown set aside (stall-free);",
-        f"  {client['shared_stamp_events']:,} token events shared a read with the one before",
-    ]
 
 
 def format_full_report(summary: Summary) -> str:

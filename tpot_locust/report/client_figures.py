@@ -1,0 +1,158 @@
+"""The load generator's own figures: did it read on time, which clock stamped its tokens,
+where its loop stalled; and the report's lines about them.
+
+Why apart from ``summary``: these judge the client, not the server, and have rules of their
+own (``client_busy``) that the progress line, the report and per-worker lines share.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK, USER_CLOCK
+from tpot_locust.common.text_safety import printable
+from tpot_locust.metrics.histograms import histogram_stats
+from tpot_locust.metrics.stalls import ClientHealth
+from tpot_locust.report.summary_types import ClientFigures, Summary
+
+# A read delay P99 at most this is on time, whatever the token gap (``client_busy``).
+CLIENT_BUSY_READ_DELAY_MS = 1.0
+
+
+def _key(percentile: float) -> str:
+    return f"p{percentile:g}"
+
+
+def client_health(health: ClientHealth, start_wall_s: float | None) -> dict[str, Any]:
+    """The recording processes' own event loops: lag, stall windows, the worst of them."""
+    lag = histogram_stats(health.loop_lag, (50.0, 99.0, 99.9))
+    worst = []
+    for stall in health.worst_stalls:
+        at_s = stall["at_wall_s"] - start_wall_s if start_wall_s else None
+        worst.append(stall | {"at_s": None if at_s is None else round(at_s, 3)})
+    return {
+        "loop_lag": {"count": lag.count} | {
+            _key(p): value / 1000 for p, value in lag.percentiles.items()
+        } | {"max": lag.max / 1000},
+        "stalls": health.stalls,
+        "stalled_ms": round(health.stalled_ns / 1e6, 3),
+        "worst_stalls": worst,
+    }  # fmt: skip
+
+
+def client_check(read_delay: dict[str, Any], token_gap_ms: float = 0.0) -> ClientFigures:
+    """Whether the load generator kept up, from how late it read data that had arrived.
+
+    A late read moves no token's stamp (a kernel stamp is when the data arrived, and the
+    segment clock gives each of several waiting events its own); the client fell behind
+    when 1 % of its reads came later than the stream's own token gap (``token_gap_ms``,
+    the ITL median): by then the next token had come too. ``busy`` is None where reads
+    carried no kernel stamp (not Linux, ``TPOT_LOCUST_STAMPS=user``).
+    """
+    if not read_delay["count"]:
+        return {"read_delay_p99_ms": None, "busy": None}
+    p99 = read_delay[_key(99.0)]
+    return {"read_delay_p99_ms": p99, "busy": client_busy(p99, token_gap_ms)}
+
+
+def client_busy(read_delay_p99_ms: float, token_gap_ms: float = 0.0) -> bool:
+    """The one rule for a run, a worker or an interval: reads 1 % of the time later than
+    a token gap (and than ``CLIENT_BUSY_READ_DELAY_MS``: a read within it is on time)."""
+    return read_delay_p99_ms > max(CLIENT_BUSY_READ_DELAY_MS, token_gap_ms)
+
+
+def format_busy_workers(summary: Summary) -> list[str]:
+    """A line naming every worker whose own read delay says it fell behind."""
+    workers = summary.get("workers")
+    late_workers = {
+        client_id: p99
+        for client_id, p99 in (workers or {}).get("read_delay_p99_ms", {}).items()
+        if client_busy(p99, token_gap_ms(summary))
+    }
+    if late_workers:
+        named = ", ".join(
+            f"{printable(client_id)} ({p99:.1f} ms)" for client_id, p99 in late_workers.items()
+        )
+        limit = max(CLIENT_BUSY_READ_DELAY_MS, token_gap_ms(summary))
+        return [f"! busy workers (read delay P99 > {limit:g} ms): {named}"]
+    return []
+
+
+def format_client_busy(summary: Summary) -> list[str]:
+    """A line when the run's client fell behind its streams (``client_busy``)."""
+    if summary["client"]["busy"]:
+        p99 = summary["client"]["read_delay_p99_ms"]
+        limit = max(CLIENT_BUSY_READ_DELAY_MS, token_gap_ms(summary))
+        return [
+            f"! client busy: 1 % of reads came more than {p99:.1f} ms after their newest data "
+            f"arrived (read delay P99 > {limit:g} ms, a token gap): the client fell behind "
+            f"the streams. {busy_advice(summary)}"
+        ]
+    return []
+
+
+def busy_advice(summary: Summary) -> str:
+    """What to do about a busy client: a server on this machine takes the same cores (its
+    prefills above all), which more workers cannot give back."""
+    run = summary.get("run", {})
+    host = urlsplit(run.get("host") or "").hostname or ""
+    if host == "localhost" or host.startswith("127.") or host == "::1":
+        during = " (its prefills above all)" if run.get("bursts", {}).get("windows") else ""
+        return (
+            f"The server shares this machine ({host}) and its work{during} takes the cores "
+            "the client reads with, which more workers cannot give back: run the server, or the "
+            "client, on another machine, or give each its own cores (taskset)."
+        )
+    return "Use more workers or less load per worker."
+
+
+def token_gap_ms(summary: Summary) -> float:
+    """The run's token gap (ITL median, ms): how late a read may come (``client_busy``)."""
+    itl = summary.get("metrics", {}).get("itl") or {}
+    return float(itl.get("p50") or 0.0) if itl.get("count") else 0.0
+
+
+CLOCK_WORDS = {
+    SEGMENT_CLOCK: "each segment's own kernel stamp",
+    KERNEL_CLOCK: "kernel stamps (a read's newest segment)",
+    USER_CLOCK: "the time each read returned",
+}
+
+
+def format_arrival_clocks(summary: Summary) -> list[str]:
+    """Which clock stamped the requests' tokens (README, "Clocks"); one line."""
+    clocks = summary["client"].get("arrival_clocks") or {}
+    if not clocks:
+        return []
+    parts = [f"{CLOCK_WORDS.get(clock, printable(clock))} ({count:,} requests)"
+             for clock, count in clocks.items()]  # fmt: skip
+    return ["arrival stamps: " + ", ".join(parts)]
+
+
+def format_client_stalls(summary: Summary) -> list[str]:
+    """The run's client stalls in a line or two; nothing when the loops never stalled."""
+    client = summary["client"]
+    if not client.get("stalls"):
+        return []
+    lag = client["loop_lag"]
+    clocks = client.get("arrival_clocks") or {}
+    where = ", ".join(
+        f"{stall['ms']:.1f} ms"
+        + (f" at {stall['at_s']:.1f} s" if stall.get("at_s") is not None else "")
+        + (f" on {printable(stall['worker'])}" if stall.get("worker") else "")
+        for stall in client["worst_stalls"][:3]
+    )
+    held = (
+        f"the loop that reads the streams was held {client['stalls']:,} times over "
+        f"{client['stall_threshold_ms'] or '-'} ms, {client['stalled_ms']:.1f} ms in all"
+    )
+    worst = f"  worst {where}; loop lag P99 {lag['p99']:.2f} ms, max {lag['max']:.1f} ms"
+    if set(clocks) == {SEGMENT_CLOCK}:  # every token kept its own arrival: nothing moved
+        return [f"client loop: {held}; every token's stamp was recovered, none moved", worst]
+    return [
+        f"! client stalls: {held}",
+        worst,
+        "  samples across a stall are tagged and also shown set aside (stall-free);",
+        f"  {client['shared_stamp_events']:,} token events shared a read with the one before",
+    ]
