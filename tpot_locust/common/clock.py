@@ -14,7 +14,8 @@ clock (NTP, a suspended VM):
   (``wall_minus_perf_ns()`` at the send), so a step spoils at most that request, and a
   kernel stamp more than 10 s from the read is not used (``wire.stamped_socket``).
 
-A token's arrival is stamped on one of three clocks (best first; README, "Clocks"):
+A token's arrival is stamped on one of three clocks, named here (best first; README,
+"Metric definitions").
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ CLOCK_WORDS = {
 
 
 def format_arrival_clocks(summary: Summary) -> list[str]:
-    """Which clock stamped the requests' tokens (README, "Clocks"); one line."""
+    """Which clock stamped the requests' tokens (README, "Metric definitions"); one line."""
     clocks = summary["client"].get("arrival_clocks") or {}
     if not clocks:
         return []

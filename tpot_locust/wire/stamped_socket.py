@@ -67,6 +67,7 @@ class StampedSocket:
                 timeout_s: float) -> StampedSocket:  # fmt: skip
         """Connected within ``timeout_s``; raises ``TimeoutError`` or ``OSError``."""
         sock = socket.socket(family, socket.SOCK_STREAM)
+        stamped = None
         try:
             sock.settimeout(timeout_s)
             if clock == SEGMENT_CLOCK and family == socket.AF_INET:
@@ -75,9 +76,10 @@ class StampedSocket:
             sock.connect(address)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except BaseException:
-            sock.close()
-            if "stamped" in locals():
-                stamped.close()
+            if stamped is not None:
+                stamped.close()  # the socket, and the tap's watch of it
+            else:
+                sock.close()
             raise
         return stamped
 

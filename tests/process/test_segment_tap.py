@@ -1,0 +1,61 @@
+"""The segment tap against real sockets: ten events sent 2 ms apart wait together in a
+socket while the reader is held; the stream socket's own stamp is the last one's for all
+(the kernel merges them), the tap gives each its own, through the ring and through recvmsg."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from tpot_locust.common.kernel_stamps import SO_TIMESTAMPNS, kernel_wall_ns
+from tpot_locust.wire.segment_stamps import RING_ENV, SegmentTap, process_tap
+
+EVENTS, GAP_S, SIZE = 10, 0.002, 120
+
+pytestmark = pytest.mark.skipif(process_tap() is None, reason="no tap here (needs CAP_NET_RAW)")
+
+
+def _send_events(listener: socket.socket, sent_wall_ns: list[int]) -> None:
+    connection, _ = listener.accept()
+    connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for index in range(EVENTS):
+        sent_wall_ns.append(time.time_ns())
+        connection.sendall(bytes([65 + index]) * SIZE)
+        time.sleep(GAP_S)
+    time.sleep(0.5)
+    connection.close()
+
+
+@pytest.mark.parametrize("ring", ["1", "0"])
+def test_each_waiting_segment_keeps_its_own_stamp(
+    monkeypatch: pytest.MonkeyPatch, ring: str
+) -> None:  # fmt: skip
+    monkeypatch.setenv(RING_ENV, ring)
+    tap = SegmentTap.open()
+    assert tap is not None and (tap._ring is not None) == (ring == "1")
+    listener = socket.create_server(("127.0.0.1", 0))
+    reader = socket.socket()
+    reader.bind(("127.0.0.1", 0))
+    reader.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    track = tap.watch(reader.getsockname()[1], "127.0.0.1", listener.getsockname()[1])
+    sent: list[int] = []
+    sender = threading.Thread(target=_send_events, args=(listener, sent), daemon=True)
+    sender.start()
+    reader.connect(listener.getsockname())
+    time.sleep(0.1)  # the reader held: every event waits in the socket
+    data, ancillary, _, _ = reader.recvmsg(65536, socket.CMSG_SPACE(16))
+    read_stamp = kernel_wall_ns(ancillary)
+    assert len(data) == EVENTS * SIZE
+    assert read_stamp is not None and abs(read_stamp - sent[-1]) < 1e6  # the newest one's
+    tap.drain(track, len(data))
+    pieces = track.cut(0, data)
+    assert [piece[0] - 65 for piece, _ in pieces] == list(range(EVENTS))
+    errors_ms = [(stamp - sent[i]) / 1e6 for i, (_, stamp) in enumerate(pieces)]  # type: ignore[operator]
+    assert all(0 <= error < 1.0 for error in errors_ms), errors_ms
+    reader.close()
+    listener.close()
+    sender.join()
+    tap.close()
