@@ -22,6 +22,18 @@ def run_command(args: list[str], timeout: float, **kwargs) -> subprocess.Complet
     )
 
 
+def run_scenario(
+    scenario: Path, out: Path, *args: str, timeout: float = 120
+) -> tuple[dict, subprocess.CompletedProcess[str]]:  # fmt: skip
+    """``tpot-locust run SCENARIO --out OUT [args]``, which must exit 0; its summary."""
+    result = run_command(
+        [sys.executable, "-m", "tpot_locust", "run", str(scenario), "--out", str(out), *args],
+        timeout=timeout,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads((out / "summary.json").read_text()), result
+
+
 def truth_requests(out: Path) -> list[dict]:
     """The simulator's truth lines of a run's requests, in the order they arrived."""
     lines = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines()]

@@ -7,13 +7,12 @@ from __future__ import annotations
 import itertools
 import json
 import random
-import sys
 import threading
 import time
 import urllib.request
 from pathlib import Path
 
-from tests.conftest import run_command, truth_requests
+from tests.conftest import run_scenario, truth_requests
 from tests.helpers.small_tokenizer import build_tokenizer
 from tpot_locust.scenario.prompts import WORDS
 from tpot_locust.sim.process import start_simulator
@@ -44,12 +43,7 @@ def test_every_request_carries_exactly_the_requested_prompt_tokens(tmp_path: Pat
     scenario = tmp_path / "exact.yaml"
     scenario.write_text(SCENARIO.format(tokenizer=tokenizer))
     out = tmp_path / "out"
-    result = run_command(
-        [sys.executable, "-m", "tpot_locust", "run", str(scenario), "--out", str(out)],
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    summary = json.loads((out / "summary.json").read_text())
+    summary, result = run_scenario(scenario, out)
     prompt = summary["tokens"]["prompt"]
     assert prompt["requests"] == summary["requests"]["ok"] > 20
     assert prompt["max_difference"] == 0 and prompt["requested"] == prompt["reported"], prompt

@@ -166,9 +166,10 @@ class TrafficDriver:
         for number, turn in enumerate(turns):
             # every turn is an arrival of the trace: its lateness is schedule lag
             intended = self._sleep_until(start_perf_ns, turn.t_s / traffic.speedup)
-            text, tokens = agent.trace_message(turn.prompt, turn.input_tokens)
+            text, tokens = agent.trace_message(turn.prompt, turn.input_tokens, turn.blocks,
+                                               turn.block_tokens)  # fmt: skip
             yield PlannedTurn(text, tokens, turn.output_tokens, intended,
-                              number + 1 == len(turns))  # fmt: skip
+                              number + 1 == len(turns), turn.whole_context)  # fmt: skip
 
     def _session(self, class_name: str, work: Callable[..., object], *args: object) -> None:
         """``work(agent, *args)`` with an idle agent of the class, given back after."""

@@ -17,3 +17,4 @@ class PlannedTurn:
     max_tokens: int
     intended_ns: int | None = None  # its open-loop arrival time, if it is one
     last: bool = True  # no later turn needs its answer's text
+    whole_context: bool = False  # its text is the conversation so far: sent alone, no history

@@ -45,7 +45,7 @@ from tpot_locust.harness.turns import PlannedTurn
 from tpot_locust.harness.user_context import ALONE, user_context
 from tpot_locust.metrics.stalls import PROCESS_TAG
 from tpot_locust.scenario.datasets import Conversation
-from tpot_locust.scenario.prompts import WORDS, synthetic_text
+from tpot_locust.scenario.prompts import WORDS, blocks_text, synthetic_text
 from tpot_locust.wire.deadline import Deadline
 from tpot_locust.wire.http_client import HTTPConnection, Origin, ReadTimeout
 from tpot_locust.wire.sse import DEFAULT_MAX_EVENT_BYTES
@@ -178,6 +178,8 @@ class ChatUser(User):
         prompt_so_far = 0
         timings = None
         for turn in turns:
+            if turn.whole_context:  # a trace turn that holds its conversation (Bailian)
+                history, prompt_so_far = [], 0
             history.append({"role": "user", "content": turn.text})
             prompt_so_far += turn.tokens
             timings, answer = self.send(history, turn.max_tokens, prompt_so_far,
@@ -280,11 +282,19 @@ class ChatUser(User):
         exact = self._tokenizer()
         return exact.count(text) if exact is not None else estimate
 
-    def trace_message(self, prompt: str | None, input_tokens: int | None) -> tuple[str, int]:
-        """A trace's user message: its own text, or synthetic text of its length."""
+    def trace_message(
+        self, prompt: str | None, input_tokens: int | None, blocks: tuple[int, ...] = (),
+        block_tokens: int = 0,
+    ) -> tuple[str, int]:  # fmt: skip
+        """A trace's user message: its own text, synthetic text of its length, or (a
+        published trace's prefix blocks) the text of each block in turn, so that requests
+        sharing leading blocks share that much leading text, in every process."""
         if prompt is not None:  # without a tokenizer the simulator's count; a server's differs
             return prompt, self.count_tokens(prompt, len(prompt.split()))
         tokens = int(input_tokens or 1)
+        if blocks and block_tokens:
+            text = blocks_text(blocks, block_tokens, tokens, self._tokenizer())
+            return text, self.count_tokens(text, tokens)
         if (exact := self._tokenizer()) is not None:
             return exact.text_of(tokens, self.rng, WORDS, pause=let_streams_run), tokens
         return synthetic_text(tokens, self.rng, let_streams_run), tokens

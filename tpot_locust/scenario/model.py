@@ -157,7 +157,8 @@ class TrafficClass:
     # a session; in ``dataset_order`` (random: seeded sampling; sequential: in file order)
     dataset: str | None = key(check="dataset", user="dataset")
     dataset_order: str = key("random", check="dataset_order", user="dataset_order")
-    trace: str | None = key(check="trace")  # open loop: a JSONL trace, replayed as timed
+    # open loop: a trace replayed as timed, a file name (our JSONL) or ``TraceSpec``
+    trace: TraceSpec | None = key(check="trace")
     speedup: float = key(1.0, check="positive")  # 2 replays the trace twice as fast
     trace_requests: list[Any] = field(default_factory=list, repr=False)  # the trace's lines
 
@@ -168,6 +169,22 @@ class TrafficClass:
     @property
     def replayed(self) -> bool:
         return self.trace is not None
+
+
+@dataclass
+class TraceSpec:
+    """``classes.<name>.trace``: a request trace, ours or as its publisher ships it
+    (``scenario.trace_formats``), and what of it to replay."""
+
+    file: str = key("", check="trace_file", required=True)
+    format: str = key("auto", check="trace_format")  # auto: told by its first row
+    start: float = key(0.0, check="duration_or_zero")  # seconds into the trace to begin at
+    duration: float | None = key(check="duration_key")  # seconds of it (None: to its end)
+    max_requests: int | None = key(check="positive_integer")  # the first N in time order
+    scale_input: float = key(1.0, check="positive")  # prompt lengths (and blocks) x this
+    scale_output: float = key(1.0, check="positive")  # output lengths x this
+    model: str | None = key(check="text")  # BurstGPT: only this Model's rows
+    log_type: str | None = key(check="text")  # BurstGPT: only this Log Type's rows
 
 
 @dataclass

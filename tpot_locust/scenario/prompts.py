@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from functools import lru_cache
+from typing import Protocol
 
 WORDS: tuple[str, ...] = tuple(
     """the of and to in is was for that with as on by at from his her they this had
@@ -48,3 +50,42 @@ def synthetic_text(tokens: int, rng: random.Random, pause: Callable[[], None] | 
         pieces.append(" ".join(rng.choices(WORDS, k=min(PIECE_WORDS, count - start))))
         pause()
     return " ".join(pieces)
+
+
+BLOCKS_CACHED = 4096  # prefix blocks kept built (~3 KB each at 512 words)
+
+
+class _Exact(Protocol):
+    """A tokenizer (``common.tokens.Tokenizer``): text of exactly N tokens."""
+
+    def text_of(self, tokens: int, rng: random.Random, words: tuple[str, ...]) -> str: ...
+
+    def __hash__(self) -> int: ...
+
+
+def blocks_text(
+    blocks: tuple[int, ...], block_tokens: int, tokens: int, exact: _Exact | None = None
+) -> str:  # fmt: skip
+    """A published trace's prompt from its prefix blocks (``trace_formats``): each block's
+    text depends on its id alone, so requests (of any process) that share leading block
+    ids share exactly that much leading text, as a prefix cache saw them; the last block
+    is cut to what is left of ``tokens``. Words (about a token each); with ``exact`` (a
+    tokenizer) each block is exactly its tokens on its own."""
+    last = max(1, tokens - (len(blocks) - 1) * block_tokens)
+    sizes = [block_tokens] * (len(blocks) - 1) + [min(last, block_tokens)]
+    if exact is None:
+        return " ".join(" ".join(_block_words(block, block_tokens)[:size])
+                        for block, size in zip(blocks, sizes, strict=True))  # fmt: skip
+    pairs = zip(blocks, sizes, strict=True)
+    return " ".join(_exact_block(exact, block, size) for block, size in pairs)
+
+
+@lru_cache(maxsize=BLOCKS_CACHED)
+def _block_words(block: int, block_tokens: int) -> tuple[str, ...]:
+    rng = random.Random(f"tpot-block-{block}-{block_tokens}")  # the same in every process
+    return tuple(rng.choices(WORDS, k=block_tokens))
+
+
+@lru_cache(maxsize=BLOCKS_CACHED)
+def _exact_block(exact: _Exact, block: int, size: int) -> str:
+    return exact.text_of(size, random.Random(f"tpot-block-{block}"), WORDS)

@@ -30,11 +30,12 @@ from tpot_locust.scenario.model import (
     Sweep,
     Timeouts,
     Tls,
+    TraceSpec,
     TrafficClass,
     scenario_keys,
 )
 from tpot_locust.scenario.slo import SloSpec, parse_slo
-from tpot_locust.scenario.trace import load_trace
+from tpot_locust.scenario.trace_formats import AUTO, FORMATS, load_trace_spec
 from tpot_locust.scenario.yaml_source import Located, did_you_mean
 
 ARRIVALS = ("poisson", "gamma", "constant")
@@ -211,8 +212,12 @@ def _validate_class(located: Located, name: str, data: Any, base_dir: Path) -> T
         raise located.error(path, "needs users (closed loop), rate (open loop, per second) or "
                             "trace (a JSONL file of timed requests)")  # fmt: skip
     if traffic.trace is not None:
-        with located.keep_going():
-            traffic.trace_requests = load_trace(Path(traffic.trace))  # errors name file:line
+        with located.keep_going():  # errors name file:line
+            fmt, traffic.trace_requests = load_trace_spec(traffic.trace)
+            for option in ("model", "log_type"):
+                if getattr(traffic.trace, option) is not None and fmt != "burstgpt":
+                    raise located.error(f"{path}.trace.{option}", "only for BurstGPT traces "
+                                        f"(this one reads as {fmt})")  # fmt: skip
     for key in ("arrival", "burstiness", "max_in_flight"):
         if key in spec and "rate" not in spec:
             located.problems.append(
@@ -297,9 +302,25 @@ def _dataset_order(located: Located, path: str, value: Any, base_dir: Path) -> s
     return str(value)  # one of the names: a str
 
 
-def _trace(located: Located, path: str, value: Any, base_dir: Path) -> str:
+def _trace(located: Located, path: str, value: Any, base_dir: Path) -> TraceSpec:
+    """A trace's file name (ours, or a published format told by its first row), or
+    ``{file, format, start, duration, ...}`` (``TraceSpec``)."""
+    if not isinstance(value, dict):
+        return TraceSpec(file=_trace_file(located, path, value, base_dir))
+    if "file" not in value:
+        raise located.error(path, "file: is required (the trace to replay)")
+    return parse_section(located, path, value, TraceSpec, base_dir)[0]
+
+
+def _trace_file(located: Located, path: str, value: Any, base_dir: Path) -> str:
     trace = Path(checks.path_text(located, path, value))
     return str(trace if trace.is_absolute() else base_dir / trace)
+
+
+def _trace_format(located: Located, path: str, value: Any, base_dir: Path) -> str:
+    if value != AUTO and value not in FORMATS:
+        raise located.error(path, f"must be one of {AUTO}, {', '.join(FORMATS)}")
+    return str(value)
 
 
 SWEEP_VARIABLES = ("users", "rate", "speedup")  # closed-loop users, open-loop rate, a trace's
@@ -366,6 +387,7 @@ CHECKS: dict[str, Callable[[Located, str, Any, Path], Any]] = {
     "sweep_variable": _sweep_variable, "text": checks.plain_text, "time": _time,
     "timeouts": _timeouts, "tokenizer": _tokenizer, "trace": _trace, "url": checks.url,
     "wait": _time, "part": _as_given, "tls": _tls, "ca_file": _ca_file,
+    "trace_file": _trace_file, "trace_format": _trace_format,
 }  # fmt: skip
 
 

@@ -42,6 +42,12 @@ class TraceRequest:
     prompt: str | None = None
     session: str | None = None
     line: int = 0
+    # a published trace's prefix blocks (``trace_formats``): requests sharing leading ids
+    # share that many leading blocks of ``block_tokens`` tokens of prompt (the last partial)
+    blocks: tuple[int, ...] = ()
+    block_tokens: int = 0
+    whole_context: bool = False  # the input holds the conversation so far (no history added)
+    turn: int = 0  # its place in its session where the trace numbers turns (Bailian)
 
 
 @cached_by_file
@@ -123,7 +129,8 @@ def sessions(requests: list[TraceRequest]) -> list[list[TraceRequest]]:
     for request in requests:
         key = request.session if request.session is not None else f"\0{request.line}"
         grouped.setdefault(key, []).append(request)
-    return sorted(grouped.values(), key=lambda turns: (turns[0].t_s, turns[0].line))
+    conversations = [sorted(turns, key=lambda turn: turn.turn) for turns in grouped.values()]
+    return sorted(conversations, key=lambda turns: (turns[0].t_s, turns[0].line))
 
 
 def share_of(

@@ -1,0 +1,97 @@
+"""Published traces read as their publishers ship them: format told by the first row,
+units, conversations, filters, options, and every error named by file:line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tpot_locust.scenario.model import TraceSpec
+from tpot_locust.scenario.prompts import blocks_text
+from tpot_locust.scenario.trace import sessions
+from tpot_locust.scenario.trace_formats import load_trace_spec
+from tpot_locust.scenario.yaml_source import ScenarioError
+
+TRACES = ROOT / "scenarios" / "traces"
+
+
+def load(name: str, **options: object) -> tuple[str, list]:
+    return load_trace_spec(TraceSpec(file=str(TRACES / name), **options))  # type: ignore[arg-type]
+
+
+def test_mooncake_times_in_ms_and_512_token_blocks() -> None:
+    fmt, requests = load("mooncake_sample.jsonl")
+    assert fmt == "mooncake" and len(requests) == 8
+    assert [r.t_s for r in requests[:3]] == [0.0, 0.15, 0.4]
+    first = requests[0]
+    assert (first.input_tokens, first.output_tokens, first.blocks) == (1100, 24, (0, 1, 2))
+    assert first.block_tokens == 512 and not first.whole_context
+
+
+def test_bailian_conversations_from_parent_links_in_turn_order() -> None:
+    fmt, requests = load("bailian_sample.jsonl")
+    assert fmt == "bailian"
+    conversations = sessions(requests)
+    assert [[r.line for r in turns] for turns in conversations] == [[1, 3, 6], [2, 5], [4]]
+    assert all(r.whole_context and r.block_tokens == 16 for r in requests)
+    assert [r.t_s for r in conversations[0]] == [0.0, 0.9, 2.3]
+
+
+def test_azure_datetimes_and_crlf() -> None:
+    fmt, requests = load("azure_sample.csv")
+    assert fmt == "azure" and len(requests) == 6
+    assert requests[0].t_s == 0.0 and requests[1].t_s == pytest.approx(0.314579)
+    assert (requests[0].input_tokens, requests[0].output_tokens) == (374, 44)
+
+
+def test_burstgpt_leaves_out_failed_rows_and_filters() -> None:
+    fmt, requests = load("burstgpt_sample.csv")
+    assert fmt == "burstgpt" and len(requests) == 5  # one had 0 response tokens
+    _, gpt4 = load("burstgpt_sample.csv", model="GPT-4")
+    assert [(r.input_tokens, r.output_tokens) for r in gpt4] == [(120, 25), (95, 12)]
+    _, conversation = load("burstgpt_sample.csv", log_type="Conversation log")
+    assert len(conversation) == 3 and conversation[0].t_s == 0.0
+
+
+def test_window_count_and_scaling() -> None:
+    _, requests = load("mooncake_sample.jsonl", start=0.3, duration=1.5, max_requests=2,
+                       scale_input=0.5, scale_output=0.5)  # fmt: skip
+    assert [r.t_s for r in requests] == pytest.approx([0.1, 0.6])
+    assert requests[0].block_tokens == 256 and requests[0].blocks == (0, 4)
+    assert requests[0].input_tokens == 300 and requests[0].output_tokens == 10
+
+
+def test_shared_blocks_give_identical_leading_text() -> None:
+    _, requests = load("mooncake_sample.jsonl")
+    texts = [blocks_text(r.blocks, r.block_tokens, r.input_tokens) for r in requests]
+    assert [len(text.split()) for text in texts] == [r.input_tokens for r in requests]
+    a, b, c = (text.split() for text in texts[:3])
+    assert a[:1024] == b[:1024] and a[1024:1100] != b[1024:1100]  # blocks 0, 1 shared
+    assert a[:512] == c[:512] and a[512:600] != c[512:600]  # block 0 only
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("m.jsonl", '{"timestamp": 0, "input_length": 600, "output_length": 4, "hash_ids": [1]}',
+         "m.jsonl:1.*1 blocks of 512 tokens do not hold input_length 600"),
+        ("m.jsonl", '{"timestamp": -1, "input_length": 6, "output_length": 4, "hash_ids": [1]}',
+         "m.jsonl:1.*timestamp: must be a number >= 0"),
+        ("b.jsonl", '{"chat_id": 1, "parent_chat_id": 1, "timestamp": 0, "input_length": 6, '
+         '"output_length": 4, "turn": 1, "hash_ids": [1]}', "b.jsonl:1.*back to itself"),
+        ("a.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\nyesterday,4,4\n",
+         "a.csv:2.*TIMESTAMP: not a date and time"),
+        ("g.csv", "Timestamp,Model,Request tokens,Response tokens\n1,GPT-4,0,5\n",
+         "g.csv:2.*Request tokens: must be an integer >= 1"),
+        ("x.csv", "when,what\n1,2\n", "x.csv:1.*not a trace format we know"),
+    ],
+)  # fmt: skip
+def test_bad_rows_are_named_by_file_and_line(
+    tmp_path: Path, name: str, text: str, message: str
+) -> None:  # fmt: skip
+    path = tmp_path / name
+    path.write_text(text + ("\n" if not text.endswith("\n") else ""))
+    with pytest.raises(ScenarioError, match=message):
+        load_trace_spec(TraceSpec(file=str(path)))
