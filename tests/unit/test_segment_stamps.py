@@ -76,7 +76,7 @@ def test_a_long_stream_forgets_what_was_read() -> None:
 def test_the_filter_keeps_the_watched_ports_only() -> None:
     assert len(_filter([])) == 8  # "ret 0": nothing
     program = _filter([8000, 9000])
-    assert len(program) == 8 * (10 + 2 + 2)  # checks, a jump per port, drop, keep
+    assert len(program) == 8 * (10 + 2 + 1 + 5)  # checks, a jump per port, drop, keep
 
 
 def test_an_unknown_stamps_clock_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -176,10 +176,10 @@ class GapTagger:
             })  # fmt: skip
 
     def _tag_stalls(self, sink: SampleSink, held: HeldGaps) -> np.ndarray:
-        """(A request whose stamps were not all recovered.) Copies of the request's samples
-        that overlap a stall, or that a shared read
-        distorted (a hold of the loop too short for a stall window can still merge events
-        sent closer together than it), into ``metric@client_stall``; returns which gaps."""
+        """Copies of the samples of a request whose stamps were not all recovered that
+        overlap a stall, or that a shared read distorted (a hold of the loop too short for
+        a stall window can still merge events sent closer together than it), into
+        ``metric@client_stall``; returns which gaps."""
         user_class = held.user_class
         in_stall = self.stalls.overlaps(held.starts_wall, held.ends_wall)
         if held.read_together is not None:

@@ -42,7 +42,7 @@ SO_RCVBUFFORCE = 33
 # Room for the copies that wait while the client cannot run: at ~1 KiB of kernel memory a
 # copy, 64 MiB holds ~60,000 segments, a second of 256 streams at 4 ms gaps.
 TAP_BUFFER_BYTES = 64 * 1024 * 1024
-HEADER_BYTES = 120  # an IPv4 header (<= 60 bytes) and a TCP one (<= 60): all a copy keeps
+HEADER_BYTES = 120  # an IPv4 header (<= 60 bytes) and a TCP one (<= 60): the most a copy keeps
 _SEQUENCE = 1 << 32
 _TCP_SYN, _TCP_ACK = 0x02, 0x10
 _HEADS = struct.Struct("!HHII")  # source port, destination port, sequence, acknowledgement
@@ -334,11 +334,12 @@ def arrival_clock() -> str:
 
 def _filter(ports: list[int]) -> bytes:
     """A classic BPF program: IPv4 TCP segments (no fragments) this host received from one
-    of ``ports``, cut to ``HEADER_BYTES``; with no ports, nothing. Jumps count the
-    instructions skipped."""
+    of ``ports``, cut to their headers (no payload is ever copied: the tap sees every
+    connection to those ports on the host, not only ours); with no ports, nothing. Jumps
+    count the instructions skipped."""
     if not ports:
         return _program([(0x06, 0, 0, 0)])
-    drop = 10 + len(ports)  # the index of "ret 0"; "ret HEADER_BYTES" follows it
+    drop = 10 + len(ports)  # the index of "ret 0"; the headers' length is kept after it
     code = [
         (0x30, 0, 0, _SKF_AD_OFF + _SKF_AD_PKTTYPE),  # ldb: the packet's type
         (0x15, 0, drop - 2, PACKET_HOST),  # to this host (not one it sent), else drop
@@ -354,7 +355,13 @@ def _filter(ports: list[int]) -> bytes:
     for port in ports:
         code.append((0x15, drop - len(code), 0, port))  # this port: keep
     code.append((0x06, 0, 0, 0))
-    code.append((0x06, 0, 0, HEADER_BYTES))
+    code += [  # keep: the IP and TCP headers, not a byte of what the segment carries
+        (0x50, 0, 0, 12),  # ldb [x+12]: the TCP data offset (in its high 4 bits)
+        (0x74, 0, 0, 4),  # rsh #4
+        (0x64, 0, 0, 2),  # lsh #2: the TCP header's length
+        (0x0C, 0, 0, 0),  # add x: and the IP header's
+        (0x16, 0, 0, 0),  # ret a
+    ]
     return _program(code)
 
 
