@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.helpers.small_tokenizer import build_tokenizer
+from tpot_locust.common.tokens import load_tokenizer
 from tpot_locust.scenario.model import TraceSpec
 from tpot_locust.scenario.prompts import blocks_text
 from tpot_locust.scenario.trace import sessions
@@ -95,3 +97,15 @@ def test_bad_rows_are_named_by_file_and_line(
     path.write_text(text + ("\n" if not text.endswith("\n") else ""))
     with pytest.raises(ScenarioError, match=message):
         load_trace_spec(TraceSpec(file=str(path)))
+
+
+def test_blocks_with_a_tokenizer_are_exact_and_shared(tmp_path: Path) -> None:
+    """With a tokenizer each block is exactly its tokens: a prompt of blocks is exactly its
+    input length, and shared leading blocks are the same text."""
+    exact = load_tokenizer(build_tokenizer(tmp_path / "tokenizer"))
+    _, requests = load("mooncake_sample.jsonl", scale_input=0.1)  # 52-token blocks
+    texts = [blocks_text(r.blocks, r.block_tokens, r.input_tokens, exact) for r in requests]
+    assert [exact.count(text) for text in texts] == [r.input_tokens for r in requests]
+    first_block = blocks_text((0,), requests[0].block_tokens, requests[0].block_tokens, exact)
+    assert all(text.startswith(first_block) for text, r in zip(texts, requests, strict=True)
+               if r.blocks[0] == 0)  # fmt: skip

@@ -76,8 +76,8 @@ def blocks_text(
     if exact is None:
         return " ".join(" ".join(_block_words(block, block_tokens)[:size])
                         for block, size in zip(blocks, sizes, strict=True))  # fmt: skip
-    pairs = zip(blocks, sizes, strict=True)
-    return " ".join(_exact_block(exact, block, size) for block, size in pairs)
+    pairs = zip(blocks, sizes, strict=True)  # each exact block starts with its own space
+    return "".join(_exact_block(exact, block, size) for block, size in pairs)
 
 
 @lru_cache(maxsize=BLOCKS_CACHED)
