@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import ROOT
 from tpot_locust.report.gate import evaluate
 from tpot_locust.scenario.loader import load_scenario
 from tpot_locust.scenario.slo import SloSpec, parse_slo
-from tpot_locust.scenario.yaml_source import parse_located
+from tpot_locust.scenario.yaml_source import ScenarioErrors, parse_located
 
 GATE = ROOT / "tests/scenarios/gate.yaml"
 
@@ -101,3 +103,33 @@ def test_interference_and_error_rate_objectives() -> None:
     assert {c["metric"]: c["verdict"] for c in evaluate(spec, summary)["checks"]}[
         "error_rate"
     ] == "fail"
+
+
+def test_a_pace_gives_deadlines_and_gates_the_tokens_on_time() -> None:
+    rate = slo("slo: {pace: 20}")
+    assert rate.pace is not None and rate.pace.as_ms() == {"ttft": 1000.0, "tpot": 50.0}
+    assert rate.objectives == ()
+    spec = slo("slo: {pace: {tpot: 40ms, ttft: 2s, min_on_time: 99%}, stall_time: {p99: 1s}}")
+    assert spec.pace is not None and spec.pace.as_ms() == {"ttft": 2000.0, "tpot": 40.0}
+    fluidity = {"tokens": 1000, "late_tokens": 20, "on_time_fraction": 0.98,
+                "late_requests": 3}  # fmt: skip
+    summary = summary_with(tpot(5, 1000), fluidity=fluidity)
+    summary["metrics"]["stall_time"] = {"count": 100, "p99": 300.0, "above": {"p99": 10}}
+    checks = {c["metric"]: c for c in evaluate(spec, summary)["checks"]}
+    assert checks["on_time_fraction"]["verdict"] == "fail"
+    assert checks["on_time_fraction"]["measured"] == 0.98
+    assert checks["stall_time"]["verdict"] == "pass"
+    unpaced = evaluate(spec, summary | {"fluidity": None})["checks"]
+    assert {c["metric"]: c["verdict"] for c in unpaced}["on_time_fraction"] == "insufficient"
+
+
+def test_a_pace_is_checked_where_it_is_written() -> None:
+    for text, message in (
+        ("slo: {pace: {ttft: 1s}}", "slo.pace.*needs one of tokens_per_s"),
+        ("slo: {pace: {tokens_per_s: 20, tpot: 5ms}}", "slo.pace.*needs one of"),
+        ("slo: {pace: {tokens_per_second: 20}}", "slo.pace.tokens_per_second.*unknown key"),
+        ("slo: {pace: -3}", "slo.pace.tokens_per_s.*must be a number > 0"),
+        ("slo: {pace: {tpot: 5ms, min_on_time: 140%}}", "slo.pace.min_on_time"),
+    ):
+        with pytest.raises(ScenarioErrors, match=message):
+            slo(text)

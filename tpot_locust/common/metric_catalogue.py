@@ -171,6 +171,15 @@ CATALOGUE: tuple[Metric, ...] = (
         in_tab=True,
     ),
     Metric(
+        "stall_time",
+        "Stall time",
+        "Stall time: per request, the time the reader waited beyond the pace's deadlines",
+        "request, with slo.pace",
+        gateable=True,
+        in_table=True,
+        peers={"Etalon": "fluidity-index's missed deadlines, as time"},
+    ),
+    Metric(
         "ttft_from_intended",
         "TTFT from intended",
         "TTFT from intended: open-loop arrival time -> first token event",

@@ -213,6 +213,13 @@ class RequestTimings:
         """One gap per token event after the first: the stall a reader sees."""
         return np.diff(np.asarray(self.token_stamps, dtype=np.int64))
 
+    def tokens_per_event(self) -> np.ndarray | None:
+        """k_i of every token event; None when each carried one token."""
+        counts = self.token_counts
+        if counts.count(1) == len(counts):
+            return None
+        return np.asarray(counts, dtype=np.int64)
+
     def tokens_after_first(self) -> np.ndarray | None:
         """k_i of each token event after the first; None when each carried one token."""
         after = self.token_counts[1:]

@@ -64,7 +64,7 @@ def slo_of(options: Any) -> SloSpec | None:
             raise SystemExit(2) from None
     else:
         return None
-    return None if spec.empty and spec.goodput is None else spec
+    return None if spec.empty and spec.goodput is None and spec.pace is None else spec
 
 
 class RunState:
@@ -120,6 +120,7 @@ class RunState:
         """Gate on ``spec`` at the end; its per-request limits count goodput here too."""
         self.slo = spec
         self.recorder.goodput = spec.goodput if spec is not None else None
+        self.recorder.pace = spec.pace if spec is not None else None
 
     @property
     def folder(self) -> ResultsFolder | None:
@@ -407,6 +408,8 @@ class RunState:
         info["stall_threshold_ms"] = self.probe.threshold_ns / 1e6
         if self.slo is not None and self.slo.goodput is not None:  # the recorder's rule
             info["goodput_limits_ms"] = self.slo.goodput.as_ms()
+        if self.slo is not None and self.slo.pace is not None:  # the recorder's deadlines
+            info["pace_ms"] = self.slo.pace.as_ms()
         # in the master's environment: workers started with another one may differ
         info["arrival_clock"] = arrival_clock()
         if self.master is not None:

@@ -30,6 +30,7 @@ from tpot_locust.metrics.causes import (
     PREFILL,
     CauseWindow,
 )  # fmt: skip
+from tpot_locust.metrics.fluidity import Pace, token_deadlines
 from tpot_locust.metrics.gap_tagging import PREFILL_AT_GAP, GapTagger, HeldGaps, phase_metric
 from tpot_locust.metrics.histograms import (
     HistogramDecodeError,
@@ -86,6 +87,11 @@ class ClassCounters:
     shared_stamp_events: int = 0  # token events read together with the one before them
     multi_event_reads: int = 0  # reads that returned more than one token event
     good: int = 0  # successful requests that met every per-request SLO (goodput)
+    # with a pace (slo.pace, ``metrics.fluidity``): tokens held to it, those late, and the
+    # requests with any late token
+    paced_tokens: int = 0
+    late_tokens: int = 0
+    late_requests: int = 0
     arrived_tokens: int = 0  # tokens of the token events that arrived, whatever the request's end
     # reasoning models: output tokens of reasoning events (or the server's count) and the rest
     reasoning_tokens: int = 0
@@ -318,6 +324,7 @@ class Recorder:
         self.probe: LagSource | None = None
         self.clock: RunClock | None = None
         self.goodput: GoodputRule | None = None  # the scenario's per-request SLOs, if any
+        self.pace: Pace | None = None  # the scenario's reading pace (slo.pace), if any
         warm_up()
 
     def on_stall(self, start_perf_ns: int, end_perf_ns: int) -> None:
@@ -413,6 +420,14 @@ class Recorder:
         self._add_pending(user_class, "tpot", tpot_us)
         if timings.read_delays_ns:
             self._add_pending(user_class, "read_delay", to_us(timings.read_delays_ns))
+        if self.pace is not None:
+            tokens, late, stall_ns = token_deadlines(self.pace, timings.t_send_ns, stamps,
+                                                     timings.tokens_per_event())  # fmt: skip
+            counters = self._interval.for_class(user_class).counters
+            counters.paced_tokens += tokens
+            counters.late_tokens += late
+            counters.late_requests += late > 0
+            scalars["stall_time"] = stall_ns
         for name, value in scalars.items():
             self._pending_scalars.setdefault((user_class, name), []).append(value)
         if self.goodput is not None and self.goodput.met_by(scalars):

@@ -140,6 +140,11 @@ def _check(objective: Objective, spec: SloSpec, summary: Summary) -> Check:
         if value is None:
             return _result(objective, None, None, INSUFFICIENT, "no request finished")
         return _bounded(objective, value, None)
+    if objective.kind == "fluidity":
+        fluidity = scope.get("fluidity")
+        if not fluidity or fluidity["on_time_fraction"] is None:
+            return _result(objective, None, None, INSUFFICIENT, "no token was held to the pace")
+        return _bounded(objective, fluidity["on_time_fraction"], None)
     return _interference(objective, scope)
 
 

@@ -39,6 +39,7 @@ from tpot_locust.report.client_figures import (
 from tpot_locust.report.server_view import format_server_view
 from tpot_locust.report.summary_types import (
     ClassSummary,
+    Fluidity,
     Goodput,
     PromptCache,
     PromptComparison,
@@ -106,6 +107,17 @@ _EMPTY_METRIC: dict[str, Any] = {
     "min": 0.0, "above": {_key(p): 0 for p in PERCENTILES}, "unmeasured_tail": [],
     "skew_mean_over_median": None, "tail_p99.99_over_median": None, "failed": True,
 }  # fmt: skip
+
+
+def fluidity_summary(counters: ClassCounters) -> Fluidity | None:
+    """The tokens held to the pace (``slo.pace``) and how many came by their deadline;
+    None where no pace was set (or no token came)."""
+    if not counters.paced_tokens:
+        return None
+    on_time = counters.paced_tokens - counters.late_tokens
+    return {"tokens": counters.paced_tokens, "late_tokens": counters.late_tokens,
+            "on_time_fraction": round(on_time / counters.paced_tokens, 6),
+            "late_requests": counters.late_requests}  # fmt: skip
 
 
 def goodput_summary(
@@ -179,6 +191,7 @@ def _class_summary(
         "attribution": attribution,
         "worst_gaps": metrics.worst_gaps,
         "goodput": goodput,
+        "fluidity": fluidity_summary(counters),
     }
 
 
@@ -312,6 +325,15 @@ def format_report(summary: Summary, scope: str = "all classes") -> str:
         f"throughput {tokens['per_s']:,.1f} tokens/s, {requests['per_s']:.2f} requests/s "
         f"over {summary['window_s']:.1f} s"
     )
+    if fluidity := summary.get("fluidity"):
+        pace = summary.get("run", {}).get("pace_ms") or {}
+        paced = (f" (first token {pace['ttft']:g} ms, each next {pace['tpot']:g} ms after)"
+                 if pace else "")  # fmt: skip
+        lines.append(
+            f"fluidity {fluidity['on_time_fraction'] * 100:.2f}% of {fluidity['tokens']:,} tokens "
+            f"by their deadline{paced}; {fluidity['late_requests']:,} requests stalled "
+            "(stall time below)"
+        )
     if goodput := summary.get("goodput"):
         limits = ", ".join(
             f"{printable(name)} <= {ms:g} ms" for name, ms in goodput["limits_ms"].items()

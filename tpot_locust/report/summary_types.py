@@ -66,6 +66,15 @@ class TokenCounts(TypedDict, total=False):
     count_source: dict[str, int]  # requests per source of the per-event counts
 
 
+class Fluidity(TypedDict):
+    """``summary["fluidity"]``: tokens against the pace's deadlines (``metrics.fluidity``)."""
+
+    tokens: int
+    late_tokens: int
+    on_time_fraction: float
+    late_requests: int
+
+
 class ClientFigures(TypedDict, total=False):
     """``summary["client"]``: the load generator's own health (read delays, its loops)."""
 
@@ -126,6 +135,7 @@ class ClassSummary(TypedDict, total=False):
     attribution: dict[str, Any] | None  # ``report.attribution.attribution_summary``
     worst_gaps: list[dict[str, Any]]
     goodput: Goodput | None  # None: the scenario set no per-request SLO
+    fluidity: Fluidity | None  # None: the scenario set no pace
 
 
 class Summary(ClassSummary, total=False):

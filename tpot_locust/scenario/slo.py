@@ -10,6 +10,8 @@ master's gate and ``tpot-locust validate`` all read the same model.
       error_rate: 0.1%                              # failed / (ok + failed), at most
       throughput: {tokens_per_s: 500}               # at least
       goodput: {ttft: 800ms, request_tpot: 50ms, min_fraction: 95%}
+      pace: {tokens_per_s: 20, ttft: 2s, min_on_time: 99%}  # a reader's deadlines
+      stall_time: {p99: 500ms}                      # (with pace) waits beyond them
       interference: {tpot_p99: 3.0}                 # burst / steady, at most
       classes: {long_prompt: {ttft: {p90: 3s}}}
       min_samples_above: 10                         # per percentile verdict
@@ -59,7 +61,7 @@ class Objective:
     """One bound: ``metric``'s ``statistic`` (for ``class_name``, or all traffic) is at
     most (``upper``) or at least ``limit``. Times are in ms, fractions in 0..1."""
 
-    kind: str  # latency | error_rate | throughput | goodput | interference
+    kind: str  # latency | error_rate | throughput | goodput | interference | fluidity
     metric: str
     statistic: str | None
     limit: float
@@ -73,7 +75,7 @@ class Objective:
         """What ``limit`` and the measured figure are in: ms, fraction, ratio or per_s."""
         if self.kind == "latency":
             return "ms"
-        if self.kind == "error_rate" or self.metric == "good_fraction":
+        if self.kind == "error_rate" or self.metric in ("good_fraction", "on_time_fraction"):
             return "fraction"
         return "ratio" if self.kind == "interference" else "per_s"
 
@@ -100,6 +102,21 @@ class GoodputRule:
 
 
 @dataclass(frozen=True)
+class Pace:
+    """``slo.pace``: a reader's deadlines in ns (``metrics.fluidity``): the first token
+    ``ttft_ns`` after the send, each next one ``tpot_ns`` after the one before."""
+
+    ttft_ns: int
+    tpot_ns: int
+
+    def as_ms(self) -> dict[str, float]:
+        return {"ttft": self.ttft_ns / 1e6, "tpot": self.tpot_ns / 1e6}
+
+
+DEFAULT_PACE_TTFT_MS = 1000.0  # the first token's deadline when a pace gives only a rate
+
+
+@dataclass(frozen=True)
 class Baseline:
     """A saved run to compare against: a gated percentile may not regress more than this."""
 
@@ -117,6 +134,7 @@ class SloSpec:
     baseline: Baseline | None = None
     client_stalls: str = "invalid"
     raw: dict[str, Any] = field(default_factory=dict)  # as written, for the results
+    pace: Pace | None = None  # a reader's deadlines: fluidity and stall time
 
     @property
     def empty(self) -> bool:
@@ -217,14 +235,19 @@ def parse_slo(located: Located, data: Any, class_names: set[str]) -> SloSpec:
     if "baseline" in data:
         with located.keep_going():
             baseline = _baseline(located, data["baseline"])
-    return SloSpec(
-        tuple(objectives), goodput, str(insufficient), baseline, str(client_stalls), dict(data)
-    )
+    pace = None
+    if "pace" in data:
+        with located.keep_going():
+            pace, pace_objectives = _pace(located, data["pace"])
+            objectives += pace_objectives
+    return SloSpec(tuple(objectives), goodput, str(insufficient), baseline, str(client_stalls),
+                   dict(data), pace)  # fmt: skip
 
 
 _SCOPE_KEYS = {*LATENCY_METRICS, "error_rate", "throughput", "interference"}
 _TOP_KEYS = _SCOPE_KEYS | {"classes", "goodput", "min_samples_above", "insufficient",
-                           "baseline", "client_stalls"}  # fmt: skip
+                           "baseline", "client_stalls", "pace"}  # fmt: skip
+_PACE_KEYS = ("tokens_per_s", "tpot", "ttft", "min_on_time")
 
 
 def _migrate_legacy(located: Located, data: dict[str, Any]) -> dict[str, Any]:
@@ -393,6 +416,34 @@ def _goodput(located: Located, value: Any) -> tuple[GoodputRule, list[Objective]
             path, f"needs at least one per-request limit: {', '.join(GOODPUT_METRICS)}"
         )
     return GoodputRule(limits), objectives
+
+
+def _pace(located: Located, value: Any) -> tuple[Pace, list[Objective]]:
+    """``pace: 20`` (tokens/s) or ``{tokens_per_s | tpot, ttft, min_on_time}``."""
+    path = "slo.pace"
+    if not isinstance(value, dict):
+        value = {"tokens_per_s": value}
+    if unknown := [key for key in value if key not in _PACE_KEYS]:
+        hint = did_you_mean(str(unknown[0]), _PACE_KEYS)
+        raise located.error(f"{path}.{unknown[0]}", f"unknown key{hint}; use "
+                            f"{', '.join(_PACE_KEYS)}")  # fmt: skip
+    if ("tokens_per_s" in value) == ("tpot" in value):
+        raise located.error(path, "needs one of tokens_per_s (a reading pace) or tpot (when "
+                            "each token after the first is due after the one before)")  # fmt: skip
+    if "tpot" in value:
+        tpot_ms = _parsed(located, f"{path}.tpot", value["tpot"], parse_time_ms)
+    else:
+        tpot_ms = 1000 / _positive(located, f"{path}.tokens_per_s", value["tokens_per_s"])
+    ttft_ms = DEFAULT_PACE_TTFT_MS
+    if "ttft" in value:
+        ttft_ms = _parsed(located, f"{path}.ttft", value["ttft"], parse_time_ms)
+    objectives = []
+    if "min_on_time" in value:
+        key_path = f"{path}.min_on_time"
+        limit = _parsed(located, key_path, value["min_on_time"], parse_fraction)
+        objectives.append(Objective("fluidity", "on_time_fraction", None, limit, None, False, 0,
+                                    key_path))  # fmt: skip
+    return Pace(max(1, round(ttft_ms * 1e6)), max(1, round(tpot_ms * 1e6))), objectives
 
 
 def _baseline(located: Located, value: Any) -> Baseline:
