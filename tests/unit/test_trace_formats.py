@@ -10,11 +10,12 @@ import pytest
 from tests.conftest import ROOT
 from tests.helpers.small_tokenizer import build_tokenizer
 from tpot_locust.common.tokens import load_tokenizer
+from tpot_locust.scenario.loader import load_scenario
 from tpot_locust.scenario.model import TraceSpec
 from tpot_locust.scenario.prompts import blocks_text
 from tpot_locust.scenario.trace import sessions
 from tpot_locust.scenario.trace_formats import load_trace_spec
-from tpot_locust.scenario.yaml_source import ScenarioError
+from tpot_locust.scenario.yaml_source import ScenarioError, ScenarioErrors
 
 TRACES = ROOT / "scenarios" / "traces"
 
@@ -109,3 +110,24 @@ def test_blocks_with_a_tokenizer_are_exact_and_shared(tmp_path: Path) -> None:
     first_block = blocks_text((0,), requests[0].block_tokens, requests[0].block_tokens, exact)
     assert all(text.startswith(first_block) for text, r in zip(texts, requests, strict=True)
                if r.blocks[0] == 0)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("trace", "message"),
+    [
+        ("{file: MOONCAKE, format: csv}",
+         r"classes.replay.trace.format.*must be one of auto, jsonl, mooncake"),
+        ("{file: MOONCAKE, start: -2}", r"classes.replay.trace.start"),
+        ("{format: azure}", r"classes.replay.trace.*file: is required"),
+        ("{file: MOONCAKE, model: GPT-4}",
+         r"classes.replay.trace.model.*only for BurstGPT traces \(this one reads as mooncake\)"),
+    ],
+)  # fmt: skip
+def test_a_trace_mapping_is_checked_where_it_is_written(
+    tmp_path: Path, trace: str, message: str
+) -> None:  # fmt: skip
+    scenario = tmp_path / "t.yaml"
+    trace = trace.replace("MOONCAKE", str(TRACES / "mooncake_sample.jsonl"))
+    scenario.write_text(f"name: t\nduration: 5s\nclasses:\n  replay:\n    trace: {trace}\n")
+    with pytest.raises(ScenarioErrors, match=message):
+        load_scenario(scenario)

@@ -176,7 +176,7 @@ class TraceSpec:
     """``classes.<name>.trace``: a request trace, ours or as its publisher ships it
     (``scenario.trace_formats``), and what of it to replay."""
 
-    file: str = key("", check="trace_file", required=True)
+    file: str = key("", check="trace_file")  # required (scenario.schema says so)
     format: str = key("auto", check="trace_format")  # auto: told by its first row
     start: float = key(0.0, check="duration_or_zero")  # seconds into the trace to begin at
     duration: float | None = key(check="duration_key")  # seconds of it (None: to its end)

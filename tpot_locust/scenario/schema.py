@@ -302,14 +302,21 @@ def _dataset_order(located: Located, path: str, value: Any, base_dir: Path) -> s
     return str(value)  # one of the names: a str
 
 
-def _trace(located: Located, path: str, value: Any, base_dir: Path) -> TraceSpec:
+def _trace(located: Located, path: str, value: Any, base_dir: Path) -> TraceSpec | None:
     """A trace's file name (ours, or a published format told by its first row), or
-    ``{file, format, start, duration, ...}`` (``TraceSpec``)."""
+    ``{file, format, start, duration, ...}`` (``TraceSpec``); None when a key of it was
+    refused (the problem is noted; nothing is read)."""
     if not isinstance(value, dict):
         return TraceSpec(file=_trace_file(located, path, value, base_dir))
     if "file" not in value:
         raise located.error(path, "file: is required (the trace to replay)")
-    return parse_section(located, path, value, TraceSpec, base_dir)[0]
+
+    def noted() -> int:
+        return len(located.problems) + located.problems.dropped
+
+    before = noted()
+    spec = parse_section(located, path, value, TraceSpec, base_dir)[0]
+    return spec if noted() == before else None
 
 
 def _trace_file(located: Located, path: str, value: Any, base_dir: Path) -> str:
