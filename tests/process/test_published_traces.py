@@ -38,7 +38,8 @@ def test_a_published_trace_replays_with_its_lengths_on_its_clock(
                       if '"request_id"' in line), key=lambda r: r["arrival_ns"])  # fmt: skip
     sent = Counter((r["prompt_tokens"], r["completion_tokens"]) for r in records)
     assert sent == Counter((r.input_tokens, r.output_tokens) for r in expected)
-    arrivals_s = [(r["arrival_ns"] - records[0]["arrival_ns"]) / 1e9 for r in records]
+    # on the trace's clock: none early, each at most 100 ms late (the first also connects)
     times_s = sorted(r.t_s for r in expected)
-    assert all(abs(a - t) < 0.05 for a, t in zip(arrivals_s, times_s, strict=True)), (
-        arrivals_s, times_s)  # fmt: skip
+    lateness = [r["arrival_ns"] / 1e9 - t for r, t in zip(records, times_s, strict=True)]
+    start = min(lateness)  # the run's time 0, as the least late request shows it
+    assert all(0 <= late - start < 0.1 for late in lateness), (lateness, times_s)

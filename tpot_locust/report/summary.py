@@ -155,7 +155,7 @@ def _class_summary(
                         lambda: attribution_summary(metrics, keep_tail))  # fmt: skip
     return {
         "metrics": summaries,
-        "client": client_check(summaries["read_delay"], summaries["itl"].get("p50", 0.0))
+        "client": client_check(summaries["read_delay"], summaries["itl"].get("p90", 0.0))
         | {
             "arrival_clocks": counters.arrival_clocks(),
             "shared_stamp_events": counters.shared_stamp_events,
