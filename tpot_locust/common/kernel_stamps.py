@@ -19,6 +19,9 @@ SO_TIMESTAMPNS = 35
 _TIMESPEC = struct.Struct("@qq")
 ANCILLARY_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
 STAMPS_ENV = "TPOT_LOCUST_STAMPS"
+# A kernel stamp further back than this from its read is a clock step, not a late read: not
+# trusted (the client's reads and the simulator's alike).
+MAX_KERNEL_AGE_NS = 10 * 1_000_000_000
 
 
 def wanted_clock() -> str:

@@ -17,10 +17,14 @@ import socket
 import time
 from collections.abc import Callable
 
-from ..common.kernel_stamps import ANCILLARY_BYTES, enable_kernel_stamps, kernel_wall_ns
+from ..common.kernel_stamps import (
+    ANCILLARY_BYTES,
+    MAX_KERNEL_AGE_NS,
+    enable_kernel_stamps,
+    kernel_wall_ns,
+)
 
 READ_BYTES = 256 * 1024
-_MAX_KERNEL_AGE_NS = 10 * 1_000_000_000  # older: a wall-clock step, not a late read
 Deliver = Callable[[bytes, int], None]  # (bytes, arrival perf_counter_ns)
 
 
@@ -92,6 +96,6 @@ class KernelReads:
         wall_ns = kernel_wall_ns(ancillary)
         if wall_ns is not None:
             kernel_ns = self._to_perf_ns(wall_ns)
-            if now_ns - _MAX_KERNEL_AGE_NS <= kernel_ns <= now_ns:
+            if now_ns - MAX_KERNEL_AGE_NS <= kernel_ns <= now_ns:
                 stamp_ns = kernel_ns
         self._deliver(data, stamp_ns)

@@ -19,15 +19,17 @@ from typing import Any
 
 from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK, USER_CLOCK, wall_minus_perf_ns
 from tpot_locust.common.errors import CONNECTION_ERROR, StreamError
-from tpot_locust.common.kernel_stamps import ANCILLARY_BYTES, enable_kernel_stamps, kernel_wall_ns
+from tpot_locust.common.kernel_stamps import (
+    ANCILLARY_BYTES,
+    MAX_KERNEL_AGE_NS,
+    enable_kernel_stamps,
+    kernel_wall_ns,
+)
 from tpot_locust.common.timings import int_array
 from tpot_locust.wire.segment_stamps import SegmentTap, SegmentTrack, process_tap
 
 RECV_BYTES = 65536
 Piece = tuple[bytes, int]  # (bytes, arrival perf_counter_ns); b"": the peer closed
-
-# A kernel stamp further back than this is a clock step, not a late read: not trusted.
-_MAX_KERNEL_AGE_NS = 10 * 1_000_000_000
 
 
 class StampedSocket:
@@ -192,7 +194,7 @@ class StampedSocket:
         stamp = now_ns
         if wall_ns is not None:
             kernel_ns = wall_ns - self._real_minus_perf_ns
-            if now_ns - _MAX_KERNEL_AGE_NS <= kernel_ns <= now_ns:
+            if now_ns - MAX_KERNEL_AGE_NS <= kernel_ns <= now_ns:
                 stamp = kernel_ns
         if stamp < self._last_stamp_ns:
             stamp = self._last_stamp_ns
