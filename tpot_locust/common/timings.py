@@ -87,8 +87,9 @@ class RequestTimings:
       server's ``usage.prompt_tokens``, or None); ``finish_reason`` as the server sent it;
     - ``error_category``: None for success, else a category of ``tpot_locust.common.errors``
       (``interrupted`` for a request the stop cut off); ``error_message``: the detail;
-    - ``read_delays_ns``: per socket read, our clock at the read minus the kernel's stamp of
-      its newest data (only with kernel stamps);
+    - ``read_delays_ns``: per socket read, our clock at the read minus the arrival of its
+      oldest data (the segment clock) or of its newest (the kernel clock; a lower bound);
+      none on the user clock;
     - ``retransmits``: TCP segments retransmitted on the request's connection between its
       send and its end, ours and the server's (``wire.tcp_info``; 0 where it cannot say).
     """

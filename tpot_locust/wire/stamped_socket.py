@@ -185,7 +185,9 @@ class StampedSocket:
                 cut[-1] = (cut[-1][0], wall_ns)
         self._offset += len(data)
         pieces = [(piece, self._arrival_ns(stamp, now_ns)) for piece, stamp in cut]
-        self.read_delays_ns.append(now_ns - pieces[-1][1])
+        # How long the read's oldest data waited: on the segment clock its first segment's
+        # stamp; on the kernel clock all it has is the newest data's (a lower bound).
+        self.read_delays_ns.append(now_ns - pieces[0][1])
         return pieces
 
     def _arrival_ns(self, wall_ns: int | None, now_ns: int) -> int:
