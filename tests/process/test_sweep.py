@@ -107,7 +107,7 @@ def test_a_sweep_drives_a_running_cluster_one_test_per_step(tmp_path: Path) -> N
         # the step's histograms came with it: its folder reports as a local step's does
         totals, _ = load_results(tmp_path / "sweep" / step["dir"])
         assert (
-            histogram_stats(totals.classes["chat"].histograms["tpot"], ()).count
+            histogram_stats(totals.groups["chat"].histograms["tpot"], ()).count
             == (summary["metrics"]["tpot"]["count"])
         )
         assert (tmp_path / "sweep" / step["dir"] / "report.html").exists()

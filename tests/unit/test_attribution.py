@@ -293,7 +293,7 @@ def single_run(seed: int = 2, requests: int = 40) -> tuple[World, ClassMetrics, 
     world.stall = (start + 5 * MS, start + 15 * MS)
     recorder = Recorder()
     (total,) = play(world, [recorder], lambda item: [0])
-    metrics = total.for_class("chat")
+    metrics = total.for_group("chat")
     attribution = attribution_summary(metrics, keep_tail=True)
     assert attribution is not None
     return world, metrics, attribution
@@ -376,7 +376,7 @@ def test_no_gap_no_attribution() -> None:
     recorder = Recorder()
     req = Req("one", "chat", 10**18, [10**18 + MS], [1], 10)  # one event: no gap
     recorder.record(req.timings(recorder))
-    metrics = recorder.take_interval(final=True).for_class("chat")
+    metrics = recorder.take_interval(final=True).for_group("chat")
     assert attribution_summary(metrics, keep_tail=False) is None
 
 
@@ -394,7 +394,7 @@ def test_stories_of_single_gaps() -> None:
     ]
     recorder = Recorder()
     (total,) = play(world, [recorder], lambda item: [0])
-    attribution = attribution_summary(total.for_class("chat"), keep_tail=False)
+    attribution = attribution_summary(total.for_group("chat"), keep_tail=False)
     assert attribution is not None and "tail_gaps" not in attribution
     stories = [gap["story"] for gap in attribution["worst"]]
     assert stories == [
@@ -468,7 +468,7 @@ def test_a_request_in_flight_keeps_a_window_that_closed_early_in_its_life() -> N
         total.add(recorder.take_interval(final=True))  # tags it, then prunes
     recorder.record(long.timings(recorder))
     total.add(recorder.take_interval(final=True))
-    metrics = total.for_class("chat")
+    metrics = total.for_group("chat")
     gap = long_first_gap(metrics)
     assert gap["causes"] == [PREFILL] and gap["prefill_tokens"] == 16000
     assert gap["phase"] == "burst"
@@ -509,10 +509,10 @@ def test_a_held_request_sent_first_keeps_its_windows_whatever_the_order_they_end
     recorder.flush()
     total = MetricSet()
     total.add(recorder.take_interval())  # tags the two due, prunes
-    assert total.for_class("chat").histograms[PREFILL_AT_GAP].total_count == 2  # tagged
+    assert total.for_group("chat").histograms[PREFILL_AT_GAP].total_count == 2  # tagged
     assert len(recorder.causes) >= 1  # the early prefill is kept for the long request
     total.add(recorder.take_interval(final=True))
-    gap = long_first_gap(total.for_class("chat"))
+    gap = long_first_gap(total.for_group("chat"))
     assert gap["causes"] == [PREFILL] and gap["prefill_tokens"] == 16000
 
 
@@ -557,15 +557,15 @@ def test_two_workers_merged_equal_one_process_that_saw_everything() -> None:
     merged.add(totals[1])
     alone = totals[2]
     for user_class in classes:
-        got = attribution_summary(merged.for_class(user_class), keep_tail=True)
-        wanted = attribution_summary(alone.for_class(user_class), keep_tail=True)
+        got = attribution_summary(merged.for_group(user_class), keep_tail=True)
+        wanted = attribution_summary(alone.for_group(user_class), keep_tail=True)
         assert comparable(got) == comparable(wanted), user_class
         expected_rows(brute_gaps(world, user_class), got, "itl")
         expected_rows(brute_gaps(world, user_class), got, "tpot")
     assert comparable(attribution_summary(merged.combined(), keep_tail=True)) == comparable(
         attribution_summary(alone.combined(), keep_tail=True)
     )
-    probe = next(g for g in merged.for_class("chat").tail_gaps if g["request_id"] == "b-probe"
+    probe = next(g for g in merged.for_group("chat").tail_gaps if g["request_id"] == "b-probe"
                  and g["gap"] == 0)  # fmt: skip
     assert probe["causes"] == [PREFILL] and probe["prefill_tokens"] == 16000
     assert probe["prefill_requests"] == 1 and probe["phase"] == "burst"
@@ -584,5 +584,5 @@ def test_without_the_relay_a_worker_misses_the_other_workers_prefill() -> None:
         for worker in workers:
             worker.causes.sharing = True
         totals = play(world, workers, lambda item: [item.process], relay=relay)
-        (gap,) = totals[1].for_class("chat").tail_gaps
+        (gap,) = totals[1].for_group("chat").tail_gaps
         assert gap["causes"] == wanted, relay

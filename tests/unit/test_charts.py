@@ -48,7 +48,7 @@ def _run(classes: dict[str, float]) -> RunView:
     totals = MetricSet()
     rng = np.random.default_rng(1)
     for name, gap_ms in classes.items():
-        metrics = totals.for_class(name)
+        metrics = totals.for_group(name)
         metrics.counters.ok = 100
         record_many(metrics.histogram("tpot"), rng.exponential(gap_ms * 1000, 20_000) + 1)
     return RunView("run", build_summary(totals, {}), totals, "name: run\n")

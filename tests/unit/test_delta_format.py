@@ -17,7 +17,7 @@ from tpot_locust.metrics.recorder import ClassCounters, MetricSet
 
 def delta_with(ok: int) -> MetricSet:
     delta = MetricSet()
-    delta.for_class("chat").counters.ok = ok
+    delta.for_group("chat").counters.ok = ok
     return delta
 
 

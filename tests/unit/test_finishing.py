@@ -21,7 +21,7 @@ def test_what_the_master_could_not_save_makes_the_gated_run_invalid(tmp_path: Pa
     scenario = tmp_path / "gate.yaml"
     scenario.write_text("name: g\nclasses: {chat: {users: 1}}\nslo: {tpot: {p50: 1s}}\n")
     totals = MetricSet()
-    metrics = totals.for_class("chat")
+    metrics = totals.for_group("chat")
     metrics.counters.ok = 50
     metrics.counters.first_send_wall_ns, metrics.counters.last_token_wall_ns = 1, 2_000_000_000
     record_many(metrics.histogram("tpot"), np.arange(1_000, 40_000, 3))

@@ -101,7 +101,7 @@ def test_a_400_digit_completion_count_is_one_failed_request_and_the_rest_recorde
         results.append(timings)
     assert [t.error_category for t in results] == [None, errors.BAD_JSON, None]
     assert "integer of about 400 digits" in results[1].error_message
-    counters = recorder.take_interval().classes["Fuzz"].counters  # the stop: no OverflowError
+    counters = recorder.take_interval().groups["Fuzz"].counters  # the stop: no OverflowError
     assert counters.ok == 2 and counters.failed == 1 and counters.output_tokens == 8
 
 

@@ -81,7 +81,7 @@ def _bomb() -> str:
 def _totals() -> MetricSet:
     totals = MetricSet()
     for name in ("chat", "rag"):
-        metrics = totals.for_class(name)
+        metrics = totals.for_group(name)
         metrics.counters.ok = 50
         metrics.counters.output_tokens = 500
         metrics.counters.first_send_wall_ns = 1_000_000_000

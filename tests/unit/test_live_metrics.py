@@ -22,7 +22,7 @@ def _totals() -> tuple[MetricSet, dict[str, np.ndarray]]:
     totals = MetricSet()
     values: dict[str, np.ndarray] = {}
     for name, scale in (("chat", 1.0), ("burst", 3.0)):
-        metrics = totals.for_class(name)
+        metrics = totals.for_group(name)
         metrics.counters.ok, metrics.counters.failed = 40, 2
         metrics.counters.errors["http_5xx"] = 2
         metrics.counters.output_tokens = metrics.counters.arrived_tokens = 5_000

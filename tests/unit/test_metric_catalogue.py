@@ -40,7 +40,7 @@ def test_the_names_are_unique_and_a_flag_must_exist() -> None:
 
 def full_summary() -> dict:
     totals = MetricSet()
-    metrics = totals.for_class("chat")
+    metrics = totals.for_group("chat")
     metrics.counters.ok = 1
     metrics.counters.reasoning_requests = metrics.counters.reasoning_tokens = 1  # TTFAT shows
     for name in catalogue.names():

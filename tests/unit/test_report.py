@@ -18,7 +18,7 @@ from tpot_locust.report.summary import (
 
 def summary_with_read_delays(delays_us: list[int]) -> dict:
     totals = MetricSet()
-    metrics = totals.for_class("chat")
+    metrics = totals.for_group("chat")
     metrics.counters.ok = 1
     record_many(metrics.histogram("tpot"), np.full(100, 5_000))
     if delays_us:

@@ -115,7 +115,7 @@ def test_client_health_merges_and_survives_encoding() -> None:
 
 def test_older_saved_histograms_still_decode() -> None:
     metric_set = MetricSet()
-    record_many(metric_set.for_class("chat").histogram("tpot"), np.array([5, 7]))
+    record_many(metric_set.for_group("chat").histogram("tpot"), np.array([5, 7]))
     older = metric_set.encode()["classes"]  # results saved before the client section
     assert MetricSet.decode(older).classes["chat"].histogram("tpot").total_count == 2
 

@@ -27,7 +27,7 @@ HOSTILE = '<script>alert(1)</script>"\x1b[2J\u202e&'
 
 def _totals() -> MetricSet:
     totals = MetricSet()
-    metrics = totals.for_class("chat")
+    metrics = totals.for_group("chat")
     metrics.counters.ok = 100
     rng = np.random.default_rng(7)
     for name in ("tpot", "itl"):

@@ -160,11 +160,15 @@ class Messages(Dialect):
                 "stop_reason": _stop_reason(context), "stop_sequence": None,
                 "usage": usage}  # fmt: skip
 
-    def sim_models(self, model: str, created: int) -> dict[str, Any]:
+    def sim_models(
+        self, model: str, created: int, adapters: tuple[str, ...] = ()
+    ) -> dict[str, Any]:
         """Anthropic's models list (the client reads ``data[0].id`` in either shape)."""
         when = datetime.fromtimestamp(created, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        card = {"type": "model", "id": model, "display_name": model, "created_at": when}
-        return {"data": [card], "has_more": False, "first_id": model, "last_id": model}
+        names = (model, *adapters)
+        cards = [{"type": "model", "id": name, "display_name": name, "created_at": when}
+                 for name in names]  # fmt: skip
+        return {"data": cards, "has_more": False, "first_id": model, "last_id": names[-1]}
 
 
 def _delta(delta: Any) -> EventReading:

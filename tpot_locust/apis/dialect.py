@@ -182,11 +182,15 @@ class Dialect:
         """The body of a non-streaming answer; None: this API is only served streaming."""
         return None
 
-    def sim_models(self, model: str, created: int) -> dict[str, Any]:
-        """The models list the simulator serves at ``models_path``."""
-        card = {"id": model, "object": "model", "created": created, "owned_by": "tpot-sim",
-                "root": model, "parent": None}  # fmt: skip
-        return {"object": "list", "data": [card]}
+    def sim_models(
+        self, model: str, created: int, adapters: tuple[str, ...] = ()
+    ) -> dict[str, Any]:
+        """The models list the simulator serves at ``models_path``: the base model first,
+        then its LoRA adapters (vLLM lists each with the base as ``parent``)."""
+        cards = [{"id": name, "object": "model", "created": created, "owned_by": "tpot-sim",
+                  "root": name, "parent": None if name == model else model}
+                 for name in (model, *adapters)]  # fmt: skip
+        return {"object": "list", "data": cards}
 
 
 def checked_model(model: Any, body: bytes, where: str | None) -> str:

@@ -119,14 +119,18 @@ class OllamaChat(Dialect):
     def sim_whole(self, context: SimContext, text: str) -> dict[str, Any] | None:
         return self._last(context, text)
 
-    def sim_models(self, model: str, created: int) -> dict[str, Any]:
-        details = {"parent_model": "", "format": "gguf", "family": "tpot-sim",
-                   "families": ["tpot-sim"], "parameter_size": "",
-                   "quantization_level": ""}  # fmt: skip
-        card = {"name": model, "model": model, "modified_at": _created_at(created), "size": 0,
-                "digest": hashlib.sha256(model.encode()).hexdigest(),
-                "details": details}  # fmt: skip
-        return {"models": [card]}
+    def sim_models(
+        self, model: str, created: int, adapters: tuple[str, ...] = ()
+    ) -> dict[str, Any]:
+        cards = []
+        for name in (model, *adapters):
+            details = {"parent_model": "" if name == model else model, "format": "gguf",
+                       "family": "tpot-sim", "families": ["tpot-sim"], "parameter_size": "",
+                       "quantization_level": ""}  # fmt: skip
+            cards.append({"name": name, "model": name, "modified_at": _created_at(created),
+                          "size": 0, "digest": hashlib.sha256(name.encode()).hexdigest(),
+                          "details": details})  # fmt: skip
+        return {"models": cards}
 
     def _line(self, context: SimContext, text: str, done: bool = False) -> dict[str, Any]:
         return {"model": context.model, "created_at": _created_at(context.created),

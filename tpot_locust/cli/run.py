@@ -98,6 +98,8 @@ def simulator_args(scenario: Scenario) -> list[str]:
         args += [meta["flag"], text]
     if scenario.server.tokenizer:  # the simulator counts prompts as the client builds them
         args += ["--tokenizer", scenario.server.tokenizer]
+    for model in dict.fromkeys(name for t in scenario.classes for name in t.model or {}):
+        args += ["--adapter", model]  # the classes' models: served beside the base model
     if simulator.profile is not None:
         for key, value in simulator.engine.items():
             args += ["--set", f"{key}={json.dumps(value)}"]

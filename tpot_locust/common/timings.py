@@ -122,6 +122,8 @@ class RequestTimings:
     answer_stamp_ns: int | None = None  # arrival of the first answer (not reasoning) event
     reasoning_tokens: int = 0  # of output_tokens: those of reasoning events
     cached_prompt_tokens: int | None = None  # the server's prefix-cache hit, if it said
+    # the model its class chose for it (``classes.<name>.model``); None: the class named none
+    model: str | None = None
 
     @property
     def stamps_recovered(self) -> bool:

@@ -297,7 +297,7 @@ class MasterLink:
         self.client_health.setdefault(client_id, ClientHealth()).add(delta.client)
         self.collector.add_delta(delta)
         own = self.causes_by_worker.setdefault(client_id, ClassMetrics())
-        for metrics in delta.classes.values():
+        for metrics in delta.groups.values():
             for name, histogram in metrics.histograms.items():
                 if name.split("@", 1)[0] in CAUSE_METRICS:
                     add_into(own.histogram(name), histogram)

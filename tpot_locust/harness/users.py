@@ -40,6 +40,7 @@ from tpot_locust.common.tls import client_tls_context
 from tpot_locust.common.tokens import Tokenizer, load_tokenizer
 from tpot_locust.harness.event_hooks import ensure_prefill_window, ensure_token_timings
 from tpot_locust.harness.failures import Backoff
+from tpot_locust.harness.model_split import ModelSplit
 from tpot_locust.harness.prefill_events import PrefillWindow
 from tpot_locust.harness.turns import PlannedTurn
 from tpot_locust.harness.user_context import ALONE, user_context
@@ -113,17 +114,22 @@ class ChatUser(User):
     tokenizer: ClassVar[str | None] = None  # a local tokenizer: prompts of exact token counts
     dataset: ClassVar[Sequence[Conversation]] = ()  # sessions from a file (scenario.datasets)
     dataset_order: ClassVar[str] = "random"  # or "sequential": in file order, dealt out
+    # models (or LoRA adapters) by weight, one per conversation, over ``model``; its
+    # figures are kept per model too (``common.metric_groups``)
+    model_split: ClassVar[dict[str, float] | None] = None
 
     _user_counter: ClassVar[int] = 0
     _models: ClassVar[dict[tuple[str, str], str]] = {}
     # set on each class on first use, read through its own __dict__ (never a parent's)
     _dataset_taken: ClassVar[int]  # a sequential dataset's entries taken in this process
     _prefix_text: ClassVar[str]  # the class's shared prefix (shared_prefix_tokens)
+    _model_split: ClassVar[ModelSplit]  # deals out model_split in this process
 
     def on_start(self) -> None:
         ChatUser._user_counter += 1
         self._tag = f"{PROCESS_TAG}{uuid.uuid4().hex[:6]}"  # which process sent it, first
         self._requests_sent = 0
+        self._session_model: str | None = None  # this conversation's, from model_split
         seed = None if self.seed is None else self.seed * 100_003 + ChatUser._user_counter
         self.rng = random.Random(seed)
         self._backoff = Backoff(self.rng)
@@ -177,6 +183,7 @@ class ChatUser(User):
         history: list[dict[str, str]] = []
         prompt_so_far = 0
         timings = None
+        self._choose_model()
         for turn in turns:
             if turn.whole_context:  # a trace turn that holds its conversation (Bailian)
                 history, prompt_so_far = [], 0
@@ -312,6 +319,7 @@ class ChatUser(User):
         spec = prompt_tokens if prompt_tokens is not None else self.prompt_tokens
         text, tokens = self._user_message(spec, first=True, pause=let_streams_run)
         history = [{"role": "user", "content": text}]
+        self._choose_model()
         max_tokens = self._max_tokens(output_tokens)
         let_streams_run()
         body = json.dumps(self.build_body(history, max_tokens)).encode()
@@ -340,11 +348,27 @@ class ChatUser(User):
             cls._prefix_text = prefix
         return prefix
 
+    def _choose_model(self) -> None:
+        """The next conversation's model, when the class splits its traffic over models;
+        one round robin per class in this process, begun at this worker's index."""
+        if not self.model_split:
+            self._session_model = None
+            return
+        cls = type(self)
+        split = cls.__dict__.get("_model_split")
+        if split is None or split.weights != self.model_split:  # first, or retuned
+            share = user_context(self.environment).process_share
+            split = cls._model_split = ModelSplit(self.model_split, share[0] if share else 0)
+        self._session_model = split.pick()
+
     def build_body(self, history: list[dict[str, str]], max_tokens: int) -> dict[str, Any]:
         """The request in the API's own words (``apis``), then ``extra_body`` over it."""
         dialect = self.dialect
+        model = self._session_model
+        if model is None and (dialect.models_path or self.model):
+            model = self.model_name()
         options = BodyOptions(
-            model=self.model_name() if dialect.models_path or self.model else None,
+            model=model,
             max_tokens=max_tokens,
             ignore_eos=self.ignore_eos,
             force_min_tokens=self.force_min_tokens,
@@ -435,7 +459,12 @@ class ChatUser(User):
         except (StreamError, ReadTimeout, ValueError) as error:
             # The model lookup (GET /v1/models) failed: this request fails with its reason.
             timings = RequestTimings(
-                type(self).__name__, self.api, request_id, intended_ns, time.perf_counter_ns()
+                type(self).__name__,
+                self.api,
+                request_id,
+                intended_ns,
+                time.perf_counter_ns(),
+                model=self._session_model,
             )
             timings.t_end_ns = time.perf_counter_ns()
             timings.error_category = getattr(error, "category", MODEL_LOOKUP)
@@ -460,6 +489,7 @@ class ChatUser(User):
                 on_first_token=prefill.first_token,
                 max_event_bytes=self.max_event_bytes,
                 live=self._live_streams,
+                model=self._session_model,
             )
             try:
                 # the answer's text is needed only to continue the conversation
@@ -495,7 +525,12 @@ class ChatUser(User):
         self.connection.close()
         now = time.perf_counter_ns()
         timings = RequestTimings(
-            type(self).__name__, self.api, request_id, intended_ns, sent_ns or now
+            type(self).__name__,
+            self.api,
+            request_id,
+            intended_ns,
+            sent_ns or now,
+            model=self._session_model,
         )
         timings.t_end_ns = now
         timings.error_category = INTERRUPTED

@@ -48,8 +48,10 @@ COLUMNS = (
 def tab_rows(state: RunState) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     totals = state.collector.totals
-    scopes = [("All", totals.combined())] if len(totals.classes) > 1 else []
-    scopes += sorted(totals.classes.items())
+    classes, models = totals.by_class(), totals.by_model()
+    scopes = [("All", totals.combined())] if len(classes) > 1 or models else []
+    scopes += sorted(classes.items())
+    scopes += [(f"model {name}", metrics) for name, metrics in sorted(models.items())]
     for scope, metrics in scopes:
         for name in TAB_METRICS:
             histogram = metrics.histograms.get(name)

@@ -24,6 +24,7 @@ from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.clock import ARRIVAL_CLOCKS, WallClock
 from tpot_locust.common.cooperation import WorkSlices, let_streams_run
 from tpot_locust.common.errors import INTERRUPTED
+from tpot_locust.common.metric_groups import group_parts, metric_group
 from tpot_locust.common.timings import COUNT_SOURCES, RequestTimings, to_us, tpot_samples_ns
 from tpot_locust.metrics.causes import (
     FAILED_END,
@@ -204,29 +205,61 @@ def _encode(histogram: HdrHistogram, cooperative: bool) -> str:
 
 
 class MetricSet:
-    """Histograms and counters per user class; an interval (delta) or a running total."""
+    """Histograms and counters per metric group (a user class, or a class and the model it
+    sent to: ``common.metric_groups``); an interval (delta) or a running total."""
 
     def __init__(self) -> None:
-        self.classes: dict[str, ClassMetrics] = {}
+        self.groups: dict[str, ClassMetrics] = {}
         self.client = ClientHealth()  # the recording processes' own loop lag and stalls
 
-    def for_class(self, user_class: str) -> ClassMetrics:
-        metrics = self.classes.get(user_class)
+    def for_group(self, group: str) -> ClassMetrics:
+        metrics = self.groups.get(group)
         if metrics is None:
-            metrics = self.classes[user_class] = ClassMetrics()
+            metrics = self.groups[group] = ClassMetrics()
         return metrics
 
     def add(self, other: MetricSet, cooperative: bool = False) -> None:
-        for user_class, metrics in other.classes.items():
-            self.for_class(user_class).add(metrics, cooperative)
+        for group, metrics in other.groups.items():
+            self.for_group(group).add(metrics, cooperative)
         self.client.add(other.client)
 
     def combined(self, cooperative: bool = False) -> ClassMetrics:
         """All classes merged exactly (counts add; percentiles are recomputed)."""
         total = ClassMetrics()
-        for metrics in self.classes.values():
+        for metrics in self.groups.values():
             total.add(metrics, cooperative)
         return total
+
+    @property
+    def classes(self) -> dict[str, ClassMetrics]:
+        """Per user class (``by_class``): to read, never to record into."""
+        return self.by_class()
+
+    def by_class(self) -> dict[str, ClassMetrics]:
+        """Per user class, its models' groups merged exactly; a class that named no model
+        is its own group (the same object, not a copy)."""
+        return self._merged(0)
+
+    def by_model(self) -> dict[str, ClassMetrics]:
+        """Per model that a class named (``classes.<name>.model``), across classes; empty
+        when none did."""
+        return self._merged(1)
+
+    def _merged(self, part: int) -> dict[str, ClassMetrics]:
+        parts: dict[str, list[ClassMetrics]] = {}
+        for group, metrics in self.groups.items():
+            name = group_parts(group)[part]
+            if name is not None:
+                parts.setdefault(name, []).append(metrics)
+        merged = {}
+        for name, same in parts.items():
+            if len(same) == 1:
+                merged[name] = same[0]
+                continue
+            merged[name] = ClassMetrics()
+            for metrics in same:
+                merged[name].add(metrics)
+        return merged
 
     def encode(self, cooperative: bool = False) -> dict[str, Any]:
         """A msgpack/JSON-safe form: base64 HdrHistogram V2 blobs plus plain counters.
@@ -235,8 +268,8 @@ class MetricSet:
         worker's delta that must not stall token stamping; only for a set nothing else
         changes meanwhile (a delta already taken out of the recorder).
         """
-        classes = {
-            user_class: {
+        groups = {
+            group: {
                 "histograms": {
                     name: _encode(histogram, cooperative)
                     for name, histogram in metrics.histograms.items()
@@ -245,9 +278,9 @@ class MetricSet:
                 "counters": metrics.counters.to_dict(),
                 "tail_gaps": metrics.tail_gaps,
             }
-            for user_class, metrics in self.classes.items()
+            for group, metrics in self.groups.items()
         }
-        return {"classes": classes, "client": self.client.encode()}
+        return {"classes": groups, "client": self.client.encode()}
 
     @classmethod
     def decode(cls, data: dict[str, Any]) -> MetricSet:
@@ -256,10 +289,10 @@ class MetricSet:
         if "client" in data:
             metric_set.client = ClientHealth.decode(data["client"])
             data = data.get("classes", {})
-        for user_class, encoded in data.items():
-            metrics = metric_set.for_class(user_class)
+        for group, encoded in data.items():
+            metrics = metric_set.for_group(group)
             for name, blob in encoded.get("histograms", {}).items():
-                metrics.histograms[name] = _decode_named(blob, f"{user_class}.histograms.{name}")
+                metrics.histograms[name] = _decode_named(blob, f"{group}.histograms.{name}")
             metrics.counters = ClassCounters.from_dict(encoded.get("counters", {}))
             # ``worst_gaps``: results saved before the tail kept every gap's causes
             metrics.tail_gaps = list(encoded.get("tail_gaps", encoded.get("worst_gaps", [])))
@@ -355,12 +388,13 @@ class Recorder:
         return perf_ns + self._wall_offset_ns
 
     def count_dropped(self, user_class: str) -> None:
-        self._interval.for_class(user_class).counters.dropped_arrivals += 1
+        self._interval.for_group(user_class).counters.dropped_arrivals += 1
 
     def record(self, timings: RequestTimings, **_: Any) -> None:
         timings.refuse_out_of_range()  # a locustfile's own timings too: nothing past int64
         self._sending.pop(timings.request_id, None)
-        counters = self._interval.for_class(timings.user_class).counters
+        group = metric_group(timings.user_class, timings.model)
+        counters = self._interval.for_group(group).counters
         if timings.error_category == INTERRUPTED:
             counters.interrupted += 1
             if len(counters.interrupted_ids) < MAX_INTERRUPTED_IDS:
@@ -399,7 +433,7 @@ class Recorder:
 
         The stamps become one array once, and scalars are buffered as Python numbers: at
         tens of thousands of events/s, per-request numpy calls were most of this work."""
-        user_class = timings.user_class
+        group = metric_group(timings.user_class, timings.model)  # its figures' key
         stamps = np.array(timings.token_stamps, dtype=np.int64)  # a copy: never pins the array
         itl = stamps[1:] - stamps[:-1]
         per_event = timings.tokens_after_first()
@@ -416,27 +450,27 @@ class Recorder:
             scalars["ttft_from_intended"] = ttft_from_intended
             scalars["schedule_lag"] = timings.t_send_ns - timings.t_intended_ns
         itl_us, tpot_us = to_us(itl), to_us(tpot_samples_ns(itl, per_event))
-        self._add_pending(user_class, "itl", itl_us)
-        self._add_pending(user_class, "tpot", tpot_us)
+        self._add_pending(group, "itl", itl_us)
+        self._add_pending(group, "tpot", tpot_us)
         if timings.read_delays_ns:
-            self._add_pending(user_class, "read_delay", to_us(timings.read_delays_ns))
+            self._add_pending(group, "read_delay", to_us(timings.read_delays_ns))
         if self.pace is not None:
             tokens, late, stall_ns = token_deadlines(self.pace, timings.t_send_ns, stamps,
                                                      timings.tokens_per_event())  # fmt: skip
-            counters = self._interval.for_class(user_class).counters
+            counters = self._interval.for_group(group).counters
             counters.paced_tokens += tokens
             counters.late_tokens += late
             counters.late_requests += late > 0
             scalars["stall_time"] = stall_ns
         for name, value in scalars.items():
-            self._pending_scalars.setdefault((user_class, name), []).append(value)
+            self._pending_scalars.setdefault((group, name), []).append(value)
         if self.goodput is not None and self.goodput.met_by(scalars):
-            self._interval.for_class(user_class).counters.good += 1
+            self._interval.for_group(group).counters.good += 1
         read_together = None
         if itl.size and not timings.stamps_recovered:
             shared = itl == 0  # events a read returned together carry one stamp
             if shared.any():
-                counters = self._interval.for_class(user_class).counters
+                counters = self._interval.for_group(group).counters
                 counters.shared_stamp_events += int(np.count_nonzero(shared))
                 counters.multi_event_reads += int(shared[0]) + int(
                     np.count_nonzero(shared[1:] & ~shared[:-1])
@@ -446,7 +480,7 @@ class Recorder:
         walls = stamps + self._wall_offset_ns
         self.tagger.hold(
             HeldGaps(
-                user_class=user_class,
+                user_class=group,  # the figures' key
                 request_id=timings.request_id,
                 release_wall_ns=HeldGaps.release_at(),
                 send_wall_ns=self.to_wall_ns(timings.t_send_ns),
@@ -471,19 +505,19 @@ class Recorder:
         return sends
 
     # --- the sink of tagged samples (``gap_tagging.SampleSink``)
-    def add_samples(self, user_class: str, metric: str, values_us: np.ndarray) -> None:
-        self._add_pending(user_class, metric, values_us)
+    def add_samples(self, group: str, metric: str, values_us: np.ndarray) -> None:
+        self._add_pending(group, metric, values_us)
 
-    def add_scalar(self, user_class: str, metric: str, value_ns: float) -> None:
-        self._pending_scalars.setdefault((user_class, metric), []).append(value_ns)
+    def add_scalar(self, group: str, metric: str, value_ns: float) -> None:
+        self._pending_scalars.setdefault((group, metric), []).append(value_ns)
 
-    def add_tail_gaps(self, user_class: str, gaps: list[dict[str, Any]]) -> None:
-        self._interval.for_class(user_class).add_tail_gaps(gaps)
+    def add_tail_gaps(self, group: str, gaps: list[dict[str, Any]]) -> None:
+        self._interval.for_group(group).add_tail_gaps(gaps)
 
-    def _add_pending(self, user_class: str, metric: str, values_us: np.ndarray) -> None:
+    def _add_pending(self, group: str, metric: str, values_us: np.ndarray) -> None:
         if values_us.size == 0:
             return
-        self._pending.setdefault((user_class, metric), []).append(values_us)
+        self._pending.setdefault((group, metric), []).append(values_us)
         self._pending_values += values_us.size
         if self._pending_values >= FLUSH_PENDING_VALUES:
             self._bucket()
@@ -504,8 +538,8 @@ class Recorder:
         scalars, self._pending_scalars = self._pending_scalars, {}
         for key, values_ns in scalars.items():
             pending.setdefault(key, []).append(to_us(np.asarray(values_ns, dtype=np.float64)))
-        for (user_class, metric), arrays in pending.items():
-            metrics = self._interval.for_class(user_class)
+        for (group, metric), arrays in pending.items():
+            metrics = self._interval.for_group(group)
             values = np.concatenate(arrays)
             for start in range(0, values.size, BUCKET_SLICE):
                 let_streams_run()  # let waiting streams be read between slices (~0.3 ms each)
@@ -521,8 +555,8 @@ class Recorder:
         self._bucket()
         if self.probe is not None:
             self._interval.client.record_lags(self.probe.take_lags())
-        for user_class, tokens in self.token_flow.take().items():
-            self._interval.for_class(user_class).counters.arrived_tokens += tokens
+        for group, tokens in self.token_flow.take().items():
+            self._interval.for_group(group).counters.arrived_tokens += tokens
         finished, self._interval = self._interval, MetricSet()
         return finished
 

@@ -210,9 +210,10 @@ def distribution_curves(runs: list[RunView], name: str) -> list[Curve]:
     if len(runs) == 1:
         totals = runs[0].totals
         curves = [Curve("all", distribution_points(totals.combined(), name))]
-        if len(totals.classes) > 1:
+        classes = totals.by_class()
+        if len(classes) > 1:
             curves += [Curve(cls, distribution_points(metrics, name), dashed=True)
-                       for cls, metrics in sorted(totals.classes.items())]  # fmt: skip
+                       for cls, metrics in sorted(classes.items())]  # fmt: skip
         return curves
     return [Curve(run.name, distribution_points(run.totals.combined(), name)) for run in runs]
 

@@ -96,7 +96,7 @@ class _Snapshot(Collector):
 
 def render(totals: MetricSet, facts: RunFacts) -> bytes:
     """The Prometheus text exposition of ``totals`` and ``facts``."""
-    scopes = [(name, totals.classes[name]) for name in sorted(totals.classes)]
+    scopes = sorted(totals.by_class().items())
     scopes.append((ALL_CLASSES, totals.combined()))  # always: a dashboard's default view
     families = [*_histograms(scopes), *_counters(scopes, totals), *_gauges(facts)]
     return generate_latest(_Snapshot(families))

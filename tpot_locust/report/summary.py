@@ -195,6 +195,22 @@ def _class_summary(
     }
 
 
+def _part_summaries(
+    scope_word: str, parts: dict[str, ClassMetrics], goodput_ms: Any, errors: list[str] | None
+) -> dict[str, Summary]:
+    """Each class's (or model's) own summary; one that fails to build is named in
+    ``errors`` and left out."""
+    summaries: dict[str, Summary] = {}
+    for name, metrics in sorted(parts.items()):
+        scope = f"{scope_word} {name}"
+        part = built_part(
+            errors, scope, lambda m=metrics, s=scope: _class_summary(m, goodput_ms, errors, s)
+        )
+        if part is not None:
+            summaries[name] = part
+    return summaries
+
+
 def build_summary(
     totals: MetricSet, run: dict[str, Any] | None = None, errors: list[str] | None = None
 ) -> Summary:
@@ -205,14 +221,9 @@ def build_summary(
     goodput_ms = run.get("goodput_limits_ms")
     summary: Summary = built_part(errors, "totals",
                     lambda: _class_summary(totals.combined(), goodput_ms, errors), {})  # fmt: skip
-    summary["classes"] = {}
-    for name, metrics in sorted(totals.classes.items()):
-        scope = f"class {name}"
-        part = built_part(
-            errors, scope, lambda m=metrics, s=scope: _class_summary(m, goodput_ms, errors, s)
-        )
-        if part is not None:
-            summary["classes"][name] = part
+    summary["classes"] = _part_summaries("class", totals.by_class(), goodput_ms, errors)
+    if models := totals.by_model():  # a class split its traffic over models
+        summary["models"] = _part_summaries("model", models, goodput_ms, errors)
     client = summary.setdefault("client", {})
     client |= built_part(errors, "client health",
                     lambda: client_health(totals.client, run.get("start_wall_s")), {})  # fmt: skip
@@ -450,4 +461,6 @@ def format_full_report(summary: Summary) -> str:
     if len(summary["classes"]) > 1:
         for name, class_summary in summary["classes"].items():
             parts.append(format_report(class_summary, scope=f"class {name}"))
+    for name, model_summary in summary.get("models", {}).items():
+        parts.append(format_report(model_summary, scope=f"model {printable(name)}"))
     return "\n\n".join(parts)

@@ -142,6 +142,8 @@ class Summary(ClassSummary, total=False):
     """``summary.json``: the whole run's figures and, added to them, the run's parts."""
 
     classes: dict[str, Summary]  # per class: its ``ClassSummary`` keys only
+    # per model, when a class split its traffic over models (``classes.<name>.model``)
+    models: dict[str, Summary]
     timeseries: list[dict[str, Any]]  # one point per report interval
     complete: bool  # False: a worker was lost or a part failed (``report_error``)
     workers: Workers

@@ -153,6 +153,9 @@ class TrafficClass:
     wait_time: Any = key(0.0, check="wait", user="wait_time")  # Locust's wait_time
     shared_prefix_tokens: int = key(0, check="tokens", user="shared_prefix_tokens")
     shared_prefix_ratio: float = key(1.0, check="ratio", user="shared_prefix_ratio")
+    # the model (or LoRA adapter) of its requests, or several with weights: {a: 3, b: 1}
+    # sends three conversations in four to a; the figures are kept per model as well
+    model: dict[str, float] | None = key(check="model_split", user="model_split")
     # prompts from a local file (JSONL, CSV, ShareGPT JSON: scenario.datasets), each entry
     # a session; in ``dataset_order`` (random: seeded sampling; sequential: in file order)
     dataset: str | None = key(check="dataset", user="dataset")

@@ -395,6 +395,7 @@ CHECKS: dict[str, Callable[[Located, str, Any, Path], Any]] = {
     "timeouts": _timeouts, "tokenizer": _tokenizer, "trace": _trace, "url": checks.url,
     "wait": _time, "part": _as_given, "tls": _tls, "ca_file": _ca_file,
     "trace_file": _trace_file, "trace_format": _trace_format,
+    "model_split": checks.model_split,
 }  # fmt: skip
 
 

@@ -206,6 +206,31 @@ def headers(located: Located, path: str, value: Any, base_dir: Path) -> dict[str
     return headers
 
 
+MAX_MODEL_NAME = 256  # characters of a model (or adapter) name
+MAX_SPLIT_MODELS = 1_000  # models one class's traffic is split over
+
+
+def model_split(located: Located, path: str, value: Any, base_dir: Path) -> dict[str, float]:
+    """``classes.<name>.model``: one model name, or model names with weights (a LoRA
+    adapter traffic split): printable names, finite weights > 0."""
+    if isinstance(value, str):
+        weights: dict[Any, Any] = {value: 1}
+    elif isinstance(value, dict) and 0 < len(value) <= MAX_SPLIT_MODELS:
+        weights = value
+    else:
+        raise located.error(path, "must be a model name, or a mapping of model names to "
+                            f"weights (at most {MAX_SPLIT_MODELS:,})")  # fmt: skip
+    split = {}
+    for name, weight in weights.items():
+        where = path if isinstance(value, str) else f"{path}.{name}"
+        text = str(name)
+        if not 0 < len(text) <= MAX_MODEL_NAME or not text.isprintable():
+            raise located.error(where, f"a model name is 1 to {MAX_MODEL_NAME} printable "
+                                "characters")  # fmt: skip
+        split[text] = float(number(located, where, weight))
+    return split
+
+
 def env_name(located: Located, path: str, value: Any, base_dir: Path) -> str:
     if not IDENTIFIER.fullmatch(str(value)):
         raise located.error(path, "must be the NAME of an environment variable, not a key")

@@ -52,6 +52,9 @@ def build_arg_parser(prog: str = "python -m tpot_locust.sim") -> argparse.Argume
     add("--port", type=option_number(0, 65535, **whole), default=8000,
         help="port; 0 picks a free one (default 8000)")  # fmt: skip
     add("--model", default="tpot-sim", help="model name served (default tpot-sim)")
+    add("--adapter", dest="adapters", action="append", default=[], metavar="NAME",
+        help="a LoRA adapter served beside --model (repeatable); with --profile its requests "
+        "share batches by max_loras and load in adapter_load_ms (docs/simulator.md)")  # fmt: skip
     add(
         "--ttft-ms",
         type=distribution_arg,
@@ -164,6 +167,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         host=args.host,
         port=args.port,
         model=args.model,
+        adapters=tuple(dict.fromkeys(name for name in args.adapters if name != args.model)),
         ttft_ms=args.ttft_ms or Fixed(20.0),
         gap_ms=args.gap_ms or Fixed(2.0),
         natural_tokens=args.natural_tokens,

@@ -16,7 +16,10 @@ One ``step(start_ns)`` is one engine iteration:
    that preempted). With chunked prefill a prompt is split to fit the budget (decode tokens
    count against it too); without, a prompt is prefilled whole in one step: it is admitted
    when it fits what is left of the budget, or alone when it is the step's first prefill.
-3. The step's duration comes from the profile's cost model (``profiles``), and every token it
+   A request of a LoRA adapter is passed over while the batch holds ``max_loras`` other
+   adapters (``adapters``); later requests may then go first, as in vLLM.
+3. The step's duration comes from the profile's cost model (``profiles``, with the load of
+   each adapter it brought into a GPU slot), and every token it
    produced (one per decoding sequence, the first token of each sequence whose prefill it
    completed) is emitted at its end, at one instant.
 """
@@ -28,6 +31,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from .adapters import AdapterSlots
 from .profiles import EngineParams
 
 WAITING, RUNNING, DONE = 0, 1, 2
@@ -52,6 +56,7 @@ class Seq:
         "prefill_start_ns",
         "prefill_end_ns",
         "preemptions",
+        "adapter",
     )
 
     def __init__(
@@ -62,6 +67,7 @@ class Seq:
         output_tokens: int,
         ready_ns: int | None = None,
         sink: Any = None,
+        adapter: str | None = None,
     ) -> None:
         if prompt_tokens < 1 or output_tokens < 1:
             raise ValueError("a request needs at least one prompt and one output token")
@@ -80,6 +86,7 @@ class Seq:
         self.prefill_start_ns: int | None = None
         self.prefill_end_ns: int | None = None
         self.preemptions: list[dict[str, Any]] = []
+        self.adapter = adapter  # the LoRA adapter it asked for; None: the base model
 
     @property
     def finished(self) -> bool:
@@ -120,6 +127,7 @@ class Step:
     kv_tokens: int  # KV blocks in use after scheduling, in tokens
     lag_ns: int = 0  # real time only: how late the step's start was when it was re-anchored
     first_prompt_tokens: int = 0  # prompts of the requests that got their first token in it
+    adapter_loads: int = 0  # LoRA adapters it loaded into a GPU slot (each adapter_load_ms)
 
     def record(self, offset_ns: int = 0) -> dict[str, Any]:
         """The step's truth line: no ``request_id`` key, so per-request readers skip it."""
@@ -139,6 +147,7 @@ class Step:
             "stall_ns": self.stall_ns,
             "preempted": [s.request_id for s in self.preempted],
             "lag_ns": self.lag_ns,
+            "adapter_loads": self.adapter_loads,
             "perf_offset_ns": offset_ns,
         }
 
@@ -165,12 +174,15 @@ class EngineCore:
         self._per_pair = params.prefill_attn_ms_per_mpair  # per attention pair
         self._jitter = params.step_jitter
         self._stall_prob = params.stall_prob if self._stall is not None else 0.0
+        self.adapters = AdapterSlots(params.max_loras, round(params.adapter_load_ms * 1e6))
+        self._adapters_asked = False  # no step looks at adapters until a request names one
 
     # -- queue ------------------------------------------------------------------------------
 
     def add(self, seq: Seq) -> None:
         """Queue a request (callers add in arrival order)."""
         self.waiting.append(seq)
+        self._adapters_asked = self._adapters_asked or seq.adapter is not None
 
     def abort(self, seq: Seq) -> None:
         """The client went away: drop the request and free its KV blocks."""
@@ -270,14 +282,21 @@ class EngineCore:
                     emitted.append(seq)
             i += 1
 
+        load_ns, loads_before = 0, self.adapters.loads
+        adapters_in_batch = (AdapterSlots.in_batch(seq.adapter for seq in running)
+                             if self._adapters_asked else set())  # fmt: skip
         if not preempted:
             waiting = self.waiting
             max_seqs = params.max_num_seqs
             first_prefill = not prefilling
-            while waiting and len(running) < max_seqs and budget > 0:
-                seq = waiting[0]
+            index = 0
+            while index < len(waiting) and len(running) < max_seqs and budget > 0:
+                seq = waiting[index]
                 if seq.ready_ns > start_ns:
                     break
+                if not self.adapters.admits(seq.adapter, adapters_in_batch):
+                    index += 1  # passed over: its adapter would be one too many
+                    continue
                 n = seq.target
                 if n > budget:
                     if chunked:
@@ -287,7 +306,10 @@ class EngineCore:
                 need = (n + bs - 1) // bs
                 if need > self.free_blocks:
                     break
-                waiting.popleft()
+                del waiting[index]
+                if seq.adapter is not None:
+                    adapters_in_batch.add(seq.adapter)
+                load_ns += self.adapters.activate(seq.adapter, adapters_in_batch)
                 first_prefill = False
                 self.free_blocks -= need
                 seq.blocks = need
@@ -327,7 +349,7 @@ class EngineCore:
         if self._stall_prob and rng.random() < self._stall_prob:
             assert self._stall is not None
             stall_ns = round(max(0.0, self._stall.sample(rng)) * 1e6)
-        end_ns = start_ns + round(cost) + stall_ns
+        end_ns = start_ns + round(cost) + stall_ns + load_ns
 
         finished: list[Seq] = []
         first_prompt = 0
@@ -361,6 +383,7 @@ class EngineCore:
             waiting=len(self.waiting),
             kv_tokens=(self.total_blocks - self.free_blocks) * bs,
             first_prompt_tokens=first_prompt,
+            adapter_loads=self.adapters.loads - loads_before,
         )
         self.steps += 1
         return step

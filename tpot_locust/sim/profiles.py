@@ -12,7 +12,9 @@ Step cost, in ms, of one engine iteration (all tokens it produces are emitted at
   + prefill_ms_per_token  * prefill tokens
   + prefill_attn_ms_per_mpair * attention pairs of the prefill chunks / 1e6
         (a chunk of c tokens after p cached ones: c * p + c * c / 2 pairs)
-  then times (1 + N(0, step_jitter)), plus a stall with probability stall_prob.
+  then times (1 + N(0, step_jitter)), plus a stall with probability stall_prob,
+  plus adapter_load_ms for each LoRA adapter the step loads into a GPU slot
+        (``sim.adapters``: at most max_loras distinct adapters in a batch).
 """
 
 from __future__ import annotations
@@ -140,6 +142,10 @@ class EngineParams:
     step_jitter: float = 0.0
     stall_prob: float = 0.0
     stall_ms: Any = 0.0  # a distribution spec (or built distribution); 0 means no stalls
+    # LoRA adapters (``sim.adapters``): distinct adapters in one batch (vLLM's --max-loras
+    # default) and the time a step takes longer when it loads one into a GPU slot
+    max_loras: int = 1
+    adapter_load_ms: float = 0.0
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -51,6 +51,7 @@ def parse_request(
     request_id: str,
     default_model: str,
     default_max_tokens: int,
+    adapters: tuple[str, ...] = (),
     arrival_perf_ns: int,
     count_text: CountText = count_words,
 ) -> SimRequest:
@@ -65,7 +66,7 @@ def parse_request(
         raise RequestError("request body must be a JSON object")
     dialect = dialect_named(api)
     ask = dialect.sim_ask(data, count_text, default_max_tokens)
-    if ask.model is not None and ask.model != default_model:
+    if ask.model is not None and ask.model != default_model and ask.model not in adapters:
         # vLLM's answer, so that a misspelt model is caught against the simulator too
         raise RequestError(f"The model `{ask.model}` does not exist.", status=404)
     if not ask.stream and not dialect.serves_whole:
@@ -77,7 +78,7 @@ def parse_request(
     return SimRequest(
         request_id=request_id,
         api=api,
-        model=default_model,
+        model=ask.model if ask.model is not None else default_model,
         prompt_tokens=ask.prompt_tokens,
         max_tokens=ask.max_tokens,
         min_tokens=ask.min_tokens,

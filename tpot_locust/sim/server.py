@@ -56,6 +56,7 @@ class SimConfig:
     host: str = "127.0.0.1"
     port: int = 8000
     model: str = "tpot-sim"
+    adapters: tuple[str, ...] = ()  # LoRA adapters served beside ``model`` (sim.adapters)
     ttft_ms: Distribution = field(default_factory=lambda: Fixed(20.0))
     gap_ms: Distribution = field(default_factory=lambda: Fixed(2.0))
     natural_tokens: Distribution = field(default_factory=lambda: LogNormal(400.0, 200.0))
@@ -246,7 +247,9 @@ class SimServer:
         )
 
     def _models_body(self, path: str) -> bytes:
-        listing = MODELS_BY_PATH[path].sim_models(self.config.model, self._created)
+        listing = MODELS_BY_PATH[path].sim_models(
+            self.config.model, self._created, self.config.adapters
+        )
         return json.dumps(listing).encode("utf-8")
 
     def _completion(
@@ -269,6 +272,7 @@ class SimServer:
             api,
             request_id=request_id,
             default_model=self.config.model,
+            adapters=self.config.adapters,
             default_max_tokens=self.config.default_max_tokens,
             arrival_perf_ns=arrival,
             count_text=count_text,
@@ -321,6 +325,7 @@ class SimServer:
             max(1, request.prompt_tokens),
             request.completion_tokens,
             ready_ns=arrival + frontend_ns,
+            adapter=None if request.model == self.config.model else request.model,
         )
         setup = ResponseSetup(
             self.clock,

@@ -76,6 +76,7 @@ def request_truth(
     return {
         "request_id": request.request_id,
         "api": request.api,
+        "model": request.model,
         "prompt_tokens": request.prompt_tokens,
         "completion_tokens": sum(tokens),
         "arrival_ns": clock.wall(request.arrival_perf_ns),

@@ -37,6 +37,7 @@ from tpot_locust.common.errors import (
     StreamError,
     http_status_category,
 )
+from tpot_locust.common.metric_groups import metric_group
 from tpot_locust.common.text_safety import printable
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.wire.deadline import Deadline
@@ -57,10 +58,11 @@ BODY_START_KEPT = 256  # bytes of a body kept until its first event: what arrive
 
 class LiveStreams(Protocol):
     """Who counts a stream's tokens while it goes (``metrics.token_flow.TokenFlow``, for
-    tokens/s per interval): told of each stream at its start, with the array of its events'
-    token counts that grows as they arrive (to be read, never written), and at its end."""
+    tokens/s per interval): told of each stream at its start, with its figures' key
+    (``common.metric_groups``) and the array of its events' token counts that grows as
+    they arrive (to be read, never written), and at its end."""
 
-    def start(self, key: int, user_class: str, token_counts: array[int]) -> None: ...
+    def start(self, key: int, group: str, token_counts: array[int]) -> None: ...
 
     def end(self, key: int, token_counts: array[int] | None = None) -> None: ...
 
@@ -83,6 +85,7 @@ class StreamRequest:
     on_first_token: Callable[[int], None] | None = None
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES  # a longer event fails the request
     live: LiveStreams | None = None  # counts the tokens while the stream goes, if given
+    model: str | None = None  # the model its class chose (``common.metric_groups``)
 
 
 class _Collected:
@@ -110,7 +113,8 @@ def stream_request(
     live, key = request.live, id(collected)
     if live is None:
         return _stream(connection, request, timings, collected)
-    live.start(key, request.user_class, collected.decoder.result.token_counts)
+    group = metric_group(request.user_class, request.model)
+    live.start(key, group, collected.decoder.result.token_counts)
     try:
         return _stream(connection, request, timings, collected)
     finally:
@@ -180,6 +184,7 @@ def _new_timings(request: StreamRequest) -> RequestTimings:
         t_intended_ns=request.t_intended_ns,
         t_send_ns=time.perf_counter_ns(),
         prompt_tokens_requested=request.prompt_tokens_requested,
+        model=request.model,
     )
 
 
