@@ -125,8 +125,10 @@ class Messages(Dialect):
     def sim_opening(self, context: SimContext) -> list[SimEvent]:
         """``message_start`` (usage as Anthropic sends it: ``output_tokens`` 1), the text
         block's start and a ping, in Anthropic's field order."""
-        usage = {"input_tokens": context.ask.prompt_tokens, "cache_creation_input_tokens": 0,
-                 "cache_read_input_tokens": 0, "output_tokens": 1}  # fmt: skip
+        cached = context.cached_tokens or 0  # Anthropic's input_tokens leaves it out
+        usage = {"input_tokens": context.ask.prompt_tokens - cached,
+                 "cache_creation_input_tokens": 0, "cache_read_input_tokens": cached,
+                 "output_tokens": 1}  # fmt: skip
         message: dict[str, Any] = {"id": context.response_id, "type": "message",
                                    "role": "assistant", "model": context.model, "content": [],
                                    "stop_reason": None, "stop_sequence": None,

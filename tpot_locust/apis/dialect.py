@@ -91,6 +91,7 @@ class SimContext:
     completion_tokens: int  # decided before the first token
     finish_reason: str  # "length" or "stop": the dialect says it in its own words
     answer_text: Callable[[], str] | None = None  # the whole answer's text, when asked
+    cached_tokens: int | None = None  # prompt tokens from the prefix cache; None: no cache
 
 
 class BadAsk(ValueError):

@@ -149,7 +149,7 @@ class OpenAIStream(Dialect):
         return None, self._event(context, self.text_choice(TEXT), running)
 
     def sim_closing(self, context: SimContext) -> list[SimEvent]:
-        usage = _usage(context.ask.prompt_tokens, context.completion_tokens)
+        usage = _usage(context, context.completion_tokens)
         finish = self._event(context, self.text_choice(None), usage, context.finish_reason)
         events: list[SimEvent] = [(None, finish)]
         if context.ask.include_usage:
@@ -162,7 +162,7 @@ class OpenAIStream(Dialect):
         choice.update(logprobs=None, finish_reason=context.finish_reason, stop_reason=None)
         return {"id": context.response_id, "object": self.whole_object,
                 "created": context.created, "model": context.model, "choices": [choice],
-                "usage": _usage(context.ask.prompt_tokens, context.completion_tokens)}  # fmt: skip
+                "usage": _usage(context, context.completion_tokens)}  # fmt: skip
 
     def text_choice(self, text: str | None) -> dict[str, Any]:
         """The choice of a token event (``text`` None: the finish event's, empty)."""
@@ -204,7 +204,7 @@ class ChatCompletions(OpenAIStream):
     def sim_opening(self, context: SimContext) -> list[SimEvent]:
         """Chat streams open with an assistant role chunk."""
         choice = {"delta": {"role": "assistant", "content": ""}}
-        return [(None, self._event(context, choice, _usage(context.ask.prompt_tokens, 0)))]
+        return [(None, self._event(context, choice, _usage(context, 0)))]
 
     def text_choice(self, text: str | None) -> dict[str, Any]:
         return {"delta": {"content": text}} if text is not None else {"delta": {}}
@@ -213,9 +213,15 @@ class ChatCompletions(OpenAIStream):
         return {"message": {"role": "assistant", "content": text}}
 
 
-def _usage(prompt: int, completion: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt, "total_tokens": prompt + completion,
-            "completion_tokens": completion}  # fmt: skip
+def _usage(context: SimContext, completion: int) -> dict[str, Any]:
+    """vLLM's usage; ``prompt_tokens_details`` only where the simulator has a prefix cache
+    (vLLM's ``--enable-prompt-tokens-details``)."""
+    prompt = context.ask.prompt_tokens
+    usage: dict[str, Any] = {"prompt_tokens": prompt, "total_tokens": prompt + completion,
+                             "completion_tokens": completion}  # fmt: skip
+    if context.cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": context.cached_tokens}
+    return usage
 
 
 DIALECT = ChatCompletions()

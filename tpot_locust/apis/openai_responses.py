@@ -240,7 +240,8 @@ def _message_item(context: SimContext, content: list[dict[str, Any]]) -> dict[st
 
 def _usage(context: SimContext) -> dict[str, Any]:
     prompt, completion = context.ask.prompt_tokens, context.completion_tokens
-    return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": 0},
+    cached = context.cached_tokens or 0
+    return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached},
             "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": prompt + completion}  # fmt: skip
 

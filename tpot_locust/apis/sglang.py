@@ -121,7 +121,7 @@ class SGLangGenerate(Dialect):
         meta = {"id": context.response_id, "finish_reason": finish,
                 "prompt_tokens": context.ask.prompt_tokens, "weight_version": WEIGHT_VERSION,
                 "num_retractions": 0, "reasoning_tokens": 0, "completion_tokens": completion,
-                "cached_tokens": 0}  # fmt: skip
+                "cached_tokens": context.cached_tokens or 0}  # fmt: skip
         return {"text": text, "output_ids": ids, _META: meta}
 
 

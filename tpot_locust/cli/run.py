@@ -89,6 +89,9 @@ def simulator_args(scenario: Scenario) -> list[str]:
             value = scenario.seed
         if meta["flag"] is None or value is None:
             continue
+        if meta["check"] == "flag":  # a switch: given when true
+            args += [meta["flag"]] if value else []
+            continue
         if meta["check"] == "distribution":
             text = json.dumps(value)
         elif name == "profile":

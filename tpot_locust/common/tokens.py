@@ -43,6 +43,16 @@ class Tokenizer:
     def count(self, text: str) -> int:
         return len(self._backend.encode(text, add_special_tokens=False).ids)
 
+    def ids(self, text: str) -> list[int]:
+        """The text's token ids (no special tokens), as ``count`` counts them."""
+        ids: list[int] = self._backend.encode(text, add_special_tokens=False).ids
+        return ids
+
+    def ids_unlocked(self, text: str) -> list[int]:
+        """``ids`` that lets other threads run meanwhile (see ``count_unlocked``)."""
+        ids: list[int] = self._backend.encode_batch([text], add_special_tokens=False)[0].ids
+        return ids
+
     def count_unlocked(self, text: str) -> int:
         """``count`` that lets other threads run meanwhile, for a server's counting thread:
         the library's batch encode releases the GIL, its one-text encode does not (a 16k

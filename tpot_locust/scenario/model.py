@@ -130,6 +130,7 @@ class Simulator:
     seed: int | None = key(check="seed", flag="--seed")  # default: the scenario's seed
     model: str | None = key(check="text", flag="--model")
     profile: str | None = key(check="profile", flag="--profile")  # a name or a file path
+    prefix_cache: bool | None = key(check="flag", flag="--prefix-cache")  # sim.prefix_cache
     engine: dict[str, Any] = key(check="mapping", factory=dict)  # --set KEY=VALUE each
 
 

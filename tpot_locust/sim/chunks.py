@@ -144,7 +144,8 @@ def sim_context(request: SimRequest, response_id: str, created: int) -> SimConte
     )
     return SimContext(response_id, request.model, created, ask, request.completion_tokens,
                       request.finish_reason,
-                      answer_text=lambda: vocab.text(request.completion_tokens))  # fmt: skip
+                      answer_text=lambda: vocab.text(request.completion_tokens),
+                      cached_tokens=request.cached_tokens)  # fmt: skip
 
 
 def full_body(request: SimRequest, response_id: str, created: int, text: str) -> bytes:

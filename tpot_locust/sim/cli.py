@@ -79,6 +79,10 @@ def build_arg_parser(prog: str = "python -m tpot_locust.sim") -> argparse.Argume
         help="seed for timings and natural lengths")  # fmt: skip
     add("--truth", type=Path, default=None, help="ground-truth JSON-lines file to write")
     add("--ready-file", type=Path, default=None, help="write the URL here once listening")
+    add("--prefix-cache", action="store_true",
+        help="keep a prefix cache as vLLM's (chained hashes of 16-token blocks, the "
+        "engine's block_size with --profile): report each request's cached_tokens, and "
+        "with --profile prefill only the rest")  # fmt: skip
     add("--tokenizer", type=Path, default=None, metavar="PATH",
         help="count prompt tokens with this tokenizer (tokenizer.json or a folder with one; "
         "the tokenizers package) instead of as whitespace-separated words")  # fmt: skip
@@ -180,6 +184,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         tokenizer_path=args.tokenizer,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
+        prefix_cache=args.prefix_cache,
     )
 
 

@@ -16,6 +16,8 @@ One ``step(start_ns)`` is one engine iteration:
    that preempted). With chunked prefill a prompt is split to fit the budget (decode tokens
    count against it too); without, a prompt is prefilled whole in one step: it is admitted
    when it fits what is left of the budget, or alone when it is the step's first prefill.
+   A request the prefix cache served in part (``prefix_cache``) prefills only the rest,
+   the first time (a recompute after preemption prefills it all).
    A request of a LoRA adapter is passed over while the batch holds ``max_loras`` other
    adapters (``adapters``); later requests may then go first, as in vLLM.
 3. The step's duration comes from the profile's cost model (``profiles``, with the load of
@@ -57,6 +59,7 @@ class Seq:
         "prefill_end_ns",
         "preemptions",
         "adapter",
+        "cached",
     )
 
     def __init__(
@@ -68,6 +71,7 @@ class Seq:
         ready_ns: int | None = None,
         sink: Any = None,
         adapter: str | None = None,
+        cached: int = 0,
     ) -> None:
         if prompt_tokens < 1 or output_tokens < 1:
             raise ValueError("a request needs at least one prompt and one output token")
@@ -87,6 +91,7 @@ class Seq:
         self.prefill_end_ns: int | None = None
         self.preemptions: list[dict[str, Any]] = []
         self.adapter = adapter  # the LoRA adapter it asked for; None: the base model
+        self.cached = cached  # prompt tokens the prefix cache holds: its first prefill skips them
 
     @property
     def finished(self) -> bool:
@@ -297,13 +302,14 @@ class EngineCore:
                 if not self.adapters.admits(seq.adapter, adapters_in_batch):
                     index += 1  # passed over: its adapter would be one too many
                     continue
-                n = seq.target
+                reused = seq.cached if seq.scheduled_ns is None else 0  # a recompute: none
+                n = seq.target - reused
                 if n > budget:
                     if chunked:
                         n = budget
                     elif not first_prefill:
                         break  # a whole prompt waits for a step with room for it
-                need = (n + bs - 1) // bs
+                need = (reused + n + bs - 1) // bs
                 if need > self.free_blocks:
                     break
                 del waiting[index]
@@ -319,10 +325,10 @@ class EngineCore:
                     seq.scheduled_ns = start_ns
                 budget -= n
                 prefill_tokens += n
-                pairs += n * n / 2
-                seq.computed = n
+                pairs += n * reused + n * n / 2
+                seq.computed = reused + n
                 prefilling.append(seq)
-                if n >= seq.target:
+                if seq.computed >= seq.target:
                     emitted.append(seq)
 
         if not emitted and not prefilling:

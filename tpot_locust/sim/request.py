@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from ..apis import dialect_named
 from ..apis.dialect import BadAsk, CountText
@@ -42,6 +43,10 @@ class SimRequest:
     arrival_perf_ns: int
     completion_tokens: int = 0
     finish_reason: str = "length"
+    # with --prefix-cache: the prompt's tokens (words or ids) until it is looked up, then
+    # the tokens it found cached (``prefix_cache``); None without a prefix cache
+    prompt_units: list[Any] | None = None
+    cached_tokens: int | None = None
 
 
 def parse_request(

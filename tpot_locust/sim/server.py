@@ -27,6 +27,7 @@ from .engine import Seq
 from .engine_loop import EngineLoop
 from .engine_stream import EngineStream
 from .http import HttpConnection, HttpRequest, error_body, full_response
+from .prefix_cache import PrefixCache, PromptUnits, Units
 from .profiles import EngineParams
 from .prometheus import CONTENT_TYPE, SimMetrics
 from .request import Api, RequestError, SimRequest, count_words, decide_length, parse_request
@@ -69,6 +70,7 @@ class SimConfig:
     tokenizer_path: Path | None = None  # prompts counted with it; None: in words
     tls_cert: Path | None = None  # https with this certificate and key (PEM); None: http
     tls_key: Path | None = None
+    prefix_cache: bool = False  # prompts looked up in a prefix cache (sim.prefix_cache)
 
 
 class SimServer:
@@ -82,6 +84,16 @@ class SimServer:
         # every stream's next token (an engine's tokenizer runs beside its decode loop),
         # so large bodies are counted on a thread of their own, which releases the GIL.
         self._count_unlocked = tokenizer.count_unlocked if tokenizer is not None else None
+        # --prefix-cache: prompts as the tokens a cache hashes (words, or the tokenizer's
+        # ids: the thread's own encode for large bodies), looked up on the loop
+        self._units: Units = tokenizer.ids if tokenizer is not None else str.split
+        self._units_unlocked: Units | None = tokenizer.ids_unlocked if tokenizer else None
+        self.prefix_cache: PrefixCache | None = None
+        if config.prefix_cache:
+            engine = config.engine
+            self.prefix_cache = (PrefixCache(engine.block_size,
+                                             engine.kv_cache_tokens // engine.block_size)
+                                 if engine is not None else PrefixCache(16))  # fmt: skip
         self._counting: ThreadPoolExecutor | None = None
         self.timing: TimingModel = timing or GapModel(config.ttft_ms, config.gap_ms, config.seed)
         self.clock = WallClock()
@@ -216,7 +228,8 @@ class SimServer:
         if self._counting is None:
             self._counting = ThreadPoolExecutor(1, thread_name_prefix="sim-count")
         request_id = _request_id(http_request)
-        parse = partial(self._parse, http_request, api, arrival, request_id, self._count_unlocked)
+        parse = partial(self._parse, http_request, api, arrival, request_id, self._count_unlocked,
+                        self._units_unlocked)  # fmt: skip
         future = asyncio.get_running_loop().run_in_executor(self._counting, parse)
         future.add_done_callback(partial(self._counted, conn, http_request, api, request_id))
 
@@ -257,7 +270,9 @@ class SimServer:
     ) -> None:
         request_id = _request_id(http_request)
         try:
-            request = self._parse(http_request, api, arrival, request_id, self._count_text)
+            request = self._parse(
+                http_request, api, arrival, request_id, self._count_text, self._units
+            )
         except RequestError as exc:
             self._error(conn, http_request, exc.status, exc.message)
             return
@@ -265,9 +280,11 @@ class SimServer:
 
     def _parse(
         self, http_request: HttpRequest, api: Api, arrival: int, request_id: str,
-        count_text: Callable[[str], int],
+        count_text: Callable[[str], int], units: Units | None = None,
     ) -> SimRequest:  # fmt: skip
-        return parse_request(
+        """With a prefix cache, the prompt is counted as the tokens it keeps (``units``)."""
+        prompt = PromptUnits(units) if self.prefix_cache is not None and units else None
+        request = parse_request(
             http_request.body,
             api,
             request_id=request_id,
@@ -275,8 +292,11 @@ class SimServer:
             adapters=self.config.adapters,
             default_max_tokens=self.config.default_max_tokens,
             arrival_perf_ns=arrival,
-            count_text=count_text,
+            count_text=prompt or count_text,
         )
+        if prompt is not None:
+            request.prompt_units = prompt.units
+        return request
 
     def _admit(
         self, conn: HttpConnection, http_request: HttpRequest, api: Api, request: SimRequest,
@@ -295,6 +315,9 @@ class SimServer:
                 self._error(conn, http_request, 400, message)
                 return
         decide_length(request, self.config.natural_tokens, self._natural_rng)
+        if self.prefix_cache is not None and request.prompt_units is not None:
+            request.cached_tokens = self.prefix_cache.cached_tokens(request.prompt_units)
+            request.prompt_units = None  # looked up: the cache keeps only its hashes
         prefix = dialect_named(api).sim_id_prefix
         assert self._scheduler is not None and self._truth is not None
         if self.engine is not None:
@@ -326,6 +349,7 @@ class SimServer:
             request.completion_tokens,
             ready_ns=arrival + frontend_ns,
             adapter=None if request.model == self.config.model else request.model,
+            cached=request.cached_tokens or 0,
         )
         setup = ResponseSetup(
             self.clock,

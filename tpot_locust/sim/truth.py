@@ -78,6 +78,7 @@ def request_truth(
         "api": request.api,
         "model": request.model,
         "prompt_tokens": request.prompt_tokens,
+        "cached_tokens": request.cached_tokens,
         "completion_tokens": sum(tokens),
         "arrival_ns": clock.wall(request.arrival_perf_ns),
         "send_ns": send_ns,
