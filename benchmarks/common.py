@@ -47,7 +47,8 @@ from tpot_locust.metrics.histograms import (
     new_histogram,
     record_many,
 )
-from tpot_locust.metrics.recorder import MetricSet, Recorder
+from tpot_locust.metrics.metric_set import MetricSet
+from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.sim.process import start_simulator
 from tpot_locust.sim.truth import read_truth
 from tpot_locust.wire import loop_reads

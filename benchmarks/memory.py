@@ -104,7 +104,7 @@ def worker_part(checkpoints: list[int], tokens: int) -> None:
 
 def master_part(checkpoints: list[int], tokens: int) -> None:
     from tpot_locust.metrics.collector import Collector
-    from tpot_locust.metrics.recorder import MetricSet
+    from tpot_locust.metrics.metric_set import MetricSet
 
     deltas = encoded_deltas(10, tokens, REPORT_EVERY)
     gaps_per_delta = REPORT_EVERY * (tokens - 1)

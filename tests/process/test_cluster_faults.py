@@ -44,7 +44,7 @@ from tests.helpers.netns import drop_share, in_netns, ip, start_simulator_in_net
 from tests.helpers.netns_cluster import MASTER_PORT, SIM_PORT, Net, build_net
 from tests.helpers.tcp_relay import STATS
 from tests.process.test_distributed import check_exact_merge, finished_truth, wait_for_intervals
-from tpot_locust.metrics.recorder import MetricSet
+from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.results_files import load_results
 
 SIM_ARGS = ("--gap-ms", "2", "--ttft-ms", "10")

@@ -11,7 +11,7 @@ from hdrh.log import HistogramLogReader
 
 from tests.helpers.distributed import start_cluster
 from tpot_locust.metrics.histograms import histogram_stats, new_histogram
-from tpot_locust.metrics.recorder import MetricSet
+from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.results_files import load_results
 from tpot_locust.sim.process import start_simulator
 

@@ -17,7 +17,7 @@ from tests.conftest import run_command
 from tests.unit.test_hostile_results import _bomb
 from tpot_locust.common.results_folder import HISTOGRAMS_FILE, SUMMARY_FILE, ResultsFolder
 from tpot_locust.metrics.histograms import record_many
-from tpot_locust.metrics.recorder import MetricSet
+from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.finishing import finish_run
 
 Edit = Callable[[Path], None]

@@ -25,7 +25,8 @@ from tpot_locust.metrics.causes import (
     CauseWindow,
 )
 from tpot_locust.metrics.histograms import new_histogram, record_many
-from tpot_locust.metrics.recorder import PREFILL_AT_GAP, ClassMetrics, MetricSet, Recorder
+from tpot_locust.metrics.metric_set import ClassMetrics, MetricSet
+from tpot_locust.metrics.recorder import PREFILL_AT_GAP, Recorder
 from tpot_locust.report.attribution import (
     TAIL_PERCENTILES,
     attribution_summary,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tpot_locust.common.results_folder import ResultsFolder
-from tpot_locust.metrics.recorder import MetricSet
+from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.attribution_check import (
     attribution_check,
     format_attribution_check,

@@ -12,7 +12,7 @@ from tpot_locust.harness.distributed import (
     pack_delta,
     unpack_delta,
 )
-from tpot_locust.metrics.recorder import ClassCounters, MetricSet
+from tpot_locust.metrics.metric_set import ClassCounters, MetricSet
 
 
 def delta_with(ok: int) -> MetricSet:

@@ -36,7 +36,7 @@ from tpot_locust.metrics.histograms import (
     new_histogram,
     record_many,
 )
-from tpot_locust.metrics.recorder import MetricSet
+from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report import summary as summary_module
 from tpot_locust.report.finishing import finish_run
 from tpot_locust.report.html import RunView, render_report, write_html

@@ -8,7 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.metrics.histograms import histogram_stats, record_many
-from tpot_locust.metrics.recorder import MetricSet
+from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.live_metrics import (
     EXPORTED_METRICS,
     RunFacts,

@@ -9,19 +9,19 @@ import pytest
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.harness import webui
-from tpot_locust.metrics import collector, recorder
+from tpot_locust.metrics import collector, metric_set
 from tpot_locust.metrics.histograms import record_many
-from tpot_locust.metrics.recorder import MetricSet
+from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report import compare, gate, html, summary, truth_check
 from tpot_locust.report.summary import build_summary, format_report
 from tpot_locust.scenario import slo
 
 
 def test_every_list_of_metrics_is_the_catalogues() -> None:
-    assert recorder.METRICS == catalogue.names()
-    assert recorder.STALL_METRICS == gate._TAGGED == catalogue.names("stall_tagged")
-    assert recorder.PHASE_METRICS == catalogue.names("phased")
-    assert recorder.CAUSE_METRICS == catalogue.names("causes")
+    assert metric_set.METRICS == catalogue.names()
+    assert metric_set.STALL_METRICS == gate._TAGGED == catalogue.names("stall_tagged")
+    assert metric_set.PHASE_METRICS == catalogue.names("phased")
+    assert metric_set.CAUSE_METRICS == catalogue.names("causes")
     assert slo.LATENCY_METRICS == catalogue.names("gateable")
     assert slo.GOODPUT_METRICS == catalogue.names("goodput")
     assert html.TABLE_METRICS == catalogue.names("in_table")

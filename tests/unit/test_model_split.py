@@ -18,7 +18,8 @@ from tpot_locust.harness.model_split import ModelSplit
 from tpot_locust.harness.scenario_users import build_user_classes
 from tpot_locust.harness.webui import tab_rows
 from tpot_locust.metrics.histograms import histogram_stats
-from tpot_locust.metrics.recorder import MetricSet, Recorder
+from tpot_locust.metrics.metric_set import MetricSet
+from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.report.summary import build_summary, format_full_report
 from tpot_locust.scenario.schema import validate
 from tpot_locust.scenario.yaml_source import Located, ScenarioErrors

@@ -10,8 +10,9 @@ import pytest
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.metrics.causes import PREFILL, CauseTimeline, CauseWindow
 from tpot_locust.metrics.interference import format_interference, phase_histogram, phase_summary
+from tpot_locust.metrics.metric_set import ClassMetrics
 from tpot_locust.metrics.phases import RunClock
-from tpot_locust.metrics.recorder import ClassMetrics, Recorder, phase_metric
+from tpot_locust.metrics.recorder import Recorder, phase_metric
 
 
 def burst_window(timeline: CauseTimeline, window_id: str, start: int, end: int | None) -> None:

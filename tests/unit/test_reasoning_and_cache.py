@@ -12,7 +12,8 @@ from tpot_locust.common.errors import CLIENT_ERROR
 from tpot_locust.common.timings import COUNT_SOURCES, RequestTimings
 from tpot_locust.harness.distributed import pack_delta, unpack_delta
 from tpot_locust.metrics.histograms import histogram_stats
-from tpot_locust.metrics.recorder import COUNT_SOURCE_COUNTERS, ClassCounters, MetricSet, Recorder
+from tpot_locust.metrics.metric_set import COUNT_SOURCE_COUNTERS, ClassCounters, MetricSet
+from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.report.html import RunView, render_report
 from tpot_locust.report.summary import build_summary, format_report
 from tpot_locust.scenario.loader import load_scenario

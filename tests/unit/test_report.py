@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tpot_locust.metrics.histograms import record_many
-from tpot_locust.metrics.recorder import ClassCounters, MetricSet
+from tpot_locust.metrics.metric_set import ClassCounters, MetricSet
 from tpot_locust.report.client_figures import CLIENT_BUSY_READ_DELAY_MS, busy_advice
 from tpot_locust.report.progress import format_progress
 from tpot_locust.report.summary import (

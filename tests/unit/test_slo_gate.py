@@ -75,7 +75,7 @@ def test_a_lost_worker_or_a_failed_truth_check_invalidates_the_run() -> None:
 
 
 def test_goodput_counts_failed_requests_as_not_good() -> None:
-    from tpot_locust.metrics.recorder import ClassCounters
+    from tpot_locust.metrics.metric_set import ClassCounters
     from tpot_locust.report.summary import goodput_summary
 
     counters = ClassCounters(ok=8, failed=2, good=6)

@@ -16,7 +16,8 @@ from tpot_locust.harness.loop_probe import LagProbe
 from tpot_locust.metrics.collector import Collector
 from tpot_locust.metrics.histograms import count_above, histogram_stats, new_histogram, record_many
 from tpot_locust.metrics.histograms import without as histogram_without
-from tpot_locust.metrics.recorder import MetricSet, Recorder
+from tpot_locust.metrics.metric_set import MetricSet
+from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.metrics.stalls import ClientHealth, StallWindows
 from tpot_locust.report.summary import build_summary, format_report
 from tpot_locust.report.truth_check import truth_check

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tpot_locust.metrics.histograms import record_many
-from tpot_locust.metrics.recorder import MetricSet
+from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.charts import MAX_TIMELINE_POINTS
 from tpot_locust.report.html import RunView, render_report
 from tpot_locust.report.live_charts import charts_fragment

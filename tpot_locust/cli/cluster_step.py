@@ -20,7 +20,7 @@ from typing import Any
 from tpot_locust.cli.master_api import BUSY_STATES, MasterAPI, MasterError
 from tpot_locust.cli.run import save_scenario
 from tpot_locust.common.results_folder import ResultsFolder
-from tpot_locust.metrics.recorder import MetricSet
+from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.finishing import finish_run
 from tpot_locust.report.gate import EXIT_INVALID
 from tpot_locust.report.results_files import load_results, write_json

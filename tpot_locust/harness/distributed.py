@@ -32,7 +32,7 @@ from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.common.version import __version__
 from tpot_locust.harness.traffic import ProcessShare
 from tpot_locust.metrics.histograms import add_into, histogram_stats, new_histogram
-from tpot_locust.metrics.recorder import CAUSE_METRICS, ClassMetrics, MetricSet
+from tpot_locust.metrics.metric_set import CAUSE_METRICS, ClassMetrics, MetricSet
 from tpot_locust.metrics.stalls import STALLS_KEY, ClientHealth
 from tpot_locust.report.attribution import worker_shares
 

@@ -15,7 +15,7 @@ from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.cooperation import let_streams_run
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.metrics.histograms import histogram_stats
-from tpot_locust.metrics.recorder import METRICS, ClassMetrics, MetricSet
+from tpot_locust.metrics.metric_set import METRICS, ClassMetrics, MetricSet
 
 TIMESERIES_METRICS = catalogue.names("in_timeseries")
 TIMESERIES_PERCENTILES = (50.0, 90.0, 99.0, 99.9)

@@ -14,8 +14,9 @@ from typing import Any
 from hdrh.histogram import HdrHistogram
 
 from tpot_locust.metrics.histograms import histogram_stats, without
+from tpot_locust.metrics.metric_set import PHASE_METRICS, ClassMetrics
 from tpot_locust.metrics.phases import BURST, PHASES, STEADY
-from tpot_locust.metrics.recorder import PHASE_METRICS, ClassMetrics, phase_metric
+from tpot_locust.metrics.recorder import phase_metric
 
 INTERFERENCE_PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 

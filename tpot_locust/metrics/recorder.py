@@ -13,19 +13,16 @@ and bucketed in bulk, so the per-token cost is an append, not a ``record_value``
 from __future__ import annotations
 
 from array import array
-from collections import Counter, deque
-from dataclasses import dataclass, field, fields
+from collections import deque
 from typing import Any, Protocol
 
 import numpy as np
-from hdrh.histogram import HdrHistogram
 
-from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.clock import ARRIVAL_CLOCKS, WallClock
 from tpot_locust.common.cooperation import WorkSlices, let_streams_run
 from tpot_locust.common.errors import INTERRUPTED
-from tpot_locust.common.metric_groups import group_parts, metric_group
-from tpot_locust.common.timings import COUNT_SOURCES, RequestTimings, to_us, tpot_samples_ns
+from tpot_locust.common.metric_groups import metric_group
+from tpot_locust.common.timings import RequestTimings, to_us, tpot_samples_ns
 from tpot_locust.metrics.causes import (
     FAILED_END,
     PREFILL,
@@ -34,269 +31,21 @@ from tpot_locust.metrics.causes import (
 from tpot_locust.metrics.fluidity import Pace, token_deadlines
 from tpot_locust.metrics.gap_tagging import PREFILL_AT_GAP, GapTagger, HeldGaps, phase_metric
 from tpot_locust.metrics.histograms import (
-    HistogramDecodeError,
-    add_into,
-    decode_histogram,
-    new_histogram,
     record_many,
     warm_up,
 )
+from tpot_locust.metrics.metric_set import (
+    ARRIVAL_CLOCK_COUNTERS,
+    COUNT_SOURCE_COUNTERS,
+    MAX_INTERRUPTED_IDS,
+    ClassCounters,
+    MetricSet,
+)
 from tpot_locust.metrics.phases import PHASES, RunClock
-from tpot_locust.metrics.stalls import ClientHealth
-from tpot_locust.metrics.tail_gaps import WORST_GAPS_SHOWN, merge_tail
 from tpot_locust.metrics.token_flow import TokenFlow
 
-METRICS: tuple[str, ...] = catalogue.names()  # every metric, in the catalogue's order
-PHASE_METRICS: tuple[str, ...] = catalogue.names("phased")
-# Metrics whose samples are also kept per cause (``itl@prefill``, ..., ``itl@none``: the
-# samples that overlapped no cause), for the report's "Why the tail".
-CAUSE_METRICS: tuple[str, ...] = catalogue.names("causes")
-# Metrics whose samples are tagged when they overlap a client stall (a copy of each tagged
-# sample goes into ``metric@client_stall``; the report sets those aside).
-STALL_METRICS: tuple[str, ...] = catalogue.names("stall_tagged")
 FLUSH_PENDING_VALUES = 100_000
 BUCKET_SLICE = 4096  # values bucketed between two yields
-MAX_INTERRUPTED_IDS = 100
-
-
-@dataclass
-class ClassCounters:
-    ok: int = 0
-    failed: int = 0
-    errors: Counter[str] = field(default_factory=Counter)
-    output_tokens: int = 0
-    partial_tokens: int = 0  # tokens received by requests that then failed
-    estimated_requests: int = 0  # output count not reported by the server
-    prompt_tokens_requested: int = 0
-    prompt_tokens_reported: int = 0
-    # requests whose usage counted the prompt: what was asked for and what the server counted
-    prompt_compared_requests: int = 0
-    prompt_compared_requested: int = 0
-    prompt_compared_reported: int = 0
-    prompt_difference_max: int = 0  # the largest |counted - requested| of one request
-    clamped_values: int = 0
-    excluded_warmup: int = 0  # requests left out of the histograms by time
-    excluded_cooldown: int = 0
-    dropped_arrivals: int = 0  # open loop: arrivals not sent because max_in_flight was full
-    interrupted: int = 0  # in flight when the run stopped: neither ok nor failed
-    interrupted_ids: list[str] = field(default_factory=list)  # the first few, to cross-check
-    retransmitting_requests: int = 0  # requests whose connection retransmitted (TCP_INFO)
-    # requests by the clock their token events were stamped on (``ARRIVAL_CLOCKS``)
-    stamped_segment: int = 0  # every read cut into its segments' own stamps
-    stamped_kernel: int = 0
-    stamped_user: int = 0
-    shared_stamp_events: int = 0  # token events read together with the one before them
-    multi_event_reads: int = 0  # reads that returned more than one token event
-    good: int = 0  # successful requests that met every per-request SLO (goodput)
-    # with a pace (slo.pace, ``metrics.fluidity``): tokens held to it, those late, and the
-    # requests with any late token
-    paced_tokens: int = 0
-    late_tokens: int = 0
-    late_requests: int = 0
-    arrived_tokens: int = 0  # tokens of the token events that arrived, whatever the request's end
-    # reasoning models: output tokens of reasoning events (or the server's count) and the rest
-    reasoning_tokens: int = 0
-    answer_tokens: int = 0
-    reasoning_requests: int = 0  # requests with any reasoning token
-    # the server's prefix cache: cached prompt tokens over the requests whose usage said so,
-    # and those requests' prompt tokens (theirs where counted, else ours): the hit rate
-    cached_prompt_tokens: int = 0
-    cache_reported_requests: int = 0
-    cache_reported_prompt_tokens: int = 0
-    # requests by where their per-event token counts came from (``COUNT_SOURCES``)
-    counted_by_usage: int = 0
-    counted_by_token_ids: int = 0
-    counted_by_logprobs: int = 0
-    counted_by_token: int = 0
-    counted_by_events: int = 0  # none said: one token per event, an estimate
-    first_send_wall_ns: int = 0
-    last_token_wall_ns: int = 0
-
-    def add(self, other: ClassCounters) -> None:
-        for name in _SUMMED_COUNTERS:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        for name in _MAX_COUNTERS:
-            setattr(self, name, max(getattr(self, name), getattr(other, name)))
-        room = MAX_INTERRUPTED_IDS - len(self.interrupted_ids)
-        self.interrupted_ids.extend(other.interrupted_ids[: max(room, 0)])
-        self.errors.update(other.errors)
-        if other.first_send_wall_ns:
-            firsts = [t for t in (self.first_send_wall_ns, other.first_send_wall_ns) if t]
-            self.first_send_wall_ns = min(firsts)
-        self.last_token_wall_ns = max(self.last_token_wall_ns, other.last_token_wall_ns)
-
-    def arrival_clocks(self) -> dict[str, int]:
-        """Requests per clock their tokens were stamped on, the clocks seen only."""
-        counts = {clock: getattr(self, ARRIVAL_CLOCK_COUNTERS[clock]) for clock in ARRIVAL_CLOCKS}
-        return {clock: count for clock, count in counts.items() if count}
-
-    def count_sources(self) -> dict[str, int]:
-        """Requests per source of their k_i (``COUNT_SOURCES``), the sources seen only."""
-        counts = {source: getattr(self, COUNT_SOURCE_COUNTERS[source]) for source in COUNT_SOURCES}
-        return {source: count for source, count in counts.items() if count}
-
-    def to_dict(self) -> dict[str, Any]:
-        data = {k: v for k, v in self.__dict__.items() if k != "errors"}
-        data["errors"] = dict(self.errors)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ClassCounters:
-        known = {f.name for f in fields(cls)} - {"errors"}
-        counters = cls(**{k: v for k, v in data.items() if k in known})
-        counters.errors = Counter(data.get("errors", {}))
-        return counters
-
-
-# Plain int counters (not a mapping): they add, merge and are shape-checked as the others.
-COUNT_SOURCE_COUNTERS = {source: f"counted_by_{source}" for source in COUNT_SOURCES}
-ARRIVAL_CLOCK_COUNTERS = {clock: f"stamped_{clock}" for clock in ARRIVAL_CLOCKS}
-# Every int counter adds, but the wall-clock bounds (min and max instead) and ``_max``es.
-_MAX_COUNTERS = tuple(f.name for f in fields(ClassCounters) if f.name.endswith("_max"))
-_SUMMED_COUNTERS = tuple(
-    f.name for f in fields(ClassCounters)
-    if f.type == "int" and not f.name.endswith(("_wall_ns", "_max"))
-)  # fmt: skip
-
-
-@dataclass
-class ClassMetrics:
-    histograms: dict[str, HdrHistogram] = field(default_factory=dict)  # made on first use
-    counters: ClassCounters = field(default_factory=ClassCounters)
-    tail_gaps: list[dict[str, Any]] = field(default_factory=list)  # largest first (tail_gaps)
-
-    @property
-    def worst_gaps(self) -> list[dict[str, Any]]:
-        return self.tail_gaps[:WORST_GAPS_SHOWN]
-
-    def histogram(self, name: str) -> HdrHistogram:
-        histogram = self.histograms.get(name)
-        if histogram is None:
-            histogram = self.histograms[name] = new_histogram()
-        return histogram
-
-    def add(self, other: ClassMetrics, cooperative: bool = False) -> None:
-        """``cooperative``: yield before each histogram (~50 us each; a set has ~20), for
-        a process whose users stream meanwhile; only where nothing else changes ``other``."""
-        for name, histogram in other.histograms.items():
-            if cooperative:
-                let_streams_run()
-            add_into(self.histogram(name), histogram)
-        self.counters.add(other.counters)
-        self.add_tail_gaps(other.tail_gaps)
-
-    def add_tail_gaps(self, gaps: list[dict[str, Any]]) -> None:
-        self.tail_gaps = merge_tail(self.tail_gaps, gaps)
-
-
-def _decode_named(blob: str, key: str) -> HdrHistogram:
-    """``decode_histogram``, its error naming the histogram (``classes.chat.histograms.tpot``)."""
-    try:
-        return decode_histogram(blob)
-    except HistogramDecodeError as error:
-        raise HistogramDecodeError(f"classes.{key}: {error}") from None
-
-
-def _encode(histogram: HdrHistogram, cooperative: bool) -> str:
-    if cooperative:
-        let_streams_run()
-    encoded: bytes = histogram.encode()  # hdrh is untyped
-    return encoded.decode("ascii")
-
-
-class MetricSet:
-    """Histograms and counters per metric group (a user class, or a class and the model it
-    sent to: ``common.metric_groups``); an interval (delta) or a running total."""
-
-    def __init__(self) -> None:
-        self.groups: dict[str, ClassMetrics] = {}
-        self.client = ClientHealth()  # the recording processes' own loop lag and stalls
-
-    def for_group(self, group: str) -> ClassMetrics:
-        metrics = self.groups.get(group)
-        if metrics is None:
-            metrics = self.groups[group] = ClassMetrics()
-        return metrics
-
-    def add(self, other: MetricSet, cooperative: bool = False) -> None:
-        for group, metrics in other.groups.items():
-            self.for_group(group).add(metrics, cooperative)
-        self.client.add(other.client)
-
-    def combined(self, cooperative: bool = False) -> ClassMetrics:
-        """All classes merged exactly (counts add; percentiles are recomputed)."""
-        total = ClassMetrics()
-        for metrics in self.groups.values():
-            total.add(metrics, cooperative)
-        return total
-
-    @property
-    def classes(self) -> dict[str, ClassMetrics]:
-        """Per user class (``by_class``): to read, never to record into."""
-        return self.by_class()
-
-    def by_class(self) -> dict[str, ClassMetrics]:
-        """Per user class, its models' groups merged exactly; a class that named no model
-        is its own group (the same object, not a copy)."""
-        return self._merged(0)
-
-    def by_model(self) -> dict[str, ClassMetrics]:
-        """Per model that a class named (``classes.<name>.model``), across classes; empty
-        when none did."""
-        return self._merged(1)
-
-    def _merged(self, part: int) -> dict[str, ClassMetrics]:
-        parts: dict[str, list[ClassMetrics]] = {}
-        for group, metrics in self.groups.items():
-            name = group_parts(group)[part]
-            if name is not None:
-                parts.setdefault(name, []).append(metrics)
-        merged = {}
-        for name, same in parts.items():
-            if len(same) == 1:
-                merged[name] = same[0]
-                continue
-            merged[name] = ClassMetrics()
-            for metrics in same:
-                merged[name].add(metrics)
-        return merged
-
-    def encode(self, cooperative: bool = False) -> dict[str, Any]:
-        """A msgpack/JSON-safe form: base64 HdrHistogram V2 blobs plus plain counters.
-
-        ``cooperative`` yields to the gevent hub before each blob (~0.5 ms each), for a
-        worker's delta that must not stall token stamping; only for a set nothing else
-        changes meanwhile (a delta already taken out of the recorder).
-        """
-        groups = {
-            group: {
-                "histograms": {
-                    name: _encode(histogram, cooperative)
-                    for name, histogram in metrics.histograms.items()
-                    if histogram.total_count
-                },
-                "counters": metrics.counters.to_dict(),
-                "tail_gaps": metrics.tail_gaps,
-            }
-            for group, metrics in self.groups.items()
-        }
-        return {"classes": groups, "client": self.client.encode()}
-
-    @classmethod
-    def decode(cls, data: dict[str, Any]) -> MetricSet:
-        """Also reads the older form (classes only, no ``client``: results saved before)."""
-        metric_set = cls()
-        if "client" in data:
-            metric_set.client = ClientHealth.decode(data["client"])
-            data = data.get("classes", {})
-        for group, encoded in data.items():
-            metrics = metric_set.for_group(group)
-            for name, blob in encoded.get("histograms", {}).items():
-                metrics.histograms[name] = _decode_named(blob, f"{group}.histograms.{name}")
-            metrics.counters = ClassCounters.from_dict(encoded.get("counters", {}))
-            # ``worst_gaps``: results saved before the tail kept every gap's causes
-            metrics.tail_gaps = list(encoded.get("tail_gaps", encoded.get("worst_gaps", [])))
-        return metric_set
 
 
 def _count_tokens(counters: ClassCounters, timings: RequestTimings) -> None:
@@ -567,7 +316,4 @@ class Recorder:
         self.take_interval()
 
 
-__all__ = [
-    "METRICS", "PHASES", "PHASE_METRICS", "STALL_METRICS", "MetricSet", "PREFILL_AT_GAP",
-    "Recorder", "phase_metric",
-]  # fmt: skip
+__all__ = ["PHASES", "PREFILL_AT_GAP", "Recorder", "phase_metric"]

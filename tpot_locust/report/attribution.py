@@ -23,7 +23,8 @@ from tpot_locust.metrics.causes import (
     UNEXPLAINED,
 )
 from tpot_locust.metrics.histograms import count_above, histogram_stats
-from tpot_locust.metrics.recorder import CAUSE_METRICS, PREFILL_AT_GAP, ClassMetrics, phase_metric
+from tpot_locust.metrics.metric_set import CAUSE_METRICS, ClassMetrics
+from tpot_locust.metrics.recorder import PREFILL_AT_GAP, phase_metric
 from tpot_locust.metrics.tail_gaps import WORST_GAPS_SHOWN
 from tpot_locust.report.summary_types import Summary
 

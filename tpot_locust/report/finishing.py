@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from tpot_locust.common.results_folder import REPORT_FILE, SUMMARY_FILE, ResultsFolder
-from tpot_locust.metrics.recorder import MetricSet
+from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.attribution_check import attribution_check, format_attribution_check
 from tpot_locust.report.gate import EXIT_INVALID, evaluate
 from tpot_locust.report.html import RunView, render_report

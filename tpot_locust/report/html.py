@@ -19,7 +19,7 @@ from typing import Any
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.results_folder import REPORT_FILE
 from tpot_locust.metrics.histograms import histogram_stats
-from tpot_locust.metrics.recorder import ClassMetrics, MetricSet
+from tpot_locust.metrics.metric_set import ClassMetrics, MetricSet
 from tpot_locust.report.charts import (
     CHART_CSS,
     CURVE_PERCENTILES,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from tpot_locust.metrics.recorder import MetricSet
+from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.charts import CHART_CSS, percentile_chart
 from tpot_locust.report.html import (
     DISTRIBUTION_METRICS,

@@ -37,7 +37,7 @@ from tpot_locust.metrics.histograms import (
     counts_view,
     histogram_stats,
 )
-from tpot_locust.metrics.recorder import ClassMetrics, MetricSet
+from tpot_locust.metrics.metric_set import ClassMetrics, MetricSet
 
 PREFIX = "tpot_locust"
 EXPORTED_METRICS = catalogue.names("exported")

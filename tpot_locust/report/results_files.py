@@ -13,7 +13,7 @@ from typing import Any
 
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.metrics.histograms import HistogramDecodeError
-from tpot_locust.metrics.recorder import MetricSet
+from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.saved_results import HISTOGRAMS, ResultsError, read_checked
 from tpot_locust.report.summary import built_part
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tpot_locust.common import metric_catalogue as catalogue
-from tpot_locust.metrics.recorder import ClassCounters
+from tpot_locust.metrics.metric_set import ClassCounters
 from tpot_locust.metrics.tail_gaps import TAIL_GAPS_KEPT
 
 MAX_RESULTS_BYTES = 256 * 1024 * 1024

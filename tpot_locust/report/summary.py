@@ -18,14 +18,14 @@ from tpot_locust.metrics.histograms import (
     without,
 )
 from tpot_locust.metrics.interference import format_interference, phase_summary
-from tpot_locust.metrics.recorder import (
+from tpot_locust.metrics.metric_set import (
     METRICS,
     STALL_METRICS,
     ClassCounters,
     ClassMetrics,
     MetricSet,
-    phase_metric,
 )
+from tpot_locust.metrics.recorder import phase_metric
 from tpot_locust.metrics.stalls import CLIENT_STALL
 from tpot_locust.report.attribution import attribution_summary, format_why_the_tail
 from tpot_locust.report.client_figures import (
