@@ -33,13 +33,13 @@ from tpot_locust.common.errors import (
     INTERRUPTED,
     MODEL_LOOKUP,
     StreamError,
-    http_status_category,
 )
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.common.tls import client_tls_context
 from tpot_locust.common.tokens import Tokenizer, load_tokenizer
 from tpot_locust.harness.event_hooks import ensure_prefill_window, ensure_token_timings
 from tpot_locust.harness.failures import Backoff
+from tpot_locust.harness.model_lookup import first_listed_model, lookup_timeout
 from tpot_locust.harness.model_split import ModelSplit
 from tpot_locust.harness.prefill_events import PrefillWindow
 from tpot_locust.harness.turns import PlannedTurn
@@ -47,15 +47,11 @@ from tpot_locust.harness.user_context import ALONE, user_context
 from tpot_locust.metrics.stalls import PROCESS_TAG
 from tpot_locust.scenario.datasets import Conversation
 from tpot_locust.scenario.prompts import WORDS, blocks_text, synthetic_text
-from tpot_locust.wire.deadline import Deadline
 from tpot_locust.wire.http_client import HTTPConnection, Origin, ReadTimeout
 from tpot_locust.wire.sse import DEFAULT_MAX_EVENT_BYTES
-from tpot_locust.wire.stream_decoder import decode_error_body
-from tpot_locust.wire.streaming import MAX_ERROR_BODY, StreamRequest, redact, stream_request
+from tpot_locust.wire.streaming import StreamRequest, redact, stream_request
 
 PLAN_WAIT_S = 10.0  # a worker's sequential dataset waits this long for its share
-MODEL_LOOKUP_TIMEOUT_S = 30.0  # GET /v1/models in all, at most (else the first-token timeout)
-MAX_MODELS_BODY = 1024 * 1024  # a models list larger than this is no models list
 logger = logging.getLogger(__name__)
 _PLUGIN_HINT = (
     "tpot-locust: the plugin is not loaded, so no per-token timing is recorded or reported: "
@@ -398,37 +394,9 @@ class ChatUser(User):
         return cached
 
     def _first_listed_model(self) -> str:
-        """The first model of the API's models list (GET /v1/models, Ollama's /api/tags),
-        read within one total deadline and size cap: a server answering a byte a second
-        once held every user in its lookup for the whole run, which then measured nothing.
-        Raises ``StreamError``."""
-        timeout = self._model_lookup_timeout()
-        deadline = Deadline(timeout, timeout, timeout)
-        headers = self.request_headers("models")
-        path = self.dialect.models_path or "/v1/models"
-        try:
-            response, _ = self.connection.request("GET", path, headers, deadline=deadline)
-            body = response.read(limit=MAX_MODELS_BODY + 1)
-        except ReadTimeout:
-            self.connection.close()
-            raise StreamError(
-                MODEL_LOOKUP, f"GET {path}: no complete answer within {timeout:g} s"
-            ) from None
-        if response.status >= 400:
-            raise StreamError(
-                http_status_category(response.status),
-                f"GET {path}: HTTP {response.status}: {decode_error_body(body[:MAX_ERROR_BODY])}",
-            )
-        if len(body) > MAX_MODELS_BODY:
-            raise StreamError(
-                MODEL_LOOKUP, f"GET {path}: answer larger than {MAX_MODELS_BODY} bytes"
-            )
-        return self.dialect.first_model(body)
-
-    def _model_lookup_timeout(self) -> float:
-        """The lookup's total limit: the first-token timeout, at most 30 s."""
-        first = self.first_token_timeout
-        return first if 0 < first < MODEL_LOOKUP_TIMEOUT_S else MODEL_LOOKUP_TIMEOUT_S
+        """Raises ``StreamError`` (``model_lookup``)."""
+        return first_listed_model(self.connection, self.dialect, self.request_headers("models"),
+                                  lookup_timeout(self.first_token_timeout))  # fmt: skip
 
     def send(
         self,
@@ -536,12 +504,6 @@ class ChatUser(User):
         timings.error_category = INTERRUPTED
         timings.error_message = "stopped by the end of the run"
         self._token_timings.fire(timings=timings, user=self)
-
-
-def first_model_id(body: bytes) -> str:
-    """The first model id of a GET /v1/models answer; raises ``StreamError``
-    (``model_lookup``) when it holds none (or no believable one)."""
-    return dialect_named("chat").first_model(body)
 
 
 def refuse_several_choices(class_name: str, extra_body: dict[str, Any]) -> None:
