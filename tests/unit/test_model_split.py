@@ -20,6 +20,7 @@ from tpot_locust.harness.webui import tab_rows
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.metrics.recorder import Recorder
+from tpot_locust.report.html import RunView, render_report
 from tpot_locust.report.summary import build_summary, format_full_report
 from tpot_locust.scenario.schema import validate
 from tpot_locust.scenario.yaml_source import Located, ScenarioErrors
@@ -109,6 +110,8 @@ def test_figures_are_kept_per_model_and_per_class_exactly_and_cross_workers() ->
     assert summary["models"]["lora-b"]["requests"]["ok"] == 2
     assert summary["requests"]["ok"] == 15  # each request once in the whole run
     assert "model lora-b" in format_full_report(summary)
+    page = render_report([RunView("split", summary, totals)])
+    assert 'data-label="model lora-b"' in page  # a curve per model in report.html
 
 
 def test_a_run_without_models_has_no_models_section() -> None:

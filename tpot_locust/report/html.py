@@ -206,7 +206,8 @@ def distribution_points(metrics: ClassMetrics, name: str) -> list[tuple[float, f
 
 
 def distribution_curves(runs: list[RunView], name: str) -> list[Curve]:
-    """One curve per class of a single run (and all of them), or one per run."""
+    """One curve per class of a single run (and all of them) and per model its classes
+    named, or one per run."""
     if len(runs) == 1:
         totals = runs[0].totals
         curves = [Curve("all", distribution_points(totals.combined(), name))]
@@ -214,6 +215,8 @@ def distribution_curves(runs: list[RunView], name: str) -> list[Curve]:
         if len(classes) > 1:
             curves += [Curve(cls, distribution_points(metrics, name), dashed=True)
                        for cls, metrics in sorted(classes.items())]  # fmt: skip
+        curves += [Curve(f"model {model}", distribution_points(metrics, name), dashed=True)
+                   for model, metrics in sorted(totals.by_model().items())]  # fmt: skip
         return curves
     return [Curve(run.name, distribution_points(run.totals.combined(), name)) for run in runs]
 
