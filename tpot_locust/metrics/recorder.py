@@ -1,11 +1,12 @@
-"""Recorder: HDR histograms per metric x user class, following HdrHistogram's Recorder.
+"""Recorder: HDR histograms per metric x metric group (a user class, or a class and its
+model: ``common.metric_groups``), following HdrHistogram's Recorder.
 
 Aggregation yields to the gevent hub between batches (``let_streams_run``), so that
 bucketing never holds up the stamping of token events for more than one batch.
 
-Finished requests add their samples to the *interval* set (their gaps' causes, phases and
-stalls a little later, through ``gap_tagging``); ``take_interval`` swaps in a
-fresh set and returns the finished one (a delta). A worker ships deltas to the master; the
+Finished requests add their samples to the *interval* set (``metric_set``; their gaps'
+causes, phases and stalls a little later, through ``gap_tagging``); ``take_interval`` swaps
+in a fresh set and returns the finished one (a delta). A worker ships deltas to the master; the
 master (or a local run) adds deltas into its totals. Samples are buffered as numpy arrays
 and bucketed in bulk, so the per-token cost is an append, not a ``record_value`` call.
 """
