@@ -41,7 +41,7 @@ class Tokenizer:
         self._template_read = False  # the folder's chat template is read on first use
 
     def count(self, text: str) -> int:
-        return len(self._backend.encode(text, add_special_tokens=False).ids)
+        return len(self.ids(text))
 
     def ids(self, text: str) -> list[int]:
         """The text's token ids (no special tokens), as ``count`` counts them."""
@@ -57,7 +57,7 @@ class Tokenizer:
         """``count`` that lets other threads run meanwhile, for a server's counting thread:
         the library's batch encode releases the GIL, its one-text encode does not (a 16k
         token prompt counted on another thread held the main one 50 ms)."""
-        return len(self._backend.encode_batch([text], add_special_tokens=False)[0].ids)
+        return len(self.ids_unlocked(text))
 
     def count_chat(self, messages: list[dict[str, str]]) -> int | None:
         """The prompt tokens a chat server counts for ``messages``: its chat template
