@@ -13,12 +13,14 @@ import pytest
 
 from tests.conftest import ROOT, run_scenario, truth_requests
 from tests.helpers.small_tokenizer import build_tokenizer
+from tests.process.test_published_traces import SAMPLES as PUBLISHED_SAMPLES
 from tpot_locust.scenario.model import TraceSpec
 from tpot_locust.scenario.trace import TraceRequest
 from tpot_locust.scenario.trace_formats import load_trace_spec
 
 BLOCK = 16  # the simulator's prefix-cache block (vLLM's default block size)
-SAMPLES = {"mooncake": "mooncake_sample.jsonl", "bailian": "bailian_sample.jsonl"}
+# the samples whose prompts are built from prefix blocks (``hash_ids``)
+SAMPLES = {fmt: PUBLISHED_SAMPLES[fmt] for fmt in ("mooncake", "bailian")}
 
 
 def block_sizes(request: TraceRequest) -> list[tuple[int, int]]:
