@@ -1,6 +1,7 @@
-"""The segment tap against real sockets: ten events sent 2 ms apart wait together in a
-socket while the reader is held; the stream socket's own stamp is the last one's for all
-(the kernel merges them), the tap gives each its own, through the ring and through recvmsg."""
+"""The segment tap against real sockets: ten (or forty) events sent 2 ms apart wait
+together in a socket while the reader is held; the stream socket's own stamp is the last
+one's for all (the kernel merges them), the tap gives each its own, through the ring (forty:
+parsed together by numpy) and through recvmsg."""
 
 from __future__ import annotations
 
@@ -13,15 +14,15 @@ import pytest
 from tpot_locust.common.kernel_stamps import SO_TIMESTAMPNS, kernel_wall_ns
 from tpot_locust.wire.segment_stamps import RING_ENV, SegmentTap, process_tap
 
-EVENTS, GAP_S, SIZE = 10, 0.002, 120
+GAP_S, SIZE = 0.002, 120
 
 pytestmark = pytest.mark.skipif(process_tap() is None, reason="no tap here (needs CAP_NET_RAW)")
 
 
-def _send_events(listener: socket.socket, sent_wall_ns: list[int]) -> None:
+def _send_events(listener: socket.socket, sent_wall_ns: list[int], events: int) -> None:
     connection, _ = listener.accept()
     connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    for index in range(EVENTS):
+    for index in range(events):
         sent_wall_ns.append(time.time_ns())
         connection.sendall(bytes([65 + index]) * SIZE)
         time.sleep(GAP_S)
@@ -29,9 +30,9 @@ def _send_events(listener: socket.socket, sent_wall_ns: list[int]) -> None:
     connection.close()
 
 
-@pytest.mark.parametrize("ring", ["1", "0"])
+@pytest.mark.parametrize(("ring", "events"), [("1", 10), ("1", 40), ("0", 10)])
 def test_each_waiting_segment_keeps_its_own_stamp(
-    monkeypatch: pytest.MonkeyPatch, ring: str
+    monkeypatch: pytest.MonkeyPatch, ring: str, events: int
 ) -> None:  # fmt: skip
     monkeypatch.setenv(RING_ENV, ring)
     tap = SegmentTap.open()
@@ -42,17 +43,17 @@ def test_each_waiting_segment_keeps_its_own_stamp(
     reader.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     track = tap.watch(reader.getsockname()[1], "127.0.0.1", listener.getsockname()[1])
     sent: list[int] = []
-    sender = threading.Thread(target=_send_events, args=(listener, sent), daemon=True)
+    sender = threading.Thread(target=_send_events, args=(listener, sent, events), daemon=True)
     sender.start()
     reader.connect(listener.getsockname())
-    time.sleep(0.1)  # the reader held: every event waits in the socket
+    time.sleep(events * GAP_S + 0.08)  # the reader held: every event waits in the socket
     data, ancillary, _, _ = reader.recvmsg(65536, socket.CMSG_SPACE(16))
     read_stamp = kernel_wall_ns(ancillary)
-    assert len(data) == EVENTS * SIZE
+    assert len(data) == events * SIZE
     assert read_stamp is not None and abs(read_stamp - sent[-1]) < 1e6  # the newest one's
     tap.drain(track, len(data))
     pieces = track.cut(0, data)
-    assert [piece[0] - 65 for piece, _ in pieces] == list(range(EVENTS))
+    assert [piece[0] - 65 for piece, _ in pieces] == list(range(events))
     errors_ms = [(stamp - sent[i]) / 1e6 for i, (_, stamp) in enumerate(pieces)]  # type: ignore[operator]
     assert all(0 <= error < 1.0 for error in errors_ms), errors_ms
     reader.close()

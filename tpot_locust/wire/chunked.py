@@ -43,6 +43,11 @@ class ChunkedDecoder:
     def done(self) -> bool:
         return self._state == self._DONE
 
+    @property
+    def at_boundary(self) -> bool:
+        """The next byte starts a chunk's size line: nothing held, nothing failed."""
+        return self._state == self._SIZE and not self._buffer and self.failure is None
+
     def feed(self, data: bytes) -> bytes:
         if self.failure is not None:
             raise self.failure

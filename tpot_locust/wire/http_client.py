@@ -41,10 +41,12 @@ from tpot_locust.wire.inflate import (
     Inflater,
 )
 from tpot_locust.wire.segment_stamps import arrival_clock
-from tpot_locust.wire.stamped_socket import StampedSocket
+from tpot_locust.wire.stamped_socket import Run, Split, StampedSocket
 from tpot_locust.wire.tcp_info import retransmissions
 
 Consume = Callable[[int, bytes], None]  # (arrival perf_counter_ns, body payload)
+# Takes pieces already read as far as they are one run of events; the pieces left, or None
+TakeRun = Callable[[list[tuple[bytes, int]]], "list[tuple[bytes, int]] | None"]
 MAX_HEAD_BYTES = 64 * 1024
 MAX_LENGTH_DIGITS = 18  # a Content-Length below 10^18 bytes still fits int64
 
@@ -135,8 +137,10 @@ class Response:
             if self.absorb(data, stamp, consume):
                 return
 
-    def begin(self, consume: Consume) -> bool:
-        """Hand on the body bytes that came with the head; whether the body has ended."""
+    def begin(self, consume: Consume, take_run: TakeRun | None = None) -> bool:
+        """Hand on the body bytes that came with the head; whether the body has ended.
+        Once ``take_run`` takes them (``PlainRuns.take_pieces``), the pieces go to it as
+        far as they are a run."""
         payload = self.take(self.first_body)
         if payload:
             consume(self.head_stamp_ns, payload)
@@ -145,8 +149,16 @@ class Response:
         if self.settle():
             return True
         # the rest of the head's read, each segment with its own stamp
-        return any(self.absorb(data, stamp, consume)
-                   for data, stamp in self.connection.take_pending())  # fmt: skip
+        pieces = self.connection.take_pending()
+        at = 0
+        while at < len(pieces):
+            if take_run is not None and (rest := take_run(pieces[at:])) is not None:
+                return any(self.absorb(data, stamp, consume) for data, stamp in rest)
+            data, stamp = pieces[at]
+            if self.absorb(data, stamp, consume):
+                return True
+            at += 1
+        return False
 
     def absorb(self, data: bytes, stamp: int, consume: Consume) -> bool:
         """One socket read (b"": the peer closed) handed on; whether the body has ended.
@@ -194,6 +206,13 @@ class Response:
             inflated += len(piece)
             if piece:
                 consume(stamp, piece)
+
+    @property
+    def between_chunks(self) -> bool:
+        """A chunked body (not compressed) whose framing holds nothing back: the next
+        bytes start a chunk, so whole chunks may be taken without ``take``."""
+        decoder = self._decoder
+        return decoder is not None and decoder.at_boundary and self._inflater is None
 
     def settle(self) -> bool:
         """Whether the body is complete (the connection is then ready for reuse or closed);
@@ -383,6 +402,11 @@ class HTTPConnection:
     def loop_fileno(self) -> int | None:
         """The socket's descriptor when ``read_ready`` may be used, else None."""
         return None if self._stamped is None else self._stamped.loop_fileno()
+
+    def read_ready_run(self, split: Split) -> Run | list[tuple[bytes, int]] | None:
+        """``read_ready``, or a read of whole events taken as one ``Run``
+        (``StampedSocket.read_ready_run``)."""
+        return self._stamped.read_ready_run(split)  # type: ignore[union-attr]
 
     def read_ready(self) -> list[tuple[bytes, int]] | None:
         """``recv_stamped`` for a socket the event loop said is readable: never waits;

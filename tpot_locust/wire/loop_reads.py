@@ -20,6 +20,8 @@ from gevent import get_hub
 from gevent.hub import Waiter
 
 from tpot_locust.wire.http_client import Consume, ReadTimeout, Response
+from tpot_locust.wire.plain_runs import PlainRuns
+from tpot_locust.wire.stamped_socket import Run
 
 # The event-loop reader is used wherever it can be; False reads in the greenlet (kept for
 # side-by-side measurements, see benchmarks/common.py).
@@ -27,28 +29,32 @@ ENABLED = True
 _READ = 1  # libev/libuv: watch for readability
 
 
-def read_body(response: Response, consume: Consume) -> None:
-    """Hand every payload of the body to ``consume(arrival_ns, payload)``, then return.
+def read_body(response: Response, consume: Consume, runs: PlainRuns | None = None) -> None:
+    """Hand every payload of the body to ``consume(arrival_ns, payload)``, then return;
+    reads that are runs of plain token events go to ``runs`` whole instead.
 
     Ends, raises and leaves ``response`` (``complete``, ``reset``) exactly as
-    ``response.read_into`` would; what ``consume`` raises ends the body read and is
-    raised here. ``consume`` may move ``response.deadline``.
+    ``response.read_into`` would; what ``consume`` (or ``runs``) raises ends the body read
+    and is raised here. ``consume`` may move ``response.deadline``.
     """
     fileno = response.connection.loop_fileno() if ENABLED else None
     if fileno is None:
         response.read_into(consume)
-    elif not response.begin(consume):
-        _LoopRead(response, consume, fileno).wait()
+    elif not response.begin(consume, None if runs is None else runs.take_pieces):
+        _LoopRead(response, consume, fileno, runs).wait()
 
 
 class _LoopRead:
     """The callbacks and state of one body read in the event loop."""
 
-    __slots__ = ("_consume", "_failure", "_hub", "_response", "_timer", "_waiter", "_watcher")
+    __slots__ = ("_consume", "_failure", "_hub", "_response", "_runs", "_timer", "_waiter",
+                 "_watcher")  # fmt: skip
 
-    def __init__(self, response: Response, consume: Consume, fileno: int) -> None:
+    def __init__(self, response: Response, consume: Consume, fileno: int,
+                 runs: PlainRuns | None = None) -> None:  # fmt: skip
         self._response = response
         self._consume = consume
+        self._runs = runs
         self._hub = get_hub()
         self._waiter = Waiter(self._hub)
         self._watcher = self._hub.loop.io(fileno, _READ)
@@ -72,7 +78,15 @@ class _LoopRead:
     def _on_readable(self) -> None:
         response = self._response
         try:
-            pieces = response.connection.read_ready()
+            split = self._runs.splitter() if self._runs is not None else None
+            if split is None:
+                pieces = response.connection.read_ready()
+            else:
+                got = response.connection.read_ready_run(split)
+                if type(got) is Run:
+                    self._runs.take(got.found, got.stamps)  # type: ignore[union-attr]
+                    got = got.rest
+                pieces = got  # type: ignore[assignment]
             if not pieces:
                 return
             for data, stamp in pieces:

@@ -28,6 +28,8 @@ import sys
 from array import array
 from bisect import bisect_right
 
+import numpy as np
+
 from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK
 from tpot_locust.common.kernel_stamps import ANCILLARY_BYTES, SO_TIMESTAMPNS, wanted_clock
 
@@ -56,8 +58,8 @@ class SegmentTrack:
     __slots__ = ("_ahead", "_base", "_next_seq", "covered", "ends", "key", "stamps",
                  "unrecovered")  # fmt: skip
 
-    def __init__(self, key: tuple[int, int, bytes] = (0, 0, b"")) -> None:
-        self.key = key  # (our port, the server's port, its IPv4 address)
+    def __init__(self, key: int = 0) -> None:
+        self.key = key  # our port, the server's port and its IPv4 address (``_track_key``)
         self._next_seq: int | None = None  # the sequence number of byte ``covered``
         self.covered = 0  # bytes from the start that arrived, in order, without a hole
         self.ends = array("q")
@@ -137,6 +139,25 @@ class SegmentTrack:
             pieces.append((data[at - offset :], None))
         return pieces
 
+    def stamps_at(self, offset: int, size: int, lasts: list[int]) -> list[int] | None:
+        """For a read of ``size`` bytes at stream ``offset`` taken whole (not ``cut``): the
+        wall stamps of the segments that hold its first byte and each byte at ``lasts``
+        (offsets in the read, ascending); None where a copy is missing (then ``cut``
+        keeps what it can)."""
+        stop = offset + size
+        if self.covered < stop:
+            return None
+        ends, stamps = self.ends, self.stamps
+        index = bisect_right(ends, offset, self._base)  # the first segment ending after it
+        found = [stamps[index]]
+        for last in lasts:
+            at = offset + last
+            while ends[index] <= at:
+                index += 1
+            found.append(stamps[index])
+        self._forget(index + 1 if ends[index] == stop else index)
+        return found
+
     def _forget(self, base: int) -> None:
         """Segments before ``base`` were read; dropped now and then (4,096 at a time)."""
         if base > 4096:
@@ -159,7 +180,8 @@ class SegmentTap:
         self._ring = ring
         self._frame = 0  # the ring's next frame to look at
         self._ports: set[int] = set()
-        self._tracks: dict[tuple[int, int, bytes], SegmentTrack] = {}  # (ours, theirs, ip)
+        self._tracks: dict[int, SegmentTrack] = {}  # by ``_track_key``
+        self._headers: dict[int, np.ndarray] = {}  # the ring's frames seen through _frame_dtype
         self.dropped_reads = 0
 
     @classmethod
@@ -191,11 +213,13 @@ class SegmentTap:
         if remote_port not in self._ports:
             self._ports.add(remote_port)
             _attach(self._sock, _filter(sorted(self._ports)))
-        track = SegmentTrack((local_port, remote_port, socket.inet_aton(remote_ip)))
+        address = int.from_bytes(socket.inet_aton(remote_ip), "big")
+        track = SegmentTrack(_track_key(local_port, remote_port, address))
         self._tracks[track.key] = track
         return track
 
     def close(self) -> None:
+        self._headers.clear()  # numpy's views of the ring: it cannot close while they live
         if self._ring is not None:
             self._ring.close()
             self._ring = None
@@ -225,7 +249,8 @@ class SegmentTap:
                 return
             header = (packet[0] & 15) * 4  # the filter kept IPv4 TCP to this host only
             source_port, local_port, seq, _ = heads(packet, header)
-            track = tracks.get((local_port, source_port, packet[12:16]))
+            address = int.from_bytes(packet[12:16], "big")
+            track = tracks.get(_track_key(local_port, source_port, address))
             if track is None or not ancillary:
                 continue
             seconds, nanoseconds = stamp_of(ancillary[0][2])
@@ -240,44 +265,97 @@ class SegmentTap:
 
     def _drain_ring(self, wanted: SegmentTrack | None, until: int) -> None:
         """``drain`` from the ring: each frame the kernel handed over (its status says so)
-        is read in place and handed back."""
-        ring, tracks, heads, frame_head = (
-            self._ring,
-            self._tracks,
-            _HEADS.unpack_from,
-            _FRAME.unpack_from,
-        )
+        is read in place and handed back. Many frames waiting are parsed together
+        (``_drain_frames``); a few, one by one."""
+        ring = self._ring
         assert ring is not None  # ok: only called with a ring
-        index = self._frame
         while wanted is None or wanted.covered < until:
-            at = index * _FRAME_BYTES
-            status, _, snaplen, _, net, seconds, nanoseconds = frame_head(ring, at)
-            if not status & _TP_STATUS_USER:
-                break
-            if status & _TP_STATUS_LOSING:
-                self.dropped_reads += 1  # the ring was full: some copies were lost
-            packet = at + net
-            header = (ring[packet] & 15) * 4  # the filter kept IPv4 TCP to this host only
-            if snaplen >= header + 20:
-                source_port, local_port, seq, _ = heads(ring, packet + header)
-                track = tracks.get((local_port, source_port, ring[packet + 12 : packet + 16]))
-                if track is not None:
-                    flags = ring[packet + header + 13]
-                    if flags & _TCP_SYN:
-                        if flags & _TCP_ACK:
-                            track.synchronise(seq)
-                    else:
-                        total = (ring[packet + 2] << 8) | ring[packet + 3]
-                        length = total - header - (ring[packet + header + 12] >> 4) * 4
-                        if length > 0:
-                            track.add(seq, length, seconds * 1_000_000_000 + nanoseconds)
-            ring[at : at + 4] = _KERNEL_OWNS  # the frame is the kernel's again
-            index = index + 1 if index + 1 < _RING_FRAMES else 0
-        self._frame = index
+            many = (self._frame + _MANY_FRAMES) % _RING_FRAMES * _FRAME_BYTES
+            if not (ring[many] & _TP_STATUS_USER and self._drain_frames()):
+                if not self._drain_one(ring):
+                    return
+
+    def _drain_one(self, ring: mmap.mmap) -> bool:
+        """The ring's next frame filed and handed back; False when it is not ready."""
+        at = self._frame * _FRAME_BYTES
+        status, _, snaplen, _, net, seconds, nanoseconds = _FRAME.unpack_from(ring, at)
+        if not status & _TP_STATUS_USER:
+            return False
+        if status & _TP_STATUS_LOSING:
+            self.dropped_reads += 1  # the ring was full: some copies were lost
+        packet = at + net
+        header = (ring[packet] & 15) * 4  # the filter kept IPv4 TCP to this host only
+        if snaplen >= header + 20:
+            source_port, local_port, seq, _ = _HEADS.unpack_from(ring, packet + header)
+            address = int.from_bytes(ring[packet + 12 : packet + 16], "big")
+            track = self._tracks.get(_track_key(local_port, source_port, address))
+            if track is not None:
+                flags = ring[packet + header + 13]
+                if flags & _TCP_SYN:
+                    if flags & _TCP_ACK:
+                        track.synchronise(seq)
+                else:
+                    total = (ring[packet + 2] << 8) | ring[packet + 3]
+                    length = total - header - (ring[packet + header + 12] >> 4) * 4
+                    if length > 0:
+                        track.add(seq, length, seconds * 1_000_000_000 + nanoseconds)
+        ring[at : at + 4] = _KERNEL_OWNS  # the frame is the kernel's again
+        self._frame = self._frame + 1 if self._frame + 1 < _RING_FRAMES else 0
+        return True
+
+    def _drain_frames(self) -> bool:
+        """Every frame ready from ``_frame`` to the ring's end or the first one not ready,
+        parsed by numpy: the headers' fields of all at once, then each copy filed (its
+        track's ``add``). Frames whose IP header has options (or another layout than the
+        first's) are left to ``_drain_one``. False when the next frame is not ready."""
+        ring, start = self._ring, self._frame
+        assert ring is not None  # ok: only called with a ring
+        net = _FRAME.unpack_from(ring, start * _FRAME_BYTES)[4]
+        headers = self._headers.get(net)
+        if headers is None:
+            headers = self._headers[net] = np.frombuffer(ring, _frame_dtype(net))
+        frames = headers[start : start + _DRAIN_MOST]
+        ready = (frames["status"] & _TP_STATUS_USER) != 0
+        count = len(frames) if ready.all() else int(ready.argmin())
+        same = (frames["net"][:count] == net) & (frames["version"][:count] == 0x45)
+        if not same.all():
+            count = int(same.argmin())  # from there on, one by one
+        if count == 0:
+            return False
+        frames = frames[:count]
+        status = frames["status"]
+        self.dropped_reads += int(np.count_nonzero(status & _TP_STATUS_LOSING))
+        flags = frames["flags"]
+        length = frames["total"].astype(np.int64) - 20 - (frames["offset"] >> 4) * 4
+        useful = (frames["snaplen"] >= 40) & ((length > 0) | ((flags & _TCP_SYN) != 0))
+        keys = ((frames["local_port"].astype(np.uint64) << 48)
+                | (frames["source_port"].astype(np.uint64) << 32)
+                | frames["address"])[useful].tolist()  # fmt: skip
+        seqs = frames["seq"][useful].tolist()
+        lengths = length[useful].tolist()
+        stamps = (frames["seconds"].astype(np.int64) * 1_000_000_000
+                  + frames["nanoseconds"])[useful].tolist()  # fmt: skip
+        syn_flags = (flags & (_TCP_SYN | _TCP_ACK))[useful].tolist()
+        status[:] = 0  # every frame is the kernel's again (all were copied out above)
+        self._frame = (start + count) % _RING_FRAMES
+        tracks = self._tracks
+        for key, seq, length, stamp, syn in zip(
+            keys, seqs, lengths, stamps, syn_flags, strict=True
+        ):
+            track = tracks.get(key)
+            if track is None:
+                continue
+            if syn & _TCP_SYN:
+                if syn & _TCP_ACK:
+                    track.synchronise(seq)
+            else:
+                track.add(seq, length, stamp)
+        return True
 
     def _flush(self) -> None:
         if self._ring is not None:
-            self._drain_ring(None, 0)
+            while self._drain_one(self._ring):
+                pass
             return
         while True:
             try:
@@ -296,6 +374,31 @@ _RING_FRAMES = _RING_BLOCKS * _BLOCK_BYTES // _FRAME_BYTES
 _TP_STATUS_USER, _TP_STATUS_LOSING = 1, 4
 _FRAME = struct.Struct("IIIHHII")  # tpacket2_hdr: status, len, snaplen, mac, net, sec, nsec
 _KERNEL_OWNS = bytes(4)  # TP_STATUS_KERNEL
+# When this many frames wait, numpy parses them together (cheaper from ~16 frames on), at
+# most _DRAIN_MOST at a time.
+_MANY_FRAMES, _DRAIN_MOST = 16, 4096
+
+
+def _track_key(local_port: int, remote_port: int, address: int) -> int:
+    """A connection's key among the tap's tracks: our port, the server's port and its IPv4
+    address (as a big-endian integer) in one integer."""
+    return (local_port << 48) | (remote_port << 32) | address
+
+
+def _frame_dtype(net: int) -> np.dtype:
+    """A ring frame's fields as numpy reads them, for frames whose packet starts ``net``
+    bytes in and whose IPv4 header is 20 bytes (no options)."""
+    tcp = net + 20
+    fields = {
+        "status": ("<u4", 0), "snaplen": ("<u4", 8), "net": ("<u2", 14),
+        "seconds": ("<u4", 16), "nanoseconds": ("<u4", 20),
+        "version": ("u1", net), "total": (">u2", net + 2), "address": (">u4", net + 12),
+        "source_port": (">u2", tcp), "local_port": (">u2", tcp + 2), "seq": (">u4", tcp + 4),
+        "offset": ("u1", tcp + 12), "flags": ("u1", tcp + 13),
+    }  # fmt: skip
+    formats, offsets = zip(*fields.values(), strict=True)
+    return np.dtype({"names": list(fields), "formats": list(formats), "offsets": list(offsets),
+                     "itemsize": _FRAME_BYTES})  # fmt: skip
 
 
 def _open_ring(sock: _socket.socket) -> mmap.mmap | None:

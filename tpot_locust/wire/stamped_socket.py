@@ -15,6 +15,7 @@ import socket
 import ssl
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK, USER_CLOCK, wall_minus_perf_ns
@@ -30,6 +31,22 @@ from tpot_locust.wire.segment_stamps import SegmentTap, SegmentTrack, process_ta
 
 RECV_BYTES = 65536
 Piece = tuple[bytes, int]  # (bytes, arrival perf_counter_ns); b"": the peer closed
+# Finds the whole events a read begins with: what it found (handed on), the offset of
+# each event's last byte in the read (ascending) and the bytes they take; else None.
+Split = Callable[[bytes], "tuple[Any, list[int], int] | None"]
+
+
+class Run:
+    """A read whose beginning was taken whole: what ``Split`` found there, the arrival
+    of the read's first byte and of each event (``perf_counter_ns``: each the stamp a
+    ``cut`` piece would carry), and the rest of the read in pieces."""
+
+    __slots__ = ("found", "rest", "stamps")
+
+    def __init__(self, found: Any, stamps: list[int], rest: list[Piece]) -> None:
+        self.found = found
+        self.stamps = stamps
+        self.rest = rest
 
 
 class StampedSocket:
@@ -148,6 +165,47 @@ class StampedSocket:
         except BlockingIOError:
             return None
 
+    def read_ready_run(self, split: Split) -> Run | list[Piece] | None:
+        """``read_ready``, except that a read ``split`` finds whole events in (plain TCP)
+        comes back as one ``Run``, not cut into pieces."""
+        try:
+            data, wall_ns, now_ns = self._receive(self.sock._sock)  # type: ignore[attr-defined]
+        except BlockingIOError:
+            return None
+        if self.tls is None and data and (found := split(data)) is not None:
+            found_in, lasts, used = found
+            stamps = self._run_stamps(data, lasts, used, wall_ns, now_ns)
+            if stamps is not None:
+                if used == len(data):
+                    return Run(found_in, stamps, [])
+                rest = data[used:]
+                if self.clock == USER_CLOCK:
+                    return Run(found_in, stamps, [(rest, now_ns)])
+                return Run(found_in, stamps, self._stamped(rest, wall_ns, now_ns, first=False))
+        return self._pieces(data, wall_ns, now_ns)
+
+    def _run_stamps(self, data: bytes, lasts: list[int], used: int, wall_ns: int | None,
+                    now_ns: int) -> list[int] | None:  # fmt: skip
+        """The stamps of a ``Run`` of the first ``used`` bytes of ``data``: each the one
+        its byte's piece would have had."""
+        if self.clock == USER_CLOCK:
+            return [now_ns] * (len(lasts) + 1)
+        track = self._track
+        if track is None:
+            stamps = [self._arrival_ns(wall_ns, now_ns)] * (len(lasts) + 1)
+        else:
+            stop = self._offset + len(data)
+            if track.covered < stop:
+                self._tap.drain(track, stop)  # type: ignore[union-attr]
+            walls = track.stamps_at(self._offset, used, lasts)
+            if walls is None:
+                return None
+            arrival = self._arrival_ns
+            stamps = [arrival(wall, now_ns) for wall in walls]
+        self._offset += used
+        self.read_delays_ns.append(now_ns - stamps[0])
+        return stamps
+
     def close(self) -> None:
         if self._tap is not None:
             self._tap.forget(self._track)  # type: ignore[arg-type]
@@ -156,23 +214,35 @@ class StampedSocket:
         self.sock.close()
 
     def _read(self, sock: socket.socket) -> list[Piece]:
+        return self._pieces(*self._receive(sock))
+
+    def _receive(self, sock: socket.socket) -> tuple[bytes, int | None, int]:
+        """One read: its bytes, its kernel stamp (wall ns; None on the user clock or where
+        the kernel gave none) and our clock when it returned."""
         try:
             if self.clock == USER_CLOCK:
-                data = sock.recv(RECV_BYTES)
-                pieces = [(data, time.perf_counter_ns())]
-            else:
-                data, ancillary, _, _ = sock.recvmsg(RECV_BYTES, ANCILLARY_BYTES)
-                pieces = self._stamped(data, kernel_wall_ns(ancillary), time.perf_counter_ns())
+                return sock.recv(RECV_BYTES), None, time.perf_counter_ns()
+            data, ancillary, _, _ = sock.recvmsg(RECV_BYTES, ANCILLARY_BYTES)
+            return data, kernel_wall_ns(ancillary), time.perf_counter_ns()
         except (TimeoutError, BlockingIOError):
             raise
         except ConnectionError:
             raise ConnectionResetError() from None
         except OSError as error:
             raise StreamError(CONNECTION_ERROR, f"read: {error.strerror or error}") from None
+
+    def _pieces(self, data: bytes, wall_ns: int | None, now_ns: int) -> list[Piece]:
+        """A read cut into pieces, each with its arrival (plaintext, under TLS)."""
+        if self.clock == USER_CLOCK:
+            pieces = [(data, now_ns)]
+        else:
+            pieces = self._stamped(data, wall_ns, now_ns)
         return pieces if self.tls is None else self._decrypt(pieces)
 
-    def _stamped(self, data: bytes, wall_ns: int | None, now_ns: int) -> list[Piece]:
-        """The read cut into its segments (where the tap has them), on our clock."""
+    def _stamped(self, data: bytes, wall_ns: int | None, now_ns: int,
+                 first: bool = True) -> list[Piece]:  # fmt: skip
+        """The read cut into its segments (where the tap has them), on our clock
+        (``first``: the read's first bytes, whose wait is its read delay)."""
         track = self._track
         if track is None or not data:
             cut: list[tuple[bytes, int | None]] = [(data, wall_ns)]
@@ -187,7 +257,8 @@ class StampedSocket:
         pieces = [(piece, self._arrival_ns(stamp, now_ns)) for piece, stamp in cut]
         # How long the read's oldest data waited: on the segment clock its first segment's
         # stamp; on the kernel clock all it has is the newest data's (a lower bound).
-        self.read_delays_ns.append(now_ns - pieces[0][1])
+        if first:
+            self.read_delays_ns.append(now_ns - pieces[0][1])
         return pieces
 
     def _arrival_ns(self, wall_ns: int | None, now_ns: int) -> int:

@@ -45,6 +45,7 @@ MAX_TOKENS_PER_EVENT = 4096
 _BACKSLASH = 92
 _NOT_IN_TEXT = b'"'  # a quote would end the JSON string: the text is not all of it
 _NOT_IN_EVENT_TEXT = b'"\r\n'  # nor, in a whole SSE event, a line break
+_ONES = array("q", [1]) * 256  # token counts of a run of one-token events
 
 
 def plain_text_at(payload: bytes, start: int) -> bytes:
@@ -165,6 +166,7 @@ class StreamDecoder:
         # the template as one SSE event: ``data: `` + prefix ... suffix + the blank line
         self._event_head: bytes | None = None
         self._event_tail = b""
+        self._event_frame: tuple[bytes, bytes, bytes] | None = None  # the three, for runs
 
     def feed(self, stamp: int, payloads: list[bytes]) -> None:
         """The events of one read, all stamped with the read's arrival."""
@@ -211,6 +213,27 @@ class StreamDecoder:
             result.text_parts.append(text)
         return True
 
+    @property
+    def event_frame(self) -> tuple[bytes, bytes, bytes] | None:
+        """The stream's frame as one SSE event (``data: `` + the bytes before a plain
+        text, those after it + the blank line, and the API's text marker that ends the
+        first), once known and while events count; the same tuple until it changes."""
+        return None if self.stopped else self._event_frame
+
+    def feed_run(self, stamps: list[int], texts: list[bytes]) -> None:
+        """Plain token events in the stream's frame (``event_frame``), found whole in one
+        read with their texts (``plain_runs``), each with its own stamp: recorded as
+        ``feed_event_bytes`` would record them one by one."""
+        count = len(texts)
+        self.events += count
+        result = self.result
+        result.token_stamps.extend(stamps)
+        result.token_counts.extend(_ONES[:count] if count <= len(_ONES) else [1] * count)
+        if result.answer_stamp_ns is None:
+            result.answer_stamp_ns = stamps[0]
+        if self._want_text:
+            result.text_parts.extend(texts)
+
     def _framed_text(self, payload: bytes) -> bytes | None:
         """The raw text of a plain token event in the stream's frame, else None."""
         prefix = self._prefix
@@ -242,6 +265,7 @@ class StreamDecoder:
         if self._fast and payload[end : end + 1] == b'"':  # the text's closing quote
             self._prefix, self._suffix = payload[: at + skip], payload[end:]
             self._event_head, self._event_tail = b"data: " + self._prefix, self._suffix + b"\n\n"
+            self._event_frame = (self._event_head, self._event_tail, marker)
         return text
 
     def _decode_in_full(self, stamp: int, payload: bytes) -> None:

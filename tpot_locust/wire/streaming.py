@@ -3,8 +3,9 @@
 The work per read while the stream runs (done by the event loop's callback on the ready
 socket, ``loop_reads``) is: find the event boundaries, hand the events and the read's
 arrival stamp to ``stream_decoder`` (a read of one plain token event in the stream's frame:
-a few comparisons; else a byte scan per plain token event, JSON only for unusual ones),
-move the request's deadline. No exception leaves
+a few comparisons; a read of several such events whole: one pass, ``plain_runs``; else a
+byte scan per plain token event, JSON only for unusual ones), move the request's deadline.
+No exception leaves
 ``stream_request``: every failure becomes a categorised ``RequestTimings`` so a worker
 keeps running and nothing is silently lost.
 
@@ -44,6 +45,7 @@ from tpot_locust.wire.deadline import Deadline
 from tpot_locust.wire.http_client import HTTPConnection, ReadTimeout, Response
 from tpot_locust.wire.loop_reads import read_body
 from tpot_locust.wire.ndjson import NDJSONParser
+from tpot_locust.wire.plain_runs import PlainRuns
 from tpot_locust.wire.sse import DEFAULT_MAX_EVENT_BYTES, SSEParser
 from tpot_locust.wire.stream_decoder import (
     DecodedStream,
@@ -231,7 +233,10 @@ def _send_and_collect(
         if stamp >= end_ns:
             raise StreamError(TIMEOUT_TOTAL, f"stream exceeded {request.total_timeout:g} s")
 
-    read_body(response, consume)
+    runs = None
+    if isinstance(parser, SSEParser):
+        runs = PlainRuns(response, parser, decoder, deadline, request.total_timeout)
+    read_body(response, consume, runs)
     collected.reset = response.reset
     if events := parser.close():
         decoder.feed(time.perf_counter_ns(), events)
