@@ -85,8 +85,9 @@ SIM_SATURATED_CPU = 0.85  # simulator on a CPU or runnable this share of the tim
 # segment, TPOT_LOCUST_STAMPS=kernel); ours-user: the same code stamping with
 # perf_counter_ns after each read returns (TPOT_LOCUST_STAMPS=user); ours-greenlet: ours,
 # with each stream's greenlet reading its socket instead of the event loop's callback
-# (loop_reads.ENABLED = False: how it was before)
-MODES = ("ours", "ours-kernel", "ours-user", "ours-greenlet", "baseline")
+# (loop_reads.ENABLED = False: how it was before); ours-at-once: ours with each ready
+# socket read at once, not in batches (TPOT_LOCUST_READ_BATCH_MS=0)
+MODES = ("ours", "ours-kernel", "ours-user", "ours-greenlet", "ours-at-once", "baseline")
 _CLOCKS = {"ours-kernel": KERNEL_CLOCK, "ours-user": USER_CLOCK}
 
 
@@ -117,11 +118,15 @@ class OursClient:
         self.name = name
         self.clock = _CLOCKS.get(name) or arrival_clock()
         self.in_loop = name != "ours-greenlet"
+        self.read_batch_s = 0.0 if name == "ours-at-once" else None  # None: the default
         self.recorder = Recorder()
         self.total = MetricSet()
 
     def request(self, connection: HTTPConnection, request: StreamRequest) -> Sent:
-        loop_reads.ENABLED = self.in_loop
+        if loop_reads.ENABLED != self.in_loop or self.read_batch_s != _batch_in_use[0]:
+            loop_reads.ENABLED = self.in_loop
+            loop_reads.use_read_batch(self.read_batch_s)
+            _batch_in_use[0] = self.read_batch_s
         window = None
         if PrefillWindow is not None:  # as ChatUser: opened at the send, closed at the first token
             hook = _Hook(self.recorder.on_prefill)
@@ -148,6 +153,9 @@ class OursClient:
         """The package's own read-delay metric (None on the user clock: no samples)."""
         histogram = self.total.combined().histogram("read_delay")
         return histogram if histogram.total_count else None
+
+
+_batch_in_use: list[float | None] = [None]  # the read batch the last request of a case used
 
 
 def make_client(mode: str) -> Client:

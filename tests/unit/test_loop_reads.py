@@ -35,6 +35,7 @@ from tpot_locust.common.errors import (  # noqa: E402
 from tpot_locust.common.timings import RequestTimings  # noqa: E402
 from tpot_locust.wire import loop_reads  # noqa: E402
 from tpot_locust.wire.http_client import HTTPConnection, Origin  # noqa: E402
+from tpot_locust.wire.segment_stamps import process_tap  # noqa: E402
 from tpot_locust.wire.streaming import stream_request  # noqa: E402
 
 
@@ -169,3 +170,37 @@ def test_many_streams_at_once_each_get_their_own_events(loop_reads_taken: list[i
     assert all(t.ok and len(t.token_stamps) == 25 for t, _ in results)
     assert all(text == "".join(f" t{i}" for i in range(25)) for _, text in results)
     assert len(loop_reads_taken) == (count if loop_reads.ENABLED else 0)
+
+
+@pytest.mark.skipif(process_tap() is None, reason="no segment tap here (needs CAP_NET_RAW)")
+def test_batched_reads_keep_each_events_own_stamp() -> None:
+    # 40 events 2 ms apart, read every 20 ms: several events a read, each stamped by the
+    # segment that brought it, and the read delay counted from when each batch was due
+    loop_reads.use_read_batch(0.02)
+    try:
+        script = stream(tokens(40, 0.002))
+        (timings,) = run_on_one_connection([script])
+    finally:
+        loop_reads.use_read_batch(None)
+    assert timings.ok, timings.error_message
+    assert timings.arrival_clock == "segment"
+    writes = script.write_ns[1:41]
+    lateness_ms = [(s - w) / 1e6 for s, w in zip(timings.token_stamps, writes, strict=True)]
+    assert all(-0.1 < late < 3 for late in lateness_ms), lateness_ms  # not the batch's 20 ms
+    assert len(timings.read_delays_ns) <= 12  # the head's read(s) and ~5 batches, not 40
+    assert max(timings.read_delays_ns) < 15e6
+
+
+@pytest.mark.parametrize(("value", "period_s"), [("", 0.01), ("0", 0.0), (" 2.5 ", 0.0025)])
+def test_the_read_batch_is_read_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, value: str, period_s: float
+) -> None:  # fmt: skip
+    monkeypatch.setenv(loop_reads.READ_BATCH_ENV, value)
+    assert loop_reads.read_batch_s() == pytest.approx(period_s)
+
+
+@pytest.mark.parametrize("value", ["fast", "-1", "nan", "inf", "1001"])
+def test_a_bad_read_batch_is_refused_by_name(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv(loop_reads.READ_BATCH_ENV, value)
+    with pytest.raises(ValueError, match="TPOT_LOCUST_READ_BATCH_MS=.*not a number of ms"):
+        loop_reads.read_batch_s()

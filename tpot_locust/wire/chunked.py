@@ -15,7 +15,7 @@ import re
 from tpot_locust.common.errors import BAD_HTTP, StreamError
 
 MAX_SIZE_DIGITS = 16
-_HEX_DIGITS = b"0123456789abcdefABCDEF"  # deleted by translate: hex digits only if b"" is left
+HEX_DIGITS = b"0123456789abcdefABCDEF"  # deleted by translate: hex digits only if b"" is left
 _SIZE_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?").fullmatch
 # what may begin a size line whose CRLF has not come yet (its CR may have)
 _SIZE_START = re.compile(rb"(?:[0-9A-Fa-f]{1,16}[ \t]*(?:;[^\r\n]*)?\r?)?\Z").match
@@ -54,7 +54,7 @@ class ChunkedDecoder:
         if self._state == self._SIZE and not self._buffer:
             # the common read: exactly one whole chunk (servers send one event per chunk)
             line_end = data.find(b"\r\n", 0, MAX_SIZE_DIGITS + 2)
-            if line_end > 0 and not (digits := data[:line_end]).translate(None, _HEX_DIGITS):
+            if line_end > 0 and not (digits := data[:line_end]).translate(None, HEX_DIGITS):
                 size = int(digits, 16)
                 if size > 0 and len(data) == line_end + size + 4 and data[-2:] == b"\r\n":
                     return data[line_end + 2 : -2]
@@ -115,7 +115,7 @@ class ChunkedDecoder:
             if line_end <= position:
                 return position
             digits = buffer[position:line_end]
-            if digits.translate(None, _HEX_DIGITS):
+            if digits.translate(None, HEX_DIGITS):
                 return position
             size = int(digits, 16)
             data_end = line_end + 2 + size

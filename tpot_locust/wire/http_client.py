@@ -403,16 +403,23 @@ class HTTPConnection:
         """The socket's descriptor when ``read_ready`` may be used, else None."""
         return None if self._stamped is None else self._stamped.loop_fileno()
 
-    def read_ready_run(self, split: Split) -> Run | list[tuple[bytes, int]] | None:
+    @property
+    def stamps_each_segment(self) -> bool:
+        """Every segment this connection reads is stamped by the tap (the ``segment``
+        clock): a read may come late without moving a stamp."""
+        return self._stamped is not None and self._stamped.clock == SEGMENT_CLOCK
+
+    def read_ready_run(self, split: Split, due_ns: int = 0) -> Run | list[tuple[bytes, int]] | None:
         """``read_ready``, or a read of whole events taken as one ``Run``
         (``StampedSocket.read_ready_run``)."""
-        return self._stamped.read_ready_run(split)  # type: ignore[union-attr]
+        return self._stamped.read_ready_run(split, due_ns)  # type: ignore[union-attr]
 
-    def read_ready(self) -> list[tuple[bytes, int]] | None:
+    def read_ready(self, due_ns: int = 0) -> list[tuple[bytes, int]] | None:
         """``recv_stamped`` for a socket the event loop said is readable: never waits;
         the pieces of one read (maybe none), None when nothing was there after all. Only
-        where ``loop_fileno`` is not None."""
-        return self._stamped.read_ready()  # type: ignore[union-attr]
+        where ``loop_fileno`` is not None. ``due_ns``: when a batched read was meant to
+        come (``StampedSocket.read_ready``)."""
+        return self._stamped.read_ready(due_ns)  # type: ignore[union-attr]
 
     def request(
         self,

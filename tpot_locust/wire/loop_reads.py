@@ -9,15 +9,26 @@ the request's deadline is watched by one timer per stream that is re-armed only 
 fires early. The waiting greenlet is woken once, when the body ends. Each read goes through
 ``Response.absorb``, the step the greenlet's own loop (``Response.read_into``) takes too,
 which is where this cannot work (no gevent), with the same results.
+
+Where every segment is stamped by the tap (the ``segment`` clock), a read may come late
+without moving a stamp, so bodies are read in batches: one timer every
+``TPOT_LOCUST_READ_BATCH_MS`` (10 ms; 0 reads each socket at once) asks the kernel which
+of them are readable (one ``epoll_wait``) and reads each once, several events a read, taken
+in one pass (``plain_runs``): no wake-up and no callback per event (CPU per token event at
+64 streams x 2 ms -25..-30 %, benchmarks/README.md). A body's end is then noticed up to one
+period late: its figures are stamps and do not move, but a closed-loop user sends its next
+request that much later.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
 from gevent import get_hub
 from gevent.hub import Waiter
+from gevent.monkey import get_original
 
 from tpot_locust.wire.http_client import Consume, ReadTimeout, Response
 from tpot_locust.wire.plain_runs import PlainRuns
@@ -27,6 +38,27 @@ from tpot_locust.wire.stamped_socket import Run
 # side-by-side measurements, see benchmarks/common.py).
 ENABLED = True
 _READ = 1  # libev/libuv: watch for readability
+_EPOLLIN = 1
+READ_BATCH_ENV = "TPOT_LOCUST_READ_BATCH_MS"
+DEFAULT_READ_BATCH_MS = 10.0
+MAX_READ_BATCH_MS = 1000.0
+
+
+def read_batch_s() -> float:
+    """The batch period of this process's segment-clock body reads, in seconds (0: none);
+    a value of ``TPOT_LOCUST_READ_BATCH_MS`` that is not a number from 0 to 1000 is an
+    error, named."""
+    text = os.environ.get(READ_BATCH_ENV, "").strip()
+    if not text:
+        return DEFAULT_READ_BATCH_MS / 1000
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= MAX_READ_BATCH_MS:  # False for NaN too
+        raise ValueError(f"{READ_BATCH_ENV}={text[:20]!r}: not a number of ms from 0 to "
+                         f"{MAX_READ_BATCH_MS:g}")  # fmt: skip
+    return value / 1000
 
 
 def read_body(response: Response, consume: Consume, runs: PlainRuns | None = None) -> None:
@@ -41,29 +73,36 @@ def read_body(response: Response, consume: Consume, runs: PlainRuns | None = Non
     if fileno is None:
         response.read_into(consume)
     elif not response.begin(consume, None if runs is None else runs.take_pieces):
-        _LoopRead(response, consume, fileno, runs).wait()
+        batcher = _batcher() if response.connection.stamps_each_segment else None
+        _LoopRead(response, consume, fileno, runs, batcher).wait()
 
 
 class _LoopRead:
     """The callbacks and state of one body read in the event loop."""
 
-    __slots__ = ("_consume", "_failure", "_hub", "_response", "_runs", "_timer", "_waiter",
-                 "_watcher")  # fmt: skip
+    __slots__ = ("_batcher", "_consume", "_failure", "_fileno", "_hub", "_response", "_runs",
+                 "_timer", "_waiter", "_watcher")  # fmt: skip
 
     def __init__(self, response: Response, consume: Consume, fileno: int,
-                 runs: PlainRuns | None = None) -> None:  # fmt: skip
+                 runs: PlainRuns | None = None,
+                 batcher: _Batcher | None = None) -> None:  # fmt: skip
         self._response = response
         self._consume = consume
         self._runs = runs
         self._hub = get_hub()
         self._waiter = Waiter(self._hub)
-        self._watcher = self._hub.loop.io(fileno, _READ)
+        self._fileno = fileno
+        self._batcher = batcher
+        self._watcher: Any = None if batcher is not None else self._hub.loop.io(fileno, _READ)
         self._timer: Any | None = None  # gevent's loop timer, once armed
         self._failure: BaseException | None = None
 
     def wait(self) -> None:
         """Block this greenlet until the body has ended; raise why it ended early."""
-        self._watcher.start(self._on_readable)
+        if self._batcher is not None:
+            self._batcher.add(self._fileno, self)
+        else:
+            self._watcher.start(self._on_readable)
         self._arm(self._response.deadline.at_ns - time.perf_counter_ns())
         try:
             self._waiter.get()
@@ -75,14 +114,16 @@ class _LoopRead:
         if self._failure is not None:
             raise self._failure
 
-    def _on_readable(self) -> None:
+    def _on_readable(self, due_ns: int = 0) -> None:
+        """Read once, hand on what came; ``due_ns``: when a batched read was meant to come
+        (its read delay counts from there)."""
         response = self._response
         try:
             split = self._runs.splitter() if self._runs is not None else None
             if split is None:
-                pieces = response.connection.read_ready()
+                pieces = response.connection.read_ready(due_ns)
             else:
-                got = response.connection.read_ready_run(split)
+                got = response.connection.read_ready_run(split, due_ns)
                 if type(got) is Run:
                     self._runs.take(got.found, got.stamps)  # type: ignore[union-attr]
                     got = got.rest
@@ -119,6 +160,70 @@ class _LoopRead:
         self._waiter.switch(None)
 
     def _stop(self) -> None:
-        self._watcher.close()
+        if self._batcher is not None:
+            self._batcher.remove(self._fileno)
+        else:
+            self._watcher.close()
         if self._timer is not None:
             self._timer.close()
+
+
+class _Batcher:
+    """This process's batched body reads: every period, one ``epoll_wait`` (our own epoll,
+    level-triggered, outside gevent's loop, so that arriving data wakes nothing) and one
+    read of each socket it says is readable."""
+
+    def __init__(self, period_s: float) -> None:
+        self._epoll = get_original("select", "epoll")()
+        self._reads: dict[int, _LoopRead] = {}
+        self._period_ns = int(period_s * 1e9)
+        self._timer: Any | None = None  # gevent's loop timer, while a body is read
+        self._last_tick_ns = 0
+
+    def add(self, fileno: int, read: _LoopRead) -> None:
+        self._epoll.register(fileno, _EPOLLIN)
+        self._reads[fileno] = read
+        if self._timer is None:
+            period_s = self._period_ns / 1e9
+            self._timer = get_hub().loop.timer(period_s, period_s)
+            self._timer.start(self._tick)
+            self._last_tick_ns = time.perf_counter_ns()
+
+    def remove(self, fileno: int) -> None:
+        if self._reads.pop(fileno, None) is not None:
+            try:
+                self._epoll.unregister(fileno)
+            except OSError:
+                pass  # closed already: the kernel dropped it
+        if not self._reads and self._timer is not None:
+            self._timer.close()
+            self._timer = None
+
+    def _tick(self) -> None:
+        due_ns = self._last_tick_ns + self._period_ns  # a late tick: the loop was busy
+        self._last_tick_ns = time.perf_counter_ns()
+        reads = self._reads
+        for fileno, _ in self._epoll.poll(0):
+            read = reads.get(fileno)
+            if read is not None:
+                read._on_readable(due_ns)
+
+
+_BATCHER: list[_Batcher | None] = []  # this process's, once asked for
+
+
+def use_read_batch(period_s: float | None) -> None:
+    """Batch this process's later body reads every ``period_s`` (0: read at once; None:
+    as ``TPOT_LOCUST_READ_BATCH_MS`` says), e.g. to compare them side by side. Reads in
+    progress keep their way."""
+    _BATCHER.clear()
+    if period_s is not None:
+        _BATCHER.append(_Batcher(period_s) if period_s > 0 else None)
+
+
+def _batcher() -> _Batcher | None:
+    """This process's batcher; None where reads are not batched (a period of 0)."""
+    if not _BATCHER:
+        period_s = read_batch_s()
+        _BATCHER.append(_Batcher(period_s) if period_s > 0 else None)
+    return _BATCHER[0]

@@ -13,12 +13,13 @@ the whole read: both ways give identical timings (tested).
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_left
 from typing import TYPE_CHECKING
 
 from tpot_locust.common.errors import TIMEOUT_TOTAL, StreamError
+from tpot_locust.wire.chunked import HEX_DIGITS, MAX_SIZE_DIGITS
 from tpot_locust.wire.stamped_socket import Split
+from tpot_locust.wire.stream_decoder import NOT_IN_EVENT_TEXT
 
 if TYPE_CHECKING:
     from tpot_locust.wire.deadline import Deadline
@@ -102,25 +103,30 @@ class PlainRuns:
 
 def _chunk_splitter(head: bytes, tail: bytes, max_event_bytes: int) -> Split:
     """A ``Split`` for reads that begin with whole chunks, each one event ``head + text +
-    tail``: it finds the longest such beginning (``used`` bytes; None when there is none)."""
-    line_tail = tail[:-2]  # the tail without the blank line's line ends (not in a line)
-    text_start, text_stop = len(head), -len(line_tail) or None
+    tail``: it finds the longest such beginning (``used`` bytes; None when there is none).
+
+    Cut where each such chunk ends (its tail and CRLF: a text has no quote, so the tail,
+    which begins with one, is never in it), each part is a size line, the head and a text;
+    a regular expression over the events took ~9 us an event, this ~2."""
+    separator = tail + b"\r\n"
+    fixed, text_at = len(head) + len(tail), len(head) + _CRLF
 
     def split(data: bytes) -> tuple[list[bytes], list[int], int] | None:
-        if data.count(_EVENT_START) < 2:
-            return None  # one event: the usual way is as cheap
-        matched = _RUN(data)
-        if matched is None:
-            return None
+        parts = data.split(separator)
+        if len(parts) < 3:
+            return None  # one event at most: the usual way is as cheap
         texts, lasts, end = [], [], 0
-        for digits, line in _CHUNKS(data, 0, matched.end()):
-            size = len(line) + 2
-            text = line[text_start:text_stop]
-            if (int(digits, 16) != size or not line.startswith(head)
-                    or not line.endswith(line_tail) or not text or b'"' in text
+        for part in parts[:-1]:
+            line_end = part.find(b"\r\n", 0, _SIZE_LINE_MOST)
+            text = part[line_end + text_at :]
+            size = fixed + len(text)
+            digits = part[:line_end]
+            if (line_end <= 0 or digits.translate(None, HEX_DIGITS)
+                    or int(digits, 16) != size or not part.startswith(head, line_end + _CRLF)
+                    or not text or len(text.translate(None, NOT_IN_EVENT_TEXT)) != len(text)
                     or text[-1] == _BACKSLASH or size > max_event_bytes):  # fmt: skip
                 break  # another frame, or for the chunked decoder or SSE parser to judge
-            end += len(digits) + _CRLF + size
+            end += line_end + _CRLF + size
             lasts.append(end - 1)  # the event's last byte: its blank line's
             end += _CRLF
             texts.append(text)
@@ -129,10 +135,4 @@ def _chunk_splitter(head: bytes, tail: bytes, max_event_bytes: int) -> Split:
     return split
 
 
-# A chunk that is one SSE event of one data line; a run of them. Their heads, texts and
-# tails are compared in ``split``: a pattern with each stream's own head took ~0.5 ms to
-# compile (2.5 us an event), one that finds the text by the API's marker ~5 us an event.
-_EVENT_START = b"\r\ndata: "
-_CHUNK = rb"([0-9A-Fa-f]{1,16})\r\n(data: [^\r\n]*)\n\n\r\n"
-_RUN = re.compile(rb"(?:" + _CHUNK + rb")+").match
-_CHUNKS = re.compile(_CHUNK).findall
+_SIZE_LINE_MOST = MAX_SIZE_DIGITS + _CRLF

@@ -157,15 +157,18 @@ class StampedSocket:
             return None
         return self.sock.fileno()
 
-    def read_ready(self) -> list[Piece] | None:
+    def read_ready(self, due_ns: int = 0) -> list[Piece] | None:
         """The pieces of one read of a socket the event loop said is readable (maybe none:
-        half a TLS record); None when nothing was there after all."""
+        half a TLS record); None when nothing was there after all. ``due_ns``: when a
+        batched read was meant to come (``loop_reads``): data that waited for it by design
+        counts in the read delay only from then on."""
         try:
-            return self._read(self.sock._sock)  # type: ignore[attr-defined]
+            data, wall_ns, now_ns = self._receive(self.sock._sock)  # type: ignore[attr-defined]
         except BlockingIOError:
             return None
+        return self._pieces(data, wall_ns, now_ns, due_ns)
 
-    def read_ready_run(self, split: Split) -> Run | list[Piece] | None:
+    def read_ready_run(self, split: Split, due_ns: int = 0) -> Run | list[Piece] | None:
         """``read_ready``, except that a read ``split`` finds whole events in (plain TCP)
         comes back as one ``Run``, not cut into pieces."""
         try:
@@ -174,7 +177,7 @@ class StampedSocket:
             return None
         if self.tls is None and data and (found := split(data)) is not None:
             found_in, lasts, used = found
-            stamps = self._run_stamps(data, lasts, used, wall_ns, now_ns)
+            stamps = self._run_stamps(data, lasts, used, wall_ns, now_ns, due_ns)
             if stamps is not None:
                 if used == len(data):
                     return Run(found_in, stamps, [])
@@ -182,10 +185,10 @@ class StampedSocket:
                 if self.clock == USER_CLOCK:
                     return Run(found_in, stamps, [(rest, now_ns)])
                 return Run(found_in, stamps, self._stamped(rest, wall_ns, now_ns, first=False))
-        return self._pieces(data, wall_ns, now_ns)
+        return self._pieces(data, wall_ns, now_ns, due_ns)
 
     def _run_stamps(self, data: bytes, lasts: list[int], used: int, wall_ns: int | None,
-                    now_ns: int) -> list[int] | None:  # fmt: skip
+                    now_ns: int, due_ns: int) -> list[int] | None:  # fmt: skip
         """The stamps of a ``Run`` of the first ``used`` bytes of ``data``: each the one
         its byte's piece would have had."""
         if self.clock == USER_CLOCK:
@@ -203,7 +206,7 @@ class StampedSocket:
             arrival = self._arrival_ns
             stamps = [arrival(wall, now_ns) for wall in walls]
         self._offset += used
-        self.read_delays_ns.append(now_ns - stamps[0])
+        self.read_delays_ns.append(now_ns - max(stamps[0], due_ns))
         return stamps
 
     def close(self) -> None:
@@ -231,18 +234,20 @@ class StampedSocket:
         except OSError as error:
             raise StreamError(CONNECTION_ERROR, f"read: {error.strerror or error}") from None
 
-    def _pieces(self, data: bytes, wall_ns: int | None, now_ns: int) -> list[Piece]:
+    def _pieces(self, data: bytes, wall_ns: int | None, now_ns: int,
+                due_ns: int = 0) -> list[Piece]:  # fmt: skip
         """A read cut into pieces, each with its arrival (plaintext, under TLS)."""
         if self.clock == USER_CLOCK:
             pieces = [(data, now_ns)]
         else:
-            pieces = self._stamped(data, wall_ns, now_ns)
+            pieces = self._stamped(data, wall_ns, now_ns, due_ns=due_ns)
         return pieces if self.tls is None else self._decrypt(pieces)
 
-    def _stamped(self, data: bytes, wall_ns: int | None, now_ns: int,
-                 first: bool = True) -> list[Piece]:  # fmt: skip
+    def _stamped(self, data: bytes, wall_ns: int | None, now_ns: int, first: bool = True,
+                 due_ns: int = 0) -> list[Piece]:  # fmt: skip
         """The read cut into its segments (where the tap has them), on our clock
-        (``first``: the read's first bytes, whose wait is its read delay)."""
+        (``first``: the read's first bytes, whose wait, from ``due_ns`` on, is its read
+        delay)."""
         track = self._track
         if track is None or not data:
             cut: list[tuple[bytes, int | None]] = [(data, wall_ns)]
@@ -258,7 +263,7 @@ class StampedSocket:
         # How long the read's oldest data waited: on the segment clock its first segment's
         # stamp; on the kernel clock all it has is the newest data's (a lower bound).
         if first:
-            self.read_delays_ns.append(now_ns - pieces[0][1])
+            self.read_delays_ns.append(now_ns - max(pieces[0][1], due_ns))
         return pieces
 
     def _arrival_ns(self, wall_ns: int | None, now_ns: int) -> int:

@@ -44,7 +44,7 @@ from tpot_locust.wire.sse import SSEParser
 MAX_TOKENS_PER_EVENT = 4096
 _BACKSLASH = 92
 _NOT_IN_TEXT = b'"'  # a quote would end the JSON string: the text is not all of it
-_NOT_IN_EVENT_TEXT = b'"\r\n'  # nor, in a whole SSE event, a line break
+NOT_IN_EVENT_TEXT = b'"\r\n'  # nor, in a whole SSE event, a line break
 _ONES = array("q", [1]) * 256  # token counts of a run of one-token events
 
 
@@ -200,7 +200,7 @@ class StreamDecoder:
         head = self._event_head
         if head is None or self.stopped:
             return False
-        text = _text_in_frame(data, head, self._event_tail, _NOT_IN_EVENT_TEXT)
+        text = _text_in_frame(data, head, self._event_tail, NOT_IN_EVENT_TEXT)
         if text is None:
             return False
         self.events += 1
