@@ -7,10 +7,10 @@ For each stream count, four clients read the same kind of server (the simulator,
 process, a fixed gap, answers of ``--tokens``): ``floor``, gevent's loop reading each ready
 socket once and parsing nothing (``read_floor.py``'s gevent reader: the least any client
 can spend); ``ours``, the package's hot path on its default clock (``segment``: every
-segment's own stamp, from the tap, where this process has ``CAP_NET_RAW``; each readable
-socket read once every ``TPOT_LOCUST_READ_BATCH_MS``, 10 ms); ``ours-at-once``, the same
-reading each socket as soon as it is ready; and ``ours-kernel``, the same on the kernel
-clock (``TPOT_LOCUST_STAMPS=kernel``: no tap, so read at once).
+segment's own stamp, from the tap, where this process has ``CAP_NET_RAW``; each socket
+read as soon as it is ready); ``ours-batched``, the same reading the readable sockets once
+every 10 ms (``TPOT_LOCUST_READ_BATCH_MS=10``); and ``ours-kernel``, the same on the kernel
+clock (``TPOT_LOCUST_STAMPS=kernel``: no tap, never batched).
 Columns: token events per second, client CPU microseconds per event (user + kernel; for
 ours less the lag probes' own CPU, measured idle first, as ``accuracy.py`` does), that over
 the floor's, and for ours
@@ -30,7 +30,7 @@ from read_floor import run_case as floor_case  # noqa: E402
 
 from tpot_locust.metrics.histograms import histogram_stats  # noqa: E402
 
-CLIENTS = ("floor", "ours", "ours-at-once", "ours-kernel")
+CLIENTS = ("floor", "ours", "ours-batched", "ours-kernel")
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """The segment tap against real sockets: ten (or forty) events sent 2 ms apart wait
 together in a socket while the reader is held; the stream socket's own stamp is the last
 one's for all (the kernel merges them), the tap gives each its own, through the ring (forty:
-parsed together by numpy) and through recvmsg."""
+many waiting at once) and through recvmsg."""
 
 from __future__ import annotations
 

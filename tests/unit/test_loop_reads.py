@@ -191,7 +191,9 @@ def test_batched_reads_keep_each_events_own_stamp() -> None:
     assert max(timings.read_delays_ns) < 15e6
 
 
-@pytest.mark.parametrize(("value", "period_s"), [("", 0.01), ("0", 0.0), (" 2.5 ", 0.0025)])
+@pytest.mark.parametrize(
+    ("value", "period_s"), [("", 0.0), ("0", 0.0), (" 2.5 ", 0.0025), ("10", 0.01)]
+)
 def test_the_read_batch_is_read_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, value: str, period_s: float
 ) -> None:  # fmt: skip

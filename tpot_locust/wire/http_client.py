@@ -41,7 +41,7 @@ from tpot_locust.wire.inflate import (
     Inflater,
 )
 from tpot_locust.wire.segment_stamps import arrival_clock
-from tpot_locust.wire.stamped_socket import Run, Split, StampedSocket
+from tpot_locust.wire.stamped_socket import Batch, Run, Split, StampedSocket
 from tpot_locust.wire.tcp_info import retransmissions
 
 Consume = Callable[[int, bytes], None]  # (arrival perf_counter_ns, body payload)
@@ -409,17 +409,24 @@ class HTTPConnection:
         clock): a read may come late without moving a stamp."""
         return self._stamped is not None and self._stamped.clock == SEGMENT_CLOCK
 
-    def read_ready_run(self, split: Split, due_ns: int = 0) -> Run | list[tuple[bytes, int]] | None:
+    @property
+    def read_was_full(self) -> bool:
+        """The last read filled its buffer: more may be waiting."""
+        return self._stamped is not None and self._stamped.read_full
+
+    def read_ready_run(
+        self, split: Split, batch: Batch | None = None
+    ) -> Run | list[tuple[bytes, int]] | None:
         """``read_ready``, or a read of whole events taken as one ``Run``
         (``StampedSocket.read_ready_run``)."""
-        return self._stamped.read_ready_run(split, due_ns)  # type: ignore[union-attr]
+        return self._stamped.read_ready_run(split, batch)  # type: ignore[union-attr]
 
-    def read_ready(self, due_ns: int = 0) -> list[tuple[bytes, int]] | None:
+    def read_ready(self, batch: Batch | None = None) -> list[tuple[bytes, int]] | None:
         """``recv_stamped`` for a socket the event loop said is readable: never waits;
         the pieces of one read (maybe none), None when nothing was there after all. Only
-        where ``loop_fileno`` is not None. ``due_ns``: when a batched read was meant to
-        come (``StampedSocket.read_ready``)."""
-        return self._stamped.read_ready(due_ns)  # type: ignore[union-attr]
+        where ``loop_fileno`` is not None. ``batch``: a batched read's
+        (``StampedSocket.read_ready``)."""
+        return self._stamped.read_ready(batch)  # type: ignore[union-attr]
 
     def request(
         self,

@@ -11,13 +11,16 @@ fires early. The waiting greenlet is woken once, when the body ends. Each read g
 which is where this cannot work (no gevent), with the same results.
 
 Where every segment is stamped by the tap (the ``segment`` clock), a read may come late
-without moving a stamp, so bodies are read in batches: one timer every
-``TPOT_LOCUST_READ_BATCH_MS`` (10 ms; 0 reads each socket at once) asks the kernel which
-of them are readable (one ``epoll_wait``) and reads each once, several events a read, taken
-in one pass (``plain_runs``): no wake-up and no callback per event (CPU per token event at
-64 streams x 2 ms -25..-30 %, benchmarks/README.md). A body's end is then noticed up to one
-period late: its figures are stamps and do not move, but a closed-loop user sends its next
-request that much later.
+without moving a stamp, so bodies may be read in batches: with ``TPOT_LOCUST_READ_BATCH_MS``
+set (0, the default: each socket read as soon as it is ready), one timer every that many ms
+asks the kernel which sockets are readable (one ``epoll_wait``) and reads each once (again
+while a read fills its buffer), several events a read, taken in one pass (``plain_runs``):
+no wake-up and no callback per event (CPU per token event 5 % less at 64 streams x 2 ms,
+10 ms batches: benchmarks/README.md, stamp_cost). Not the default, because a body's end is
+noticed up to one period late (its figures are stamps and do not move, but a closed-loop
+user sends its next request that much later) and a batch's reads come together, so the read
+delay of a batched read is how late its batch began, which at 32 streams x 3 ms (P99 3-5 ms,
+a batch taking 2-6 ms) already crosses ``client.busy``'s line.
 """
 
 from __future__ import annotations
@@ -32,15 +35,18 @@ from gevent.monkey import get_original
 
 from tpot_locust.wire.http_client import Consume, ReadTimeout, Response
 from tpot_locust.wire.plain_runs import PlainRuns
-from tpot_locust.wire.stamped_socket import Run
+from tpot_locust.wire.stamped_socket import Batch, Run
 
 # The event-loop reader is used wherever it can be; False reads in the greenlet (kept for
 # side-by-side measurements, see benchmarks/common.py).
 ENABLED = True
 _READ = 1  # libev/libuv: watch for readability
 _EPOLLIN = 1
+# Reads of one socket in a batch while each fills its buffer (64 KiB): a 4 MiB event in 4
+# batches, where one read a batch took 64 (0.64 s, an idle timeout in the fault tests)
+_FULL_READS_PER_TICK = 16
 READ_BATCH_ENV = "TPOT_LOCUST_READ_BATCH_MS"
-DEFAULT_READ_BATCH_MS = 10.0
+DEFAULT_READ_BATCH_MS = 0.0
 MAX_READ_BATCH_MS = 1000.0
 
 
@@ -114,32 +120,34 @@ class _LoopRead:
         if self._failure is not None:
             raise self._failure
 
-    def _on_readable(self, due_ns: int = 0) -> None:
-        """Read once, hand on what came; ``due_ns``: when a batched read was meant to come
-        (its read delay counts from there)."""
+    def _on_readable(self, batch: Batch | None = None) -> bool:
+        """Read once, hand on what came; whether the read filled its buffer and the body
+        goes on (more may wait: a batch reads again). ``batch``: a batched read's (when
+        it was due, when it began: its read delay)."""
         response = self._response
         try:
             split = self._runs.splitter() if self._runs is not None else None
             if split is None:
-                pieces = response.connection.read_ready(due_ns)
+                pieces = response.connection.read_ready(batch)
             else:
-                got = response.connection.read_ready_run(split, due_ns)
+                got = response.connection.read_ready_run(split, batch)
                 if type(got) is Run:
                     self._runs.take(got.found, got.stamps)  # type: ignore[union-attr]
                     got = got.rest
                 pieces = got  # type: ignore[assignment]
             if not pieces:
-                return
+                return pieces is not None and response.connection.read_was_full
             for data, stamp in pieces:
                 if response.absorb(data, stamp, self._consume):
                     break
             else:
-                return
+                return response.connection.read_was_full
         except ConnectionResetError:
             response.peer_closed(reset=True)
         except Exception as error:  # noqa: BLE001 - raised in the waiting greenlet instead
             self._failure = error
         self._end()
+        return False
 
     def _on_deadline(self) -> None:
         left_ns = self._response.deadline.at_ns - time.perf_counter_ns()
@@ -200,13 +208,15 @@ class _Batcher:
             self._timer = None
 
     def _tick(self) -> None:
-        due_ns = self._last_tick_ns + self._period_ns  # a late tick: the loop was busy
-        self._last_tick_ns = time.perf_counter_ns()
+        began_ns = time.perf_counter_ns()
+        batch = (self._last_tick_ns + self._period_ns, began_ns)  # began late: the loop was busy
+        self._last_tick_ns = began_ns
         reads = self._reads
         for fileno, _ in self._epoll.poll(0):
             read = reads.get(fileno)
-            if read is not None:
-                read._on_readable(due_ns)
+            for _ in range(_FULL_READS_PER_TICK):
+                if read is None or not read._on_readable(batch):
+                    break
 
 
 _BATCHER: list[_Batcher | None] = []  # this process's, once asked for

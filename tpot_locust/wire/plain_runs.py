@@ -4,11 +4,11 @@ Why: once reads may come late (every segment stamped by the tap, ``loop_reads`` 
 a read holds several events, and taking each through the chunked decoder, the SSE parser
 and the decoder cost more than the read itself (``benchmarks/README.md``, stamp_cost). A
 streaming server's events are one chunk each, in one frame (``StreamDecoder.event_frame``),
-so one regular expression finds them all: a read that is nothing but such chunks is
-recorded at once, each event with the stamp of the segment that brought its last byte
-(the stamp the pieces of ``SegmentTrack.cut`` would have given it). Anything else (a part
-of a chunk, a finish, usage, an error, another frame) goes the usual way, and so does
-the whole read: both ways give identical timings (tested).
+so one split on the frame's tail finds them all: the whole chunks of such events a read
+begins with are recorded at once, each event with the stamp of the segment that brought its
+last byte (the stamp the pieces of ``SegmentTrack.cut`` would have given it). Anything
+else (a part of a chunk, a finish, usage, an error, another frame) and all after it go the
+usual way: both ways give identical timings (tested).
 """
 
 from __future__ import annotations

@@ -28,8 +28,6 @@ import sys
 from array import array
 from bisect import bisect_right
 
-import numpy as np
-
 from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK
 from tpot_locust.common.kernel_stamps import ANCILLARY_BYTES, SO_TIMESTAMPNS, wanted_clock
 
@@ -181,7 +179,6 @@ class SegmentTap:
         self._frame = 0  # the ring's next frame to look at
         self._ports: set[int] = set()
         self._tracks: dict[int, SegmentTrack] = {}  # by ``_track_key``
-        self._headers: dict[int, np.ndarray] = {}  # the ring's frames seen through _frame_dtype
         self.dropped_reads = 0
 
     @classmethod
@@ -219,7 +216,6 @@ class SegmentTap:
         return track
 
     def close(self) -> None:
-        self._headers.clear()  # numpy's views of the ring: it cannot close while they live
         if self._ring is not None:
             self._ring.close()
             self._ring = None
@@ -265,15 +261,14 @@ class SegmentTap:
 
     def _drain_ring(self, wanted: SegmentTrack | None, until: int) -> None:
         """``drain`` from the ring: each frame the kernel handed over (its status says so)
-        is read in place and handed back. Many frames waiting are parsed together
-        (``_drain_frames``); a few, one by one."""
+        is read in place and handed back. (Parsing many frames at once with numpy was
+        tried: no faster here, and its calls made the Locust worker's loop late now and
+        then: benchmarks/README.md, stamp_cost.)"""
         ring = self._ring
         assert ring is not None  # ok: only called with a ring
         while wanted is None or wanted.covered < until:
-            many = (self._frame + _MANY_FRAMES) % _RING_FRAMES * _FRAME_BYTES
-            if not (ring[many] & _TP_STATUS_USER and self._drain_frames()):
-                if not self._drain_one(ring):
-                    return
+            if not self._drain_one(ring):
+                return
 
     def _drain_one(self, ring: mmap.mmap) -> bool:
         """The ring's next frame filed and handed back; False when it is not ready."""
@@ -303,63 +298,6 @@ class SegmentTap:
         self._frame = self._frame + 1 if self._frame + 1 < _RING_FRAMES else 0
         return True
 
-    def _drain_frames(self) -> bool:
-        """Every frame ready from ``_frame`` to the ring's end or the first one not ready,
-        parsed by numpy: the headers' fields of all at once, then each copy filed (its
-        track's ``add``). Frames whose IP header has options (or another layout than the
-        first's) are left to ``_drain_one``. False when the next frame is not ready."""
-        ring, start = self._ring, self._frame
-        assert ring is not None  # ok: only called with a ring
-        net = _FRAME.unpack_from(ring, start * _FRAME_BYTES)[4]
-        headers = self._headers.get(net)
-        if headers is None:
-            headers = self._headers[net] = np.frombuffer(ring, _frame_dtype(net))
-        window = _MANY_FRAMES * 4  # a look at all 4,096 frames (1 MiB) cost ~0.5 ms a drain
-        while True:
-            frames = headers[start : start + window]
-            ready = (frames["status"] & _TP_STATUS_USER) != 0
-            if not ready.all():
-                count = int(ready.argmin())
-                break
-            count = len(frames)
-            if count < window or window >= _DRAIN_MOST:
-                break
-            window *= 4
-        same = (frames["net"][:count] == net) & (frames["version"][:count] == 0x45)
-        if not same.all():
-            count = int(same.argmin())  # from there on, one by one
-        if count == 0:
-            return False
-        frames = frames[:count]
-        status = frames["status"]
-        self.dropped_reads += int(np.count_nonzero(status & _TP_STATUS_LOSING))
-        flags = frames["flags"]
-        length = frames["total"].astype(np.int64) - 20 - (frames["offset"] >> 4) * 4
-        useful = (frames["snaplen"] >= 40) & ((length > 0) | ((flags & _TCP_SYN) != 0))
-        keys = ((frames["local_port"].astype(np.uint64) << 48)
-                | (frames["source_port"].astype(np.uint64) << 32)
-                | frames["address"])[useful].tolist()  # fmt: skip
-        seqs = frames["seq"][useful].tolist()
-        lengths = length[useful].tolist()
-        stamps = (frames["seconds"].astype(np.int64) * 1_000_000_000
-                  + frames["nanoseconds"])[useful].tolist()  # fmt: skip
-        syn_flags = (flags & (_TCP_SYN | _TCP_ACK))[useful].tolist()
-        status[:] = 0  # every frame is the kernel's again (all were copied out above)
-        self._frame = (start + count) % _RING_FRAMES
-        tracks = self._tracks
-        for key, seq, length, stamp, syn in zip(
-            keys, seqs, lengths, stamps, syn_flags, strict=True
-        ):
-            track = tracks.get(key)
-            if track is None:
-                continue
-            if syn & _TCP_SYN:
-                if syn & _TCP_ACK:
-                    track.synchronise(seq)
-            else:
-                track.add(seq, length, stamp)
-        return True
-
     def _flush(self) -> None:
         if self._ring is not None:
             while self._drain_one(self._ring):
@@ -382,31 +320,12 @@ _RING_FRAMES = _RING_BLOCKS * _BLOCK_BYTES // _FRAME_BYTES
 _TP_STATUS_USER, _TP_STATUS_LOSING = 1, 4
 _FRAME = struct.Struct("IIIHHII")  # tpacket2_hdr: status, len, snaplen, mac, net, sec, nsec
 _KERNEL_OWNS = bytes(4)  # TP_STATUS_KERNEL
-# When this many frames wait, numpy parses them together (cheaper from ~16 frames on), at
-# most _DRAIN_MOST at a time.
-_MANY_FRAMES, _DRAIN_MOST = 16, 4096
 
 
 def _track_key(local_port: int, remote_port: int, address: int) -> int:
     """A connection's key among the tap's tracks: our port, the server's port and its IPv4
     address (as a big-endian integer) in one integer."""
     return (local_port << 48) | (remote_port << 32) | address
-
-
-def _frame_dtype(net: int) -> np.dtype:
-    """A ring frame's fields as numpy reads them, for frames whose packet starts ``net``
-    bytes in and whose IPv4 header is 20 bytes (no options)."""
-    tcp = net + 20
-    fields = {
-        "status": ("<u4", 0), "snaplen": ("<u4", 8), "net": ("<u2", 14),
-        "seconds": ("<u4", 16), "nanoseconds": ("<u4", 20),
-        "version": ("u1", net), "total": (">u2", net + 2), "address": (">u4", net + 12),
-        "source_port": (">u2", tcp), "local_port": (">u2", tcp + 2), "seq": (">u4", tcp + 4),
-        "offset": ("u1", tcp + 12), "flags": ("u1", tcp + 13),
-    }  # fmt: skip
-    formats, offsets = zip(*fields.values(), strict=True)
-    return np.dtype({"names": list(fields), "formats": list(formats), "offsets": list(offsets),
-                     "itemsize": _FRAME_BYTES})  # fmt: skip
 
 
 def _open_ring(sock: _socket.socket) -> mmap.mmap | None:

@@ -31,6 +31,8 @@ from tpot_locust.wire.segment_stamps import SegmentTap, SegmentTrack, process_ta
 
 RECV_BYTES = 65536
 Piece = tuple[bytes, int]  # (bytes, arrival perf_counter_ns); b"": the peer closed
+# A batched read's batch (``loop_reads``): when it was due and when it began (perf ns)
+Batch = tuple[int, int]
 # Finds the whole events a read begins with: what it found (handed on), the offset of
 # each event's last byte in the read (ascending) and the bytes they take; else None.
 Split = Callable[[bytes], "tuple[Any, list[int], int] | None"]
@@ -71,6 +73,7 @@ class StampedSocket:
         # (kernel stamps only). A new array for every request.
         self.read_delays_ns = int_array()
         self.unrecovered_reads = 0  # this request's reads a segment copy missed
+        self.read_full = False  # the last read filled its buffer: more may be waiting
 
     def _watch(self) -> None:
         """Keep this connection's segment copies (the socket is bound, not yet connected)."""
@@ -157,18 +160,18 @@ class StampedSocket:
             return None
         return self.sock.fileno()
 
-    def read_ready(self, due_ns: int = 0) -> list[Piece] | None:
+    def read_ready(self, batch: Batch | None = None) -> list[Piece] | None:
         """The pieces of one read of a socket the event loop said is readable (maybe none:
-        half a TLS record); None when nothing was there after all. ``due_ns``: when a
-        batched read was meant to come (``loop_reads``): data that waited for it by design
-        counts in the read delay only from then on."""
+        half a TLS record); None when nothing was there after all. ``batch``: that of a
+        batched read (``loop_reads``), whose read delay is how late its batch began: data
+        waits for its batch by design."""
         try:
             data, wall_ns, now_ns = self._receive(self.sock._sock)  # type: ignore[attr-defined]
         except BlockingIOError:
             return None
-        return self._pieces(data, wall_ns, now_ns, due_ns)
+        return self._pieces(data, wall_ns, now_ns, batch)
 
-    def read_ready_run(self, split: Split, due_ns: int = 0) -> Run | list[Piece] | None:
+    def read_ready_run(self, split: Split, batch: Batch | None = None) -> Run | list[Piece] | None:
         """``read_ready``, except that a read ``split`` finds whole events in (plain TCP)
         comes back as one ``Run``, not cut into pieces."""
         try:
@@ -177,7 +180,7 @@ class StampedSocket:
             return None
         if self.tls is None and data and (found := split(data)) is not None:
             found_in, lasts, used = found
-            stamps = self._run_stamps(data, lasts, used, wall_ns, now_ns, due_ns)
+            stamps = self._run_stamps(data, lasts, used, wall_ns, now_ns, batch)
             if stamps is not None:
                 if used == len(data):
                     return Run(found_in, stamps, [])
@@ -185,10 +188,10 @@ class StampedSocket:
                 if self.clock == USER_CLOCK:
                     return Run(found_in, stamps, [(rest, now_ns)])
                 return Run(found_in, stamps, self._stamped(rest, wall_ns, now_ns, first=False))
-        return self._pieces(data, wall_ns, now_ns, due_ns)
+        return self._pieces(data, wall_ns, now_ns, batch)
 
     def _run_stamps(self, data: bytes, lasts: list[int], used: int, wall_ns: int | None,
-                    now_ns: int, due_ns: int) -> list[int] | None:  # fmt: skip
+                    now_ns: int, batch: Batch | None) -> list[int] | None:  # fmt: skip
         """The stamps of a ``Run`` of the first ``used`` bytes of ``data``: each the one
         its byte's piece would have had."""
         if self.clock == USER_CLOCK:
@@ -206,7 +209,7 @@ class StampedSocket:
             arrival = self._arrival_ns
             stamps = [arrival(wall, now_ns) for wall in walls]
         self._offset += used
-        self.read_delays_ns.append(now_ns - max(stamps[0], due_ns))
+        self.read_delays_ns.append(_read_delay(now_ns, stamps[0], batch))
         return stamps
 
     def close(self) -> None:
@@ -224,9 +227,12 @@ class StampedSocket:
         the kernel gave none) and our clock when it returned."""
         try:
             if self.clock == USER_CLOCK:
-                return sock.recv(RECV_BYTES), None, time.perf_counter_ns()
-            data, ancillary, _, _ = sock.recvmsg(RECV_BYTES, ANCILLARY_BYTES)
-            return data, kernel_wall_ns(ancillary), time.perf_counter_ns()
+                data, wall_ns = sock.recv(RECV_BYTES), None
+            else:
+                data, ancillary, _, _ = sock.recvmsg(RECV_BYTES, ANCILLARY_BYTES)
+                wall_ns = kernel_wall_ns(ancillary)
+            self.read_full = len(data) == RECV_BYTES
+            return data, wall_ns, time.perf_counter_ns()
         except (TimeoutError, BlockingIOError):
             raise
         except ConnectionError:
@@ -235,19 +241,19 @@ class StampedSocket:
             raise StreamError(CONNECTION_ERROR, f"read: {error.strerror or error}") from None
 
     def _pieces(self, data: bytes, wall_ns: int | None, now_ns: int,
-                due_ns: int = 0) -> list[Piece]:  # fmt: skip
+                batch: Batch | None = None) -> list[Piece]:  # fmt: skip
         """A read cut into pieces, each with its arrival (plaintext, under TLS)."""
         if self.clock == USER_CLOCK:
             pieces = [(data, now_ns)]
         else:
-            pieces = self._stamped(data, wall_ns, now_ns, due_ns=due_ns)
+            pieces = self._stamped(data, wall_ns, now_ns, batch=batch)
         return pieces if self.tls is None else self._decrypt(pieces)
 
     def _stamped(self, data: bytes, wall_ns: int | None, now_ns: int, first: bool = True,
-                 due_ns: int = 0) -> list[Piece]:  # fmt: skip
+                 batch: Batch | None = None) -> list[Piece]:  # fmt: skip
         """The read cut into its segments (where the tap has them), on our clock
-        (``first``: the read's first bytes, whose wait, from ``due_ns`` on, is its read
-        delay)."""
+        (``first``: the read's first bytes, whose wait is its read delay; ``batch``: a
+        batched read's, ``_read_delay``)."""
         track = self._track
         if track is None or not data:
             cut: list[tuple[bytes, int | None]] = [(data, wall_ns)]
@@ -263,7 +269,7 @@ class StampedSocket:
         # How long the read's oldest data waited: on the segment clock its first segment's
         # stamp; on the kernel clock all it has is the newest data's (a lower bound).
         if first:
-            self.read_delays_ns.append(now_ns - max(pieces[0][1], due_ns))
+            self.read_delays_ns.append(_read_delay(now_ns, pieces[0][1], batch))
         return pieces
 
     def _arrival_ns(self, wall_ns: int | None, now_ns: int) -> int:
@@ -306,3 +312,14 @@ class StampedSocket:
                 break
         self._flush_tls()  # a key update or ticket the read asked to answer
         return plain
+
+
+def _read_delay(now_ns: int, first_ns: int, batch: Batch | None) -> int:
+    """How long a read's oldest data waited for it: until the read, or for a batched read,
+    from when its batch was due (data waits for it by design) to when the batch began
+    (reads within a batch wait for those before them: that is the batch's work, not the
+    client falling behind; a batch that took longer than its period makes the next late)."""
+    if batch is None:
+        return now_ns - first_ns
+    due_ns, began_ns = batch
+    return max(began_ns - max(first_ns, due_ns), 0)
