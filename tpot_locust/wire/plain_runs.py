@@ -44,7 +44,7 @@ class PlainRuns:
         self._decoder = decoder
         self._deadline = deadline
         self._total_timeout = total_timeout
-        self._frame: tuple[bytes, bytes, bytes] | None = None
+        self._frame: tuple[bytes, bytes] | None = None
         self._split: Split | None = None
 
     def splitter(self) -> Split | None:
@@ -54,7 +54,7 @@ class PlainRuns:
         if frame is None or not self._response.between_chunks or not self._parser.at_event_start(0):
             return None
         if frame is not self._frame:
-            head, tail, _ = frame
+            head, tail = frame
             self._split = _chunk_splitter(head, tail, self._parser.max_event_bytes)
             self._frame = frame
         return self._split

@@ -262,8 +262,8 @@ class SegmentTap:
     def _drain_ring(self, wanted: SegmentTrack | None, until: int) -> None:
         """``drain`` from the ring: each frame the kernel handed over (its status says so)
         is read in place and handed back. (Parsing many frames at once with numpy was
-        tried: no faster here, and its calls made the Locust worker's loop late now and
-        then: benchmarks/README.md, stamp_cost.)"""
+        tried: less CPU with batched reads, but the Locust worker's loop was then late now
+        and then, cause not found: benchmarks/README.md, stamp_cost.)"""
         ring = self._ring
         assert ring is not None  # ok: only called with a ring
         while wanted is None or wanted.covered < until:

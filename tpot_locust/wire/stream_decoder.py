@@ -166,7 +166,7 @@ class StreamDecoder:
         # the template as one SSE event: ``data: `` + prefix ... suffix + the blank line
         self._event_head: bytes | None = None
         self._event_tail = b""
-        self._event_frame: tuple[bytes, bytes, bytes] | None = None  # the three, for runs
+        self._event_frame: tuple[bytes, bytes] | None = None  # the two, for runs
 
     def feed(self, stamp: int, payloads: list[bytes]) -> None:
         """The events of one read, all stamped with the read's arrival."""
@@ -214,10 +214,10 @@ class StreamDecoder:
         return True
 
     @property
-    def event_frame(self) -> tuple[bytes, bytes, bytes] | None:
+    def event_frame(self) -> tuple[bytes, bytes] | None:
         """The stream's frame as one SSE event (``data: `` + the bytes before a plain
-        text, those after it + the blank line, and the API's text marker that ends the
-        first), once known and while events count; the same tuple until it changes."""
+        text, and those after it + the blank line), once known and while events count;
+        the same tuple until it changes."""
         return None if self.stopped else self._event_frame
 
     def feed_run(self, stamps: list[int], texts: list[bytes]) -> None:
@@ -265,7 +265,7 @@ class StreamDecoder:
         if self._fast and payload[end : end + 1] == b'"':  # the text's closing quote
             self._prefix, self._suffix = payload[: at + skip], payload[end:]
             self._event_head, self._event_tail = b"data: " + self._prefix, self._suffix + b"\n\n"
-            self._event_frame = (self._event_head, self._event_tail, marker)
+            self._event_frame = (self._event_head, self._event_tail)
         return text
 
     def _decode_in_full(self, stamp: int, payload: bytes) -> None:
