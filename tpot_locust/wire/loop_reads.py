@@ -14,7 +14,9 @@ Where every segment is stamped by the tap (the ``segment`` clock), a read may co
 without moving a stamp, so bodies may be read in batches: with ``TPOT_LOCUST_READ_BATCH_MS``
 set (0, the default: each socket read as soon as it is ready), one timer every that many ms
 asks the kernel which sockets are readable (one ``epoll_wait``) and reads each once (again
-while a read fills its buffer), several events a read, taken in one pass (``plain_runs``):
+while a read fills its buffer), several events a read, taken in one pass (``plain_runs``,
+only here: reading at once, runs of a late read raised the quiet tail-truth run's read
+delay past ``client.busy``'s line and moved a gating test's TPOT P50, causes not found):
 no wake-up and no callback per event (CPU per token event 5 % less at 64 streams x 2 ms,
 10 ms batches: benchmarks/README.md, stamp_cost). Not the default, because a body's end is
 noticed up to one period late (its figures are stamps and do not move, but a closed-loop
@@ -69,7 +71,7 @@ def read_batch_s() -> float:
 
 def read_body(response: Response, consume: Consume, runs: PlainRuns | None = None) -> None:
     """Hand every payload of the body to ``consume(arrival_ns, payload)``, then return;
-    reads that are runs of plain token events go to ``runs`` whole instead.
+    in batched reads, reads that are runs of plain token events go to ``runs`` whole.
 
     Ends, raises and leaves ``response`` (``complete``, ``reset``) exactly as
     ``response.read_into`` would; what ``consume`` (or ``runs``) raises ends the body read
@@ -78,8 +80,11 @@ def read_body(response: Response, consume: Consume, runs: PlainRuns | None = Non
     fileno = response.connection.loop_fileno() if ENABLED else None
     if fileno is None:
         response.read_into(consume)
-    elif not response.begin(consume, None if runs is None else runs.take_pieces):
-        batcher = _batcher() if response.connection.stamps_each_segment else None
+        return
+    batcher = _batcher() if response.connection.stamps_each_segment else None
+    if batcher is None:
+        runs = None  # runs only with batches: see the module's docstring
+    if not response.begin(consume, None if runs is None else runs.take_pieces):
         _LoopRead(response, consume, fileno, runs, batcher).wait()
 
 
