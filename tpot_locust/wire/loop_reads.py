@@ -15,8 +15,8 @@ without moving a stamp, so bodies may be read in batches: with ``TPOT_LOCUST_REA
 set (0, the default: each socket read as soon as it is ready), one timer every that many ms
 asks the kernel which sockets are readable (one ``epoll_wait``) and reads each once (again
 while a read fills its buffer), several events a read, taken in one pass (``plain_runs``,
-only here: reading at once, runs of a late read raised the quiet tail-truth run's read
-delay past ``client.busy``'s line and moved a gating test's TPOT P50, causes not found):
+only here: with runs in reads at once, the quiet tail-truth run's read delay crossed
+``client.busy``'s line in a clean-clone run, 0 of 3 runs without them; cause not found):
 no wake-up and no callback per event (CPU per token event 5 % less at 64 streams x 2 ms,
 10 ms batches: benchmarks/README.md, stamp_cost). Not the default, because a body's end is
 noticed up to one period late (its figures are stamps and do not move, but a closed-loop
@@ -239,6 +239,5 @@ def use_read_batch(period_s: float | None) -> None:
 def _batcher() -> _Batcher | None:
     """This process's batcher; None where reads are not batched (a period of 0)."""
     if not _BATCHER:
-        period_s = read_batch_s()
-        _BATCHER.append(_Batcher(period_s) if period_s > 0 else None)
+        use_read_batch(read_batch_s())
     return _BATCHER[0]
