@@ -221,7 +221,9 @@ def test_planted_stall_is_seen_tagged_and_set_aside(tmp_path: Path, python: str)
     newest one's stamp, the tail is off by the stall, and the tagging rule sets it aside."""
     truth_path, stamps = tmp_path / "truth.jsonl", tmp_path / "s.jsonl"
     summary, output = _planted_stall_run(tmp_path, python, stamps=KERNEL_CLOCK)
-    assert _tail_errors_ms(summary, truth_path)["max"] > 30  # what recovery takes away
+    # What recovery takes away: the 40 ms hold less the true max, which a busy CI machine's
+    # simulator raised to ~10 ms once (error 29.7 ms); recovered, it is within 0.3 ms.
+    assert _tail_errors_ms(summary, truth_path)["max"] > 20
     client = summary["client"]
     planted = [s for s in client["worst_stalls"] if s["ms"] >= 40 and 4.0 < s["at_s"] < 7.0]
     assert planted, client["worst_stalls"]

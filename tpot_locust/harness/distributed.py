@@ -338,9 +338,13 @@ class MasterLink:
             "seen": len(self.seen),
             "reported_in_full": len(self.finals),
             "missing": self.missing(),
-            "read_delay_p99_ms": {
-                client_id: histogram_stats(histogram, (99.0,)).percentiles[99.0] / 1000
-                for client_id, histogram in sorted(self.read_delays.items())
+            **{
+                f"read_delay_p{percentile:g}_ms": {
+                    client_id: histogram_stats(histogram, (percentile,)).percentiles[percentile]
+                    / 1000
+                    for client_id, histogram in sorted(self.read_delays.items())
+                }
+                for percentile in (90.0, 99.0)
             },
             "stalls": {
                 client_id: health.stalls for client_id, health in sorted(self.client_health.items())

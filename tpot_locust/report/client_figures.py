@@ -16,8 +16,15 @@ from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.metrics.stalls import ClientHealth
 from tpot_locust.report.summary_types import ClientFigures, Summary
 
-# A read delay P99 at most this is on time, whatever the token gap (``client_busy``).
+# A read delay at most this is on time, whatever the token gap (``client_busy``).
 CLIENT_BUSY_READ_DELAY_MS = 1.0
+# The read delay percentile ``client_busy`` judges. P90, not P99: the OS takes a core from
+# a process now and then (a server on the same machine, a VM's steal time), and all the
+# reads due then wait together. At 32 streams x 3 ms on 2 cores, a quiet client had
+# 60-90 loop stalls of 2-12 ms in 10 s. Its read delay was P90 1.4 ms and P99 3.0-4.0 ms
+# (6.1 ms in one CI run), around the 3 ms gap. A client that has fallen behind is late
+# read after read: 8 streams, with the loop held 6 ms in every 10, read 1 in 3 late.
+BUSY_PERCENTILE = 90.0
 
 
 def _key(percentile: float) -> str:
@@ -46,47 +53,48 @@ def client_check(read_delay: dict[str, Any], token_gap_ms: float = 0.0) -> Clien
 
     A late read moves no token's stamp (a kernel stamp is when the data arrived, and the
     segment clock gives each of several waiting events its own); the client fell behind
-    when 1 % of its reads came later than the stream's own token gap (``token_gap_ms``,
-    the ITL P90): by then the next token had come too. ``busy`` is None where reads
-    carried no kernel stamp (not Linux, ``TPOT_LOCUST_STAMPS=user``).
+    when a tenth of its reads came later than the stream's own token gap (``token_gap_ms``,
+    the ITL P90): by then the next token had come too, read after read. ``busy`` is None
+    where reads carried no kernel stamp (not Linux, ``TPOT_LOCUST_STAMPS=user``).
     """
     if not read_delay["count"]:
-        return {"read_delay_p99_ms": None, "busy": None}
-    p99 = read_delay[_key(99.0)]
-    return {"read_delay_p99_ms": p99, "busy": client_busy(p99, token_gap_ms)}
+        return {"read_delay_p90_ms": None, "read_delay_p99_ms": None, "busy": None}
+    p90 = read_delay[_key(BUSY_PERCENTILE)]
+    return {"read_delay_p90_ms": p90, "read_delay_p99_ms": read_delay[_key(99.0)],
+            "busy": client_busy(p90, token_gap_ms)}  # fmt: skip
 
 
-def client_busy(read_delay_p99_ms: float, token_gap_ms: float = 0.0) -> bool:
-    """The one rule for a run, a worker or an interval: reads 1 % of the time later than
-    a token gap (and than ``CLIENT_BUSY_READ_DELAY_MS``: a read within it is on time)."""
-    return read_delay_p99_ms > max(CLIENT_BUSY_READ_DELAY_MS, token_gap_ms)
+def client_busy(read_delay_p90_ms: float, token_gap_ms: float = 0.0) -> bool:
+    """The one rule for a run, a worker or an interval: a tenth of the reads later than a
+    token gap (and than ``CLIENT_BUSY_READ_DELAY_MS``: a read within it is on time)."""
+    return read_delay_p90_ms > max(CLIENT_BUSY_READ_DELAY_MS, token_gap_ms)
 
 
 def format_busy_workers(summary: Summary) -> list[str]:
     """A line naming every worker whose own read delay says it fell behind."""
     workers = summary.get("workers")
     late_workers = {
-        client_id: p99
-        for client_id, p99 in (workers or {}).get("read_delay_p99_ms", {}).items()
-        if client_busy(p99, token_gap_ms(summary))
+        client_id: p90
+        for client_id, p90 in (workers or {}).get("read_delay_p90_ms", {}).items()
+        if client_busy(p90, token_gap_ms(summary))
     }
     if late_workers:
         named = ", ".join(
-            f"{printable(client_id)} ({p99:.1f} ms)" for client_id, p99 in late_workers.items()
+            f"{printable(client_id)} ({p90:.1f} ms)" for client_id, p90 in late_workers.items()
         )
         limit = max(CLIENT_BUSY_READ_DELAY_MS, token_gap_ms(summary))
-        return [f"! busy workers (read delay P99 > {limit:g} ms): {named}"]
+        return [f"! busy workers (read delay P90 > {limit:g} ms): {named}"]
     return []
 
 
 def format_client_busy(summary: Summary) -> list[str]:
     """A line when the run's client fell behind its streams (``client_busy``)."""
     if summary["client"]["busy"]:
-        p99 = summary["client"]["read_delay_p99_ms"]
+        p90 = summary["client"]["read_delay_p90_ms"]
         limit = max(CLIENT_BUSY_READ_DELAY_MS, token_gap_ms(summary))
         return [
-            f"! client busy: 1 % of reads came more than {p99:.1f} ms after their newest data "
-            f"arrived (read delay P99 > {limit:g} ms, a token gap): the client fell behind "
+            f"! client busy: 10 % of reads came more than {p90:.1f} ms after their data "
+            f"arrived (read delay P90 > {limit:g} ms, a token gap): the client fell behind "
             f"the streams. {busy_advice(summary)}"
         ]
     return []
@@ -110,7 +118,7 @@ def busy_advice(summary: Summary) -> str:
 def token_gap_ms(summary: Summary) -> float:
     """The run's token gap (ITL P90, ms): how late a read may come (``client_busy``). P90,
     not the median: with gaps as uneven as a server's (a 10 s quickstart here: median
-    1.4 ms, P90 3.9 ms), a quiet client's read delay P99 (1.96 ms, from each read's oldest
+    1.4 ms, P90 3.9 ms), a quiet client's read delay (P99 1.96 ms, from each read's oldest
     data) passes the median."""
     itl = summary.get("metrics", {}).get("itl") or {}
     return float(itl.get("p90") or 0.0) if itl.get("count") else 0.0

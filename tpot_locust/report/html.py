@@ -135,7 +135,8 @@ def _metadata(summary: Summary) -> list[str]:
          + (", ".join(f"{k} {v}" for k, v in requests["errors"].items()) or "none")),
         ("throughput", f"{tokens['per_s']:,.1f} tokens/s, {requests['per_s']:.2f} requests/s "
          f"over {summary['window_s']:.1f} s"),
-        ("client", f"read delay p99 {client.get('read_delay_p99_ms')} ms, busy "
+        ("client", f"read delay p90 {client.get('read_delay_p90_ms')} ms, p99 "
+         f"{client.get('read_delay_p99_ms')} ms, busy "
          f"{client.get('busy')}; {client.get('stalls', 0)} loop stalls "
          f"({client.get('stalled_ms', 0)} ms)"),
     ]  # fmt: skip

@@ -42,8 +42,11 @@ def format_progress(point: dict[str, Any], duration_s: float) -> str:
     )
     if point.get("stalls"):
         line += f"  stalls {point['stalls']} (max {point['loop_lag_max_ms']:.0f} ms)"
-    check = client_check(point.get("read_delay") or {"count": 0})
+    itl = point.get("itl") or {}
+    token_gap_ms = float(itl.get("p90") or 0.0) if itl.get("count") else 0.0
+    check = client_check(point.get("read_delay") or {"count": 0}, token_gap_ms)
     if check["busy"] is not None:
         busy = " (client busy)" if check["busy"] else ""
-        line += f"  read delay p99 {check['read_delay_p99_ms']:.2f} ms{busy}"
+        line += (f"  read delay p90 {check['read_delay_p90_ms']:.2f} "
+                 f"p99 {check['read_delay_p99_ms']:.2f} ms{busy}")  # fmt: skip
     return line

@@ -249,7 +249,8 @@ _POINT = record(
 )  # fmt: skip
 _WORKERS = record(
     {"seen": integer(), "reported_in_full": integer(), "missing": list_of(text(1000)),
-     "read_delay_p99_ms": mapping(_NUMBER0), "stalls": mapping(integer()),
+     "read_delay_p90_ms": mapping(_NUMBER0), "read_delay_p99_ms": mapping(_NUMBER0),
+     "stalls": mapping(integer()),
      "loop_lag_max_ms": mapping(_NUMBER0)},
     required=("seen", "reported_in_full", "missing"),
 )  # fmt: skip

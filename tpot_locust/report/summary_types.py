@@ -78,6 +78,7 @@ class Fluidity(TypedDict):
 class ClientFigures(TypedDict, total=False):
     """``summary["client"]``: the load generator's own health (read delays, its loops)."""
 
+    read_delay_p90_ms: float | None  # what ``busy`` judges
     read_delay_p99_ms: float | None
     busy: bool | None  # None: no read carried a kernel stamp
     arrival_clocks: dict[str, int]  # requests per clock their tokens were stamped on
@@ -113,6 +114,7 @@ class Workers(TypedDict, total=False):
     seen: int
     reported_in_full: int
     missing: list[str]  # those whose final report never came
+    read_delay_p90_ms: dict[str, float]  # per worker: what ``! busy workers`` judges
     read_delay_p99_ms: dict[str, float]  # per worker
     stalls: dict[str, int]
     loop_lag_max_ms: dict[str, float]
