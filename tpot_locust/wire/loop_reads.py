@@ -10,15 +10,17 @@ fires early. The waiting greenlet is woken once, when the body ends. Each read g
 ``Response.absorb``, the step the greenlet's own loop (``Response.read_into``) takes too,
 which is where this cannot work (no gevent), with the same results.
 
+A read of several whole plain token events is taken in one pass (``plain_runs``): at 256
+streams x 2 ms, where reads hold several events, one core read 88k events/s instead of 62k
+(benchmarks/README.md, stamp_cost).
+
 Where every segment is stamped by the tap (the ``segment`` clock), a read may come late
 without moving a stamp, so bodies may be read in batches: with ``TPOT_LOCUST_READ_BATCH_MS``
 set (0, the default: each socket read as soon as it is ready), one timer every that many ms
 asks the kernel which sockets are readable (one ``epoll_wait``) and reads each once (again
-while a read fills its buffer), several events a read, taken in one pass (``plain_runs``,
-only here: with runs in reads at once, the quiet tail-truth run's read delay crossed
-``client.busy``'s line in a clean-clone run, 0 of 3 runs without them; cause not found):
-no wake-up and no callback per event (CPU per token event 5 % less at 64 streams x 2 ms,
-10 ms batches: benchmarks/README.md, stamp_cost). Not the default, because a body's end is
+while a read fills its buffer), several events a read: no wake-up and no callback per event
+(CPU per token event 5 % less at 64 streams x 2 ms, 10 ms batches; 100k events/s at 256
+streams). Not the default, because a body's end is
 noticed up to one period late (its figures are stamps and do not move, but a closed-loop
 user sends its next request that much later) and a batch's reads come together, so the read
 delay of a batched read is how late its batch began, which at 32 streams x 3 ms (P99 3-5 ms,
@@ -71,7 +73,7 @@ def read_batch_s() -> float:
 
 def read_body(response: Response, consume: Consume, runs: PlainRuns | None = None) -> None:
     """Hand every payload of the body to ``consume(arrival_ns, payload)``, then return;
-    in batched reads, reads that are runs of plain token events go to ``runs`` whole.
+    reads that are runs of plain token events go to ``runs`` whole.
 
     Ends, raises and leaves ``response`` (``complete``, ``reset``) exactly as
     ``response.read_into`` would; what ``consume`` (or ``runs``) raises ends the body read
@@ -82,8 +84,6 @@ def read_body(response: Response, consume: Consume, runs: PlainRuns | None = Non
         response.read_into(consume)
         return
     batcher = _batcher() if response.connection.stamps_each_segment else None
-    if batcher is None:
-        runs = None  # runs only with batches: see the module's docstring
     if not response.begin(consume, None if runs is None else runs.take_pieces):
         _LoopRead(response, consume, fileno, runs, batcher).wait()
 
