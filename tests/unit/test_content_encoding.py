@@ -17,13 +17,9 @@ import pytest
 from tests.helpers.scripted_server import Script, chunk, request, scripted_server
 from tpot_locust.common.errors import BAD_HTTP, NOT_SSE, OVERSIZED_EVENT, StreamError
 from tpot_locust.wire.deadline import Deadline
-from tpot_locust.wire.http_client import (
-    INFLATE_PIECE_BYTES,
-    MAX_INFLATED_PER_READ,
-    HTTPConnection,
-    Origin,
-    Response,
-)
+from tpot_locust.wire.http_client import HTTPConnection, Origin
+from tpot_locust.wire.http_response import Response
+from tpot_locust.wire.inflate import INFLATE_PIECE_BYTES, MAX_INFLATED_PER_READ
 from tpot_locust.wire.sse import SSEParser
 from tpot_locust.wire.streaming import _not_a_stream, stream_request
 

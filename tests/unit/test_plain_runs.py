@@ -15,7 +15,7 @@ import pytest
 from tests.helpers.scripted_server import DONE, FINISH, chunk
 from tpot_locust.common.errors import TIMEOUT_TOTAL, StreamError
 from tpot_locust.wire.deadline import Deadline
-from tpot_locust.wire.http_client import Response
+from tpot_locust.wire.http_response import Response
 from tpot_locust.wire.plain_runs import PlainRuns
 from tpot_locust.wire.segment_stamps import SegmentTrack
 from tpot_locust.wire.sse import SSEParser

@@ -1,12 +1,22 @@
 """One connection's segment copies matched to the bytes read: each piece of a read carries
-its own segment's stamp, whatever order, repeats or sequence wrap the copies came in."""
+its own segment's stamp, whatever order, repeats or sequence wrap the copies came in; and
+the tap's ring read as the kernel fills it."""
 
 from __future__ import annotations
+
+import mmap
+import struct
 
 import pytest
 
 from tpot_locust.common.kernel_stamps import STAMPS_ENV, wanted_clock
-from tpot_locust.wire.segment_stamps import SegmentTrack, _filter
+from tpot_locust.wire.segment_stamps import (
+    _FRAME_BYTES,
+    SegmentTap,
+    SegmentTrack,
+    _filter,
+    _track_key,
+)
 
 ISN = 1_000
 
@@ -85,3 +95,40 @@ def test_an_unknown_stamps_clock_is_refused(monkeypatch: pytest.MonkeyPatch) -> 
         wanted_clock()
     monkeypatch.setenv(STAMPS_ENV, "user")
     assert wanted_clock() == "user"
+
+
+def _ring_frame(ring: mmap.mmap, index: int, port: int, seq: int, length: int, stamp: int,
+                flags: int = 0x18, options: bytes = b"") -> None:  # fmt: skip
+    """Frame ``index`` of a ``TPACKET_V2`` ring as the kernel leaves it: header (status
+    user), then the copy of a segment from 127.0.0.1:8000 to ``port``, headers only."""
+    at, net, ip_header = index * _FRAME_BYTES, 80, 20 + len(options)
+    struct.pack_into("IIIHHII", ring, at, 1, ip_header + 20 + length, ip_header + 20, net,
+                     net, stamp // 1_000_000_000, stamp % 1_000_000_000)  # fmt: skip
+    loopback = bytes([127, 0, 0, 1])
+    struct.pack_into("!BBHHHBBH4s4s", ring, at + net, 0x40 | ip_header // 4, 0,
+                     ip_header + 20 + length, 0, 0x4000, 64, 6, 0, loopback, loopback)  # fmt: skip
+    ring[at + net + 20 : at + net + ip_header] = options
+    struct.pack_into("!HHIIBBHHH", ring, at + net + ip_header, 8000, port, seq, 1, 0x50, flags,
+                     512, 0, 0)  # fmt: skip
+
+
+def test_the_ring_files_every_copy_whatever_its_ip_header() -> None:
+    """Plain IPv4 headers take the ring's fast path, a header with options the general one
+    (``_drain_one``); both file the same copies, a SYN-ACK synchronises, other ports pass."""
+    ring = mmap.mmap(-1, 8 * _FRAME_BYTES)
+    tap = SegmentTap(None, ring)  # type: ignore[arg-type]  # the socket is not used here
+    loopback = int.from_bytes(bytes([127, 0, 0, 1]), "big")
+    track = SegmentTrack(_track_key(40000, 8000, loopback))
+    tap._tracks[track.key] = track
+    _ring_frame(ring, 0, 40000, ISN, 0, 50, flags=0x12)  # SYN-ACK
+    _ring_frame(ring, 1, 40000, ISN + 1, 10, 100)
+    _ring_frame(ring, 2, 40001, ISN + 11, 7, 150)  # another connection's
+    _ring_frame(ring, 3, 40000, ISN + 11, 5, 200, options=bytes([1, 1, 1, 0]))  # NOPs, EOL
+    _ring_frame(ring, 4, 40000, ISN + 16, 20, 300)
+    tap.drain(track, 35)
+    assert tap._frame == 5 and track.covered == 35
+    assert all(ring[index * _FRAME_BYTES] == 0 for index in range(5))  # handed back
+    data = bytes(range(35))
+    assert track.cut(0, data) == [(data[:10], 100), (data[10:15], 200), (data[15:], 300)]
+    tap.drain()  # nothing more is ready: returns
+    assert tap._frame == 5

@@ -3,7 +3,7 @@
 We ask for no compression (``Accept-Encoding: identity``); a server that compresses anyway
 is still read. Decoding comes in pieces of at most ``INFLATE_PIECE_BYTES``, each handed on
 before the next is made, so a decompression bomb is stopped by the event size limit or by
-``MAX_INFLATED_PER_READ`` (``http_client.Response`` applies both).
+``MAX_INFLATED_PER_READ`` (``http_response.Response`` applies both).
 """
 
 from __future__ import annotations

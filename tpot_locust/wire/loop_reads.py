@@ -37,7 +37,8 @@ from gevent import get_hub
 from gevent.hub import Waiter
 from gevent.monkey import get_original
 
-from tpot_locust.wire.http_client import Consume, ReadTimeout, Response
+from tpot_locust.wire.http_client import ReadTimeout
+from tpot_locust.wire.http_response import Consume, Response
 from tpot_locust.wire.plain_runs import PlainRuns
 from tpot_locust.wire.stamped_socket import Batch, Run
 

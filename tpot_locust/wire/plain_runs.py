@@ -23,7 +23,7 @@ from tpot_locust.wire.stream_decoder import NOT_IN_EVENT_TEXT
 
 if TYPE_CHECKING:
     from tpot_locust.wire.deadline import Deadline
-    from tpot_locust.wire.http_client import Response
+    from tpot_locust.wire.http_response import Response
     from tpot_locust.wire.sse import SSEParser
     from tpot_locust.wire.stream_decoder import StreamDecoder
 

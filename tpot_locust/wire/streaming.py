@@ -42,7 +42,8 @@ from tpot_locust.common.metric_groups import metric_group
 from tpot_locust.common.text_safety import printable
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.wire.deadline import Deadline
-from tpot_locust.wire.http_client import HTTPConnection, ReadTimeout, Response
+from tpot_locust.wire.http_client import HTTPConnection, ReadTimeout
+from tpot_locust.wire.http_response import Response
 from tpot_locust.wire.loop_reads import read_body
 from tpot_locust.wire.ndjson import NDJSONParser
 from tpot_locust.wire.plain_runs import PlainRuns
