@@ -34,8 +34,8 @@ from gevent import monkey
 
 monkey.patch_all()
 
+from clients import MODES  # noqa: E402
 from common import (  # noqa: E402
-    MODES,
     Case,
     run_case,
 )

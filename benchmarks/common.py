@@ -1,4 +1,5 @@
-"""Shared pieces of the benchmarks: an in-process gevent client, lag probes, ground truth.
+"""Shared pieces of the benchmarks: a case (streams from the simulator), lag probes,
+ground truth; the clients themselves are in ``clients``.
 
 Scripts that stream call ``gevent.monkey.patch_all()`` before importing this module.
 
@@ -6,7 +7,8 @@ A *case* is one simulator process (``tpot_locust.sim``, ground truth on) and thi
 streaming from it: N greenlets, each sending requests back to back on its own keep-alive
 connection, starting at a random phase within one gap, request lengths drawn around
 ``tokens`` (+-50 %, seeded). Ours records with ``stream_request`` + ``Recorder`` (the path
-``ChatUser`` takes); the straightforward client is ``baseline_client.BaselineClient``.
+``ChatUser`` takes: ``clients.OursClient``); the straightforward client is
+``baseline_client.BaselineClient``.
 Both ship a delta every second as a worker does (``take_interval`` + ``encode``), so their
 CPU includes that. Two probes run alongside: ``HubLagProbe`` (a greenlet sleeping 1 ms,
 its lateness) and ``IOLagProbe`` (how long data written to a pipe by another process waits
@@ -21,25 +23,21 @@ of each token event (``send_ns - perf_offset_ns`` is on this machine's ``perf_co
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import gc
-import json
 import random
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 import gevent
 import numpy as np
-from baseline_client import BaselineClient, Sent
+from baseline_client import Sent
+from clients import Client, chat_request, make_client
 from hdrh.histogram import HdrHistogram
 from probes import HubLagProbe, IOLagProbe, pin_other, sched_s
 
 import tpot_locust.harness  # noqa: F401  (aggregation yields to gevent's loop)
-from tpot_locust.common.clock import KERNEL_CLOCK, USER_CLOCK
 from tpot_locust.common.timings import to_us
 from tpot_locust.metrics.histograms import (
     count_below,
@@ -47,19 +45,9 @@ from tpot_locust.metrics.histograms import (
     new_histogram,
     record_many,
 )
-from tpot_locust.metrics.metric_set import MetricSet
-from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.sim.process import start_simulator
 from tpot_locust.sim.truth import read_truth
-from tpot_locust.wire import loop_reads
 from tpot_locust.wire.http_client import HTTPConnection, Origin
-from tpot_locust.wire.segment_stamps import arrival_clock
-from tpot_locust.wire.streaming import StreamRequest, stream_request
-
-try:  # a version before the prefill windows (an A/B against an older tree) has none
-    from tpot_locust.harness.prefill_events import PrefillWindow
-except ImportError:
-    PrefillWindow = None
 
 COALESCED_US = 100  # a gap below 0.1 ms: two events that arrived (or were sent) together
 PERCENTILES = (50.0, 99.0, 99.9)
@@ -78,104 +66,6 @@ ENGINE_ZEROED = (
     "frontend_ms",
 )
 SIM_SATURATED_CPU = 0.85  # simulator on a CPU or runnable this share of the time: it limits
-
-
-# ours: the package's default clock (segment stamps where this process may open the tap,
-# else kernel receive stamps); ours-kernel: kernel receive stamps only (a read's newest
-# segment, TPOT_LOCUST_STAMPS=kernel); ours-user: the same code stamping with
-# perf_counter_ns after each read returns (TPOT_LOCUST_STAMPS=user); ours-greenlet: ours,
-# with each stream's greenlet reading its socket instead of the event loop's callback
-# (loop_reads.ENABLED = False: how it was before); ours-batched: ours with the ready sockets
-# read once every 10 ms, not at once (TPOT_LOCUST_READ_BATCH_MS=10)
-MODES = ("ours", "ours-kernel", "ours-user", "ours-greenlet", "ours-batched", "baseline")
-BATCHED_READ_S = 0.01
-_CLOCKS = {"ours-kernel": KERNEL_CLOCK, "ours-user": USER_CLOCK}
-
-
-class Client(Protocol):
-    name: str
-    clock: str  # the arrival clock of its connections (common.clock's names)
-
-    def request(self, connection: HTTPConnection, request: StreamRequest) -> Sent: ...
-
-    def report(self, final: bool = False) -> None: ...
-
-    def tpot(self) -> HdrHistogram: ...
-
-    def read_delays(self) -> HdrHistogram | None: ...
-
-
-class _Hook:
-    """An event hook of one listener, as ``prefill_window`` is for a worker's recorder."""
-
-    def __init__(self, listener: Callable[..., None]) -> None:
-        self.fire = listener
-
-
-class OursClient:
-    """``stream_request`` + ``Recorder``: the package's hot path, as a Locust worker runs it."""
-
-    def __init__(self, name: str = "ours") -> None:
-        self.name = name
-        self.clock = _CLOCKS.get(name) or arrival_clock()
-        self.in_loop = name != "ours-greenlet"
-        self.read_batch_s = BATCHED_READ_S if name == "ours-batched" else None  # None: default
-        self.recorder = Recorder()
-        self.total = MetricSet()
-
-    def request(self, connection: HTTPConnection, request: StreamRequest) -> Sent:
-        if loop_reads.ENABLED != self.in_loop or self.read_batch_s != _batch_in_use[0]:
-            loop_reads.ENABLED = self.in_loop
-            loop_reads.use_read_batch(self.read_batch_s)
-            _batch_in_use[0] = self.read_batch_s
-        window = None
-        if PrefillWindow is not None:  # as ChatUser: opened at the send, closed at the first token
-            hook = _Hook(self.recorder.on_prefill)
-            window = PrefillWindow(hook, request.request_id, request.prompt_tokens_requested, False)
-            request = dataclasses.replace(request, on_first_token=window.first_token)
-        request = dataclasses.replace(request, live=self.recorder.token_flow)  # as ChatUser
-        timings, _ = stream_request(connection, request)
-        if window is not None:
-            window.end(timings.token_stamps[0] if timings.token_stamps else None)
-        self.recorder.record(timings)
-        stamps = timings.token_stamps
-        return Sent(request.request_id, timings.ok, timings.t_send_ns,
-                    stamps[0] if stamps else None, len(stamps), stamps=stamps)  # fmt: skip
-
-    def report(self, final: bool = False) -> None:
-        delta = self.recorder.take_interval(final=final)
-        delta.encode(cooperative=True)  # what a worker ships to the master
-        self.total.add(delta, cooperative=True)
-
-    def tpot(self) -> HdrHistogram:
-        return self.total.combined().histogram("tpot")
-
-    def read_delays(self) -> HdrHistogram | None:
-        """The package's own read-delay metric (None on the user clock: no samples)."""
-        histogram = self.total.combined().histogram("read_delay")
-        return histogram if histogram.total_count else None
-
-
-_batch_in_use: list[float | None] = [None]  # the read batch the last request of a case used
-
-
-def make_client(mode: str) -> Client:
-    if mode == "baseline":
-        return BaselineClient()
-    return OursClient(mode)
-
-
-def chat_request(request_id: str, tokens: int, prompt_words: int = 32) -> StreamRequest:
-    body = {"model": "tpot-sim", "stream": True, "max_tokens": tokens, "min_tokens": tokens,
-            "ignore_eos": True, "stream_options": {"include_usage": True},
-            "messages": [{"role": "user", "content": "hello " * prompt_words}]}  # fmt: skip
-    return StreamRequest(
-        user_class="bench", api="chat", request_id=request_id, path="/v1/chat/completions",
-        headers={"Content-Type": "application/json", "X-Request-Id": request_id},
-        body=json.dumps(body).encode(), prompt_tokens_requested=prompt_words,
-        first_token_timeout=60, idle_timeout=60, total_timeout=600,
-        t_intended_ns=time.perf_counter_ns(),
-    )  # fmt: skip
 
 
 @dataclass

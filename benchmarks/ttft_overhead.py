@@ -32,8 +32,8 @@ from gevent import monkey
 monkey.patch_all()
 
 import numpy as np  # noqa: E402
+from clients import MODES  # noqa: E402
 from common import (  # noqa: E402
-    MODES,
     run_case,
 )
 from output import (  # noqa: E402
