@@ -21,7 +21,7 @@ CLIENT_BUSY_READ_DELAY_MS = 1.0
 # The read delay percentile ``client_busy`` judges. P90, not P99: the OS takes a core from
 # a process now and then (a server on the same machine, a VM's steal time), and all the
 # reads due then wait together. At 32 streams x 3 ms on 2 cores, a quiet client had
-# 60-90 loop stalls of 2-12 ms in 10 s. Its read delay was P90 1.4 ms and P99 3.0-4.0 ms
+# 60-90 loop stalls of 2-12 ms in 10 s. Its read delay was P90 0.9-1.2 ms, P99 3.0-4.3 ms
 # (6.1 ms in one CI run), around the 3 ms gap. A client that has fallen behind is late
 # read after read: 8 streams, with the loop held 6 ms in every 10, read 1 in 3 late.
 BUSY_PERCENTILE = 90.0

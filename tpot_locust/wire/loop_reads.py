@@ -19,12 +19,12 @@ without moving a stamp, so bodies may be read in batches: with ``TPOT_LOCUST_REA
 set (0, the default: each socket read as soon as it is ready), one timer every that many ms
 asks the kernel which sockets are readable (one ``epoll_wait``) and reads each once (again
 while a read fills its buffer), several events a read: no wake-up and no callback per event
-(CPU per token event 5 % less at 64 streams x 2 ms, 10 ms batches; 100k events/s at 256
-streams). Not the default, because a body's end is
-noticed up to one period late (its figures are stamps and do not move, but a closed-loop
-user sends its next request that much later) and a batch's reads come together, so the read
-delay of a batched read is how late its batch began, which at 32 streams x 3 ms (P99 3-5 ms,
-a batch taking 2-6 ms) already crosses ``client.busy``'s line.
+(CPU per token event 5-10 % less at 64 streams x 2 ms, 10 ms batches; 100k events/s at 256
+streams). Not the default, because a body's end is noticed up to one period late (its
+figures are stamps and do not move, but a closed-loop user sends its next request that much
+later) and a batch's reads come together, so the read delay of a batched read is how late
+its batch began: at 32 streams x 3 ms its P99 was 3-5 ms (a batch taking 2-6 ms), over
+``client.busy``'s line when that judged the P99 (it judges the P90 now: not measured again).
 """
 
 from __future__ import annotations
