@@ -24,7 +24,9 @@ streams). Not the default, because a body's end is noticed up to one period late
 figures are stamps and do not move, but a closed-loop user sends its next request that much
 later) and a batch's reads come together, so the read delay of a batched read is how late
 its batch began: at 32 streams x 3 ms its P99 was 3-5 ms (a batch taking 2-6 ms), over
-``client.busy``'s line when that judged the P99 (it judges the P90 now: not measured again).
+``client.busy``'s line when that judged the P99. Against the P90 (3 runs, 10 s, 10 ms
+batches): P90 0.65-0.70 ms, not busy, the truth check exact, but 540-640 loop stalls over
+2 ms (34-52 reading at once), each batch one, and 38-40 requests/s against 40.4.
 """
 
 from __future__ import annotations
