@@ -262,10 +262,11 @@ class SegmentTap:
     def _drain_ring(self, wanted: SegmentTrack | None, until: int) -> None:
         """``drain`` from the ring: each frame the kernel handed over (its status says so)
         is read in place and handed back. A copy of a plain IPv4 header (no options: all
-        of ours) takes two ``unpack_from`` (2.3 us a frame here, 2.9 field by field);
-        any other goes through ``_drain_one``. (Parsing many frames at once with numpy
-        was tried: less CPU with batched reads, but the Locust worker's loop was then late
-        now and then, cause not found: benchmarks/README.md, stamp_cost.)"""
+        of ours) takes two ``unpack_from`` (2.7-3.3 us a frame on a fake ring, 3.2-3.8
+        field by field); any other goes through ``_drain_one``. (Parsing many frames at
+        once with numpy was tried: less CPU with batched reads, dropped when the quiet
+        tail-truth run said ``client.busy`` by the old P99 rule: benchmarks/README.md,
+        stamp_cost.)"""
         ring = self._ring
         assert ring is not None  # ok: only called with a ring
         tracks, frame_of, packet_of = self._tracks, _FRAME.unpack_from, _PLAIN_PACKET.unpack_from
