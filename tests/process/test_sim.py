@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -369,3 +370,48 @@ def test_a_request_arrives_when_its_first_bytes_do(tmp_path: Path) -> None:
     (record,) = [json.loads(line) for line in truth.read_text().splitlines()
                  if '"split"' in line]  # fmt: skip
     assert 0 <= (record["arrival_ns"] - sent_ns) / 1e6 < 5, (record["arrival_ns"] - sent_ns) / 1e6
+
+
+def test_a_token_is_sent_when_the_kernel_sent_it(tmp_path: Path) -> None:
+    """The truth's send stamps are the kernel's transmit stamps of the segments that carried
+    each token (``kernel_sends`` counts them), a few microseconds before the client's kernel
+    receive stamps, not when the simulator's loop got round to writing."""
+    truth = tmp_path / "truth.jsonl"
+    body = {"model": "tpot-sim", "stream": True, "max_tokens": 20, "ignore_eos": True,
+            "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+    received: list[tuple[bytes, int]] = []
+    with start_simulator("--gap-ms", "5", "--ttft-ms", "5", truth=truth) as sim:
+        host, port = sim.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, 35, 1)  # SO_TIMESTAMPNS
+            sock.sendall(request_bytes("POST", "/v1/chat/completions", body,
+                                       {"X-Request-Id": "sent"}))  # fmt: skip
+            sock.settimeout(10)
+            while not received or b"[DONE]" not in received[-1][0]:
+                data, ancillary, _, _ = sock.recvmsg(65536, socket.CMSG_SPACE(16))
+                seconds, nanoseconds = struct.unpack("@qq", ancillary[0][2][:16])
+                received.append((data, seconds * 1_000_000_000 + nanoseconds))
+    (record,) = [r for r in read_truth(truth) if r["request_id"] == "sent"]
+    assert record["kernel_sends"] == len(record["send_ns"]) == 20
+    # a read's stamp is its newest segment's: that of the last token it brought
+    wall_minus_truth = time.time_ns() - time.perf_counter_ns() - record["perf_offset_ns"]
+    errors_us, tokens = [], 0
+    for data, stamp in received:
+        tokens += data.count(b'"content":"') - data.count(b'"content":""')  # not the opening
+        if tokens:
+            errors_us.append((stamp - record["send_ns"][tokens - 1] - wall_minus_truth) / 1e3)
+    assert tokens == 20
+    assert all(-20 <= error <= 200 for error in errors_us), errors_us
+
+
+def test_loop_sends_keep_the_loops_stamps(tmp_path: Path) -> None:
+    """``--truth-loop-sends`` (to compare): no transmit stamp is kept."""
+    truth = tmp_path / "truth.jsonl"
+    body = {"model": "tpot-sim", "stream": True, "max_tokens": 5, "ignore_eos": True,
+            "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+    with start_simulator("--gap-ms", "1", "--ttft-ms", "1", "--truth-loop-sends",
+                         truth=truth) as sim:  # fmt: skip
+        assert exchange(sim, "POST", "/v1/chat/completions", body,
+                        **{"X-Request-Id": "loop"}).status == 200  # fmt: skip
+    (record,) = [r for r in read_truth(truth) if r["request_id"] == "loop"]
+    assert record["kernel_sends"] == 0 and len(record["send_ns"]) == 5

@@ -21,11 +21,13 @@ from tpot_locust.wire.segment_stamps import process_tap
 # A stall of ours (Locust's stop: 25-80 ms; burst prompts built at send time: ~25 ms) is
 # above what this machine's scheduler does to a process now and then (up to ~20 ms).
 OWN_STALL_MS = 25.0
-# P99.99 and max are each one sample of ~80k here, so one write the simulator made late on a
-# busy 2-core VM (its stamp is taken just before the write; 4 processes share the cores)
-# moves them. Measured alone, 5 runs of 2 workers: every error within 0.04 ms; in a full
-# suite run once P99.99 +0.185 ms. The kernel clock's error that recovery removes is ~40 ms.
-SINGLE_SAMPLE_NOISE_MS = 0.3
+# The issue's bound for every figure of the planted-stall run, P99.99 and max included (each
+# one sample of ~80k). It holds since the truth is the kernel's transmit stamp
+# (sim/send_stamps.py): with the stamp taken before the write, a simulator held between the
+# two on a busy 2-core VM moved single samples up to +0.3 ms (3 runs in ~30 failed at 0.1).
+# Measured since: 4 runs each of 1 process and 2 workers, every error within 0.03 ms. The
+# kernel clock's error that recovery removes is ~40 ms.
+TAIL_TOLERANCE_MS = 0.1
 
 
 def _run(tmp_path: Path, python: str, scenario: str, *args: str) -> tuple[dict, str]:
@@ -203,8 +205,7 @@ def test_planted_stall_moves_no_stamp_and_nothing_is_set_aside(
     loop is reported as the client's, but no figure moved and no sample is set aside."""
     summary, output = _planted_stall_run(tmp_path, python, workers)
     errors = _tail_errors_ms(summary, tmp_path / "truth.jsonl")
-    assert all(abs(errors[key]) <= 0.1 for key in ("p99", "p99.9")), errors
-    assert all(abs(errors[key]) <= SINGLE_SAMPLE_NOISE_MS for key in ("p99.99", "max")), errors
+    assert all(abs(error) <= TAIL_TOLERANCE_MS for error in errors.values()), errors
     clocks, tpot = summary["client"]["arrival_clocks"], summary["metrics"]["tpot"]
     # A request a segment copy missed one read of (1 in ~300 runs' worth, not yet explained)
     # is stamped on the kernel clock and tagged by the old rules: under 0.1 % of samples.
@@ -222,7 +223,7 @@ def test_planted_stall_is_seen_tagged_and_set_aside(tmp_path: Path, python: str)
     truth_path, stamps = tmp_path / "truth.jsonl", tmp_path / "s.jsonl"
     summary, output = _planted_stall_run(tmp_path, python, stamps=KERNEL_CLOCK)
     # What recovery takes away: the 40 ms hold less the true max, which a busy CI machine's
-    # simulator raised to ~10 ms once (error 29.7 ms); recovered, it is within 0.3 ms.
+    # simulator raised to ~10 ms once (error 29.7 ms); recovered, it is within 0.1 ms.
     assert _tail_errors_ms(summary, truth_path)["max"] > 20
     client = summary["client"]
     planted = [s for s in client["worst_stalls"] if s["ms"] >= 40 and 4.0 < s["at_s"] < 7.0]

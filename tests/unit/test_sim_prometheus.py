@@ -139,6 +139,7 @@ class FakeConn:
     def __init__(self) -> None:
         self.transport = FakeTransport()
         self.on_lost: Any = None
+        self.send_stamps = None  # the truth keeps the loop's stamps
 
     def write(self, data: bytes) -> None:
         pass

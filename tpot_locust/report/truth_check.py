@@ -1,7 +1,8 @@
 """Self-check of a run against the embedded simulator's ground truth (``truth.jsonl``).
 
-The simulator logs, for every request, the instant just before it wrote each token event
-(``send_ns``) and when the request arrived (``arrival_ns``), on the same machine's clock.
+The simulator logs, for every request, when each token event left for the client (``send_ns``:
+the kernel's transmit stamp of its segment, else the instant before it was written) and when
+the request arrived (``arrival_ns``), on the same machine's clock.
 From those lines the true distributions follow with the same definitions as ours:
 
 - TTFT = first ``send_ns`` - ``arrival_ns`` (the server's view: no connection set-up);

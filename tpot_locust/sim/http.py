@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from .kernel_reads import KernelReads
+from .send_stamps import SendStamps
 
 MAX_HEAD_BYTES = 64 * 1024
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -198,7 +199,7 @@ class HttpConnection(asyncio.Protocol):
 
     def __init__(
         self, handler: Handler, registry: set[HttpConnection],
-        to_perf_ns: Callable[[int], int] | None = None,
+        to_perf_ns: Callable[[int], int] | None = None, stamp_sends: bool = False,
     ) -> None:  # fmt: skip
         self._handler = handler
         self._registry = registry
@@ -208,14 +209,19 @@ class HttpConnection(asyncio.Protocol):
         self.on_lost: Callable[[], None] | None = None  # set while a response is in flight
         self._pumping = False
         self._to_perf_ns = to_perf_ns  # a kernel stamp (wall ns) on our clock; None: no stamps
+        self._stamp_sends = stamp_sends  # keep the kernel's transmit stamps (for the truth)
         self._kernel_reads: KernelReads | None = None
+        self.send_stamps: SendStamps | None = None  # every write goes through ``write`` then
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         self._registry.add(self)
         if self._to_perf_ns is not None:
-            self._kernel_reads = KernelReads.take_over(transport, self._received, self._to_perf_ns)
+            self._kernel_reads = reads = KernelReads.take_over(
+                transport, self._received, self._to_perf_ns, self._stamp_sends
+            )
+            self.send_stamps = None if reads is None else reads.send_stamps
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
@@ -252,6 +258,8 @@ class HttpConnection(asyncio.Protocol):
     def write(self, data: bytes) -> None:
         if self.transport is not None:
             self.transport.write(data)
+            if self.send_stamps is not None:
+                self.send_stamps.wrote(len(data))
 
     def respond(self, data: bytes, keep_alive: bool) -> None:
         self.write(data)

@@ -6,7 +6,8 @@ quickstart); the kernel's receive stamp of the read that brought its first bytes
 they reached this host, as the client's TTFT starts at its send. asyncio's transport reads
 with ``recv`` and drops that stamp, so here a duplicate of the connection's socket is read
 with ``recvmsg`` on the same loop while the transport keeps writing and closing. TLS
-connections keep asyncio's reads (their arrival: when the loop got to them).
+connections keep asyncio's reads (their arrival: when the loop got to them). The same
+duplicate reads the connection's transmit stamps (``send_stamps``), where they are asked for.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..common.kernel_stamps import (
     enable_kernel_stamps,
     kernel_wall_ns,
 )
+from .send_stamps import SendStamps
 
 READ_BYTES = 256 * 1024
 Deliver = Callable[[bytes, int], None]  # (bytes, arrival perf_counter_ns)
@@ -41,13 +43,16 @@ class KernelReads:
         self._to_perf_ns = to_perf_ns
         self._loop = asyncio.get_running_loop()
         self._reading = False
+        self.send_stamps: SendStamps | None = None
 
     @classmethod
     def take_over(
-        cls, transport: asyncio.Transport, deliver: Deliver, to_perf_ns: Callable[[int], int]
+        cls, transport: asyncio.Transport, deliver: Deliver, to_perf_ns: Callable[[int], int],
+        stamp_sends: bool = False,
     ) -> KernelReads | None:  # fmt: skip
-        """Read ``transport``'s socket from now on (its own reading paused for good); None
-        where it cannot be (TLS, no kernel stamps): asyncio's reads go on."""
+        """Read ``transport``'s socket from now on (its own reading paused for good), and
+        with ``stamp_sends`` its transmit stamps (before anything was written); None where
+        it cannot be (TLS, no kernel stamps): asyncio's reads go on."""
         raw = transport.get_extra_info("socket")
         if raw is None or transport.get_extra_info("sslcontext") is not None:
             return None
@@ -60,6 +65,8 @@ class KernelReads:
             return None
         transport.pause_reading()
         reads = cls(transport, sock, deliver, to_perf_ns)
+        if stamp_sends:
+            reads.send_stamps = SendStamps.enable(sock)
         reads.resume()
         return reads
 
@@ -79,6 +86,8 @@ class KernelReads:
         self._sock.close()
 
     def _readable(self) -> None:
+        if self.send_stamps is not None:
+            self.send_stamps.collect()  # a stamp waiting makes the socket "readable" too
         try:
             data, ancillary, _, _ = self._sock.recvmsg(READ_BYTES, ANCILLARY_BYTES)
         except (BlockingIOError, InterruptedError):

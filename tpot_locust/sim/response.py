@@ -58,6 +58,7 @@ class Response:
         "_tokens",
         "_metrics",
         "_itl",
+        "_sends",
     )
 
     def __init__(self, conn: HttpConnection, request: SimRequest, setup: ResponseSetup) -> None:
@@ -77,12 +78,15 @@ class Response:
         self._tokens: list[int] = []
         self._metrics = setup.metrics
         self._itl = setup.metrics.itl.counts
+        self._sends = conn.send_stamps  # the kernel's transmit stamps, where kept
+        if self._sends is not None:
+            self._sends.begin()
 
     def _send_head(self) -> None:
         """Take over the connection; a streaming response sends its head at once."""
         self._conn.on_lost = self.abort  # connection_lost -> abort
-        if self._conn.transport is not None:  # bypass the wrapper on the per-token path
-            self._write = self._conn.transport.write
+        if self._conn.transport is not None and self._sends is None:
+            self._write = self._conn.transport.write  # bypass the wrapper on the per-token path
         request = self.request
         if request.stream:
             headers = [("content-type", self._encoder.media_type), ("cache-control", "no-cache")]
@@ -100,9 +104,11 @@ class Response:
         The same stamps feed ``/metrics`` (TTFT, ITL, tokens), so the server's view is the truth.
         """
         now = time.perf_counter_ns()
-        stamp = now + self._offset_ns
         self._write(data)
         send_ns = self._send_ns
+        if self._sends is not None:  # when it left, by the kernel's stamp (``send_stamps``)
+            now = self._sends.sent(now, len(send_ns), events)
+        stamp = now + self._offset_ns
         if send_ns:  # the ITL bucket; sum and count follow from the stamps (SimMetrics.render)
             gap = stamp - send_ns[-1]  # most gaps are under the first bound: no bisection
             self._itl[0 if gap <= ITL_FIRST_NS else bisect_left(ITL_BOUNDS_NS, gap)] += 1
@@ -159,4 +165,8 @@ class Response:
             self._truth.record(self.truth_record(aborted))
 
     def truth_record(self, aborted: bool) -> dict[str, Any]:
-        return request_truth(self.request, self._clock, self._send_ns, self._tokens, aborted)
+        sends = self._sends
+        kernel_sends = 0 if sends is None else sends.settle(self._send_ns, self._offset_ns)
+        record = request_truth(self.request, self._clock, self._send_ns, self._tokens, aborted)
+        record["kernel_sends"] = kernel_sends
+        return record

@@ -64,6 +64,7 @@ class SimConfig:
     seed: int = 0
     default_max_tokens: int = 256
     truth_path: Path | None = None
+    truth_kernel_sends: bool = True  # the truth's sends by the kernel's stamps (send_stamps)
     engine: EngineParams | None = None  # None: independent per-stream gaps (GapModel)
     steps_path: Path | None = None  # engine step lines; None: into the truth file
     timer_lead_us: int = 1000  # engine steps: wake this early at most, then spin to the time
@@ -141,8 +142,11 @@ class SimServer:
         if self.config.tls_cert is not None:
             tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             tls.load_cert_chain(self.config.tls_cert, self.config.tls_key)
+        stamp_sends = self._truth.enabled and self.config.truth_kernel_sends
         self._server = await loop.create_server(
-            lambda: HttpConnection(self._handle, self._connections, self._kernel_to_perf),
+            lambda: HttpConnection(
+                self._handle, self._connections, self._kernel_to_perf, stamp_sends=stamp_sends
+            ),  # fmt: skip
             self.config.host,
             self.config.port,
             backlog=1024,
