@@ -142,3 +142,34 @@ def test_segment_stamps_recover_every_token_a_held_reader_left_waiting(tmp_path:
     assert all(-0.5 <= error <= 1.0 for error in segment_error_ms), segment_error_ms
     assert len(set(segment)) == len(segment)  # no two tokens share a stamp
     assert len(set(kernel)) <= len(kernel) - 4, kernel  # the held-up ones shared one
+
+
+@pytest.mark.skipif(process_tap() is None, reason="no segment tap here (needs CAP_NET_RAW)")
+def test_a_request_leaves_when_the_tap_saw_it_leave(tmp_path: Path) -> None:
+    """Our TTFT starts when the request's first segment left (the tap's copy of it), as the
+    simulator's true TTFT starts when it arrived (its kernel receive stamp): the two agree
+    to microseconds, where the stamp taken before the send was 15-30 us early (the send's
+    own path, and any hold of the client between the stamp and the send)."""
+    truth = tmp_path / "truth.jsonl"
+    sends: dict[str, tuple[int, int]] = {}  # request id -> (stamp before the send, departure)
+    with start_simulator("--gap-ms", "1", "--ttft-ms", "2", truth=truth) as sim:
+        connection = HTTPConnection(Origin.parse(sim.url), clock=SEGMENT_CLOCK)
+        body = json.dumps({"model": "tpot-sim", "stream": True, "max_tokens": 2,
+                           "messages": [{"role": "user", "content": "hi"}]}).encode()  # fmt: skip
+        for index in range(20):
+            headers = {"Content-Type": "application/json", "X-Request-Id": f"left-{index}"}
+            before_ns = time.perf_counter_ns()
+            response, left_ns = connection.request("POST", "/v1/chat/completions", headers, body)
+            response.read_into(lambda stamp, data: None)
+            sends[f"left-{index}"] = (before_ns, left_ns)
+        connection.close()
+    errors_us = []
+    for line in truth.read_text().splitlines():
+        record = json.loads(line)
+        before_ns, left_ns = sends[record["request_id"]]
+        arrival_ns = record["arrival_ns"] - record["perf_offset_ns"]
+        assert before_ns <= left_ns < arrival_ns + 50_000, (before_ns, left_ns, arrival_ns)
+        errors_us.append((arrival_ns - left_ns) / 1e3)
+    assert len(errors_us) == 20
+    assert sorted(abs(error) for error in errors_us)[10] <= 12, errors_us  # the median
+    assert all(abs(error) <= 100 for error in errors_us), errors_us

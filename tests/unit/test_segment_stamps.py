@@ -14,7 +14,6 @@ from tpot_locust.wire.segment_stamps import (
     _FRAME_BYTES,
     SegmentTap,
     SegmentTrack,
-    _filter,
     _track_key,
 )
 
@@ -83,12 +82,6 @@ def test_a_long_stream_forgets_what_was_read() -> None:
     assert len(track.ends) < 5_000
 
 
-def test_the_filter_keeps_the_watched_ports_only() -> None:
-    assert len(_filter([])) == 8  # "ret 0": nothing
-    program = _filter([8000, 9000])
-    assert len(program) == 8 * (10 + 2 + 1 + 5)  # checks, a jump per port, drop, keep
-
-
 def test_an_unknown_stamps_clock_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(STAMPS_ENV, "kernal")
     with pytest.raises(ValueError, match="TPOT_LOCUST_STAMPS='kernal': not one of segment"):
@@ -98,9 +91,10 @@ def test_an_unknown_stamps_clock_is_refused(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def _ring_frame(ring: mmap.mmap, index: int, port: int, seq: int, length: int, stamp: int,
-                flags: int = 0x18, options: bytes = b"") -> None:  # fmt: skip
+                flags: int = 0x18, options: bytes = b"", sent: bool = False) -> None:  # fmt: skip
     """Frame ``index`` of a ``TPACKET_V2`` ring as the kernel leaves it: header (status
-    user), then the copy of a segment from 127.0.0.1:8000 to ``port``, headers only."""
+    user), then the copy of a segment from 127.0.0.1:8000 to ``port``, headers only
+    (``sent``: one we sent, from ``port`` to 8000: its packet type PACKET_OUTGOING)."""
     at, net, ip_header = index * _FRAME_BYTES, 80, 20 + len(options)
     struct.pack_into("IIIHHII", ring, at, 1, ip_header + 20 + length, ip_header + 20, net,
                      net, stamp // 1_000_000_000, stamp % 1_000_000_000)  # fmt: skip
@@ -108,8 +102,10 @@ def _ring_frame(ring: mmap.mmap, index: int, port: int, seq: int, length: int, s
     struct.pack_into("!BBHHHBBH4s4s", ring, at + net, 0x40 | ip_header // 4, 0,
                      ip_header + 20 + length, 0, 0x4000, 64, 6, 0, loopback, loopback)  # fmt: skip
     ring[at + net + 20 : at + net + ip_header] = options
-    struct.pack_into("!HHIIBBHHH", ring, at + net + ip_header, 8000, port, seq, 1, 0x50, flags,
+    ports = (port, 8000) if sent else (8000, port)
+    struct.pack_into("!HHIIBBHHH", ring, at + net + ip_header, *ports, seq, 1, 0x50, flags,
                      512, 0, 0)  # fmt: skip
+    ring[at + 42] = 4 if sent else 0  # sockaddr_ll's packet type, 10 bytes into it
 
 
 def test_the_ring_files_every_copy_whatever_its_ip_header() -> None:
@@ -132,3 +128,27 @@ def test_the_ring_files_every_copy_whatever_its_ip_header() -> None:
     assert track.cut(0, data) == [(data[:10], 100), (data[10:15], 200), (data[15:], 300)]
     tap.drain()  # nothing more is ready: returns
     assert tap._frame == 5
+
+
+def test_the_ring_keeps_when_each_request_left() -> None:
+    """Copies of what we sent (our SYN, then data): when the segment that began with a
+    given byte of ours left; an acknowledgement carries none (the filter drops them)."""
+    ring = mmap.mmap(-1, 8 * _FRAME_BYTES)
+    tap = SegmentTap(None, ring)  # type: ignore[arg-type]  # the socket is not used here
+    loopback = int.from_bytes(bytes([127, 0, 0, 1]), "big")
+    track = SegmentTrack(_track_key(40000, 8000, loopback))
+    tap._tracks[track.key] = track
+    ours = 7_000
+    _ring_frame(ring, 0, 40000, ours, 0, 10, flags=0x02, sent=True)  # our SYN
+    _ring_frame(ring, 1, 40000, ISN, 0, 20, flags=0x12)  # the server's SYN-ACK
+    _ring_frame(ring, 2, 40000, ours + 1, 300, 30, sent=True)  # a request
+    _ring_frame(ring, 3, 40000, ISN + 1, 10, 40)  # its answer
+    _ring_frame(ring, 4, 40000, ours + 301, 200, 50, sent=True, options=bytes([1, 1, 1, 0]))
+    tap.drain()
+    assert tap._frame == 5 and track.covered == 10  # what we sent is not the server's
+    assert track._departures == {0: 30, 300: 50}  # the fast path's and the general one's
+    assert track.departure(300) == 50
+    assert track.departure(0) is None  # asked once: the copies before went
+    _ring_frame(ring, 5, 40000, ours + 501, 100, 60, sent=True)
+    tap.drain()
+    assert track.departure(500) == 60

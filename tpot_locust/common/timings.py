@@ -68,7 +68,8 @@ class RequestTimings:
       sending process's tag);
     - ``t_intended_ns``: when the load model meant to send it (open loop; else = the send);
       ``scheduled``: True when that was an open-loop arrival time;
-    - ``t_send_ns``: just before the request was written; ``t_end_ns``: when the stream
+    - ``t_send_ns``: when the request left (docs/metrics.md: its first segment's departure
+      on the segment clock, else just before it was written); ``t_end_ns``: when the stream
       ended, successfully or not;
     - ``token_stamps``: arrival of each token event; ``token_counts``: the tokens it carried
       (k_i); both int64 arrays; ``count_source``: where every k_i came from, one of

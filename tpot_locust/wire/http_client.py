@@ -224,7 +224,9 @@ class HTTPConnection:
         body: bytes = b"",
         deadline: Deadline | None = None,
     ) -> tuple[Response, int]:
-        """Send a request; returns the response head and ``perf_counter_ns`` just before send.
+        """Send a request; returns the response head and when the request left
+        (``perf_counter_ns``: the segment tap's stamp of its first segment, where this
+        connection has the tap; else just before the send: ``departure_ns``).
 
         A reused connection that the server closed while idle fails before any response
         byte; that case is retried once on a fresh connection, as browsers and HTTPX do.
@@ -248,7 +250,8 @@ class HTTPConnection:
             deadline.start(send_ns)
             try:
                 stamped.send(message, max(deadline.timeout_s(send_ns), 0.001))
-                return self._read_head(deadline), send_ns
+                response = self._read_head(deadline)
+                return response, stamped.departure_ns(send_ns)
             except (ConnectionResetError, BrokenPipeError, _EmptyHead) as error:
                 self.close()
                 if reused and attempt == 0:

@@ -9,9 +9,11 @@ time; so no way of reading the stream socket itself can tell them apart. A packe
 stamped by the kernel as it arrived (the same stamp the stream socket's read would carry,
 to within a few microseconds); matching those copies to the stream by TCP sequence number
 gives every byte's arrival. ``SegmentTap`` is the one packet socket of a process, filtered
-in the kernel to the servers' ports and cut to the headers (32 MiB of ring per process);
-``SegmentTrack`` is one connection's segments, which cuts each read into pieces, one per
-segment, each with its own stamp. Needs ``CAP_NET_RAW`` (root in a container has it);
+in the kernel to the servers' ports and cut to the headers (``tap_filter``; 32 MiB of ring
+per process); ``SegmentTrack`` is one connection's segments, which cuts each read into
+pieces, one per segment, each with its own stamp, and keeps when each segment we sent with
+data left (a request's departure: where its TTFT starts, as the server's begins at its
+arrival). Needs ``CAP_NET_RAW`` (root in a container has it);
 without it, for IPv6 servers, and where ``TPOT_LOCUST_STAMPS=kernel`` turns it off, reads
 keep the stream socket's stamp.
 """
@@ -19,7 +21,6 @@ keep the stream socket's stamp.
 from __future__ import annotations
 
 import _socket  # never gevent's: the tap is read without waiting, from the event loop
-import ctypes
 import mmap
 import os
 import socket
@@ -30,14 +31,11 @@ from bisect import bisect_right
 
 from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK
 from tpot_locust.common.kernel_stamps import ANCILLARY_BYTES, SO_TIMESTAMPNS, wanted_clock
+from tpot_locust.wire.tap_filter import PACKET_OUTGOING, attach, tap_filter
 
-ETH_P_IP = 0x0800
 # All protocols: such taps get each frame before IP does (one bound to IPv4 alone got its
 # copy after TCP had queued the data on kernel 6.18: a read now and then found no copy yet)
 ETH_P_ALL = 0x0003
-_SKF_AD_OFF, _SKF_AD_PROTOCOL, _SKF_AD_PKTTYPE = -0x1000 & 0xFFFFFFFF, 0, 4  # BPF extensions
-PACKET_HOST = 0  # a packet addressed to this host (not one it sent)
-SO_ATTACH_FILTER = 26
 SO_RCVBUFFORCE = 33
 # Room for the copies that wait while the client cannot run: at ~1 KiB of kernel memory a
 # copy, 64 MiB holds ~60,000 segments, a second of 256 streams at 4 ms gaps.
@@ -53,8 +51,8 @@ class SegmentTrack:
     """One connection's segments from the server, in stream order: where each ends (bytes
     since the connection opened) and when it arrived (wall ns)."""
 
-    __slots__ = ("_ahead", "_base", "_next_seq", "covered", "ends", "key", "stamps",
-                 "unrecovered")  # fmt: skip
+    __slots__ = ("_ahead", "_base", "_departures", "_next_seq", "_sent_base", "covered", "ends",
+                 "key", "stamps", "unrecovered")  # fmt: skip
 
     def __init__(self, key: int = 0) -> None:
         self.key = key  # our port, the server's port and its IPv4 address (``_track_key``)
@@ -65,6 +63,8 @@ class SegmentTrack:
         self._base = 0  # segments before this one were read already
         self._ahead: dict[int, tuple[int, int]] = {}  # start -> (end, stamp): past a hole
         self.unrecovered = 0  # bytes read that no segment copy covered (kept the read's stamp)
+        self._sent_base: int | None = None  # the sequence number of the first byte we send
+        self._departures: dict[int, int] = {}  # our bytes' offset -> when its segment left
 
     def synchronise(self, initial_seq: int) -> None:
         """The server's SYN-ACK: its first data byte is ``initial_seq + 1``."""
@@ -110,6 +110,22 @@ class SegmentTrack:
         self.covered = end
         self.ends.append(end)
         self.stamps.append(stamp_wall_ns)
+
+    def sent(self, flags: int, seq: int, length: int, stamp_wall_ns: int) -> None:
+        """A copy of a segment we sent: our SYN gives our first sequence number; one with
+        data, when the byte it begins with left (a retransmission is later: the first
+        copy counts)."""
+        if flags & _TCP_SYN:
+            self._sent_base = (seq + 1) & 0xFFFFFFFF
+        elif self._sent_base is not None and length > 0:
+            self._departures.setdefault((seq - self._sent_base) & 0xFFFFFFFF, stamp_wall_ns)
+
+    def departure(self, offset: int) -> int | None:
+        """When the segment that began with our byte ``offset`` left (wall ns); None where
+        no copy began there. The copies kept before go (each request asks once)."""
+        stamp = self._departures.get(offset & 0xFFFFFFFF)
+        self._departures.clear()
+        return stamp
 
     def cut(self, offset: int, data: bytes) -> list[tuple[bytes, int | None]]:
         """``data`` (read at stream ``offset``) cut where segments ended, each piece with
@@ -191,7 +207,7 @@ class SegmentTap:
         except (OSError, AttributeError):
             return None
         try:
-            _attach(sock, _filter([]))  # nothing until a server's port is watched
+            attach(sock, tap_filter([]))  # nothing until a server's port is watched
             sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
             try:
                 sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, TAP_BUFFER_BYTES)
@@ -209,7 +225,7 @@ class SegmentTap:
         """Start keeping the segments of a connection about to open (before its SYN)."""
         if remote_port not in self._ports:
             self._ports.add(remote_port)
-            _attach(self._sock, _filter(sorted(self._ports)))
+            attach(self._sock, tap_filter(sorted(self._ports)))
         address = int.from_bytes(socket.inet_aton(remote_ip), "big")
         track = SegmentTrack(_track_key(local_port, remote_port, address))
         self._tracks[track.key] = track
@@ -237,26 +253,30 @@ class SegmentTap:
         stamp_of = _TIMESPEC.unpack_from
         while wanted is None or wanted.covered < until:
             try:
-                packet, ancillary, _, _ = recvmsg(HEADER_BYTES, ANCILLARY_BYTES)
+                packet, ancillary, _, link = recvmsg(HEADER_BYTES, ANCILLARY_BYTES)
             except BlockingIOError:
                 return
             except OSError:
                 self.dropped_reads += 1
                 return
-            header = (packet[0] & 15) * 4  # the filter kept IPv4 TCP to this host only
+            header = (packet[0] & 15) * 4  # the filter kept IPv4 TCP only
             source_port, local_port, seq, _ = heads(packet, header)
-            address = int.from_bytes(packet[12:16], "big")
+            outgoing = link[2] == PACKET_OUTGOING  # (ifname, protocol, packet type, ...)
+            if outgoing:
+                source_port, local_port = local_port, source_port
+            address = int.from_bytes(packet[16:20] if outgoing else packet[12:16], "big")
             track = tracks.get(_track_key(local_port, source_port, address))
             if track is None or not ancillary:
                 continue
             seconds, nanoseconds = stamp_of(ancillary[0][2])
             flags = packet[header + 13]
-            if flags & _TCP_SYN:
+            length = ((packet[2] << 8) | packet[3]) - header - (packet[header + 12] >> 4) * 4
+            if outgoing:
+                track.sent(flags, seq, length, seconds * 1_000_000_000 + nanoseconds)
+            elif flags & _TCP_SYN:
                 if flags & _TCP_ACK:
                     track.synchronise(seq)
-                continue
-            length = ((packet[2] << 8) | packet[3]) - header - (packet[header + 12] >> 4) * 4
-            if length > 0:
+            elif length > 0:
                 track.add(seq, length, seconds * 1_000_000_000 + nanoseconds)
 
     def _drain_ring(self, wanted: SegmentTrack | None, until: int) -> None:
@@ -274,11 +294,11 @@ class SegmentTap:
         try:
             while wanted is None or wanted.covered < until:
                 at = frame * _FRAME_BYTES
-                status, _, snaplen, _, net, seconds, nanoseconds = frame_of(ring, at)
+                status, _, snaplen, _, net, seconds, nanoseconds, direction = frame_of(ring, at)
                 if not status & _TP_STATUS_USER:
                     return
-                version, total, address, source_port, local_port, seq, offset, flags = packet_of(
-                    ring, at + net
+                version, total, address, to, source_port, local_port, seq, offset, flags = (
+                    packet_of(ring, at + net)
                 )
                 if version != _PLAIN_IPV4 or snaplen < _PLAIN_HEADERS:
                     self._frame = frame
@@ -287,6 +307,14 @@ class SegmentTap:
                     continue
                 if status & _TP_STATUS_LOSING:
                     self.dropped_reads += 1  # the ring was full: some copies were lost
+                if direction == PACKET_OUTGOING:  # ours, to a server: the key's roles swap
+                    track = tracks.get((source_port << 48) | (local_port << 32) | to)
+                    if track is not None:
+                        length = total - 20 - (offset >> 4) * 4
+                        track.sent(flags, seq, length, seconds * 1_000_000_000 + nanoseconds)
+                    ring[at : at + 4] = _KERNEL_OWNS
+                    frame = frame + 1 if frame + 1 < _RING_FRAMES else 0
+                    continue
                 track = tracks.get((local_port << 48) | (source_port << 32) | address)
                 if track is not None:  # (the key is ``_track_key``'s)
                     if flags & _TCP_SYN:
@@ -303,27 +331,33 @@ class SegmentTap:
         """The ring's next frame filed and handed back, whatever its IP header's length;
         False when it is not ready."""
         at = self._frame * _FRAME_BYTES
-        status, _, snaplen, _, net, seconds, nanoseconds = _FRAME.unpack_from(ring, at)
+        status, _, snaplen, _, net, seconds, nanoseconds, direction = _FRAME.unpack_from(ring, at)
         if not status & _TP_STATUS_USER:
             return False
         if status & _TP_STATUS_LOSING:
             self.dropped_reads += 1  # the ring was full: some copies were lost
         packet = at + net
-        header = (ring[packet] & 15) * 4  # the filter kept IPv4 TCP to this host only
+        header = (ring[packet] & 15) * 4  # the filter kept IPv4 TCP only
         if snaplen >= header + 20:
             source_port, local_port, seq, _ = _HEADS.unpack_from(ring, packet + header)
-            address = int.from_bytes(ring[packet + 12 : packet + 16], "big")
+            outgoing = direction == PACKET_OUTGOING  # ours, to a server: the key's roles swap
+            if outgoing:
+                source_port, local_port = local_port, source_port
+            at_address = packet + (16 if outgoing else 12)  # the server's address
+            address = int.from_bytes(ring[at_address : at_address + 4], "big")
             track = self._tracks.get(_track_key(local_port, source_port, address))
             if track is not None:
                 flags = ring[packet + header + 13]
-                if flags & _TCP_SYN:
+                total = (ring[packet + 2] << 8) | ring[packet + 3]
+                length = total - header - (ring[packet + header + 12] >> 4) * 4
+                stamp = seconds * 1_000_000_000 + nanoseconds
+                if outgoing:
+                    track.sent(flags, seq, length, stamp)
+                elif flags & _TCP_SYN:
                     if flags & _TCP_ACK:
                         track.synchronise(seq)
-                else:
-                    total = (ring[packet + 2] << 8) | ring[packet + 3]
-                    length = total - header - (ring[packet + header + 12] >> 4) * 4
-                    if length > 0:
-                        track.add(seq, length, seconds * 1_000_000_000 + nanoseconds)
+                elif length > 0:
+                    track.add(seq, length, stamp)
         ring[at : at + 4] = _KERNEL_OWNS  # the frame is the kernel's again
         self._frame = self._frame + 1 if self._frame + 1 < _RING_FRAMES else 0
         return True
@@ -348,12 +382,14 @@ _SOL_PACKET, _PACKET_VERSION, _PACKET_RX_RING, _TPACKET_V2 = 263, 10, 5, 1
 _FRAME_BYTES, _BLOCK_BYTES, _RING_BLOCKS = 256, 64 * 1024, 512
 _RING_FRAMES = _RING_BLOCKS * _BLOCK_BYTES // _FRAME_BYTES
 _TP_STATUS_USER, _TP_STATUS_LOSING = 1, 4
-_FRAME = struct.Struct("IIIHHII")  # tpacket2_hdr: status, len, snaplen, mac, net, sec, nsec
+# tpacket2_hdr (status, len, snaplen, mac, net, sec, nsec; 8 bytes more), then its
+# sockaddr_ll's packet type (10 bytes in): PACKET_HOST for a copy received, OUTGOING sent
+_FRAME = struct.Struct("IIIHHII8x10xB")
 _KERNEL_OWNS = bytes(4)  # TP_STATUS_KERNEL
 # A copy's IPv4 header of 20 bytes (no options) and its TCP header's fields: version and
-# header length, total length, source address; source and destination ports, sequence
-# number, data offset, flags.
-_PLAIN_PACKET = struct.Struct("!BxH8xI4xHHI4xBB")
+# header length, total length, source and destination addresses; source and destination
+# ports, sequence number, data offset, flags.
+_PLAIN_PACKET = struct.Struct("!BxH8xIIHHI4xBB")
 _PLAIN_IPV4, _PLAIN_HEADERS = 0x45, 40  # IPv4, 5 words; the copy holds both headers' fixed part
 
 
@@ -395,47 +431,3 @@ def arrival_clock() -> str:
     if wanted == SEGMENT_CLOCK and process_tap() is None:
         return KERNEL_CLOCK
     return wanted
-
-
-def _filter(ports: list[int]) -> bytes:
-    """A classic BPF program: IPv4 TCP segments (no fragments) this host received from one
-    of ``ports``, cut to their headers (no payload is ever copied: the tap sees every
-    connection to those ports on the host, not only ours); with no ports, nothing. Jumps
-    count the instructions skipped."""
-    if not ports:
-        return _program([(0x06, 0, 0, 0)])
-    drop = 10 + len(ports)  # the index of "ret 0"; the headers' length is kept after it
-    code = [
-        (0x30, 0, 0, _SKF_AD_OFF + _SKF_AD_PKTTYPE),  # ldb: the packet's type
-        (0x15, 0, drop - 2, PACKET_HOST),  # to this host (not one it sent), else drop
-        (0x28, 0, 0, _SKF_AD_OFF + _SKF_AD_PROTOCOL),  # ldh: the frame's protocol
-        (0x15, 0, drop - 4, ETH_P_IP),  # IPv4, else drop
-        (0x30, 0, 0, 9),  # ldb [9]: the IP protocol
-        (0x15, 0, drop - 6, 6),  # TCP, else drop
-        (0x28, 0, 0, 6),  # ldh [6]: flags and fragment offset
-        (0x45, drop - 8, 0, 0x1FFF),  # a fragment: drop
-        (0xB1, 0, 0, 0),  # ldxb 4*([0]&0xf): the IP header's length
-        (0x48, 0, 0, 0),  # ldh [x+0]: the TCP source port
-    ]
-    for port in ports:
-        code.append((0x15, drop - len(code), 0, port))  # this port: keep
-    code.append((0x06, 0, 0, 0))
-    code += [  # keep: the IP and TCP headers, not a byte of what the segment carries
-        (0x50, 0, 0, 12),  # ldb [x+12]: the TCP data offset (in its high 4 bits)
-        (0x74, 0, 0, 4),  # rsh #4
-        (0x64, 0, 0, 2),  # lsh #2: the TCP header's length
-        (0x0C, 0, 0, 0),  # add x: and the IP header's
-        (0x16, 0, 0, 0),  # ret a
-    ]
-    return _program(code)
-
-
-def _program(code: list[tuple[int, int, int, int]]) -> bytes:
-    return b"".join(struct.pack("HBBI", *instruction) for instruction in code)
-
-
-def _attach(sock: _socket.socket, program: bytes) -> None:
-    """Replace the socket's filter (the kernel copies the program during the call)."""
-    buffer = ctypes.create_string_buffer(program, len(program))
-    fprog = struct.pack("HP", len(program) // 8, ctypes.addressof(buffer))
-    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)

@@ -30,6 +30,9 @@ from tpot_locust.common.timings import int_array
 from tpot_locust.wire.segment_stamps import SegmentTap, SegmentTrack, process_tap
 
 RECV_BYTES = 65536
+# The wall clock's offset from ours is read once a request (~0.1 us of jitter): a departure
+# this much before the stamp taken before the send is that, not a stale copy.
+_CLOCK_SLACK_NS = 20_000
 Piece = tuple[bytes, int]  # (bytes, arrival perf_counter_ns); b"": the peer closed
 # A batched read's batch (``loop_reads``): when it was due and when it began (perf ns)
 Batch = tuple[int, int]
@@ -63,6 +66,8 @@ class StampedSocket:
         self._track: SegmentTrack | None = None
         self._address = address
         self._offset = 0  # bytes read from the socket since it connected
+        self._sent = 0  # bytes written to it since it connected
+        self._request_at = 0  # where the last request sent began among them
         self.clock = clock if clock == USER_CLOCK or enable_kernel_stamps(sock) else USER_CLOCK
         if self.clock == SEGMENT_CLOCK:
             self._watch()
@@ -134,15 +139,37 @@ class StampedSocket:
 
     def send(self, data: bytes, timeout_s: float) -> None:
         self.sock.settimeout(timeout_s)
+        self._request_at = self._sent
         if self.tls is None:
             self.sock.sendall(data)
+            self._sent += len(data)
             return
         self.tls.write(data)
         self._flush_tls()
 
     def _flush_tls(self) -> None:
         if self._outgoing.pending:
-            self.sock.sendall(self._outgoing.read())
+            data = self._outgoing.read()
+            self.sock.sendall(data)
+            self._sent += len(data)
+
+    def departure_ns(self, send_ns: int) -> int:
+        """When the request last sent left this host (``perf_counter_ns``): the tap's stamp
+        of the segment its first byte began, where there is one after ``send_ns`` (taken
+        just before the send); else ``send_ns``. Asked once the answer's head came, so the
+        copy of a segment sent on this host is in the tap by then (it was made as the
+        segment left, inside the send)."""
+        track = self._track
+        if track is None:
+            return send_ns
+        self._tap.drain()  # type: ignore[union-attr]
+        wall_ns = track.departure(self._request_at)
+        if wall_ns is None:
+            return send_ns
+        left_ns = wall_ns - self._real_minus_perf_ns
+        if send_ns - _CLOCK_SLACK_NS <= left_ns <= time.perf_counter_ns():
+            return max(left_ns, send_ns)
+        return send_ns
 
     def recv_piece(self, timeout_s: float) -> Piece:
         """The next piece, waiting at most ``timeout_s`` (> 0) for the socket; raises
