@@ -49,7 +49,8 @@ _TIMESPEC = struct.Struct("@qq")  # the one control message: SO_TIMESTAMPNS's ti
 
 class SegmentTrack:
     """One connection's segments from the server, in stream order: where each ends (bytes
-    since the connection opened) and when it arrived (wall ns)."""
+    since the connection opened) and when it arrived (wall ns); and when those we sent it
+    left (``sent``, ``departure``)."""
 
     __slots__ = ("_ahead", "_base", "_departures", "_next_seq", "_sent_base", "covered", "ends",
                  "key", "stamps", "unrecovered")  # fmt: skip
