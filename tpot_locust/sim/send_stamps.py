@@ -25,10 +25,12 @@ SO_TIMESTAMPING = 37  # Linux's value; Python does not export it
 _TX_SOFTWARE, _SOFTWARE, _OPT_ID, _OPT_TSONLY = 1 << 1, 1 << 4, 1 << 7, 1 << 11
 _OPT_RX_FILTER = 1 << 17  # newer Linux: reads are not stamped twice (older ones refuse it)
 _FLAGS = _TX_SOFTWARE | _SOFTWARE | _OPT_ID | _OPT_TSONLY
-_IP_RECVERR, _IPV6_RECVERR = 11, 25
-_ORIGIN_TIMESTAMPING = 4  # sock_extended_err.ee_origin of a stamp
+_RECVERR = (11, 25)  # IP_RECVERR, IPV6_RECVERR: the control message with the stamp's key
+_ORIGIN_STAMP = 4  # sock_extended_err.ee_origin of a stamp (SO_EE_ORIGIN_TIMESTAMPING)
 _EXTENDED_ERROR = struct.Struct("IBBBBII")  # errno, origin, type, code, pad, info, data
 _TIMESPEC = struct.Struct("@qq")
+
+_KEY = struct.Struct("I")  # sock_extended_err.ee_data, 12 bytes in: the stamp's key
 _ANCILLARY_BYTES = 256  # SCM_TIMESTAMPING (3 timespecs) and IP_RECVERR (error and address)
 # How far outside its write call a stamp may fall and still be that write's: the two clocks
 # are compared through an offset read at the response's start (~0.1 us of jitter).
@@ -125,15 +127,23 @@ class SendStamps:
             _, ancillary, _, _ = self._sock.recvmsg(1, _ANCILLARY_BYTES, socket.MSG_ERRQUEUE)
         except OSError:  # BlockingIOError: none waiting
             return False
+        if len(ancillary) == 2:  # nearly always: the stamp, then its key
+            (_, kind, stamp), (_, error_kind, error) = ancillary
+            if (kind == SO_TIMESTAMPING and error_kind in _RECVERR and len(stamp) >= 16
+                    and len(error) >= 16 and error[4] == _ORIGIN_STAMP):  # fmt: skip
+                seconds, nanoseconds = _TIMESPEC.unpack_from(stamp)
+                key = _KEY.unpack_from(error, 12)[0]
+                self._walls.setdefault(key, seconds * 1_000_000_000 + nanoseconds)
+                return True
         wall = key = None
         for level, kind, data in ancillary:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPING and len(data) >= 16:
                 seconds, nanoseconds = _TIMESPEC.unpack_from(data)
                 wall = seconds * 1_000_000_000 + nanoseconds
-            elif kind in (_IP_RECVERR, _IPV6_RECVERR) and len(data) >= _EXTENDED_ERROR.size:
-                error = _EXTENDED_ERROR.unpack_from(data)
-                if error[1] == _ORIGIN_TIMESTAMPING:
-                    key = error[6]
+            elif kind in _RECVERR and len(data) >= _EXTENDED_ERROR.size:
+                error_fields = _EXTENDED_ERROR.unpack_from(data)
+                if error_fields[1] == _ORIGIN_STAMP:
+                    key = error_fields[6]
         if wall and key is not None:
             self._walls.setdefault(key, wall)  # a segment sent again keeps its first stamp
         return True
