@@ -4,6 +4,7 @@ stamped inside its call; one TCP held back (the client's window full) keeps the 
 from __future__ import annotations
 
 import socket
+import struct
 import sys
 import time
 from collections.abc import Iterator
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from tpot_locust.common.clock import wall_minus_perf_ns
-from tpot_locust.sim.send_stamps import SendStamps, send_truth
+from tpot_locust.sim.send_stamps import SO_TIMESTAMPING, SendStamps, send_truth
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's stamps")
 
@@ -114,3 +115,30 @@ def test_a_write_the_window_held_back_keeps_the_loops_stamp(pair) -> None:
     assert len(held) > len(writes) // 2, (len(held), len(writes))
     for (_, before, after), truth in zip(writes, truths, strict=True):
         assert truth is None or before <= truth <= after + 20_000
+
+
+class _ErrorQueue:
+    """A socket whose error queue holds the given control messages, once each."""
+
+    def __init__(self, *messages: list[tuple[int, int, bytes]]) -> None:
+        self._messages = list(messages)
+
+    def recvmsg(self, size: int, ancillary: int, flags: int) -> tuple:
+        if not self._messages:
+            raise BlockingIOError
+        return b"", self._messages.pop(0), 0, None
+
+
+def test_a_stamp_is_read_whatever_order_its_control_messages_come_in() -> None:
+    stamp = struct.pack("@qq", 12, 345) + bytes(32)  # SCM_TIMESTAMPING: three timespecs
+    key = struct.pack("IBBBBII", 42, 4, 0, 0, 0, 0, 99) + bytes(16)  # ENOMSG, TIMESTAMPING
+    other = struct.pack("IBBBBII", 42, 2, 0, 0, 0, 0, 7) + bytes(16)  # not a stamp's origin
+    stamps = SendStamps(_ErrorQueue(  # type: ignore[arg-type]
+        [(socket.SOL_SOCKET, SO_TIMESTAMPING, stamp), (socket.SOL_IP, 11, key)],
+        [(socket.SOL_IP, 11, key[:12] + struct.pack("I", 149) + key[16:]),
+         (socket.SOL_SOCKET, SO_TIMESTAMPING, stamp)],
+        [(socket.SOL_SOCKET, SO_TIMESTAMPING, stamp), (socket.SOL_IP, 11, other)],
+    ))  # fmt: skip
+    stamps.collect()
+    assert stamps.stamp_at(99) == stamps.stamp_at(149 + (1 << 32)) == 12_000_000_345
+    assert stamps.stamp_at(7) is None
