@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from tests.conftest import ROOT, run_command
+from tpot_locust.common.clock import SEGMENT_CLOCK
 from tpot_locust.metrics.histograms import count_below
 from tpot_locust.report.results_files import load_results
 from tpot_locust.sim.process import start_simulator
@@ -36,6 +37,8 @@ def test_tpot_matches_ground_truth_at_2ms_gap_8_streams(tmp_path: Path, python: 
     assert summary["tokens"]["estimated"] is False
     assert summary["run"]["arrival_clock"] == arrival_clock()  # this machine's best
     assert summary["client"]["arrival_clocks"] == {arrival_clock(): 8}
+    # on the segment clock every send is its departure seen by the tap
+    assert summary["client"]["departed_from_tap"] == (8 if arrival_clock() == SEGMENT_CLOCK else 0)
     true_gaps_ms = np.concatenate([np.diff(e["send_ns"]) for e in finished]) / 1e6
     tpot = summary["metrics"]["tpot"]
     assert tpot["count"] == true_gaps_ms.size == 8 * 199

@@ -99,3 +99,18 @@ def test_prompt_tokens_requested_and_counted_are_printed() -> None:
         "average, at most 31 apart)"
     )
     assert prompt_comparison(ClassCounters()) is None
+
+
+def test_the_report_says_how_many_sends_are_departures_seen_by_the_tap() -> None:
+    totals = MetricSet()
+    counters = totals.for_group("chat").counters
+    counters.ok, counters.stamped_segment, counters.departed_from_tap = 3, 3, 2
+    other = MetricSet()  # a worker's, merged: the counter adds as the others
+    other_counters = other.for_group("chat").counters
+    other_counters.ok, other_counters.stamped_segment, other_counters.departed_from_tap = 1, 1, 1
+    totals.add(other)
+    summary = build_summary(totals)
+    assert summary["client"]["departed_from_tap"] == 3
+    assert "sends: the tap's departure (3 of 4), else just before the write" in format_report(
+        summary
+    )

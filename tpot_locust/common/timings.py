@@ -119,6 +119,7 @@ class RequestTimings:
     # read was cut into its segments' own kernel stamps, so no read shared a stamp however
     # late it came; "" for timings made elsewhere (a locustfile's own).
     arrival_clock: str = ""
+    departed: bool = False  # t_send_ns is its first segment's departure, seen by the tap
     count_source: str = ESTIMATED_COUNT_SOURCE  # where k_i came from (COUNT_SOURCES)
     answer_stamp_ns: int | None = None  # arrival of the first answer (not reasoning) event
     reasoning_tokens: int = 0  # of output_tokens: those of reasoning events

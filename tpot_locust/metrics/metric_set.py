@@ -66,6 +66,7 @@ class ClassCounters:
     stamped_segment: int = 0  # every read cut into its segments' own stamps
     stamped_kernel: int = 0
     stamped_user: int = 0
+    departed_from_tap: int = 0  # requests whose t_send is their departure seen by the tap
     shared_stamp_events: int = 0  # token events read together with the one before them
     multi_event_reads: int = 0  # reads that returned more than one token event
     good: int = 0  # successful requests that met every per-request SLO (goodput)

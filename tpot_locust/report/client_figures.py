@@ -132,13 +132,17 @@ CLOCK_WORDS = {
 
 
 def format_arrival_clocks(summary: Summary) -> list[str]:
-    """Which clock stamped the requests' tokens (README, "Metric definitions"); one line."""
+    """Which clock stamped the requests' tokens, and how many sends are departures seen by
+    the tap (docs/metrics.md, the start); one line."""
     clocks = summary["client"].get("arrival_clocks") or {}
     if not clocks:
         return []
     parts = [f"{CLOCK_WORDS.get(clock, printable(clock))} ({count:,} requests)"
              for clock, count in clocks.items()]  # fmt: skip
-    return ["arrival stamps: " + ", ".join(parts)]
+    departed = summary["client"].get("departed_from_tap") or 0
+    sends = (f"; sends: the tap's departure ({departed:,} of {sum(clocks.values()):,}), else "
+             "just before the write")  # fmt: skip
+    return ["arrival stamps: " + ", ".join(parts) + sends]
 
 
 def format_client_stalls(summary: Summary) -> list[str]:

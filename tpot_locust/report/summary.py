@@ -158,6 +158,7 @@ def _class_summary(
         "client": client_check(summaries["read_delay"], summaries["itl"].get("p90", 0.0))
         | {
             "arrival_clocks": counters.arrival_clocks(),
+            "departed_from_tap": counters.departed_from_tap,
             "shared_stamp_events": counters.shared_stamp_events,
             "multi_event_reads": counters.multi_event_reads,
         },

@@ -82,6 +82,7 @@ class ClientFigures(TypedDict, total=False):
     read_delay_p99_ms: float | None
     busy: bool | None  # None: no read carried a kernel stamp
     arrival_clocks: dict[str, int]  # requests per clock their tokens were stamped on
+    departed_from_tap: int  # requests whose t_send is their departure seen by the tap
     shared_stamp_events: int
     multi_event_reads: int
     # the whole run only (``client_health``):

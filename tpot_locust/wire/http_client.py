@@ -94,6 +94,12 @@ class HTTPConnection:
         return self._stamped is not None
 
     @property
+    def request_departed(self) -> bool:
+        """Whether the current request's send time is its departure seen by the tap
+        (``StampedSocket.departure_ns``)."""
+        return self._request_socket is not None and self._request_socket.departed
+
+    @property
     def request_clock(self) -> str:
         """The clock the current request's reads were stamped on (also after its connection
         closed): ``segment`` only when every one was cut into its segments."""

@@ -68,6 +68,7 @@ class StampedSocket:
         self._offset = 0  # bytes read from the socket since it connected
         self._sent = 0  # bytes written to it since it connected
         self._request_at = 0  # where the last request sent began among them
+        self.departed = False  # the last request's departure came from the tap
         self.clock = clock if clock == USER_CLOCK or enable_kernel_stamps(sock) else USER_CLOCK
         if self.clock == SEGMENT_CLOCK:
             self._watch()
@@ -160,6 +161,7 @@ class StampedSocket:
         copy of a segment sent on this host is in the tap by then (it was made as the
         segment left, inside the send)."""
         track = self._track
+        self.departed = False
         if track is None:
             return send_ns
         self._tap.drain()  # type: ignore[union-attr]
@@ -168,6 +170,7 @@ class StampedSocket:
             return send_ns
         left_ns = wall_ns - self._real_minus_perf_ns
         if send_ns - _CLOCK_SLACK_NS <= left_ns <= time.perf_counter_ns():
+            self.departed = True
             return max(left_ns, send_ns)
         return send_ns
 

@@ -146,6 +146,7 @@ def _stream(
     timings.t_end_ns = time.perf_counter_ns()
     timings.read_delays_ns = connection.read_delays_ns
     timings.arrival_clock = connection.request_clock
+    timings.departed = connection.request_departed
     timings.retransmits = connection.retransmits_since_send()
     # No yield from here until the caller has recorded the request: a stopping user is
     # killed at its next yield, and a stream the server finished would count as interrupted.
