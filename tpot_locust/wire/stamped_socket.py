@@ -134,6 +134,7 @@ class StampedSocket:
         self._real_minus_perf_ns = wall_minus_perf_ns()
         self.read_delays_ns = int_array()
         self.unrecovered_reads = 0
+        self.departed = False
 
     def sent_at(self, send_ns: int) -> None:
         self._last_stamp_ns = send_ns  # no piece of its answer can be stamped earlier
