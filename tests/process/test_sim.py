@@ -5,7 +5,6 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.raw_http import request_bytes
+from tpot_locust.common.kernel_stamps import ANCILLARY_BYTES, enable_kernel_stamps, kernel_wall_ns
 from tpot_locust.sim.process import SimProcess, start_simulator
 from tpot_locust.sim.truth import read_truth
 from tpot_locust.sim.vocab import text as vocab_text
@@ -383,14 +383,15 @@ def test_a_token_is_sent_when_the_kernel_sent_it(tmp_path: Path) -> None:
     with start_simulator("--gap-ms", "5", "--ttft-ms", "5", truth=truth) as sim:
         host, port = sim.url.removeprefix("http://").split(":")
         with socket.create_connection((host, int(port))) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, 35, 1)  # SO_TIMESTAMPNS
+            enable_kernel_stamps(sock)
             sock.sendall(request_bytes("POST", "/v1/chat/completions", body,
                                        {"X-Request-Id": "sent"}))  # fmt: skip
             sock.settimeout(10)
             while not received or b"[DONE]" not in received[-1][0]:
-                data, ancillary, _, _ = sock.recvmsg(65536, socket.CMSG_SPACE(16))
-                seconds, nanoseconds = struct.unpack("@qq", ancillary[0][2][:16])
-                received.append((data, seconds * 1_000_000_000 + nanoseconds))
+                data, ancillary, _, _ = sock.recvmsg(65536, ANCILLARY_BYTES)
+                stamp = kernel_wall_ns(ancillary)
+                assert stamp is not None
+                received.append((data, stamp))
     (record,) = [r for r in read_truth(truth) if r["request_id"] == "sent"]
     assert record["kernel_sends"] == len(record["send_ns"]) == 20
     # a read's stamp is its newest segment's: that of the last token it brought
