@@ -37,7 +37,8 @@ except ImportError:
 # perf_counter_ns after each read returns (TPOT_LOCUST_STAMPS=user); ours-greenlet: ours,
 # with each stream's greenlet reading its socket instead of the event loop's callback
 # (loop_reads.ENABLED = False: how it was before); ours-batched: ours with the ready sockets
-# read once every 10 ms, not at once (TPOT_LOCUST_READ_BATCH_MS=10)
+# read once every 10 ms, not at once (TPOT_LOCUST_READ_BATCH_MS=10); ours-batched-N: every
+# N ms
 MODES = ("ours", "ours-kernel", "ours-user", "ours-greenlet", "ours-batched", "baseline")
 BATCHED_READ_S = 0.01
 _CLOCKS = {"ours-kernel": KERNEL_CLOCK, "ours-user": USER_CLOCK}
@@ -70,7 +71,7 @@ class OursClient:
         self.name = name
         self.clock = _CLOCKS.get(name) or arrival_clock()
         self.in_loop = name != "ours-greenlet"
-        self.read_batch_s = BATCHED_READ_S if name == "ours-batched" else None  # None: default
+        self.read_batch_s = batch_period_s(name)  # None: the default
         self.recorder = Recorder()
         self.total = MetricSet()
 
@@ -108,6 +109,15 @@ class OursClient:
 
 
 _batch_in_use: list[float | None] = [None]  # the read batch the last request of a case used
+
+
+def batch_period_s(mode: str) -> float | None:
+    """The read batch period of ``ours-batched`` (10 ms) or ``ours-batched-N`` (N ms);
+    None for the other modes."""
+    if not mode.startswith("ours-batched"):
+        return None
+    period_ms = mode.removeprefix("ours-batched").removeprefix("-")
+    return float(period_ms) / 1000 if period_ms else BATCHED_READ_S
 
 
 def make_client(mode: str) -> Client:

@@ -1,16 +1,18 @@
 """What recovering every token's stamp costs: ours against the raw reader, one sitting.
 
 Usage: python benchmarks/stamp_cost.py [--quick] [--streams 64,256] [--gap-ms 2] [--tokens 200]
-                                       [--seconds 6] [--no-pin]
+                                       [--seconds 6] [--batch-ms 10,20,40] [--no-pin]
 
 For each stream count, four clients read the same kind of server (the simulator, its own
 process, a fixed gap, answers of ``--tokens``): ``floor``, gevent's loop reading each ready
 socket once and parsing nothing (``read_floor.py``'s gevent reader: the least any client
 can spend); ``ours``, the package's hot path on its default clock (``segment``: every
 segment's own stamp, from the tap, where this process has ``CAP_NET_RAW``; each socket
-read as soon as it is ready); ``ours-batched``, the same reading the readable sockets once
-every 10 ms (``TPOT_LOCUST_READ_BATCH_MS=10``); and ``ours-kernel``, the same on the kernel
-clock (``TPOT_LOCUST_STAMPS=kernel``: no tap, never batched).
+read as soon as it is ready); ``ours-batched-N``, the same reading each body's socket once
+every N ms (``TPOT_LOCUST_READ_BATCH_MS=N``, a row for each of ``--batch-ms``: the longer
+the period, the more events a read holds, and the fewer reads and wake-ups an event pays
+for); and ``ours-kernel``, the same on the kernel clock (``TPOT_LOCUST_STAMPS=kernel``: no
+tap, never batched).
 Columns: token events per second, client CPU microseconds per event (user + kernel; for
 ours less the lag probes' own CPU, measured idle first, as ``accuracy.py`` does), that over
 the floor's, and for ours
@@ -30,8 +32,6 @@ from read_floor import run_case as floor_case  # noqa: E402
 
 from tpot_locust.metrics.histograms import histogram_stats  # noqa: E402
 
-CLIENTS = ("floor", "ours", "ours-batched", "ours-kernel")
-
 
 def main() -> None:
     parser = base_parser(__doc__)
@@ -39,6 +39,7 @@ def main() -> None:
     parser.add_argument("--gap-ms", type=float, default=2.0)
     parser.add_argument("--tokens", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=6.0)
+    parser.add_argument("--batch-ms", default="10,20,40")
     add_pin_argument(parser)
     args = parser.parse_args()
     set_pinning(not args.no_pin)
@@ -54,7 +55,8 @@ def main() -> None:
     idle = run_case(gap_ms=args.gap_ms, streams=0, tokens=1, duration_s=min(args.seconds, 3))
     for streams in parse_list(args.streams):
         floor_us = float("nan")
-        for client in CLIENTS:
+        batched = [f"ours-batched-{period:g}" for period in parse_list(args.batch_ms, float)]
+        for client in ("floor", "ours", *batched, "ours-kernel"):
             if client == "floor":
                 rate, _, _, _, floor_us = floor_case("gevent", args.gap_ms, streams, args.seconds)
                 table.row(streams, client, f"{rate:,.0f}", f"{floor_us:.1f}", "1.00",

@@ -191,6 +191,24 @@ def test_batched_reads_keep_each_events_own_stamp() -> None:
     assert max(timings.read_delays_ns) < 15e6
 
 
+@pytest.mark.skipif(process_tap() is None, reason="no segment tap here (needs CAP_NET_RAW)")
+def test_a_server_is_not_held_back_by_a_batch_it_waits_for() -> None:
+    """150 events 0.5 ms apart read in 50 ms batches: the kernel acknowledges each segment
+    as it arrives (``ack_on_arrival``), so the server's congestion window never fills with
+    segments waiting for a read's acknowledgement, and no token leaves late. Without it,
+    tokens were held back until the next batch's read (up to ~40 ms late)."""
+    loop_reads.use_read_batch(0.05)
+    try:
+        script = stream(tokens(150, 0.0005))
+        (timings,) = run_on_one_connection([script])
+    finally:
+        loop_reads.use_read_batch(None)
+    assert timings.ok, timings.error_message
+    writes = script.write_ns[1:151]
+    lateness_ms = [(s - w) / 1e6 for s, w in zip(timings.token_stamps, writes, strict=True)]
+    assert max(lateness_ms) < 3, sorted(lateness_ms)[-10:]
+
+
 @pytest.mark.parametrize(
     ("value", "period_s"), [("", 0.0), ("0", 0.0), (" 2.5 ", 0.0025), ("10", 0.01)]
 )

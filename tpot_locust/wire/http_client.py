@@ -215,6 +215,13 @@ class HTTPConnection:
         (``StampedSocket.read_ready_run``)."""
         return self._stamped.read_ready_run(split, batch)  # type: ignore[union-attr]
 
+    def ack_on_arrival(self, on: bool) -> None:
+        """Have the kernel acknowledge each segment as it arrives, read or not (``on``:
+        while a body is read in batches), or as it does by default
+        (``StampedSocket.ack_on_arrival``)."""
+        if self._stamped is not None:
+            self._stamped.ack_on_arrival(on)
+
     def read_ready(self, batch: Batch | None = None) -> list[tuple[bytes, int]] | None:
         """``recv_stamped`` for a socket the event loop said is readable: never waits;
         the pieces of one read (maybe none), None when nothing was there after all. Only

@@ -17,12 +17,17 @@ streams x 2 ms, where reads hold several events, one core read 88k events/s inst
 Where every segment is stamped by the tap (the ``segment`` clock), a read may come late
 without moving a stamp, so bodies may be read in batches: with ``TPOT_LOCUST_READ_BATCH_MS``
 set (0, the default: each socket read as soon as it is ready), one timer every that many ms
-asks the kernel which sockets are readable (one ``epoll_wait``) and reads each once (again
-while a read fills its buffer), several events a read: no wake-up and no callback per event
-(CPU per token event 5-10 % less at 64 streams x 2 ms, 10 ms batches; 100k events/s at 256
-streams). Not the default, because a body's end is noticed up to one period late (its
-figures are stamps and do not move, but a closed-loop user sends its next request that much
-later) and a batch's reads come together, so the read delay of a batched read is how late
+reads each body's socket once (again while a read fills its buffer), several events a read:
+no wake-up and no callback per event (CPU per token event at 64 streams x 2 ms 1.2x the raw
+floor's with 10 ms batches, 0.9x with 40 ms, against 2.2x read at once; at 256 streams 1.07x
+and 0.8x: benchmarks/README.md, stamp_cost). While its body is read in batches a socket
+asks the kernel to acknowledge each segment as it arrives (``ack_on_arrival``), not when
+it is read: else a server whose unacknowledged segments fill its congestion window holds the
+next ones back until a read's acknowledgement comes (40 ms batches, 8 streams of ~2 ms gaps:
+5 % of tokens held 1-15 ms, each one seen late by the truth check). Not the default,
+because a body's end is noticed up to one period late (its figures are stamps and do not
+move, but a closed-loop user sends its next request that much later) and a batch's reads
+come together, so the read delay of a batched read is how late
 its batch began: at 32 streams x 3 ms its P99 was 3-5 ms (a batch taking 2-6 ms), over
 ``client.busy``'s line when that judged the P99. Against the P90 (3 runs, 10 s, 10 ms
 batches): P90 0.65-0.70 ms, not busy, the truth check exact, but 540-640 loop stalls over
@@ -37,7 +42,6 @@ from typing import Any
 
 from gevent import get_hub
 from gevent.hub import Waiter
-from gevent.monkey import get_original
 
 from tpot_locust.wire.http_client import ReadTimeout
 from tpot_locust.wire.http_response import Consume, Response
@@ -48,7 +52,6 @@ from tpot_locust.wire.stamped_socket import Batch, Run
 # side-by-side measurements, see benchmarks/common.py).
 ENABLED = True
 _READ = 1  # libev/libuv: watch for readability
-_EPOLLIN = 1
 # Reads of one socket in a batch while each fills its buffer (64 KiB): a 4 MiB event in 4
 # batches, where one read a batch took 64 (0.64 s, an idle timeout in the fault tests)
 _FULL_READS_PER_TICK = 16
@@ -114,6 +117,7 @@ class _LoopRead:
     def wait(self) -> None:
         """Block this greenlet until the body has ended; raise why it ended early."""
         if self._batcher is not None:
+            self._response.connection.ack_on_arrival(True)
             self._batcher.add(self._fileno, self)
         else:
             self._watcher.start(self._on_readable)
@@ -178,6 +182,7 @@ class _LoopRead:
     def _stop(self) -> None:
         if self._batcher is not None:
             self._batcher.remove(self._fileno)
+            self._response.connection.ack_on_arrival(False)
         else:
             self._watcher.close()
         if self._timer is not None:
@@ -185,19 +190,18 @@ class _LoopRead:
 
 
 class _Batcher:
-    """This process's batched body reads: every period, one ``epoll_wait`` (our own epoll,
-    level-triggered, outside gevent's loop, so that arriving data wakes nothing) and one
-    read of each socket it says is readable."""
+    """This process's batched body reads: every period, one read of each body's socket
+    (one with nothing waiting answers at once); arriving data wakes nothing. (The kernel
+    cannot say which are readable: ``ack_on_arrival``'s low-water mark makes a socket
+    readable to ``epoll`` only once that much waits.)"""
 
     def __init__(self, period_s: float) -> None:
-        self._epoll = get_original("select", "epoll")()
         self._reads: dict[int, _LoopRead] = {}
         self._period_ns = int(period_s * 1e9)
         self._timer: Any | None = None  # gevent's loop timer, while a body is read
         self._last_tick_ns = 0
 
     def add(self, fileno: int, read: _LoopRead) -> None:
-        self._epoll.register(fileno, _EPOLLIN)
         self._reads[fileno] = read
         if self._timer is None:
             period_s = self._period_ns / 1e9
@@ -206,11 +210,7 @@ class _Batcher:
             self._last_tick_ns = time.perf_counter_ns()
 
     def remove(self, fileno: int) -> None:
-        if self._reads.pop(fileno, None) is not None:
-            try:
-                self._epoll.unregister(fileno)
-            except OSError:
-                pass  # closed already: the kernel dropped it
+        self._reads.pop(fileno, None)
         if not self._reads and self._timer is not None:
             self._timer.close()
             self._timer = None
@@ -220,9 +220,11 @@ class _Batcher:
         batch = (self._last_tick_ns + self._period_ns, began_ns)  # began late: the loop was busy
         self._last_tick_ns = began_ns
         reads = self._reads
-        for fileno, _ in self._epoll.poll(0):
-            read = reads.get(fileno)
+        for fileno in list(reads):
             for _ in range(_FULL_READS_PER_TICK):
+                # looked up each time: a body that ended switched to its user, who may
+                # have begun the next on the same socket
+                read = reads.get(fileno)
                 if read is None or not read._on_readable(batch):
                     break
 

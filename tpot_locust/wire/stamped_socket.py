@@ -30,6 +30,11 @@ from tpot_locust.common.timings import int_array
 from tpot_locust.wire.segment_stamps import SegmentTap, SegmentTrack, process_tap
 
 RECV_BYTES = 65536
+# ``ack_on_arrival``'s receive low-water mark: Linux acknowledges data as it arrives while
+# less than this waits unread. 64 KiB holds seconds of a token stream, and is at most half
+# the default receive buffer (tcp_rmem's 128 KiB), so setting it changes neither the buffer
+# nor the window (a larger mark raises both).
+_ACK_UNREAD_BYTES = 65536
 # The wall clock's offset from ours is read once a request (~0.1 us of jitter): a departure
 # this much before the stamp taken before the send is that, not a stale copy.
 _CLOCK_SLACK_NS = 20_000
@@ -182,6 +187,24 @@ class StampedSocket:
             self.sock.settimeout(timeout_s)
             self.pending.extend(self._read(self.sock))
         return self.pending.popleft()
+
+    def ack_on_arrival(self, on: bool) -> None:
+        """``on``: the kernel acknowledges each segment as it arrives, not when it is read
+        (while this socket is read in batches); else as it does by default.
+
+        Linux acknowledges a small segment at once only if the reader has read up to it or
+        less than the socket's low-water mark (``SO_RCVLOWAT``, default 1 byte) waits unread
+        (``__tcp_ack_snd_check``); else at the next read or the delayed-ACK timer (40 ms
+        on loopback). A server whose congestion window (18 segments here) is full of
+        segments not yet acknowledged sends nothing more: the next tokens wait, merged into
+        one segment, and arrive late because the client read late. The mark also keeps
+        ``epoll`` from calling the socket readable before that much waits (``loop_reads``'
+        batches read without asking)."""
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT,
+                                 _ACK_UNREAD_BYTES if on else 1)  # fmt: skip
+        except OSError:
+            pass  # closed already, or no such option: nothing to acknowledge
 
     def loop_fileno(self) -> int | None:
         """The descriptor when ``read_ready`` may be used (gevent's non-blocking socket
