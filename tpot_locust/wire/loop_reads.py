@@ -18,16 +18,16 @@ Where every segment is stamped by the tap (the ``segment`` clock), a read may co
 without moving a stamp, so bodies may be read in batches: with ``TPOT_LOCUST_READ_BATCH_MS``
 set (0, the default: each socket read as soon as it is ready), one timer every that many ms
 reads each body's socket once (again while a read fills its buffer), several events a read:
-no wake-up and no callback per event (CPU per token event at 64 streams x 2 ms 1.2x the raw
-floor's with 10 ms batches, 0.9x with 40 ms, against 2.2x read at once; at 256 streams 1.07x
-and 0.8x: benchmarks/README.md, stamp_cost). While its body is read in batches a socket
-asks the kernel to acknowledge each segment as it arrives (``ack_on_arrival``), not when
-it is read: else a server whose unacknowledged segments fill its congestion window holds the
-next ones back until a read's acknowledgement comes (40 ms batches, 8 streams of ~2 ms gaps:
-5 % of tokens held 1-15 ms, each one seen late by the truth check). Not the default,
-because a body's end is noticed up to one period late (its figures are stamps and do not
-move, but a closed-loop user sends its next request that much later) and a batch's reads
-come together, so the read delay of a batched read is how late
+no wake-up and no callback per event (CPU per token event at 64 streams x 2 ms 1.3x the raw
+floor's with 10 ms batches, 1.0x with 20 ms, 0.9x with 40 ms, against 2x read at once; at
+256 streams 0.95x and 0.8x with 20 and 40 ms: benchmarks/README.md, stamp_cost). While its
+body is read in batches a socket asks the kernel to acknowledge each segment as it arrives
+(``ack_on_arrival``), not when it is read: else a server whose unacknowledged segments fill
+its congestion window holds the next ones back until a read's acknowledgement comes (40 ms
+batches, 8 streams of ~2 ms gaps: 5 % of tokens held 1-15 ms, each one seen late by the
+truth check). Not the default, because a body's end is noticed up to one period late (its
+figures are stamps and do not move, but a closed-loop user sends its next request that much
+later) and a batch's reads come together, so the read delay of a batched read is how late
 its batch began: at 32 streams x 3 ms its P99 was 3-5 ms (a batch taking 2-6 ms), over
 ``client.busy``'s line when that judged the P99. Against the P90 (3 runs, 10 s, 10 ms
 batches): P90 0.65-0.70 ms, not busy, the truth check exact, but 540-640 loop stalls over
