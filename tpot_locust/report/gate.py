@@ -20,7 +20,8 @@ from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.metric_catalogue import ALL_CLASSES
 from tpot_locust.report.compare import Comparison, compare_summaries
 from tpot_locust.report.summary_types import Summary
-from tpot_locust.scenario.slo import Objective, SloSpec, format_limit, format_value
+from tpot_locust.scenario.slo import Objective, SloSpec, format_limit
+from tpot_locust.scenario.slo_values import format_value
 
 PASS, FAIL, INSUFFICIENT, INVALID = "pass", "fail", "insufficient", "invalid"
 EXIT_PASS, EXIT_FAIL, EXIT_INVALID = 0, 1, 3

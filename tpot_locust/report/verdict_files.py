@@ -14,7 +14,7 @@ from typing import Any
 
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.text_safety import printable, xml_text
-from tpot_locust.scenario.slo import format_value
+from tpot_locust.scenario.slo_values import format_value
 
 _MARKS = {"pass": "PASS", "fail": "FAIL", "insufficient": "INSUFFICIENT", "invalid": "INVALID"}
 
