@@ -76,7 +76,7 @@ def test_a_bad_dataset_names_file_and_line(
 
 
 def test_sequential_entries_are_dealt_every_count_th_from_the_process_index() -> None:
-    from tpot_locust.harness.users import dataset_position
+    from tpot_locust.harness.turns import dataset_position
 
     assert [dataset_position(k, 0, 1, 4) for k in range(6)] == [0, 1, 2, 3, 0, 1]
     dealt = [[dataset_position(k, index, 3, 7) for k in range(3)] for index in range(3)]

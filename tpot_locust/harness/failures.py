@@ -115,3 +115,10 @@ class ClientErrorStreak:
 
     def reset(self) -> None:
         self._key, self._count, self.tripped = None, 0, False
+
+
+class RequestFailed(Exception):
+    """What Locust's failure table shows: the category first, then the detail."""
+
+    def __init__(self, timings: RequestTimings) -> None:
+        super().__init__(f"{timings.error_category}: {timings.error_message}")

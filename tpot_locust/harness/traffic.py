@@ -29,7 +29,8 @@ from tpot_locust.scenario.model import Burst, Scenario, TrafficClass
 from tpot_locust.scenario.trace import TraceRequest, sessions, share_of
 
 if TYPE_CHECKING:  # users imports the plugin, which imports this module
-    from tpot_locust.harness.users import ChatUser, PreparedTurn
+    from tpot_locust.harness.turns import PreparedTurn
+    from tpot_locust.harness.users import ChatUser
 
 logger = logging.getLogger(__name__)
 # Burst requests are built and connected this long before their send time: long enough for

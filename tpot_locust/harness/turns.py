@@ -18,3 +18,19 @@ class PlannedTurn:
     intended_ns: int | None = None  # its open-loop arrival time, if it is one
     last: bool = True  # no later turn needs its answer's text
     whole_context: bool = False  # its text is the conversation so far: sent alone, no history
+
+
+@dataclass(frozen=True)
+class PreparedTurn:
+    """A request built before its send time (``ChatUser.prepare_turn``)."""
+
+    history: list[dict[str, str]]
+    max_tokens: int
+    prompt_tokens: int
+    body: bytes
+
+
+def dataset_position(taken: int, index: int, count: int, size: int) -> int:
+    """The entry a process sends as its ``taken``-th: every ``count``-th from ``index``, so
+    the run's processes together send the file in order, none twice a round."""
+    return (index + taken * count) % size

@@ -7,6 +7,7 @@ without ``tpot_locust.plugin`` finds the defaults (alone in its process, no live
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,3 +35,20 @@ def user_context(environment: Any) -> UserContext:
         context = UserContext()
         environment.tpot_user_context = context
     return context
+
+
+logger = logging.getLogger(__name__)
+_PLUGIN_HINT = (
+    "tpot-locust: the plugin is not loaded, so no per-token timing is recorded or reported: "
+    "add `import tpot_locust.plugin` to your locustfile"
+)
+
+
+def warn_without_plugin(environment: Any) -> None:
+    """The user classes stream without the plugin, but nothing would record them: say so,
+    once per process (the plugin is imported by the locustfile, never as a side effect)."""
+    if getattr(environment, "tpot_state", None) is None and not getattr(
+        environment, "tpot_plugin_warned", False
+    ):
+        environment.tpot_plugin_warned = True
+        logger.error(_PLUGIN_HINT)

@@ -19,7 +19,6 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import gevent
@@ -38,12 +37,12 @@ from tpot_locust.common.timings import RequestTimings
 from tpot_locust.common.tls import client_tls_context
 from tpot_locust.common.tokens import Tokenizer, load_tokenizer
 from tpot_locust.harness.event_hooks import ensure_prefill_window, ensure_token_timings
-from tpot_locust.harness.failures import Backoff
+from tpot_locust.harness.failures import Backoff, RequestFailed
 from tpot_locust.harness.model_lookup import first_listed_model, lookup_timeout
 from tpot_locust.harness.model_split import ModelSplit
 from tpot_locust.harness.prefill_events import PrefillWindow
-from tpot_locust.harness.turns import PlannedTurn
-from tpot_locust.harness.user_context import ALONE, user_context
+from tpot_locust.harness.turns import PlannedTurn, PreparedTurn, dataset_position
+from tpot_locust.harness.user_context import ALONE, user_context, warn_without_plugin
 from tpot_locust.metrics.stalls import PROCESS_TAG
 from tpot_locust.scenario.datasets import Conversation
 from tpot_locust.scenario.prompts import WORDS, blocks_text, synthetic_text
@@ -53,26 +52,6 @@ from tpot_locust.wire.streaming import StreamRequest, redact, stream_request
 
 PLAN_WAIT_S = 10.0  # a worker's sequential dataset waits this long for its share
 logger = logging.getLogger(__name__)
-_PLUGIN_HINT = (
-    "tpot-locust: the plugin is not loaded, so no per-token timing is recorded or reported: "
-    "add `import tpot_locust.plugin` to your locustfile"
-)
-
-
-def _check_plugin(environment: Any) -> None:
-    """The user classes stream without the plugin, but nothing would record them: say so,
-    once per process (the plugin is imported by the locustfile, never as a side effect)."""
-    if getattr(environment, "tpot_state", None) is None and not getattr(
-        environment, "tpot_plugin_warned", False
-    ):
-        environment.tpot_plugin_warned = True
-        logger.error(_PLUGIN_HINT)
-
-
-def dataset_position(taken: int, index: int, count: int, size: int) -> int:
-    """The entry a process sends as its ``taken``-th: every ``count``-th from ``index``, so
-    the run's processes together send the file in order, none twice a round."""
-    return (index + taken * count) % size
 
 
 class ChatUser(User):
@@ -141,7 +120,7 @@ class ChatUser(User):
         self._token_timings = ensure_token_timings(self.environment.events)
         self._prefill_window = ensure_prefill_window(self.environment.events)
         self._live_streams = user_context(self.environment).live_streams
-        _check_plugin(self.environment)
+        warn_without_plugin(self.environment)
 
     def on_stop(self) -> None:
         self.connection.close()
@@ -517,26 +496,9 @@ def refuse_several_choices(class_name: str, extra_body: dict[str, Any]) -> None:
         )
 
 
-@dataclass(frozen=True)
-class PreparedTurn:
-    """A request built before its send time (``ChatUser.prepare_turn``)."""
-
-    history: list[dict[str, str]]
-    max_tokens: int
-    prompt_tokens: int
-    body: bytes
-
-
 class CompletionsUser(ChatUser):
     """The same sessions over ``/v1/completions``: the history is joined into one prompt
     (any other API: set ``api`` on a ``ChatUser`` subclass)."""
 
     abstract = True
     api: ClassVar[str] = "completions"
-
-
-class RequestFailed(Exception):
-    """What Locust's failure table shows: the category first, then the detail."""
-
-    def __init__(self, timings: RequestTimings) -> None:
-        super().__init__(f"{timings.error_category}: {timings.error_message}")
