@@ -1,7 +1,9 @@
 """One turn of a conversation as ``ChatUser.converse`` sends it: sessions, dataset
-conversations and trace replays each plan their turns, and one loop sends them. A module
-of its own so that the traffic module (imported by the plugin, which the users module
-imports) can plan trace turns without importing the users."""
+conversations and trace replays each plan their turns (``PlannedTurn``, and for a dataset
+the entry each process sends: ``dataset_position``), a burst prepares its requests before
+their send time (``PreparedTurn``), and one loop sends them. A module of its own so that the
+traffic module (imported by the plugin, which the users module imports) can plan trace
+turns without importing the users."""
 
 from __future__ import annotations
 
