@@ -15,6 +15,12 @@ from tpot_locust.wire.streaming import LiveStreams
 
 ALONE = (0, 1)  # the process share of a process that is the run's only load process
 
+logger = logging.getLogger(__name__)
+_PLUGIN_HINT = (
+    "tpot-locust: the plugin is not loaded, so no per-token timing is recorded or reported: "
+    "add `import tpot_locust.plugin` to your locustfile"
+)
+
 
 @dataclass
 class UserContext:
@@ -35,13 +41,6 @@ def user_context(environment: Any) -> UserContext:
         context = UserContext()
         environment.tpot_user_context = context
     return context
-
-
-logger = logging.getLogger(__name__)
-_PLUGIN_HINT = (
-    "tpot-locust: the plugin is not loaded, so no per-token timing is recorded or reported: "
-    "add `import tpot_locust.plugin` to your locustfile"
-)
 
 
 def warn_without_plugin(environment: Any) -> None:

@@ -192,12 +192,13 @@ class StampedSocket:
         """``on``: the kernel acknowledges each segment as it arrives, not when it is read
         (while this socket is read in batches); else as it does by default.
 
-        Linux acknowledges a small segment at once only if the reader has read up to it or
-        less than the socket's low-water mark (``SO_RCVLOWAT``, default 1 byte) waits unread
-        (``__tcp_ack_snd_check``); else at the next read or the delayed-ACK timer (40 ms
-        on loopback). A server whose congestion window (18 segments here) is full of
-        segments not yet acknowledged sends nothing more: the next tokens wait, merged into
-        one segment, and arrive late because the client read late. The mark also keeps
+        Linux acknowledges data as it arrives (once more than a segment's worth is
+        unacknowledged) only while the reader keeps up, or while less than the socket's
+        low-water mark (``SO_RCVLOWAT``, default 1 byte) waits unread
+        (``__tcp_ack_snd_check``); else at the next read or the delayed-ACK timer (40 ms on
+        loopback). A server whose congestion window (18 segments here) is full of segments
+        not yet acknowledged sends nothing more: the next tokens wait, merged into one
+        segment, and arrive late because the client read late. The mark also keeps
         ``epoll`` from calling the socket readable before that much waits (``loop_reads``'
         batches read without asking)."""
         try:
