@@ -206,7 +206,7 @@ def test_a_server_is_not_held_back_by_a_batch_it_waits_for() -> None:
     assert timings.ok, timings.error_message
     writes = script.write_ns[1:151]
     lateness_ms = [(s - w) / 1e6 for s, w in zip(timings.token_stamps, writes, strict=True)]
-    assert max(lateness_ms) < 3, sorted(lateness_ms)[-10:]
+    assert max(lateness_ms) < 5, sorted(lateness_ms)[-10:]  # held back: 9-26 ms and more
 
 
 @pytest.mark.parametrize(
