@@ -209,6 +209,32 @@ def test_a_server_is_not_held_back_by_a_batch_it_waits_for() -> None:
     assert max(lateness_ms) < 5, sorted(lateness_ms)[-10:]  # held back: 9-26 ms and more
 
 
+@pytest.mark.skipif(process_tap() is None, reason="no segment tap here (needs CAP_NET_RAW)")
+def test_a_batch_reads_only_the_sockets_the_tap_saw_data_come_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A stream whose first token comes 0.3 s after its head, read in 10 ms batches: its
+    socket is read when the tap saw data come, and while quiet only every 0.1 s (to find a
+    close), not in each of the ~30 batches (a read of an empty socket is a system call)."""
+    reads: list[int] = []
+    on_readable = loop_reads._LoopRead._on_readable
+
+    def counted(self: loop_reads._LoopRead, batch: object = None) -> bool:
+        reads.append(1)
+        return on_readable(self, batch)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loop_reads._LoopRead, "_on_readable", counted)
+    loop_reads.use_read_batch(0.01)
+    try:
+        script = stream(tokens(5, 0.002, start_s=0.3))
+        (timings,) = run_on_one_connection([script])
+    finally:
+        loop_reads.use_read_batch(None)
+    assert timings.ok, timings.error_message
+    assert len(timings.token_stamps) == 5
+    assert len(reads) <= 10, len(reads)  # ~3 quiet reads, the tokens' and the end's
+
+
 @pytest.mark.parametrize(
     ("value", "period_s"), [("", 0.0), ("0", 0.0), (" 2.5 ", 0.0025), ("10", 0.01)]
 )

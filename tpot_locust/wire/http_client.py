@@ -222,6 +222,10 @@ class HTTPConnection:
         if self._stamped is not None:
             self._stamped.ack_on_arrival(on)
 
+    def data_waiting(self) -> bool:
+        """The tap saw data come that was not read yet (``StampedSocket.data_waiting``)."""
+        return self._stamped is None or self._stamped.data_waiting()
+
     def read_ready(self, batch: Batch | None = None) -> list[tuple[bytes, int]] | None:
         """``recv_stamped`` for a socket the event loop said is readable: never waits;
         the pieces of one read (maybe none), None when nothing was there after all. Only

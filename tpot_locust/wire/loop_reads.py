@@ -17,21 +17,22 @@ streams x 2 ms, where reads hold several events, one core read 88k events/s inst
 Where every segment is stamped by the tap (the ``segment`` clock), a read may come late
 without moving a stamp, so bodies may be read in batches: with ``TPOT_LOCUST_READ_BATCH_MS``
 set (0, the default: each socket read as soon as it is ready), one timer every that many ms
-reads each body's socket once (again while a read fills its buffer), several events a read:
-no wake-up and no callback per event (CPU per token event at 64 streams x 2 ms 1.3x the raw
-floor's with 10 ms batches, 1.0x with 20 ms, 0.9x with 40 ms, against 2x read at once; at
-256 streams 0.95x and 0.8x with 20 and 40 ms: benchmarks/README.md, stamp_cost). While its
-body is read in batches a socket asks the kernel to acknowledge each segment as it arrives
-(``ack_on_arrival``), not when it is read: else a server whose unacknowledged segments fill
-its congestion window holds the next ones back until a read's acknowledgement comes (40 ms
-batches, 8 streams of ~2 ms gaps: 5 % of tokens held 1-15 ms, each one seen late by the
-truth check). Not the default, because a body's end is noticed up to one period late (its
-figures are stamps and do not move, but a closed-loop user sends its next request that much
-later) and a batch's reads come together, so the read delay of a batched read is how late
-its batch began: at 32 streams x 3 ms its P99 was 3-5 ms (a batch taking 2-6 ms), over
-``client.busy``'s line when that judged the P99. Against the P90 (3 runs, 10 s, 10 ms
-batches): P90 0.65-0.70 ms, not busy, the truth check exact, but 540-640 loop stalls over
-2 ms (34-52 reading at once), each batch one, and 38-40 requests/s against 40.4.
+reads once each body's socket the tap saw data come to (again while a read fills its buffer;
+a quiet one every ``_QUIET_READ_S``), several events a read: no wake-up and no callback per
+event (CPU per token event at 64 streams x 2 ms 1.3x the raw floor's with 10 ms batches,
+1.0x with 20 ms, 0.9x with 40 ms, against 2x read at once; at 256 streams 0.95x and 0.8x
+with 20 and 40 ms: benchmarks/README.md, stamp_cost). While its body is read in batches a
+socket asks the kernel to acknowledge each segment as it arrives (``ack_on_arrival``), not
+when it is read: else a server whose unacknowledged segments fill its congestion window
+holds the next ones back until a read's acknowledgement comes (40 ms batches, 8 streams of
+~2 ms gaps: 5 % of tokens held 1-15 ms, each one seen late by the truth check). Not the
+default, because a body's end is noticed up to one period late (its figures are stamps and
+do not move, but a closed-loop user sends its next request that much later) and a batch's
+reads come together, so the read delay of a batched read is how late its batch began: at 32
+streams x 3 ms its P99 was 3-5 ms (a batch taking 2-6 ms), over ``client.busy``'s line when
+that judged the P99. Against the P90 (3 runs, 10 s, 10 ms batches): P90 0.65-0.70 ms, not
+busy, the truth check exact, but 540-640 loop stalls over 2 ms (34-52 reading at once), each
+batch one, and 38-40 requests/s against 40.4.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from gevent.hub import Waiter
 from tpot_locust.wire.http_client import ReadTimeout
 from tpot_locust.wire.http_response import Consume, Response
 from tpot_locust.wire.plain_runs import PlainRuns
+from tpot_locust.wire.segment_stamps import process_tap
 from tpot_locust.wire.stamped_socket import Batch, Run
 
 # The event-loop reader is used wherever it can be; False reads in the greenlet (kept for
@@ -55,6 +57,10 @@ _READ = 1  # libev/libuv: watch for readability
 # Reads of one socket in a batch while each fills its buffer (64 KiB): a 4 MiB event in 4
 # batches, where one read a batch took 64 (0.64 s, an idle timeout in the fault tests)
 _FULL_READS_PER_TICK = 16
+# A batch reads a socket the tap saw no data come to at least this often: a close or a
+# reset is found by reading (a body's end is noticed that much later at most)
+_QUIET_READ_S = 0.1
+_QUIET_READ_NS = int(_QUIET_READ_S * 1e9)
 READ_BATCH_ENV = "TPOT_LOCUST_READ_BATCH_MS"
 DEFAULT_READ_BATCH_MS = 0.0
 MAX_READ_BATCH_MS = 1000.0
@@ -97,8 +103,8 @@ def read_body(response: Response, consume: Consume, runs: PlainRuns | None = Non
 class _LoopRead:
     """The callbacks and state of one body read in the event loop."""
 
-    __slots__ = ("_batcher", "_consume", "_failure", "_fileno", "_hub", "_response", "_runs",
-                 "_timer", "_waiter", "_watcher")  # fmt: skip
+    __slots__ = ("_batcher", "_consume", "_failure", "_fileno", "_hub", "_read_at_ns",
+                 "_response", "_runs", "_timer", "_waiter", "_watcher")  # fmt: skip
 
     def __init__(self, response: Response, consume: Consume, fileno: int,
                  runs: PlainRuns | None = None,
@@ -113,6 +119,7 @@ class _LoopRead:
         self._watcher: Any = None if batcher is not None else self._hub.loop.io(fileno, _READ)
         self._timer: Any | None = None  # gevent's loop timer, once armed
         self._failure: BaseException | None = None
+        self._read_at_ns = 0  # when a batch last read the socket
 
     def wait(self) -> None:
         """Block this greenlet until the body has ended; raise why it ended early."""
@@ -161,6 +168,18 @@ class _LoopRead:
         self._end()
         return False
 
+    def _batch_read(self, batch: Batch) -> bool:
+        """A batch's read (``_on_readable``), where the tap saw data come since the last
+        one, or ``_QUIET_READ_S`` passed (a close or a reset carries no data: it is found
+        by reading)."""
+        began_ns = batch[1]
+        if not self._response.connection.data_waiting() and (
+            began_ns - self._read_at_ns < _QUIET_READ_NS
+        ):
+            return False
+        self._read_at_ns = began_ns
+        return self._on_readable(batch)
+
     def _on_deadline(self) -> None:
         left_ns = self._response.deadline.at_ns - time.perf_counter_ns()
         if left_ns > 0:
@@ -190,10 +209,12 @@ class _LoopRead:
 
 
 class _Batcher:
-    """This process's batched body reads: every period, one read of each body's socket
-    (one with nothing waiting answers at once); arriving data wakes nothing. (The kernel
-    cannot say which are readable: ``ack_on_arrival``'s low-water mark makes a socket
-    readable to ``epoll`` only once that much waits.)"""
+    """This process's batched body reads: every period, the tap's copies filed, then one
+    read of each body's socket the tap saw data come to (and of each quiet one every
+    ``_QUIET_READ_S``); arriving data wakes nothing. (The kernel cannot say which are
+    readable: ``ack_on_arrival``'s low-water mark makes a socket readable to ``epoll`` only
+    once that much waits; a read of an empty socket costs a system call, ~1.5 us, which a
+    thousand streams waiting for their first token would pay a hundred times a second.)"""
 
     def __init__(self, period_s: float) -> None:
         self._reads: dict[int, _LoopRead] = {}
@@ -219,13 +240,16 @@ class _Batcher:
         began_ns = time.perf_counter_ns()
         batch = (self._last_tick_ns + self._period_ns, began_ns)  # began late: the loop was busy
         self._last_tick_ns = began_ns
+        tap = process_tap()
+        if tap is not None:
+            tap.drain()  # (batches are read on the segment clock only: there is a tap)
         reads = self._reads
         for fileno in list(reads):
             for _ in range(_FULL_READS_PER_TICK):
                 # looked up each time: a body that ended switched to its user, who may
                 # have begun the next on the same socket
                 read = reads.get(fileno)
-                if read is None or not read._on_readable(batch):
+                if read is None or not read._batch_read(batch):
                     break
 
 

@@ -207,6 +207,12 @@ class StampedSocket:
         except OSError:
             pass  # closed already, or no such option: nothing to acknowledge
 
+    def data_waiting(self) -> bool:
+        """Whether the tap has filed a segment of this connection that was not read yet
+        (as of its last drain); True where there is no tap to ask."""
+        track = self._track
+        return track is None or track.covered > self._offset
+
     def loop_fileno(self) -> int | None:
         """The descriptor when ``read_ready`` may be used (gevent's non-blocking socket
         underneath), else None."""
