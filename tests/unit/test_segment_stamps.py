@@ -152,3 +152,12 @@ def test_the_ring_keeps_when_each_request_left() -> None:
     _ring_frame(ring, 5, 40000, ours + 501, 100, 60, sent=True)
     tap.drain()
     assert track.departure(500) == 60
+
+
+def test_data_past_a_hole_is_data_waiting() -> None:
+    """A batch reads a socket the tap saw data come to; a copy the ring lost must not hide
+    the bytes after it (``has_data_after``)."""
+    track = track_of((0, 10, 100))
+    assert track.has_data_after(0) and not track.has_data_after(10)
+    track.add(ISN + 1 + 20, 10, 300)  # bytes 20-30; the copy of 10-20 was lost
+    assert track.covered == 10 and track.has_data_after(10)

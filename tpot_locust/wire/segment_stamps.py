@@ -112,6 +112,11 @@ class SegmentTrack:
         self.ends.append(end)
         self.stamps.append(stamp_wall_ns)
 
+    def has_data_after(self, offset: int) -> bool:
+        """Whether a copy came of bytes past stream ``offset``: in order, or past a hole
+        (a copy the ring lost leaves one that no later copy fills)."""
+        return self.covered > offset or bool(self._ahead)
+
     def sent(self, flags: int, seq: int, length: int, stamp_wall_ns: int) -> None:
         """A copy of a segment we sent: our SYN gives our first sequence number; one with
         data, when the byte it begins with left (a retransmission is later: the first

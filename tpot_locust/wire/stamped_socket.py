@@ -211,7 +211,7 @@ class StampedSocket:
         """Whether the tap has filed a segment of this connection that was not read yet
         (as of its last drain); True where there is no tap to ask."""
         track = self._track
-        return track is None or track.covered > self._offset
+        return track is None or track.has_data_after(self._offset)
 
     def loop_fileno(self) -> int | None:
         """The descriptor when ``read_ready`` may be used (gevent's non-blocking socket
