@@ -161,3 +161,18 @@ def test_data_past_a_hole_is_data_waiting() -> None:
     assert track.has_data_after(0) and not track.has_data_after(10)
     track.add(ISN + 1 + 20, 10, 300)  # bytes 20-30; the copy of 10-20 was lost
     assert track.covered == 10 and track.has_data_after(10)
+
+
+def test_a_lost_copy_leaves_the_rest_of_the_connection_stamped() -> None:
+    """The ring lost the copy of bytes 10-20: the read over it keeps the read's stamp for
+    what no copy covered, and the track goes on past it (it was stuck there for good)."""
+    track = track_of((0, 10, 100), (20, 10, 300), (30, 10, 400))  # 10-20 never came
+    assert track.covered == 10
+    pieces = track.cut(0, b"x" * 35)
+    assert pieces == [(b"x" * 10, 100), (b"x" * 25, None)]
+    assert track.covered == 40 and not track.has_data_after(40)  # 30-40 waited past the hole
+    assert track.cut(35, b"y" * 5) == [(b"y" * 5, 400)]
+    track.add(ISN + 1 + 40, 10, 500)
+    assert track.cut(40, b"z" * 10) == [(b"z" * 10, 500)]
+    track.add(ISN + 1 + 10, 10, 200)  # the lost copy, late: a repeat of what was read
+    assert track.covered == 50 and track.unrecovered == 25

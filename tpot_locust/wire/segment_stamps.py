@@ -157,7 +157,24 @@ class SegmentTrack:
         if at < stop:
             self.unrecovered += stop - at
             pieces.append((data[at - offset :], None))
+            self._skip_to(stop)
         return pieces
+
+    def _skip_to(self, stop: int) -> None:
+        """Bytes up to ``stop`` were read that no copy in order covered (the ring lost one,
+        or it comes later: then it is taken for a repeat): the track goes on from there, with
+        what waited past the hole, so that one lost copy does not leave the rest of the
+        connection unstamped."""
+        if stop <= self.covered or self._next_seq is None:
+            return
+        self._next_seq = (self._next_seq + stop - self.covered) % _SEQUENCE
+        self.covered = stop
+        for start in sorted(self._ahead):
+            if start > self.covered:
+                break  # another hole
+            end, stamp = self._ahead.pop(start)
+            if end > self.covered:
+                self._append(end, stamp)
 
     def stamps_at(self, offset: int, size: int, lasts: list[int]) -> list[int] | None:
         """For a read of ``size`` bytes at stream ``offset`` taken whole (not ``cut``): the
