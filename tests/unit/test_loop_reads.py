@@ -9,6 +9,7 @@ monkey.patch_all()  # as in a Locust worker: the loop reader needs gevent's sock
 
 import time  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
 
 import gevent  # noqa: E402
 import pytest  # noqa: E402
@@ -60,6 +61,16 @@ def tokens(count: int, every_s: float, start_s: float = 0.0) -> list[tuple[float
 
 def stream(steps: list[tuple[float, bytes]], end: bytes = FINISH + DONE) -> Script:
     return Script([(0.0, sse_head()), *steps, (steps[-1][0] if steps else 0.0, end)])
+
+
+@contextmanager
+def read_in_batches(period_s: float) -> Iterator[None]:
+    """Bodies read in batches every ``period_s`` within the block, as before after it."""
+    loop_reads.use_read_batch(period_s)
+    try:
+        yield
+    finally:
+        loop_reads.use_read_batch(None)
 
 
 def run_on_one_connection(scripts: list[Script], **timeouts: float) -> list[RequestTimings]:
@@ -176,12 +187,9 @@ def test_many_streams_at_once_each_get_their_own_events(loop_reads_taken: list[i
 def test_batched_reads_keep_each_events_own_stamp() -> None:
     # 40 events 2 ms apart, read every 20 ms: several events a read, each stamped by the
     # segment that brought it, and the read delay counted from when each batch was due
-    loop_reads.use_read_batch(0.02)
-    try:
-        script = stream(tokens(40, 0.002))
+    script = stream(tokens(40, 0.002))
+    with read_in_batches(0.02):
         (timings,) = run_on_one_connection([script])
-    finally:
-        loop_reads.use_read_batch(None)
     assert timings.ok, timings.error_message
     assert timings.arrival_clock == "segment"
     writes = script.write_ns[1:41]
@@ -197,12 +205,9 @@ def test_a_server_is_not_held_back_by_a_batch_it_waits_for() -> None:
     as it arrives (``ack_on_arrival``), so the server's congestion window never fills with
     segments waiting for a read's acknowledgement, and no token leaves late. Without it,
     tokens were held back until the next batch's read (9-26 ms late and more)."""
-    loop_reads.use_read_batch(0.05)
-    try:
-        script = stream(tokens(150, 0.0005))
+    script = stream(tokens(150, 0.0005))
+    with read_in_batches(0.05):
         (timings,) = run_on_one_connection([script])
-    finally:
-        loop_reads.use_read_batch(None)
     assert timings.ok, timings.error_message
     writes = script.write_ns[1:151]
     lateness_ms = [(s - w) / 1e6 for s, w in zip(timings.token_stamps, writes, strict=True)]
@@ -224,12 +229,9 @@ def test_a_batch_reads_only_the_sockets_the_tap_saw_data_come_to(
         return on_readable(self, batch)  # type: ignore[arg-type]
 
     monkeypatch.setattr(loop_reads._LoopRead, "_on_readable", counted)
-    loop_reads.use_read_batch(0.01)
-    try:
-        script = stream(tokens(5, 0.002, start_s=0.3))
+    script = stream(tokens(5, 0.002, start_s=0.3))
+    with read_in_batches(0.01):
         (timings,) = run_on_one_connection([script])
-    finally:
-        loop_reads.use_read_batch(None)
     assert timings.ok, timings.error_message
     assert len(timings.token_stamps) == 5
     assert len(reads) <= 10, len(reads)  # ~3 quiet reads, the tokens' and the end's
