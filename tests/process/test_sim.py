@@ -372,29 +372,28 @@ def test_a_request_arrives_when_its_first_bytes_do(tmp_path: Path) -> None:
     assert 0 <= (record["arrival_ns"] - sent_ns) / 1e6 < 5, (record["arrival_ns"] - sent_ns) / 1e6
 
 
-def test_a_token_is_sent_when_the_kernel_sent_it(tmp_path: Path) -> None:
-    """The truth's send stamps are the kernel's transmit stamps of the segments that carried
-    each token (``kernel_sends`` counts them), a few microseconds before the client's kernel
-    receive stamps, not when the simulator's loop got round to writing."""
-    truth = tmp_path / "truth.jsonl"
+def _read_with_kernel_stamps(sim: SimProcess, request_id: str) -> list[tuple[bytes, int]]:
+    """One 20-token stream read raw: each read's bytes and its kernel receive stamp."""
     body = {"model": "tpot-sim", "stream": True, "max_tokens": 20, "ignore_eos": True,
             "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
     received: list[tuple[bytes, int]] = []
-    with start_simulator("--gap-ms", "5", "--ttft-ms", "5", truth=truth) as sim:
-        host, port = sim.url.removeprefix("http://").split(":")
-        with socket.create_connection((host, int(port))) as sock:
-            enable_kernel_stamps(sock)
-            sock.sendall(request_bytes("POST", "/v1/chat/completions", body,
-                                       {"X-Request-Id": "sent"}))  # fmt: skip
-            sock.settimeout(10)
-            while not received or b"[DONE]" not in received[-1][0]:
-                data, ancillary, _, _ = sock.recvmsg(65536, ANCILLARY_BYTES)
-                stamp = kernel_wall_ns(ancillary)
-                assert stamp is not None
-                received.append((data, stamp))
-    (record,) = [r for r in read_truth(truth) if r["request_id"] == "sent"]
-    assert record["kernel_sends"] == len(record["send_ns"]) == 20
-    # a read's stamp is its newest segment's: that of the last token it brought
+    host, port = sim.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        enable_kernel_stamps(sock)
+        sock.sendall(request_bytes("POST", "/v1/chat/completions", body,
+                                   {"X-Request-Id": request_id}))  # fmt: skip
+        sock.settimeout(10)
+        while not received or b"[DONE]" not in received[-1][0]:
+            data, ancillary, _, _ = sock.recvmsg(65536, ANCILLARY_BYTES)
+            stamp = kernel_wall_ns(ancillary)
+            assert stamp is not None
+            received.append((data, stamp))
+    return received
+
+
+def _send_errors_us(received: list[tuple[bytes, int]], record: dict[str, Any]) -> list[float]:
+    """Each read's kernel receive stamp minus the truth's send of the last token it brought
+    (a read's stamp is its newest segment's), in us."""
     wall_minus_truth = time.time_ns() - time.perf_counter_ns() - record["perf_offset_ns"]
     errors_us, tokens = [], 0
     for data, stamp in received:
@@ -402,7 +401,30 @@ def test_a_token_is_sent_when_the_kernel_sent_it(tmp_path: Path) -> None:
         if tokens:
             errors_us.append((stamp - record["send_ns"][tokens - 1] - wall_minus_truth) / 1e3)
     assert tokens == 20
-    assert all(-20 <= error <= 200 for error in errors_us), errors_us
+    return errors_us
+
+
+def test_a_token_is_sent_when_the_kernel_sent_it(tmp_path: Path) -> None:
+    """The truth's send stamps are the kernel's transmit stamps of the segments that carried
+    each token (``kernel_sends`` counts them), a few microseconds before the client's kernel
+    receive stamps, not when the simulator's loop got round to writing.
+
+    A write whose stamp is not back at once, or falls outside its call (TCP sent it later),
+    keeps the loop's stamp by design; on 2 busy cores that happened to half of one stream's
+    tokens. So a stream is tried up to 5 times and one must be (nearly) all kernel-stamped:
+    were the kernel's stamps never used, every try fails."""
+    tries = []
+    for attempt in range(5):
+        truth = tmp_path / f"truth-{attempt}.jsonl"
+        with start_simulator("--gap-ms", "5", "--ttft-ms", "5", truth=truth) as sim:
+            received = _read_with_kernel_stamps(sim, "sent")
+        (record,) = [r for r in read_truth(truth) if r["request_id"] == "sent"]
+        assert len(record["send_ns"]) == 20
+        errors_us = _send_errors_us(received, record)
+        tries.append((record["kernel_sends"], errors_us))
+        if record["kernel_sends"] >= 18 and all(-20 <= error <= 200 for error in errors_us):
+            return
+    pytest.fail(f"no stream of 5 kept the kernel's stamps (kernel_sends, errors us): {tries}")
 
 
 def test_loop_sends_keep_the_loops_stamps(tmp_path: Path) -> None:

@@ -43,9 +43,10 @@ def test_a_trace_is_sent_on_time_with_its_lengths(tmp_path: Path, workers: int) 
     lag = summary["metrics"]["schedule_lag"]
     assert lag["count"] == REQUESTS
     if workers == 0:
-        # ms behind the trace's times: a late dispatcher is 100s of ms late; 10 ms stays wide
-        # of 2 busy cores (a clean-clone CI run read 8.8 with the /metrics sampler beside it)
-        assert lag["p99"] < 10.0, lag
+        # ms behind the trace's times: a late dispatcher is 100s of ms late for most sends.
+        # The median says that; the p99 (the 2nd latest of 200) is one scheduler hiccup on 2
+        # busy cores (CI read 8.8 and 14.2 with p50 1.1), so it is bounded wide of them.
+        assert lag["p50"] < 5.0 and lag["p99"] < 50.0, lag
     sent = Counter()
     for line in (out / "truth.jsonl").read_text().splitlines():
         record = json.loads(line)
