@@ -83,6 +83,12 @@ def test_whole_run_tail_matches_truth(tmp_path: Path, python: str, workers: int)
     if workers:
         assert set(summary["workers"]["stalls"]) == set(summary["workers"]["read_delay_p99_ms"])
         assert len(summary["workers"]["stalls"]) == workers
+        held = summary["workers"]["loop_held_share"]  # each worker's own, and none saturated
+        assert set(held) == set(summary["workers"]["stalls"]) and max(held.values()) < 0.5
+    assert summary["client"]["loop_saturated"] is False
+    held_points = [(point["t"], point["loop_held_share"], point["stalls"])
+                   for point in summary["timeseries"] if "loop_held_share" in point]  # fmt: skip
+    assert all(0 <= held < 0.5 for _, held, _ in held_points), held_points
 
 
 def _burst_windows_truth(truth: Path) -> tuple[np.ndarray, np.ndarray]:

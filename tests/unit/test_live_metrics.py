@@ -31,6 +31,7 @@ def _totals() -> tuple[MetricSet, dict[str, np.ndarray]]:
         for metric in EXPORTED_METRICS:
             record_many(metrics.histogram(metric), sample)
     totals.client.stalls, totals.client.stalled_ns = 3, 45_000_000
+    totals.client.watched_ns = 9_000_000_000
     return totals, values
 
 
@@ -74,6 +75,7 @@ def test_every_exported_metric_has_buckets_counts_and_percentiles() -> None:
                  (("category", "http_5xx"), ("user_class", "chat")))] == 2  # fmt: skip
     assert page[("tpot_locust_client_stalls_total", ())] == 3
     assert page[("tpot_locust_client_stalled_seconds_total", ())] == pytest.approx(0.045)
+    assert page[("tpot_locust_client_watched_seconds_total", ())] == pytest.approx(9.0)
     assert page[("tpot_locust_tokens_per_second", ())] == 812.5
     assert page[("tpot_locust_running", ())] == 1 and page[("tpot_locust_users", ())] == 8
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from array import array
+
 import numpy as np
 
 from tpot_locust.metrics.histograms import record_many
@@ -61,8 +63,43 @@ def test_a_busy_worker_is_named_even_when_the_merged_delays_look_fine() -> None:
         "read_delay_p99_ms": {"w-a": 9.0, "w-b": 9.5, "w-c": 9.0},  # the OS's, now and then
     }  # fmt: skip
     report = format_report(summary)
-    assert "! busy workers (read delay P90 > 1 ms): w-b (6.5 ms)" in report
+    assert ("! busy workers (read delay P90 > 1 ms, or loop held over 50% of the time): "
+            "w-b (read delay P90 6.5 ms)") in report  # fmt: skip
     assert "w-a" not in report and "client busy" not in report
+
+
+def test_a_saturated_loop_marks_the_client_busy_however_late_its_reads() -> None:
+    """Batched reads' delays are their batches': a loop held most of the time can keep them
+    short. Its held share says it, with or without kernel stamps."""
+    for delays_us in ([100] * 100, []):
+        totals = MetricSet()
+        totals.for_group("chat").counters.ok = 1
+        if delays_us:
+            record_many(totals.for_group("chat").histogram("read_delay"), np.asarray(delays_us))
+        totals.client.note_stall(0, 650_000_000)
+        totals.client.record_lags(array("q", [0] * 10), watched_ns=1_000_000_000)
+        summary = build_summary(totals)
+        assert summary["client"]["loop_held_share"] == 0.65
+        assert summary["client"]["loop_saturated"] is True and summary["client"]["busy"] is True
+        assert ("! client busy: its loop was held in stalls 65% of the time (over 50%: too "
+                "little left to read and send on time)") in format_report(summary)  # fmt: skip
+    calm = MetricSet()
+    calm.client.note_stall(0, 40_000_000)
+    calm.client.record_lags(array("q", [0]), watched_ns=1_000_000_000)
+    calm_summary = build_summary(calm)
+    assert calm_summary["client"]["loop_saturated"] is False
+    assert calm_summary["client"]["busy"] is None  # no kernel stamps: unknown, not fine
+
+
+def test_a_worker_with_a_saturated_loop_is_named_busy() -> None:
+    summary = summary_with_read_delays([100] * 1000)
+    summary["workers"] = {
+        "seen": 2, "reported_in_full": 2, "missing": [],
+        "read_delay_p90_ms": {"w-a": 0.2, "w-b": 0.3},
+        "loop_held_share": {"w-a": 0.01, "w-b": 0.7},
+    }  # fmt: skip
+    report = format_report(summary)
+    assert "of the time): w-b (loop held 70%)" in report and "w-a" not in report
 
 
 def test_progress_line_shows_the_intervals_read_delay() -> None:
@@ -80,6 +117,10 @@ def test_progress_line_shows_the_intervals_read_delay() -> None:
     assert format_progress(point, 60).endswith("read delay p90 2.40 p99 2.50 ms")
     point["read_delay"]["count"] = 0  # no kernel stamps: nothing to show
     assert "read delay" not in format_progress(point, 60)
+    point["loop_held_share"] = 0.3  # the loop held a third of the interval: not saturated
+    assert "busy" not in format_progress(point, 60)
+    point["loop_held_share"] = 0.62
+    assert format_progress(point, 60).endswith("loop held 62% (client busy)")
 
 
 def test_a_busy_client_beside_its_server_is_told_more_workers_will_not_help() -> None:

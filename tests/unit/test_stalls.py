@@ -49,8 +49,10 @@ def test_probe_sees_a_held_loop() -> None:
     assert len(seen) == 1
     start, end = seen[0]
     assert 30e6 <= end - start < 60e6
-    lags = np.asarray(probe.take_lags())
+    taken, watched_ns = probe.take_lags()
+    lags = np.asarray(taken)
     assert lags.max() >= 28e6 and lags.size >= 20
+    assert 70e6 <= watched_ns < 150e6  # the 70 ms it ran, from its first tick's start
 
 
 def _timings(request_id: str, send: int, stamps: list[int]) -> RequestTimings:
@@ -98,8 +100,9 @@ def test_recorder_sets_aside_the_gaps_across_a_stall() -> None:
 
 def test_client_health_merges_and_survives_encoding() -> None:
     one, two = ClientHealth(), ClientHealth()
-    one.record_lags(array("q", [100_000, 2_000_000]))
+    one.record_lags(array("q", [100_000, 2_000_000]), watched_ns=100_000_000)
     one.note_stall(0, 30_000_000)
+    two.record_lags(array("q", []), watched_ns=250_000_000)
     two.note_stall(10**9, 10**9 + 5_000_000)
     two.name_worker("w2")
     merged = MetricSet()
@@ -112,6 +115,9 @@ def test_client_health_merges_and_survives_encoding() -> None:
     assert [s["ms"] for s in merged.client.worst_stalls] == [30.0, 5.0]
     assert merged.client.worst_stalls[1]["worker"] == "w2"
     assert merged.client.loop_lag.total_count == 2
+    assert merged.client.watched_ns == 350_000_000
+    assert merged.client.held_share == 0.1  # every process's stalls over every one's time
+    assert not merged.client.saturated and ClientHealth().held_share is None
 
 
 def test_older_saved_histograms_still_decode() -> None:

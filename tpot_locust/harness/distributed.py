@@ -353,6 +353,11 @@ class MasterLink:
                 client_id: histogram_stats(health.loop_lag, ()).max / 1000
                 for client_id, health in sorted(self.client_health.items())
             },
+            "loop_held_share": {
+                client_id: round(health.held_share, 4)
+                for client_id, health in sorted(self.client_health.items())
+                if health.held_share is not None
+            },
             # each worker's own shares (its gaps, every process's windows): one whose tail
             # is its own (a slow client, a far network) stands apart here
             "attribution": {

@@ -46,6 +46,7 @@ class LagProbe:
         threshold = stall_threshold_ms() if threshold_ms is None else threshold_ms
         self.threshold_ns = int(threshold * 1e6)
         self.lags_ns: array[int] = array("q")  # drained by the recorder with each interval
+        self.watched_ns = 0  # the time its ticks spanned, drained with the lags
         self._on_stall = on_stall
         self._timer: Any = None
         self._last_ns = 0
@@ -75,13 +76,16 @@ class LagProbe:
         now = time.perf_counter_ns()
         last, self._last_ns = self._last_ns, now
         lag = now - last - self.interval_ns
+        self.watched_ns += now - last
         self.lags_ns.append(lag if lag > 0 else 0)
         if lag > self.threshold_ns:
             self._on_stall(last, now)
 
-    def take_lags(self) -> array[int]:
+    def take_lags(self) -> tuple[array[int], int]:
+        """The lags since the last call, and the time their ticks spanned (ns)."""
         lags, self.lags_ns = self.lags_ns, array("q")
-        return lags
+        watched, self.watched_ns = self.watched_ns, 0
+        return lags, watched
 
 
 class StallTracer:

@@ -75,9 +75,10 @@ def _count_tokens(counters: ClassCounters, timings: RequestTimings) -> None:
 
 
 class LagSource(Protocol):
-    """What the recorder needs of the loop probe: the lags since the last call."""
+    """What the recorder needs of the loop probe: the lags since the last call, and the
+    time their ticks spanned (ns)."""
 
-    def take_lags(self) -> array[int]: ...
+    def take_lags(self) -> tuple[array[int], int]: ...
 
 
 class GoodputRule(Protocol):
@@ -305,7 +306,7 @@ class Recorder:
         self.tagger.tag(self, final, self._in_flight_sends())
         self._bucket()
         if self.probe is not None:
-            self._interval.client.record_lags(self.probe.take_lags())
+            self._interval.client.record_lags(*self.probe.take_lags())
         for group, tokens in self.token_flow.take().items():
             self._interval.for_group(group).counters.arrived_tokens += tokens
         finished, self._interval = self._interval, MetricSet()

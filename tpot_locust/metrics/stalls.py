@@ -37,6 +37,10 @@ STALLS_KEY = "client_stalls"  # a worker audit's stall windows (common.results_f
 # stall windows of the process that measured it (as the truth check does).
 PROCESS_TAG = uuid.uuid4().hex[:4]
 WORST_STALLS_KEPT = 10
+# Held in stalls more than this share of the time, a loop is saturated (``client.busy``).
+# A loop held 6 ms in every 10 (an overloaded worker) is held ~0.6-0.7 of the time;
+# a quiet quickstart's loop MEASURE.
+LOOP_SATURATED_SHARE = 0.5
 
 
 class StallWindows:
@@ -94,11 +98,29 @@ class ClientHealth:
     loop_lag: HdrHistogram = field(default_factory=new_histogram)  # microseconds
     stalls: int = 0
     stalled_ns: int = 0
+    watched_ns: int = 0  # the time the probe watched the loop: what ``held_share`` divides
     worst_stalls: list[dict[str, Any]] = field(default_factory=list)  # longest first
 
-    def record_lags(self, lags_ns: array[int]) -> None:
+    def record_lags(self, lags_ns: array[int], watched_ns: int = 0) -> None:
+        """The probe's lags, and the time its ticks spanned (``LagProbe.take_lags``)."""
         if lags_ns:
             record_many(self.loop_lag, to_us(np.asarray(lags_ns, dtype=np.int64)))
+        self.watched_ns += watched_ns
+
+    @property
+    def held_share(self) -> float | None:
+        """The share of the watched time the loop was held in stalls (merged: of every
+        process's time); None where no probe watched. Over ``LOOP_SATURATED_SHARE`` the
+        loop had too little time left to read and send on time, however late its reads
+        seem (a batched read's delay is its batch's, which can miss that)."""
+        if self.watched_ns <= 0:
+            return None
+        return min(1.0, self.stalled_ns / self.watched_ns)
+
+    @property
+    def saturated(self) -> bool:
+        share = self.held_share
+        return share is not None and share > LOOP_SATURATED_SHARE
 
     def note_stall(self, start_wall_ns: int, end_wall_ns: int) -> None:
         self.stalls += 1
@@ -120,17 +142,19 @@ class ClientHealth:
         add_into(self.loop_lag, other.loop_lag)
         self.stalls += other.stalls
         self.stalled_ns += other.stalled_ns
+        self.watched_ns += other.watched_ns
         if other.worst_stalls:
             self._keep_worst([dict(stall) for stall in other.worst_stalls])
 
     def encode(self) -> dict[str, Any]:
         loop_lag = self.loop_lag.encode().decode("ascii") if self.loop_lag.total_count else None
         return {"loop_lag": loop_lag, "stalls": self.stalls, "stalled_ns": self.stalled_ns,
-                "worst_stalls": self.worst_stalls}  # fmt: skip
+                "watched_ns": self.watched_ns, "worst_stalls": self.worst_stalls}  # fmt: skip
 
     @classmethod
     def decode(cls, data: dict[str, Any]) -> ClientHealth:
-        health = cls(stalls=int(data.get("stalls", 0)), stalled_ns=int(data.get("stalled_ns", 0)))
+        health = cls(stalls=int(data.get("stalls", 0)), stalled_ns=int(data.get("stalled_ns", 0)),
+                     watched_ns=int(data.get("watched_ns", 0)))  # fmt: skip
         health.worst_stalls = list(data.get("worst_stalls", []))
         if data.get("loop_lag"):
             try:

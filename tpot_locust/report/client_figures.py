@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK, USER_CLOCK
 from tpot_locust.common.text_safety import printable
 from tpot_locust.metrics.histograms import histogram_stats
-from tpot_locust.metrics.stalls import ClientHealth
+from tpot_locust.metrics.stalls import LOOP_SATURATED_SHARE, ClientHealth
 from tpot_locust.report.summary_types import ClientFigures, Summary
 
 # A read delay at most this is on time, whatever the token gap (``client_busy``).
@@ -44,6 +44,8 @@ def client_health(health: ClientHealth, start_wall_s: float | None) -> dict[str,
         } | {"max": lag.max / 1000},
         "stalls": health.stalls,
         "stalled_ms": round(health.stalled_ns / 1e6, 3),
+        "loop_held_share": None if health.held_share is None else round(health.held_share, 4),
+        "loop_saturated": health.saturated,
         "worst_stalls": worst,
     }  # fmt: skip
 
@@ -71,33 +73,41 @@ def client_busy(read_delay_p90_ms: float, token_gap_ms: float = 0.0) -> bool:
 
 
 def format_busy_workers(summary: Summary) -> list[str]:
-    """A line naming every worker whose own read delay says it fell behind."""
-    workers = summary.get("workers")
-    late_workers = {
-        client_id: p90
-        for client_id, p90 in (workers or {}).get("read_delay_p90_ms", {}).items()
-        if client_busy(p90, token_gap_ms(summary))
-    }
-    if late_workers:
-        named = ", ".join(
-            f"{printable(client_id)} ({p90:.1f} ms)" for client_id, p90 in late_workers.items()
-        )
-        limit = max(CLIENT_BUSY_READ_DELAY_MS, token_gap_ms(summary))
-        return [f"! busy workers (read delay P90 > {limit:g} ms): {named}"]
+    """A line naming every worker whose own read delay, or its saturated loop, says it fell
+    behind."""
+    workers = summary.get("workers") or {}
+    limit = max(CLIENT_BUSY_READ_DELAY_MS, token_gap_ms(summary))
+    reasons: dict[str, list[str]] = {}
+    for client_id, p90 in workers.get("read_delay_p90_ms", {}).items():
+        if client_busy(p90, token_gap_ms(summary)):
+            reasons.setdefault(client_id, []).append(f"read delay P90 {p90:.1f} ms")
+    for client_id, share in workers.get("loop_held_share", {}).items():
+        if share > LOOP_SATURATED_SHARE:
+            reasons.setdefault(client_id, []).append(f"loop held {share:.0%}")
+    if reasons:
+        named = ", ".join(f"{printable(client_id)} ({', '.join(why)})"
+                          for client_id, why in sorted(reasons.items()))  # fmt: skip
+        return [f"! busy workers (read delay P90 > {limit:g} ms, or loop held over "
+                f"{LOOP_SATURATED_SHARE:.0%} of the time): {named}"]  # fmt: skip
     return []
 
 
 def format_client_busy(summary: Summary) -> list[str]:
-    """A line when the run's client fell behind its streams (``client_busy``)."""
-    if summary["client"]["busy"]:
-        p90 = summary["client"]["read_delay_p90_ms"]
-        limit = max(CLIENT_BUSY_READ_DELAY_MS, token_gap_ms(summary))
-        return [
-            f"! client busy: 10 % of reads came more than {p90:.1f} ms after their data "
-            f"arrived (read delay P90 > {limit:g} ms, a token gap): the client fell behind "
-            f"the streams. {busy_advice(summary)}"
-        ]
-    return []
+    """A line when the run's client fell behind its streams: its reads came late
+    (``client_busy``), or its loops were saturated (``ClientHealth.saturated``)."""
+    client = summary["client"]
+    if not client["busy"]:
+        return []
+    p90 = client["read_delay_p90_ms"]
+    limit = max(CLIENT_BUSY_READ_DELAY_MS, token_gap_ms(summary))
+    if p90 is not None and client_busy(p90, token_gap_ms(summary)):
+        why = (f"10 % of reads came more than {p90:.1f} ms after their data arrived (read "
+               f"delay P90 > {limit:g} ms, a token gap)")  # fmt: skip
+    else:
+        why = (f"its loop was held in stalls {client.get('loop_held_share') or 0:.0%} of the "
+               f"time (over {LOOP_SATURATED_SHARE:.0%}: too little left to read and send on "
+               "time)")  # fmt: skip
+    return [f"! client busy: {why}: the client fell behind the streams. {busy_advice(summary)}"]
 
 
 def busy_advice(summary: Summary) -> str:

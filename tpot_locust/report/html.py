@@ -138,7 +138,8 @@ def _metadata(summary: Summary) -> list[str]:
         ("client", f"read delay p90 {client.get('read_delay_p90_ms')} ms, p99 "
          f"{client.get('read_delay_p99_ms')} ms, busy "
          f"{client.get('busy')}; {client.get('stalls', 0)} loop stalls "
-         f"({client.get('stalled_ms', 0)} ms)"),
+         f"({client.get('stalled_ms', 0)} ms, loop held share "
+         f"{client.get('loop_held_share')})"),
     ]  # fmt: skip
     if goodput := summary.get("goodput"):
         fraction = "-" if goodput["fraction"] is None else f"{goodput['fraction'] * 100:.2f}%"

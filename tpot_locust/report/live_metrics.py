@@ -157,7 +157,11 @@ def _counters(scopes: list[tuple[str, ClassMetrics]], totals: MetricSet) -> Iter
     stalled = CounterMetricFamily(f"{PREFIX}_client_stalled_seconds",
                                   "the time those windows lasted")  # fmt: skip
     stalled.add_metric([], totals.client.stalled_ns / 1e9)
-    return [requests, errors, tokens, arrived, stalls, stalled]
+    watched = CounterMetricFamily(f"{PREFIX}_client_watched_seconds",
+                                  "the time the load processes' loops were watched for stalls: "
+                                  "stalled over watched is the held share")  # fmt: skip
+    watched.add_metric([], totals.client.watched_ns / 1e9)
+    return [requests, errors, tokens, arrived, stalls, stalled, watched]
 
 
 def _gauges(facts: RunFacts) -> Iterable[Metric]:

@@ -239,11 +239,13 @@ _CLASS = record({"histograms": mapping(text(MAX_BLOB), 1000), "counters": _COUNT
 _STALL = record({"ms": _NUMBER0, "at_wall_s": number(), "worker": optional(text(1000))},
                 required=("ms", "at_wall_s"))  # fmt: skip
 _CLIENT = record({"loop_lag": optional(text(MAX_BLOB)), "stalls": integer(),
-                  "stalled_ns": integer(), "worst_stalls": list_of(_STALL, 1000)})  # fmt: skip
+                  "stalled_ns": integer(), "watched_ns": integer(),
+                  "worst_stalls": list_of(_STALL, 1000)})  # fmt: skip
 _POINT = record(
     {"t": number(), "interval_s": optional(_NUMBER0), "users": integer(),
      "tokens_per_s": optional(_NUMBER0), "requests_ok": integer(), "requests_failed": integer(),
      "stalls": integer(), "loop_lag_max_ms": optional(_NUMBER0), "partial": boolean(),
+     "loop_held_share": number(0.0, 1.0),
      **{name: mapping(number()) for name in catalogue.names("in_timeseries")}},
     required=("t", "users"),
 )  # fmt: skip
@@ -251,7 +253,7 @@ _WORKERS = record(
     {"seen": integer(), "reported_in_full": integer(), "missing": list_of(text(1000)),
      "read_delay_p90_ms": mapping(_NUMBER0), "read_delay_p99_ms": mapping(_NUMBER0),
      "stalls": mapping(integer()),
-     "loop_lag_max_ms": mapping(_NUMBER0)},
+     "loop_lag_max_ms": mapping(_NUMBER0), "loop_held_share": mapping(number(0.0, 1.0))},
     required=("seen", "reported_in_full", "missing"),
 )  # fmt: skip
 _SPAN = list_of(number(), 2)

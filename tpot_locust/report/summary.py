@@ -228,6 +228,8 @@ def build_summary(
     client = summary.setdefault("client", {})
     client |= built_part(errors, "client health",
                     lambda: client_health(totals.client, run.get("start_wall_s")), {})  # fmt: skip
+    if client.get("loop_saturated"):  # however late its reads seem (``client_check``)
+        client["busy"] = True
     client["stall_threshold_ms"] = run.get("stall_threshold_ms")
     summary["timeseries"] = run.pop("timeseries", [])
     summary["complete"] = run.pop("complete", True)

@@ -89,6 +89,8 @@ class ClientFigures(TypedDict, total=False):
     loop_lag: dict[str, float]  # count, a key per percentile, max
     stalls: int
     stalled_ms: float
+    loop_held_share: float | None  # of the watched time, held in stalls (``ClientHealth``)
+    loop_saturated: bool  # held over ``LOOP_SATURATED_SHARE``: busy, however late its reads
     worst_stalls: list[dict[str, Any]]
     stall_threshold_ms: float | None
 
@@ -119,6 +121,7 @@ class Workers(TypedDict, total=False):
     read_delay_p99_ms: dict[str, float]  # per worker
     stalls: dict[str, int]
     loop_lag_max_ms: dict[str, float]
+    loop_held_share: dict[str, float]  # per worker: what ``! busy workers`` also judges
     attribution: dict[str, Any]  # each worker's own cause shares
 
 
