@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import random
 import re
+import time
 from collections.abc import Callable
 
 from tpot_locust.common.checked_numbers import env_count
@@ -122,3 +123,13 @@ class RequestFailed(Exception):
 
     def __init__(self, timings: RequestTimings) -> None:
         super().__init__(f"{timings.error_category}: {timings.error_message}")
+
+
+def ended_unstreamed(timings: RequestTimings, category: str, message: str) -> RequestTimings:
+    """``timings`` of a request that ended before or while it streamed, now: the stop
+    (``interrupted``) or a failed model lookup, counted with its reason so the totals still
+    add up."""
+    timings.t_end_ns = time.perf_counter_ns()
+    timings.error_category = category
+    timings.error_message = message
+    return timings

@@ -37,7 +37,7 @@ from tpot_locust.common.timings import RequestTimings
 from tpot_locust.common.tls import client_tls_context
 from tpot_locust.common.tokens import Tokenizer, load_tokenizer
 from tpot_locust.harness.event_hooks import ensure_prefill_window, ensure_token_timings
-from tpot_locust.harness.failures import Backoff, RequestFailed
+from tpot_locust.harness.failures import Backoff, RequestFailed, ended_unstreamed
 from tpot_locust.harness.model_lookup import first_listed_model, lookup_timeout
 from tpot_locust.harness.model_split import ModelSplit
 from tpot_locust.harness.prefill_events import PrefillWindow
@@ -405,18 +405,12 @@ class ChatUser(User):
             raise
         except (StreamError, ReadTimeout, ValueError) as error:
             # The model lookup (GET /v1/models) failed: this request fails with its reason.
-            timings = RequestTimings(
-                type(self).__name__,
-                self.api,
-                request_id,
-                intended_ns,
-                time.perf_counter_ns(),
-                model=self._session_model,
-            )
-            timings.t_end_ns = time.perf_counter_ns()
-            timings.error_category = getattr(error, "category", MODEL_LOOKUP)
             detail = f"model lookup: {getattr(error, 'message', error)}"
-            timings.error_message = redact(detail, self.request_headers(request_id))
+            timings = ended_unstreamed(
+                self._unsent(request_id, intended_ns, time.perf_counter_ns()),
+                getattr(error, "category", MODEL_LOOKUP),
+                redact(detail, self.request_headers(request_id)),
+            )
             self.connection.close()
             answer = ""
         else:
@@ -470,19 +464,13 @@ class ChatUser(User):
         """A request the stop killed (mid-stream: ``sent_ns``, its send): counted, so the
         totals still add up."""
         self.connection.close()
-        now = time.perf_counter_ns()
-        timings = RequestTimings(
-            type(self).__name__,
-            self.api,
-            request_id,
-            intended_ns,
-            sent_ns or now,
-            model=self._session_model,
-        )
-        timings.t_end_ns = now
-        timings.error_category = INTERRUPTED
-        timings.error_message = "stopped by the end of the run"
-        self._token_timings.fire(timings=timings, user=self)
+        timings = self._unsent(request_id, intended_ns, sent_ns or time.perf_counter_ns())
+        ended = ended_unstreamed(timings, INTERRUPTED, "stopped by the end of the run")
+        self._token_timings.fire(timings=ended, user=self)
+
+    def _unsent(self, request_id: str, intended_ns: int, sent_ns: int) -> RequestTimings:
+        return RequestTimings(type(self).__name__, self.api, request_id, intended_ns, sent_ns,
+                              model=self._session_model)  # fmt: skip
 
 
 def refuse_several_choices(class_name: str, extra_body: dict[str, Any]) -> None:

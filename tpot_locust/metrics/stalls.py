@@ -38,8 +38,9 @@ STALLS_KEY = "client_stalls"  # a worker audit's stall windows (common.results_f
 PROCESS_TAG = uuid.uuid4().hex[:4]
 WORST_STALLS_KEPT = 10
 # Held in stalls more than this share of the time, a loop is saturated (``client.busy``).
-# A loop held 6 ms in every 10 (an overloaded worker) is held ~0.6-0.7 of the time;
-# a quiet quickstart's loop MEASURE.
+# Measured here: a loop held 6 ms in every 10 (an overloaded worker) 0.65-0.69; a quiet
+# quickstart 0.004; 64 streams x 2 ms 0.08 (0.24 in 40 ms batches, each batch over 2 ms
+# a stall), 128 streams 0.45 (read at once it was busy by its read delay too), 256 0.8-0.87.
 LOOP_SATURATED_SHARE = 0.5
 
 
