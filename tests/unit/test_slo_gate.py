@@ -16,9 +16,9 @@ from tpot_locust.scenario.yaml_source import ScenarioErrors, parse_located
 GATE = ROOT / "tests/scenarios/gate.yaml"
 
 
-def slo(text: str, classes: tuple[str, ...] = ("chat",)) -> SloSpec:
+def slo(text: str, classes: tuple[str, ...] = ("chat",), models: tuple[str, ...] = ()) -> SloSpec:
     located = parse_located(text, "s.yaml")
-    spec = parse_slo(located, located.data["slo"], set(classes))
+    spec = parse_slo(located, located.data["slo"], set(classes), frozenset(models))
     located.raise_problems()
     return spec
 
@@ -133,3 +133,36 @@ def test_a_pace_is_checked_where_it_is_written() -> None:
     ):
         with pytest.raises(ScenarioErrors, match=message):
             slo(text)
+
+
+def test_a_model_is_gated_on_its_own_figures() -> None:
+    spec = slo("slo: {tpot: {p99: 10ms}, models: {lora-b: {tpot: {p99: 10ms}, error_rate: 1%}}}",
+               models=("lora-a", "lora-b"))  # fmt: skip
+    scoped = [o for o in spec.objectives if o.model]
+    assert [(o.model, o.metric, o.class_name) for o in scoped] == [
+        ("lora-b", "tpot", None), ("lora-b", "error_rate", None)
+    ]  # fmt: skip
+    assert scoped[0].name == "model lora-b: tpot p99 <= 10 ms"
+    lora_b = summary_with(tpot(14, 1000))  # the adapter's own tail, hidden in the whole run's
+    summary = summary_with(tpot(6, 1000), models={"lora-a": summary_with(tpot(5, 1000)),
+                                                  "lora-b": lora_b})  # fmt: skip
+    verdict = evaluate(spec, summary)
+    by_name = {check["name"]: check for check in verdict["checks"]}
+    assert by_name["tpot p99 <= 10 ms"]["verdict"] == "pass"
+    assert by_name["model lora-b: tpot p99 <= 10 ms"]["verdict"] == "fail"
+    assert by_name["model lora-b: tpot p99 <= 10 ms"]["model"] == "lora-b"
+    assert verdict["exit_code"] == 1
+    unsent = evaluate(spec, summary | {"models": {"lora-a": summary_with(tpot(5, 1000))}})
+    missing = {c["name"]: c for c in unsent["checks"]}["model lora-b: tpot p99 <= 10 ms"]
+    assert missing["verdict"] == "insufficient"
+    assert missing["why"] == "no request went to model lora-b"
+
+
+def test_an_slo_for_a_model_no_class_names_is_an_error() -> None:
+    with pytest.raises(ScenarioErrors, match=r"slo.models.lora-bb: no class names this model "
+                       r"\(did you mean lora-b\?\); the classes name lora-a, lora-b"):  # fmt: skip
+        slo("slo: {models: {lora-bb: {tpot: {p99: 10ms}}}}", models=("lora-a", "lora-b"))
+    with pytest.raises(ScenarioErrors, match="no class names a model"):
+        slo("slo: {models: {lora-c: {tpot: {p99: 10ms}}}}")
+    with pytest.raises(ScenarioErrors, match="slo.models: must map model names"):
+        slo("slo: {models: [lora-a]}", models=("lora-a",))

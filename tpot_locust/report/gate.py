@@ -44,11 +44,13 @@ class Check:
     samples_above: int | None
     verdict: str
     why: str
+    model: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name, "kind": self.kind, "metric": self.metric,
-            "class": self.class_name, "statistic": self.statistic, "limit": self.limit,
+            "class": self.class_name, "model": self.model, "statistic": self.statistic,
+            "limit": self.limit,
             "unit": self.unit, "measured": self.measured, "samples_above": self.samples_above,
             "verdict": self.verdict, "why": self.why,
         }  # fmt: skip
@@ -113,14 +115,21 @@ def run_validity(summary: Summary) -> list[str]:
     return reasons
 
 
-def _scope(summary: Summary, class_name: str | None) -> Summary | None:
-    return summary if class_name is None else summary.get("classes", {}).get(class_name)
+def _scope(summary: Summary, objective: Objective) -> Summary | None:
+    """The figures an objective holds: its class's, its model's, or the whole run's."""
+    if objective.class_name is not None:
+        return summary.get("classes", {}).get(objective.class_name)
+    if objective.model is not None:
+        return summary.get("models", {}).get(objective.model)
+    return summary
 
 
 def _check(objective: Objective, spec: SloSpec, summary: Summary) -> Check:
-    scope = _scope(summary, objective.class_name)
+    scope = _scope(summary, objective)
     if scope is None:
-        return _result(objective, None, None, INSUFFICIENT, "the class sent no request")
+        why = ("the class sent no request" if objective.class_name is not None
+               else f"no request went to model {objective.model}")  # fmt: skip
+        return _result(objective, None, None, INSUFFICIENT, why)
     if objective.kind == "latency":
         return _latency(objective, spec, scope)
     if objective.kind == "error_rate":
@@ -223,7 +232,7 @@ def _result(
         name=objective.name, kind=objective.kind, metric=objective.metric,
         class_name=objective.class_name, statistic=objective.statistic,
         limit=objective.limit, unit=objective.unit, measured=measured,
-        samples_above=above, verdict=verdict, why=why,
+        samples_above=above, verdict=verdict, why=why, model=objective.model,
     )  # fmt: skip
 
 

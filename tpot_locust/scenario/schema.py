@@ -130,7 +130,8 @@ def validate(located: Located, check_engine: EngineCheck | None = None) -> Scena
         _validate_engine(located, simulator, given, check_engine)
     slo = SloSpec()
     with located.keep_going():
-        slo = parse_slo(located, data.get("slo"), set(names))
+        models = frozenset(name for traffic in classes for name in traffic.model or {})
+        slo = parse_slo(located, data.get("slo"), set(names), models)
     sweep = None
     if data.get("sweep") is not None:
         with located.keep_going():

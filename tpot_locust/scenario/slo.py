@@ -14,6 +14,7 @@ master's gate and ``tpot-locust validate`` all read the same model.
       stall_time: {p99: 500ms}                      # (with pace) waits beyond them
       interference: {tpot_p99: 3.0}                 # burst / steady, at most
       classes: {long_prompt: {ttft: {p90: 3s}}}
+      models: {lora-b: {tpot: {p99: 20ms}}}          # a model some class names
       min_samples_above: 10                         # per percentile verdict
       insufficient: fail                            # or warn
       baseline: {results: results/base, max_regression: 10%}
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tpot_locust.common import metric_catalogue as catalogue
@@ -54,8 +55,9 @@ MAX_SLO_COUNT = 1_000_000_000  # a count of samples
 
 @dataclass(frozen=True)
 class Objective:
-    """One bound: ``metric``'s ``statistic`` (for ``class_name``, or all traffic) is at
-    most (``upper``) or at least ``limit``. Times are in ms, fractions in 0..1."""
+    """One bound: ``metric``'s ``statistic`` (for ``class_name``, ``model``, or all
+    traffic) is at most (``upper``) or at least ``limit``. Times are in ms, fractions in
+    0..1."""
 
     kind: str  # latency | error_rate | throughput | goodput | interference | fluidity
     metric: str
@@ -65,6 +67,7 @@ class Objective:
     upper: bool = True
     min_samples_above: int = DEFAULT_MIN_SAMPLES_ABOVE
     key_path: str = ""  # where the scenario set it (slo.tpot.p99), for messages
+    model: str | None = None  # the model (``classes.<name>.model``) it applies to
 
     @property
     def unit(self) -> str:
@@ -77,7 +80,8 @@ class Objective:
 
     @property
     def name(self) -> str:
-        scope = f"{self.class_name}: " if self.class_name else ""
+        scope = (f"{self.class_name}: " if self.class_name
+                 else f"model {self.model}: " if self.model else "")  # fmt: skip
         what = f"{self.metric} {self.statistic}" if self.statistic else self.metric
         return f"{scope}{what} {'<=' if self.upper else '>='} {format_limit(self)}"
 
@@ -141,8 +145,11 @@ def format_limit(objective: Objective) -> str:
     return format_value(objective.limit, objective.unit, fraction_digits="g")
 
 
-def parse_slo(located: Located, data: Any, class_names: set[str]) -> SloSpec:
-    """The validated ``slo`` block; each problem is noted on ``located`` (validation goes on)."""
+def parse_slo(
+    located: Located, data: Any, class_names: set[str], model_names: frozenset[str] = frozenset()
+) -> SloSpec:
+    """The validated ``slo`` block; each problem is noted on ``located`` (validation goes on).
+    ``model_names``: the models the classes name (``slo.models`` may hold only those)."""
     if data is None:
         return SloSpec()
     if not isinstance(data, dict):
@@ -173,6 +180,7 @@ def parse_slo(located: Located, data: Any, class_names: set[str]) -> SloSpec:
             located.problems.append(located.error(path, "must be a mapping"))
             continue
         objectives += _scope_objectives(located, path, spec, str(name), min_samples, top=False)
+    objectives += _model_objectives(located, data.get("models"), model_names, min_samples)
     goodput = None
     if "goodput" in data:
         with located.keep_going():
@@ -191,8 +199,34 @@ def parse_slo(located: Located, data: Any, class_names: set[str]) -> SloSpec:
                    dict(data), pace)  # fmt: skip
 
 
+def _model_objectives(
+    located: Located, models: Any, model_names: frozenset[str], min_samples: int
+) -> list[Objective]:
+    """``slo.models``: the scope keys for one model, across the classes that name it."""
+    if models is None:
+        return []
+    if not isinstance(models, dict):
+        located.problems.append(located.error("slo.models", "must map model names to SLOs"))
+        return []
+    objectives: list[Objective] = []
+    for name, spec in models.items():
+        path = f"slo.models.{name}"
+        if str(name) not in model_names:
+            named = (f"; the classes name {', '.join(sorted(model_names))}" if model_names
+                     else "; no class names a model (classes.<name>.model)")  # fmt: skip
+            hint = did_you_mean(str(name), model_names)
+            located.problems.append(located.error(path, f"no class names this model{hint}{named}"))
+            continue
+        if not isinstance(spec, dict):
+            located.problems.append(located.error(path, "must be a mapping"))
+            continue
+        scoped = _scope_objectives(located, path, spec, None, min_samples, top=False)
+        objectives += [replace(objective, model=str(name)) for objective in scoped]
+    return objectives
+
+
 _SCOPE_KEYS = {*LATENCY_METRICS, "error_rate", "throughput", "interference"}
-_TOP_KEYS = _SCOPE_KEYS | {"classes", "goodput", "min_samples_above", "insufficient",
+_TOP_KEYS = _SCOPE_KEYS | {"classes", "models", "goodput", "min_samples_above", "insufficient",
                            "baseline", "client_stalls", "pace"}  # fmt: skip
 _PACE_KEYS = ("tokens_per_s", "tpot", "ttft", "min_on_time")
 
