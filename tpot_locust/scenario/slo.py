@@ -23,7 +23,8 @@ master's gate and ``tpot-locust validate`` all read the same model.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -166,21 +167,14 @@ def parse_slo(
     if client_stalls not in CLIENT_STALL_POLICIES:
         located.problems.append(located.error("slo.client_stalls", "must be invalid or decisive"))
     objectives = _scope_objectives(located, "slo", data, None, min_samples, top=True)
-    classes = data.get("classes") or {}
-    if not isinstance(classes, dict):
-        located.problems.append(located.error("slo.classes", "must map class names to SLOs"))
-        classes = {}
-    for name, spec in classes.items():
-        path = f"slo.classes.{name}"
-        if name not in class_names:
-            hint = did_you_mean(str(name), class_names)
-            located.problems.append(located.error(path, f"no such class{hint}"))
-            continue
-        if not isinstance(spec, dict):
-            located.problems.append(located.error(path, "must be a mapping"))
-            continue
-        objectives += _scope_objectives(located, path, spec, str(name), min_samples, top=False)
-    objectives += _model_objectives(located, data.get("models"), model_names, min_samples)
+    for name, path, spec in _named_scopes(located, data, "classes", class_names, "no such class"):
+        objectives += _scope_objectives(located, path, spec, name, min_samples, top=False)
+    named = (f"; the classes name {', '.join(sorted(model_names))}" if model_names
+             else "; no class names a model (classes.<name>.model)")  # fmt: skip
+    unnamed = "no class names this model"
+    for name, path, spec in _named_scopes(located, data, "models", model_names, unnamed, named):
+        scoped = _scope_objectives(located, path, spec, None, min_samples, top=False)
+        objectives += [replace(objective, model=name) for objective in scoped]
     goodput = None
     if "goodput" in data:
         with located.keep_going():
@@ -199,30 +193,27 @@ def parse_slo(
                    dict(data), pace)  # fmt: skip
 
 
-def _model_objectives(
-    located: Located, models: Any, model_names: frozenset[str], min_samples: int
-) -> list[Objective]:
-    """``slo.models``: the scope keys for one model, across the classes that name it."""
-    if models is None:
-        return []
-    if not isinstance(models, dict):
-        located.problems.append(located.error("slo.models", "must map model names to SLOs"))
-        return []
-    objectives: list[Objective] = []
-    for name, spec in models.items():
-        path = f"slo.models.{name}"
-        if str(name) not in model_names:
-            named = (f"; the classes name {', '.join(sorted(model_names))}" if model_names
-                     else "; no class names a model (classes.<name>.model)")  # fmt: skip
-            hint = did_you_mean(str(name), model_names)
-            located.problems.append(located.error(path, f"no class names this model{hint}{named}"))
-            continue
-        if not isinstance(spec, dict):
+def _named_scopes(
+    located: Located, data: dict[str, Any], key: str, known: AbstractSet[str], unknown: str,
+    known_words: str = "",
+) -> Iterator[tuple[str, str, dict[str, Any]]]:  # fmt: skip
+    """``slo.classes`` or ``slo.models``: each known name, its path and its mapping; an
+    unknown name (``unknown``, a did-you-mean and ``known_words``) or a spec that is no
+    mapping is noted on ``located``."""
+    scopes = data.get(key) or {}
+    if not isinstance(scopes, dict):
+        noun = "class" if key == "classes" else "model"
+        located.problems.append(located.error(f"slo.{key}", f"must map {noun} names to SLOs"))
+        return
+    for name, spec in scopes.items():
+        path = f"slo.{key}.{name}"
+        if str(name) not in known:
+            hint = did_you_mean(str(name), known)
+            located.problems.append(located.error(path, f"{unknown}{hint}{known_words}"))
+        elif not isinstance(spec, dict):
             located.problems.append(located.error(path, "must be a mapping"))
-            continue
-        scoped = _scope_objectives(located, path, spec, None, min_samples, top=False)
-        objectives += [replace(objective, model=str(name)) for objective in scoped]
-    return objectives
+        else:
+            yield str(name), path, spec
 
 
 _SCOPE_KEYS = {*LATENCY_METRICS, "error_rate", "throughput", "interference"}
