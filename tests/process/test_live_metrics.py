@@ -30,8 +30,11 @@ LOCUSTFILE = ROOT / "tests/helpers/locust_distributed.py"
 
 def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     text = urllib.request.urlopen(url, timeout=10).read().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}  # fmt: skip
+    return {
+        (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if v))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }  # fmt: skip  (an empty label is none, as to Prometheus)
 
 
 def test_a_master_serves_the_merged_totals_live_and_final(tmp_path: Path) -> None:

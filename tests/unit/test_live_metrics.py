@@ -36,7 +36,8 @@ def _totals() -> tuple[MetricSet, dict[str, np.ndarray]]:
 
 
 def _samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+    """Each sample by name and labels, as Prometheus stores them (an empty label is none)."""
+    return {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if v))): s.value
             for family in text_string_to_metric_families(text.decode())
             for s in family.samples}  # fmt: skip
 
@@ -127,3 +128,25 @@ def test_a_bare_port_listens_on_loopback_only() -> None:
     for bad in ("", ":9464", "x:0", "x:65536", "x:1.5", "a b:80", "http://x:80"):
         with pytest.raises(argparse.ArgumentTypeError):
             parse_address(bad)
+
+
+def test_a_model_has_its_own_series_that_no_class_selector_adds_in() -> None:
+    totals = MetricSet()
+    for group, ok, gap_us in (("chat@lora-a", 30, 2_000), ("chat@lora-b", 10, 9_000),
+                              ("batch@lora-b", 5, 4_000)):  # fmt: skip
+        metrics = totals.for_group(group)
+        metrics.counters.ok = ok
+        record_many(metrics.histogram("tpot"), np.full(ok, gap_us))
+    page = _samples(render(totals, RunFacts(running=True, users=3, tokens_per_s=None)))
+    count = "tpot_locust_tpot_seconds_count"
+    assert page[(count, (("model", "lora-b"),))] == 15  # across the classes that name it
+    assert page[(count, (("model", "lora-a"),))] == 30
+    assert page[(count, (("user_class", "chat"),))] == 40
+    assert page[(count, (("user_class", "all"),))] == 45  # the models' series are not in it
+    max_b = page[("tpot_locust_tpot_quantile_seconds", (("model", "lora-b"), ("quantile", "1")))]
+    assert max_b == pytest.approx(0.009, rel=1e-3)
+    ok = ("tpot_locust_requests_total", (("model", "lora-b"), ("outcome", "ok")))
+    assert page[ok] == 15
+    assert not any(
+        dict(labels).get("model") for _, labels in page if ("user_class", "all") in labels
+    )

@@ -4,7 +4,8 @@ Made from the master's (or a single process's) merged totals after each report i
 so every scrape sees one consistent snapshot, never totals half added. What each family
 holds (docs/distributed.md, "Live metrics"):
 
-- ``tpot_locust_<metric>_seconds``: a histogram per exported metric and user class; its
+- ``tpot_locust_<metric>_seconds``: a histogram per exported metric and user class (and
+  per model, where a class split its traffic over models: ``SCOPE_LABELS``); its
   buckets read from the merged HDR histogram (``bucket_counts``), its ``_sum`` from the
   HDR buckets' midpoints;
 - ``tpot_locust_<metric>_quantile_seconds{quantile}``: the run's percentiles so far, from
@@ -94,62 +95,72 @@ class _Snapshot(Collector):
         return iter(self.families)
 
 
+# A scope's labels: (user_class, model). A class, or all traffic, has no model; a model
+# (``classes.<name>.model``, across the classes that name it) has no user_class. An empty
+# value is no label to Prometheus, so ``{user_class="all"}`` never adds a model's series in.
+SCOPE_LABELS = ["user_class", "model"]
+Scope = tuple[tuple[str, str], ClassMetrics]
+
+
 def render(totals: MetricSet, facts: RunFacts) -> bytes:
     """The Prometheus text exposition of ``totals`` and ``facts``."""
-    scopes = sorted(totals.by_class().items())
-    scopes.append((ALL_CLASSES, totals.combined()))  # always: a dashboard's default view
+    scopes: list[Scope] = [
+        ((name, ""), metrics) for name, metrics in sorted(totals.by_class().items())
+    ]
+    scopes.append(((ALL_CLASSES, ""), totals.combined()))  # always: a dashboard's default view
+    scopes += [(("", name), metrics) for name, metrics in sorted(totals.by_model().items())]
     families = [*_histograms(scopes), *_counters(scopes, totals), *_gauges(facts)]
     return generate_latest(_Snapshot(families))
 
 
-def _histograms(scopes: list[tuple[str, ClassMetrics]]) -> Iterable[Metric]:
+def _histograms(scopes: list[Scope]) -> Iterable[Metric]:
     for name in EXPORTED_METRICS:
         entry = catalogue.BY_NAME[name]
         bounds = buckets_s(name)
         family = HistogramMetricFamily(
-            f"{PREFIX}_{name}_seconds", f"{entry.title} (docs/metrics.md)", labels=["user_class"]
+            f"{PREFIX}_{name}_seconds", f"{entry.title} (docs/metrics.md)", labels=SCOPE_LABELS
         )
         quantiles = GaugeMetricFamily(
             f"{PREFIX}_{name}_quantile_seconds",
             f"{entry.short}: the run's percentiles so far (1: the max), merged HDR histograms",
-            labels=["user_class", "quantile"],
+            labels=[*SCOPE_LABELS, "quantile"],
         )
-        for label, metrics in scopes:
+        for labels, metrics in scopes:
             histogram = metrics.histogram(name)
             stats = histogram_stats(histogram)
             cumulative = bucket_counts(histogram, bounds)
             pairs = zip(bounds, cumulative, strict=True)
             buckets = [(f"{bound:g}", count) for bound, count in pairs]
             buckets.append(("+Inf", stats.count))
-            family.add_metric([label], buckets, sum_value=stats.mean * stats.count / 1e6)
+            family.add_metric(labels, buckets, sum_value=stats.mean * stats.count / 1e6)
             if stats.count:  # quantile 1 is the max, as the report's last row
                 for percentile in PERCENTILES:
                     value_s = stats.percentiles[percentile] / 1e6
-                    quantiles.add_metric([label, f"{percentile / 100:g}"], value_s)
-                quantiles.add_metric([label, "1"], stats.max / 1e6)
+                    quantiles.add_metric([*labels, f"{percentile / 100:g}"], value_s)
+                quantiles.add_metric([*labels, "1"], stats.max / 1e6)
         yield family
         yield quantiles
 
 
-def _counters(scopes: list[tuple[str, ClassMetrics]], totals: MetricSet) -> Iterable[Metric]:
+def _counters(scopes: list[Scope], totals: MetricSet) -> Iterable[Metric]:
     requests = CounterMetricFamily(f"{PREFIX}_requests", "requests ended, by outcome",
-                                   labels=["user_class", "outcome"])  # fmt: skip
+                                   labels=[*SCOPE_LABELS, "outcome"])  # fmt: skip
     errors = CounterMetricFamily(f"{PREFIX}_request_errors", "failed requests, by category",
-                                 labels=["user_class", "category"])  # fmt: skip
+                                 labels=[*SCOPE_LABELS, "category"])  # fmt: skip
     tokens = CounterMetricFamily(f"{PREFIX}_output_tokens", "output tokens of ended requests",
-                                 labels=["user_class"])  # fmt: skip
+                                 labels=SCOPE_LABELS)  # fmt: skip
     arrived = CounterMetricFamily(f"{PREFIX}_arrived_tokens",
                                   "tokens of the token events that arrived, as they arrived",
-                                  labels=["user_class"])  # fmt: skip
-    for label, metrics in scopes:
+                                  labels=SCOPE_LABELS)  # fmt: skip
+    for labels, metrics in scopes:
         counters = metrics.counters
         for outcome, count in (("ok", counters.ok), ("failed", counters.failed),
                                ("interrupted", counters.interrupted)):  # fmt: skip
-            requests.add_metric([label, outcome], count)
+            requests.add_metric([*labels, outcome], count)
         for category, count in sorted(counters.errors.items()):
-            errors.add_metric([label, category], count)
-        tokens.add_metric([label], counters.output_tokens)
-        arrived.add_metric([label], counters.arrived_tokens)
+            errors.add_metric([*labels, category], count)
+        tokens.add_metric(labels, counters.output_tokens)
+        arrived.add_metric(labels, counters.arrived_tokens)
     stalls = CounterMetricFamily(
         f"{PREFIX}_client_stalls", "windows when a load process's event loop could not run"
     )
