@@ -43,3 +43,26 @@ def test_a_published_trace_replays_with_its_lengths_on_its_clock(
     lateness = [r["arrival_ns"] / 1e9 - t for r, t in zip(records, times_s, strict=True)]
     start = min(lateness)  # the run's time 0, as the least late request shows it
     assert all(0 <= late - start < 0.1 for late in lateness), (lateness, times_s)
+
+
+def test_a_burstgpt_traces_models_map_onto_the_served_models(tmp_path: Path) -> None:
+    """A class per trace ``Model``, each with its own served model (scenarios/README.md):
+    each model's rows arrive at the simulator under that model, and are reported per model."""
+    trace = ROOT / "scenarios" / "traces" / SAMPLES["burstgpt"]
+    rows = {source: len(load_trace_spec(TraceSpec(file=str(trace), model=source))[1])
+            for source in ("ChatGPT", "GPT-4")}  # fmt: skip
+    scenario = tmp_path / "models.yaml"
+    scenario.write_text(
+        "name: burstgpt-models\nduration: 6s\nclasses:\n"
+        f"  chatgpt:\n    trace: {{file: {trace}, model: ChatGPT}}\n    model: llama-8b\n"
+        f"  gpt4:\n    trace: {{file: {trace}, model: GPT-4}}\n    model: llama-70b\n"
+        "simulator: {ttft_ms: 5, gap_ms: 1}\n"
+    )
+    out = tmp_path / "out"
+    summary, _ = run_scenario(scenario, out)
+    records = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines()
+               if '"request_id"' in line]  # fmt: skip
+    arrived = Counter(record["model"] for record in records)
+    assert arrived == {"llama-8b": rows["ChatGPT"], "llama-70b": rows["GPT-4"]}, arrived
+    reported = {name: part["requests"]["ok"] for name, part in summary["models"].items()}
+    assert reported == arrived
