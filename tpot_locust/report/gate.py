@@ -50,9 +50,8 @@ class Check:
         return {
             "name": self.name, "kind": self.kind, "metric": self.metric,
             "class": self.class_name, "model": self.model, "statistic": self.statistic,
-            "limit": self.limit,
-            "unit": self.unit, "measured": self.measured, "samples_above": self.samples_above,
-            "verdict": self.verdict, "why": self.why,
+            "limit": self.limit, "unit": self.unit, "measured": self.measured,
+            "samples_above": self.samples_above, "verdict": self.verdict, "why": self.why,
         }  # fmt: skip
 
 
