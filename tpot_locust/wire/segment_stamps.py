@@ -95,14 +95,7 @@ class SegmentTrack:
             self._ahead.setdefault(start, (end, stamp_wall_ns))  # readable once the hole fills
             return
         self._append(end, stamp_wall_ns)
-        while self._ahead:  # a hole filled: what waited beyond it is readable now
-            ready = [start for start in self._ahead if start <= self.covered]
-            if not ready:
-                break
-            for start in sorted(ready):
-                end, _ = self._ahead.pop(start)
-                if end > self.covered:
-                    self._append(end, stamp_wall_ns)
+        self._release_ahead(stamp_wall_ns)  # a hole filled: what waited beyond is readable now
 
     def _append(self, end: int, stamp_wall_ns: int) -> None:
         if self.stamps and stamp_wall_ns < self.stamps[-1]:
@@ -169,12 +162,18 @@ class SegmentTrack:
             return
         self._next_seq = (self._next_seq + stop - self.covered) % _SEQUENCE
         self.covered = stop
+        self._release_ahead(None)
+
+    def _release_ahead(self, readable_wall_ns: int | None) -> None:
+        """The segments that waited past a hole, from the one that ``covered`` reaches now
+        up to the next hole, in order; each readable at ``readable_wall_ns`` (when the copy
+        that filled the hole came), or None: at its own stamp (no copy filled it)."""
         for start in sorted(self._ahead):
             if start > self.covered:
                 break  # another hole
-            end, stamp = self._ahead.pop(start)
+            end, own_wall_ns = self._ahead.pop(start)
             if end > self.covered:
-                self._append(end, stamp)
+                self._append(end, own_wall_ns if readable_wall_ns is None else readable_wall_ns)
 
     def stamps_at(self, offset: int, size: int, lasts: list[int]) -> list[int] | None:
         """For a read of ``size`` bytes at stream ``offset`` taken whole (not ``cut``): the
