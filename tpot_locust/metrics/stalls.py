@@ -44,6 +44,12 @@ WORST_STALLS_KEPT = 10
 LOOP_SATURATED_SHARE = 0.5
 
 
+def loop_saturated(held_share: float | None) -> bool:
+    """The one rule for a run, a worker or an interval: held over ``LOOP_SATURATED_SHARE``
+    (None: no probe watched)."""
+    return held_share is not None and held_share > LOOP_SATURATED_SHARE
+
+
 class StallWindows:
     """This process's stall windows (wall ns), in time order; they never overlap."""
 
@@ -120,8 +126,7 @@ class ClientHealth:
 
     @property
     def saturated(self) -> bool:
-        share = self.held_share
-        return share is not None and share > LOOP_SATURATED_SHARE
+        return loop_saturated(self.held_share)
 
     def note_stall(self, start_wall_ns: int, end_wall_ns: int) -> None:
         self.stalls += 1
@@ -165,4 +170,4 @@ class ClientHealth:
         return health
 
 
-__all__ = ["CLIENT_STALL", "ClientHealth", "StallWindows"]
+__all__ = ["CLIENT_STALL", "ClientHealth", "StallWindows", "loop_saturated"]

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK, USER_CLOCK
 from tpot_locust.common.text_safety import printable
 from tpot_locust.metrics.histograms import histogram_stats
-from tpot_locust.metrics.stalls import LOOP_SATURATED_SHARE, ClientHealth
+from tpot_locust.metrics.stalls import LOOP_SATURATED_SHARE, ClientHealth, loop_saturated
 from tpot_locust.report.summary_types import ClientFigures, Summary
 
 # A read delay at most this is on time, whatever the token gap (``client_busy``).
@@ -34,6 +34,7 @@ def _key(percentile: float) -> str:
 def client_health(health: ClientHealth, start_wall_s: float | None) -> dict[str, Any]:
     """The recording processes' own event loops: lag, stall windows, the worst of them."""
     lag = histogram_stats(health.loop_lag, (50.0, 99.0, 99.9))
+    held_share = health.held_share
     worst = []
     for stall in health.worst_stalls:
         at_s = stall["at_wall_s"] - start_wall_s if start_wall_s else None
@@ -44,8 +45,8 @@ def client_health(health: ClientHealth, start_wall_s: float | None) -> dict[str,
         } | {"max": lag.max / 1000},
         "stalls": health.stalls,
         "stalled_ms": round(health.stalled_ns / 1e6, 3),
-        "loop_held_share": None if health.held_share is None else round(health.held_share, 4),
-        "loop_saturated": health.saturated,
+        "loop_held_share": None if held_share is None else round(held_share, 4),
+        "loop_saturated": loop_saturated(held_share),
         "worst_stalls": worst,
     }  # fmt: skip
 
@@ -82,7 +83,7 @@ def format_busy_workers(summary: Summary) -> list[str]:
         if client_busy(p90, token_gap_ms(summary)):
             reasons.setdefault(client_id, []).append(f"read delay P90 {p90:.1f} ms")
     for client_id, share in workers.get("loop_held_share", {}).items():
-        if share > LOOP_SATURATED_SHARE:
+        if loop_saturated(share):
             reasons.setdefault(client_id, []).append(f"loop held {share:.0%}")
     if reasons:
         named = ", ".join(f"{printable(client_id)} ({', '.join(why)})"

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from tpot_locust.metrics.collector import Collector
-from tpot_locust.metrics.stalls import LOOP_SATURATED_SHARE
+from tpot_locust.metrics.stalls import loop_saturated
 from tpot_locust.report.client_figures import client_check
 
 PRINT_EVERY_S = 2.0
@@ -46,7 +46,7 @@ def format_progress(point: dict[str, Any], duration_s: float) -> str:
     itl = point.get("itl") or {}
     token_gap_ms = float(itl.get("p90") or 0.0) if itl.get("count") else 0.0
     check = client_check(point.get("read_delay") or {"count": 0}, token_gap_ms)
-    saturated = point.get("loop_held_share", 0.0) > LOOP_SATURATED_SHARE
+    saturated = loop_saturated(point.get("loop_held_share"))
     busy = " (client busy)" if check["busy"] or saturated else ""
     if check["busy"] is not None:
         line += (f"  read delay p90 {check['read_delay_p90_ms']:.2f} "
