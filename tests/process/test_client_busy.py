@@ -2,7 +2,8 @@
 
 Streams from the simulator while a greenlet holds the event loop for 6 ms in every 10 (CPU
 work, as an overloaded worker does); the summary must flag the client busy, read at once or
-in batches, and a calm run of the same streams must show shorter read delays.
+in batches, and a calm run of the same streams must show a smaller held share of its loop
+(and, read at once, shorter read delays).
 """
 
 from __future__ import annotations
