@@ -98,11 +98,12 @@ def check_invariants(timings: Any, api: str = "chat") -> None:
     recorder.record(timings)
     totals = recorder.take_interval().classes["Fuzz"]
     counts = {name: h.total_count for name, h in totals.histograms.items()}
-    if timings.ok:
-        assert counts.get("tpot", 0) == sum(timings.token_counts[1:])
-        assert counts.get("ttft", 0) == 1
-    else:
-        assert sum(counts.values()) == 0, counts  # failures stay out of every histogram
+    # every gap counts, whatever the request's end (docs/metrics.md, "The window")
+    assert counts.get("tpot", 0) == sum(timings.token_counts[1:])
+    assert counts.get("itl", 0) == max(len(timings.token_stamps) - 1, 0)
+    assert counts.get("ttft", 0) == (1 if timings.token_stamps else 0)
+    if not timings.ok:  # but no whole-request figure of a failure
+        assert not {"e2e", "request_tpot", "worst_gap"} & set(counts), counts
         assert totals.counters.partial_tokens == sum(timings.token_counts)
 
 

@@ -257,12 +257,14 @@ def _finish(
 
 
 def nothing_measured(summary: Summary) -> str | None:
-    """Why a finished run vouches for nothing (None: it measured): not one request finished.
+    """Why a finished run vouches for nothing (None: it measured): not one request
+    finished, and no gap of a stream still going arrived inside the window.
     Locust's own exit code does not say so (a scenario whose name Locust read as --version
     exited 0 having run nothing)."""
     requests = summary.get("requests") or {}
-    if not requests.get("ok") and not requests.get("failed"):
-        return "no request finished"
+    gaps = (summary.get("window") or {}).get("gaps", 0)
+    if not requests.get("ok") and not requests.get("failed") and not gaps:
+        return "no request finished and no token gap arrived inside the window"
     return None
 
 

@@ -170,6 +170,13 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         get_state(environment).start()
 
 
+@events.test_stopping.add_listener
+def _on_test_stopping(environment: Environment, **_: Any) -> None:
+    """The stop closes the window: what arrives in a graceful stop's drain (``stop_timeout``)
+    finishes requests for their E2E, but no gap of it counts (docs/metrics.md)."""
+    get_state(environment).recorder.close_window()
+
+
 @events.test_stop.add_listener
 def _on_test_stop(environment: Environment, **_: Any) -> None:
     state = get_state(environment)

@@ -441,6 +441,9 @@ class RunState:
             info["cooldown_s"] = self.recorder.clock.cooldown_s
             info["duration_s"] = self.recorder.clock.duration_s
             info["clock_start_wall_ns"] = self.recorder.clock.start_wall_ns
+        window_start, window_end = self.recorder.window_ns()
+        if window_start:  # the window in token time (docs/metrics.md): its truth is checked
+            info["window_wall_ns"] = [window_start, window_end]
         return info
 
     def reset(self) -> None:

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import gevent
 from locust import User, constant, task
+from locust.user.task import LOCUST_STATE_STOPPING
 
 from tpot_locust.apis import dialect_named
 from tpot_locust.apis.dialect import BodyOptions, Dialect
@@ -153,13 +154,16 @@ class ChatUser(User):
         """The one turn loop of sessions, dataset conversations and trace replays: each
         turn's user message joins the history, the whole history is sent, the answer joins
         it. ``turns`` is consumed one turn at a time, after the previous answer came (so
-        it may wait: think time, a trace's next arrival). Stops at the first failed turn;
-        returns the last turn's timings (None: no turn)."""
+        it may wait: think time, a trace's next arrival). Stops at the first failed turn,
+        and before a turn once the run stopped; returns the last turn's timings (None: no
+        turn)."""
         history: list[dict[str, str]] = []
         prompt_so_far = 0
         timings = None
         self._choose_model()
         for turn in turns:
+            if timings is not None and self._state == LOCUST_STATE_STOPPING:
+                break  # the run stopped: its drain (stop_timeout) ends sessions, starts none
             if turn.whole_context:  # a trace turn that holds its conversation (Bailian)
                 history, prompt_so_far = [], 0
             history.append({"role": "user", "content": turn.text})
@@ -415,6 +419,7 @@ class ChatUser(User):
             answer = ""
         else:
             prefill = PrefillWindow(self._prefill_window, request_id, prompt_tokens, burst)
+            cut: list[RequestTimings] = []  # what came before the stop, if it cut the stream
             request = StreamRequest(
                 user_class=type(self).__name__,
                 api=self.api,
@@ -431,13 +436,16 @@ class ChatUser(User):
                 max_event_bytes=self.max_event_bytes,
                 live=self._live_streams,
                 model=self._session_model,
+                on_cut=cut.append,
             )
             try:
                 # the answer's text is needed only to continue the conversation
                 timings, answer = stream_request(self.connection, request, want_text=keep_answer)
             except gevent.GreenletExit:
-                prefill.end(None)
-                self._count_interrupted(request_id, intended_ns, prefill.start_ns)
+                stamps = cut[0].token_stamps if cut else None
+                prefill.end(stamps[0] if stamps else None)
+                self._count_interrupted(request_id, intended_ns, prefill.start_ns,
+                                        cut[0] if cut else None)  # fmt: skip
                 raise
             except BaseException:  # never expected (requests do not raise): no window left open
                 prefill.end(None)
@@ -459,13 +467,16 @@ class ChatUser(User):
         return timings, answer
 
     def _count_interrupted(
-        self, request_id: str, intended_ns: int, sent_ns: int | None = None
-    ) -> None:
-        """A request the stop killed (mid-stream: ``sent_ns``, its send): counted, so the
-        totals still add up."""
+        self, request_id: str, intended_ns: int, sent_ns: int | None = None,
+        cut: RequestTimings | None = None,
+    ) -> None:  # fmt: skip
+        """A request the stop killed (mid-stream: ``sent_ns``, its send; ``cut``: what
+        came before the stop): counted, with its token events, so the totals still add up
+        and its gaps inside the window count (docs/metrics.md, "The window")."""
         self.connection.close()
-        timings = self._unsent(request_id, intended_ns, sent_ns or time.perf_counter_ns())
+        timings = cut or self._unsent(request_id, intended_ns, sent_ns or time.perf_counter_ns())
         ended = ended_unstreamed(timings, INTERRUPTED, "stopped by the end of the run")
+        ended.refuse_out_of_range()
         self._token_timings.fire(timings=ended, user=self)
 
     def _unsent(self, request_id: str, intended_ns: int, sent_ns: int) -> RequestTimings:

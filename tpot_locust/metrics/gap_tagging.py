@@ -46,13 +46,15 @@ def phase_metric(metric: str, phase: str) -> str:
 
 @dataclass
 class HeldGaps:
-    """A finished request's gaps, waiting to be tagged with their causes and stalls."""
+    """A request's gaps inside the window (those of a stream still going, or the rest of
+    one that ended), waiting to be tagged with their causes and stalls."""
 
     user_class: str
     request_id: str
     release_wall_ns: int
     send_wall_ns: int
-    scalars: dict[str, float]  # the request's one-sample metrics (tagged as a whole)
+    # the request's one-sample metrics (tagged as a whole): those it has, once it ended
+    scalars: dict[str, float]
     starts_wall: np.ndarray
     ends_wall: np.ndarray
     itl_ns: np.ndarray
@@ -66,6 +68,7 @@ class HeldGaps:
     # Every read cut into its segments' own stamps: a stall of this process's loop moved
     # none of them, so none is tagged ``client_stall``.
     recovered: bool = False
+    first_gap: int = 0  # the index in its request of the first gap here
 
     @staticmethod
     def release_at() -> int:
@@ -167,7 +170,7 @@ class GapTagger:
                 "ms": round(int(gaps.itl_ns[index]) / 1e6, 3),
                 "at_wall_s": round(int(gaps.ends[index]) / 1e9, 3),
                 "request_id": gaps.request_ids[owner],
-                "gap": index - int(gaps.offsets[owner]),
+                "gap": index - int(gaps.offsets[owner]) + gaps.first_gaps[owner],
                 "causes": causes,
                 "prefill_tokens": int(found.prefill_tokens[index]),
                 "prefill_requests": int(found.prefill_requests[index]),
@@ -194,10 +197,11 @@ class GapTagger:
             tagged.append("request_tpot")
             if in_stall[int(np.argmax(held.itl_ns))]:
                 tagged.append("worst_gap")
-        send = held.send_wall_ns
-        first_and_last = np.array([send + held.scalars["ttft"], send + held.scalars["e2e"]])
-        ttft_tagged, e2e_tagged = self.stalls.overlaps(np.array([send, send]), first_and_last)
-        tagged += ["ttft"] * bool(ttft_tagged) + ["e2e"] * bool(e2e_tagged)
+        send, scalars = held.send_wall_ns, held.scalars
+        for name in ("ttft", "e2e"):
+            if name in scalars:
+                at = np.array([send + scalars[name]])
+                tagged += [name] * bool(self.stalls.overlaps(np.array([send]), at)[0])
         for name in tagged:
             if name in held.scalars:
                 sink.add_scalar(user_class, phase_metric(name, CLIENT_STALL), held.scalars[name])
@@ -227,6 +231,7 @@ class _BatchGaps:
     """The gaps of several requests of one class, end to end."""
 
     request_ids: list[str]
+    first_gaps: list[int]  # the index in its request of each part's first gap
     offsets: np.ndarray  # where each request's gaps begin
     starts: np.ndarray
     ends: np.ndarray
@@ -262,7 +267,8 @@ class _BatchGaps:
         def joined(name: str) -> np.ndarray:
             return np.concatenate([getattr(held, name) for held in helds])
 
-        return cls([held.request_id for held in helds], offsets, joined("starts_wall"),
+        return cls([held.request_id for held in helds], [held.first_gap for held in helds],
+                   offsets, joined("starts_wall"),
                    joined("ends_wall"), joined("itl_ns"), counts, joined("itl_us"),
                    joined("tpot_us"), in_stall, network)  # fmt: skip
 

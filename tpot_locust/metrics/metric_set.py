@@ -17,6 +17,13 @@ from hdrh.histogram import HdrHistogram
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.clock import ARRIVAL_CLOCKS
 from tpot_locust.common.cooperation import let_streams_run
+from tpot_locust.common.errors import (
+    CONNECTION_RESET,
+    INTERRUPTED,
+    TIMEOUT_IDLE,
+    TIMEOUT_TOTAL,
+    TRUNCATED,
+)
 from tpot_locust.common.metric_groups import group_parts
 from tpot_locust.common.timings import COUNT_SOURCES
 from tpot_locust.metrics.histograms import (
@@ -61,6 +68,25 @@ class ClassCounters:
     dropped_arrivals: int = 0  # open loop: arrivals not sent because max_in_flight was full
     interrupted: int = 0  # in flight when the run stopped: neither ok nor failed
     interrupted_ids: list[str] = field(default_factory=list)  # the first few, to cross-check
+    # The window in token time (docs/metrics.md, "The window"): its gaps measured and the
+    # tokens of its events, whatever their request's fate; gaps after its end (a drain)
+    window_gaps: int = 0
+    window_tokens: int = 0
+    gaps_after_window: int = 0
+    # streams cut after their first token event, by where (``CUT_WHERE``), and the longest
+    # of them from its send (its E2E was at least that)
+    cut_at_stop: int = 0
+    cut_by_timeout: int = 0
+    cut_by_reset: int = 0
+    cut_by_error: int = 0
+    cut_elapsed_ns_max: int = 0
+    # requests sent inside the window still awaiting their first token at the stop, and
+    # the longest wait (their TTFT was at least that)
+    waiting_at_stop: int = 0
+    waiting_ns_max: int = 0
+    # a stream's last gap cut by its idle or total timeout (at least the time it waited)
+    censored_gaps: int = 0
+    censored_gap_ns_max: int = 0
     retransmitting_requests: int = 0  # requests whose connection retransmitted (TCP_INFO)
     # requests by the clock their token events were stamped on (``ARRIVAL_CLOCKS``)
     stamped_segment: int = 0  # every read cut into its segments' own stamps
@@ -92,6 +118,7 @@ class ClassCounters:
     counted_by_token: int = 0
     counted_by_events: int = 0  # none said: one token per event, an estimate
     first_send_wall_ns: int = 0
+    first_gap_wall_ns: int = 0  # the earliest gap inside the window (its earlier event)
     last_token_wall_ns: int = 0
 
     def add(self, other: ClassCounters) -> None:
@@ -102,9 +129,10 @@ class ClassCounters:
         room = MAX_INTERRUPTED_IDS - len(self.interrupted_ids)
         self.interrupted_ids.extend(other.interrupted_ids[: max(room, 0)])
         self.errors.update(other.errors)
-        if other.first_send_wall_ns:
-            firsts = [t for t in (self.first_send_wall_ns, other.first_send_wall_ns) if t]
-            self.first_send_wall_ns = min(firsts)
+        for name in ("first_send_wall_ns", "first_gap_wall_ns"):  # 0: none yet
+            if theirs := getattr(other, name):
+                ours = getattr(self, name)
+                setattr(self, name, min(ours, theirs) if ours else theirs)
         self.last_token_wall_ns = max(self.last_token_wall_ns, other.last_token_wall_ns)
 
     def arrival_clocks(self) -> dict[str, int]:
@@ -129,6 +157,12 @@ class ClassCounters:
         counters.errors = Counter(data.get("errors", {}))
         return counters
 
+
+# Where a stream that had a token event was cut, by its category: the counter it adds to
+# (any other failure mid-stream: ``cut_by_error``).
+CUT_WHERE = {INTERRUPTED: "cut_at_stop", TIMEOUT_IDLE: "cut_by_timeout",
+             TIMEOUT_TOTAL: "cut_by_timeout", CONNECTION_RESET: "cut_by_reset",
+             TRUNCATED: "cut_by_reset"}  # fmt: skip
 
 # Plain int counters (not a mapping): they add, merge and are shape-checked as the others.
 COUNT_SOURCE_COUNTERS = {source: f"counted_by_{source}" for source in COUNT_SOURCES}

@@ -19,14 +19,25 @@ PHASES = (STEADY, BURST)
 TAG_HOLD_S = 2.0
 
 
+NO_END_NS = 2**63 - 1  # a window the run's stop has not closed yet
+
+
 @dataclass
 class RunClock:
-    """The run's shared timeline (wall ns), for excluding warm-up and cool-down."""
+    """The run's shared timeline (wall ns): its measured window (docs/metrics.md, "The
+    window"), from the warm-up's end to the cool-down's start or the stop, whichever came
+    first; and the requests whose whole-request figures count."""
 
     start_wall_ns: int
     duration_s: float
     warmup_s: float = 0.0
     cooldown_s: float = 0.0
+
+    def window_ns(self, stop_wall_ns: int | None = None) -> tuple[int, int]:
+        """The window's start and end (wall ns), closed by ``stop_wall_ns`` if earlier."""
+        start = self.start_wall_ns + int(self.warmup_s * 1e9)
+        end = self.start_wall_ns + int((self.duration_s - self.cooldown_s) * 1e9)
+        return start, end if stop_wall_ns is None else min(end, stop_wall_ns)
 
     def excluded(self, send_wall_ns: int, end_wall_ns: int) -> str | None:
         """``warmup`` if sent during warm-up, ``cooldown`` if it ended in the cool-down."""

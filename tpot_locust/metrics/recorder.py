@@ -13,6 +13,7 @@ and bucketed in bulk, so the per-token cost is an append, not a ``record_value``
 
 from __future__ import annotations
 
+import time
 from array import array
 from collections import deque
 from typing import Any, Protocol
@@ -21,7 +22,7 @@ import numpy as np
 
 from tpot_locust.common.clock import ARRIVAL_CLOCKS, WallClock
 from tpot_locust.common.cooperation import WorkSlices, let_streams_run
-from tpot_locust.common.errors import INTERRUPTED
+from tpot_locust.common.errors import INTERRUPTED, TIMEOUT_IDLE, TIMEOUT_TOTAL
 from tpot_locust.common.metric_groups import metric_group
 from tpot_locust.common.timings import RequestTimings, to_us, tpot_samples_ns
 from tpot_locust.metrics.causes import (
@@ -38,12 +39,13 @@ from tpot_locust.metrics.histograms import (
 from tpot_locust.metrics.metric_set import (
     ARRIVAL_CLOCK_COUNTERS,
     COUNT_SOURCE_COUNTERS,
+    CUT_WHERE,
     MAX_INTERRUPTED_IDS,
     ClassCounters,
     MetricSet,
 )
-from tpot_locust.metrics.phases import PHASES, RunClock
-from tpot_locust.metrics.token_flow import TokenFlow
+from tpot_locust.metrics.phases import NO_END_NS, PHASES, RunClock
+from tpot_locust.metrics.token_flow import LiveGaps, TokenFlow
 
 FLUSH_PENDING_VALUES = 100_000
 BUCKET_SLICE = 4096  # values bucketed between two yields
@@ -74,6 +76,19 @@ def _count_tokens(counters: ClassCounters, timings: RequestTimings) -> None:
         counters.cache_reported_prompt_tokens += requested if reported is None else reported
 
 
+def _first_token_scalars(timings: RequestTimings) -> dict[str, float]:
+    """The figures of a request's first token (and first answer token), from its send."""
+    ttft, ttft_from_intended = timings.ttft_ns, timings.ttft_from_intended_ns
+    assert ttft is not None and ttft_from_intended is not None  # a first token (_samples)
+    scalars: dict[str, float] = {"ttft": ttft}
+    if (ttfat := timings.ttfat_ns) is not None:
+        scalars["ttfat"] = ttfat
+    if timings.scheduled:
+        scalars["ttft_from_intended"] = ttft_from_intended
+        scalars["schedule_lag"] = timings.t_send_ns - timings.t_intended_ns
+    return scalars
+
+
 class LagSource(Protocol):
     """What the recorder needs of the loop probe: the lags since the last call, and the
     time their ticks spanned (ns)."""
@@ -95,7 +110,9 @@ class Recorder:
         self._pending: dict[tuple[str, str], list[np.ndarray]] = {}
         self._pending_scalars: dict[tuple[str, str], list[float]] = {}  # one per request
         self._pending_values = 0
-        self._finished: deque[RequestTimings] = deque()
+        # ended requests, the gaps already taken while they went, whether they count whole
+        self._finished: deque[tuple[RequestTimings, int, bool]] = deque()
+        self.stopped_wall_ns: int | None = None  # the run's stop: the window's end
         # one offset for the whole run, as every process's windows (common.clock)
         self._wall_offset_ns = WallClock().offset_ns
         self.tagger = GapTagger()
@@ -141,30 +158,54 @@ class Recorder:
     def count_dropped(self, user_class: str) -> None:
         self._interval.for_group(user_class).counters.dropped_arrivals += 1
 
+    def close_window(self, stop_wall_ns: int | None = None) -> None:
+        """The run stopped (now, or at ``stop_wall_ns``): gaps that arrive later (a
+        graceful stop's drain) are outside the window (docs/metrics.md, "The window")."""
+        if self.stopped_wall_ns is None:
+            self.stopped_wall_ns = time.time_ns() if stop_wall_ns is None else stop_wall_ns
+
+    def window_ns(self) -> tuple[int, int]:
+        """The measured window (wall ns): the warm-up's end to the cool-down's start or the
+        stop; without a scenario's clock, the whole run to the stop."""
+        if self.clock is not None:
+            return self.clock.window_ns(self.stopped_wall_ns)
+        return 0, NO_END_NS if self.stopped_wall_ns is None else self.stopped_wall_ns
+
     def record(self, timings: RequestTimings, **_: Any) -> None:
+        """A request that ended, whatever its fate: its counts now, its samples at the next
+        flush. Its gaps inside the window count whatever its fate; its whole-request
+        figures (E2E, request TPOT, ...) only when it succeeded, sent after the warm-up and
+        ended before the cool-down."""
         timings.refuse_out_of_range()  # a locustfile's own timings too: nothing past int64
         self._sending.pop(timings.request_id, None)
+        taken = self.token_flow.finished(timings.request_id)  # gaps reported while it went
         group = metric_group(timings.user_class, timings.model)
         counters = self._interval.for_group(group).counters
-        if timings.error_category == INTERRUPTED:
-            counters.interrupted += 1
-            if len(counters.interrupted_ids) < MAX_INTERRUPTED_IDS:
-                counters.interrupted_ids.append(timings.request_id)
-            return
-        if not timings.ok:
-            counters.failed += 1
-            counters.errors[timings.error_category or "unknown"] += 1
-            counters.partial_tokens += sum(timings.token_counts)
-            return
         send_wall = self.to_wall_ns(timings.t_send_ns)
-        last_wall = self.to_wall_ns(timings.token_stamps[-1])
-        excluded = self.clock.excluded(send_wall, last_wall) if self.clock else None
-        if excluded == "warmup":
-            counters.excluded_warmup += 1
-            return
-        if excluded == "cooldown":
-            counters.excluded_cooldown += 1
-            return
+        whole = False
+        if not timings.ok:
+            self._count_ended_early(counters, timings, send_wall)
+        else:
+            last_wall = self.to_wall_ns(timings.token_stamps[-1])
+            excluded = self.clock.excluded(send_wall, last_wall) if self.clock else None
+            if excluded == "warmup":
+                counters.excluded_warmup += 1
+            elif excluded == "cooldown":
+                counters.excluded_cooldown += 1
+            else:
+                whole = True
+                self._count_whole(counters, timings, send_wall, last_wall)
+        if timings.token_stamps or timings.read_delays_ns:
+            # The samples are computed later, in flush(), a request at a time with a yield
+            # in between: done here, at the end of each request, they blocked the event
+            # loop for ~0.3 ms per request and stretched other streams' gaps
+            # (benchmarks/README.md).
+            self._finished.append((timings, taken, whole))
+
+    def _count_whole(
+        self, counters: ClassCounters, timings: RequestTimings, send_wall: int, last_wall: int
+    ) -> None:
+        """A successful request inside the window: its whole-request counts."""
         counters.ok += 1
         counters.retransmitting_requests += timings.retransmits > 0
         counters.departed_from_tap += timings.departed
@@ -175,77 +216,166 @@ class Recorder:
         if not counters.first_send_wall_ns or send_wall < counters.first_send_wall_ns:
             counters.first_send_wall_ns = send_wall
         counters.last_token_wall_ns = max(counters.last_token_wall_ns, last_wall)
-        # The samples are computed later, in flush(), a request at a time with a yield in
-        # between: done here, at the end of each request, they blocked the event loop for
-        # ~0.3 ms per request and stretched other streams' gaps (benchmarks/README.md).
-        self._finished.append(timings)
 
-    def _samples(self, timings: RequestTimings) -> None:
-        """Every histogram sample of one successful request, buffered for bucketing.
+    def _count_ended_early(
+        self, counters: ClassCounters, timings: RequestTimings, send_wall: int
+    ) -> None:
+        """A request that failed or that the stop interrupted: its category, and where a
+        stream was cut (its gaps before the cut count; its E2E is at least its elapsed
+        time; a first token still awaited, or a stall past the idle timeout, is a lower
+        bound: ``metrics.md``, "The window")."""
+        category = timings.error_category or "unknown"
+        if category == INTERRUPTED:
+            counters.interrupted += 1
+            if len(counters.interrupted_ids) < MAX_INTERRUPTED_IDS:
+                counters.interrupted_ids.append(timings.request_id)
+        else:
+            counters.failed += 1
+            counters.errors[category] += 1
+            counters.partial_tokens += sum(timings.token_counts)
+        elapsed = max(timings.t_end_ns - timings.t_send_ns, 0)
+        if not timings.token_stamps:
+            start, end = self.window_ns()
+            if category == INTERRUPTED and start <= send_wall <= end:
+                counters.waiting_at_stop += 1  # its TTFT is at least its wait
+                counters.waiting_ns_max = max(counters.waiting_ns_max, elapsed)
+            return
+        where = CUT_WHERE.get(category, "cut_by_error")
+        setattr(counters, where, getattr(counters, where) + 1)
+        counters.cut_elapsed_ns_max = max(counters.cut_elapsed_ns_max, elapsed)
+        if category in (TIMEOUT_IDLE, TIMEOUT_TOTAL):  # the stall that cut it: censored
+            counters.censored_gaps += 1
+            stalled = max(timings.t_end_ns - timings.token_stamps[-1], 0)
+            counters.censored_gap_ns_max = max(counters.censored_gap_ns_max, stalled)
+
+    def _samples(self, timings: RequestTimings, taken: int, whole: bool) -> None:
+        """Every histogram sample of one ended request, buffered for bucketing: its gaps
+        inside the window from ``taken`` on (those before went while it streamed), and,
+        ``whole``, its whole-request figures, else its TTFT where it was sent inside the
+        window.
 
         The stamps become one array once, and scalars are buffered as Python numbers: at
         tens of thousands of events/s, per-request numpy calls were most of this work."""
         group = metric_group(timings.user_class, timings.model)  # its figures' key
-        stamps = np.array(timings.token_stamps, dtype=np.int64)  # a copy: never pins the array
-        itl = stamps[1:] - stamps[:-1]
-        per_event = timings.tokens_after_first()
-        ttft, ttft_from_intended = timings.ttft_ns, timings.ttft_from_intended_ns
-        assert ttft is not None and ttft_from_intended is not None  # ok: a first token (record)
-        scalars: dict[str, float] = {"ttft": ttft, "e2e": timings.e2e_ns}
-        if (ttfat := timings.ttfat_ns) is not None:
-            scalars["ttfat"] = ttfat
-        if itl.size:
-            scalars["worst_gap"] = int(itl.max())
-        if (request_tpot := timings.request_tpot_ns) is not None:
-            scalars["request_tpot"] = request_tpot
-        if timings.scheduled:
-            scalars["ttft_from_intended"] = ttft_from_intended
-            scalars["schedule_lag"] = timings.t_send_ns - timings.t_intended_ns
-        itl_us, tpot_us = to_us(itl), to_us(tpot_samples_ns(itl, per_event))
-        self._add_pending(group, "itl", itl_us)
-        self._add_pending(group, "tpot", tpot_us)
         if timings.read_delays_ns:
             self._add_pending(group, "read_delay", to_us(timings.read_delays_ns))
-        if self.pace is not None:
-            tokens, late, stall_ns = token_deadlines(self.pace, timings.t_send_ns, stamps,
-                                                     timings.tokens_per_event())  # fmt: skip
-            counters = self._interval.for_group(group).counters
-            counters.paced_tokens += tokens
-            counters.late_tokens += late
-            counters.late_requests += late > 0
-            scalars["stall_time"] = stall_ns
+        if not timings.token_stamps:
+            return
+        stamps = np.array(timings.token_stamps, dtype=np.int64)  # a copy: never pins the array
+        itl = stamps[1:] - stamps[:-1]
+        scalars = self._whole_scalars(group, timings, stamps, itl) if whole else {}
+        if not whole:
+            start, end = self.window_ns()
+            if start <= self.to_wall_ns(timings.t_send_ns) <= end:
+                scalars = _first_token_scalars(timings)
         for name, value in scalars.items():
             self._pending_scalars.setdefault((group, name), []).append(value)
-        if self.goodput is not None and self.goodput.met_by(scalars):
-            self._interval.for_group(group).counters.good += 1
         read_together = None
         if itl.size and not timings.stamps_recovered:
             shared = itl == 0  # events a read returned together carry one stamp
             if shared.any():
-                counters = self._interval.for_group(group).counters
+                read_together = shared.copy()
+                read_together[:-1] |= shared[1:]
+        counts = timings.tokens_per_event()
+        self._hold(
+            group, timings.request_id, timings.t_send_ns, taken, scalars,
+            stamps[taken:], None if counts is None else counts[taken + 1 :],
+            None if read_together is None else read_together[taken:],
+            network=timings.retransmits > 0, recovered=timings.stamps_recovered,
+            first_tokens=timings.token_counts[0] if taken == 0 else 0,
+        )  # fmt: skip
+
+    def _whole_scalars(
+        self, group: str, timings: RequestTimings, stamps: np.ndarray, itl: np.ndarray
+    ) -> dict[str, float]:
+        """A successful request's one-sample figures, its pace and goodput counted."""
+        scalars = _first_token_scalars(timings)
+        scalars["e2e"] = timings.e2e_ns
+        if itl.size:
+            scalars["worst_gap"] = int(itl.max())
+        if (request_tpot := timings.request_tpot_ns) is not None:
+            scalars["request_tpot"] = request_tpot
+        counters = self._interval.for_group(group).counters
+        if self.pace is not None:
+            tokens, late, stall_ns = token_deadlines(self.pace, timings.t_send_ns, stamps,
+                                                     timings.tokens_per_event())  # fmt: skip
+            counters.paced_tokens += tokens
+            counters.late_tokens += late
+            counters.late_requests += late > 0
+            scalars["stall_time"] = stall_ns
+        if self.goodput is not None and self.goodput.met_by(scalars):
+            counters.good += 1
+        return scalars
+
+    def _hold_live(self, live: LiveGaps) -> None:
+        """A live stream's gaps taken at a tick (``token_flow``), held like an ended one's."""
+        read_together = None
+        if not live.recovered:
+            shared = np.append(live.stamps[1:] == live.stamps[:-1], live.shared_next)
+            if shared.any():
+                read_together = shared[:-1] | shared[1:]
+        counts = live.counts if (live.counts != 1).any() else None
+        self._hold(
+            live.group, live.request_id, live.t_send_ns, live.first_gap, {}, live.stamps,
+            counts, read_together, live.network, live.recovered, live.first_tokens,
+        )  # fmt: skip
+
+    def _hold(
+        self, group: str, request_id: str, t_send_ns: int, first_gap: int,
+        scalars: dict[str, float], stamps: np.ndarray, counts: np.ndarray | None,
+        read_together: np.ndarray | None, network: bool, recovered: bool, first_tokens: int,
+    ) -> None:  # fmt: skip
+        """The gaps between ``stamps`` (their tokens: ``counts``, one per stamp after the
+        first; None: one each) that end inside the window, counted and held for tagging;
+        ``first_tokens``: the tokens of ``stamps[0]`` when it is its stream's first event."""
+        walls = stamps + self._wall_offset_ns
+        starts, ends = walls[:-1], walls[1:]
+        itl = stamps[1:] - stamps[:-1]
+        tokens = None if counts is None else counts[: itl.size]
+        start, end = self.window_ns()
+        counters = self._interval.for_group(group).counters
+        if first_tokens and start <= walls[0] <= end:
+            counters.window_tokens += first_tokens
+        inside = (ends >= start) & (ends <= end)
+        if not inside.all():
+            counters.gaps_after_window += int(np.count_nonzero(ends > end))
+            starts, ends, itl = starts[inside], ends[inside], itl[inside]
+            tokens = None if tokens is None else tokens[inside]
+            read_together = None if read_together is None else read_together[inside]
+        if itl.size:
+            counters.window_gaps += itl.size
+            counters.window_tokens += itl.size if tokens is None else int(tokens.sum())
+            counters.first_gap_wall_ns = min(counters.first_gap_wall_ns or NO_END_NS,
+                                             int(starts[0]))  # fmt: skip
+            counters.last_token_wall_ns = max(counters.last_token_wall_ns, int(ends[-1]))
+            if read_together is not None and not recovered:
+                shared = itl == 0
                 counters.shared_stamp_events += int(np.count_nonzero(shared))
                 counters.multi_event_reads += int(shared[0]) + int(
                     np.count_nonzero(shared[1:] & ~shared[:-1])
                 )
-                read_together = shared.copy()
-                read_together[:-1] |= shared[1:]
-        walls = stamps + self._wall_offset_ns
+        itl_us, tpot_us = to_us(itl), to_us(tpot_samples_ns(itl, tokens))
+        self._add_pending(group, "itl", itl_us)
+        self._add_pending(group, "tpot", tpot_us)
+        if not itl.size and not scalars:
+            return
         self.tagger.hold(
             HeldGaps(
                 user_class=group,  # the figures' key
-                request_id=timings.request_id,
+                request_id=request_id,
                 release_wall_ns=HeldGaps.release_at(),
-                send_wall_ns=self.to_wall_ns(timings.t_send_ns),
+                send_wall_ns=self.to_wall_ns(t_send_ns),
                 scalars=scalars,
-                starts_wall=walls[:-1],
-                ends_wall=walls[1:],
+                starts_wall=starts,
+                ends_wall=ends,
                 itl_ns=itl,
-                counts=per_event,
+                counts=tokens,
                 itl_us=itl_us,
                 tpot_us=tpot_us,
                 read_together=read_together,
-                network=timings.retransmits > 0,
-                recovered=timings.stamps_recovered,
+                network=network,
+                recovered=recovered,
+                first_gap=first_gap,
             )
         )
 
@@ -253,7 +383,7 @@ class Recorder:
         """The wall send times of this process's requests not yet held for tagging."""
         sends = list(self._sending.values())
         if self._finished:
-            sends.append(self.to_wall_ns(min(t.t_send_ns for t in self._finished)))
+            sends.append(self.to_wall_ns(min(t.t_send_ns for t, _, _ in self._finished)))
         return sends
 
     # --- the sink of tagged samples (``gap_tagging.SampleSink``)
@@ -282,7 +412,7 @@ class Recorder:
     def _compute_finished(self) -> None:
         slices = WorkSlices()  # streams get stamped in between
         while self._finished:
-            self._samples(self._finished.popleft())
+            self._samples(*self._finished.popleft())
             slices.after_item()
 
     def _bucket(self) -> None:
@@ -303,16 +433,20 @@ class Recorder:
     def take_interval(self, final: bool = False) -> MetricSet:
         """The delta since the previous call; ``final`` also tags every held gap."""
         self._compute_finished()
+        tokens_by_group, live_gaps = self.token_flow.take()
+        for live in live_gaps:  # streams still going: their gaps so far (``token_flow``)
+            self._hold_live(live)
         self.tagger.tag(self, final, self._in_flight_sends())
         self._bucket()
         if self.probe is not None:
             self._interval.client.record_lags(*self.probe.take_lags())
-        for group, tokens in self.token_flow.take().items():
+        for group, tokens in tokens_by_group.items():
             self._interval.for_group(group).counters.arrived_tokens += tokens
         finished, self._interval = self._interval, MetricSet()
         return finished
 
     def reset(self) -> None:
+        self.stopped_wall_ns = None
         self.token_flow.clear()
         self.tagger.clear()
         self._finished.clear()

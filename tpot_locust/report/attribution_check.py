@@ -16,10 +16,11 @@ waited, was preempted or re-prefilled). Its true causes:
   between the two events (its line's ``preemptions``, ``generated == g + 1``);
 - ``stall`` (reported, not checked: no cause of ours names it): a step had an engine stall.
 
-Only the requests the truth check counts (``truth_check.counted_by``: finished, warm-up and
-cool-down left out). The tail: true gaps strictly above the true ITL P99.9 (the sample at
-rank p x N rounded half up, as the truth check and our histograms; engine gaps tie, a
-step's gap is every batch member's, so a tie at the percentile itself stays out). For
+Only the gaps the truth check counts (``truth_check.TruthWindow``: those sent inside the
+run's window, of every request). The tail: true gaps strictly above the true ITL P99.9
+(the sample at rank p x N rounded half up, as the truth check and our histograms; engine
+gaps tie, a step's gap is every batch member's, so a tie at the percentile itself stays
+out). For
 ``prefill`` and ``preemption``, with our ``summary["attribution"]["tail_gaps"]`` matched
 by ``(request_id, gap)``: precision (of the true tail gaps we tagged with the cause, the
 share truly caused by it) and recall (of the true tail gaps truly caused by it, the share
@@ -40,7 +41,7 @@ import numpy as np
 from tpot_locust.metrics.causes import PREEMPTION, PREFILL
 from tpot_locust.metrics.histograms import exact_percentile
 from tpot_locust.report.summary_types import Summary
-from tpot_locust.report.truth_check import counted_by
+from tpot_locust.report.truth_check import TruthWindow, streamed
 
 TAIL_PERCENTILE = 99.9
 CHECKED_CAUSES = (PREFILL, PREEMPTION)
@@ -79,7 +80,7 @@ def true_gaps(
     """The true gaps of a run's counted requests with their true causes; None when the truth
     has no step lines (the simulator ran in gap mode). ``steps_path``: the step lines'
     own file (the simulator's ``--steps``), else they are read from ``truth_path``."""
-    counted = counted_by(run)
+    window = TruthWindow(run)
     steps: dict[int, tuple[int, int, int]] = {}  # index -> prefill tokens, preempted, stall
     requests: list[tuple[str, list[int], list[int], list[int]]] = []
     for path in (truth_path,) if steps_path is None else (truth_path, steps_path):
@@ -94,7 +95,7 @@ def true_gaps(
                         len(record.get("preempted") or ()),
                         int(record.get("stall_ns") or 0),
                     )
-                elif path == truth_path and counted(record):
+                elif path == truth_path and streamed(record):
                     own = [p["generated"] - 1 for p in record.get("preemptions") or ()]
                     requests.append(
                         (
@@ -127,14 +128,15 @@ def true_gaps(
         for g in own:
             if 0 <= g < preempted.size:
                 preempted[g] = True
-        parts["rid"].append(np.full(preempted.size, request_id, dtype=object))
-        parts["gap"].append(np.arange(preempted.size, dtype=np.int64))
-        parts["itl"].append(np.diff(stamps))
-        parts["end"].append(stamps[1:])
-        parts["pre"].append(sums[0])
-        parts["preempt"].append(preempted)
-        parts["stall"].append(sums[2])
-        parts["unstepped"].append(sums[3] < last - first)
+        inside = window.gaps(stamps)  # the run's window in token time
+        parts["rid"].append(np.full(int(np.count_nonzero(inside)), request_id, dtype=object))
+        parts["gap"].append(np.arange(preempted.size, dtype=np.int64)[inside])
+        parts["itl"].append(np.diff(stamps)[inside])
+        parts["end"].append(stamps[1:][inside])
+        parts["pre"].append(sums[0][inside])
+        parts["preempt"].append(preempted[inside])
+        parts["stall"].append(sums[2][inside])
+        parts["unstepped"].append((sums[3] < last - first)[inside])
     joined = {k: np.concatenate(v) if v else np.zeros(0, dtype=np.int64) for k, v in parts.items()}
     return TrueGaps(
         request_id=joined["rid"].astype(object),

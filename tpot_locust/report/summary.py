@@ -45,6 +45,7 @@ from tpot_locust.report.summary_types import (
     PromptComparison,
     Summary,
     TokenCounts,
+    Window,
 )
 from tpot_locust.scenario.slo import TAIL_MIN_SAMPLES
 
@@ -139,8 +140,9 @@ def _class_summary(
     errors: list[str] | None = None, scope: str = "totals",
 ) -> ClassSummary:  # fmt: skip
     counters = metrics.counters
-    window_s = (counters.last_token_wall_ns - counters.first_send_wall_ns) / 1e9
-    per_s = counters.output_tokens / window_s if window_s > 0 else 0.0
+    window_s = _window_s(counters)
+    tokens_in_window = counters.window_tokens or counters.output_tokens
+    per_s = tokens_in_window / window_s if window_s > 0 else 0.0
     summaries = {
         name: built_part(
             errors, f"{scope} {name}", lambda n=name: metric_summary(metrics, n), _EMPTY_METRIC
@@ -185,6 +187,7 @@ def _class_summary(
             "count_source": counters.count_sources(),
         },
         "window_s": round(window_s, 3),
+        "window": window_summary(counters),
         "clamped_values": counters.clamped_values,
         "excluded": {"warmup": counters.excluded_warmup, "cooldown": counters.excluded_cooldown},
         "dropped_arrivals": counters.dropped_arrivals,
@@ -194,6 +197,56 @@ def _class_summary(
         "goodput": goodput,
         "fluidity": fluidity_summary(counters),
     }
+
+
+def _window_s(counters: ClassCounters) -> float:
+    """Seconds from the first send (or first gap) measured to the last token event."""
+    firsts = [t for t in (counters.first_send_wall_ns, counters.first_gap_wall_ns) if t]
+    return (counters.last_token_wall_ns - min(firsts)) / 1e9 if firsts else 0.0
+
+
+def window_summary(counters: ClassCounters) -> Window:
+    """What the window in token time held: its gaps and tokens, the streams cut, the
+    first tokens still awaited at the stop (docs/metrics.md, "The window")."""
+    return {
+        "gaps": counters.window_gaps,
+        "tokens": counters.window_tokens,
+        "gaps_after": counters.gaps_after_window,
+        "cut": {"stop": counters.cut_at_stop, "timeout": counters.cut_by_timeout,
+                "reset": counters.cut_by_reset, "error": counters.cut_by_error},
+        "cut_elapsed_s_max": round(counters.cut_elapsed_ns_max / 1e9, 3),
+        "waiting_at_stop": counters.waiting_at_stop,
+        "waiting_s_max": round(counters.waiting_ns_max / 1e9, 3),
+        "censored_gaps": counters.censored_gaps,
+        "censored_gap_s_max": round(counters.censored_gap_ns_max / 1e9, 3),
+    }  # fmt: skip
+
+
+def format_window(summary: Summary) -> list[str]:
+    """The window's lines: cut streams, first tokens still awaited, censored stalls."""
+    window = summary.get("window")
+    if not window:
+        return []
+    lines = []
+    cut = window["cut"]
+    wheres = (("stop", "by the stop"), ("timeout", "by a timeout"), ("reset", "by a reset"),
+              ("error", "by an error"))  # fmt: skip
+    counted = [(cut[name], words) for name, words in wheres if cut[name]]  # type: ignore[literal-required]
+    if counted:
+        where = ", ".join(f"{count:,} {words}" for count, words in counted)
+        lines.append(
+            f"streams cut mid-answer {sum(c for c, _ in counted):,} ({where}): their gaps in "
+            f"the window count; E2E of the longest >= {window['cut_elapsed_s_max']:,.1f} s"
+        )
+    if waiting := window["waiting_at_stop"]:
+        lines.append(f"no first token at the stop: {waiting:,} requests, the longest after "
+                     f"{window['waiting_s_max']:,.1f} s (TTFT >= that, not in TTFT)")  # fmt: skip
+    if censored := window["censored_gaps"]:
+        lines.append(f"stalls past a timeout: {censored:,}, the longest >= "
+                     f"{window['censored_gap_s_max']:,.1f} s (censored, not in ITL)")  # fmt: skip
+    if after := window["gaps_after"]:
+        lines.append(f"gaps after the window (the stop's drain, not counted): {after:,}")
+    return lines
 
 
 def _part_summaries(
@@ -327,7 +380,9 @@ def format_report(summary: Summary, scope: str = "all classes") -> str:
     estimated = " (estimated: server reported no usage)" if tokens["estimated"] else ""
     lines.append(f"requests ok {requests['ok']:,}  failed {requests['failed']:,}  errors: {errors}")
     if requests.get("interrupted"):
-        lines.append(f"requests interrupted by the stop (not counted): {requests['interrupted']:,}")
+        lines.append(f"requests interrupted by the stop: {requests['interrupted']:,} (their "
+                     "gaps in the window count; E2E counts finished requests)")  # fmt: skip
+    lines.extend(format_window(summary))
     lines.append(
         f"output tokens {tokens['output']:,}{estimated}  partial (failed requests) "
         f"{tokens['partial']:,}"

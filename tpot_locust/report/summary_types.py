@@ -102,6 +102,30 @@ class Excluded(TypedDict):
     cooldown: int
 
 
+class CutStreams(TypedDict):
+    """``window["cut"]``: streams cut after a token event, by where."""
+
+    stop: int
+    timeout: int
+    reset: int
+    error: int
+
+
+class Window(TypedDict, total=False):
+    """``summary["window"]``: what the window in token time held (docs/metrics.md, "The
+    window"): every gap that arrived in it, whatever its request's fate."""
+
+    gaps: int  # token gaps measured (ITL samples)
+    tokens: int  # tokens of the token events that arrived in it
+    gaps_after: int  # gaps that came after its end (a graceful stop's drain): not counted
+    cut: CutStreams
+    cut_elapsed_s_max: float  # the longest cut stream, send to cut: its E2E at least this
+    waiting_at_stop: int  # sent inside it, no first token at the stop
+    waiting_s_max: float  # their longest wait: a TTFT at least this
+    censored_gaps: int  # a stream's last gap cut by its idle or total timeout
+    censored_gap_s_max: float  # the longest: a gap at least this
+
+
 class Goodput(TypedDict):
     """``summary["goodput"]``: requests that met every per-request SLO."""
 
@@ -134,6 +158,7 @@ class ClassSummary(TypedDict, total=False):
     requests: RequestCounts
     tokens: TokenCounts
     window_s: float
+    window: Window
     clamped_values: int
     excluded: Excluded
     dropped_arrivals: int

@@ -9,8 +9,9 @@ From those lines the true distributions follow with the same definitions as ours
 - ITL = consecutive ``send_ns`` differences, one per token event after the first;
 - TPOT = each ITL split over the event's tokens (``tokens[i]`` samples of gap / tokens[i]).
 
-Only requests the server finished (not ``aborted``) count, and, like the recorder, none
-sent during the warm-up or ending in the cool-down. True percentiles are exact (numpy,
+Like the recorder, the truth's figures are those of the run's window in token time
+(``TruthWindow``): every gap sent inside it, of every request (finished or ``aborted``);
+every TTFT of a request that arrived inside it. True percentiles are exact (numpy,
 the sample at rank p x N rounded half up, HdrHistogram's rule, ``percentile_rank``); ours
 come from HDR histograms (within 0.1 %).
 """
@@ -18,7 +19,6 @@ come from HDR histograms (within 0.1 %).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,47 +52,59 @@ def load_stall_windows(folder: ResultsFolder) -> ProcessStalls | None:
     return {r["request_id_prefix"]: StallWindows.from_record(r) for r in records}
 
 
-def counted_by(run: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
-    """Whether a truth line is a request the run's report counts: finished (not aborted),
-    with a token event, not sent in the warm-up and not ending in the cool-down."""
-    # the timeline warm-up and cool-down are measured on (the recorder's), else the run's
-    start_ns = run.get("clock_start_wall_ns") or int(run.get("start_wall_s", 0) * 1e9)
-    warmup_end = start_ns + int(run.get("warmup_s", 0) * 1e9) if run.get("warmup_s") else None
-    cooldown = run.get("cooldown_s") or 0
-    duration = run.get("duration_s")
-    cooldown_from = start_ns + int((duration - cooldown) * 1e9) if cooldown and duration else None
+class TruthWindow:
+    """The run's window in token time (docs/metrics.md, "The window"), on the truth's side:
+    a true gap counts when its later event was sent inside it, a true TTFT when its request
+    arrived inside it and had a first token, whatever the request's end (finished, cut by
+    the stop, a timeout or a reset: ``aborted``)."""
 
-    def counted(record: dict[str, Any]) -> bool:
-        sends = record.get("send_ns")
-        if "request_id" not in record or record.get("aborted") or not sends:
-            return False
-        if warmup_end is not None and record["arrival_ns"] < warmup_end:
-            return False
-        return cooldown_from is None or sends[-1] <= cooldown_from
+    def __init__(self, run: dict[str, Any]) -> None:
+        if window := run.get("window_wall_ns"):  # the one the recorder measured in
+            self.start_ns, self.end_ns = int(window[0]), int(window[1])
+            return
+        # older results: the run's planned window, warm-up end to cool-down start
+        start_ns = run.get("clock_start_wall_ns") or int(run.get("start_wall_s", 0) * 1e9)
+        duration, cooldown = run.get("duration_s"), run.get("cooldown_s") or 0
+        self.start_ns = start_ns + int((run.get("warmup_s") or 0) * 1e9)
+        self.end_ns = start_ns + int((duration - cooldown) * 1e9) if duration else 2**63 - 1
 
-    return counted
+    def gaps(self, sends: np.ndarray) -> np.ndarray:
+        """Which gaps between ``sends`` end inside the window."""
+        ends = sends[1:]
+        return (ends >= self.start_ns) & (ends <= self.end_ns)
+
+    def sent_inside(self, record: dict[str, Any]) -> bool:
+        arrival: int = record["arrival_ns"]
+        return self.start_ns <= arrival <= self.end_ns
+
+
+def streamed(record: dict[str, Any]) -> bool:
+    """Whether a truth line is a request that sent a token event."""
+    return "request_id" in record and bool(record.get("send_ns"))
 
 
 def true_samples_ms(
     truth_path: Path, run: dict[str, Any], stalls: ProcessStalls | None = None
 ) -> dict[str, np.ndarray]:
-    """The true TTFT, ITL and TPOT samples (ms) of the requests a run's report counts;
+    """The true TTFT, ITL and TPOT samples (ms) of the run's window (``TruthWindow``);
     with ``stalls``, also ``<metric>@stall_free``: those that overlap no client stall (the
     true counterpart of the report's stall-free figures)."""
-    counted = counted_by(run)
+    window = TruthWindow(run)
     parts: dict[str, list[np.ndarray]] = {name: [] for name in CHECKED_METRICS}
     free: dict[str, list[np.ndarray]] = {name: [] for name in CHECKED_METRICS}
     with open(truth_path, encoding="utf-8") as lines:
         for line in lines:
             record = json.loads(line)
-            if not counted(record):
+            if not streamed(record):
                 continue
             sends = record["send_ns"]
             stamps = np.asarray(sends, dtype=np.int64)
             tokens = np.asarray(record.get("tokens") or [1] * len(sends), dtype=np.int64)[1:]
-            gaps = np.diff(stamps)
-            samples = {"ttft": stamps[:1] - record["arrival_ns"], "itl": gaps,
-                       "tpot": _tpot(gaps, tokens)}  # fmt: skip
+            inside = window.gaps(stamps)
+            gaps, tokens = np.diff(stamps)[inside], tokens[inside]
+            sent_inside = window.sent_inside(record)
+            ttft = stamps[:1] - record["arrival_ns"] if sent_inside else stamps[:0]
+            samples = {"ttft": ttft, "itl": gaps, "tpot": _tpot(gaps, tokens)}
             for name, values in samples.items():
                 parts[name].append(values)
             if stalls is None:
@@ -100,9 +112,9 @@ def true_samples_ms(
             # the windows of the process that sent it (none known: nothing set aside)
             windows = stalls.get(record["request_id"][: len(PROCESS_TAG)], StallWindows())
             arrival = np.array([record["arrival_ns"]], dtype=np.int64)
-            ttft_free = ~windows.overlaps(arrival, stamps[:1])
-            gaps_free = ~windows.overlaps(stamps[:-1], stamps[1:])
-            free["ttft"].append(samples["ttft"][ttft_free])
+            if sent_inside:
+                free["ttft"].append(ttft[~windows.overlaps(arrival, stamps[:1])])
+            gaps_free = ~windows.overlaps(stamps[:-1][inside], stamps[1:][inside])
             free["itl"].append(gaps[gaps_free])
             free["tpot"].append(_tpot(gaps[gaps_free], tokens[gaps_free]))
     samples_ms = {name: _ms(arrays) for name, arrays in parts.items()}
@@ -162,9 +174,25 @@ def truth_check(
             worst = max(worst, abs(row["error"]))
             rows[key] = row
         metrics[name] = rows
-    passed = None if tolerance_ms is None else worst <= tolerance_ms
+    coverage = window_coverage(summary["metrics"]["itl"]["count"], int(samples["itl"].size))
+    passed = None if tolerance_ms is None else worst <= tolerance_ms and coverage["agrees"]
     return {"tolerance_ms": tolerance_ms, "passed": passed, "worst_error_ms": round(worst, 4),
-            "metrics": metrics}  # fmt: skip
+            "coverage": coverage, "metrics": metrics}  # fmt: skip
+
+
+# The measured gaps of the window agree with the true ones within this share, plus a few
+# (a gap the server sent just before the window's edge that arrived just after it).
+COUNT_AGREES_SHARE = 0.03
+COUNT_AGREES_GAPS = 100
+LOW_COVERAGE = 0.9  # below this share of the window's gaps, the report says so loudly
+
+
+def window_coverage(measured: int, true: int) -> dict[str, Any]:
+    """How many of the window's true token gaps the run measured, and whether the counts
+    agree (``COUNT_AGREES_SHARE``)."""
+    share = round(measured / true, 4) if true else None
+    agrees = abs(measured - true) <= COUNT_AGREES_SHARE * true + COUNT_AGREES_GAPS
+    return {"measured": measured, "true": true, "share": share, "agrees": agrees}
 
 
 def format_truth_check(check: dict[str, Any]) -> list[str]:
@@ -178,6 +206,14 @@ def format_truth_check(check: dict[str, Any]) -> list[str]:
         if "stall_free_error" in rows["max"]:
             errors = "".join(f"{rows[key]['stall_free_error']:+10.3f}" for key in keys)
             lines.append(f"  {'':6}{errors}  (client stalls set aside)")
+    if coverage := check.get("coverage"):
+        share = "-" if coverage["share"] is None else f"{coverage['share']:.1%}"
+        lines.append(f"  token gaps of the window: measured {coverage['measured']:,} of the "
+                     f"{coverage['true']:,} the server sent ({share}; every request)")  # fmt: skip
+        if coverage["share"] is not None and coverage["share"] < LOW_COVERAGE:
+            lines.append(f"! the run measured only {share} of its window's token gaps")
+        elif not coverage["agrees"]:
+            lines.append("! the measured and true counts of the window's gaps disagree")
     if check["passed"] is False:
         lines.append(
             f"! truth check failed: an error of {check['worst_error_ms']:.3f} ms is above the "

@@ -26,6 +26,7 @@ from typing import Protocol
 
 from tpot_locust.apis.dialect import Dialect
 from tpot_locust.common import secrets
+from tpot_locust.common.clock import SEGMENT_CLOCK
 from tpot_locust.common.errors import (
     BAD_JSON,
     CLIENT_ERROR,
@@ -59,15 +60,33 @@ MAX_ERROR_BODY = 64 * 1024
 BODY_START_KEPT = 256  # bytes of a body kept until its first event: what arrived instead
 
 
+class StreamSoFar(Protocol):
+    """A stream while it goes, as its live counter reads it (never writes): when it was
+    sent, the arrival of each token event and the tokens each carried (both growing as
+    events arrive), and what the connection says of it so far."""
+
+    @property
+    def t_send_ns(self) -> int: ...
+
+    @property
+    def token_stamps(self) -> array[int]: ...
+
+    @property
+    def token_counts(self) -> array[int]: ...
+
+    def stamps_recovered(self) -> bool: ...
+
+    def retransmitted(self) -> bool: ...
+
+
 class LiveStreams(Protocol):
-    """Who counts a stream's tokens while it goes (``metrics.token_flow.TokenFlow``, for
-    tokens/s per interval): told of each stream at its start, with its figures' key
-    (``common.metric_groups``) and the array of its events' token counts that grows as
-    they arrive (to be read, never written), and at its end."""
+    """Who follows a stream while it goes (``metrics.token_flow.TokenFlow``: its tokens for
+    tokens/s, its gaps for each interval's report): told of each stream at its start, with
+    its request id and figures' key (``common.metric_groups``), and at its end."""
 
-    def start(self, key: int, group: str, token_counts: array[int]) -> None: ...
+    def start(self, request_id: str, group: str, stream: StreamSoFar) -> None: ...
 
-    def end(self, key: int, token_counts: array[int] | None = None) -> None: ...
+    def end(self, request_id: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -87,22 +106,46 @@ class StreamRequest:
     # prefill is over (``metrics.causes``); must neither block nor yield
     on_first_token: Callable[[int], None] | None = None
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES  # a longer event fails the request
-    live: LiveStreams | None = None  # counts the tokens while the stream goes, if given
+    live: LiveStreams | None = None  # follows the stream while it goes, if given
     model: str | None = None  # the model its class chose (``common.metric_groups``)
+    # called, when the stream is cut by what no request catches (the stop killing its
+    # user: ``GreenletExit``), with what came before it (the send, the token events so
+    # far, no error yet), before that propagates; must neither block nor yield
+    on_cut: Callable[[RequestTimings], None] | None = None
 
 
 class _Collected:
-    """The stream decoded so far, kept even when the stream fails midway."""
+    """The stream decoded so far, kept even when the stream fails midway: also what its
+    live counter reads while it goes (``StreamSoFar``)."""
 
-    __slots__ = ("body_start", "content_type", "deadline", "decoder", "reset", "t_send_ns")
+    __slots__ = ("body_start", "connection", "content_type", "deadline", "decoder", "reset",
+                 "t_send_ns")  # fmt: skip
 
-    def __init__(self, t_send_ns: int, decoder: StreamDecoder, deadline: Deadline) -> None:
+    def __init__(
+        self, t_send_ns: int, decoder: StreamDecoder, deadline: Deadline,
+        connection: HTTPConnection,
+    ) -> None:  # fmt: skip
         self.deadline = deadline  # arrived(): the last read that held an event
         self.decoder = decoder
+        self.connection = connection
         self.reset = False
         self.t_send_ns = t_send_ns
         self.body_start = b""  # the body's first bytes while no event came: what came instead
         self.content_type = ""
+
+    @property
+    def token_stamps(self) -> array[int]:
+        return self.decoder.result.token_stamps
+
+    @property
+    def token_counts(self) -> array[int]:
+        return self.decoder.result.token_counts
+
+    def stamps_recovered(self) -> bool:
+        return self.connection.request_clock == SEGMENT_CLOCK
+
+    def retransmitted(self) -> bool:
+        return self.connection.retransmits_since_send() > 0
 
 
 def stream_request(
@@ -112,16 +155,32 @@ def stream_request(
     timings = _new_timings(request)
     deadline = Deadline(request.first_token_timeout, request.idle_timeout, request.total_timeout)
     decoder = StreamDecoder(request.api, want_text=want_text)
-    collected = _Collected(timings.t_send_ns, decoder, deadline)
-    live, key = request.live, id(collected)
-    if live is None:
-        return _stream(connection, request, timings, collected)
-    group = metric_group(request.user_class, request.model)
-    live.start(key, group, collected.decoder.result.token_counts)
+    collected = _Collected(timings.t_send_ns, decoder, deadline, connection)
+    live = request.live
+    if live is not None:
+        live.start(request.request_id, metric_group(request.user_class, request.model), collected)
     try:
         return _stream(connection, request, timings, collected)
+    except BaseException:  # the stop killed the user mid-stream: what came is still kept
+        if request.on_cut is not None:
+            request.on_cut(_cut(timings, collected))
+        raise
     finally:
-        live.end(key, timings.token_counts if timings.token_counts else None)
+        if live is not None:
+            live.end(request.request_id)
+
+
+def _cut(timings: RequestTimings, collected: _Collected) -> RequestTimings:
+    """``timings`` of a stream cut where it stood: its send and its token events so far."""
+    timings.t_send_ns = collected.t_send_ns
+    timings.t_end_ns = time.perf_counter_ns()
+    timings.token_stamps = collected.token_stamps
+    timings.token_counts = collected.token_counts
+    timings.output_tokens = sum(collected.token_counts)
+    timings.answer_stamp_ns = collected.decoder.result.answer_stamp_ns
+    timings.reasoning_tokens = collected.decoder.result.reasoning_tokens
+    timings.arrival_clock = collected.connection.request_clock
+    return timings
 
 
 def _stream(
