@@ -92,6 +92,10 @@ class SimContext:
     finish_reason: str  # "length" or "stop": the dialect says it in its own words
     answer_text: Callable[[], str] | None = None  # the whole answer's text, when asked
     cached_tokens: int | None = None  # prompt tokens from the prefix cache; None: no cache
+    # the first ``reasoning_tokens`` of ``completion_tokens`` are reasoning (thinking),
+    # always followed by at least one answer token; ``reasoning_text`` is their text
+    reasoning_tokens: int = 0
+    reasoning_text: Callable[[], str] | None = None
 
 
 class BadAsk(ValueError):
@@ -129,6 +133,11 @@ class Dialect:
     # the server renders the messages with the model's chat template (its prompt count
     # includes the template's tokens: ``ChatUser.served_prompt_tokens``)
     templated: ClassVar[bool] = False
+    # the simulator can stream reasoning tokens in this API (``sim_reasoning_token``)
+    sim_reasoning: ClassVar[bool] = False
+    # reasoning inline in the text (``think_tags``): the first reasoning token's text starts
+    # with the first, the first answer token's with the second; None: a channel of its own
+    sim_think_tags: ClassVar[tuple[str, str] | None] = None
 
     # -- client side -------------------------------------------------------------------------
 
@@ -169,6 +178,17 @@ class Dialect:
     def sim_token(self, context: SimContext) -> SimEvent:
         """The token event, with slots."""
         raise NotImplementedError
+
+    def sim_reasoning_token(self, context: SimContext) -> SimEvent:
+        """A reasoning token's event, with slots (only where ``sim_reasoning``); the events
+        before the first (``sim_opening``) may differ when ``context.reasoning_tokens``."""
+        raise NotImplementedError
+
+    def sim_reasoning_end(self, context: SimContext) -> list[SimEvent]:
+        """Events between the last reasoning token and the first answer token (a reasoning
+        block closed, the answer's opened), without slots; their count shifts the later
+        events' ``SEQUENCE``."""
+        return []
 
     def sim_last_token(self, context: SimContext) -> SimEvent | None:
         """The last token's event when it differs from the others (TGI's carries the

@@ -40,6 +40,7 @@ def _run(args: argparse.Namespace) -> int:
         users=args.users,
         spawn_rate=args.spawn_rate,
         run_time=args.run_time,
+        stop_timeout=args.stop_timeout,
         out=Path(args.out) if args.out else None,
         workers=args.workers,
         overrides=_with_tokenizer(args),
@@ -238,6 +239,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--spawn-rate", type=option_number(0, MAX_SPAWN_RATE),
                      help="users started per second")  # fmt: skip
     run.add_argument("--run-time", help="duration, e.g. 30s, 5m")
+    run.add_argument(
+        "--stop-timeout",
+        metavar="DURATION",
+        help="let requests in flight at the end finish this long, for their E2E (default 5s; "
+        "scenario key stop_timeout); gaps after the end never count",
+    )
     run.add_argument("--out", help="results directory")
     run.add_argument(
         "--workers", type=WORKERS, default=0, help="local worker processes under one master"

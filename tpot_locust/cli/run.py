@@ -45,6 +45,7 @@ class RunOptions:
     users: int | None = None
     spawn_rate: float | None = None
     run_time: str | None = None
+    stop_timeout: str | None = None
     out: Path | None = None
     workers: int = 0
     overrides: list[str] = field(default_factory=list)
@@ -66,6 +67,8 @@ def _overrides(options: RunOptions, scenario: Scenario) -> dict[str, str]:
         )
     if options.run_time is not None:
         overrides[f"duration={options.run_time}"] = f"--run-time {options.run_time}"
+    if options.stop_timeout is not None:
+        overrides[f"stop_timeout={options.stop_timeout}"] = f"--stop-timeout {options.stop_timeout}"
     return overrides
 
 
@@ -126,7 +129,7 @@ def headless_options(scenario: Scenario, name: str | None = None) -> list[str]:
     return [
         "--headless", f"--users={scenario.users}", f"--spawn-rate={spawn_rate:g}",
         f"--run-time={scenario.duration_s:g}s", f"--tpot-scenario-name={name or scenario.name}",
-        "--only-summary", "--stop-timeout=5",
+        "--only-summary", f"--stop-timeout={scenario.stop_timeout_s:g}",
     ]  # fmt: skip
 
 
