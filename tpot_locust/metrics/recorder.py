@@ -215,7 +215,9 @@ class Recorder:
         _count_tokens(counters, timings)
         if not counters.first_send_wall_ns or send_wall < counters.first_send_wall_ns:
             counters.first_send_wall_ns = send_wall
-        counters.last_token_wall_ns = max(counters.last_token_wall_ns, last_wall)
+        # the throughput's span ends with the window (a drain's tokens are not in it)
+        last_inside = min(last_wall, self.window_ns()[1])
+        counters.last_token_wall_ns = max(counters.last_token_wall_ns, last_inside)
 
     def _count_ended_early(
         self, counters: ClassCounters, timings: RequestTimings, send_wall: int

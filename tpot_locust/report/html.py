@@ -29,7 +29,7 @@ from tpot_locust.report.charts import (
     percentile_chart,
     timeseries_chart,
 )
-from tpot_locust.report.summary import format_token_kinds, reasoned
+from tpot_locust.report.summary import format_token_kinds, format_window, reasoned
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.tail_pictures import has_tail_facts, why_the_tail
 from tpot_locust.scenario.slo import STATISTICS
@@ -145,6 +145,14 @@ def _metadata(summary: Summary) -> list[str]:
         fraction = "-" if goodput["fraction"] is None else f"{goodput['fraction'] * 100:.2f}%"
         items.append(("goodput", f"{goodput['per_s']:.2f} good requests/s, {fraction} good"))
     items += [("tokens", line) for line in format_token_kinds(tokens)]
+    if window := summary.get("window"):
+        items.append(("window", f"{window['gaps']:,} token gaps measured inside it, "
+                      "every request's (docs/metrics.md, 'The window')"))  # fmt: skip
+        items += [("window", line) for line in format_window(summary)]
+    if coverage := (summary.get("truth_check") or {}).get("coverage"):
+        share = "-" if coverage["share"] is None else f"{coverage['share']:.1%}"
+        items.append(("window's truth", f"measured {coverage['measured']:,} of the "
+                      f"{coverage['true']:,} gaps the server sent ({share})"))  # fmt: skip
     return [_rows([[escape(str(k)), escape(str(v))] for k, v in items], ["", ""])]
 
 
