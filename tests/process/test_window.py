@@ -8,6 +8,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT, run_command
 from tests.helpers.scripted_server import (
     DONE,
@@ -28,11 +30,11 @@ ITL_TOLERANCE_MS = 0.5
 PROGRESS = re.compile(r"^\[\s*(\d+)s / \d+s\].*?(TPOT -|TPOT p50)", re.MULTILINE)
 
 
-def _run(tmp_path: Path, python: str, scenario: str) -> tuple[dict, str]:
+def _run(tmp_path: Path, python: str, scenario: str, *args: str) -> tuple[dict, str]:
     out = tmp_path / "out"
     result = run_command(
         [python, "-m", "tpot_locust", "run", str(ROOT / "tests/scenarios" / scenario),
-         "--out", str(out)],
+         "--out", str(out), *args],
         timeout=240,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -49,8 +51,12 @@ def assert_window_true(summary: dict) -> None:
         assert abs(row["error"]) <= ITL_TOLERANCE_MS, (key, row)
 
 
-def test_answers_longer_than_the_run_are_measured(tmp_path: Path, python: str) -> None:
-    summary, stdout = _run(tmp_path, python, "window_long_answers.yaml")
+@pytest.mark.parametrize("workers", [0, 2])
+def test_answers_longer_than_the_run_are_measured(
+    tmp_path: Path, python: str, workers: int
+) -> None:
+    """Distributed, each worker ships each gap once: the master's count is the truth's."""
+    summary, stdout = _run(tmp_path, python, "window_long_answers.yaml", f"--workers={workers}")
     # no request fit: before, "nothing was measured" and exit 3
     assert summary["requests"]["ok"] == 0 and summary["metrics"]["e2e"]["count"] == 0
     assert summary["window"]["cut"]["stop"] == 16, summary["window"]
