@@ -101,3 +101,25 @@ def test_a_stall_past_the_idle_timeout_keeps_the_gaps_before_it() -> None:
     assert counters.cut_by_timeout == 1 and counters.censored_gaps == 1
     assert counters.censored_gap_ns_max >= 0.4e9
     assert "e2e" not in chat.histograms
+
+
+def test_a_reasoning_model_longer_than_the_run(tmp_path: Path, python: str) -> None:
+    """scenarios/reasoning.yaml, shortened: thinking first, answers longer than the run; the
+    window's tokens split into reasoning and answer, TTFAT of the answers that began."""
+    out = tmp_path / "out"
+    result = run_command(
+        [python, "-m", "tpot_locust", "run", str(ROOT / "scenarios/reasoning.yaml"),
+         "--out", str(out), "--run-time", "20s", "--stop-timeout", "0s", "--set", "warmup=3s",
+         "--set", "simulator.reasoning_tokens={dist: uniform, min: 300, max: 600}"],
+        timeout=240,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["requests"]["ok"] == 0 and summary["window"]["cut"]["stop"] == 16
+    tokens = summary["tokens"]
+    assert tokens["window_reasoning"] > 0 and tokens["window_answer"] > 0, tokens
+    assert summary["metrics"]["ttfat"]["count"] > 0
+    assert summary["metrics"]["ttfat"]["p50"] > summary["metrics"]["ttft"]["p50"] + 4000  # ms
+    assert_window_true(summary)
+    assert "in the window: reasoning tokens" in result.stdout
+    assert "TTFAT: send -> first answer token event" in result.stdout

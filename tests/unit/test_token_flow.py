@@ -19,6 +19,7 @@ class Stream:
     """A stream as ``wire.streaming`` shows it while it goes."""
 
     t_send_ns: int = 0
+    answer_stamp_ns: int | None = None  # before it: reasoning
     token_stamps: array[int] = field(default_factory=lambda: array("q"))
     token_counts: array[int] = field(default_factory=lambda: array("q"))
 
@@ -77,15 +78,18 @@ def test_a_stream_longer_than_the_run_is_measured_while_it_goes() -> None:
     """The recorder reports a live stream's gaps each interval, and the rest once it is
     recorded: each gap once, none lost, whatever the request's end."""
     recorder = Recorder()
-    stream = Stream(t_send_ns=0)
+    stream = Stream(t_send_ns=0, answer_stamp_ns=50 * MS)  # thinking until 50 ms
     recorder.token_flow.start("r-1", "chat", stream)
     stream.arrive(*range(5, 105, 5))  # 20 events, 5 ms apart
-    live = recorder.take_interval().classes["chat"].histograms["itl"]
+    taken = recorder.take_interval().classes["chat"]
+    live = taken.histograms["itl"]
+    assert (taken.counters.window_tokens, taken.counters.window_reasoning_tokens) == (19, 9)
     assert live.total_count == 18 and np.isclose(live.get_value_at_percentile(50), 5000, rtol=1e-3)
     stream.arrive(110, 111)
     recorder.token_flow.end("r-1")
     cut = RequestTimings("chat", "chat", "r-1", 0, 0, stream.token_stamps, stream.token_counts,
-                         error_category="interrupted", t_end_ns=200 * MS)  # fmt: skip
+                         error_category="interrupted", t_end_ns=200 * MS,
+                         answer_stamp_ns=50 * MS)  # fmt: skip
     recorder.record(cut)
     interval = recorder.take_interval().classes["chat"]
     rest = interval.histograms["itl"]

@@ -43,6 +43,7 @@ from tpot_locust.apis.prompt_counts import count_chat_prompt
 
 API_VERSION = "2023-06-01"
 STOP_REASONS = {"length": "max_tokens", "stop": "end_turn"}  # the simulator's -> Anthropic's
+SIGNATURE = "tpot-sim"  # the simulator's thinking blocks' signature (opaque to clients)
 # A text delta is plain unless it carries anything else (an error, usage, other deltas).
 _NOT_PLAIN = re.compile(rb'"(?:error|usage|thinking|partial_json|signature)":')
 
@@ -54,6 +55,7 @@ class Messages(Dialect):
     sim_id_prefix: ClassVar[str] = "msg_"
     serves_whole: ClassVar[bool] = True
     templated: ClassVar[bool] = True  # the server renders its chat template around messages
+    sim_reasoning: ClassVar[bool] = True  # a thinking block first (extended thinking)
 
     # -- client side -------------------------------------------------------------------------
 
@@ -133,8 +135,10 @@ class Messages(Dialect):
                                    "role": "assistant", "model": context.model, "content": [],
                                    "stop_reason": None, "stop_sequence": None,
                                    "usage": usage}  # fmt: skip
-        block = {"type": "content_block_start", "index": 0,
-                 "content_block": {"type": "text", "text": ""}}  # fmt: skip
+        first: dict[str, Any] = {"type": "text", "text": ""}
+        if context.reasoning_tokens:  # a thinking block before the text block
+            first = {"type": "thinking", "thinking": "", "signature": ""}
+        block = {"type": "content_block_start", "index": 0, "content_block": first}
         return [
             ("message_start", {"type": "message_start", "message": message}),
             ("content_block_start", block),
@@ -142,13 +146,32 @@ class Messages(Dialect):
         ]
 
     def sim_token(self, context: SimContext) -> SimEvent:
-        return "content_block_delta", {"type": "content_block_delta", "index": 0,
+        return "content_block_delta", {"type": "content_block_delta",
+                                       "index": _text_index(context),
                                        "delta": {"type": "text_delta", "text": TEXT}}  # fmt: skip
+
+    def sim_reasoning_token(self, context: SimContext) -> SimEvent:
+        return "content_block_delta", {"type": "content_block_delta", "index": 0,
+                                       "delta": {"type": "thinking_delta",
+                                                 "thinking": TEXT}}  # fmt: skip
+
+    def sim_reasoning_end(self, context: SimContext) -> list[SimEvent]:
+        """The thinking block's signature and stop, then the text block's start."""
+        signature = {"type": "signature_delta", "signature": SIGNATURE}
+        text_block = {"type": "content_block_start", "index": 1,
+                      "content_block": {"type": "text", "text": ""}}  # fmt: skip
+        return [
+            ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                     "delta": signature}),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ("content_block_start", text_block),
+        ]  # fmt: skip
 
     def sim_closing(self, context: SimContext) -> list[SimEvent]:
         delta = {"stop_reason": _stop_reason(context), "stop_sequence": None}
         return [
-            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ("content_block_stop", {"type": "content_block_stop",
+                                    "index": _text_index(context)}),
             ("message_delta", {"type": "message_delta", "delta": delta,
                                "usage": {"output_tokens": context.completion_tokens}}),
             ("message_stop", {"type": "message_stop"}),
@@ -157,8 +180,13 @@ class Messages(Dialect):
     def sim_whole(self, context: SimContext, text: str) -> dict[str, Any] | None:
         usage = {"input_tokens": context.ask.prompt_tokens,
                  "output_tokens": context.completion_tokens}  # fmt: skip
+        content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+        if context.reasoning_tokens and context.reasoning_text is not None:
+            thinking = {"type": "thinking", "thinking": context.reasoning_text(),
+                        "signature": SIGNATURE}  # fmt: skip
+            content.insert(0, thinking)
         return {"id": context.response_id, "type": "message", "role": "assistant",
-                "model": context.model, "content": [{"type": "text", "text": text}],
+                "model": context.model, "content": content,
                 "stop_reason": _stop_reason(context), "stop_sequence": None,
                 "usage": usage}  # fmt: skip
 
@@ -222,6 +250,11 @@ def _system_tokens(system: Any, count: CountText) -> int:
         return sum(count(block["text"]) for block in system
                    if isinstance(block, dict) and isinstance(block.get("text"), str))  # fmt: skip
     raise BadAsk("system: Input should be a valid string or a list of text blocks")
+
+
+def _text_index(context: SimContext) -> int:
+    """The text block's index: after the thinking block, where there is one."""
+    return 1 if context.reasoning_tokens else 0
 
 
 def _stop_reason(context: SimContext) -> str:

@@ -56,6 +56,7 @@ class OllamaChat(Dialect):
     fast: ClassVar[FastPath | None] = FastPath(b'"content":"', b'"done":false', _NOT_PLAIN)
     serves_whole: ClassVar[bool] = True
     templated: ClassVar[bool] = True  # Ollama renders the model's template around messages
+    sim_reasoning: ClassVar[bool] = True  # a thinking model's message.thinking
 
     def body(self, history: list[dict[str, str]], options: BodyOptions) -> dict[str, Any]:
         """``options.ignore_eos`` and ``force_min_tokens`` have no Ollama option; usage
@@ -111,13 +112,22 @@ class OllamaChat(Dialect):
     def sim_token(self, context: SimContext) -> SimEvent:
         return None, self._line(context, TEXT)
 
+    def sim_reasoning_token(self, context: SimContext) -> SimEvent:
+        """Ollama's thinking line (``think`` on): empty content, the text in ``thinking``."""
+        line = self._line(context, "")
+        line["message"]["thinking"] = TEXT
+        return None, line
+
     def sim_closing(self, context: SimContext) -> list[SimEvent]:
         """The last line, without durations: rendered before the stream is timed (Go leaves
         zero durations out too)."""
         return [(None, self._last(context, ""))]
 
     def sim_whole(self, context: SimContext, text: str) -> dict[str, Any] | None:
-        return self._last(context, text)
+        whole = self._last(context, text)
+        if context.reasoning_tokens and context.reasoning_text is not None:
+            whole["message"]["thinking"] = context.reasoning_text()
+        return whole
 
     def sim_models(
         self, model: str, created: int, adapters: tuple[str, ...] = ()

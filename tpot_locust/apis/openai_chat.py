@@ -148,6 +148,15 @@ class OpenAIStream(Dialect):
         running = {"prompt_tokens": prompt, "total_tokens": TOTAL, "completion_tokens": COMPLETION}
         return None, self._event(context, self.text_choice(TEXT), running)
 
+    def sim_reasoning_token(self, context: SimContext) -> SimEvent:
+        prompt = context.ask.prompt_tokens
+        running = {"prompt_tokens": prompt, "total_tokens": TOTAL, "completion_tokens": COMPLETION}
+        return None, self._event(context, self.reasoning_choice(TEXT), running)
+
+    def reasoning_choice(self, text: str) -> dict[str, Any]:
+        """The choice of a reasoning token's event (only where ``sim_reasoning``)."""
+        raise NotImplementedError
+
     def sim_closing(self, context: SimContext) -> list[SimEvent]:
         usage = _usage(context, context.completion_tokens)
         finish = self._event(context, self.text_choice(None), usage, context.finish_reason)
@@ -159,6 +168,8 @@ class OpenAIStream(Dialect):
 
     def sim_whole(self, context: SimContext, text: str) -> dict[str, Any] | None:
         choice: dict[str, Any] = {"index": 0, **self.whole_choice(text)}
+        if context.reasoning_tokens and context.reasoning_text is not None:
+            self.whole_reasoning(choice, context.reasoning_text())
         choice.update(logprobs=None, finish_reason=context.finish_reason, stop_reason=None)
         return {"id": context.response_id, "object": self.whole_object,
                 "created": context.created, "model": context.model, "choices": [choice],
@@ -171,6 +182,11 @@ class OpenAIStream(Dialect):
     def whole_choice(self, text: str) -> dict[str, Any]:
         raise NotImplementedError
 
+    def whole_reasoning(self, choice: dict[str, Any], text: str) -> None:
+        """Put the reasoning's text into a whole answer's choice (only where
+        ``sim_reasoning``)."""
+        raise NotImplementedError
+
 
 class ChatCompletions(OpenAIStream):
     name: ClassVar[str] = "chat"
@@ -180,6 +196,7 @@ class ChatCompletions(OpenAIStream):
     templated: ClassVar[bool] = True
     chunk_object: ClassVar[str] = "chat.completion.chunk"
     whole_object: ClassVar[str] = "chat.completion"
+    sim_reasoning: ClassVar[bool] = True  # vLLM's reasoning parser: delta.reasoning_content
 
     def prompt_fields(self, history: list[dict[str, str]]) -> dict[str, Any]:
         return {"messages": history}
@@ -212,6 +229,13 @@ class ChatCompletions(OpenAIStream):
     def whole_choice(self, text: str) -> dict[str, Any]:
         return {"message": {"role": "assistant", "content": text}}
 
+    def reasoning_choice(self, text: str) -> dict[str, Any]:
+        """vLLM's reasoning delta (a reasoning parser on): its own field, no content."""
+        return {"delta": {"reasoning_content": text}}
+
+    def whole_reasoning(self, choice: dict[str, Any], text: str) -> None:
+        choice["message"]["reasoning_content"] = text
+
 
 def _usage(context: SimContext, completion: int) -> dict[str, Any]:
     """vLLM's usage; ``prompt_tokens_details`` only where the simulator has a prefix cache
@@ -221,6 +245,8 @@ def _usage(context: SimContext, completion: int) -> dict[str, Any]:
                              "completion_tokens": completion}  # fmt: skip
     if context.cached_tokens is not None:
         usage["prompt_tokens_details"] = {"cached_tokens": context.cached_tokens}
+    if context.reasoning_tokens and completion:  # of the whole answer (never a running count)
+        usage["completion_tokens_details"] = {"reasoning_tokens": context.reasoning_tokens}
     return usage
 
 

@@ -63,6 +63,10 @@ _TERMINAL = frozenset({"response.completed", "response.incomplete", "response.fa
 # A text delta that needs a full decode: logprob entries (token counts) or an error.
 _NOT_PLAIN = re.compile(rb'"logprobs":\[(?!\])|"error":(?!null)')
 _OPENING_EVENTS = 4  # created, in_progress, output_item.added, content_part.added
+REASONING_DELTA = "response.reasoning_text.delta"
+# between reasoning and answer: reasoning_text.done, reasoning_part.done, output_item.done,
+# then the message's output_item.added and content_part.added
+_REASONING_END_EVENTS = 5
 
 
 class Responses(Dialect):
@@ -74,6 +78,7 @@ class Responses(Dialect):
     sim_id_prefix: ClassVar[str] = "resp_"
     serves_whole: ClassVar[bool] = True
     templated: ClassVar[bool] = True  # vLLM renders the chat template around the input
+    sim_reasoning: ClassVar[bool] = True  # a reasoning item first, as vLLM streams it
 
     # -- client side -------------------------------------------------------------------------
 
@@ -125,29 +130,58 @@ class Responses(Dialect):
 
     def sim_opening(self, context: SimContext) -> list[SimEvent]:
         """created and in_progress (the response object in progress), then the message
-        item and its text part, as vLLM sends them."""
+        item and its text part, as vLLM sends them; with reasoning, its reasoning item and
+        part instead (the message's come after the reasoning: ``sim_reasoning_end``)."""
         response = _response(context, "in_progress", [], None)
-        item = {**_message_item(context, []), "status": "in_progress"}
-        part = {"annotations": [], "text": "", "type": "output_text", "logprobs": []}
-        return [
-            _event("response.created", {"response": response}, 0),
-            _event("response.in_progress", {"response": response}, 1),
-            _event("response.output_item.added", {"item": item, "output_index": 0}, 2),
-            _event("response.content_part.added", {"content_index": 0,
-                   "item_id": _item_id(context), "output_index": 0, "part": part}, 3),
-        ]  # fmt: skip
+        head = [_event("response.created", {"response": response}, 0),
+                _event("response.in_progress", {"response": response}, 1)]  # fmt: skip
+        if context.reasoning_tokens:
+            item = {**_reasoning_item(context, []), "status": "in_progress"}
+            part = {"text": "", "type": "reasoning_text"}
+            return [*head,
+                    _event("response.output_item.added", {"item": item, "output_index": 0}, 2),
+                    _event("response.reasoning_part.added", {"content_index": 0,
+                           "item_id": _reasoning_id(context), "output_index": 0, "part": part},
+                           3)]  # fmt: skip
+        return [*head, *_message_opening(context, 0, 2)]
 
     def sim_token(self, context: SimContext) -> SimEvent:
         return TEXT_DELTA, {"content_index": 0, "delta": TEXT, "item_id": _item_id(context),
-                            "logprobs": [], "output_index": 0, "sequence_number": SEQUENCE,
-                            "type": TEXT_DELTA}  # fmt: skip
+                            "logprobs": [], "output_index": _message_index(context),
+                            "sequence_number": SEQUENCE, "type": TEXT_DELTA}  # fmt: skip
+
+    def sim_reasoning_token(self, context: SimContext) -> SimEvent:
+        return REASONING_DELTA, {"content_index": 0, "delta": TEXT,
+                                 "item_id": _reasoning_id(context), "output_index": 0,
+                                 "sequence_number": SEQUENCE,
+                                 "type": REASONING_DELTA}  # fmt: skip
+
+    def sim_reasoning_end(self, context: SimContext) -> list[SimEvent]:
+        """The reasoning's ``.done`` events (its whole text), then the message item and its
+        text part opened."""
+        sequence = _OPENING_EVENTS + context.reasoning_tokens
+        text = context.reasoning_text() if context.reasoning_text is not None else ""
+        item_id = _reasoning_id(context)
+        part = {"text": text, "type": "reasoning_text"}
+        return [
+            _event("response.reasoning_text.done", {"content_index": 0, "item_id": item_id,
+                   "output_index": 0, "text": text}, sequence),
+            _event("response.reasoning_part.done", {"content_index": 0, "item_id": item_id,
+                   "output_index": 0, "part": part}, sequence + 1),
+            _event("response.output_item.done",
+                   {"item": _reasoning_item(context, [part]), "output_index": 0}, sequence + 2),
+            *_message_opening(context, 1, sequence + 3),
+        ]  # fmt: skip
 
     def sim_closing(self, context: SimContext) -> list[SimEvent]:
         """The ``.done`` events, then ``response.completed`` with the usage: ``status``
         ``incomplete`` (reason ``max_output_tokens``) for a max-length answer, as vLLM
         sends it. The ``.done`` events repeat the whole text, as the real server's do."""
         sequence = _OPENING_EVENTS + context.completion_tokens
+        if context.reasoning_tokens:
+            sequence += _REASONING_END_EVENTS
         item_id = _item_id(context)
+        index = _message_index(context)
         text = context.answer_text() if context.answer_text is not None else ""
         part: dict[str, Any] = {
             "annotations": [],
@@ -157,13 +191,14 @@ class Responses(Dialect):
         }
         item = _message_item(context, [part])
         status = "incomplete" if context.finish_reason == "length" else "completed"
-        response = _response(context, status, [item], _usage(context))
+        response = _response(context, status, [*_reasoning_output(context), item],
+                             _usage(context))  # fmt: skip
         return [
             _event("response.output_text.done", {"content_index": 0, "item_id": item_id,
-                   "logprobs": [], "output_index": 0, "text": text}, sequence),
+                   "logprobs": [], "output_index": index, "text": text}, sequence),
             _event("response.content_part.done", {"content_index": 0, "item_id": item_id,
-                   "output_index": 0, "part": part}, sequence + 1),
-            _event("response.output_item.done", {"item": item, "output_index": 0},
+                   "output_index": index, "part": part}, sequence + 1),
+            _event("response.output_item.done", {"item": item, "output_index": index},
                    sequence + 2),
             _event("response.completed", {"response": response}, sequence + 3),
         ]  # fmt: skip
@@ -176,7 +211,8 @@ class Responses(Dialect):
             "logprobs": None,
         }
         status = "incomplete" if context.finish_reason == "length" else "completed"
-        return _response(context, status, [_message_item(context, [part])], _usage(context))
+        output = [*_reasoning_output(context), _message_item(context, [part])]
+        return _response(context, status, output, _usage(context))
 
 
 def _text_delta(event: dict[str, Any]) -> EventReading:
@@ -233,6 +269,42 @@ def _item_id(context: SimContext) -> str:
     return "msg_" + context.response_id.removeprefix("resp_")[:16]
 
 
+def _reasoning_id(context: SimContext) -> str:
+    return "rs_" + context.response_id.removeprefix("resp_")[:16]
+
+
+def _message_index(context: SimContext) -> int:
+    """The message's ``output_index``: after the reasoning item, where there is one."""
+    return 1 if context.reasoning_tokens else 0
+
+
+def _message_opening(context: SimContext, index: int, sequence: int) -> list[SimEvent]:
+    """The message item and its text part added, in progress."""
+    item = {**_message_item(context, []), "status": "in_progress"}
+    part = {"annotations": [], "text": "", "type": "output_text", "logprobs": []}
+    return [
+        _event("response.output_item.added", {"item": item, "output_index": index}, sequence),
+        _event("response.content_part.added", {"content_index": 0,
+               "item_id": _item_id(context), "output_index": index, "part": part},
+               sequence + 1),
+    ]  # fmt: skip
+
+
+def _reasoning_item(context: SimContext, content: list[dict[str, Any]]) -> dict[str, Any]:
+    """vLLM's reasoning item: its text in ``content`` (``reasoning_text`` parts)."""
+    return {"id": _reasoning_id(context), "summary": [], "type": "reasoning",
+            "content": content, "encrypted_content": None,
+            "status": "completed"}  # fmt: skip
+
+
+def _reasoning_output(context: SimContext) -> list[dict[str, Any]]:
+    """The reasoning item of a finished response (none without reasoning)."""
+    if not context.reasoning_tokens:
+        return []
+    text = context.reasoning_text() if context.reasoning_text is not None else ""
+    return [_reasoning_item(context, [{"text": text, "type": "reasoning_text"}])]
+
+
 def _message_item(context: SimContext, content: list[dict[str, Any]]) -> dict[str, Any]:
     return {"id": _item_id(context), "content": content, "role": "assistant",
             "status": "completed", "type": "message"}  # fmt: skip
@@ -242,7 +314,8 @@ def _usage(context: SimContext) -> dict[str, Any]:
     prompt, completion = context.ask.prompt_tokens, context.completion_tokens
     cached = context.cached_tokens or 0
     return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached},
-            "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": 0},
+            "output_tokens": completion,
+            "output_tokens_details": {"reasoning_tokens": context.reasoning_tokens},
             "total_tokens": prompt + completion}  # fmt: skip
 
 

@@ -49,7 +49,7 @@ from tpot_locust.apis.dialect import (
 )
 from tpot_locust.apis.errors import error_message
 from tpot_locust.apis.prompt_counts import count_completion_prompt
-from tpot_locust.apis.think_tags import InlineThinking
+from tpot_locust.apis.think_tags import THINK_CLOSE, THINK_OPEN, InlineThinking
 
 DONE = b"[DONE]"
 EOS_TOKEN_ID = 2  # the id a simulated "stop" matched (SGLang reports the EOS token's id)
@@ -65,6 +65,8 @@ class SGLangGenerate(Dialect):
     done_marker: ClassVar[bytes | None] = DONE
     models_path: ClassVar[str | None] = None  # the body names no model
     serves_whole: ClassVar[bool] = True
+    sim_reasoning: ClassVar[bool] = True  # inline, between <think> tags
+    sim_think_tags: ClassVar[tuple[str, str] | None] = (THINK_OPEN, THINK_CLOSE)
 
     def body(self, history: list[dict[str, str]], options: BodyOptions) -> dict[str, Any]:
         params: dict[str, Any] = {"max_new_tokens": options.max_tokens}
@@ -101,26 +103,37 @@ class SGLangGenerate(Dialect):
         every event would be O(n^2) bytes a stream."""
         return None, self._event(context, TEXT, [SEQUENCE], None, COMPLETION)
 
+    def sim_reasoning_token(self, context: SimContext) -> SimEvent:
+        """The same event: the thinking is inline text (``sim_think_tags``)."""
+        return self.sim_token(context)
+
     def sim_last_token(self, context: SimContext) -> SimEvent | None:
+        """The last token's event: the finish reason, and the reasoning's count (a
+        reasoning parser's ``meta_info.reasoning_tokens``; 0 on the others)."""
         finish = _finish(context)
-        return None, self._event(context, TEXT, [SEQUENCE], finish, COMPLETION)
+        return None, self._event(context, TEXT, [SEQUENCE], finish, COMPLETION,
+                                 context.reasoning_tokens)  # fmt: skip
 
     def sim_closing(self, context: SimContext) -> list[SimEvent]:
         return [(None, DONE)]
 
     def sim_whole(self, context: SimContext, text: str) -> dict[str, Any] | None:
         ids = list(range(context.completion_tokens))
-        return self._event(context, text, ids, _finish(context), context.completion_tokens)
+        if context.reasoning_tokens and context.reasoning_text is not None:
+            text = f"{THINK_OPEN}{context.reasoning_text()}{THINK_CLOSE}{text}"
+        return self._event(context, text, ids, _finish(context), context.completion_tokens,
+                           context.reasoning_tokens)  # fmt: skip
 
     def _event(
         self, context: SimContext, text: str, ids: list[Any], finish: dict[str, Any] | None,
-        completion: Any,
+        completion: Any, reasoning: int = 0,
     ) -> dict[str, Any]:  # fmt: skip
         """An output as ``_handle_batch_output`` builds it (no ``e2e_latency``: the
         simulator renders the last event before it is sent)."""
         meta = {"id": context.response_id, "finish_reason": finish,
                 "prompt_tokens": context.ask.prompt_tokens, "weight_version": WEIGHT_VERSION,
-                "num_retractions": 0, "reasoning_tokens": 0, "completion_tokens": completion,
+                "num_retractions": 0, "reasoning_tokens": reasoning,
+                "completion_tokens": completion,
                 "cached_tokens": context.cached_tokens or 0}  # fmt: skip
         return {"text": text, "output_ids": ids, _META: meta}
 

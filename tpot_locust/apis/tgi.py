@@ -37,7 +37,7 @@ from tpot_locust.apis.dialect import (
     text_of,
     token_count,
 )
-from tpot_locust.apis.think_tags import InlineThinking
+from tpot_locust.apis.think_tags import THINK_CLOSE, THINK_OPEN, InlineThinking
 
 VALIDATION = 422  # TGI answers a request it refuses with 422 Unprocessable Entity
 LOGPROB = -0.25  # the simulator's logprob of every token
@@ -50,6 +50,8 @@ class TextGenerationInference(Dialect):
     name: ClassVar[str] = "tgi"
     path: ClassVar[str] = "/generate_stream"
     models_path: ClassVar[str | None] = None  # the body names no model
+    sim_reasoning: ClassVar[bool] = True  # inline, between <think> tags
+    sim_think_tags: ClassVar[tuple[str, str] | None] = (THINK_OPEN, THINK_CLOSE)
 
     def body(self, history: list[dict[str, str]], options: BodyOptions) -> dict[str, Any]:
         """``options.ignore_eos`` and ``force_min_tokens`` have no TGI parameter."""
@@ -93,10 +95,16 @@ class TextGenerationInference(Dialect):
         its vocabulary id."""
         return None, _event(TEXT, None, None)
 
+    def sim_reasoning_token(self, context: SimContext) -> SimEvent:
+        """The same event: the thinking is inline text (``sim_think_tags``)."""
+        return self.sim_token(context)
+
     def sim_last_token(self, context: SimContext) -> SimEvent | None:
         """``generated_text`` is the whole answer where the simulator gives the dialect its
         text (``SimContext.answer_text``: ``apis`` does not import its vocabulary)."""
         text = context.answer_text() if context.answer_text is not None else ""
+        if context.reasoning_tokens and context.reasoning_text is not None:
+            text = f"{THINK_OPEN}{context.reasoning_text()}{THINK_CLOSE}{text}"
         details = None
         if context.ask.include_usage:
             details = {"finish_reason": _FINISH.get(context.finish_reason, "length"),

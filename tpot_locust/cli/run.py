@@ -95,7 +95,7 @@ def simulator_args(scenario: Scenario) -> list[str]:
         if meta["check"] == "flag":  # a switch: given when true
             args += [meta["flag"]] if value else []
             continue
-        if meta["check"] == "distribution":
+        if meta["check"] in ("distribution", "distribution_or_zero"):
             text = json.dumps(value)
         elif name == "profile":
             text = resolve_profile(value, scenario.base_dir)

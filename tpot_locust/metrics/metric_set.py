@@ -72,6 +72,7 @@ class ClassCounters:
     # tokens of its events, whatever their request's fate; gaps after its end (a drain)
     window_gaps: int = 0
     window_tokens: int = 0
+    window_reasoning_tokens: int = 0  # of them: events before their stream's first answer
     gaps_after_window: int = 0
     # streams cut after their first token event, by where (``CUT_WHERE``), and the longest
     # of them from its send (its E2E was at least that)

@@ -285,6 +285,7 @@ class Recorder:
             None if read_together is None else read_together[taken:],
             network=timings.retransmits > 0, recovered=timings.stamps_recovered,
             first_tokens=timings.token_counts[0] if taken == 0 else 0,
+            answer_stamp_ns=timings.answer_stamp_ns,
         )  # fmt: skip
 
     def _whole_scalars(
@@ -320,33 +321,45 @@ class Recorder:
         self._hold(
             live.group, live.request_id, live.t_send_ns, live.first_gap, {}, live.stamps,
             counts, read_together, live.network, live.recovered, live.first_tokens,
+            live.answer_stamp_ns,
         )  # fmt: skip
 
     def _hold(
         self, group: str, request_id: str, t_send_ns: int, first_gap: int,
         scalars: dict[str, float], stamps: np.ndarray, counts: np.ndarray | None,
         read_together: np.ndarray | None, network: bool, recovered: bool, first_tokens: int,
+        answer_stamp_ns: int | None,
     ) -> None:  # fmt: skip
         """The gaps between ``stamps`` (their tokens: ``counts``, one per stamp after the
         first; None: one each) that end inside the window, counted and held for tagging;
-        ``first_tokens``: the tokens of ``stamps[0]`` when it is its stream's first event."""
+        ``first_tokens``: the tokens of ``stamps[0]`` when it is its stream's first event;
+        events before ``answer_stamp_ns`` (all, when None) are its reasoning."""
         walls = stamps + self._wall_offset_ns
         starts, ends = walls[:-1], walls[1:]
         itl = stamps[1:] - stamps[:-1]
         tokens = None if counts is None else counts[: itl.size]
         start, end = self.window_ns()
         counters = self._interval.for_group(group).counters
+        answer_from = NO_END_NS if answer_stamp_ns is None else answer_stamp_ns
         if first_tokens and start <= walls[0] <= end:
             counters.window_tokens += first_tokens
+            counters.window_reasoning_tokens += first_tokens * int(stamps[0] < answer_from)
         inside = (ends >= start) & (ends <= end)
+        reasoning = stamps[1:] < answer_from  # the events each gap ends at
         if not inside.all():
             counters.gaps_after_window += int(np.count_nonzero(ends > end))
             starts, ends, itl = starts[inside], ends[inside], itl[inside]
             tokens = None if tokens is None else tokens[inside]
             read_together = None if read_together is None else read_together[inside]
+            reasoning = reasoning[inside]
         if itl.size:
             counters.window_gaps += itl.size
             counters.window_tokens += itl.size if tokens is None else int(tokens.sum())
+            if reasoning.any():
+                counters.window_reasoning_tokens += (
+                    int(np.count_nonzero(reasoning)) if tokens is None
+                    else int(tokens[reasoning].sum())
+                )  # fmt: skip
             counters.first_gap_wall_ns = min(counters.first_gap_wall_ns or NO_END_NS,
                                              int(starts[0]))  # fmt: skip
             counters.last_token_wall_ns = max(counters.last_token_wall_ns, int(ends[-1]))

@@ -34,6 +34,9 @@ class StreamSoFar(Protocol):
     @property
     def token_counts(self) -> array[int]: ...
 
+    @property
+    def answer_stamp_ns(self) -> int | None: ...
+
     def stamps_recovered(self) -> bool: ...
 
     def retransmitted(self) -> bool: ...
@@ -64,6 +67,7 @@ class LiveGaps:
     recovered: bool
     network: bool
     first_tokens: int  # the tokens of its first event, when ``first_gap`` is 0
+    answer_stamp_ns: int | None  # its first answer event's; before it: reasoning (None: all)
 
 
 class TokenFlow:
@@ -133,4 +137,4 @@ def _take_gaps(request_id: str, entry: _Live) -> LiveGaps | None:
     shared_next = bool(window[-1] == window[-2])
     return LiveGaps(entry.group, request_id, first, stream.t_send_ns, window[:-1], tokens,
                     shared_next, stream.stamps_recovered(), stream.retransmitted(),
-                    counts[0] if first == 0 else 0)  # fmt: skip
+                    counts[0] if first == 0 else 0, stream.answer_stamp_ns)  # fmt: skip

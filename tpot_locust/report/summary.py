@@ -183,6 +183,8 @@ def _class_summary(
             "reasoning": counters.reasoning_tokens,
             "answer": counters.answer_tokens,
             "reasoning_requests": counters.reasoning_requests,
+            "window_reasoning": counters.window_reasoning_tokens,
+            "window_answer": counters.window_tokens - counters.window_reasoning_tokens,
             "prompt_cache": prompt_cache(counters),
             "count_source": counters.count_sources(),
         },
@@ -472,18 +474,26 @@ def prompt_cache(counters: ClassCounters) -> PromptCache | None:
 
 
 def reasoned(tokens: TokenCounts) -> bool:
-    """Whether any request had reasoning tokens: only then is TTFAT not just TTFT."""
-    return bool(tokens.get("reasoning_requests"))
+    """Whether any request had reasoning tokens (finished, or in the window): only then is
+    TTFAT not just TTFT."""
+    return bool(tokens.get("reasoning_requests") or tokens.get("window_reasoning"))
 
 
 def format_token_kinds(tokens: TokenCounts) -> list[str]:
     """Reasoning against answer tokens, the prefix cache's hits and where per-event counts
     came from: each line only where there is something to say."""
     lines = []
-    if reasoned(tokens):
+    if tokens.get("reasoning_requests"):
         lines.append(
             f"reasoning tokens {tokens['reasoning']:,} in {tokens['reasoning_requests']:,} "
             f"requests, answer tokens {tokens['answer']:,} (TTFAT: to the first answer token)"
+        )
+    if window_reasoning := tokens.get("window_reasoning"):
+        answer = tokens.get("window_answer", 0)
+        lines.append(
+            f"in the window: reasoning tokens {window_reasoning:,} "
+            f"({window_reasoning / max(window_reasoning + answer, 1):.0%}), answer tokens "
+            f"{answer:,} (every stream's, finished or not)"
         )
     if cache := tokens.get("prompt_cache"):
         rate = "-" if cache["hit_rate"] is None else f"{cache['hit_rate'] * 100:.1f} %"

@@ -58,6 +58,8 @@ class TokenCounts(TypedDict, total=False):
     per_s: float
     prompt_requested: int
     prompt_reported: int
+    window_reasoning: int  # tokens of the window's events before their first answer event
+    window_answer: int  # the window's other tokens
     prompt: PromptComparison | None
     reasoning: int
     answer: int

@@ -131,6 +131,8 @@ class Simulator:
     model: str | None = key(check="text", flag="--model")
     profile: str | None = key(check="profile", flag="--profile")  # a name or a file path
     prefix_cache: bool | None = key(check="flag", flag="--prefix-cache")  # sim.prefix_cache
+    # reasoning tokens before each answer, drawn per request: 0 (none) or a distribution
+    reasoning_tokens: Any = key(check="distribution_or_zero", flag="--reasoning-tokens")
     engine: dict[str, Any] = key(check="mapping", factory=dict)  # --set KEY=VALUE each
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tpot_locust.apis import API_NAMES
+from tpot_locust.apis import API_NAMES, dialect_named
 from tpot_locust.common.distributions import DistributionError, parse_distribution
 from tpot_locust.common.metric_catalogue import ALL_CLASSES
 from tpot_locust.common.tls import client_tls_context
@@ -128,6 +128,7 @@ def validate(located: Located, check_engine: EngineCheck | None = None) -> Scena
             located, "simulator", data.get("simulator"), Simulator, base_dir
         )
         _validate_engine(located, simulator, given, check_engine)
+        _validate_reasoning(located, simulator, server)
     slo = SloSpec()
     with located.keep_going():
         models = frozenset(name for traffic in classes for name in traffic.model or {})
@@ -149,6 +150,21 @@ def validate(located: Located, check_engine: EngineCheck | None = None) -> Scena
         bursts=bursts,
         sweep=sweep,
     )
+
+
+def _validate_reasoning(located: Located, simulator: Simulator, server: Server) -> None:
+    """The simulator's reasoning needs an API that can carry it (a scenario naming its
+    server does not start the simulator)."""
+    if simulator.reasoning_tokens in (None, 0) or server.host is not None:
+        return
+    dialect = dialect_named(server.api)
+    if not dialect.sim_reasoning:
+        carriers = ", ".join(name for name in API_NAMES if dialect_named(name).sim_reasoning)
+        raise located.error(
+            "simulator.reasoning_tokens",
+            f"the {server.api} API ({dialect.path}) has no reasoning form; the simulator "
+            f"streams reasoning in {carriers} (or set 0)",
+        )
 
 
 def _validate_engine(
@@ -271,6 +287,13 @@ def _time(located: Located, path: str, value: Any, base_dir: Path) -> Any:
     return value if value == 0 else distribution(located, path, value, base_dir)
 
 
+def _distribution_or_zero(located: Located, path: str, value: Any, base_dir: Path) -> Any:
+    """A length: 0 (none) or a distribution."""
+    if value == 0 and not isinstance(value, bool):
+        return value
+    return distribution(located, path, value, base_dir)
+
+
 def _as_given(located: Located, path: str, value: Any, base_dir: Path) -> Any:
     return value  # checked by its owner (the simulator's profile check)
 
@@ -384,6 +407,7 @@ def _sweep_values(located: Located, path: str, value: Any, base_dir: Path) -> li
 CHECKS: dict[str, Callable[[Located, str, Any, Path], Any]] = {
     "api": _api, "arrival": _arrival, "count": checks.count, "dataset": _dataset,
     "dataset_order": _dataset_order, "distribution": distribution,
+    "distribution_or_zero": _distribution_or_zero,
     "event_bytes": checks.event_bytes,
     "duration": checks.duration_key, "duration_or_zero": checks.duration_or_zero,
     "env_name": checks.env_name, "flag": checks.flag, "headers": checks.headers,

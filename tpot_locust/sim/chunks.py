@@ -86,7 +86,9 @@ class Template:
 
 
 class StreamEncoder:
-    """All bytes of one streamed response, in its API's format."""
+    """All bytes of one streamed response, in its API's format. With reasoning, the first
+    ``request.reasoning_tokens`` tokens use the dialect's reasoning template, rendered
+    beside the answer's: a token is still one splice."""
 
     def __init__(self, request: SimRequest, response_id: str, created: int) -> None:
         self.request = request
@@ -101,6 +103,13 @@ class StreamEncoder:
         last = dialect.sim_last_token(context)
         self._last = Template(framing, last) if last is not None else None
         self._text_only = self._content.slots == ("t",)
+        # reasoning: tokens 1..R; the answer's first token (R + 1) follows the events that
+        # end the reasoning (``_answer_start``); 0: never (completion counts from 1)
+        self._reasoning = reasoning = request.reasoning_tokens
+        self._first_answer = reasoning + 1 if reasoning else 0
+        self._thinking = (Template(framing, dialect.sim_reasoning_token(context))
+                          if reasoning else None)  # fmt: skip
+        self._shift = 0  # events between the reasoning and the answer (SEQUENCE slots)
 
     def opening(self) -> bytes:
         """The events before the first token (a chat role chunk; none for completions)."""
@@ -108,12 +117,35 @@ class StreamEncoder:
 
     def content(self, token: bytes, completion: int) -> bytes:
         """Token event for escaped ``token``; ``completion`` = tokens sent so far incl. it."""
+        if completion <= self._reasoning:
+            template = self._thinking
+            assert template is not None
+            if completion == 1 and (tags := self.dialect.sim_think_tags) is not None:
+                token = tags[0].encode() + token
+        elif completion == self._first_answer:
+            return self._answer_start(token, completion)
+        else:
+            template = self._content
+            if self._last is not None and completion >= self.request.completion_tokens:
+                template = self._last
+            elif self._text_only:
+                return template.chunk1(token)
+        return template.chunk([self._slot(slot, token, completion) for slot in template.slots])
+
+    def _answer_start(self, token: bytes, completion: int) -> bytes:
+        """The first answer token after reasoning: the events that end the reasoning, then
+        its own (inline thinking: the closing tag leads its text)."""
+        dialect, framing = self.dialect, self._framing
+        between = dialect.sim_reasoning_end(self._context)
+        self._shift = len(between)
+        head = b"".join(event_bytes(framing, event) for event in between)
+        if (tags := dialect.sim_think_tags) is not None:
+            token = tags[1].encode() + token
         template = self._content
         if self._last is not None and completion >= self.request.completion_tokens:
             template = self._last
-        elif self._text_only:
-            return template.chunk1(token)
-        return template.chunk([self._slot(slot, token, completion) for slot in template.slots])
+        values = [self._slot(slot, token, completion) for slot in template.slots]
+        return head + template.chunk(values)
 
     def _slot(self, slot: str, token: bytes, completion: int) -> bytes:
         if slot == "t":
@@ -122,7 +154,7 @@ class StreamEncoder:
             return b"%d" % completion
         if slot == "a":
             return b"%d" % (self.request.prompt_tokens + completion)
-        return b"%d" % (self._first_sequence + completion - 1)
+        return b"%d" % (self._first_sequence + completion - 1 + self._shift)
 
     def finish(self) -> bytes:
         """The closing events (finish, usage, end marker) and the chunked-body terminator."""
@@ -142,14 +174,22 @@ def sim_context(request: SimRequest, response_id: str, created: int) -> SimConte
         include_usage=request.include_usage,
         continuous_usage=request.continuous_usage,
     )
+    reasoning = request.reasoning_tokens
     return SimContext(response_id, request.model, created, ask, request.completion_tokens,
                       request.finish_reason,
-                      answer_text=lambda: vocab.text(request.completion_tokens),
-                      cached_tokens=request.cached_tokens)  # fmt: skip
+                      answer_text=lambda: vocab.text(request.completion_tokens, reasoning),
+                      cached_tokens=request.cached_tokens, reasoning_tokens=reasoning,
+                      reasoning_text=lambda: vocab.text(reasoning))  # fmt: skip
 
 
-def full_body(request: SimRequest, response_id: str, created: int, text: str) -> bytes:
-    """A non-streaming answer's JSON (only APIs that ``serves_whole``)."""
+def full_body(
+    request: SimRequest, response_id: str, created: int, text: str | None = None
+) -> bytes:
+    """A non-streaming answer's JSON (only APIs that ``serves_whole``): its answer ``text``
+    (default: the vocabulary's, after the reasoning), and its reasoning in the API's form
+    (``SimContext.reasoning_text``)."""
     context = sim_context(request, response_id, created)
+    if text is None:
+        text = vocab.text(request.completion_tokens, request.reasoning_tokens)
     body = dialect_named(request.api).sim_whole(context, text)
     return dumps(body)

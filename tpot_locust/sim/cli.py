@@ -40,6 +40,16 @@ def distribution_arg(text: str) -> Distribution:
         raise argparse.ArgumentTypeError(f"bad distribution {text!r}{where}: {exc}") from None
 
 
+def reasoning_arg(text: str) -> Distribution | None:
+    """``--reasoning-tokens``: 0 (none) or a length distribution, as ``distribution_arg``."""
+    try:
+        if float(text) == 0:
+            return None
+    except ValueError:
+        pass
+    return distribution_arg(text)
+
+
 def build_arg_parser(prog: str = "python -m tpot_locust.sim") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -73,6 +83,10 @@ def build_arg_parser(prog: str = "python -m tpot_locust.sim") -> argparse.Argume
         default='{"dist": "lognormal", "mean": 400, "stddev": 200}',
         help="natural output length when ignore_eos is false (default lognormal 400/200)",
     )
+    add("--reasoning-tokens", type=reasoning_arg, default=None, metavar="N|SPEC",
+        help="reasoning (thinking) tokens before each answer, drawn per request: a number or "
+        "a distribution (default 0: none); capped at max_tokens - 1, streamed in the API's "
+        "reasoning form (chat: delta.reasoning_content; not completions)")  # fmt: skip
     add("--default-max-tokens", type=option_number(1, 10**7, **whole), default=256,
         help="max_tokens when not given")  # fmt: skip
     add("--seed", type=option_number(0, 2**63 - 1, **whole), default=0,
@@ -190,6 +204,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         prefix_cache=args.prefix_cache,
+        reasoning_tokens=args.reasoning_tokens,
     )
 
 

@@ -47,6 +47,9 @@ class SimRequest:
     # the tokens it found cached (``prefix_cache``); None without a prefix cache
     prompt_units: list[Any] | None = None
     cached_tokens: int | None = None
+    # the first this many of ``completion_tokens`` are reasoning (--reasoning-tokens); at
+    # least one answer token always follows them
+    reasoning_tokens: int = 0
 
 
 def parse_request(
@@ -95,17 +98,25 @@ def parse_request(
     )
 
 
-def decide_length(request: SimRequest, natural: Distribution, rng: random.Random) -> None:
-    """Set how many tokens the response has and why it ends.
+def decide_length(
+    request: SimRequest, natural: Distribution, rng: random.Random, reasoning: int = 0
+) -> None:
+    """Set how many tokens the response has, why it ends, and how many of them are
+    reasoning.
 
     With ``ignore_eos`` it is exactly ``max_tokens``; otherwise the "model" stops at a natural
     length drawn from ``natural``, but never before ``min_tokens`` nor after ``max_tokens``.
+    ``reasoning`` tokens (drawn by the caller) come first, capped at ``max_tokens - 1`` so
+    that at least one answer token follows; without ``ignore_eos`` the natural length is the
+    answer's, after them.
     """
+    reasoning = max(0, min(reasoning, request.max_tokens - 1))
     if request.ignore_eos:
         count = request.max_tokens
     else:
-        count = max(request.min_tokens, sample_int(natural, rng, minimum=1))
+        count = max(request.min_tokens, reasoning + sample_int(natural, rng, minimum=1))
     if count >= request.max_tokens:
         request.completion_tokens, request.finish_reason = request.max_tokens, "length"
     else:
         request.completion_tokens, request.finish_reason = count, "stop"
+    request.reasoning_tokens = min(reasoning, request.completion_tokens - 1)

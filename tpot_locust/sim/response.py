@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..common.clock import WallClock
-from . import vocab
 from .chunks import StreamEncoder, full_body
 from .http import HttpConnection, full_response, response_head
 from .prometheus import ITL_BOUNDS_NS, ITL_FIRST_NS, SimMetrics
@@ -138,7 +137,7 @@ class Response:
         """Non-streaming: all tokens reach the client in one body, when the last is due."""
         request = self.request
         total = request.completion_tokens
-        body = full_body(request, self._response_id, self._created, vocab.text(total))
+        body = full_body(request, self._response_id, self._created)
         headers = [("x-request-id", request.request_id)]
         self._send(full_response(200, body, self._keep_alive, headers=headers), tokens=total)
         self._complete()

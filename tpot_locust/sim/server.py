@@ -21,7 +21,7 @@ from pathlib import Path
 from ..apis import dialect_named, dialects
 from ..apis.dialect import Dialect
 from ..common.clock import WallClock
-from ..common.distributions import Distribution, Fixed, LogNormal
+from ..common.distributions import Distribution, Fixed, LogNormal, sample_int
 from ..common.tokens import load_tokenizer
 from .engine import Seq
 from .engine_loop import EngineLoop
@@ -44,6 +44,8 @@ MODELS_BY_PATH: dict[str, Dialect] = {}
 for _dialect in dialects():
     if _dialect.models_path is not None:
         MODELS_BY_PATH.setdefault(_dialect.models_path, _dialect)
+# the APIs whose streams can carry the simulator's reasoning tokens
+REASONING_PATHS = tuple(dialect.path for dialect in dialects() if dialect.sim_reasoning)
 ROUTES: dict[str, str] = {
     **dict.fromkeys(API_BY_PATH, "POST"),
     **dict.fromkeys(MODELS_BY_PATH, "GET"),
@@ -72,6 +74,8 @@ class SimConfig:
     tls_cert: Path | None = None  # https with this certificate and key (PEM); None: http
     tls_key: Path | None = None
     prefix_cache: bool = False  # prompts looked up in a prefix cache (sim.prefix_cache)
+    # reasoning tokens before each answer, drawn per request; None: none
+    reasoning_tokens: Distribution | None = None
 
 
 class SimServer:
@@ -99,6 +103,7 @@ class SimServer:
         self.timing: TimingModel = timing or GapModel(config.ttft_ms, config.gap_ms, config.seed)
         self.clock = WallClock()
         self._natural_rng = random.Random(config.seed + 1_000_003)
+        self._reasoning_rng = random.Random(config.seed + 2_000_003)  # its own: other draws stay
         self._connections: set[HttpConnection] = set()
         self._streams: set[Response] = set()
         self._server: asyncio.AbstractServer | None = None
@@ -306,6 +311,14 @@ class SimServer:
         self, conn: HttpConnection, http_request: HttpRequest, api: Api, request: SimRequest,
         request_id: str,
     ) -> None:  # fmt: skip
+        dialect = dialect_named(api)
+        reasoning = self.config.reasoning_tokens
+        if reasoning is not None and not dialect.sim_reasoning:
+            message = (f"the simulator's --reasoning-tokens (scenario: simulator.reasoning_tokens) "
+                       f"has no form in {dialect.path}: it has no reasoning channel (serve "
+                       f"reasoning over {', '.join(REASONING_PATHS)})")  # fmt: skip
+            self._error(conn, http_request, 400, message)
+            return
         if self.engine is not None:
             limit = self.engine.core.params.max_model_len
             asked = request.prompt_tokens + request.max_tokens
@@ -318,11 +331,12 @@ class SimServer:
                 )
                 self._error(conn, http_request, 400, message)
                 return
-        decide_length(request, self.config.natural_tokens, self._natural_rng)
+        drawn = 0 if reasoning is None else sample_int(reasoning, self._reasoning_rng, minimum=0)
+        decide_length(request, self.config.natural_tokens, self._natural_rng, drawn)
         if self.prefix_cache is not None and request.prompt_units is not None:
             request.cached_tokens = self.prefix_cache.cached_tokens(request.prompt_units)
             request.prompt_units = None  # looked up: the cache keeps only its hashes
-        prefix = dialect_named(api).sim_id_prefix
+        prefix = dialect.sim_id_prefix
         assert self._scheduler is not None and self._truth is not None
         if self.engine is not None:
             self._engine_completion(conn, http_request, request, prefix + request_id)

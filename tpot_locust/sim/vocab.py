@@ -28,6 +28,7 @@ def escaped(index: int) -> bytes:
     return ESCAPED[index % len(ESCAPED)]
 
 
-def text(count: int) -> str:
-    """The full completion text of ``count`` tokens (non-streaming responses)."""
-    return "".join(word(i) for i in range(count))
+def text(count: int, start: int = 0) -> str:
+    """The text of tokens ``start`` to ``count`` (0-based, ``count`` excluded): a whole
+    completion of ``count`` tokens, or its answer after ``start`` reasoning tokens."""
+    return "".join(word(i) for i in range(start, count))

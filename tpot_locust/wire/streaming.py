@@ -74,6 +74,9 @@ class StreamSoFar(Protocol):
     @property
     def token_counts(self) -> array[int]: ...
 
+    @property
+    def answer_stamp_ns(self) -> int | None: ...
+
     def stamps_recovered(self) -> bool: ...
 
     def retransmitted(self) -> bool: ...
@@ -140,6 +143,10 @@ class _Collected:
     @property
     def token_counts(self) -> array[int]:
         return self.decoder.result.token_counts
+
+    @property
+    def answer_stamp_ns(self) -> int | None:
+        return self.decoder.result.answer_stamp_ns
 
     def stamps_recovered(self) -> bool:
         return self.connection.request_clock == SEGMENT_CLOCK
