@@ -101,6 +101,9 @@ class TokenFlow:
         """Tokens per group that arrived since the previous call, and the gaps of live
         streams not yet taken (all but each stream's newest)."""
         tokens, self._ended_tokens = self._ended_tokens, Counter()
+        # a stream's request is recorded as it ends, with no yield between: one still here
+        # never will be (a locustfile's own failure between the two), so it is let go
+        self._ended.clear()
         gaps: list[LiveGaps] = []
         for request_id, entry in self._live.items():
             stream = entry.stream
