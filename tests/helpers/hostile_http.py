@@ -1,8 +1,10 @@
 """A loopback HTTP server that answers every request with one hostile behaviour.
 
 ``endless``: a 200 whose body never ends; ``trickle``: one byte of a 200 answer every
-``interval_s``; ``not_json``: a 200 with an HTML page. For the supervisor's own requests
-(``sweep --master-url``, health checks), which must each end within their bounds.
+``interval_s``; ``trickle_body``: a 200 head at once, without Content-Length (a body read
+to the close), then one byte of it every ``interval_s``; ``not_json``: a 200 with an HTML
+page. For the supervisor's own requests (``sweep --master-url``, health checks), which must
+each end within their bounds.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-BEHAVIOURS = ("endless", "trickle", "not_json")
+BEHAVIOURS = ("endless", "trickle", "trickle_body", "not_json")
 
 
 @contextmanager
@@ -40,6 +42,11 @@ def hostile_http(behaviour: str, interval_s: float = 5.0) -> Iterator[str]:
                         if stop.wait(interval_s):
                             return
                         conn.sendall(bytes([byte]))
+                elif behaviour == "trickle_body":
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                                 b"Connection: close\r\n\r\n")  # fmt: skip
+                    while not stop.wait(interval_s):
+                        conn.sendall(b"#")
                 else:
                     body = b"<html>not a Locust web UI</html>"
                     conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"

@@ -49,6 +49,20 @@ def test_a_trickling_answer_ends_at_the_total_deadline() -> None:
         assert time.monotonic() - began < 3  # noqa: PLR2004
 
 
+@pytest.mark.parametrize("path", ["/metrics", "/tpot/summary.json"])
+def test_a_body_without_length_trickled_ends_at_the_deadline(path: str) -> None:
+    """http.client reads such a body to the close and drops its socket: the deadline still
+    holds (issue 43, item 1: it was still reading at 40 s)."""
+    with hostile_http("trickle_body", interval_s=0.3) as url:
+        began = time.monotonic()
+        with pytest.raises(ExchangeError, match="no complete answer within 1 s"):
+            exchange(url + path, total_s=1)
+        assert time.monotonic() - began < 3  # noqa: PLR2004
+        began = time.monotonic()
+        assert not check(url + "/", timeout_s=1)  # the container health check, likewise
+        assert time.monotonic() - began < 3  # noqa: PLR2004
+
+
 def test_a_page_that_is_not_a_locust_ui_is_named(tmp_path: Path) -> None:
     with hostile_http("not_json") as url:
         result = run_command(

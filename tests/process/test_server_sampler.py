@@ -21,6 +21,7 @@ from typing import Any
 import gevent
 import pytest
 
+from tests.helpers.hostile_http import hostile_http
 from tests.helpers.metrics_server import metrics_server
 from tpot_locust.harness.server_sampler import ServerSampler
 from tpot_locust.metrics.causes import KV_PRESSURE, PREEMPTION, QUEUEING, CauseWindow
@@ -245,6 +246,27 @@ def test_a_slow_server_is_bounded_and_never_blocks_the_caller(tmp_path: Path) ->
     (note,) = summary["notes"]
     assert "within 1 s" in note
     assert max(gaps) < 0.5, max(gaps)  # the caller's loop ran all along (deadline: 1 s)
+
+
+def test_a_trickled_page_without_length_is_bounded_and_noted(tmp_path: Path) -> None:
+    """A /metrics body with no Content-Length, one byte at a time: each scrape ends at its
+    deadline and is noted (issue 43, item 1: the first GET held the whole run, and the
+    results said ``samples 0, failed 0, notes []``)."""
+    with hostile_http("trickle_body", interval_s=0.05) as url:
+        sampler, _, stop_s = run_sampler(url + "/metrics", tmp_path / "m.jsonl", 1.0)
+    summary = sampler.summary()
+    assert summary["samples"] == 0 and summary["failed"] >= 1 and summary["slow"] >= 1
+    (note,) = summary["notes"]
+    assert "no complete answer within" in note and stop_s < 2.0, (summary, stop_s)
+
+
+def test_a_run_shorter_than_its_first_scrape_says_so(tmp_path: Path) -> None:
+    with hostile_http("trickle_body", interval_s=0.05) as url:
+        sampler, _, _ = run_sampler(url + "/metrics", tmp_path / "m.jsonl", 0.5, interval_s=1.0)
+    summary = sampler.summary()
+    assert summary["samples"] == summary["failed"] == 0
+    (note,) = summary["notes"]
+    assert "no scrape finished during the run" in note
 
 
 @pytest.mark.parametrize(

@@ -42,11 +42,20 @@ def exchange(
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     connection = kind(parts.hostname, parts.port, timeout=total_s)
     expired = threading.Event()
-    timer = threading.Timer(total_s, _cut, (connection, expired))
+    # The socket is ours to cut: http.client drops ``connection.sock`` while it reads a
+    # body without Content-Length (read to the close), and a trickle then held the read
+    # for ever, each byte restarting the per-read timeout.
+    sockets: list[socket.socket] = []
+    timer = threading.Timer(total_s, _cut, (sockets, expired))
     timer.daemon = True
     timer.start()
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     try:
+        connection.connect()  # bounded by the timeout, the deadline's at most
+        if connection.sock is not None:
+            sockets.append(connection.sock)
+        if expired.is_set():  # the deadline came as the connection was made
+            raise TimeoutError
         connection.request("POST" if data is not None else "GET", path, data, headers or {})
         response = connection.getresponse()
         body = _read_capped(response, max_bytes)
@@ -74,11 +83,10 @@ def _read_capped(response: http.client.HTTPResponse, max_bytes: int) -> bytes:
     return b"".join(pieces)
 
 
-def _cut(connection: http.client.HTTPConnection, expired: threading.Event) -> None:
+def _cut(sockets: list[socket.socket], expired: threading.Event) -> None:
     """At the deadline: wake the blocked read (shutdown does, from any thread)."""
     expired.set()
-    sock = connection.sock
-    if sock is not None:
+    for sock in sockets:
         try:
             sock.shutdown(socket.SHUT_RDWR)
         except OSError:

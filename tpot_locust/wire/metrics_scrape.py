@@ -236,6 +236,9 @@ class Scraper:
         return line
 
     def final(self) -> dict[str, Any]:
+        if not self.samples and not self.failed:  # the run ended inside the first scrape
+            self.note(SLOW, f"{self.shown_url}: no scrape finished during the run (each may "
+                      f"take up to {self.deadline_s:g} s); no server figures")  # fmt: skip
         return {
             "kind": "final", "url": self.shown_url, "interval_s": self.interval_s,
             "engine": None if self.previous is None else self.previous.engine,
