@@ -31,13 +31,14 @@ def next_stage_start(stages: list[Stage], t_s: float) -> float | None:
     return None
 
 
-def interarrival_s(kind: str, rate: float, burstiness: float, rng: random.Random) -> float:
+def unit_gap(kind: str, burstiness: float, rng: random.Random) -> float:
+    """The next gap in mean gaps (at rate 1): Poisson's is exponential, gamma's (vLLM's
+    --burstiness: shape k, mean 1; k = 1 is Poisson, k < 1 burstier) gamma, constant 1."""
     if kind == "constant":
-        return 1.0 / rate
+        return 1.0
     if kind == "gamma":
-        # vLLM's --burstiness: shape k, mean 1/rate; k = 1 is Poisson, k < 1 burstier.
-        return rng.gammavariate(burstiness, 1.0 / (rate * burstiness))
-    return rng.expovariate(rate)
+        return rng.gammavariate(burstiness, 1.0 / burstiness)
+    return rng.expovariate(1.0)
 
 
 def arrival_times(
@@ -46,17 +47,25 @@ def arrival_times(
 ) -> Iterator[float]:  # fmt: skip
     """Seconds from the run start of each arrival, until ``duration_s``.
 
-    ``scale`` is this process's share of the rate (1 / number of worker processes).
+    ``scale`` is this process's share of the rate (1 / number of worker processes). Each
+    gap is drawn in mean gaps and spent through the stages at each one's rate (the
+    integrated rate: Poisson's time rescaling), so a stage change takes effect at once:
+    drawn at a 0.01/s stage's rate, one gap had swallowed the 5/s stage after it whole.
     """
     t_s = 0.0
     while t_s < duration_s:
-        rate = rate_at(base_rate, stages, class_name, t_s) * scale
-        if rate <= 0:
+        work = unit_gap(kind, burstiness, rng)
+        while True:
+            rate = rate_at(base_rate, stages, class_name, t_s) * scale
             upcoming = next_stage_start(stages, t_s)
-            if upcoming is None:
+            if rate > 0:
+                need_s = work / rate  # infinite for a rate of 1e-300 or a denormal
+                if upcoming is None or t_s + need_s < upcoming:
+                    t_s += need_s
+                    break
+                work -= (upcoming - t_s) * rate
+            elif upcoming is None:
                 return
             t_s = upcoming
-            continue
-        t_s += interarrival_s(kind, rate, burstiness, rng)
         if t_s < duration_s:
             yield t_s
