@@ -14,7 +14,7 @@ MAX_TOKENS = MAX_VALUE  # 10,000,000: any token count (prompt, output, shared pr
 MAX_USERS = 1_000_000  # users, and any other count (turns, in flight, a burst's requests)
 MAX_NUMBER = 1_000_000.0  # rates per second, speed-ups, spawn rates, burstiness, timeouts (s)
 MAX_SEED = 2**63 - 1  # seeds are int64
-MAX_BURSTS = 100_000  # burst times one bursts entry may give (at, or every over the duration)
+MAX_BURSTS = 100_000  # burst times the bursts entries may give in all (at, or every over the run)
 # server.metrics_interval: seconds between samples of the server's /metrics (one sample's
 # parse is ~11 ms of CPU in the sampler's own process; 20 a second is plenty)
 DEFAULT_METRICS_INTERVAL_S = 0.25
