@@ -14,7 +14,12 @@ from typing import Any
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.metrics.histograms import HistogramDecodeError
 from tpot_locust.metrics.metric_set import MetricSet
-from tpot_locust.report.saved_results import HISTOGRAMS, ResultsError, read_checked
+from tpot_locust.report.saved_results import (
+    HISTOGRAMS,
+    ResultsError,
+    read_checked,
+    refuse_too_many_histograms,
+)
 from tpot_locust.report.summary import built_part
 
 
@@ -52,6 +57,7 @@ def load_results(out_dir: Path) -> tuple[MetricSet, dict[str, Any]]:
         saved = read_checked(path, HISTOGRAMS)
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: no saved histograms (is this a run's output?)") from None
+    refuse_too_many_histograms(path, saved)
     encoded = saved if "client" in saved else saved["classes"]  # older runs: classes only
     try:
         totals = MetricSet.decode(encoded)

@@ -272,10 +272,28 @@ RUN = record(
      "test": integer(),
      "warmup_s": optional(_NUMBER0), "cooldown_s": optional(_NUMBER0),
      "duration_s": optional(_NUMBER0), "clock_start_wall_ns": optional(integer()),
+     "window_wall_ns": optional(list_of(integer(), 2)),
      "report_error": optional(text())},
 )  # fmt: skip
 HISTOGRAMS = record({"run": RUN, "classes": mapping(_CLASS, 10_000), "client": _CLIENT},
                     required=("classes",))  # fmt: skip
+# Histograms one results file may hold over all its classes: each decodes to ~185 KiB
+# whatever its size on disk (1 us .. 1 h at 3 digits), so 500 small classes had taken
+# 1.6 GB; a run of 80 classes (or class and model pairs) with every cause copy fits.
+MAX_SAVED_HISTOGRAMS = 2_000
+
+
+def refuse_too_many_histograms(path: Path, saved: dict[str, Any]) -> None:
+    """``ResultsError`` when ``saved`` (checked ``HISTOGRAMS``) holds more histograms than
+    can be decoded in bounded memory: counted before any is decoded."""
+    classes = saved["classes"]
+    count = sum(len(part.get("histograms") or {}) for part in classes.values())
+    if count > MAX_SAVED_HISTOGRAMS:
+        raise ResultsError(path, "classes", f"{count:,} histograms over {len(classes):,} "
+                           f"classes; at most {MAX_SAVED_HISTOGRAMS:,} (each decodes to "
+                           "~185 KiB)")  # fmt: skip
+
+
 _MARKS = ("pass", "fail", "insufficient", "invalid")
 _CHECK = record({"name": text(), "verdict": one_of(*_MARKS), "why": text(),
                  "measured": optional(number()), "unit": text(100),
@@ -290,9 +308,11 @@ VERDICT = record(
 # One row per statistic: measured, true and their error (the count row has no error).
 _TRUTH_ROW = record({"measured": optional(number()), "true": optional(number()),
                      "error": optional(number())})  # fmt: skip
+_COVERAGE = record({"measured": integer(), "true": integer(), "share": optional(_NUMBER0),
+                    "agrees": boolean()})  # fmt: skip
 TRUTH = record({"metrics": mapping(mapping(_TRUTH_ROW)),
                 "passed": optional(boolean()), "tolerance_ms": optional(number()),
-                "worst_error_ms": optional(number())})  # fmt: skip
+                "worst_error_ms": optional(number()), "coverage": optional(_COVERAGE)})  # fmt: skip
 # What ``report --html`` takes of a saved summary.json (the rest it rebuilds from the
 # histograms): the verdict and the truth check that joined it at the end of the run.
 SUMMARY_EXTRAS = record({"slo": optional(VERDICT), "truth_check": optional(TRUTH),
