@@ -99,3 +99,27 @@ def stop_processes(processes: list[subprocess.Popen[bytes]]) -> None:
         process.terminate()
     for process in processes:
         process.wait(timeout=30)
+
+
+# A worker's gaps inside its window, against the truth of the same window: the truth also
+# holds the gaps the server sent just before the window closed that the worker read no
+# more (its users were killed at the stop, the loop held by Locust's stop for 25-80 ms):
+# at most this many a stream (2 ms gaps).
+EDGE_GAPS_PER_STREAM = 50
+
+
+def window_truth_gaps(truth: list[dict], window: list[int], prefix: str = "") -> int:
+    """Token gaps the simulator sent inside ``window`` (wall ns) for requests whose id
+    starts with ``prefix``, finished or cut (docs/metrics.md, "The window")."""
+    start, end = window
+    total = 0
+    for entry in truth:
+        sends = entry.get("send_ns") or []
+        if entry.get("request_id", "").startswith(prefix) and len(sends) > 1:
+            total += sum(1 for t in sends[1:] if start <= t <= end)
+    return total
+
+
+def assert_window_truth(measured: int, truth: int, streams: int) -> None:
+    """``measured`` is ``truth`` but for the gaps at the window's closing edge."""
+    assert truth - EDGE_GAPS_PER_STREAM * streams <= measured <= truth, (measured, truth)

@@ -40,10 +40,11 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.helpers.distributed import assert_window_truth, window_truth_gaps
 from tests.helpers.netns import drop_share, in_netns, ip, start_simulator_in_netns
 from tests.helpers.netns_cluster import MASTER_PORT, SIM_PORT, Net, build_net
 from tests.helpers.tcp_relay import STATS
-from tests.process.test_distributed import check_exact_merge, finished_truth, wait_for_intervals
+from tests.process.test_distributed import check_exact_merge, wait_for_intervals
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.results_files import load_results
 
@@ -60,6 +61,7 @@ class Audit:
     client_id: str
     prefix: str  # every request id this worker sent starts with it
     metrics: MetricSet
+    window: list[int]  # its window in token time (wall ns): the gaps it counts
 
     @property
     def tpot(self) -> int:
@@ -73,19 +75,20 @@ def audits(out: Path) -> dict[str, Audit]:
         saved = json.loads(path.read_text())
         prefix = saved["client_stalls"]["request_id_prefix"]
         found[saved["client_id"]] = Audit(saved["client_id"], prefix,
-                                          MetricSet.decode(saved["classes"]))  # fmt: skip
+                                          MetricSet.decode(saved["classes"]),
+                                          saved["window_wall_ns"])  # fmt: skip
     return found
 
 
-def truth_tokens(truth: list[dict[str, Any]], prefix: str, interrupted: set[str]) -> int:
-    """TPOT values the simulator's truth holds for one worker's finished requests: every
-    token event after the first (the stop can end a request the client then counted as
-    interrupted: not in the client's histograms)."""
-    return sum(
-        len(entry["send_ns"]) - 1
-        for entry in truth
-        if entry.get("request_id", "").startswith(prefix) and entry["request_id"] not in interrupted
-    )
+def truth_matches(audit: Audit, truth: list[dict[str, Any]]) -> None:
+    """One worker's TPOT count against the simulator's truth of its window: every gap of
+    its requests (finished or cut by the stop) sent inside it, but for the closing edge."""
+    expected = window_truth_gaps(truth, audit.window, audit.prefix)
+    assert_window_truth(audit.tpot, expected, USERS // 2)
+
+
+def every_truth(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def merged(out: Path) -> tuple[dict[str, Any], int]:
@@ -224,11 +227,9 @@ def test_worker_partitioned_from_master_and_back(tmp_path: Path) -> None:
     # nothing lost, nothing counted twice: the master's totals are the workers' sums,
     # and each worker's own the truth of its requests
     assert count == sum(audit.tpot for audit in found.values()), (count, found)
-    truth = finished_truth(truth_path)
-    for role, client_id in ids.items():
-        audit = found[client_id]
-        interrupted = set(audit.metrics.combined().counters.interrupted_ids)
-        assert audit.tpot == truth_tokens(truth, audit.prefix, interrupted), role
+    truth = every_truth(truth_path)
+    for client_id in ids.values():
+        truth_matches(found[client_id], truth)
     assert count <= sum(len(entry["send_ns"]) - 1 for entry in truth)
     # the cut-off worker went on measuring (the simulator stayed reachable), and the
     # requests it sent while cut off are in its audit and the merge (above)
@@ -261,15 +262,14 @@ def test_worker_host_killed_mid_run(tmp_path: Path) -> None:
     found = audits(out)
     assert list(found) == [survivor_id]  # the dead host wrote nothing at the end
     survivor = found[survivor_id]
-    truth = finished_truth(truth_path)
-    interrupted = set(survivor.metrics.combined().counters.interrupted_ids)
-    assert survivor.tpot == truth_tokens(truth, survivor.prefix, interrupted)
+    truth = every_truth(truth_path)
+    truth_matches(survivor, truth)
     # what the dead worker delivered before dying stays in the totals (it has its own read
     # delay there too), and is no more than the truth of its requests
     kept = count - survivor.tpot
     dead_prefixes = {e["request_id"][:4] for e in truth} - {survivor.prefix}
     assert len(dead_prefixes) == 1, dead_prefixes
-    dead_truth = truth_tokens(truth, dead_prefixes.pop(), set())
+    dead_truth = window_truth_gaps(truth, [0, 2**63 - 1], dead_prefixes.pop())
     assert 0 < kept <= dead_truth, (kept, dead_truth)
     assert dead in summary["workers"]["read_delay_p99_ms"]
 
@@ -299,10 +299,10 @@ def test_server_reachable_from_some_workers_only(tmp_path: Path) -> None:
     }, bad_counters.errors
     # the other measured normally, and exactly
     assert good_counters.failed == 0 and good_counters.ok > 0, good_counters.errors
-    truth = finished_truth(truth_path)
+    truth = every_truth(truth_path)
     assert all(entry["request_id"].startswith(good.prefix) for entry in truth)
-    interrupted = set(good_counters.interrupted_ids)
-    assert good.tpot == truth_tokens(truth, good.prefix, interrupted) > 0
+    assert good.tpot > 0
+    truth_matches(good, truth)
     assert count == good.tpot  # the merge: nothing from the blind worker, nothing twice
     assert summary["requests"]["errors"] == {"connection_error": bad_counters.failed}
     assert summary["requests"]["ok"] == good_counters.ok

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from hdrh.log import HistogramLogReader
 
-from tests.helpers.distributed import start_cluster
+from tests.helpers.distributed import assert_window_truth, start_cluster, window_truth_gaps
 from tpot_locust.metrics.histograms import histogram_stats, new_histogram
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.results_files import load_results
@@ -40,7 +40,7 @@ def worker_audits(out: Path) -> list[MetricSet]:
     ]
 
 
-def check_exact_merge(out: Path, truth_path: Path, workers: int) -> dict:
+def check_exact_merge(out: Path, truth_path: Path, workers: int, streams: int = 4) -> dict:
     summary = json.loads((out / "summary.json").read_text())
     totals, _ = load_results(out)
     merged = totals.combined().histogram("tpot")
@@ -49,14 +49,19 @@ def check_exact_merge(out: Path, truth_path: Path, workers: int) -> dict:
     per_worker = [a.combined().histogram("tpot").total_count for a in audits]
     assert all(count > 0 for count in per_worker), per_worker
     assert merged.total_count == sum(per_worker) == summary["metrics"]["tpot"]["count"]
-    # ground truth: every token event after the first of each request the client completed;
-    # the stop can kill a client after the server sent its last token (counted interrupted)
+    # ground truth: every gap of every request (finished or cut by the stop) inside each
+    # worker's window (docs/metrics.md, "The window"); the stop can kill a client after the
+    # server sent its last token (counted interrupted)
     interrupted = {i for a in audits for i in a.combined().counters.interrupted_ids}
     assert len(interrupted) == summary["requests"]["interrupted"]
     truth = [e for e in finished_truth(truth_path) if e["request_id"] not in interrupted]
     assert summary["requests"]["ok"] == len(truth)
-    expected = sum(len(e["send_ns"]) - 1 for e in truth)
-    assert merged.total_count == expected, (merged.total_count, expected)
+    every = [json.loads(line) for line in truth_path.read_text().splitlines()]
+    for path, audit in zip(sorted((out / "workers").glob("*.json")), audits, strict=True):
+        saved = json.loads(path.read_text())
+        prefix = saved["client_stalls"]["request_id_prefix"]
+        expected = window_truth_gaps(every, saved["window_wall_ns"], prefix)
+        assert_window_truth(audit.combined().histogram("tpot").total_count, expected, streams)
     # merged percentiles equal those of one histogram built from all measured values
     one = new_histogram()
     for audit in audits:

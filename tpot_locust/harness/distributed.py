@@ -179,7 +179,8 @@ class WorkerLink:
         """``OUT/workers/<id>.json``: what this worker recorded and sent, to check merges."""
         folder.workers.mkdir(parents=True, exist_ok=True)
         audit = {"client_id": self.runner.client_id, **self.sent.encode(),
-                 STALLS_KEY: self.hooks.stall_record()}  # fmt: skip
+                 STALLS_KEY: self.hooks.stall_record(),
+                 "window_wall_ns": list(self.recorder.window_ns())}  # fmt: skip
         name = safe_slug(self.runner.client_id, max_length=200)  # an id never picks the folder
         folder.worker(name).write_text(json.dumps(audit))
 

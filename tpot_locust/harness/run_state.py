@@ -32,7 +32,7 @@ from tpot_locust.harness.traffic import ProcessShare, TrafficDriver
 from tpot_locust.harness.user_context import user_context
 from tpot_locust.metrics.causes import CauseWindow, PrefillArchive
 from tpot_locust.metrics.collector import Collector
-from tpot_locust.metrics.phases import RunClock
+from tpot_locust.metrics.phases import NO_END_NS, RunClock
 from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.report.finishing import SUPERVISED_ENV, finish_run, guarded
 from tpot_locust.report.gate import EXIT_INVALID
@@ -442,7 +442,7 @@ class RunState:
             info["duration_s"] = self.recorder.clock.duration_s
             info["clock_start_wall_ns"] = self.recorder.clock.start_wall_ns
         window_start, window_end = self.recorder.window_ns()
-        if window_start:  # the window in token time (docs/metrics.md): its truth is checked
+        if window_start or window_end != NO_END_NS:  # the window in token time (metrics.md)
             info["window_wall_ns"] = [window_start, window_end]
         return info
 
