@@ -32,6 +32,7 @@ from tpot_locust.scenario.loader import load_scenario, scenario_document
 from tpot_locust.scenario.trace import load_trace
 from tpot_locust.scenario.value_checks import parse_duration
 from tpot_locust.scenario.yaml_source import MAX_PROBLEMS, ScenarioError, parse_located
+from tpot_locust.wire.http_client import Origin
 
 BASE = "duration: 2s\nclasses:\n  chat:\n    users: 1\n"
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
@@ -397,6 +398,12 @@ def test_paths_with_control_characters_are_refused(tmp_path: Path) -> None:
         ('{X-Note: "a\\r\\nX-Injected: 1"}', "line break"),
         ('{"X Bad": 1}', "header name"),
         ("{X-Note: [1]}", "text or a number"),
+        # issue 43, item 6: the wire had carried two Hosts and two Content-Lengths
+        ("{Host: evil.example}", "Host is the client's to set"),
+        ('{Content-Length: "0"}', "Content-Length is the client's to set"),
+        ("{transfer-encoding: chunked}", "transfer-encoding is the client's to set"),
+        ("{Connection: upgrade}", "Connection is the client's to set"),
+        ("{TE: trailers}", "TE is the client's to set"),
     ],
 )
 def test_headers_are_checked_as_http_carries_them(
@@ -408,6 +415,16 @@ def test_headers_are_checked_as_http_carries_them(
     )
     with pytest.raises(ScenarioError, match=message):
         load_scenario(scenario)
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["http://127.0.0.1:9/a HTTP/1.0 b", "http://127.0.0.1:9/\x01", "http://127.0.0.1:9/caf\u00e9"],
+)
+def test_a_host_url_path_that_would_break_the_request_line_is_refused(host: str) -> None:
+    with pytest.raises(ValueError, match="in the URL's path: percent-encode it"):
+        Origin.parse(host)
+    assert Origin.parse("http://127.0.0.1:9/a%20b/v1").base_path == "/a%20b"
 
 
 def test_a_class_may_not_take_the_name_of_every_class(tmp_path: Path) -> None:

@@ -97,6 +97,8 @@ def duration(located: Located, path: str, value: Any, *, positive: bool = True) 
 def url(located: Located, path: str, value: Any, base_dir: Path) -> str:
     if not isinstance(value, str) or "://" not in value or not value.isprintable():
         raise located.error(path, "must be a URL like http://127.0.0.1:8000")
+    if " " in value:  # it would go into the request line raw
+        raise located.error(path, "a URL has no spaces: percent-encode them (%20)")
     return value
 
 
@@ -186,6 +188,15 @@ def extra_body(located: Located, path: str, value: Any, base_dir: Path) -> dict[
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110's token
 
 
+# Headers that frame the request or hop the connection: the client writes them (Host,
+# Content-Length) or never sends them; from a scenario, the wire carried two Hosts and a
+# chunked Transfer-Encoding over an unchunked body.
+FRAMING_HEADERS = frozenset({
+    "host", "content-length", "transfer-encoding", "connection", "upgrade", "te", "trailer",
+    "keep-alive", "proxy-connection",
+})  # fmt: skip
+
+
 def headers(located: Located, path: str, value: Any, base_dir: Path) -> dict[str, Any]:
     """Request headers as HTTP can carry them: token names, latin-1 values without line
     breaks (``validate`` refuses what every request of ``run`` would fail with)."""
@@ -194,6 +205,9 @@ def headers(located: Located, path: str, value: Any, base_dir: Path) -> dict[str
         where = f"{path}.{name}"
         if not _HEADER_NAME.fullmatch(str(name)):
             raise located.error(where, "a header name is letters, digits and -_.!#$%&'*+^`|~")
+        if str(name).lower() in FRAMING_HEADERS:
+            raise located.error(where, f"{name} is the client's to set (it frames the request "
+                                "or the connection): refused; remove it")  # fmt: skip
         if isinstance(item, (dict, list)) or item is None:
             raise located.error(where, "a header value is text or a number")
         text = str(item)

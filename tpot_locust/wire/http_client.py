@@ -11,6 +11,7 @@ ask for no compression (``Accept-Encoding: identity``).
 
 from __future__ import annotations
 
+import re
 import socket
 import ssl
 import time
@@ -38,6 +39,11 @@ from tpot_locust.wire.tcp_info import retransmissions
 MAX_HEAD_BYTES = 64 * 1024
 
 
+# What a URL's path may hold as it is (RFC 3986 pchar and "/"; "%" starts an escape): a
+# space or a control character would go into the request line raw.
+_UNSAFE_PATH = re.compile(r"[^A-Za-z0-9\-._~!$&'()*+,;=:@/%]")
+
+
 class ReadTimeout(Exception):
     """No byte arrived within the read timeout (the caller decides which timeout it was)."""
 
@@ -55,6 +61,10 @@ class Origin:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {redact_url(url)!r}")
         port = parts.port or (443 if parts.scheme == "https" else 80)
+        if bad := _UNSAFE_PATH.search(parts.path):
+            raise ValueError(
+                f"{redact_url(url)!r}: {bad.group()!r} in the URL's path: percent-encode it"
+            )
         path = parts.path.rstrip("/")
         if path.endswith("/v1"):  # the OpenAI base-URL habit: our paths start with /v1
             path = path[: -len("/v1")]
