@@ -138,3 +138,14 @@ def test_numeric_options_are_checked_before_anything_starts(args: list[str]) -> 
     assert result.returncode == 2, result.stderr  # noqa: PLR2004
     assert "must be a" in result.stderr and "Traceback" not in result.stderr
     assert "embedded simulator" not in result.stdout  # refused before the simulator started
+
+
+@pytest.mark.parametrize("tokenizer", ["/nonexistent", "/dev/zero", "/tmp"])
+def test_sim_with_a_bad_tokenizer_is_one_line_and_exit_2(tokenizer: str) -> None:
+    """Issue 43, item 7: a ``TokenizerError`` traceback, exit 1."""
+    result = run_command([sys.executable, "-m", "tpot_locust", "sim", "--tokenizer", tokenizer],
+                         timeout=30)  # fmt: skip
+    assert result.returncode == 2, result.stderr  # noqa: PLR2004
+    assert "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert f"tokenizer {tokenizer}" in line

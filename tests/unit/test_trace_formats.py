@@ -60,6 +60,18 @@ def test_a_long_bailian_chain_costs_its_length_once(tmp_path: Path) -> None:
     assert time.monotonic() - started < 5  # noqa: PLR2004
 
 
+def test_a_csv_field_past_the_csv_modules_cap_is_a_line_error(tmp_path: Path) -> None:
+    """Issue 43, item 7: a field over 131,072 characters was a ``_csv.Error`` traceback."""
+    path = tmp_path / "azure.csv"
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                    "2023-11-16 18:15:46.6805900,374,44\n"
+                    f"2023-11-16 18:15:46.9951690,{'9' * 200_000},44\n")  # fmt: skip
+    with pytest.raises(ScenarioError) as caught:
+        load_trace_spec(TraceSpec(file=str(path)))
+    assert str(caught.value).startswith(f"{path}:3:")
+    assert "ContextTokens" in str(caught.value) and len(str(caught.value)) < 400
+
+
 def test_azure_datetimes_and_crlf() -> None:
     fmt, requests = load("azure_sample.csv")
     assert fmt == "azure" and len(requests) == 6

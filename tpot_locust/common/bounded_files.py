@@ -10,6 +10,7 @@ message says which limit, and ``line`` where a line broke it.
 
 from __future__ import annotations
 
+import csv
 import itertools
 import os
 import stat
@@ -35,6 +36,10 @@ DATA_FILE_MAX_BYTES = 256 * MIB  # datasets and traces
 DISTRIBUTION_FILE_MAX_BYTES = 16 * MIB  # an empirical distribution's lengths
 SCENARIO_FILE_MAX_BYTES = 1 * MIB  # a scenario file (a few KiB in practice)
 LINE_MAX_BYTES = 8 * MIB  # one JSONL line or CSV row: a long prompt fits many times
+# The csv module's own cap on a field (131,072 characters) is below a line's: a long prompt
+# in a dataset or a trace CSV ended in a traceback. A field is bounded by its line instead
+# (process-wide, set where every CSV reader of ours reads its lines).
+csv.field_size_limit(max(csv.field_size_limit(), LINE_MAX_BYTES))
 _CHUNK = 1 * MIB
 _CACHED_FILES = 4  # parsed files kept per loader
 

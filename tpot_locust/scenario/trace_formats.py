@@ -61,7 +61,7 @@ def detect_format(source: str, first_line: str) -> str:
         if {"timestamp", "input_length"} <= keys:
             return "mooncake"
         return "jsonl"
-    header = tuple(cell.strip() for cell in next(csv.reader([text])))
+    header = tuple(cell.strip() for cell in _csv_cells(source, 1, text))
     if header[: len(AZURE_HEADER)] == AZURE_HEADER:
         return "azure"
     if header[: len(BURSTGPT_HEADER)] == BURSTGPT_HEADER:
@@ -256,14 +256,22 @@ def _csv_rows(
     source: str, lines: list[tuple[int, str]], required: tuple[str, ...]
 ) -> Iterator[Row]:  # fmt: skip
     number, header_line = lines[0]
-    header = [cell.strip() for cell in next(csv.reader([header_line.lstrip("\ufeff")]))]
+    header = [cell.strip() for cell in _csv_cells(source, number, header_line.lstrip("\ufeff"))]
     if header[: len(required)] != list(required):
         raise _error(source, number)(f"header must start {','.join(required)}")
     for number, line in lines[1:]:
-        cells = next(csv.reader([line]))
+        cells = _csv_cells(source, number, line)
         if len(cells) < len(required):
             raise _error(source, number)(f"{len(cells)} columns, the header has {len(header)}")
         yield number, {name: cell.strip() for name, cell in zip(header, cells, strict=False)}
+
+
+def _csv_cells(source: str, number: int, line: str) -> list[str]:
+    """One CSV row's cells; what the csv module refuses is this file:line's error."""
+    try:
+        return next(csv.reader([line]), [])
+    except csv.Error as error:
+        raise _error(source, number)(f"not CSV: {error}") from None
 
 
 def _blocks(value: Any, inputs: int, block_tokens: int, error: Any) -> tuple[int, ...]:

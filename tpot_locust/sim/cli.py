@@ -15,6 +15,7 @@ import yaml
 
 from ..common.checked_numbers import option_number
 from ..common.distributions import Distribution, DistributionError, Fixed, parse_distribution
+from ..common.tokens import TokenizerError, load_tokenizer
 from .profiles import (
     ProfileError,
     engine_params,
@@ -235,7 +236,9 @@ def main(argv: list[str] | None = None) -> int:
         config = config_from_args(args)
         if (args.tls_cert is None) != (args.tls_key is None):
             raise ProfileError("--tls-cert and --tls-key go together")
-    except ProfileError as exc:
+        if args.tokenizer:  # loaded (and cached) now: a bad one is a usage error, one line
+            load_tokenizer(args.tokenizer)
+    except (ProfileError, TokenizerError) as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
     try:
