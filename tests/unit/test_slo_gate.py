@@ -74,6 +74,37 @@ def test_a_lost_worker_or_a_failed_truth_check_invalidates_the_run() -> None:
     assert evaluate(spec, summary_with(tpot(5, 1000), truth_check=truth))["exit_code"] == 3
 
 
+def test_bursts_that_never_went_invalidate_a_gate_on_them_and_warn_otherwise() -> None:
+    """Issue 43, item 8: a burst of 5,000 never fired (its preparation outlasted the run)
+    and the run exited 0 with ``errors: none``."""
+    missed = {"due": 5000, "sent": 0, "late": 0}
+    gated = slo("slo: {interference: {tpot_p99: 3.0}}")
+    factors = {"tpot": {"p99": 1.0}, "itl": {"p99": 1.0}}
+    summary = summary_with(tpot(5, 1000), interference={"interference_factor": factors},
+                           bursts=missed)  # fmt: skip
+    verdict = evaluate(gated, summary)
+    assert verdict["exit_code"] == 3
+    assert verdict["run_invalid"] == [
+        "bursts: 5,000 of 5,000 burst requests never sent "
+        "(preparing them outlasted their time: fewer per burst)"
+    ]
+    plain = evaluate(slo("slo: {tpot: {p99: 10ms}}"), summary)
+    assert plain["exit_code"] == 0 and "5,000 of 5,000" in plain["warnings"][0]
+    late = summary | {"bursts": {"due": 8, "sent": 8, "late": 3}}
+    assert "3 sent over 0.5 s late" in evaluate(gated, late)["run_invalid"][0]
+    on_time = summary | {"bursts": {"due": 8, "sent": 8, "late": 0}}
+    assert evaluate(gated, on_time)["exit_code"] == 0
+
+
+def test_a_run_of_gaps_with_no_finished_request_is_a_measurement() -> None:
+    """Answers longer than the run (issue 42): gated on their gaps, not invalid."""
+    spec = slo("slo: {tpot: {p99: 10ms}}")
+    unfinished = summary_with(tpot(5, 1000), requests={"ok": 0, "failed": 0, "per_s": 0.0},
+                              window={"gaps": 100_000})  # fmt: skip
+    assert evaluate(spec, unfinished)["exit_code"] == 0
+    assert evaluate(spec, unfinished | {"window": {"gaps": 0}})["exit_code"] == 3
+
+
 def test_goodput_counts_failed_requests_as_not_good() -> None:
     from tpot_locust.metrics.metric_set import ClassCounters
     from tpot_locust.report.summary import goodput_summary

@@ -292,9 +292,7 @@ class RunState:
         scenario, classes = in_use.scenario, in_use.classes
         self.recorder.clock = self._run_clock(share.start_wall_ns)
         self.end_traffic()
-        self.driver = TrafficDriver(
-            self.environment, scenario, classes, share, self.recorder.count_dropped
-        )
+        self.driver = TrafficDriver(self.environment, scenario, classes, share, self.recorder)
         self.driver.start()
 
     @staticmethod

@@ -15,7 +15,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import gevent
 from gevent.pool import Group
@@ -24,6 +24,7 @@ from locust.env import Environment
 from tpot_locust.common.cooperation import let_streams_run
 from tpot_locust.common.distributions import as_distribution
 from tpot_locust.harness.turns import PlannedTurn
+from tpot_locust.metrics.metric_set import BURST_LATE_S
 from tpot_locust.scenario.arrivals import arrival_times
 from tpot_locust.scenario.model import Burst, Scenario, TrafficClass
 from tpot_locust.scenario.trace import TraceRequest, sessions, share_of
@@ -78,16 +79,24 @@ class AgentPool:
         self.idle, self.all = [], []
 
 
+class TrafficCounts(Protocol):
+    """Where the driver counts what it could not send as planned (the recorder)."""
+
+    def count_dropped(self, user_class: str) -> None: ...
+
+    def count_burst(self, user_class: str, due: int, sent: int, late: int) -> None: ...
+
+
 class TrafficDriver:
     def __init__(
         self, environment: Environment, scenario: Scenario, classes: dict[str, type[ChatUser]],
-        share: ProcessShare, on_dropped: Callable[[str], None],
+        share: ProcessShare, counts: TrafficCounts,
     ) -> None:  # fmt: skip
         self.environment = environment
         self.scenario = scenario
         self.classes = classes
         self.share = share
-        self.on_dropped = on_dropped
+        self.counts = counts
         self.pools = {name: AgentPool(environment, cls) for name, cls in classes.items()}
         self.sessions = Group()
         self.loops = Group()
@@ -137,7 +146,7 @@ class TrafficDriver:
         for t_s in times:
             intended = self._sleep_until(start, t_s)
             if len(in_flight) >= limit:
-                self.on_dropped(traffic.name)
+                self.counts.count_dropped(traffic.name)
                 continue
             session = self.sessions.spawn(self._session, traffic.name, _open_session, intended)
             in_flight.add(session)
@@ -198,11 +207,15 @@ class TrafficDriver:
             # Built and connected shortly before the send time, yielding as they go: at
             # the send time, the prompts held every stream's reads (users.prepare_turn).
             self._sleep_until(start, t_s - BURST_PREPARE_LEAD_S)
+            self.counts.count_burst(burst.class_name, burst.count, 0, 0)  # due: counted now
             prepared = [(agent := pool.take(), agent.prepare_turn(*lengths))
                         for _ in range(burst.count)]  # fmt: skip
             self._sleep_until(start, t_s)
+            late_ns = start + int((t_s + BURST_LATE_S) * 1e9)
             for agent, turn in prepared:
                 self.sessions.spawn(self._burst_request, burst, agent, turn)
+                late = time.perf_counter_ns() > late_ns  # preparing them outlasted their time
+                self.counts.count_burst(burst.class_name, 0, 1, int(late))
                 let_streams_run()  # one send per loop iteration: streams are read between
 
     def _burst_request(self, burst: Burst, agent: ChatUser, turn: PreparedTurn) -> None:

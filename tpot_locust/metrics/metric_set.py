@@ -36,6 +36,9 @@ from tpot_locust.metrics.stalls import ClientHealth
 from tpot_locust.metrics.tail_gaps import WORST_GAPS_SHOWN, merge_tail
 
 MAX_INTERRUPTED_IDS = 100  # interrupted requests' ids kept, to cross-check with a server
+# A burst request sent this long after its time counts late (5,000 in one burst took longer
+# to prepare than the run lasted, and the run had said nothing)
+BURST_LATE_S = 0.5
 
 METRICS: tuple[str, ...] = catalogue.names()  # every metric, in the catalogue's order
 PHASE_METRICS: tuple[str, ...] = catalogue.names("phased")
@@ -66,6 +69,11 @@ class ClassCounters:
     excluded_warmup: int = 0  # requests left out of the histograms by time
     excluded_cooldown: int = 0
     dropped_arrivals: int = 0  # open loop: arrivals not sent because max_in_flight was full
+    # scheduled bursts: requests whose time came, those sent, and those sent late
+    # (``BURST_LATE_S`` after their time: their preparation outlasted it)
+    burst_requests_due: int = 0
+    burst_requests_sent: int = 0
+    burst_requests_late: int = 0
     interrupted: int = 0  # in flight when the run stopped: neither ok nor failed
     interrupted_ids: list[str] = field(default_factory=list)  # the first few, to cross-check
     # The window in token time (docs/metrics.md, "The window"): its gaps measured and the

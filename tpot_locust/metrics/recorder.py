@@ -158,6 +158,13 @@ class Recorder:
     def count_dropped(self, user_class: str) -> None:
         self._interval.for_group(user_class).counters.dropped_arrivals += 1
 
+    def count_burst(self, user_class: str, due: int, sent: int, late: int) -> None:
+        """A scheduled burst's requests: due (its time came), sent, and sent late."""
+        counters = self._interval.for_group(user_class).counters
+        counters.burst_requests_due += due
+        counters.burst_requests_sent += sent
+        counters.burst_requests_late += late
+
     def close_window(self, stop_wall_ns: int | None = None) -> None:
         """The run stopped (now, or at ``stop_wall_ns``): gaps that arrive later (a
         graceful stop's drain) are outside the window (docs/metrics.md, "The window")."""

@@ -19,6 +19,7 @@ from typing import Any
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.metric_catalogue import ALL_CLASSES
 from tpot_locust.report.compare import Comparison, compare_summaries
+from tpot_locust.report.summary import burst_problem
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.scenario.slo import Objective, SloSpec, format_limit
 from tpot_locust.scenario.slo_values import format_value
@@ -59,10 +60,14 @@ def evaluate(spec: SloSpec, summary: Summary, baseline: Summary | None = None) -
     """The verdict of a run: ``{"verdict", "exit_code", "checks": [...], "run_invalid": [...],
     "warnings": [...]}``. ``baseline``: the summary of ``spec.baseline``'s run, when set."""
     checks = [_check(objective, spec, summary) for objective in spec.objectives]
+    extra_warnings: list[str] = []
     if spec.baseline is not None:
         checks += _baseline_checks(spec, summary, baseline)
     run_invalid = run_validity(summary)
-    warnings = [
+    if problem := burst_problem(summary):  # invalid where a gate stands on the bursts
+        gated = any(objective.kind == "interference" for objective in spec.objectives)
+        (run_invalid if gated else extra_warnings).append(problem)
+    warnings = extra_warnings + [
         f"{check.name}: {check.why} (insufficient: warn)"
         for check in checks
         if check.verdict == INSUFFICIENT and spec.insufficient == "warn"
@@ -109,8 +114,9 @@ def run_validity(summary: Summary) -> list[str]:
             f"{truth.get('worst_error_ms')} ms, tolerance {truth.get('tolerance_ms')} ms)"
         )
     requests = summary.get("requests", {})
-    if not requests.get("ok") and not requests.get("failed"):
-        reasons.append("no request finished: nothing was measured")
+    gaps = (summary.get("window") or {}).get("gaps")
+    if not requests.get("ok") and not requests.get("failed") and not gaps:
+        reasons.append("no request finished and no token gap arrived: nothing was measured")
     return reasons
 
 

@@ -19,6 +19,7 @@ from tpot_locust.metrics.histograms import (
 )
 from tpot_locust.metrics.interference import format_interference, phase_summary
 from tpot_locust.metrics.metric_set import (
+    BURST_LATE_S,
     METRICS,
     STALL_METRICS,
     ClassCounters,
@@ -38,6 +39,7 @@ from tpot_locust.report.client_figures import (
 )
 from tpot_locust.report.server_view import format_server_view
 from tpot_locust.report.summary_types import (
+    BurstCounts,
     ClassSummary,
     Fluidity,
     Goodput,
@@ -193,12 +195,35 @@ def _class_summary(
         "clamped_values": counters.clamped_values,
         "excluded": {"warmup": counters.excluded_warmup, "cooldown": counters.excluded_cooldown},
         "dropped_arrivals": counters.dropped_arrivals,
+        "bursts": burst_summary(counters),
         "interference": interference,
         "attribution": attribution,
         "worst_gaps": metrics.worst_gaps,
         "goodput": goodput,
         "fluidity": fluidity_summary(counters),
     }
+
+
+def burst_summary(counters: ClassCounters) -> BurstCounts | None:
+    """Scheduled burst requests: due, sent, sent late (None: the scenario has no bursts)."""
+    if not counters.burst_requests_due:
+        return None
+    return {"due": counters.burst_requests_due, "sent": counters.burst_requests_sent,
+            "late": counters.burst_requests_late}  # fmt: skip
+
+
+def burst_problem(summary: Summary) -> str | None:
+    """What went wrong with the scheduled bursts, in one line (None: every one went on
+    time, or there were none)."""
+    bursts = summary.get("bursts")
+    if not bursts:
+        return None
+    unsent, late = bursts["due"] - bursts["sent"], bursts["late"]
+    if not unsent and not late:
+        return None
+    parts = [f"{unsent:,} of {bursts['due']:,} burst requests never sent"] if unsent else []
+    parts += [f"{late:,} sent over {BURST_LATE_S:g} s late"] if late else []
+    return f"bursts: {', '.join(parts)} (preparing them outlasted their time: fewer per burst)"
 
 
 def _window_s(counters: ClassCounters) -> float:
@@ -423,6 +448,8 @@ def format_report(summary: Summary, scope: str = "all classes") -> str:
             f"requests; {dropped} open-loop arrivals dropped (max_in_flight full)"
         )
     lines.extend(format_client_stalls(summary))
+    if problem := burst_problem(summary):
+        lines.append(f"! {problem}")
     for name in METRICS:
         metric = summary["metrics"].get(name)  # a summary saved before a metric was added
         if not metric or metric["count"] == 0 or (name == "ttfat" and not reasoned(tokens)):

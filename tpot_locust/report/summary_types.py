@@ -128,6 +128,14 @@ class Window(TypedDict, total=False):
     censored_gap_s_max: float  # the longest: a gap at least this
 
 
+class BurstCounts(TypedDict):
+    """``summary["bursts"]``: the scheduled bursts' requests."""
+
+    due: int  # their time came
+    sent: int
+    late: int  # sent over ``metric_set.BURST_LATE_S`` after it
+
+
 class Goodput(TypedDict):
     """``summary["goodput"]``: requests that met every per-request SLO."""
 
@@ -164,6 +172,7 @@ class ClassSummary(TypedDict, total=False):
     clamped_values: int
     excluded: Excluded
     dropped_arrivals: int
+    bursts: BurstCounts | None  # None: the scenario has no bursts
     interference: dict[str, Any] | None  # ``metrics.interference.phase_summary``
     attribution: dict[str, Any] | None  # ``report.attribution.attribution_summary``
     worst_gaps: list[dict[str, Any]]
