@@ -70,6 +70,9 @@ EDITS: dict[str, tuple[Edit, str]] = {
                                                         "7")), "classes.chat.counters.ok:"),
     "counter-huge": (_text_edit(HISTOGRAMS_FILE, lambda t: t.replace('"ok": 40', '"ok": 1'
                                                                      + "0" * 400)), "counters.ok:"),
+    # issue 43, item 8: its 309 digits made a 430-character line
+    "counter-1e308": (_text_edit(HISTOGRAMS_FILE, lambda t: t.replace('"ok": 40', '"ok": 1e308')),
+                      "counters.ok: an integer of 309 digits (1e+308) is out of range"),
     "worst-gaps-text": (_json_edit(HISTOGRAMS_FILE, _set(("classes", "chat", "tail_gaps"),
                                                          "abc")), "classes.chat.tail_gaps:"),
     "run-text": (_json_edit(HISTOGRAMS_FILE, _set(("run",), "x")), "run:"),
@@ -99,6 +102,7 @@ def _assert_one_clear_line(result: Any, file: Path, key: str) -> None:
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"tpot-locust: {file}: "), lines
+    assert len(lines[0]) < len(str(file)) + 200, lines  # readable: no value's every digit
     assert key in lines[0], lines
 
 

@@ -324,3 +324,21 @@ def test_printable_and_xml_text() -> None:
     assert printable("a\x1b[1;31mred\x1b[0m") == "ared"
     assert printable("line\nnext") == "line\\x0anext"
     assert xml_text("tab\tok\x01") == "tab\tok\\x01"
+
+
+def test_a_histogram_whose_total_passes_any_run_is_refused_not_read_as_empty() -> None:
+    """Issue 43, item 8: a histogram whose count overflowed decoded as empty, and its
+    metric's section vanished with exit 0."""
+    histogram = new_histogram()
+    for value in range(1, 20_001):  # each bucket within the bound, their sum far past it
+        histogram.record_value(value, 2**40)
+    with pytest.raises(HistogramDecodeError, match="a total of 2.2e\\+16 samples"):
+        decode_histogram(histogram.encode())
+
+
+def test_an_empty_headline_metric_is_said_not_dropped() -> None:
+    metric_set = MetricSet()
+    metric_set.for_group("chat").counters.ok = 1
+    text = summary_module.format_report(summary_module.build_summary(metric_set))
+    assert "TPOT: no samples (no token gap arrived inside the window)" in text
+    assert "TTFT: no samples (no request sent inside the window had its first token)" in text

@@ -166,6 +166,12 @@ def decode_histogram(encoded: str | bytes) -> HdrHistogram:
     counts = counts_view(histogram)
     if counts.size and int(counts.max()) > MAX_BUCKET_COUNT:
         raise HistogramDecodeError("not a valid histogram (a count beyond any run's)")
+    # buckets each within the bound can still sum past int64: the total wrapped, and the
+    # histogram read as empty (its metric's section vanished from the report)
+    total = sum(int(count) for count in counts[counts > 0])
+    if total > MAX_BUCKET_COUNT or total != histogram.total_count:
+        raise HistogramDecodeError(f"not a valid histogram (a total of {total:.3g} samples, "
+                                   "beyond any run's)")  # fmt: skip
     if histogram.counts_len != _layout().counts_len:
         merged = new_histogram()
         try:

@@ -121,10 +121,17 @@ def integer(low: int = 0, high: int = MAX_INT) -> Check:
         if not isinstance(value, int) or isinstance(value, bool):
             raise _Problem(key, f"expected an integer, found {_kind(value)}")
         if not low <= value <= high:
-            raise _Problem(key, f"{value} is out of range ({low} .. {high})")
+            raise _Problem(key, f"{_shown(value)} is out of range ({low} .. {high})")
         return value
 
     return check
+
+
+def _shown(value: int | float) -> str:
+    """A number for a message: a huge one by its size, never its 300 digits."""
+    if isinstance(value, int) and abs(value) >= 10**20:
+        return f"an integer of {len(str(abs(value)))} digits ({float(value):.3g})"
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
 def number(low: float = -MAX_NUMBER, high: float = MAX_NUMBER) -> Check:
@@ -132,7 +139,7 @@ def number(low: float = -MAX_NUMBER, high: float = MAX_NUMBER) -> Check:
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise _Problem(key, f"expected a finite number, found {_kind(value)}")
         if not math.isfinite(value) or not low <= value <= high:
-            raise _Problem(key, f"{value} is out of range ({low:g} .. {high:g})")
+            raise _Problem(key, f"{_shown(value)} is out of range ({low:g} .. {high:g})")
         return value
 
     return check

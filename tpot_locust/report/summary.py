@@ -387,6 +387,16 @@ def format_metric(name: str, metric: dict[str, Any]) -> list[str]:
     return lines
 
 
+# The seed's figures: when one has no sample, the report says why it may have none
+# rather than leave its section out (a reader took a vanished section for a pass).
+NO_SAMPLES = {
+    "tpot": "no token gap arrived inside the window",
+    "itl": "no token gap arrived inside the window",
+    "ttft": "no request sent inside the window had its first token",
+}
+ALWAYS_SHOWN = tuple(NO_SAMPLES)
+
+
 def format_report(summary: Summary, scope: str = "all classes") -> str:
     requests, tokens = summary["requests"], summary["tokens"]
     lines = [f"=== tpot-locust report ({printable(scope)}) ==="]
@@ -452,6 +462,9 @@ def format_report(summary: Summary, scope: str = "all classes") -> str:
         lines.append(f"! {problem}")
     for name in METRICS:
         metric = summary["metrics"].get(name)  # a summary saved before a metric was added
+        if metric and not metric["count"] and name in ALWAYS_SHOWN:  # said, never dropped
+            lines += ["", f"{catalogue.shorts()[name]}: no samples ({NO_SAMPLES[name]})"]
+            continue
         if not metric or metric["count"] == 0 or (name == "ttfat" and not reasoned(tokens)):
             continue
         lines.append("")
