@@ -149,3 +149,29 @@ def test_sim_with_a_bad_tokenizer_is_one_line_and_exit_2(tokenizer: str) -> None
     assert "Traceback" not in result.stderr
     (line,) = result.stderr.strip().splitlines()
     assert f"tokenizer {tokenizer}" in line
+
+
+def test_the_simulator_out_of_file_descriptors_says_so_in_few_lines() -> None:
+    """Issue 43, item 8: a burst of 100,000 left 1,024 ``Too many open files`` tracebacks."""
+    import resource
+    import socket
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40))
+
+    sim = subprocess.Popen([sys.executable, "-m", "tpot_locust", "sim", "--port", "0"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=limit)  # fmt: skip
+    try:
+        assert sim.stdout is not None
+        port = int(sim.stdout.readline().strip().rsplit(":", 1)[1].strip("/"))
+        sockets = [socket.create_connection(("127.0.0.1", port)) for _ in range(100)]
+        time.sleep(2.5)
+    finally:
+        sim.terminate()
+        _, stderr = sim.communicate(timeout=20)
+    for sock in sockets:
+        sock.close()
+    assert "Traceback" not in stderr, stderr[:2000]
+    lines = stderr.strip().splitlines()
+    assert 1 <= len(lines) <= 10 and "Too many open files" in stderr, lines  # noqa: PLR2004

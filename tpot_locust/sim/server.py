@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import math
 import random
 import signal
 import socket
 import ssl
+import sys
 import time
 import uuid
 from collections import deque
@@ -17,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from ..apis import dialect_named, dialects
 from ..apis.dialect import Dialect
@@ -408,6 +411,7 @@ def _request_id(http_request: HttpRequest) -> str:
 async def serve(config: SimConfig, on_ready: Callable[[str], None] | None = None) -> None:
     """Run until SIGTERM/SIGINT, then shut down cleanly (truth flushed)."""
     loop = asyncio.get_running_loop()
+    loop.set_exception_handler(_ShortLoopErrors())
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
@@ -422,3 +426,27 @@ async def serve(config: SimConfig, on_ready: Callable[[str], None] | None = None
         await server.close()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
+
+
+class _ShortLoopErrors:
+    """The event loop's own errors as one line each, a kind at most once a second: out of
+    file descriptors (100,000 connections of a burst), asyncio logged each failed accept
+    with its traceback, 1,024 of them."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, float] = {}
+        self._skipped: dict[str, int] = {}
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        error = context.get("exception")
+        message = str(context.get("message") or "event loop error")
+        kind = type(error).__name__ if error is not None else message
+        now = time.monotonic()
+        if now - self._last.get(kind, -math.inf) < 1.0:
+            self._skipped[kind] = self._skipped.get(kind, 0) + 1
+            return
+        self._last[kind] = now
+        skipped = self._skipped.pop(kind, 0)
+        more = f" (and {skipped} more like it)" if skipped else ""
+        detail = f": {error}" if error is not None else ""
+        print(f"tpot-sim: {message}{detail}{more}"[:300], file=sys.stderr, flush=True)
