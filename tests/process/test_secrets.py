@@ -144,3 +144,19 @@ def test_planted_key_echoed_by_the_model_lookup_is_not_shown(tmp_path: Path) -> 
     assert_nowhere(key, {**read_outputs(out), "stdout": result.stdout, "stderr": result.stderr})
     summary = json.loads((out / "summary.json").read_text())
     assert summary["requests"]["errors"] == {"http_4xx": REQUESTS}
+
+
+def test_a_key_shaped_value_under_any_name_is_in_no_output(tmp_path: Path, python: str) -> None:
+    """Issue 43, item 9: ``extra_body.user: sk-...`` was shown verbatim (console, report.html,
+    scenario.yaml): redaction by key name alone. A value shaped like a known credential is
+    redacted wherever it stands."""
+    key, out = "sk-USER-" + planted_key()[-12:].replace("_", "x"), tmp_path / "out"
+    result = run_command(
+        [python, "-m", "tpot_locust", "run", "scenarios/quickstart.yaml", "--run-time", "3s",
+         "--set", f"server.extra_body={{user: {key}}}", "--out", str(out)],
+        timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    outputs = read_outputs(out)
+    assert "[redacted]" in outputs[str(out / "scenario.yaml")]
+    assert_nowhere(key, {**outputs, "stdout": result.stdout, "stderr": result.stderr})

@@ -12,7 +12,8 @@ summary's run info and the console all redact the same things the same way:
 - ``redact_mapping``: a document (scenario, run info) with those values replaced, a
   secret-named block (``auth: {bearer: ...}``) replaced whole;
 - ``redact_text``: free text (a server's error message) without given secret values,
-  credentials in URLs or ``Bearer`` tokens.
+  credentials in URLs, ``Bearer`` tokens or values shaped like a known credential
+  (``sk-...``, ``hf_...``: ``redact_shapes``), under whatever key they stand.
 
 Nothing here raises on odd input: a redaction that fails would lose the message it guards.
 """
@@ -54,6 +55,17 @@ _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>
 # A credential after an Authorization scheme: 8+ token characters, a digit among them (so
 # that "Bearer authentication required" stays readable).
 _AUTH_SCHEME = re.compile(r"\b(?P<scheme>Bearer|Basic)\s+(?=[\w.~+/=-]*\d)[\w.~+/=-]{8,}")
+
+
+# Values shaped like a known credential, redacted wherever they stand (a key pasted into
+# ``extra_body.user`` appeared in the console, report.html and scenario.yaml): OpenAI's and
+# Anthropic's ``sk-``, Hugging Face's ``hf_``, GitHub's, AWS access key ids, Google API
+# keys, Slack tokens and JWTs.
+_SECRET_SHAPES = re.compile(
+    r"\b(?:sk-[A-Za-z0-9_-]{8,}|hf_[A-Za-z0-9]{8,}|gh[pousr]_[A-Za-z0-9]{16,}"
+    r"|github_pat_[A-Za-z0-9_]{16,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,}"
+    r"|xox[abposr]-[A-Za-z0-9-]{10,}|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"
+)
 
 
 def _words(name: str) -> list[str]:
@@ -144,7 +156,7 @@ def _redacted_entry(key: Any, item: Any) -> Any:
 
 def _redacted_string(text: str) -> str:
     if "://" in text and not any(space in text for space in " \t\r\n"):
-        return redact_url(text)  # a URL: its userinfo and secret query parameters
+        return redact_shapes(redact_url(text))  # its userinfo, secret query parameters
     return redact_text(text)
 
 
@@ -159,7 +171,13 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
         text = _URL_USERINFO.sub(_redacted_userinfo, text)
     if "Bearer" in text or "Basic" in text:
         text = _AUTH_SCHEME.sub(lambda m: f"{m['scheme']} {REDACTED}", text)
+    text = redact_shapes(text)
     return _without_cut_secret(text, secrets)
+
+
+def redact_shapes(text: str) -> str:
+    """``text`` without values shaped like a known credential (``_SECRET_SHAPES``)."""
+    return _SECRET_SHAPES.sub(REDACTED, text)
 
 
 def _without_cut_secret(text: str, secrets: Iterable[str]) -> str:
