@@ -160,6 +160,7 @@ def _warn_if_open_to_all(environment: Environment) -> None:
 
 @events.test_start.add_listener
 def _on_test_start(environment: Environment, **_: Any) -> None:
+    get_state(environment).recorder.open_window()  # every process, a worker's too
     quiet_loop.before_streams_start()
     probe = get_state(environment).probe
     if not isinstance(environment.runner, MasterRunner) and not probe.running:

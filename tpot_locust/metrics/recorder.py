@@ -165,6 +165,11 @@ class Recorder:
         counters.burst_requests_sent += sent
         counters.burst_requests_late += late
 
+    def open_window(self) -> None:
+        """A test starts: the window is open until its stop (a web-UI session or a
+        cluster runs test after test; a worker is never reset between them)."""
+        self.stopped_wall_ns = None
+
     def close_window(self, stop_wall_ns: int | None = None) -> None:
         """The run stopped (now, or at ``stop_wall_ns``): gaps that arrive later (a
         graceful stop's drain) are outside the window (docs/metrics.md, "The window")."""
