@@ -40,7 +40,7 @@ _stamps = open(os.environ["STAMPS_FILE"], "w") if os.environ.get("STAMPS_FILE") 
 
 @events.token_timings.add_listener
 def _keep_stamps(timings, **_):
-    if _stamps is not None and timings.ok:
+    if _stamps is not None and timings.token_stamps:  # cut by the stop too: its gaps count
         record = {"id": timings.request_id, "stamps": list(timings.token_stamps)}
         _stamps.write(json.dumps(record) + "\n")
         _stamps.flush()

@@ -33,7 +33,7 @@ from tpot_locust.common.version import __version__
 from tpot_locust.harness.traffic import ProcessShare
 from tpot_locust.metrics.histograms import add_into, histogram_stats, new_histogram
 from tpot_locust.metrics.metric_set import CAUSE_METRICS, ClassMetrics, MetricSet
-from tpot_locust.metrics.stalls import STALLS_KEY, ClientHealth
+from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_KEY, ClientHealth
 from tpot_locust.report.attribution import worker_shares
 
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ logger = logging.getLogger(__name__)
 DELTA_KEY = "tpot_locust"
 FLUSH = "tpot_flush"
 FINAL = "tpot_final"
+WINDOW_KEY = "tpot_window"  # a worker's final: [its request id prefix, window start, end]
 PLAN = "tpot_plan"  # master -> worker at test start: its share of open-loop traffic
 CAUSES = "tpot_causes"  # cause windows: worker -> master -> every worker, in batches
 CAUSES_EVERY_S = 0.25
@@ -200,7 +201,9 @@ class WorkerLink:
             gevent.sleep(0.05)
         self.hooks.end_traffic()
         self.publish_causes()
-        runner.send_message(FINAL, {DELTA_KEY: self._take_delta(final=True)})
+        start, end = self.recorder.window_ns()
+        runner.send_message(FINAL, {DELTA_KEY: self._take_delta(final=True),
+                                    WINDOW_KEY: [PROCESS_TAG, start, end]})  # fmt: skip
 
 
 class MasterLink:
@@ -225,6 +228,9 @@ class MasterLink:
         self.client_health: dict[str, ClientHealth] = {}  # each worker's loop lag and stalls
         # each worker's ITL/TPOT and their per-cause parts, all classes: its own attribution
         self.causes_by_worker: dict[str, ClassMetrics] = {}
+        # each worker's window in token time, by the prefix of its request ids: the truth
+        # check holds each request to the window of the process that measured it
+        self.windows: dict[str, list[int]] = {}
         environment.events.worker_report.add_listener(self._merge_report)
         runner.register_message(FINAL, self._on_final)
         runner.register_message(CAUSES, self._on_causes)
@@ -237,6 +243,7 @@ class MasterLink:
         self.read_delays = {}
         self.client_health = {}
         self.causes_by_worker = {}
+        self.windows = {}
 
     def send_plans(self, start_wall_ns: int, settings: list[str]) -> None:
         """Give each live worker its index and share of the open-loop traffic, and the
@@ -275,6 +282,10 @@ class MasterLink:
         packed = msg.data.get(DELTA_KEY) if isinstance(msg.data, dict) else None
         if packed:
             self._add_delta(msg.node_id, packed)
+        window = msg.data.get(WINDOW_KEY) if isinstance(msg.data, dict) else None
+        if isinstance(window, list) and _is_window(window):
+            if len(self.windows) < MAX_WORKER_WINDOWS:
+                self.windows[window[0]] = [window[1], window[2]]
         if msg.node_id not in self.refused:
             self.finals.add(msg.node_id)
 
@@ -366,3 +377,13 @@ class MasterLink:
                 for client_id, metrics in sorted(self.causes_by_worker.items())
             },
         }
+
+
+MAX_WORKER_WINDOWS = 10_000  # workers' windows kept (a run of more is no run of ours)
+
+
+def _is_window(window: list[Any]) -> bool:
+    """A worker's window as sent: ``[prefix, start, end]``, a short text and two int64s."""
+    return (len(window) == 3 and isinstance(window[0], str)
+            and 0 < len(window[0]) <= 64
+            and all(type(t) is int and 0 <= t < 2**63 for t in window[1:]))  # fmt: skip

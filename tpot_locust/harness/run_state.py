@@ -34,6 +34,7 @@ from tpot_locust.metrics.causes import CauseWindow, PrefillArchive
 from tpot_locust.metrics.collector import Collector
 from tpot_locust.metrics.phases import NO_END_NS, RunClock
 from tpot_locust.metrics.recorder import Recorder
+from tpot_locust.metrics.stalls import PROCESS_TAG
 from tpot_locust.report.finishing import SUPERVISED_ENV, finish_run, guarded
 from tpot_locust.report.gate import EXIT_INVALID
 from tpot_locust.report.live_metrics import RunFacts, render
@@ -442,6 +443,10 @@ class RunState:
         window_start, window_end = self.recorder.window_ns()
         if window_start or window_end != NO_END_NS:  # the window in token time (metrics.md)
             info["window_wall_ns"] = [window_start, window_end]
+            # each measuring process's own (a worker's closes at its own stop): by the prefix
+            # of the request ids it sent, for the truth check
+            own = {PROCESS_TAG: [window_start, window_end]}
+            info["process_windows_wall_ns"] = own if self.master is None else self.master.windows
         return info
 
     def reset(self) -> None:

@@ -128,7 +128,7 @@ def true_gaps(
         for g in own:
             if 0 <= g < preempted.size:
                 preempted[g] = True
-        inside = window.gaps(stamps)  # the run's window in token time
+        inside = window.gaps(stamps, {"request_id": request_id})  # the window in token time
         parts["rid"].append(np.full(int(np.count_nonzero(inside)), request_id, dtype=object))
         parts["gap"].append(np.arange(preempted.size, dtype=np.int64)[inside])
         parts["itl"].append(np.diff(stamps)[inside])

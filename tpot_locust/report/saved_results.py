@@ -280,6 +280,7 @@ RUN = record(
      "warmup_s": optional(_NUMBER0), "cooldown_s": optional(_NUMBER0),
      "duration_s": optional(_NUMBER0), "clock_start_wall_ns": optional(integer()),
      "window_wall_ns": optional(list_of(integer(), 2)),
+     "process_windows_wall_ns": optional(mapping(list_of(integer(), 2), 10_000)),
      "report_error": optional(text())},
 )  # fmt: skip
 HISTOGRAMS = record({"run": RUN, "classes": mapping(_CLASS, 10_000), "client": _CLIENT},

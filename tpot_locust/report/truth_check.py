@@ -59,6 +59,12 @@ class TruthWindow:
     the stop, a timeout or a reset: ``aborted``)."""
 
     def __init__(self, run: dict[str, Any]) -> None:
+        # each measuring process's own, by the prefix of the request ids it sent (a worker's
+        # closes at its own stop, a little after the master's)
+        self.by_process: dict[str, tuple[int, int]] = {
+            str(tag): (int(window[0]), int(window[1]))
+            for tag, window in (run.get("process_windows_wall_ns") or {}).items()
+        }
         if window := run.get("window_wall_ns"):  # the one the recorder measured in
             self.start_ns, self.end_ns = int(window[0]), int(window[1])
             return
@@ -68,14 +74,21 @@ class TruthWindow:
         self.start_ns = start_ns + int((run.get("warmup_s") or 0) * 1e9)
         self.end_ns = start_ns + int((duration - cooldown) * 1e9) if duration else 2**63 - 1
 
-    def gaps(self, sends: np.ndarray) -> np.ndarray:
-        """Which gaps between ``sends`` end inside the window."""
+    def _of(self, record: dict[str, Any]) -> tuple[int, int]:
+        """The window of the process that sent ``record``'s request (else the run's)."""
+        tag = str(record.get("request_id", ""))[: len(PROCESS_TAG)]
+        return self.by_process.get(tag, (self.start_ns, self.end_ns))
+
+    def gaps(self, sends: np.ndarray, record: dict[str, Any]) -> np.ndarray:
+        """Which gaps between ``sends`` (``record``'s) end inside the window."""
+        start, end = self._of(record)
         ends = sends[1:]
-        return (ends >= self.start_ns) & (ends <= self.end_ns)
+        return (ends >= start) & (ends <= end)
 
     def sent_inside(self, record: dict[str, Any]) -> bool:
+        start, end = self._of(record)
         arrival: int = record["arrival_ns"]
-        return self.start_ns <= arrival <= self.end_ns
+        return start <= arrival <= end
 
 
 def streamed(record: dict[str, Any]) -> bool:
@@ -100,7 +113,7 @@ def true_samples_ms(
             sends = record["send_ns"]
             stamps = np.asarray(sends, dtype=np.int64)
             tokens = np.asarray(record.get("tokens") or [1] * len(sends), dtype=np.int64)[1:]
-            inside = window.gaps(stamps)
+            inside = window.gaps(stamps, record)
             gaps, tokens = np.diff(stamps)[inside], tokens[inside]
             sent_inside = window.sent_inside(record)
             ttft = stamps[:1] - record["arrival_ns"] if sent_inside else stamps[:0]
