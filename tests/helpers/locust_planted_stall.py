@@ -3,6 +3,7 @@ greenlet that holds the event loop for 40 ms (as a slow listener or a GC pass wo
 Every successful request's stamps go to ``STAMPS_FILE`` (a ``token_timings`` listener), so
 the test can hold each measured gap against its own truth."""
 
+import gc
 import json
 import os
 
@@ -25,8 +26,22 @@ class Streams(ChatUser):
     turns = 1
 
 
+# PLANTED_STALL_KIND=gc: the hold is a full garbage collection of a heap of cycles made
+# after the test start's freeze (a client GC the report must name as one)
+STALL_KIND = os.environ.get("PLANTED_STALL_KIND", "sleep")
+
+
 def _hold_the_loop() -> None:
     gevent.sleep(STALL_AFTER_S)
+    if STALL_KIND == "gc":
+        heap = []
+        for _ in range(400_000):
+            cycle: list = []
+            cycle.append(cycle)
+            heap.append(cycle)
+        del heap, cycle
+        gc.collect()  # walks the cycles: tens of milliseconds with the loop held
+        return
     _blocking_sleep(STALL_S)
 
 

@@ -266,3 +266,21 @@ def test_planted_stall_is_seen_tagged_and_set_aside(tmp_path: Path, python: str)
         assert abs(ours - theirs) <= 1.0, (percentile, ours, theirs)
     # and the report's stall-free max is that same figure (HDR: within 0.1 %)
     assert abs(tpot["client_stall"]["set_aside"]["max"] - kept_measured.max()) <= 0.02
+
+
+def test_a_client_gc_pause_is_named_as_one(tmp_path: Path, python: str) -> None:
+    """Issue 44, item 3: a stall during which this client's garbage collector ran is shown
+    as a client GC, so a reader knows to tune ``gc`` rather than add workers."""
+    out = tmp_path / "out"
+    with start_simulator("--gap-ms", "3", "--ttft-ms", "20") as sim:
+        result = run_command(
+            [python, "-m", "locust", "-f", PLANTED_STALL, "--headless", "-u", "8", "-r", "8",
+             "-t", "6s", "--host", sim.url, "--tpot-out", str(out), "--only-summary"],
+            timeout=120, env={"PLANTED_STALL_KIND": "gc", "PLANTED_STALL_AFTER_S": "2"},
+        )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    client = json.loads((out / "summary.json").read_text())["client"]
+    assert client["gc_stalls"] >= 1, client
+    collected = [stall for stall in client["worst_stalls"] if stall.get("gc") == 2]
+    assert collected and collected[0]["ms"] >= 10, client["worst_stalls"]
+    assert "while this client's garbage collector ran: a client GC" in result.stdout

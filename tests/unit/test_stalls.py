@@ -194,3 +194,20 @@ def test_a_short_last_interval_has_no_extrapolated_rate() -> None:
     last = collector.timeseries[-1]
     assert last["partial"] is True and last["tokens_per_s"] is None
     assert "partial" not in collector.timeseries[0]
+
+
+def test_a_stall_while_the_collector_ran_is_a_client_gc() -> None:
+    from tpot_locust.harness.gc_watch import CollectorWatch
+
+    watch = CollectorWatch()
+    watch._callback("start", {"generation": 2})
+    watch._callback("stop", {"generation": 2})
+    ((start, end, _),) = watch._windows
+    assert watch.during(start - 5, end + 5) == 2
+    assert watch.during(end + 1_000_000, end + 2_000_000) is None
+    health = ClientHealth()
+    health.note_stall(0, 40_000_000, gc_generation=2)
+    health.note_stall(50_000_000, 60_000_000)
+    merged = ClientHealth.decode(health.encode())
+    assert (merged.stalls, merged.gc_stalls, merged.gc_stalled_ns) == (2, 1, 40_000_000)
+    assert merged.worst_stalls[0]["gc"] == 2 and merged.worst_stalls[1]["gc"] is None

@@ -165,6 +165,7 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
     probe = get_state(environment).probe
     if not isinstance(environment.runner, MasterRunner) and not probe.running:
         probe.start()  # this process reads streams: watch its loop from now on
+        get_state(environment).collections.install()  # and name the stalls its GC caused
         if os.environ.get(TRACE_ENV):
             StallTracer(probe).start()
     if not isinstance(environment.runner, WorkerRunner):

@@ -24,6 +24,7 @@ from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.version import __version__
 from tpot_locust.harness.distributed import MasterLink, WorkerHooks, WorkerLink
 from tpot_locust.harness.failures import ClientErrorStreak
+from tpot_locust.harness.gc_watch import CollectorWatch
 from tpot_locust.harness.loop_probe import LagProbe
 from tpot_locust.harness.metrics_endpoint import MetricsEndpoint
 from tpot_locust.harness.scenario_in_use import scenario_in_use
@@ -76,6 +77,8 @@ class RunState:
         self.recorder = Recorder()
         self.probe = LagProbe(self.recorder.on_stall)  # this process's loop, once it streams
         self.recorder.probe = self.probe
+        self.collections = CollectorWatch()  # names the stalls the collector caused
+        self.recorder.collections = self.collections
         # what this run hands its users: their process share, the recorder's live counts
         self.users = user_context(environment)
         self.users.live_streams = self.recorder.token_flow

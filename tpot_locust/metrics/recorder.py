@@ -96,6 +96,13 @@ class LagSource(Protocol):
     def take_lags(self) -> tuple[array[int], int]: ...
 
 
+class CollectionLookup(Protocol):
+    """What the recorder needs of the harness's GC watch: the oldest generation collected
+    during a span of this process's clock (None: the collector did not run)."""
+
+    def during(self, start_perf_ns: int, end_perf_ns: int) -> int | None: ...
+
+
 class GoodputRule(Protocol):
     """What the recorder needs of the scenario's per-request SLOs (``scenario.slo``)."""
 
@@ -123,6 +130,7 @@ class Recorder:
         self._sending: dict[str, int] = {}
         # the harness's loop probe (``harness.loop_probe``): its lags join each interval
         self.probe: LagSource | None = None
+        self.collections: CollectionLookup | None = None  # the harness's GC watch, if any
         self.clock: RunClock | None = None
         self.goodput: GoodputRule | None = None  # the scenario's per-request SLOs, if any
         self.pace: Pace | None = None  # the scenario's reading pace (slo.pace), if any
@@ -132,7 +140,9 @@ class Recorder:
         """A stall window of this process's loop (``perf_counter_ns``), from its probe."""
         start, end = self.to_wall_ns(start_perf_ns), self.to_wall_ns(end_perf_ns)
         self.stalls.add(start, end)
-        self._interval.client.note_stall(start, end)
+        lookup = self.collections
+        generation = None if lookup is None else lookup.during(start_perf_ns, end_perf_ns)
+        self._interval.client.note_stall(start, end, generation)
 
     def on_prefill(
         self, request_id: str, start_perf_ns: int, end_perf_ns: int | None, prompt_tokens: int,

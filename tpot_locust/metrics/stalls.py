@@ -106,6 +106,9 @@ class ClientHealth:
     stalls: int = 0
     stalled_ns: int = 0
     watched_ns: int = 0  # the time the probe watched the loop: what ``held_share`` divides
+    # stalls during which this process's garbage collector ran (``harness.gc_watch``)
+    gc_stalls: int = 0
+    gc_stalled_ns: int = 0
     worst_stalls: list[dict[str, Any]] = field(default_factory=list)  # longest first
 
     def record_lags(self, lags_ns: array[int], watched_ns: int = 0) -> None:
@@ -128,11 +131,18 @@ class ClientHealth:
     def saturated(self) -> bool:
         return loop_saturated(self.held_share)
 
-    def note_stall(self, start_wall_ns: int, end_wall_ns: int) -> None:
+    def note_stall(
+        self, start_wall_ns: int, end_wall_ns: int, gc_generation: int | None = None
+    ) -> None:
+        """One stall window; ``gc_generation``: the collector ran in it (that generation)."""
         self.stalls += 1
         self.stalled_ns += end_wall_ns - start_wall_ns
+        if gc_generation is not None:
+            self.gc_stalls += 1
+            self.gc_stalled_ns += end_wall_ns - start_wall_ns
         stall = {"ms": round((end_wall_ns - start_wall_ns) / 1e6, 3),
-                 "at_wall_s": round(end_wall_ns / 1e9, 3), "worker": None}  # fmt: skip
+                 "at_wall_s": round(end_wall_ns / 1e9, 3), "worker": None,
+                 "gc": gc_generation}  # fmt: skip
         self._keep_worst([stall])
 
     def name_worker(self, worker: str) -> None:
@@ -149,18 +159,23 @@ class ClientHealth:
         self.stalls += other.stalls
         self.stalled_ns += other.stalled_ns
         self.watched_ns += other.watched_ns
+        self.gc_stalls += other.gc_stalls
+        self.gc_stalled_ns += other.gc_stalled_ns
         if other.worst_stalls:
             self._keep_worst([dict(stall) for stall in other.worst_stalls])
 
     def encode(self) -> dict[str, Any]:
         loop_lag = self.loop_lag.encode().decode("ascii") if self.loop_lag.total_count else None
         return {"loop_lag": loop_lag, "stalls": self.stalls, "stalled_ns": self.stalled_ns,
-                "watched_ns": self.watched_ns, "worst_stalls": self.worst_stalls}  # fmt: skip
+                "watched_ns": self.watched_ns, "gc_stalls": self.gc_stalls,
+                "gc_stalled_ns": self.gc_stalled_ns, "worst_stalls": self.worst_stalls}  # fmt: skip
 
     @classmethod
     def decode(cls, data: dict[str, Any]) -> ClientHealth:
         health = cls(stalls=int(data.get("stalls", 0)), stalled_ns=int(data.get("stalled_ns", 0)),
-                     watched_ns=int(data.get("watched_ns", 0)))  # fmt: skip
+                     watched_ns=int(data.get("watched_ns", 0)),
+                     gc_stalls=int(data.get("gc_stalls", 0)),
+                     gc_stalled_ns=int(data.get("gc_stalled_ns", 0)))  # fmt: skip
         health.worst_stalls = list(data.get("worst_stalls", []))
         if data.get("loop_lag"):
             try:

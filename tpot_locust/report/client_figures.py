@@ -45,6 +45,9 @@ def client_health(health: ClientHealth, start_wall_s: float | None) -> dict[str,
         } | {"max": lag.max / 1000},
         "stalls": health.stalls,
         "stalled_ms": round(health.stalled_ns / 1e6, 3),
+        # of them, those during this process's own garbage collection (a client GC)
+        "gc_stalls": health.gc_stalls,
+        "gc_stalled_ms": round(health.gc_stalled_ns / 1e6, 3),
         "loop_held_share": None if held_share is None else round(held_share, 4),
         "loop_saturated": loop_saturated(held_share),
         "worst_stalls": worst,
@@ -167,6 +170,7 @@ def format_client_stalls(summary: Summary) -> list[str]:
         f"{stall['ms']:.1f} ms"
         + (f" at {stall['at_s']:.1f} s" if stall.get("at_s") is not None else "")
         + (f" on {printable(stall['worker'])}" if stall.get("worker") else "")
+        + (f" (client GC, generation {stall['gc']})" if stall.get("gc") is not None else "")
         for stall in client["worst_stalls"][:3]
     )
     held = (
@@ -174,6 +178,9 @@ def format_client_stalls(summary: Summary) -> list[str]:
         f"{client['stall_threshold_ms'] or '-'} ms, {client['stalled_ms']:.1f} ms in all"
     )
     worst = f"  worst {where}; loop lag P99 {lag['p99']:.2f} ms, max {lag['max']:.1f} ms"
+    if gc_stalls := client.get("gc_stalls"):
+        held += (f"; {gc_stalls:,} of them ({client['gc_stalled_ms']:.1f} ms) while this "
+                 "client's garbage collector ran: a client GC (tune gc, not workers)")  # fmt: skip
     if set(clocks) == {SEGMENT_CLOCK}:  # every token kept its own arrival: nothing moved
         return [f"client loop: {held}; every token's stamp was recovered, none moved", worst]
     return [

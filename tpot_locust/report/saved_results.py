@@ -243,11 +243,12 @@ _TAIL_GAP = record({"ms": _NUMBER0, "phase": text(100), "at_wall_s": number(),
 _CLASS = record({"histograms": mapping(text(MAX_BLOB), 1000), "counters": _COUNTERS,
                  "tail_gaps": list_of(_TAIL_GAP, TAIL_GAPS_KEPT),
                  "worst_gaps": list_of(_TAIL_GAP, TAIL_GAPS_KEPT)})  # fmt: skip
-_STALL = record({"ms": _NUMBER0, "at_wall_s": number(), "worker": optional(text(1000))},
+_STALL = record({"ms": _NUMBER0, "at_wall_s": number(), "worker": optional(text(1000)),
+                 "gc": optional(integer(0, 2))},
                 required=("ms", "at_wall_s"))  # fmt: skip
 _CLIENT = record({"loop_lag": optional(text(MAX_BLOB)), "stalls": integer(),
-                  "stalled_ns": integer(), "watched_ns": integer(),
-                  "worst_stalls": list_of(_STALL, 1000)})  # fmt: skip
+                  "stalled_ns": integer(), "watched_ns": integer(), "gc_stalls": integer(),
+                  "gc_stalled_ns": integer(), "worst_stalls": list_of(_STALL, 1000)})  # fmt: skip
 _POINT = record(
     {"t": number(), "interval_s": optional(_NUMBER0), "users": integer(),
      "tokens_per_s": optional(_NUMBER0), "requests_ok": integer(), "requests_failed": integer(),

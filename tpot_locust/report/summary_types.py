@@ -91,6 +91,8 @@ class ClientFigures(TypedDict, total=False):
     loop_lag: dict[str, float]  # count, a key per percentile, max
     stalls: int
     stalled_ms: float
+    gc_stalls: int  # of the stalls, those while this client's garbage collector ran
+    gc_stalled_ms: float
     loop_held_share: float | None  # of the watched time, held in stalls (``ClientHealth``)
     loop_saturated: bool  # held over ``LOOP_SATURATED_SHARE``: busy, however late its reads
     worst_stalls: list[dict[str, Any]]
