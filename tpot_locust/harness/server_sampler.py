@@ -28,7 +28,7 @@ from gevent import subprocess
 from tpot_locust.common.child_process import child_options
 from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.text_safety import printable
-from tpot_locust.metrics.causes import KV_PRESSURE, PREEMPTION, QUEUEING, CauseWindow
+from tpot_locust.metrics.causes import SERVER_CAUSES, CauseWindow
 from tpot_locust.metrics.server_windows import MAX_POINTS, SeriesReducer, server_windows
 from tpot_locust.wire.metrics_scrape import URL_ENV
 
@@ -63,7 +63,7 @@ class ServerSampler:
         self._slow = 0
         self._failed = 0
         self._notes: list[str] = []
-        self._windows = {PREEMPTION: 0, KV_PRESSURE: 0, QUEUEING: 0}
+        self._windows = dict.fromkeys(SERVER_CAUSES, 0)
         self._stopped = False
 
     def start(self) -> None:

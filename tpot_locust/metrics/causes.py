@@ -7,10 +7,11 @@ processes) with a kind and a size:
   tokens. A scheduled burst request is one case of it (``burst`` set).
 - ``client_stall``: this process's event loop could not run (``metrics.stalls``); local to
   the process whose stamps it distorts, never shared.
-- ``preemption``, ``kv_pressure``, ``queueing``: server windows, from two consecutive
-  samples of the server's own metrics (the counter of preemptions rose; KV cache usage at
-  or above ``KV_PRESSURE_AT``; requests waiting); size = the preemptions, the usage (0..1)
-  or the requests waiting.
+- ``preemption``, ``kv_pressure``, ``queueing``, ``server_gc``: server windows, from two
+  consecutive samples of the server's own metrics (the counter of preemptions rose; KV
+  cache usage at or above ``KV_PRESSURE_AT``; requests waiting; the full collections of
+  its Python process, ``python_gc_collections_total{generation="2"}``, rose); size = the
+  preemptions, the usage (0..1), the requests waiting or the collections.
 - ``network``: a request whose connection saw retransmissions between its send and its end
   (``wire.tcp_info``: ours and the server's); it tags that request's own gaps only, so it
   is a mask on them, not a window here.
@@ -36,8 +37,9 @@ CLIENT_STALL = "client_stall"
 PREEMPTION = "preemption"
 KV_PRESSURE = "kv_pressure"
 QUEUEING = "queueing"
+SERVER_GC = "server_gc"
 NETWORK = "network"
-SERVER_CAUSES = (PREEMPTION, KV_PRESSURE, QUEUEING)
+SERVER_CAUSES = (PREEMPTION, KV_PRESSURE, QUEUEING, SERVER_GC)
 CAUSES = (PREFILL, *SERVER_CAUSES, NETWORK, CLIENT_STALL)
 UNEXPLAINED = "none"  # the share of tail gaps that overlapped no cause window
 KV_PRESSURE_AT = 0.95  # KV cache usage (0..1) from which a server window is kv_pressure

@@ -9,7 +9,8 @@ lines:
   time: ``preemption`` where the preemption counter rose (size: the increase; a counter
   that went down is a server restart, not a rise), ``kv_pressure`` where KV cache usage at
   either end is at or above ``KV_PRESSURE_AT`` (size: the larger usage), ``queueing``
-  where requests waited at either end (size: the most waiting). Ids are
+  where requests waited at either end (size: the most waiting), ``server_gc`` where the
+  server's Python process counted more full collections (size: how many). Ids are
   ``server:<kind>:<index of the current sample>``: unique in a run and the same in every
   process that derives them.
 - ``SeriesReducer`` / ``downsample``: the series for ``summary.json`` in at most
@@ -31,6 +32,7 @@ from tpot_locust.metrics.causes import (
     KV_PRESSURE_AT,
     PREEMPTION,
     QUEUEING,
+    SERVER_GC,
     CauseWindow,
 )
 
@@ -82,6 +84,12 @@ def server_windows(previous: Mapping[str, Any], current: Mapping[str, Any]) -> l
     waiting = _largest(previous, current, "waiting")
     if waiting is not None and waiting > 0:
         add(QUEUEING, waiting)
+    before, after = (
+        _value(previous, "gc_collections_total"),
+        _value(current, "gc_collections_total"),
+    )
+    if same_engine and before is not None and after is not None and after > before:
+        add(SERVER_GC, after - before)  # its Python process ran a full collection
     return windows
 
 

@@ -34,7 +34,11 @@ MAX_LINE_BYTES = 16 * 1024
 _REASON_CHARS = 200
 
 GAUGES = ("running", "waiting", "kv_usage")
-COUNTERS = ("preemptions_total", "prompt_tokens_total", "generation_tokens_total")
+COUNTERS = ("preemptions_total", "prompt_tokens_total", "generation_tokens_total",
+            "gc_collections_total")  # fmt: skip
+# A Python server's own collector (prometheus_client's default collector, served by vLLM's
+# and SGLang's API server processes): its full collections, the ones that pause it
+GC_SAMPLE, GC_GENERATION = "python_gc_collections_total", "2"
 SERIES = GAUGES + COUNTERS
 HISTOGRAMS = ("itl", "ttft", "queue_time", "prefill_time", "decode_time")
 
@@ -165,6 +169,7 @@ class Snapshot:
     preemptions_total: float | None = None
     prompt_tokens_total: float | None = None
     generation_tokens_total: float | None = None
+    gc_collections_total: float | None = None  # full (generation 2) collections
     histograms: Mapping[str, ServerHistogram] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
@@ -364,7 +369,16 @@ def parse_snapshot(body: bytes | str, wall_time_s: float) -> Snapshot:
         preemptions_total=values["preemptions_total"],
         prompt_tokens_total=values["prompt_tokens_total"],
         generation_tokens_total=values["generation_tokens_total"],
+        gc_collections_total=_full_collections(samples),
     )
+
+
+def _full_collections(samples: Samples) -> float | None:
+    """A Python server's generation-2 collections so far (summed over its label sets), or
+    None where it serves no ``python_gc_collections_total``."""
+    rows = [value for labels, value in samples.get(GC_SAMPLE, ())
+            if labels.get("generation") == GC_GENERATION and math.isfinite(value)]  # fmt: skip
+    return sum(rows) if rows else None
 
 
 def _increase(previous: float | None, current: float | None) -> tuple[float | None, bool]:
