@@ -406,7 +406,7 @@ def test_the_simulator_shows_running_and_waiting(tmp_path: Path) -> None:
         sampler.stop()
     summary = sampler.summary()
     series = summary["series"]
-    assert summary["engine"] == "vllm" and summary["failed"] == 0, summary["notes"]
+    assert summary["engine"] == "simulator, cpu-slow" and summary["failed"] == 0, summary["notes"]
     assert max(series["running"]) == 2 and max(series["waiting"]) >= 1
     assert series["running"][0] == 0 and series["running"][-1] == 0
     assert summary["windows"]["queueing"] >= 1 and any(w.kind == QUEUEING for w in windows)

@@ -222,7 +222,7 @@ def _locust_args(args: argparse.Namespace) -> int:
 def _sim_main(argv: list[str]) -> int:
     from tpot_locust.sim.cli import main as sim_main
 
-    return sim_main(argv)
+    return sim_main(argv, prog="tpot-locust sim")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -38,7 +38,7 @@ def format_server_view(summary: Summary) -> list[str]:
     if view is None:
         return []
     engine = (summary["run"].get("server_metrics") or {}).get("engine") or "the server"
-    lines = [f"What the server says about itself ({engine}'s own histograms; ours beside them)"]
+    lines = [f"What the server says about itself ({engine}: its own histograms; ours beside)"]
     lines.append(f"  {'':8}" + "".join(f"{key:>22}" for key in PERCENTILE_KEYS))
     for name, row in view.items():
         ours = "".join(

@@ -218,9 +218,10 @@ def _announcer(ready_file: Path | None) -> Callable[[str], None]:
     return announce
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the simulator until SIGTERM/SIGINT; returns the exit status (0 on a clean stop)."""
-    parser = build_arg_parser()
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """Run the simulator until SIGTERM/SIGINT; returns the exit status (0 on a clean stop).
+    ``prog``: the command as the user typed it (``tpot-locust sim``), for help and errors."""
+    parser = build_arg_parser(prog) if prog else build_arg_parser()
     args = parser.parse_args(argv)
     if args.default_max_tokens < 1:
         print("--default-max-tokens must be >= 1", file=sys.stderr)

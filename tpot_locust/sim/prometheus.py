@@ -205,6 +205,7 @@ class Registry:
 
 
 NS = 1_000_000_000
+SIM_INFO = "tpot_sim_info"  # the simulator's own sample: how a scraper tells it from a vLLM
 
 
 class InFlight(Protocol):
@@ -223,9 +224,12 @@ class SimMetrics:
     preemption counter and the requests in flight are read through ``bind`` when rendering.
     """
 
-    def __init__(self, model: str = "tpot-sim") -> None:
+    def __init__(self, model: str = "tpot-sim", profile: str = "gap mode") -> None:
         labels: Labels = (("model_name", model), ("engine", "0"))
         self.registry = r = Registry()
+        # what this server is: a reader is told it measured the simulator, not a vLLM
+        r.add(Gauge(SIM_INFO, "The tpot-locust embedded simulator (vLLM-shaped).",
+                    (("emulates", "vllm"), ("profile", profile)), read=lambda: 1.0))  # fmt: skip
         self.running = Gauge(
             "vllm:num_requests_running", "Number of requests in model execution batches.", labels
         )

@@ -114,7 +114,8 @@ class SimServer:
         self._truth: TruthWriter | None = None
         self._steps: TruthWriter | None = None  # a separate step log (--steps)
         self.engine: EngineLoop | None = None
-        self.metrics = SimMetrics(config.model)
+        profile = config.engine.name if config.engine is not None else "gap mode"
+        self.metrics = SimMetrics(config.model, profile)
         # gap mode: every stream in flight runs, nothing waits, no KV cache, no preemption
         self.metrics.bind(running=lambda: len(self._streams), in_flight=lambda: self._streams)
         self._created = int(time.time())

@@ -327,6 +327,7 @@ def parse_snapshot(body: bytes | str, wall_time_s: float) -> Snapshot:
     dialect, reason = detect_engine(samples)
     if dialect is None:
         return Snapshot(engine=None, wall_time_s=wall_time_s, reason=reason)
+    engine = _simulated(samples) or dialect.engine
     values: dict[str, float | None] = {}
     notes: list[str] = []
     for ours in SERIES:
@@ -358,7 +359,7 @@ def parse_snapshot(body: bytes | str, wall_time_s: float) -> Snapshot:
         except ValueError as exc:
             notes.append(_one_line(f"{ours}: {exc}"))
     return Snapshot(
-        engine=dialect.engine,
+        engine=engine,
         wall_time_s=wall_time_s,
         reason=reason,
         histograms=MappingProxyType(histograms),
@@ -371,6 +372,19 @@ def parse_snapshot(body: bytes | str, wall_time_s: float) -> Snapshot:
         generation_tokens_total=values["generation_tokens_total"],
         gc_collections_total=_full_collections(samples),
     )
+
+
+SIM_INFO = "tpot_sim_info"  # = sim.prometheus.SIM_INFO (the wire imports no simulator)
+
+
+def _simulated(samples: Samples) -> str | None:
+    """The engine's name for tpot-locust's own simulator, which serves vLLM's names (and
+    says so in ``tpot_sim_info``): "simulator, h200-llama3-8b"; None for any other."""
+    rows = samples.get(SIM_INFO)
+    if not rows:
+        return None
+    profile = printable(str(rows[0][0].get("profile", "")))[:64]
+    return f"simulator, {profile}" if profile else "simulator"
 
 
 def _full_collections(samples: Samples) -> float | None:
