@@ -52,7 +52,11 @@ def test_a_sweep_stops_at_the_first_broken_slo_and_names_the_knee(tmp_path: Path
     assert steps[-1]["tokens_per_s"] > steps[0]["tokens_per_s"]  # more load, more tokens
     page = (out / "sweep.html").read_text()
     assert page.count("<svg") == 3 and "knee" in page
+    assert "SLO tpot p99 &lt;= 55 ms" in page  # the line the knee was found against
     assert "knee: users 16 (step 3)" in result.stdout
+    # the step over the SLO is the knee's far side, not a failed verdict (issue 46, item 5)
+    assert "=== sweep step: over its SLOs: the knee's far side ===" in result.stdout
+    assert "SLO verdict: FAIL" not in result.stdout
 
 
 def test_a_sweep_drives_a_running_cluster_one_test_per_step(tmp_path: Path) -> None:

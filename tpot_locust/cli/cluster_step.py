@@ -156,5 +156,5 @@ class ClusterSteps:
         finished = finish_run(folder, totals, run, slo=scenario.slo, suite=scenario.name,
                               save_histograms=False, summary=summary)  # fmt: skip
         if finished.verdict is not None:
-            print("\n".join(format_verdict(finished.verdict)), flush=True)
+            print("\n".join(format_verdict(finished.verdict, sweep_step=True)), flush=True)
         return finished.verdict

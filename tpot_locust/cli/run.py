@@ -51,6 +51,7 @@ class RunOptions:
     overrides: list[str] = field(default_factory=list)
     locust_args: list[str] = field(default_factory=list)
     truth_tolerance_ms: float | None = None
+    sweep_step: bool = False  # a step of ``tpot-locust sweep``: its verdict is the sweep's
 
 
 def _overrides(options: RunOptions, scenario: Scenario) -> dict[str, str]:
@@ -225,7 +226,8 @@ def run_scenario(options: RunOptions) -> int:
         print(f"tpot-locust: nothing was measured: {why} (Locust exited {code})",
               file=sys.stderr, flush=True)  # fmt: skip
     if finished.verdict is not None:
-        print("\n" + "\n".join(format_verdict(finished.verdict)), flush=True)
+        lines = format_verdict(finished.verdict, options.sweep_step)
+        print("\n" + "\n".join(lines), flush=True)
     if code >= 128:
         return code  # stopped by a signal: say so
     if why and finished.verdict is None:

@@ -50,7 +50,9 @@ def _step_runner(options: SweepOptions) -> Callable[[Path, list[str]], int]:
                              "cluster's workers run every step")  # fmt: skip
         return ClusterSteps(MasterAPI(options.master_url), options.scenario_path,
                             options.host).run  # fmt: skip
-    base = RunOptions(options.scenario_path, host=options.host, workers=options.workers)
+    base = RunOptions(
+        options.scenario_path, host=options.host, workers=options.workers, sweep_step=True
+    )
     return lambda folder, overrides: run_scenario(replace(base, out=folder, overrides=overrides))
 
 
@@ -73,7 +75,14 @@ def run_sweep(options: SweepOptions) -> int:
     steps: list[dict[str, Any]] = []  # one row a step (``step_row``)
     document: dict[str, Any] = {"scenario": scenario.name, "vary": sweep.vary,
                                 "class": sweep.class_name, "values": values, "steps": steps,
-                                "knee": None, "stopped_because": None}  # fmt: skip
+                                "knee": None, "stopped_because": None,
+                                # the latency SLOs the knee is found against (sweep.html)
+                                "slo_limits_ms": [
+                                    {"metric": o.metric, "statistic": o.statistic,
+                                     "limit": o.limit}
+                                    for o in scenario.slo.objectives
+                                    if o.kind == "latency" and o.upper and not o.class_name
+                                    and not o.model]}  # fmt: skip
     run_step = _step_runner(options)
     code = 0
     for number, value in enumerate(values, start=1):

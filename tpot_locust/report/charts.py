@@ -233,16 +233,23 @@ def _shading_legend(shading: Shading, height: int) -> list[str]:
 
 
 def load_chart(
-    title: str, curves: Sequence[Curve], unit: str, knee: dict[str, Any] | None = None
-) -> str:
-    """Curves of (load, value) over a sweep's steps, the knee marked: where SLOs break."""
+    title: str, curves: Sequence[Curve], unit: str, knee: dict[str, Any] | None = None,
+    limits: Sequence[tuple[str, float]] = (),
+) -> str:  # fmt: skip
+    """Curves of (load, value) over a sweep's steps, the knee marked: where SLOs break;
+    ``limits``: the SLOs the knee was found against, each a labelled horizontal line."""
     drawn = [curve for curve in curves if curve.points]
     if not drawn:
         return _empty(title)
     loads = sorted({x for curve in drawn for x, _ in curve.points})
-    top = max(y for curve in drawn for _, y in curve.points)
+    top = max([y for curve in drawn for _, y in curve.points] + [v for _, v in limits])
     plot = _Plot(max(loads), top * 1.05, x_min=min(loads) if len(loads) > 1 else 0.0)
     parts = _frame(title, plot, unit, [(x, _fmt(x)) for x in loads])
+    for label, value in limits:
+        y = plot.y(value)
+        parts.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{LEFT + plot.inner_w}" y2="{y:.1f}" '
+                     f'class="stall" stroke-dasharray="6 3"/><text x="{LEFT + 4}" '
+                     f'y="{y - 4:.1f}" class="legend">{escape(label)}</text>')  # fmt: skip
     if knee is not None and plot.x_min <= knee["value"] <= plot.x_max:
         x = plot.x(knee["value"])
         parts.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{TOP + plot.inner_h}" '

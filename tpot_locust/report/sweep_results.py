@@ -98,8 +98,9 @@ def render_sweep(document: dict[str, Any]) -> str:
                    if row[metric].get(statistic) is not None])
             for statistic in ("p50", "p99")
         ]  # fmt: skip
+        limits = [(f"SLO {name}", limit) for name, limit in _limits(document, metric)]
         charts.append(load_chart(f"{metric.upper()} by {document['vary']}", curves, "ms",
-                                 document["knee"]))  # fmt: skip
+                                 document["knee"], limits))  # fmt: skip
     throughput = [Curve("tokens/s", [(row["value"], row["tokens_per_s"]) for row in rows])]
     charts.append(load_chart(f"tokens/s by {document['vary']}", throughput, "tokens/s",
                              document["knee"]))  # fmt: skip
@@ -110,6 +111,15 @@ def render_sweep(document: dict[str, Any]) -> str:
         f"<title>{escape(title)}</title><style>{PAGE_CSS}{CHART_CSS}</style></head><body>"
         f"<h1>{escape(title)}</h1><pre>{table}</pre>" + "".join(charts) + "</body></html>\n"
     )
+
+
+def _limits(document: dict[str, Any], metric: str) -> list[tuple[str, float]]:
+    """The SLO limits (ms) on ``metric``'s p50 or p99 the sweep's knee was found against."""
+    found = []
+    for slo in document.get("slo_limits_ms") or []:
+        if slo.get("metric") == metric and slo.get("statistic") in ("p50", "p99"):
+            found.append((f"{metric} {slo['statistic']} <= {slo['limit']:g} ms", slo["limit"]))
+    return found
 
 
 def _ms(value: float | None) -> str:

@@ -65,9 +65,15 @@ def junit_tree(verdict: dict[str, Any], suite: str) -> ET.ElementTree:
     return ET.ElementTree(root)
 
 
-def format_verdict(verdict: dict[str, Any]) -> list[str]:
-    """The verdict table for the terminal (100 columns)."""
-    lines = [f"=== SLO verdict: {verdict['verdict'].upper()} (exit {verdict['exit_code']}) ==="]
+def format_verdict(verdict: dict[str, Any], sweep_step: bool = False) -> list[str]:
+    """The verdict table for the terminal (100 columns); ``sweep_step``: a sweep's step,
+    whose failing is how the sweep finds its knee, not a failed run."""
+    if sweep_step:
+        where = {"pass": "within its SLOs", "fail": "over its SLOs: the knee's far side"}
+        said = where.get(verdict["verdict"], verdict["verdict"].upper())
+        lines = [f"=== sweep step: {said} ==="]
+    else:
+        lines = [f"=== SLO verdict: {verdict['verdict'].upper()} (exit {verdict['exit_code']}) ==="]
     for check in verdict["checks"]:
         lines.append(f"  {_MARKS[check['verdict']]:<13}{printable(check['name'])}")
         lines.append(f"  {'':13}{printable(check['why'])}")
