@@ -227,9 +227,6 @@ class SimMetrics:
     def __init__(self, model: str = "tpot-sim", profile: str = "gap mode") -> None:
         labels: Labels = (("model_name", model), ("engine", "0"))
         self.registry = r = Registry()
-        # what this server is: a reader is told it measured the simulator, not a vLLM
-        r.add(Gauge(SIM_INFO, "The tpot-locust embedded simulator (vLLM-shaped).",
-                    (("emulates", "vllm"), ("profile", profile)), read=lambda: 1.0))  # fmt: skip
         self.running = Gauge(
             "vllm:num_requests_running", "Number of requests in model execution batches.", labels
         )
@@ -279,6 +276,9 @@ class SimMetrics:
                        self.generation, self.success, self.iteration_tokens, self.ttft, self.itl,
                        self.e2e, *phases.values()):  # fmt: skip
             r.add(metric)
+        # what this server is, after vLLM's own: a reader is told it measured the simulator
+        r.add(Gauge(SIM_INFO, "The tpot-locust embedded simulator (vLLM-shaped).",
+                    (("emulates", "vllm"), ("profile", profile)), read=lambda: 1.0))  # fmt: skip
         self._tokens_done = 0  # generation tokens of ended requests
         self._gaps_done = 0  # their token gaps
         self._gap_ns_done = 0  # and the sum of those gaps
