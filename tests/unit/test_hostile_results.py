@@ -342,3 +342,22 @@ def test_an_empty_headline_metric_is_said_not_dropped() -> None:
     text = summary_module.format_report(summary_module.build_summary(metric_set))
     assert "TPOT: no samples (no token gap arrived inside the window)" in text
     assert "TTFT: no samples (no request sent inside the window had its first token)" in text
+
+
+def test_no_python_literal_reaches_the_html_report() -> None:
+    """Issue 46, item 2: ``tolerance None ms: passed None`` and ``busy False`` were printed
+    in every report: values are formatted for people."""
+    import html as html_module
+    import re
+
+    totals = _totals()
+    summary = build_summary(totals) | {
+        "truth_check": {"tolerance_ms": None, "passed": None, "worst_error_ms": 0.01,
+                        "metrics": {"tpot": {"p50": {"error": 0.001}}}},
+    }  # fmt: skip
+    page = render_report([RunView("run", summary, totals)])
+    text = html_module.unescape(re.sub(r"<[^>]+>", " ", page))
+    assert not re.findall(r"\b(None|True|False)\b", text), re.findall(
+        r".{40}\b(?:None|True|False)\b.{20}", text
+    )
+    assert "shown, not gated" in text

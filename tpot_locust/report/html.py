@@ -30,7 +30,7 @@ from tpot_locust.report.charts import (
     timeseries_chart,
 )
 from tpot_locust.report.summary import format_token_kinds, format_window, reasoned
-from tpot_locust.report.summary_types import Summary
+from tpot_locust.report.summary_types import ClientFigures, Summary
 from tpot_locust.report.tail_pictures import has_tail_facts, why_the_tail
 from tpot_locust.scenario.slo import STATISTICS
 
@@ -106,7 +106,7 @@ def _section(title: str, parts: list[str]) -> list[str]:
 
 def _rows(rows: list[list[str]], header: list[str]) -> str:
     head = "".join(f"<th>{escape(cell)}</th>" for cell in header)
-    lines = ["<table><tr>" + head + "</tr>"]
+    lines = ["<table><tr>" + head + "</tr>" if any(header) else "<table>"]  # no empty row
     for row in rows:
         lines.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>")
     return "".join(lines) + "</table>"
@@ -135,11 +135,7 @@ def _metadata(summary: Summary) -> list[str]:
          + (", ".join(f"{k} {v}" for k, v in requests["errors"].items()) or "none")),
         ("throughput", f"{tokens['per_s']:,.1f} tokens/s, {requests['per_s']:.2f} requests/s "
          f"over {summary['window_s']:.1f} s"),
-        ("client", f"read delay p90 {client.get('read_delay_p90_ms')} ms, p99 "
-         f"{client.get('read_delay_p99_ms')} ms, busy "
-         f"{client.get('busy')}; {client.get('stalls', 0)} loop stalls "
-         f"({client.get('stalled_ms', 0)} ms, loop held share "
-         f"{client.get('loop_held_share')})"),
+        ("client", _client_line(client)),
     ]  # fmt: skip
     if goodput := summary.get("goodput"):
         fraction = "-" if goodput["fraction"] is None else f"{goodput['fraction'] * 100:.2f}%"
@@ -153,7 +149,16 @@ def _metadata(summary: Summary) -> list[str]:
         share = "-" if coverage["share"] is None else f"{coverage['share']:.1%}"
         items.append(("window's truth", f"measured {coverage['measured']:,} of the "
                       f"{coverage['true']:,} gaps the server sent ({share})"))  # fmt: skip
-    return [_rows([[escape(str(k)), escape(str(v))] for k, v in items], ["", ""])]
+    return [_rows([[escape(str(k)), escape(_for_people(v))] for k, v in items], ["", ""])]
+
+
+def _for_people(value: Any) -> str:
+    """A run fact as a reader says it: no ``None``, ``True`` or ``False``."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
 
 
 def _verdict(verdict: dict[str, Any]) -> list[str]:
@@ -177,9 +182,26 @@ def _truth(truth: dict[str, Any]) -> list[str]:
     for metric, figures in truth.get("metrics", {}).items():
         cells = [f"{figures[k]['error']:+.3f}" if k in figures else "-" for k in keys]
         rows.append([escape(metric), *cells])
-    passed = truth.get("passed")
-    note = f"<p>tolerance {truth.get('tolerance_ms')} ms: passed {passed}</p>"
-    return [note, _rows(rows, ["metric", *keys])]
+    tolerance, passed = truth.get("tolerance_ms"), truth.get("passed")
+    if tolerance is None:
+        said = "shown, not gated (--truth-tolerance-ms gates it)"
+    else:
+        said = f"{'passed' if passed else 'FAILED'}: every error within {tolerance:g} ms"
+    return [f"<p>{escape(said)}</p>", _rows(rows, ["metric", *keys])]
+
+
+def _client_line(client: ClientFigures) -> str:
+    """The client's health for people: its reads, whether it kept up, its loop's stalls."""
+    p90, p99 = client.get("read_delay_p90_ms"), client.get("read_delay_p99_ms")
+    reads = (f"read delay p90 {p90:.3f} ms, p99 {p99:.3f} ms" if p90 is not None and p99 is not None
+             else "read delay not measured (no kernel stamps)")  # fmt: skip
+    busy = {True: "busy: the client fell behind", False: "kept up", None: "-"}[client.get("busy")]
+    share = client.get("loop_held_share")
+    held = f", loop held {share:.1%} of the time" if share is not None else ""
+    return (
+        f"{reads}; {busy}; {client.get('stalls', 0):,} loop stalls "
+        f"({client.get('stalled_ms', 0):,.1f} ms{held})"
+    )
 
 
 def _tables(summary: Summary) -> list[str]:
