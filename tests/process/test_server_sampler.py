@@ -24,7 +24,13 @@ import pytest
 from tests.helpers.hostile_http import hostile_http
 from tests.helpers.metrics_server import metrics_server
 from tpot_locust.harness.server_sampler import ServerSampler
-from tpot_locust.metrics.causes import KV_PRESSURE, PREEMPTION, QUEUEING, CauseWindow
+from tpot_locust.metrics.causes import (
+    KV_PRESSURE,
+    PREEMPTION,
+    QUEUEING,
+    SERVER_CAUSES,
+    CauseWindow,
+)
 from tpot_locust.sim.process import start_simulator
 
 pytestmark = pytest.mark.timeout(60)
@@ -145,8 +151,7 @@ def test_recorded_engines_give_series_windows_and_a_summary(tmp_path: Path, engi
 
     ids = [w.window_id for w in windows]
     assert len(ids) == len(set(ids))
-    by_kind = {kind: [w for w in windows if w.kind == kind] for kind in (PREEMPTION, KV_PRESSURE,
-                                                                          QUEUEING)}  # fmt: skip
+    by_kind = {kind: [w for w in windows if w.kind == kind] for kind in SERVER_CAUSES}
     assert summary["windows"] == {kind: len(found) for kind, found in by_kind.items()}
     intervals = len(samples) - 1
     # waiting 2 on every third scrape: an interval has it at one end unless both ends miss
