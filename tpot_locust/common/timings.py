@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeGuard
+from typing import TYPE_CHECKING, Protocol, TypeGuard
 
 import numpy as np
 
@@ -235,6 +235,29 @@ class RequestTimings:
     def tpot_ns(self) -> np.ndarray:
         """One sample per output token after the first: event i>1 gives k_i x gap_i/k_i."""
         return tpot_samples_ns(self.itl_ns(), self.tokens_after_first())
+
+
+class StreamSoFar(Protocol):
+    """A stream while it goes, as its live counter reads it (never writes): when it was
+    sent, the arrival of each token event and the tokens each carried (both growing as
+    events arrive), its first answer event, and what its connection says so far. The
+    wire's streams are these (``wire.streaming``); the recorder's ``TokenFlow`` reads them."""
+
+    @property
+    def t_send_ns(self) -> int: ...
+
+    @property
+    def token_stamps(self) -> array[int]: ...
+
+    @property
+    def token_counts(self) -> array[int]: ...
+
+    @property
+    def answer_stamp_ns(self) -> int | None: ...
+
+    def stamps_recovered(self) -> bool: ...
+
+    def retransmitted(self) -> bool: ...
 
 
 def _described(value: object) -> str:

@@ -14,32 +14,12 @@ recorder when its request is recorded (``finished`` says how many were taken bef
 
 from __future__ import annotations
 
-from array import array
 from collections import Counter
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
-
-class StreamSoFar(Protocol):
-    """What is read of a live stream (``wire.streaming.StreamSoFar``, never written)."""
-
-    @property
-    def t_send_ns(self) -> int: ...
-
-    @property
-    def token_stamps(self) -> array[int]: ...
-
-    @property
-    def token_counts(self) -> array[int]: ...
-
-    @property
-    def answer_stamp_ns(self) -> int | None: ...
-
-    def stamps_recovered(self) -> bool: ...
-
-    def retransmitted(self) -> bool: ...
+from tpot_locust.common.timings import StreamSoFar
 
 
 @dataclass(slots=True)

@@ -41,7 +41,7 @@ from tpot_locust.common.errors import (
 )
 from tpot_locust.common.metric_groups import metric_group
 from tpot_locust.common.text_safety import printable
-from tpot_locust.common.timings import RequestTimings
+from tpot_locust.common.timings import RequestTimings, StreamSoFar
 from tpot_locust.wire.deadline import Deadline
 from tpot_locust.wire.http_client import HTTPConnection, ReadTimeout
 from tpot_locust.wire.http_response import Response
@@ -58,28 +58,6 @@ from tpot_locust.wire.stream_decoder import (
 
 MAX_ERROR_BODY = 64 * 1024
 BODY_START_KEPT = 256  # bytes of a body kept until its first event: what arrived instead
-
-
-class StreamSoFar(Protocol):
-    """A stream while it goes, as its live counter reads it (never writes): when it was
-    sent, the arrival of each token event and the tokens each carried (both growing as
-    events arrive), and what the connection says of it so far."""
-
-    @property
-    def t_send_ns(self) -> int: ...
-
-    @property
-    def token_stamps(self) -> array[int]: ...
-
-    @property
-    def token_counts(self) -> array[int]: ...
-
-    @property
-    def answer_stamp_ns(self) -> int | None: ...
-
-    def stamps_recovered(self) -> bool: ...
-
-    def retransmitted(self) -> bool: ...
 
 
 class LiveStreams(Protocol):
