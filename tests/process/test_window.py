@@ -20,6 +20,7 @@ from tests.helpers.scripted_server import (
     sse_head,
     token,
 )
+from tests.process.test_tail_truth import _run  # a scenario of tests/scenarios, run
 from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.wire.http_client import HTTPConnection, Origin
 from tpot_locust.wire.streaming import stream_request
@@ -28,17 +29,6 @@ from tpot_locust.wire.streaming import stream_request
 MIN_COVERAGE = 0.97
 ITL_TOLERANCE_MS = 0.5
 PROGRESS = re.compile(r"^\[\s*(\d+)s / \d+s\].*?(TPOT -|TPOT p50)", re.MULTILINE)
-
-
-def _run(tmp_path: Path, python: str, scenario: str, *args: str) -> tuple[dict, str]:
-    out = tmp_path / "out"
-    result = run_command(
-        [python, "-m", "tpot_locust", "run", str(ROOT / "tests/scenarios" / scenario),
-         "--out", str(out), *args],
-        timeout=240,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return json.loads((out / "summary.json").read_text()), result.stdout
 
 
 def assert_window_true(summary: dict) -> None:
