@@ -19,8 +19,8 @@ from typing import Any
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.metric_catalogue import ALL_CLASSES
 from tpot_locust.report.compare import Comparison, compare_summaries
-from tpot_locust.report.summary import burst_problem
 from tpot_locust.report.summary_types import Summary
+from tpot_locust.report.window_figures import burst_problem
 from tpot_locust.scenario.slo import Objective, SloSpec, format_limit
 from tpot_locust.scenario.slo_values import format_value
 
