@@ -17,7 +17,12 @@ from tpot_locust.report.charts import (
     thinned,
     timeseries_chart,
 )
-from tpot_locust.report.html import RunView, distribution_points, render_report
+from tpot_locust.report.html import (
+    RunView,
+    distribution_points,
+    render_report,
+    timeseries_shading,
+)
 from tpot_locust.report.summary import build_summary
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -42,6 +47,18 @@ def test_time_series_shade_bursts_and_mark_stalls() -> None:
     assert classes.count("burst") == 2  # the span and its legend swatch
     assert classes.count("stall") == 2
     assert len(svg.findall(f"{SVG}polyline")) == 1
+
+
+def test_only_stalls_that_can_reach_the_tail_are_marked() -> None:
+    """Issue 46, item 3: a quiet run's 2-3 ms stalls put a red mark on every second."""
+    points = [
+        {"t": 1.0, "stalls": 3, "loop_lag_max_ms": 3.0, "tpot": {"count": 900, "p99": 8.0}},
+        {"t": 2.0, "stalls": 1, "loop_lag_max_ms": 40.0, "tpot": {"count": 900, "p99": 8.0}},
+        {"t": 3.0, "stalls": 1, "loop_lag_max_ms": 12.0, "tpot": {"count": 0}},
+        {"t": 4.0, "stalls": 0, "loop_lag_max_ms": 90.0, "tpot": {"count": 900, "p99": 8.0}},
+    ]
+    shading = timeseries_shading({"timeseries": points, "run": {}})
+    assert shading.marks == [2.0, 3.0] and "TPOT p99" in shading.mark_label
 
 
 def _run(classes: dict[str, float]) -> RunView:

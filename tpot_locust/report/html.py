@@ -262,11 +262,26 @@ def _distributions(runs: list[RunView]) -> list[str]:
             "get equal room; the curve ends at the max.</p>"]  # fmt: skip
 
 
+# A client stall is marked on the time series when it can reach the tail one reads there:
+# longer than its interval's TPOT p99 (or this long where no TPOT was measured). A quiet
+# run's 2-3 ms stalls had put a red mark on every second.
+STALL_MARK_MIN_MS = 10.0
+
+
 def timeseries_shading(summary: Summary) -> Shading:
     run = summary.get("run", {})
     spans = [tuple(span) for span in run.get("bursts", {}).get("spans_s", [])]
-    marks = [point["t"] for point in summary.get("timeseries", []) if point.get("stalls")]
-    return Shading(spans=spans, marks=marks)
+    marks = [point["t"] for point in summary.get("timeseries", []) if _stall_matters(point)]
+    return Shading(spans=spans, marks=marks, mark_label="client stall > that second's TPOT p99")
+
+
+def _stall_matters(point: dict[str, Any]) -> bool:
+    """Whether an interval's longest client stall can reach its TPOT tail."""
+    if not point.get("stalls"):
+        return False
+    tpot = point.get("tpot") or {}
+    bar = tpot.get("p99") if tpot.get("count") else None
+    return float(point.get("loop_lag_max_ms") or 0.0) >= (bar or STALL_MARK_MIN_MS)
 
 
 def timeseries_charts(summary: Summary) -> list[str]:

@@ -26,6 +26,14 @@ from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.tail_pictures import tail_timeline
 
 REFRESH_MS = 2000
+# A dashboard: the headline table on top, then the charts two or three a row on a wide
+# screen (one on a narrow one); the tail's timeline keeps one column (one time axis).
+DASHBOARD_CSS = """
+body.dashboard { max-width: 1600px; }
+body.dashboard .charts { display: grid; gap: 12px;
+  grid-template-columns: repeat(auto-fill, minmax(440px, 1fr)); }
+body.dashboard .charts svg.chart { max-width: none; }
+"""
 LIVE_STATISTICS = ("p50", "p90", "p99", "p99.9", "p99.99", "max")
 
 
@@ -68,7 +76,8 @@ setInterval(refresh, {REFRESH_MS});
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         '<link rel="icon" href="data:,">'  # no favicon request
-        f"<title>tpot-locust charts</title><style>{PAGE_CSS}{CHART_CSS}</style></head><body>"
+        f"<title>tpot-locust charts</title><style>{PAGE_CSS}{CHART_CSS}{DASHBOARD_CSS}</style>"
+        '</head><body class="dashboard">'
         f'<h1>tpot-locust: live charts</h1><div id="live">{fragment}</div>'
         f"<script>{script}</script></body></html>"
     )
