@@ -54,10 +54,13 @@ def test_charts_page_draws_the_masters_merged_histograms(tmp_path: Path) -> None
             wait_up(ui + "/")
             time.sleep(5)  # a few intervals merged from the worker
             with chromium_page() as (page, errors, requests):
+                page.set_viewport_size({"width": 1400, "height": 900})
                 page.goto(ui + "/tpot/charts", timeout=30_000)
                 page.wait_for_selector("svg.chart polyline", timeout=30_000)
                 page.wait_for_timeout(2500)  # one live refresh replaced the charts
                 live_polylines = page.locator("svg.chart polyline").count()
+                # a dashboard: at 1400 px the charts stand two or more a row (issue 46)
+                boxes = [page.locator(".charts svg.chart").nth(i).bounding_box() for i in (0, 1)]
                 timeline = page.locator("#tail-timeline svg.chart").all_text_contents()
                 post(ui + "/stop")  # frozen totals: the page and the summary must agree
                 time.sleep(3)
@@ -71,6 +74,8 @@ def test_charts_page_draws_the_masters_merged_histograms(tmp_path: Path) -> None
         finally:
             stop(worker, master)
     assert live_polylines >= 8  # four distributions, four time series
+    first, second = boxes
+    assert first and second and abs(first["y"] - second["y"]) < 1 < second["x"] - first["x"]
     # the tail's timeline and, on its time axis, the prompt tokens in prefill (ours)
     assert len(timeline) >= 2 and "Prompt tokens in prefill" in timeline[1], timeline
     assert len(curve.split()) > 10  # a curve through many percentiles
