@@ -7,7 +7,8 @@
 #         (benchmarks/gpu/decode-512.yaml: the shape that "measured nothing")
 #   run2: scenarios/prefill-burst.yaml, 60 s, every 10 s eight 8,000-token prompts at once
 #
-# Run from the repository root on the GPU machine, with the wheels in .whl/ carried along and
+# Run from the repository root on the GPU machine, with the wheels in .whl/ (benchmarks/gpu/wheels.txt
+# says how to fetch them) carried along and
 # $OUT set (the device tool sets it):  bash benchmarks/gpu/window_run.sh
 # Everything is bounded: the whole script ends within WINDOW_RUN_BUDGET_S (default 480 s).
 # What is left in $OUT (8 files, flat): main.log (this script's output, versions, timings,
