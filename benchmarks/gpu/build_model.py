@@ -46,7 +46,7 @@ def log(message: str) -> None:
 
 def build(out: Path) -> dict:
     import torch
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     started = time.monotonic()
     tokenizer = tiny_model.build_tokenizer(out)
@@ -88,26 +88,7 @@ def build(out: Path) -> dict:
     log(f"model: {params / 1e9:.3f} B parameters initialised on {where} "
         f"in {time.monotonic() - t0:.1f} s")  # fmt: skip
 
-    dim, constant = tiny_model.CONSTANT_DIM, tiny_model.CONSTANT
-    with torch.no_grad():
-        model.model.embed_tokens.weight[:, dim] = constant
-        for layer in model.model.layers:
-            layer.self_attn.o_proj.weight[dim, :] = 0.0  # no layer writes to it
-            layer.mlp.down_proj.weight[dim, :] = 0.0
-            layer.input_layernorm.weight[dim] = 0.0  # nor reads it
-            layer.post_attention_layernorm.weight[dim] = 0.0
-        model.model.norm.weight[dim] = 1.0
-        head = model.lm_head.weight
-        head[:, dim] = 0.0
-        index = torch.tensor(banned, device=head.device)
-        head[index, :] = 0.0
-        head[index, dim] = tiny_model.BANNED_WEIGHT
-    model.generation_config = GenerationConfig(
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        do_sample=False,
-    )
+    tiny_model.shape_answers(model, tokenizer)  # answers of max_tokens (banned: above)
 
     # the trick holds: a short greedy answer has only allowed tokens, never the end token
     t0 = time.monotonic()

@@ -81,7 +81,7 @@ def banned_ids(tokenizer) -> list[int]:
 
 def build_model(out: Path, tokenizer) -> None:
     import torch
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(SEED)
     config = LlamaConfig(
@@ -99,6 +99,24 @@ def build_model(out: Path, tokenizer) -> None:
         torch_dtype="float32",
     )
     model = LlamaForCausalLM(config)
+    banned = shape_answers(model, tokenizer)
+    model.save_pretrained(out, safe_serialization=True)
+    (out / "tiny-model.json").write_text(
+        json.dumps(
+            {"build_version": BUILD_VERSION, "vocab": len(tokenizer), "banned_tokens": len(banned)}
+        )
+        + "\n"  # fmt: skip
+    )
+
+
+def shape_answers(model, tokenizer) -> list[int]:
+    """The weight trick on a Llama built anywhere (here, or on a GPU by
+    benchmarks/gpu/build_model.py): one hidden dimension carries a constant no layer reads
+    or writes, and the head turns it into a large negative logit for every banned token,
+    so greedy answers never end early; greedy generation. Returns the banned ids."""
+    import torch
+    from transformers import GenerationConfig
+
     banned = banned_ids(tokenizer)
     with torch.no_grad():
         model.model.embed_tokens.weight[:, CONSTANT_DIM] = CONSTANT
@@ -118,13 +136,7 @@ def build_model(out: Path, tokenizer) -> None:
         pad_token_id=tokenizer.pad_token_id,
         do_sample=False,
     )
-    model.save_pretrained(out, safe_serialization=True)
-    (out / "tiny-model.json").write_text(
-        json.dumps(
-            {"build_version": BUILD_VERSION, "vocab": len(tokenizer), "banned_tokens": len(banned)}
-        )
-        + "\n"  # fmt: skip
-    )
+    return banned
 
 
 def main(out_dir: str) -> None:
