@@ -76,6 +76,21 @@ def _count_tokens(counters: ClassCounters, timings: RequestTimings) -> None:
         counters.cache_reported_prompt_tokens += requested if reported is None else reported
 
 
+def read_together(gaps_ns: np.ndarray, next_shared: bool = False) -> np.ndarray | None:
+    """The gaps a shared read distorted (None: none): events a read returned together
+    carry one stamp, so the gap before such an event reads long and the next zero; both are
+    marked. ``next_shared``: the gap after the last one here is zero (a live part's, whose
+    successor waits for the next take)."""
+    shared: np.ndarray = gaps_ns == 0
+    if not next_shared and not shared.any():
+        return None
+    together: np.ndarray = shared.copy()
+    together[:-1] |= shared[1:]
+    if next_shared and together.size:
+        together[-1] = True
+    return together
+
+
 def _first_token_scalars(timings: RequestTimings) -> dict[str, float]:
     """The figures of a request's first token (and first answer token), from its send."""
     ttft, ttft_from_intended = timings.ttft_ns, timings.ttft_from_intended_ns
@@ -294,18 +309,13 @@ class Recorder:
                 scalars = _first_token_scalars(timings)
         for name, value in scalars.items():
             self._pending_scalars.setdefault((group, name), []).append(value)
-        read_together = None
-        if itl.size and not timings.stamps_recovered:
-            shared = itl == 0  # events a read returned together carry one stamp
-            if shared.any():
-                read_together = shared.copy()
-                read_together[:-1] |= shared[1:]
+        recovered = timings.stamps_recovered
         counts = timings.tokens_per_event()
         self._hold(
             group, timings.request_id, timings.t_send_ns, taken, scalars,
             stamps[taken:], None if counts is None else counts[taken + 1 :],
-            None if read_together is None else read_together[taken:],
-            network=timings.retransmits > 0, recovered=timings.stamps_recovered,
+            None if recovered else read_together(itl[taken:]),
+            network=timings.retransmits > 0, recovered=recovered,
             first_tokens=timings.token_counts[0] if taken == 0 else 0,
             answer_stamp_ns=timings.answer_stamp_ns,
         )  # fmt: skip
@@ -334,15 +344,13 @@ class Recorder:
 
     def _hold_live(self, live: LiveGaps) -> None:
         """A live stream's gaps taken at a tick (``token_flow``), held like an ended one's."""
-        read_together = None
+        together = None
         if not live.recovered:
-            shared = np.append(live.stamps[1:] == live.stamps[:-1], live.shared_next)
-            if shared.any():
-                read_together = shared[:-1] | shared[1:]
+            together = read_together(np.diff(live.stamps), live.shared_next)
         counts = live.counts if (live.counts != 1).any() else None
         self._hold(
             live.group, live.request_id, live.t_send_ns, live.first_gap, {}, live.stamps,
-            counts, read_together, live.network, live.recovered, live.first_tokens,
+            counts, together, live.network, live.recovered, live.first_tokens,
             live.answer_stamp_ns,
         )  # fmt: skip
 
