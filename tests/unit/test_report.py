@@ -10,12 +10,8 @@ from tpot_locust.metrics.histograms import record_many
 from tpot_locust.metrics.metric_set import ClassCounters, MetricSet
 from tpot_locust.report.client_figures import CLIENT_BUSY_READ_DELAY_MS, busy_advice
 from tpot_locust.report.progress import format_progress
-from tpot_locust.report.summary import (
-    build_summary,
-    format_prompt_tokens,
-    format_report,
-    prompt_comparison,
-)
+from tpot_locust.report.summary import build_summary, format_report
+from tpot_locust.report.token_figures import format_prompt_tokens, prompt_comparison
 
 
 def summary_with_read_delays(delays_us: list[int]) -> dict:

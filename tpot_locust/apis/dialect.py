@@ -48,6 +48,17 @@ class BodyOptions:
     include_usage: bool = True
 
 
+def refuse_several_choices(class_name: str, extra_body: dict[str, Any]) -> None:
+    """``n`` other than 1 asks for several answers in one stream, whose events we would
+    time as one answer's: refused, with the reason (``ValueError``)."""
+    choices = extra_body.get("n", 1)
+    if choices not in (None, 1) or isinstance(choices, bool):
+        raise ValueError(
+            f"{class_name}: extra_body n={choices!r}: n > 1 is not measured (each choice "
+            "would need its own stream timing); remove n"
+        )
+
+
 @dataclass(slots=True)
 class EventReading:
     """What one decoded event says; the decoder applies the shared rules to it."""

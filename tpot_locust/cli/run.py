@@ -30,7 +30,7 @@ from tpot_locust.report.verdict_files import format_verdict, write_verdict
 from tpot_locust.scenario.capacity import advice
 from tpot_locust.scenario.loader import OVERRIDES_ENV, ScenarioText, overrides_for_env
 from tpot_locust.scenario.model import Scenario, Simulator, scenario_keys
-from tpot_locust.scenario.schema import resolve_profile
+from tpot_locust.scenario.simulator_section import resolve_profile
 from tpot_locust.sim.profiles import check_engine
 from tpot_locust.wire.http_client import Origin
 

@@ -26,7 +26,7 @@ from locust import User, constant, task
 from locust.user.task import LOCUST_STATE_STOPPING
 
 from tpot_locust.apis import dialect_named
-from tpot_locust.apis.dialect import BodyOptions, Dialect
+from tpot_locust.apis.dialect import BodyOptions, Dialect, refuse_several_choices
 from tpot_locust.common.cooperation import let_streams_run
 from tpot_locust.common.distributions import as_distribution, sample_int
 from tpot_locust.common.errors import (
@@ -482,17 +482,6 @@ class ChatUser(User):
     def _unsent(self, request_id: str, intended_ns: int, sent_ns: int) -> RequestTimings:
         return RequestTimings(type(self).__name__, self.api, request_id, intended_ns, sent_ns,
                               model=self._session_model)  # fmt: skip
-
-
-def refuse_several_choices(class_name: str, extra_body: dict[str, Any]) -> None:
-    """``n`` other than 1 asks for several answers in one stream, whose events we would
-    time as one answer's: refused, with the reason (``ValueError``)."""
-    choices = extra_body.get("n", 1)
-    if choices not in (None, 1) or isinstance(choices, bool):
-        raise ValueError(
-            f"{class_name}: extra_body n={choices!r}: n > 1 is not measured (each choice "
-            "would need its own stream timing); remove n"
-        )
 
 
 class CompletionsUser(ChatUser):

@@ -29,9 +29,9 @@ from tpot_locust.report.charts import (
     percentile_chart,
     timeseries_chart,
 )
-from tpot_locust.report.summary import format_token_kinds, reasoned
 from tpot_locust.report.summary_types import ClientFigures, Summary
 from tpot_locust.report.tail_pictures import has_tail_facts, why_the_tail
+from tpot_locust.report.token_figures import format_token_kinds, reasoned
 from tpot_locust.report.window_figures import format_window
 from tpot_locust.scenario.slo import STATISTICS
 

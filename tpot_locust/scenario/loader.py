@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from tpot_locust.scenario.model import Scenario
-from tpot_locust.scenario.schema import EngineCheck, validate
+from tpot_locust.scenario.schema import validate
+from tpot_locust.scenario.simulator_section import EngineCheck
 from tpot_locust.scenario.yaml_source import (
     MAX_DEPTH,
     Located,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tpot_locust.apis import API_NAMES, dialect_named
+from tpot_locust.apis import API_NAMES
 from tpot_locust.common.distributions import DistributionError, parse_distribution
 from tpot_locust.common.metric_catalogue import ALL_CLASSES
 from tpot_locust.common.tls import client_tls_context
@@ -33,6 +33,11 @@ from tpot_locust.scenario.model import (
     TraceSpec,
     TrafficClass,
     scenario_keys,
+)
+from tpot_locust.scenario.simulator_section import (
+    EngineCheck,
+    validate_engine,
+    validate_reasoning,
 )
 from tpot_locust.scenario.slo import SloSpec, parse_slo
 from tpot_locust.scenario.trace_formats import AUTO, FORMATS, load_trace_spec
@@ -74,7 +79,6 @@ def distribution(located: Located, path: str, value: Any, base_dir: Path) -> Any
 
 
 # The simulator's check of a profile and its overrides: raises ValueError with the reason.
-EngineCheck = Callable[[str, dict[str, Any]], None]
 
 
 def validate(located: Located, check_engine: EngineCheck | None = None) -> Scenario:
@@ -127,8 +131,8 @@ def validate(located: Located, check_engine: EngineCheck | None = None) -> Scena
         simulator, given = parse_section(
             located, "simulator", data.get("simulator"), Simulator, base_dir
         )
-        _validate_engine(located, simulator, given, check_engine)
-        _validate_reasoning(located, simulator, server)
+        validate_engine(located, simulator, given, check_engine)
+        validate_reasoning(located, simulator, server)
     slo = SloSpec()
     with located.keep_going():
         models = frozenset(name for traffic in classes for name in traffic.model or {})
@@ -150,52 +154,6 @@ def validate(located: Located, check_engine: EngineCheck | None = None) -> Scena
         bursts=bursts,
         sweep=sweep,
     )
-
-
-def _validate_reasoning(located: Located, simulator: Simulator, server: Server) -> None:
-    """The simulator's reasoning needs an API that can carry it (a scenario naming its
-    server does not start the simulator)."""
-    if simulator.reasoning_tokens in (None, 0) or server.host is not None:
-        return
-    dialect = dialect_named(server.api)
-    if not dialect.sim_reasoning:
-        carriers = ", ".join(name for name in API_NAMES if dialect_named(name).sim_reasoning)
-        raise located.error(
-            "simulator.reasoning_tokens",
-            f"the {server.api} API ({dialect.path}) has no reasoning form; the simulator "
-            f"streams reasoning in {carriers} (or set 0)",
-        )
-
-
-def _validate_engine(
-    located: Located, simulator: Simulator, given: dict[str, Any],
-    check_engine: EngineCheck | None,
-) -> None:  # fmt: skip
-    """``profile`` (a shipped name or a YAML file) and ``engine`` overrides of its keys;
-    the profile itself is the simulator's to check (``check_engine``, from the CLI)."""
-    if simulator.profile is None:
-        if "engine" in given:
-            raise located.error("simulator.engine", "needs simulator.profile")
-        return
-    for key in ("ttft_ms", "gap_ms"):
-        if key in given:
-            raise located.error(f"simulator.{key}", "not with a profile (the engine times steps)")
-    if check_engine is None:
-        return
-    try:
-        check_engine(resolve_profile(simulator.profile, Path(located.source).parent),
-                     dict(simulator.engine))  # fmt: skip
-    except ValueError as error:
-        raise located.error("simulator.engine" if simulator.engine else "simulator.profile",
-                            str(error)) from None  # fmt: skip
-
-
-def resolve_profile(profile: Any, base_dir: Path) -> str:
-    """A shipped profile name as is; a file path relative to the scenario's folder."""
-    text = str(profile)
-    if text.endswith((".yaml", ".yml")) and not Path(text).is_absolute():
-        return str(base_dir / text)
-    return text
 
 
 def parse_section(
