@@ -10,9 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tests.conftest import ROOT
 from tpot_locust.cli.master_api import MasterAPI
 from tpot_locust.cli.run import free_port
+from tpot_locust.report.truth_check import TruthWindow
 
 __all__ = ["Cluster", "free_port", "start_cluster", "start_web_cluster", "stop_processes",
            "wait_for_workers"]  # fmt: skip
@@ -111,12 +114,12 @@ EDGE_GAPS_PER_STREAM = 50
 def window_truth_gaps(truth: list[dict], window: list[int], prefix: str = "") -> int:
     """Token gaps the simulator sent inside ``window`` (wall ns) for requests whose id
     starts with ``prefix``, finished or cut (docs/metrics.md, "The window")."""
-    start, end = window
+    held = TruthWindow({"window_wall_ns": window})  # the truth check's own rule
     total = 0
     for entry in truth:
         sends = entry.get("send_ns") or []
         if entry.get("request_id", "").startswith(prefix) and len(sends) > 1:
-            total += sum(1 for t in sends[1:] if start <= t <= end)
+            total += int(np.count_nonzero(held.gaps(np.asarray(sends, dtype=np.int64), {})))
     return total
 
 
