@@ -22,6 +22,7 @@ from tpot_locust.metrics.causes import (
     UNEXPLAINED,
     CauseWindow,
 )
+from tpot_locust.metrics.explaining import GapScale
 from tpot_locust.metrics.histograms import new_histogram, record_many
 from tpot_locust.metrics.metric_set import ClassMetrics, MetricSet
 from tpot_locust.metrics.recorder import PREFILL_AT_GAP, Recorder
@@ -107,6 +108,8 @@ def play(world: World, recorders: list[Recorder], route, tick_ns: int = 100 * MS
     events += [(t, 9, "tick", None) for t in range(first + tick_ns, last + 2 * tick_ns, tick_ns)]
     events.sort(key=lambda event: (event[0], event[1]))
     totals = [MetricSet() for _ in recorders]
+    for recorder in recorders:  # the brute force takes overlap for cause (explaining apart)
+        recorder.tagger.scale = GapScale(learning=False)
     if world.stall:
         for index in route(world.stall):
             recorder = recorders[index]

@@ -24,8 +24,12 @@ from tpot_locust.sim.virtual import VirtualRequest, VirtualRun, run_virtual
 MS = 1_000_000
 
 
-def step(index: int, prefill: int = 0, preempted: tuple[str, ...] = (), stall_ns: int = 0):
-    return {
+def step(
+    index: int, prefill: int = 0, preempted: tuple[str, ...] = (), stall_ns: int = 0,
+    prefill_ns: int | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    timed = {} if prefill_ns is None else {"prefill_ns": prefill_ns}
+    return timed | {
         "type": "step",
         "step": index,
         "start_ns": index * MS,
@@ -187,18 +191,36 @@ def test_precision_recall_and_coverage(tmp_path: Path) -> None:
         "precision": 1.0,
         "recall": 0.5,
     }
-    assert check["true_tail_causes"] == {"prefill": 6, "preemption": 4, "stall": 1, "none": 1}
+    # r8's stall explains its gap: the engine paused (old truth: no prefill_ns, so a prefill
+    # step in a gap is its cause, as before)
+    assert check["causes"]["server_pause"] == {
+        "true": 1,
+        "tagged": 0,
+        "both": 0,
+        "precision": None,
+        "recall": 0.0,
+    }
+    assert check["true_tail_causes"] == {
+        "prefill": 6,
+        "server_pause": 1,
+        "preemption": 4,
+        "prefill_overlapped": 6,
+        "none": 1,
+    }
     assert check["true_prefill_tokens"]["tail_median"] == 1000.0
     met = {(t["cause"], t["measure"]): t["met"] for t in check["thresholds"]}
     assert met == {
         ("prefill", "precision"): False,
         ("prefill", "recall"): False,
+        ("server_pause", "precision"): None,
+        ("server_pause", "recall"): False,
         ("preemption", "recall"): False,
     }
     lines = format_attribution_check(check)
     assert lines[0] == (
         "Attribution check (true gaps above true ITL P99.9 of 1.000 ms: 10, 9 in our "
         "tail_gaps): prefill precision 0.80 (4/5) recall 0.67 (4/6); "
+        "server_pause precision n/a (0/0) recall 0.00 (0/1); "
         "preemption precision 1.00 (2/2) recall 0.50 (2/4)"
     )
     assert "prefill precision >= 0.9 NOT met" in lines[2]
@@ -216,8 +238,39 @@ def test_no_true_preemption_leaves_its_figures_unassessed(tmp_path: Path) -> Non
         "precision": None,
         "recall": None,
     }
-    assert [t["met"] for t in check["thresholds"]] == [True, True, None]
+    assert [t["met"] for t in check["thresholds"]] == [True, True, None, None, None]
     assert "preemption recall >= 0.8 n/a" in format_attribution_check(check)[2]
+
+
+def test_a_prefill_step_inside_a_pause_overlapped_it_and_did_not_cause_it(
+    tmp_path: Path,
+) -> None:
+    """With the step's prefill time in the truth (``prefill_ns``), a cause is one that
+    explains at least a third of the gap's excess over a plain step (here the whole 50 ms
+    gap: the steps' own 1 ms is all prefill or stall): a 64-token prefill (1.5 ms) in a
+    40 ms engine pause overlapped the gap, the pause caused it; 40 ms of prefill beside a
+    10 ms pause caused it (a fifth: not the pause); 20 ms of each, both."""
+    tail = {r: {} for r in range(10)}
+    for r in range(4):  # pauses with a small prefill in the same step
+        tail[r] = {"prefill": 64, "prefill_ns": 1_500_000, "stall_ns": 40 * MS}
+    tail[4] = {"prefill": 1600, "prefill_ns": 40 * MS, "stall_ns": 10 * MS}  # prefill
+    tail[5] = {"prefill": 800, "prefill_ns": 20 * MS, "stall_ns": 20 * MS}  # both
+    tail[6] = {"prefill": 1200, "prefill_ns": 30 * MS}  # prefill alone
+    truth = tail_truth(tmp_path, tail)
+    gaps = true_gaps(truth, {})
+    assert gaps is not None
+    picked = [np.flatnonzero(gaps.request_id == f"r{r}")[-1] for r in range(7)]
+    assert gaps.prefill[picked].tolist() == [False] * 4 + [True, True, True]
+    assert gaps.server_pause[picked].tolist() == [True] * 4 + [False, True, False]
+    assert gaps.prefill_overlapped[picked].tolist() == [True] * 7
+    tags = {(f"r{r}", 100): ["server_pause"] for r in range(4)}
+    tags |= {("r4", 100): ["prefill"], ("r5", 100): ["prefill", "server_pause"],
+             ("r6", 100): ["prefill"]}  # fmt: skip
+    check = attribution_check(ours(tags), truth)
+    assert check["causes"]["prefill"]["precision"] == check["causes"]["prefill"]["recall"] == 1
+    pause = check["causes"]["server_pause"]
+    assert pause["precision"] == pause["recall"] == 1 and pause["true"] == 5
+    assert check["true_tail_causes"]["prefill_overlapped"] == 7
 
 
 def test_the_gaps_sent_inside_the_window_count_as_the_truth_check_counts_them(
@@ -385,7 +438,9 @@ def test_small_kv_cache_preemptions_are_in_the_tail_and_found(tmp_path: Path) ->
     victim = next(r for r in run.records if r["preemptions"])
     g = victim["preemptions"][0]["generated"] - 1
     own = (gaps.request_id == victim["request_id"]) & (gaps.gap == g)
-    assert gaps.preemption[own].all() and gaps.prefill[own].all()
+    # ... its recompute overlapped it; the wait, not the prefill, stretched it
+    assert gaps.preemption[own].all() and gaps.prefill_overlapped[own].all()
+    assert not gaps.prefill[own].any()
 
 
 @pytest.mark.parametrize("bad", [{"attribution": {"tail_gaps": "x"}}, {"attribution": None}])

@@ -12,13 +12,20 @@ processes) with a kind and a size:
   cache usage at or above ``KV_PRESSURE_AT``; requests waiting; the full collections of
   its Python process, ``python_gc_collections_total{generation="2"}``, rose); size = the
   preemptions, the usage (0..1), the requests waiting or the collections.
+- ``server_pause``: every stream of a process waited through the same interval (no token
+  arrived on any of them), not within ``metrics.pauses``; size = how many streams waited.
+  A gap is ``server_pause`` where such windows, summed over every process, held at least
+  ``PAUSE_MIN_STREAMS`` streams and what prefill can account for leaves most of it
+  unexplained (``metrics.explaining``).
 - ``network``: a request whose connection saw retransmissions between its send and its end
   (``wire.tcp_info``: ours and the server's); it tags that request's own gaps only, so it
   is a mask on them, not a window here.
 
 Every recording process fills a ``CauseTimeline`` with its own windows and the ones the
 master relays, then tags each token gap with every kind whose windows overlap it, and with
-the prompt tokens in prefill at that moment. Overlap is counted with two sorted arrays per
+the prompt tokens in prefill at that moment. Overlap is not cause: ``metrics.explaining``
+then keeps ``prefill`` only where the prompts in flight can account for the gap
+(``explains``). Overlap is counted with two sorted arrays per
 kind (starts and ends): windows overlapping gap ``[a, b]`` = windows started before ``b``
 minus windows ended by ``a``, two ``searchsorted`` calls for a whole request.
 """
@@ -38,12 +45,24 @@ PREEMPTION = "preemption"
 KV_PRESSURE = "kv_pressure"
 QUEUEING = "queueing"
 SERVER_GC = "server_gc"
+SERVER_PAUSE = "server_pause"
 NETWORK = "network"
 SERVER_CAUSES = (PREEMPTION, KV_PRESSURE, QUEUEING, SERVER_GC)
-CAUSES = (PREFILL, *SERVER_CAUSES, NETWORK, CLIENT_STALL)
+CAUSES = (PREFILL, SERVER_PAUSE, *SERVER_CAUSES, NETWORK, CLIENT_STALL)
 UNEXPLAINED = "none"  # the share of tail gaps that overlapped no cause window
 KV_PRESSURE_AT = 0.95  # KV cache usage (0..1) from which a server window is kv_pressure
 OPEN_END = np.iinfo(np.int64).max  # a window still open reaches every later gap
+# A cause explains a gap when it accounts for at least this share of the gap's stretch (the
+# simulator's truth: of the prefill and pause time in its steps; ours: of its excess over a
+# plain step). Both sides call ``explains``.
+EXPLAINS_SHARE = 1 / 3
+PAUSE_MIN_STREAMS = 3  # streams, over every process, that waited together: a server pause
+
+
+def explains(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
+    """Per gap: ``part`` (ns) is a positive share of at least ``EXPLAINS_SHARE`` of
+    ``whole`` (ns)."""
+    return (part > 0) & (part >= EXPLAINS_SHARE * whole)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +130,7 @@ class GapCauses:
     prefill_tokens: np.ndarray  # int64, one per gap
     prefill_requests: np.ndarray  # how many prefills overlapped each gap
     in_burst: np.ndarray
+    pause_streams: np.ndarray  # streams that waited in the pause windows it overlapped
 
 
 class CauseTimeline:
@@ -235,6 +255,7 @@ class CauseTimeline:
         prefill_tokens = np.zeros(gap_starts.shape, dtype=np.int64)
         prefill_requests = prefill_tokens
         in_burst = np.zeros(gap_starts.shape, dtype=bool)
+        pause_streams = prefill_tokens
         for kind, index in self._indexes().items():
             overlapping, sizes = index.counts(gap_starts, gap_ends)
             mask = overlapping > 0
@@ -246,7 +267,27 @@ class CauseTimeline:
             if kind == PREFILL:
                 prefill_tokens = np.rint(np.maximum(sizes, 0)).astype(np.int64)
                 prefill_requests = overlapping
-        return GapCauses(masks, prefill_tokens, prefill_requests, in_burst)
+            elif kind == SERVER_PAUSE:
+                pause_streams = np.rint(np.maximum(sizes, 0)).astype(np.int64)
+        return GapCauses(masks, prefill_tokens, prefill_requests, in_burst, pause_streams)
+
+    def longest_overlap(
+        self, kind: str, gap_starts: np.ndarray, gap_ends: np.ndarray, among: np.ndarray
+    ) -> np.ndarray:
+        """Per gap (ns): the longest stretch of it one window of ``kind`` covered; computed
+        for the gaps in ``among`` only (0 elsewhere), windows being few beside gaps."""
+        covered = np.zeros(gap_starts.shape, dtype=np.int64)
+        windows = [w for w in self._windows.values() if w.kind == kind]
+        if not windows or not among.any():
+            return covered
+        starts = np.array([w.start_wall_ns for w in windows], dtype=np.int64)
+        ends = np.array([OPEN_END if w.end_wall_ns is None else w.end_wall_ns for w in windows],
+                        dtype=np.int64)  # fmt: skip
+        for index in np.flatnonzero(among).tolist():
+            a, b = gap_starts[index], gap_ends[index]
+            overlap = np.minimum(ends, b) - np.maximum(starts, a)
+            covered[index] = max(int(overlap.max()), 0)
+        return covered
 
 
 _LONG_PREFILL = "prefill:long"  # an index of its own: the prefills that make the burst phase

@@ -27,10 +27,15 @@ from tpot_locust.metrics.causes import (
     CAUSES,
     CLIENT_STALL,
     NETWORK,
+    PAUSE_MIN_STREAMS,
+    PREFILL,
+    SERVER_PAUSE,
     UNEXPLAINED,
     CauseTimeline,
     GapCauses,
 )
+from tpot_locust.metrics.explaining import GapScale
+from tpot_locust.metrics.pauses import PauseFinder
 from tpot_locust.metrics.phases import BURST, STEADY, TAG_HOLD_S
 from tpot_locust.metrics.stalls import StallWindows
 from tpot_locust.metrics.tail_gaps import TailFloor
@@ -86,20 +91,27 @@ class SampleSink(Protocol):
 
 
 class GapTagger:
-    """One process's held gaps, its cause timeline and stall windows."""
+    """One process's held gaps, its cause timeline and stall windows, the pauses found in
+    its gaps and what its gaps say a plain step and a prompt token cost."""
 
     def __init__(self) -> None:
         self.causes = CauseTimeline()  # every process's cause windows
         self.stalls = StallWindows()  # this process's own loop stalls
+        self.pauses = PauseFinder()
+        self.scale = GapScale()
         self.held: deque[HeldGaps] = deque()
         self._tail_floors: dict[str, TailFloor] = {}
 
     def hold(self, held: HeldGaps) -> None:
         self.held.append(held)
+        first = held.starts_wall[0] if held.first_gap == 0 and held.starts_wall.size else None
+        self.pauses.add(held.starts_wall, held.ends_wall, None if first is None else int(first))
 
     def clear(self) -> None:
         self.held.clear()
         self.stalls.clear()
+        self.pauses.clear()
+        self.scale = GapScale()
         self._tail_floors.clear()
 
     def tag(self, sink: SampleSink, everything: bool, in_flight_sends: Iterable[int]) -> None:
@@ -132,14 +144,25 @@ class GapTagger:
         # held in the order they ended, not sent: a long request ends after shorter ones
         oldest = [held.send_wall_ns for held in self.held]
         oldest.extend(in_flight_sends)
-        self.causes.prune(min(oldest) if oldest else now)
+        before = min(oldest) if oldest else now
+        self.causes.prune(before)
+        self.pauses.prune(before)
 
     def _tag_batch(
         self, sink: SampleSink, user_class: str, batch: list[tuple[HeldGaps, np.ndarray | None]],
         tails: list[dict[str, Any]],
     ) -> None:  # fmt: skip
         gaps = _BatchGaps.of(batch)
+        self.scale.learn_steps(gaps.itl_ns)
+        for window in self.pauses.find(gaps.starts, gaps.ends, self.scale.base_ns, self.stalls):
+            self.causes.add(window)
         causes = self.causes.tags(gaps.starts, gaps.ends)
+        self.scale.learn_prefill(gaps.itl_ns, causes.prefill_tokens)
+        overlapped = causes.masks.get(PREFILL)
+        paused = self.causes.longest_overlap(
+            SERVER_PAUSE, gaps.starts, gaps.ends, causes.pause_streams >= PAUSE_MIN_STREAMS
+        )
+        self.scale.weigh(gaps.itl_ns, causes, paused)  # overlap in, cause out
         masks = causes.masks
         for kind, mask in ((CLIENT_STALL, gaps.in_stall), (NETWORK, gaps.network)):
             if mask is not None:  # with any timeline windows of the kind
@@ -152,12 +175,14 @@ class GapTagger:
                 gaps.split(sink, user_class, (kind, mask))
         gaps.split(sink, user_class, (UNEXPLAINED, ~explained))
         sink.add_samples(user_class, PREFILL_AT_GAP, causes.prefill_tokens)
-        self._keep_tail(user_class, gaps, causes, tails)
+        self._keep_tail(user_class, gaps, causes, overlapped, tails)
 
     def _keep_tail(
-        self, user_class: str, gaps: _BatchGaps, found: GapCauses, kept: list[dict[str, Any]]
+        self, user_class: str, gaps: _BatchGaps, found: GapCauses,
+        overlapped: np.ndarray | None, kept: list[dict[str, Any]],
     ) -> None:  # fmt: skip
-        """The batch's gaps that enter this process's largest, each with its causes."""
+        """The batch's gaps that enter this process's largest, each with its causes (and a
+        prefill that overlapped it without explaining it)."""
         masks = found.masks
         floor = self._tail_floors.setdefault(user_class, TailFloor())
         chosen = floor.candidates(gaps.itl_ns)
@@ -174,6 +199,8 @@ class GapTagger:
                 "causes": causes,
                 "prefill_tokens": int(found.prefill_tokens[index]),
                 "prefill_requests": int(found.prefill_requests[index]),
+                "prefill_overlapped": overlapped is not None and bool(overlapped[index]),
+                "pause_streams": int(found.pause_streams[index]),
                 "phase": BURST if found.in_burst[index] else STEADY,
                 "client_stall": CLIENT_STALL in causes,
             })  # fmt: skip

@@ -20,6 +20,7 @@ from tpot_locust.metrics.causes import (
     PREEMPTION,
     PREFILL,
     QUEUEING,
+    SERVER_PAUSE,
     UNEXPLAINED,
 )
 from tpot_locust.metrics.histograms import count_above, histogram_stats
@@ -104,18 +105,23 @@ def gap_story(
     server_series: dict[str, list[Any]] | None = None,
 ) -> str:  # fmt: skip
     """One line: "118.2 ms at 12.3 s: 3 prompts in prefill (48,000 tokens, ours), KV cache
-    97 %, 1 preemption in that interval"; the server's state from its sampled series."""
+    97 %, 1 preemption in that interval"; the server's state from its sampled series. A
+    prefill that overlapped the gap without explaining it is told as such, last."""
     at = gap.get("at_wall_s")
     when = f" at {at - origin_wall_s:.1f} s" if origin_wall_s and at else ""
     causes = list(gap.get("causes") or [])
     told: list[str] = []
+    requests, tokens = gap.get("prefill_requests", 0), gap.get("prefill_tokens", 0)
+    prompts = f"{requests} prompt{'s' * (requests != 1)}" if requests else "prompts"
     if PREFILL in causes:
-        requests, tokens = gap.get("prefill_requests", 0), gap.get("prefill_tokens", 0)
-        prompts = f"{requests} prompt{'s' * (requests != 1)}" if requests else "prompts"
         told.append(f"{prompts} in prefill ({tokens:,} tokens, ours)")
+    if SERVER_PAUSE in causes:
+        streams = gap.get("pause_streams", 0)
+        told.append(f"server pause ({streams} streams waited together)" if streams
+                    else "server pause")  # fmt: skip
     state = _server_state(server_series, gap) if server_series and at else {}
     for cause in causes:
-        if cause == PREFILL:
+        if cause in (PREFILL, SERVER_PAUSE):
             continue
         if cause == KV_PRESSURE and state.get("kv_usage") is not None:
             told.append(f"KV cache {state['kv_usage'] * 100:.0f} %")
@@ -126,6 +132,8 @@ def gap_story(
             told.append(f"{int(state['waiting'])} waiting")
         else:
             told.append(cause.replace("_", " "))
+    if gap.get("prefill_overlapped") and PREFILL not in causes:
+        told.append(f"{prompts} in prefill overlapped ({tokens:,} tokens, too few to explain it)")
     return f"{gap['ms']:.1f} ms{when}: {', '.join(told) if told else 'no cause overlapped'}"
 
 

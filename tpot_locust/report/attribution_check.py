@@ -8,20 +8,31 @@ send_ns[g]``) lasted exactly the steps with index in ``(steps[g], steps[g + 1]]`
 that produced token event ``g + 1`` and every step before it since event ``g`` (while ``r``
 waited, was preempted or re-prefilled). Its true causes:
 
-- ``prefill``: one of those steps ran prefill tokens (``prefill_tokens > 0``), anyone's,
-  ``r``'s own recompute included; the gap's ``prefill_tokens`` is their **sum** over the
-  steps (the prefill work the engine did while the gap was open: a 16k prompt chunked over
-  two steps counts 16k, as our side counts a whole prompt in flight);
+- ``prefill``: the prefill work in those steps (their ``prefill_ns``, anyone's prompt, ``r``'s
+  own recompute included) **explains** the gap: it is at least ``EXPLAINS_SHARE`` of the
+  gap's excess over the plain decode of its closing step (that step's time less its prefill
+  and stall; ``metrics.causes.explains``). A preempted sequence's long wait is not its
+  recompute's: there ``preemption`` is the cause. A prefill
+  step that merely ran inside a gap some pause stretched is counted apart
+  (``true_tail_causes.prefill_overlapped``), not as the cause. The gap's ``prefill_tokens``
+  is their **sum** over the steps (a 16k prompt chunked over two steps counts 16k, as our
+  side counts a whole prompt in flight). Truth written before ``prefill_ns`` existed:
+  any prefill step in the gap;
+- ``server_pause``: the server's own pauses explain the gap, by the same rule: the engine's
+  stalls in those steps (``stall_ns``: planted pauses, a GC, a hiccup) and the time the
+  server's process was held from sending (a step line's ``sent_ns`` after its ``end_ns``,
+  on a busy machine: how much later the gap's closing step went out than its opening one);
 - ``preemption``: one of those steps preempted a sequence, or ``r`` itself was preempted
-  between the two events (its line's ``preemptions``, ``generated == g + 1``);
-- ``stall`` (reported, not checked: no cause of ours names it): a step had an engine stall.
+  between the two events (its line's ``preemptions``, ``generated == g + 1``), or the
+  recompute of preempted sequences (``recompute_ns``, counted out of ``prefill``) explains
+  the gap.
 
 Only the gaps the truth check counts (``truth_check.TruthWindow``: those sent inside the
 run's window, of every request). The tail: true gaps strictly above the true ITL P99.9
 (the sample at rank p x N rounded half up, as the truth check and our histograms; engine
 gaps tie, a step's gap is every batch member's, so a tie at the percentile itself stays
 out). For
-``prefill`` and ``preemption``, with our ``summary["attribution"]["tail_gaps"]`` matched
+each checked cause, with our ``summary["attribution"]["tail_gaps"]`` matched
 by ``(request_id, gap)``: precision (of the true tail gaps we tagged with the cause, the
 share truly caused by it) and recall (of the true tail gaps truly caused by it, the share
 we tagged). A true tail gap missing from our
@@ -38,16 +49,18 @@ from typing import Any
 
 import numpy as np
 
-from tpot_locust.metrics.causes import PREEMPTION, PREFILL
+from tpot_locust.metrics.causes import PREEMPTION, PREFILL, SERVER_PAUSE, explains
 from tpot_locust.metrics.histograms import exact_percentile
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.truth_check import TruthWindow, streamed
 
 TAIL_PERCENTILE = 99.9
-CHECKED_CAUSES = (PREFILL, PREEMPTION)
-STALL = "stall"  # a true cause with no counterpart of ours: the engine stalled in the gap
+LOWER_PERCENTILE = 99.0  # checked too, beside: where a cause is too rare for P99.9
+CHECKED_CAUSES = (PREFILL, SERVER_PAUSE, PREEMPTION)
 # Stated, not enforced (a run does not fail on them): (cause, measure, at least).
-THRESHOLDS = ((PREFILL, "precision", 0.9), (PREFILL, "recall", 0.9), (PREEMPTION, "recall", 0.8))
+THRESHOLDS = ((PREFILL, "precision", 0.9), (PREFILL, "recall", 0.9),
+              (SERVER_PAUSE, "precision", 0.9), (SERVER_PAUSE, "recall", 0.9),
+              (PREEMPTION, "recall", 0.8))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -59,19 +72,31 @@ class TrueGaps:
     itl_ns: np.ndarray
     end_wall_ns: np.ndarray  # send_ns[g + 1], on the truth's clock
     prefill_tokens: np.ndarray  # summed over the gap's steps
+    prefill_ns: np.ndarray  # their prefill work, summed; -1 where the truth has no prefill_ns
     preemption: np.ndarray  # bool
-    stall_ns: np.ndarray  # engine stalls, summed over the gap's steps
+    stall_ns: np.ndarray  # engine stalls summed over the gap's steps, and the server held
+    excess_ns: np.ndarray  # the gap beyond the plain decode of its closing step
     requests: int  # counted requests
     step_lines: int
     unstepped: int  # gaps with a step of their range missing from the step lines
 
     @property
-    def prefill(self) -> np.ndarray:
+    def prefill_overlapped(self) -> np.ndarray:
+        """A prefill step ran while the gap was open, whether or not it stretched it."""
         return self.prefill_tokens > 0
 
     @property
-    def stall(self) -> np.ndarray:
-        return self.stall_ns > 0
+    def prefill(self) -> np.ndarray:
+        """The prefill work explains the gap (old truth: any prefill step in it)."""
+        timed = self.prefill_ns >= 0
+        return np.where(timed, explains(self.prefill_ns, self.excess_ns),
+                        self.prefill_overlapped)  # fmt: skip
+
+    @property
+    def server_pause(self) -> np.ndarray:
+        """The server's own pauses explain the gap (old truth: any engine stall in it)."""
+        timed = self.prefill_ns >= 0
+        return np.where(timed, explains(self.stall_ns, self.excess_ns), self.stall_ns > 0)
 
 
 def true_gaps(
@@ -81,7 +106,9 @@ def true_gaps(
     has no step lines (the simulator ran in gap mode). ``steps_path``: the step lines'
     own file (the simulator's ``--steps``), else they are read from ``truth_path``."""
     window = TruthWindow(run)
-    steps: dict[int, tuple[int, int, int]] = {}  # index -> prefill tokens, preempted, stall
+    # index -> prefill tokens, preempted, stall, prefill ns of new prompts (-1: the line has
+    # none), late, plain ns (the step less its prefill and stall), recompute ns
+    steps: dict[int, tuple[int, int, int, int, int, int, int]] = {}
     requests: list[tuple[str, list[int], list[int], list[int]]] = []
     for path in (truth_path,) if steps_path is None else (truth_path, steps_path):
         with open(path, encoding="utf-8") as lines:
@@ -94,6 +121,10 @@ def true_gaps(
                         int(record["prefill_tokens"]),
                         len(record.get("preempted") or ()),
                         int(record.get("stall_ns") or 0),
+                        int(record.get("prefill_ns", -1)) - int(record.get("recompute_ns") or 0),
+                        _late_ns(record),
+                        _plain_ns(record),
+                        int(record.get("recompute_ns") or 0),
                     )
                 elif path == truth_path and streamed(record):
                     own = [p["generated"] - 1 for p in record.get("preemptions") or ()]
@@ -108,14 +139,33 @@ def true_gaps(
     if not steps:
         return None
     size = 1 + max([*steps, *(max(s) for _, _, s, _ in requests if s)])
-    table = np.zeros((4, size), dtype=np.int64)  # prefill, preempted, stall, line present
+    # prefill, preempted, stall, line present, prefill ns, prefill ns missing, recompute ns
+    table = np.zeros((7, size), dtype=np.int64)
     index = np.fromiter(steps, dtype=np.int64, count=len(steps))
-    table[:3, index] = np.array(list(steps.values()), dtype=np.int64).T
+    values = np.array(list(steps.values()), dtype=np.int64).T
+    table[:3, index] = values[:3]
     table[3, index] = 1
+    table[4, index] = np.maximum(values[3], 0)
+    table[5, index] = values[3] < 0
+    table[6, index] = values[6]
+    late, plain = np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64)
+    late[index], plain[index] = values[4], values[5]
     # cumulative sums with a leading 0: the sum over steps (a, b] is cum[b + 1] - cum[a + 1]
-    cum = np.concatenate([np.zeros((4, 1), dtype=np.int64), np.cumsum(table, axis=1)], axis=1)
+    cum = np.concatenate([np.zeros((7, 1), dtype=np.int64), np.cumsum(table, axis=1)], axis=1)
     parts: dict[str, list[np.ndarray]] = {
-        k: [] for k in ("rid", "gap", "itl", "end", "pre", "preempt", "stall", "unstepped")
+        k: []
+        for k in (
+            "rid",
+            "gap",
+            "itl",
+            "end",
+            "pre",
+            "pre_ns",
+            "preempt",
+            "stall",
+            "excess",
+            "unstepped",
+        )  # fmt: skip
     }
     for request_id, sends, step_ids, own in requests:
         if len(sends) < 2 or len(step_ids) != len(sends):
@@ -124,7 +174,9 @@ def true_gaps(
         at = np.asarray(step_ids, dtype=np.int64)
         first, last = at[:-1] + 1, at[1:] + 1
         sums = cum[:, last] - cum[:, first]
-        preempted = sums[1] > 0
+        excess = np.maximum(np.diff(stamps) - plain[at[1:]], 0)
+        # a step that preempted, or one that recomputed preempted sequences long enough
+        preempted = (sums[1] > 0) | explains(sums[6], excess)
         for g in own:
             if 0 <= g < preempted.size:
                 preempted[g] = True
@@ -132,10 +184,13 @@ def true_gaps(
         parts["rid"].append(np.full(int(np.count_nonzero(inside)), request_id, dtype=object))
         parts["gap"].append(np.arange(preempted.size, dtype=np.int64)[inside])
         parts["itl"].append(np.diff(stamps)[inside])
+        parts["excess"].append(excess[inside])
         parts["end"].append(stamps[1:][inside])
         parts["pre"].append(sums[0][inside])
+        parts["pre_ns"].append(np.where(sums[5] > 0, -1, sums[4])[inside])
         parts["preempt"].append(preempted[inside])
-        parts["stall"].append(sums[2][inside])
+        held = np.maximum(late[at[1:]] - late[at[:-1]], 0)  # sent later than the one before
+        parts["stall"].append((sums[2] + held)[inside])
         parts["unstepped"].append((sums[3] < last - first)[inside])
     joined = {k: np.concatenate(v) if v else np.zeros(0, dtype=np.int64) for k, v in parts.items()}
     return TrueGaps(
@@ -144,12 +199,28 @@ def true_gaps(
         itl_ns=joined["itl"],
         end_wall_ns=joined["end"],
         prefill_tokens=joined["pre"],
+        prefill_ns=joined["pre_ns"],
         preemption=joined["preempt"].astype(bool),
         stall_ns=joined["stall"],
+        excess_ns=joined["excess"],
         requests=len(requests),
         step_lines=len(steps),
         unstepped=int(np.count_nonzero(joined["unstepped"])),
     )
+
+
+def _late_ns(step: dict[str, Any]) -> int:
+    """How long after its end a step's first token went out (0 when unknown)."""
+    sent, end = step.get("sent_ns"), step.get("end_ns")
+    return max(0, int(sent) - int(end)) if sent and end else 0
+
+
+def _plain_ns(step: dict[str, Any]) -> int:
+    """What the step took less its prefill and its stall (0 without ``prefill_ns``)."""
+    if "prefill_ns" not in step:
+        return 0
+    took = int(step.get("end_ns") or 0) - int(step.get("start_ns") or 0)
+    return max(0, took - int(step["prefill_ns"]) - int(step.get("stall_ns") or 0))
 
 
 def _unavailable(why: str) -> dict[str, Any]:
@@ -184,7 +255,7 @@ def _causes(entry: dict[str, Any]) -> list[Any]:
 def attribution_check(
     summary: Summary, truth_path: Path, steps_path: Path | None = None
 ) -> dict[str, Any]:
-    """Precision and recall of our ``prefill`` and ``preemption`` tags on the true gaps
+    """Precision and recall of our ``CHECKED_CAUSES`` tags on the true gaps
     above the true ITL P99.9; ``{"available": False, "why"}`` when it cannot be made."""
     ours = _our_tail(summary)
     gaps = true_gaps(truth_path, summary.get("run") or {}, steps_path)
@@ -196,35 +267,13 @@ def attribution_check(
         return _unavailable("summary.json has no attribution.tail_gaps")
     if not gaps.itl_ns.size:
         return _unavailable("no true token gap in the requests the run counts")
-    threshold_ns = exact_percentile(gaps.itl_ns, TAIL_PERCENTILE)
-    tail = np.flatnonzero(gaps.itl_ns > threshold_ns)
-    entries = [ours.get((gaps.request_id[i], int(gaps.gap[i]))) for i in tail]
+    threshold_ns, tail, entries, causes, true_tail = _tail_level(gaps, ours, TAIL_PERCENTILE)
     present = [e for e in entries if e is not None]
-    truly = {PREFILL: gaps.prefill[tail], PREEMPTION: gaps.preemption[tail]}
-    causes: dict[str, Any] = {}
-    for cause in CHECKED_CAUSES:
-        true = truly[cause]
-        mine = np.array([e is not None and cause in _causes(e) for e in entries], dtype=bool)
-        both = int(np.count_nonzero(true & mine))
-        n_true, n_tagged = int(np.count_nonzero(true)), int(np.count_nonzero(mine))
-        causes[cause] = {
-            "true": n_true,
-            "tagged": n_tagged,
-            "both": both,
-            "precision": _ratio(both, n_tagged),
-            "recall": _ratio(both, n_true),
-        }
     errors = [
         abs(float(e["ms"]) - gaps.itl_ns[i] / 1e6)
         for i, e in zip(tail, entries, strict=True)
         if e is not None and isinstance(e.get("ms"), (int, float)) and math.isfinite(e["ms"])
     ]
-    true_tail = {
-        PREFILL: int(np.count_nonzero(truly[PREFILL])),
-        PREEMPTION: int(np.count_nonzero(truly[PREEMPTION])),
-        STALL: int(np.count_nonzero(gaps.stall[tail])),
-        "none": int(np.count_nonzero(~(truly[PREFILL] | truly[PREEMPTION] | gaps.stall[tail]))),
-    }
     thresholds = []
     for cause, measure, at_least in THRESHOLDS:
         value = causes[cause][measure]
@@ -260,6 +309,60 @@ def attribution_check(
         },
         "unstepped_gaps": gaps.unstepped,
         "thresholds": thresholds,
+        "p99": _lower_level(gaps, ours, LOWER_PERCENTILE),
+    }
+
+
+def _tail_level(
+    gaps: TrueGaps, ours: dict[tuple[str, int], dict[str, Any]], percentile: float
+) -> tuple[float, np.ndarray, list[dict[str, Any] | None], dict[str, Any], dict[str, int]]:
+    """The true gaps above ``percentile`` (threshold ns, their indexes, our entry for each)
+    and, per checked cause, how ours and the truth's agree; the truth's causes counted."""
+    threshold_ns = exact_percentile(gaps.itl_ns, percentile)
+    tail = np.flatnonzero(gaps.itl_ns > threshold_ns)
+    entries = [ours.get((gaps.request_id[i], int(gaps.gap[i]))) for i in tail]
+    truly = {
+        PREFILL: gaps.prefill[tail],
+        SERVER_PAUSE: gaps.server_pause[tail],
+        PREEMPTION: gaps.preemption[tail],
+    }
+    causes: dict[str, Any] = {}
+    for cause in CHECKED_CAUSES:
+        true = truly[cause]
+        mine = np.array([e is not None and cause in _causes(e) for e in entries], dtype=bool)
+        both = int(np.count_nonzero(true & mine))
+        n_true, n_tagged = int(np.count_nonzero(true)), int(np.count_nonzero(mine))
+        causes[cause] = {
+            "true": n_true,
+            "tagged": n_tagged,
+            "both": both,
+            "precision": _ratio(both, n_tagged),
+            "recall": _ratio(both, n_true),
+        }
+    named = truly[PREFILL] | truly[SERVER_PAUSE] | truly[PREEMPTION]
+    true_tail = {
+        **{cause: int(np.count_nonzero(truly[cause])) for cause in CHECKED_CAUSES},
+        "prefill_overlapped": int(np.count_nonzero(gaps.prefill_overlapped[tail])),
+        "none": int(np.count_nonzero(~named)),
+    }
+    return threshold_ns, tail, entries, causes, true_tail
+
+
+def _lower_level(
+    gaps: TrueGaps, ours: dict[tuple[str, int], dict[str, Any]], percentile: float
+) -> dict[str, Any]:
+    """The same check above a lower percentile, for causes too rare for P99.9 (and the
+    gaps ours left with no cause); it holds only the gaps our ``tail_gaps`` list has."""
+    threshold_ns, tail, entries, causes, true_tail = _tail_level(gaps, ours, percentile)
+    present = [e for e in entries if e is not None]
+    return {
+        "percentile": percentile,
+        "threshold_ms": round(threshold_ns / 1e6, 4),
+        "tail_gaps": int(tail.size),
+        "present": len(present),
+        "ours_none": _ratio(sum(1 for e in present if not _causes(e)), len(present)),
+        "causes": causes,
+        "true_tail_causes": true_tail,
     }
 
 
@@ -295,4 +398,15 @@ def format_attribution_check(check: dict[str, Any] | None) -> list[str]:
         met = {True: "met", False: "NOT met", None: "n/a"}[row["met"]]
         stated.append(f"{row['cause']} {row['measure']} >= {row['at_least']:g} {met}")
     lines.append("  thresholds (stated, not enforced): " + "; ".join(stated))
+    lower = check.get("p99")
+    if isinstance(lower, dict) and lower.get("tail_gaps"):
+        figures = "; ".join(
+            f"{cause} {_figure(row, 'precision', 'tagged')} {_figure(row, 'recall', 'true')}"
+            for cause, row in lower["causes"].items() if row["true"] or row["tagged"]
+        )  # fmt: skip
+        none = lower.get("ours_none")
+        left = "" if none is None else f"; ours named no cause for {none * 100:.1f} %"
+        lines.append(f"  above true ITL P{lower['percentile']:g} ({lower['threshold_ms']:.3f} ms:"
+                     f" {lower['tail_gaps']}, {lower['present']} in our tail_gaps): "
+                     f"{figures or 'no cause, true or ours'}{left}")  # fmt: skip
     return lines

@@ -238,7 +238,8 @@ _COUNTERS = record(
 _TAIL_GAP = record({"ms": _NUMBER0, "phase": text(100), "at_wall_s": number(),
                     "request_id": text(1000), "client_stall": boolean(), "gap": integer(),
                     "causes": list_of(text(100), 100), "prefill_tokens": integer(),
-                    "prefill_requests": integer()},
+                    "prefill_requests": integer(), "prefill_overlapped": boolean(),
+                    "pause_streams": integer()},
                    required=("ms",))  # fmt: skip
 _CLASS = record({"histograms": mapping(text(MAX_BLOB), 1000), "counters": _COUNTERS,
                  "tail_gaps": list_of(_TAIL_GAP, TAIL_GAPS_KEPT),

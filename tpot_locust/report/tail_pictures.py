@@ -115,7 +115,9 @@ def _story(gap: Any, origin: float | None, series: dict[str, list[Any]] | None) 
     clean = {"ms": finite(gap["ms"]), "causes": causes,
              "at_wall_s": finite(gap.get("at_wall_s")),
              "prefill_requests": int(finite(gap.get("prefill_requests")) or 0),
-             "prefill_tokens": int(finite(gap.get("prefill_tokens")) or 0)}  # fmt: skip
+             "prefill_tokens": int(finite(gap.get("prefill_tokens")) or 0),
+             "prefill_overlapped": gap.get("prefill_overlapped") is True,
+             "pause_streams": int(finite(gap.get("pause_streams")) or 0)}  # fmt: skip
     return gap_story(clean, origin, series)
 
 

@@ -127,6 +127,8 @@ class Step:
     prefill_tokens: int
     prefill_seqs: int
     stall_ns: int
+    prefill_ns: int  # the part of the step's cost its prefill tokens made (truth of cause)
+    recompute_ns: int  # the part of that which recomputed preempted sequences
     running: int  # after the step
     waiting: int
     kv_tokens: int  # KV blocks in use after scheduling, in tokens
@@ -150,6 +152,8 @@ class Step:
             "waiting": self.waiting,
             "kv_tokens": self.kv_tokens,
             "stall_ns": self.stall_ns,
+            "prefill_ns": self.prefill_ns,
+            "recompute_ns": self.recompute_ns,
             "preempted": [s.request_id for s in self.preempted],
             "lag_ns": self.lag_ns,
             "adapter_loads": self.adapter_loads,
@@ -215,6 +219,10 @@ class EngineCore:
 
     # -- one iteration -----------------------------------------------------------------------
 
+    def _prefill_cost(self, tokens: float, pairs: float) -> float:
+        """ns of step cost for ``tokens`` of prefill with ``pairs`` causal attention pairs."""
+        return self._per_prefill * tokens + self._per_pair * pairs
+
     def _preempt(self, victim: Seq, at_ns: int, preempted: list[Seq]) -> None:
         self.running.pop()  # the victim is always the newest, the last
         self.free_blocks += victim.blocks
@@ -243,6 +251,7 @@ class EngineCore:
         prefilling: list[Seq] = []  # sequences that got prefill work
         decode = prefill_tokens = ctx = 0
         pairs = 0.0
+        recompute = 0.0  # the cost of prefill work that recomputes preempted sequences
 
         i = 0
         while i < len(running):
@@ -281,6 +290,8 @@ class EngineCore:
                 budget -= n
                 prefill_tokens += n
                 pairs += n * computed + n * n / 2
+                if seq.preemptions:
+                    recompute += self._prefill_cost(n, n * computed + n * n / 2)
                 seq.computed = computed + n
                 prefilling.append(seq)
                 if seq.computed >= seq.target:
@@ -326,6 +337,8 @@ class EngineCore:
                 budget -= n
                 prefill_tokens += n
                 pairs += n * reused + n * n / 2
+                if seq.preemptions:
+                    recompute += self._prefill_cost(n, n * reused + n * n / 2)
                 seq.computed = reused + n
                 prefilling.append(seq)
                 if seq.computed >= seq.target:
@@ -341,16 +354,12 @@ class EngineCore:
                 else:
                     seq.prefill_start_ns = start_ns
 
-        cost = (
-            self._base
-            + self._per_decode * decode
-            + self._per_ctx * ctx
-            + self._per_prefill * prefill_tokens
-            + self._per_pair * pairs
-        )
+        prefill_cost = self._prefill_cost(prefill_tokens, pairs)
+        cost = self._base + self._per_decode * decode + self._per_ctx * ctx + prefill_cost
         rng = self._rng
         if self._jitter:
-            cost *= max(0.1, 1.0 + rng.gauss(0.0, self._jitter))
+            scale = max(0.1, 1.0 + rng.gauss(0.0, self._jitter))
+            cost, prefill_cost, recompute = cost * scale, prefill_cost * scale, recompute * scale
         stall_ns = 0
         if self._stall_prob and rng.random() < self._stall_prob:
             assert self._stall is not None
@@ -385,6 +394,8 @@ class EngineCore:
             prefill_tokens=prefill_tokens,
             prefill_seqs=len(prefilling),
             stall_ns=stall_ns,
+            prefill_ns=round(prefill_cost),
+            recompute_ns=round(recompute),
             running=len(self.running),
             waiting=len(self.waiting),
             kv_tokens=(self.total_blocks - self.free_blocks) * bs,

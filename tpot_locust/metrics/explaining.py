@@ -1,0 +1,120 @@
+"""Overlap is not cause: which of the windows a token gap overlapped can account for it.
+
+A prompt in prefill somewhere in the run overlaps most gaps of a busy server, yet a
+64-token prefill cannot stretch a gap by 40 ms. So this process learns from its own gaps
+what a plain step takes (``base_ns``: the median gap) and what a prompt token in prefill
+adds to a gap (``ns_per_prompt_token``: a high quantile, ``COST_QUANTILE``, of a gap's
+excess over the plain step per prompt token overlapping it, over the recent gaps that
+overlapped any; the quantile is taken because most such gaps hold only the queueing part of
+a prefill window, and it stays below the rare gaps something else stretched). Then, per gap:
+
+- what prefill can account for is ``min(ns_per_prompt_token x prompt tokens, excess)``;
+- ``prefill`` is named where that is at least ``EXPLAINS_SHARE`` of the gap's excess (a gap
+  with no excess keeps every prefill it overlapped: nothing to explain, nothing to refute);
+- ``server_pause`` is named where pause windows (``metrics.pauses``) held at least
+  ``PAUSE_MIN_STREAMS`` streams, one of them covered at least that share of the excess (a
+  preempted stream's long wait is not the short pause it overlapped), and what prefill
+  leaves unexplained is at least that share too (a long prefill step is a silence of every
+  stream as well), and the server counted no preemption over the gap (its recompute is a
+  silence of every stream too, and is ``preemption``'s); a pause beside a big enough prefill
+  is named with both.
+
+Until ``MIN_LEARNT`` gaps that overlapped a prefill were seen, prefill explains what it
+overlaps (as it did before this module), and a pause is named only beside no prefill.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tpot_locust.metrics.causes import (
+    PAUSE_MIN_STREAMS,
+    PREEMPTION,
+    PREFILL,
+    SERVER_PAUSE,
+    GapCauses,
+    explains,
+)
+
+COST_QUANTILE = 90.0
+KEPT = 32_768  # recent samples each estimate is taken over
+PER_BATCH = 4_096  # at most this many samples of one batch are learnt from (evenly spread)
+MIN_LEARNT = 200
+
+
+class _Recent:
+    """The last ``KEPT`` values, in a ring."""
+
+    def __init__(self) -> None:
+        self.values = np.zeros(KEPT, dtype=np.float64)
+        self.filled = 0
+        self._next = 0
+
+    def add(self, values: np.ndarray) -> None:
+        if values.size > PER_BATCH:
+            values = values[:: -(-values.size // PER_BATCH)]
+        end = self._next + values.size
+        if end <= KEPT:
+            self.values[self._next : end] = values
+        else:
+            split = KEPT - self._next
+            self.values[self._next :] = values[:split]
+            self.values[: values.size - split] = values[split:]
+        self._next = end % KEPT
+        self.filled = min(self.filled + values.size, KEPT)
+
+    def percentile(self, q: float) -> float:
+        return float(np.percentile(self.values[: self.filled], q))
+
+
+class GapScale:
+    """This process's plain step and prefill cost per prompt token, from its own gaps."""
+
+    def __init__(self, learning: bool = True) -> None:
+        self._gaps = _Recent()
+        self._ratios = _Recent()  # excess ns per prompt token, of gaps that overlapped any
+        self.base_ns = 0.0
+        self.ns_per_prompt_token: float | None = None  # None: not learnt yet
+        self.learning = learning  # False: overlap is taken for cause (a test's brute force)
+
+    def learn_steps(self, itl_ns: np.ndarray) -> None:
+        """Take a batch's gaps (ns) into the plain step (before pauses are looked for)."""
+        if itl_ns.size and self.learning:
+            self._gaps.add(itl_ns.astype(np.float64))
+            self.base_ns = self._gaps.percentile(50.0)
+
+    def learn_prefill(self, itl_ns: np.ndarray, prefill_tokens: np.ndarray) -> None:
+        """Take the same gaps with the prompt tokens in prefill over each."""
+        if not itl_ns.size or not self.learning:
+            return
+        overlapped = prefill_tokens > 0
+        if overlapped.any():
+            excess = np.maximum(itl_ns[overlapped] - self.base_ns, 0.0)
+            self._ratios.add(excess / prefill_tokens[overlapped])
+        if self._ratios.filled >= MIN_LEARNT:
+            self.ns_per_prompt_token = self._ratios.percentile(COST_QUANTILE)
+
+    def weigh(self, itl_ns: np.ndarray, found: GapCauses, paused_ns: np.ndarray) -> None:
+        """Keep ``prefill`` where it explains the gap and name ``server_pause`` where a
+        pause does (``paused_ns``: how much of each gap the longest pause window covered),
+        in ``found.masks`` (overlap in, cause out)."""
+        masks = found.masks
+        excess = np.maximum(itl_ns - self.base_ns, 0.0)
+        tokens = found.prefill_tokens
+        if self.ns_per_prompt_token is None:
+            prefill_part = np.where(tokens > 0, excess, 0.0)
+        else:
+            prefill_part = np.minimum(self.ns_per_prompt_token * tokens, excess)
+        if PREFILL in masks:
+            named = masks[PREFILL] & ((excess == 0) | explains(prefill_part, excess))
+            masks[PREFILL] = named
+        pause = found.pause_streams >= PAUSE_MIN_STREAMS
+        if pause.any():
+            pause_part = np.minimum(paused_ns, excess)
+            pause &= explains(pause_part, excess) & explains(excess - prefill_part, excess)
+            if PREEMPTION in masks:  # the server counted preemptions then: a recompute's
+                pause &= ~masks[PREEMPTION]
+        masks[SERVER_PAUSE] = pause
+        for kind in (PREFILL, SERVER_PAUSE):
+            if kind in masks and not masks[kind].any():
+                del masks[kind]
