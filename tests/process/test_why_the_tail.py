@@ -8,6 +8,8 @@ is missing, slow or garbage.
   prefill): ``server_pause`` found from the streams that waited together (precision and
   recall at least 0.9 above P99.9), prefill not blamed for them (overlap is not cause), and
   under 5 % of our samples above P99 left with no cause;
+- the server's own full collections (every planted pause a GC its /metrics counts):
+  ``server_gc`` and ``server_pause`` both found (precision and recall at least 0.9);
 - a KV cache too small for its streams: ``preemption`` found for at least 0.8 of the true
   preemption gaps, from the server's own /metrics sampled while the run went;
 - ``--workers 2``: a prefill window of one worker tags the gaps of the other;
@@ -195,6 +197,31 @@ def test_engine_pauses_named_from_the_streams_that_waited_together(tmp_path: Pat
     assert "Attribution check (true gaps above true ITL P99.9" in output
     assert "server_pause precision >= 0.9 met; server_pause recall >= 0.9 met" in output
     assert "  above true ITL P99 (" in output
+
+
+def gc_checks(summary: dict[str, Any], output: str, out: Path) -> list[str]:
+    """``server_gc`` (from the server's own count of collections) and ``server_pause``
+    against the truth above P99.9."""
+    check = summary["attribution_check"]
+    assert check["available"], check
+    failures: list[str] = []
+    at_least(failures, "true tail gaps", check["tail_gaps"], 20)
+    for cause in ("server_gc", "server_pause"):
+        row = check["causes"][cause]
+        at_least(failures, f"{cause} precision", row["precision"], 0.9)
+        at_least(failures, f"{cause} recall", row["recall"], 0.9)
+    return failures
+
+
+def test_server_gc_named_from_its_own_count_of_full_collections(tmp_path: Path) -> None:
+    summary, output, out = run_undisturbed(tmp_path, "why_gc.yaml", checks=gc_checks)
+    server = summary["run"]["server_metrics"]
+    assert server["windows"]["server_gc"] > 0
+    collected = sum(1 for line in truth_lines(out) if line.get("type") == "step" and line["gc"])
+    assert collected > 0
+    assert "server_gc precision >= 0.9 met; server_gc recall >= 0.9 met" in output
+    assert re.search(r"ms at [\d.]+ s: server pause \(\d+ streams waited together\).*server gc",
+                     output)  # fmt: skip
 
 
 def preemption_checks(summary: dict[str, Any], output: str, out: Path) -> list[str]:

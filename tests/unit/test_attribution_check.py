@@ -26,19 +26,23 @@ MS = 1_000_000
 
 def step(
     index: int, prefill: int = 0, preempted: tuple[str, ...] = (), stall_ns: int = 0,
-    prefill_ns: int | None = None,
+    prefill_ns: int | None = None, gc: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
     timed = {} if prefill_ns is None else {"prefill_ns": prefill_ns}
-    return timed | {
-        "type": "step",
-        "step": index,
-        "start_ns": index * MS,
-        "end_ns": (index + 1) * MS,
-        "decode": 1,
-        "prefill_tokens": prefill,
-        "preempted": list(preempted),
-        "stall_ns": stall_ns,
-    }
+    return (
+        timed
+        | {"gc": gc}
+        | {
+            "type": "step",
+            "step": index,
+            "start_ns": index * MS,
+            "end_ns": (index + 1) * MS,
+            "decode": 1,
+            "prefill_tokens": prefill,
+            "preempted": list(preempted),
+            "stall_ns": stall_ns,
+        }
+    )
 
 
 def request(rid: str, send_ns: list[int], steps: list[int], **extra: Any) -> dict[str, Any]:
@@ -200,9 +204,11 @@ def test_precision_recall_and_coverage(tmp_path: Path) -> None:
         "precision": None,
         "recall": 0.0,
     }
+    assert check["causes"]["server_gc"]["true"] == 0  # the stall was no collection
     assert check["true_tail_causes"] == {
         "prefill": 6,
         "server_pause": 1,
+        "server_gc": 0,
         "preemption": 4,
         "prefill_overlapped": 6,
         "none": 1,
@@ -214,6 +220,8 @@ def test_precision_recall_and_coverage(tmp_path: Path) -> None:
         ("prefill", "recall"): False,
         ("server_pause", "precision"): None,
         ("server_pause", "recall"): False,
+        ("server_gc", "precision"): None,
+        ("server_gc", "recall"): None,
         ("preemption", "recall"): False,
     }
     lines = format_attribution_check(check)
@@ -221,6 +229,7 @@ def test_precision_recall_and_coverage(tmp_path: Path) -> None:
         "Attribution check (true gaps above true ITL P99.9 of 1.000 ms: 10, 9 in our "
         "tail_gaps): prefill precision 0.80 (4/5) recall 0.67 (4/6); "
         "server_pause precision n/a (0/0) recall 0.00 (0/1); "
+        "server_gc precision n/a (0/0) recall n/a (0/0); "
         "preemption precision 1.00 (2/2) recall 0.50 (2/4)"
     )
     assert "prefill precision >= 0.9 NOT met" in lines[2]
@@ -238,7 +247,7 @@ def test_no_true_preemption_leaves_its_figures_unassessed(tmp_path: Path) -> Non
         "precision": None,
         "recall": None,
     }
-    assert [t["met"] for t in check["thresholds"]] == [True, True, None, None, None]
+    assert [t["met"] for t in check["thresholds"]] == [True, True, None, None, None, None, None]
     assert "preemption recall >= 0.8 n/a" in format_attribution_check(check)[2]
 
 
@@ -256,6 +265,7 @@ def test_a_prefill_step_inside_a_pause_overlapped_it_and_did_not_cause_it(
     tail[4] = {"prefill": 1600, "prefill_ns": 40 * MS, "stall_ns": 10 * MS}  # prefill
     tail[5] = {"prefill": 800, "prefill_ns": 20 * MS, "stall_ns": 20 * MS}  # both
     tail[6] = {"prefill": 1200, "prefill_ns": 30 * MS}  # prefill alone
+    tail[0]["gc"] = True  # that pause was a full collection of the server's Python process
     truth = tail_truth(tmp_path, tail)
     gaps = true_gaps(truth, {})
     assert gaps is not None
@@ -263,6 +273,7 @@ def test_a_prefill_step_inside_a_pause_overlapped_it_and_did_not_cause_it(
     assert gaps.prefill[picked].tolist() == [False] * 4 + [True, True, True]
     assert gaps.server_pause[picked].tolist() == [True] * 4 + [False, True, False]
     assert gaps.prefill_overlapped[picked].tolist() == [True] * 7
+    assert gaps.server_gc[picked].tolist() == [True] + [False] * 6
     tags = {(f"r{r}", 100): ["server_pause"] for r in range(4)}
     tags |= {("r4", 100): ["prefill"], ("r5", 100): ["prefill", "server_pause"],
              ("r6", 100): ["prefill"]}  # fmt: skip

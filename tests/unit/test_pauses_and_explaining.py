@@ -15,7 +15,6 @@ from tpot_locust.metrics.causes import (
 )
 from tpot_locust.metrics.explaining import MIN_LEARNT, GapScale
 from tpot_locust.metrics.pauses import PauseFinder
-from tpot_locust.metrics.stalls import StallWindows
 
 MS = 1_000_000
 STEP = 5 * MS
@@ -43,7 +42,7 @@ def test_a_pause_every_stream_waited_through_is_one_window_of_all_of_them() -> N
     finder = finder_with(tokens)
     found = []
     for stamps in tokens:  # each stream's gaps tagged in turn: the pause found once
-        found += finder.find(stamps[:-1], stamps[1:], float(STEP), StallWindows())
+        found += finder.find(stamps[:-1], stamps[1:], float(STEP), None)
     assert len(found) == 1
     (window,) = found
     assert window.kind == SERVER_PAUSE and window.size == 8
@@ -56,15 +55,16 @@ def test_one_stream_waiting_while_others_heard_the_server_is_no_pause() -> None:
     tokens = streams(6, 40)
     late = streams(1, 40, pause_after=20)[0] + 3_000  # only this one waited 40 ms
     finder = finder_with([*tokens, late])
-    assert finder.find(late[:-1], late[1:], float(STEP), StallWindows()) == []
+    assert finder.find(late[:-1], late[1:], float(STEP), None) == []
 
 
-def test_a_client_stall_is_not_a_server_pause() -> None:
+def test_a_client_stall_is_not_a_server_pause_unless_kernel_stamps_kept_the_gaps_true() -> None:
     tokens = streams(8, 40, pause_after=20)
-    finder = finder_with(tokens)
-    stalls = StallWindows()
-    stalls.add(int(tokens[0][20]) + 2 * MS, int(tokens[0][21]) - 2 * MS)  # our loop was held
-    assert finder.find(tokens[0][:-1], tokens[0][1:], float(STEP), stalls) == []
+    moved = np.zeros(39, dtype=bool)
+    moved[20] = True  # our loop was held over that gap, whose stamps are its reads'
+    assert finder_with(tokens).find(tokens[0][:-1], tokens[0][1:], float(STEP), moved) == []
+    kept = np.zeros(39, dtype=bool)  # the same silence, stamped by the kernel: the server's
+    assert len(finder_with(tokens).find(tokens[0][:-1], tokens[0][1:], float(STEP), kept)) == 1
 
 
 def test_pruned_gaps_leave_the_counts_of_later_ones_right() -> None:
@@ -72,7 +72,7 @@ def test_pruned_gaps_leave_the_counts_of_later_ones_right() -> None:
     later = streams(8, 40, pause_after=20, offset=int(early[0][-1]) + 10 * STEP)
     finder = finder_with([*early, *later])
     finder.prune(int(later[0][0]))  # every early gap ended before it
-    (window,) = finder.find(later[0][:-1], later[0][1:], float(STEP), StallWindows())
+    (window,) = finder.find(later[0][:-1], later[0][1:], float(STEP), None)
     assert window.size == 8
 
 

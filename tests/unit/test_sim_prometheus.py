@@ -27,6 +27,7 @@ from tpot_locust.sim.prometheus import (
 )
 from tpot_locust.sim.request import SimRequest
 from tpot_locust.sim.response import ResponseSetup
+from tpot_locust.wire.server_metrics import parse_snapshot
 
 MS = 1_000_000
 LABELS = (("model_name", "m"), ("engine", "0"))
@@ -274,3 +275,20 @@ def test_engine_phases_of_a_request() -> None:
     assert values[key("vllm:request_decode_time_seconds_sum")] == pytest.approx(3.0)
     assert values[key("vllm:request_inference_time_seconds_sum")] == pytest.approx(3.4)
     assert values[key("vllm:request_inference_time_seconds_count")] == 1
+
+
+def test_planted_collections_are_served_as_prometheus_clients_gc_counter() -> None:
+    """An engine whose every planted stall is a full collection counts them where vLLM's API
+    server's prometheus_client does, and our reader of a server's /metrics finds them."""
+    params = engine_params("h200-llama3-8b", {"stall_prob": 1.0, "stall_gc_share": 1.0})
+    core = EngineCore(params, seed=1)
+    metrics = SimMetrics()
+    metrics.bind(running=lambda: len(core.running), gc_collections=lambda: core.gc_collections)
+    core.add(Seq("a", 0, 16, 4))
+    steps = [core.step(k * 100 * MS) for k in range(3)]
+    assert all(step is not None and step.gc and step.stall_ns > 0 for step in steps)
+    text = metrics.render().decode()
+    found = samples(text)
+    assert found[key("python_gc_collections_total", (), generation="2")] == 3
+    assert found[key("python_gc_collections_total", (), generation="0")] == 0
+    assert parse_snapshot(text, 0.0).gc_collections_total == 3

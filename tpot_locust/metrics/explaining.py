@@ -17,7 +17,10 @@ a prefill window, and it stays below the rare gaps something else stretched). Th
   leaves unexplained is at least that share too (a long prefill step is a silence of every
   stream as well), and the server counted no preemption over the gap (its recompute is a
   silence of every stream too, and is ``preemption``'s); a pause beside a big enough prefill
-  is named with both.
+  is named with both;
+- ``server_gc`` (the server's own count of full collections rose over the gap, a window as
+  wide as its metrics' sampling) is named where what prefill leaves unexplained is at least
+  that share of the excess: a collection took it, not the prompts.
 
 Until ``MIN_LEARNT`` gaps that overlapped a prefill were seen, prefill explains what it
 overlaps (as it did before this module), and a pause is named only beside no prefill.
@@ -31,6 +34,7 @@ from tpot_locust.metrics.causes import (
     PAUSE_MIN_STREAMS,
     PREEMPTION,
     PREFILL,
+    SERVER_GC,
     SERVER_PAUSE,
     GapCauses,
     explains,
@@ -115,6 +119,8 @@ class GapScale:
             if PREEMPTION in masks:  # the server counted preemptions then: a recompute's
                 pause &= ~masks[PREEMPTION]
         masks[SERVER_PAUSE] = pause
-        for kind in (PREFILL, SERVER_PAUSE):
+        if SERVER_GC in masks:  # a collection counted then, and something not prefill took it
+            masks[SERVER_GC] &= (excess > 0) & explains(excess - prefill_part, excess)
+        for kind in (PREFILL, SERVER_PAUSE, SERVER_GC):
             if kind in masks and not masks[kind].any():
                 del masks[kind]

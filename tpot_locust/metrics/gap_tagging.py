@@ -154,7 +154,7 @@ class GapTagger:
     ) -> None:  # fmt: skip
         gaps = _BatchGaps.of(batch)
         self.scale.learn_steps(gaps.itl_ns)
-        for window in self.pauses.find(gaps.starts, gaps.ends, self.scale.base_ns, self.stalls):
+        for window in self.pauses.find(gaps.starts, gaps.ends, self.scale.base_ns, gaps.in_stall):
             self.causes.add(window)
         causes = self.causes.tags(gaps.starts, gaps.ends)
         self.scale.learn_prefill(gaps.itl_ns, causes.prefill_tokens)

@@ -13,8 +13,9 @@ tagged (``TAG_HOLD_S`` later, so the other streams' gaps over the same moment ar
 looks at each gap longer than ``PAUSE_FACTOR`` plain steps and ``MIN_PAUSE_NS`` beyond one
 (``find``). Its core (the gap less ``EDGE_NS`` or ``EDGE_SHARE`` of it either side, where
 the same step's tokens to other streams still land) is a pause when no token of this
-process arrived in it and it is not one of this process's own stall windows (a held loop
-delays every stream's reads alike: that is ``client_stall``). The window is the whole
+process arrived in it and the gap is not one a stall of this process's loop may have
+moved (a held loop delays every read stamped in user space alike: that is
+``client_stall``; kernel stamps keep the silence true). The window is the whole
 silence (from the last token this process heard before it to the first after), its size
 the streams that waited through it; windows are shared with the other processes like the
 others, and ``explaining`` sums them over every process that saw it.
@@ -27,7 +28,7 @@ import itertools
 import numpy as np
 
 from tpot_locust.metrics.causes import SERVER_PAUSE, CauseWindow
-from tpot_locust.metrics.stalls import PROCESS_TAG, StallWindows
+from tpot_locust.metrics.stalls import PROCESS_TAG
 
 PAUSE_FACTOR = 1.5  # a gap at least this many plain steps long may hold a pause
 MIN_PAUSE_NS = 2_000_000  # and at least this long beyond one plain step
@@ -80,9 +81,11 @@ class PauseFinder:
         self._arrivals = np.sort(np.concatenate((self._arrivals, *arrivals)), kind="stable")
 
     def find(
-        self, starts: np.ndarray, ends: np.ndarray, base_ns: float, stalls: StallWindows
+        self, starts: np.ndarray, ends: np.ndarray, base_ns: float, distorted: np.ndarray | None
     ) -> list[CauseWindow]:
-        """The new pause windows among gaps ``[starts, ends]`` (wall ns, being tagged)."""
+        """The new pause windows among gaps ``[starts, ends]`` (wall ns, being tagged);
+        ``distorted``: the gaps a stall of this process may have moved (``client_stall``:
+        stamped in user space while the loop was held), None when none was."""
         if base_ns <= 0:
             return []
         itl = ends - starts
@@ -101,8 +104,8 @@ class PauseFinder:
             first = int(np.searchsorted(arrivals, core_start, side="right"))
             if first < arrivals.size and arrivals[first] < core_end:
                 continue  # some stream of this process heard from the server meanwhile
-            if stalls and stalls.overlaps(np.array([core_start]), np.array([core_end]))[0]:
-                continue  # our own loop was held: every read late alike
+            if distorted is not None and distorted[index]:
+                continue  # our own loop was held and this gap's stamps are its reads'
             waited = int(np.searchsorted(self._starts, core_start, side="right")) - int(
                 np.searchsorted(self._ends, core_start, side="right")
             )

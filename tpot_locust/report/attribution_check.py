@@ -22,6 +22,8 @@ waited, was preempted or re-prefilled). Its true causes:
   stalls in those steps (``stall_ns``: planted pauses, a GC, a hiccup) and the time the
   server's process was held from sending (a step line's ``sent_ns`` after its ``end_ns``,
   on a busy machine: how much later the gap's closing step went out than its opening one);
+- ``server_gc``: those of the engine's stalls that were full collections of the server's
+  Python process (a step line's ``"gc": true``) explain the gap (a GC is a pause too);
 - ``preemption``: one of those steps preempted a sequence, or ``r`` itself was preempted
   between the two events (its line's ``preemptions``, ``generated == g + 1``), or the
   recompute of preempted sequences (``recompute_ns``, counted out of ``prefill``) explains
@@ -49,17 +51,24 @@ from typing import Any
 
 import numpy as np
 
-from tpot_locust.metrics.causes import PREEMPTION, PREFILL, SERVER_PAUSE, explains
+from tpot_locust.metrics.causes import (
+    PREEMPTION,
+    PREFILL,
+    SERVER_GC,
+    SERVER_PAUSE,
+    explains,
+)
 from tpot_locust.metrics.histograms import exact_percentile
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.truth_check import TruthWindow, streamed
 
 TAIL_PERCENTILE = 99.9
 LOWER_PERCENTILE = 99.0  # checked too, beside: where a cause is too rare for P99.9
-CHECKED_CAUSES = (PREFILL, SERVER_PAUSE, PREEMPTION)
+CHECKED_CAUSES = (PREFILL, SERVER_PAUSE, SERVER_GC, PREEMPTION)
 # Stated, not enforced (a run does not fail on them): (cause, measure, at least).
 THRESHOLDS = ((PREFILL, "precision", 0.9), (PREFILL, "recall", 0.9),
               (SERVER_PAUSE, "precision", 0.9), (SERVER_PAUSE, "recall", 0.9),
+              (SERVER_GC, "precision", 0.9), (SERVER_GC, "recall", 0.9),
               (PREEMPTION, "recall", 0.8))  # fmt: skip
 
 
@@ -76,6 +85,7 @@ class TrueGaps:
     preemption: np.ndarray  # bool
     stall_ns: np.ndarray  # engine stalls summed over the gap's steps, and the server held
     excess_ns: np.ndarray  # the gap beyond the plain decode of its closing step
+    gc_ns: np.ndarray  # the part of its engine stalls that were full collections
     requests: int  # counted requests
     step_lines: int
     unstepped: int  # gaps with a step of their range missing from the step lines
@@ -93,6 +103,11 @@ class TrueGaps:
                         self.prefill_overlapped)  # fmt: skip
 
     @property
+    def server_gc(self) -> np.ndarray:
+        """The server's full collections explain the gap."""
+        return explains(self.gc_ns, self.excess_ns)
+
+    @property
     def server_pause(self) -> np.ndarray:
         """The server's own pauses explain the gap (old truth: any engine stall in it)."""
         timed = self.prefill_ns >= 0
@@ -107,8 +122,8 @@ def true_gaps(
     own file (the simulator's ``--steps``), else they are read from ``truth_path``."""
     window = TruthWindow(run)
     # index -> prefill tokens, preempted, stall, prefill ns of new prompts (-1: the line has
-    # none), late, plain ns (the step less its prefill and stall), recompute ns
-    steps: dict[int, tuple[int, int, int, int, int, int, int]] = {}
+    # none), late, plain ns (the step less its prefill and stall), recompute ns, gc ns
+    steps: dict[int, tuple[int, int, int, int, int, int, int, int]] = {}
     requests: list[tuple[str, list[int], list[int], list[int]]] = []
     for path in (truth_path,) if steps_path is None else (truth_path, steps_path):
         with open(path, encoding="utf-8") as lines:
@@ -125,6 +140,7 @@ def true_gaps(
                         _late_ns(record),
                         _plain_ns(record),
                         int(record.get("recompute_ns") or 0),
+                        int(record.get("stall_ns") or 0) if record.get("gc") is True else 0,
                     )
                 elif path == truth_path and streamed(record):
                     own = [p["generated"] - 1 for p in record.get("preemptions") or ()]
@@ -139,8 +155,9 @@ def true_gaps(
     if not steps:
         return None
     size = 1 + max([*steps, *(max(s) for _, _, s, _ in requests if s)])
-    # prefill, preempted, stall, line present, prefill ns, prefill ns missing, recompute ns
-    table = np.zeros((7, size), dtype=np.int64)
+    # prefill, preempted, stall, line present, prefill ns, prefill ns missing, recompute ns,
+    # gc ns
+    table = np.zeros((8, size), dtype=np.int64)
     index = np.fromiter(steps, dtype=np.int64, count=len(steps))
     values = np.array(list(steps.values()), dtype=np.int64).T
     table[:3, index] = values[:3]
@@ -148,25 +165,14 @@ def true_gaps(
     table[4, index] = np.maximum(values[3], 0)
     table[5, index] = values[3] < 0
     table[6, index] = values[6]
+    table[7, index] = values[7]
     late, plain = np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64)
     late[index], plain[index] = values[4], values[5]
     # cumulative sums with a leading 0: the sum over steps (a, b] is cum[b + 1] - cum[a + 1]
-    cum = np.concatenate([np.zeros((7, 1), dtype=np.int64), np.cumsum(table, axis=1)], axis=1)
-    parts: dict[str, list[np.ndarray]] = {
-        k: []
-        for k in (
-            "rid",
-            "gap",
-            "itl",
-            "end",
-            "pre",
-            "pre_ns",
-            "preempt",
-            "stall",
-            "excess",
-            "unstepped",
-        )  # fmt: skip
-    }
+    cum = np.concatenate([np.zeros((8, 1), dtype=np.int64), np.cumsum(table, axis=1)], axis=1)
+    names = ("rid", "gap", "itl", "end", "pre", "pre_ns", "preempt", "stall", "gc", "excess",
+             "unstepped")  # fmt: skip
+    parts: dict[str, list[np.ndarray]] = {name: [] for name in names}
     for request_id, sends, step_ids, own in requests:
         if len(sends) < 2 or len(step_ids) != len(sends):
             continue  # one token event (not streamed): no gap
@@ -185,6 +191,7 @@ def true_gaps(
         parts["gap"].append(np.arange(preempted.size, dtype=np.int64)[inside])
         parts["itl"].append(np.diff(stamps)[inside])
         parts["excess"].append(excess[inside])
+        parts["gc"].append(sums[7][inside])
         parts["end"].append(stamps[1:][inside])
         parts["pre"].append(sums[0][inside])
         parts["pre_ns"].append(np.where(sums[5] > 0, -1, sums[4])[inside])
@@ -203,6 +210,7 @@ def true_gaps(
         preemption=joined["preempt"].astype(bool),
         stall_ns=joined["stall"],
         excess_ns=joined["excess"],
+        gc_ns=joined["gc"],
         requests=len(requests),
         step_lines=len(steps),
         unstepped=int(np.count_nonzero(joined["unstepped"])),
@@ -324,6 +332,7 @@ def _tail_level(
     truly = {
         PREFILL: gaps.prefill[tail],
         SERVER_PAUSE: gaps.server_pause[tail],
+        SERVER_GC: gaps.server_gc[tail],
         PREEMPTION: gaps.preemption[tail],
     }
     causes: dict[str, Any] = {}

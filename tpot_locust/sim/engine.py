@@ -127,6 +127,7 @@ class Step:
     prefill_tokens: int
     prefill_seqs: int
     stall_ns: int
+    gc: bool  # the stall was a full collection of the server's Python process
     prefill_ns: int  # the part of the step's cost its prefill tokens made (truth of cause)
     recompute_ns: int  # the part of that which recomputed preempted sequences
     running: int  # after the step
@@ -152,6 +153,7 @@ class Step:
             "waiting": self.waiting,
             "kv_tokens": self.kv_tokens,
             "stall_ns": self.stall_ns,
+            "gc": self.gc,
             "prefill_ns": self.prefill_ns,
             "recompute_ns": self.recompute_ns,
             "preempted": [s.request_id for s in self.preempted],
@@ -183,6 +185,8 @@ class EngineCore:
         self._per_pair = params.prefill_attn_ms_per_mpair  # per attention pair
         self._jitter = params.step_jitter
         self._stall_prob = params.stall_prob if self._stall is not None else 0.0
+        self._gc_share = params.stall_gc_share
+        self.gc_collections = 0  # planted stalls that were full collections (its /metrics)
         self.adapters = AdapterSlots(params.max_loras, round(params.adapter_load_ms * 1e6))
         self._adapters_asked = False  # no step looks at adapters until a request names one
 
@@ -360,10 +364,12 @@ class EngineCore:
         if self._jitter:
             scale = max(0.1, 1.0 + rng.gauss(0.0, self._jitter))
             cost, prefill_cost, recompute = cost * scale, prefill_cost * scale, recompute * scale
-        stall_ns = 0
+        stall_ns, gc = 0, False
         if self._stall_prob and rng.random() < self._stall_prob:
             assert self._stall is not None
             stall_ns = round(max(0.0, self._stall.sample(rng)) * 1e6)
+            gc = bool(self._gc_share) and rng.random() < self._gc_share
+            self.gc_collections += gc
         end_ns = start_ns + round(cost) + stall_ns + load_ns
 
         finished: list[Seq] = []
@@ -394,6 +400,7 @@ class EngineCore:
             prefill_tokens=prefill_tokens,
             prefill_seqs=len(prefilling),
             stall_ns=stall_ns,
+            gc=gc,
             prefill_ns=round(prefill_cost),
             recompute_ns=round(recompute),
             running=len(self.running),

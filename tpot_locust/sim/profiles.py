@@ -142,6 +142,9 @@ class EngineParams:
     step_jitter: float = 0.0
     stall_prob: float = 0.0
     stall_ms: Any = 0.0  # a distribution spec (or built distribution); 0 means no stalls
+    # the share of those stalls that are full collections of the server's Python process:
+    # counted in its /metrics (python_gc_collections_total{generation="2"}) and the truth
+    stall_gc_share: float = 0.0
     # LoRA adapters (``sim.adapters``): distinct adapters in one batch (vLLM's --max-loras
     # default) and the time a step takes longer when it loads one into a GPU slot
     max_loras: int = 1
@@ -171,6 +174,8 @@ class EngineParams:
             raise ProfileError("step_base_ms: must be > 0")
         if self.stall_prob > 1:
             raise ProfileError(f"stall_prob: must be <= 1, got {self.stall_prob}")
+        if self.stall_gc_share > 1:
+            raise ProfileError(f"stall_gc_share: must be <= 1, got {self.stall_gc_share}")
         if self.chunked_prefill and self.max_num_batched_tokens < self.max_num_seqs:
             raise ProfileError(
                 f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be >= "

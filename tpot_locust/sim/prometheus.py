@@ -276,6 +276,12 @@ class SimMetrics:
                        self.generation, self.success, self.iteration_tokens, self.ttft, self.itl,
                        self.e2e, *phases.values()):  # fmt: skip
             r.add(metric)
+        # prometheus_client's default collector in vLLM's API server: the engine's planted
+        # full collections (generation 2); the younger generations are not simulated
+        self.gc = Counter("python_gc_collections", "Number of times this generation was collected",
+                          (), children=[(("generation", g),) for g in ("0", "1", "2")])  # fmt: skip
+        r.add(self.gc)
+        self._gc_read: Callable[[], float] | None = None
         # what this server is, after vLLM's own: a reader is told it measured the simulator
         r.add(Gauge(SIM_INFO, "The tpot-locust embedded simulator (vLLM-shaped).",
                     (("emulates", "vllm"), ("profile", profile)), read=lambda: 1.0))  # fmt: skip
@@ -291,12 +297,14 @@ class SimMetrics:
         kv_usage: Callable[[], float] | None = None,
         preemptions: Callable[[], float] | None = None,
         in_flight: Callable[[], Iterable[InFlight]] | None = None,
+        gc_collections: Callable[[], float] | None = None,
     ) -> None:
         """Read these when rendering (None: stays 0, as in gap mode; no requests in flight)."""
         self.running.read = running
         self.waiting.read = waiting
         self.kv_usage.read = kv_usage
         self.preemptions.read = preemptions
+        self._gc_read = gc_collections
         if in_flight is not None:
             self._in_flight = in_flight
 
@@ -340,4 +348,6 @@ class SimMetrics:
                 gap_ns += span_ns
         self.generation.value = tokens
         self.itl.count, self.itl.sum = gaps, gap_ns
+        if self._gc_read is not None:
+            self.gc.children[(("generation", "2"),)] = float(self._gc_read())
         return self.registry.render()

@@ -146,6 +146,7 @@ class SimServer:
                 kv_usage=lambda: (core.total_blocks - core.free_blocks) / max(1, core.total_blocks),
                 preemptions=lambda: core.preemptions,
                 in_flight=lambda: self._streams,
+                gc_collections=lambda: core.gc_collections,
             )
         tls = None
         if self.config.tls_cert is not None:
