@@ -8,6 +8,7 @@ is missing, slow or garbage.
   prefill): ``server_pause`` found from the streams that waited together (precision and
   recall at least 0.9 above P99.9), prefill not blamed for them (overlap is not cause), and
   under 5 % of our samples above P99 left with no cause;
+- the same with ``--workers 2``: each worker finds the pauses of its own streams;
 - the server's own full collections (every planted pause a GC its /metrics counts):
   ``server_gc`` and ``server_pause`` both found (precision and recall at least 0.9);
 - a KV cache too small for its streams: ``preemption`` found for at least 0.8 of the true
@@ -197,6 +198,19 @@ def test_engine_pauses_named_from_the_streams_that_waited_together(tmp_path: Pat
     assert "Attribution check (true gaps above true ITL P99.9" in output
     assert "server_pause precision >= 0.9 met; server_pause recall >= 0.9 met" in output
     assert "  above true ITL P99 (" in output
+
+
+def test_engine_pauses_found_by_each_worker_and_summed(tmp_path: Path) -> None:
+    """``--workers 2``: each worker finds the pauses its own streams waited through; the
+    windows are relayed, so a gap's ``pause_streams`` sums what every worker saw."""
+    summary, _, out = run_undisturbed(tmp_path, "why_pauses.yaml", "--workers", "2",
+                                      checks=pause_checks)  # fmt: skip
+    above = summary["attribution"]["itl"]["p99.9"]["above_ms"]
+    paused = [g for g in summary["attribution"]["tail_gaps"]
+              if g["ms"] > above and "server_pause" in g["causes"]]  # fmt: skip
+    assert len({g["request_id"][:4] for g in paused}) == 2  # both workers' streams
+    audits = [json.loads(p.read_text()) for p in sorted((out / "workers").glob("*.json"))]
+    assert len(audits) == 2
 
 
 def gc_checks(summary: dict[str, Any], output: str, out: Path) -> list[str]:

@@ -264,9 +264,16 @@ def test_the_attribution_check_is_shown_with_its_thresholds() -> None:
                        {"cause": "preemption", "measure": "recall", "at_least": 0.8,
                         "value": None, "met": None}],
         "true_tail_causes": {"prefill": 20, "preemption": 0, "stall": 0, "none": 10},
+        "p99": {"percentile": 99.0, "threshold_ms": 9.0, "tail_gaps": 300, "present": 290,
+                "ours_none": 0.02,
+                "causes": {"server_pause": {"true": 40, "tagged": 36, "both": 36,
+                                            "precision": 1.0, "recall": 0.9}}},
     }  # fmt: skip
     section = "".join(why_the_tail(summary))
     assert "True gaps above the true ITL P99.9 (20.500 ms): 30, of which 29" in section
+    assert ("Above the true ITL P99 (9.000 ms): 300 true gaps, 290 in our kept gaps; ours "
+            "named no cause for 2.0 %") in section
+    assert "<td>server_pause</td><td>40</td><td>36</td><td>36</td><td>1.00</td>" in section
     assert "<td>prefill</td><td>20</td><td>19</td><td>19</td><td>1.00</td><td>0.95</td>" in section
     assert '<span class="pass">met</span>' in section and "n/a" in section
     unavailable = copy.deepcopy(summary)

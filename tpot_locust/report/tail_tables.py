@@ -281,15 +281,7 @@ def attribution_check_parts(check: Any) -> list[str]:
         f"{count_text(check.get('tail_gaps'))}, of which "
         f"{count_text(coverage.get('present'))} are in our kept gaps."
     ))  # fmt: skip
-    rows = []
-    for cause, row in as_dict(check.get("causes")).items():
-        row = as_dict(row)
-        rows.append([shown(str(cause)), count_text(row.get("true")), count_text(row.get("tagged")),
-                     count_text(row.get("both")), _ratio(row.get("precision")),
-                     _ratio(row.get("recall"))])  # fmt: skip
-    if rows:
-        parts.append(table(rows, ["cause", "true", "tagged by us", "both", "precision",
-                                   "recall"]))  # fmt: skip
+    parts += _cause_rows(check.get("causes"))
     stated = []
     for row in as_list(check.get("thresholds")):
         row = as_dict(row)
@@ -306,4 +298,27 @@ def attribution_check_parts(check: Any) -> list[str]:
     if true_tail:
         told = ", ".join(f"{name} {count_text(count)}" for name, count in true_tail.items())
         parts.append(note(f"True causes of those gaps: {told} (causes overlap)."))
+    lower = as_dict(check.get("p99"))
+    if lower.get("tail_gaps"):
+        none = finite(lower.get("ours_none"))
+        left = "" if none is None else f"; ours named no cause for {none * 100:.1f} %"
+        parts.append(note(
+            f"Above the true ITL P99 ({ms_text(lower.get('threshold_ms'))} ms): "
+            f"{count_text(lower.get('tail_gaps'))} true gaps, "
+            f"{count_text(lower.get('present'))} in our kept gaps{left}."
+        ))  # fmt: skip
+        parts += _cause_rows(lower.get("causes"))
     return parts
+
+
+def _cause_rows(causes: Any) -> list[str]:
+    """One row per checked cause: true, tagged by us, both, precision, recall."""
+    rows = []
+    for cause, row in as_dict(causes).items():
+        row = as_dict(row)
+        rows.append([shown(str(cause)), count_text(row.get("true")), count_text(row.get("tagged")),
+                     count_text(row.get("both")), _ratio(row.get("precision")),
+                     _ratio(row.get("recall"))])  # fmt: skip
+    if not rows:
+        return []
+    return [table(rows, ["cause", "true", "tagged by us", "both", "precision", "recall"])]
