@@ -271,8 +271,10 @@ def test_the_attribution_check_is_shown_with_its_thresholds() -> None:
     }  # fmt: skip
     section = "".join(why_the_tail(summary))
     assert "True gaps above the true ITL P99.9 (20.500 ms): 30, of which 29" in section
-    assert ("Above the true ITL P99 (9.000 ms): 300 true gaps, 290 in our kept gaps; ours "
-            "named no cause for 2.0 %") in section
+    assert (
+        "Above the true ITL P99 (9.000 ms): 300 true gaps, 290 in our kept gaps; ours "
+        "named no cause for 2.0 %"
+    ) in section
     assert "<td>server_pause</td><td>40</td><td>36</td><td>36</td><td>1.00</td>" in section
     assert "<td>prefill</td><td>20</td><td>19</td><td>19</td><td>1.00</td><td>0.95</td>" in section
     assert '<span class="pass">met</span>' in section and "n/a" in section
