@@ -278,7 +278,7 @@ def test_a_run_shorter_than_its_first_scrape_says_so(tmp_path: Path) -> None:
     ("body", "words"),
     [(bytes(range(256)) * 8, "not UTF-8"),
      (b"<!DOCTYPE html><html><body><h1>Welcome</h1></body></html>\n", "not Prometheus text"),
-     (b"node_cpu_seconds_total 12\n", "not vLLM, SGLang or TGI")],
+     (b"node_cpu_seconds_total 12\n", "not vLLM, SGLang, TGI or a DCGM exporter")],
 )  # fmt: skip
 def test_garbage_is_one_note(tmp_path: Path, body: bytes, words: str) -> None:
     with metrics_server(lambda n: (200, body, 0.0)) as server:

@@ -11,6 +11,8 @@ is missing, slow or garbage.
 - the same with ``--workers 2``: each worker finds the pauses of its own streams;
 - the server's own full collections (every planted pause a GC its /metrics counts):
   ``server_gc`` and ``server_pause`` both found (precision and recall at least 0.9);
+- the GPU held to its power cap now and then (the simulator's DCGM page, read through
+  ``server.gpu_metrics``): ``gpu_throttle`` found (precision and recall at least 0.9);
 - a KV cache too small for its streams: ``preemption`` found for at least 0.8 of the true
   preemption gaps, from the server's own /metrics sampled while the run went;
 - ``--workers 2``: a prefill window of one worker tags the gaps of the other;
@@ -236,6 +238,36 @@ def test_server_gc_named_from_its_own_count_of_full_collections(tmp_path: Path) 
     assert "server_gc precision >= 0.9 met; server_gc recall >= 0.9 met" in output
     assert re.search(r"ms at [\d.]+ s: server pause \(\d+ streams waited together\).*server gc",
                      output)  # fmt: skip
+
+
+def throttle_checks(summary: dict[str, Any], output: str, out: Path) -> list[str]:
+    """``gpu_throttle`` (from the simulator's DCGM page) against the truth above P99.9, and
+    no pause made of its slow steps."""
+    check = summary["attribution_check"]
+    assert check["available"], check
+    failures: list[str] = []
+    at_least(failures, "true tail gaps", check["tail_gaps"], 20)
+    row = check["causes"]["gpu_throttle"]
+    at_least(failures, "gpu_throttle precision", row["precision"], 0.9)
+    at_least(failures, "gpu_throttle recall", row["recall"], 0.9)
+    if check["causes"]["server_pause"]["tagged"]:
+        at_least(failures, "server_pause precision", check["causes"]["server_pause"]["precision"],
+                 0.9)  # fmt: skip
+    return failures
+
+
+def test_gpu_throttling_named_from_a_dcgm_exporters_page(tmp_path: Path) -> None:
+    summary, output, out = run_undisturbed(tmp_path, "why_throttle.yaml", checks=throttle_checks)
+    sampled = summary["run"]["gpu_metrics"]["sim"]
+    assert sampled["engine"] == "dcgm-exporter" and sampled["windows"]["gpu_throttle"] > 0
+    gpu = sampled["gpu"]
+    assert gpu["slowed_samples"] > 0 and gpu["slowing_reasons"] == ["software power cap"]
+    assert gpu["sm_clock_mhz"][0] < gpu["sm_clock_mhz"][1] == 1980.0
+    lines = (out / "gpu_metrics" / "sim.jsonl").read_text().splitlines()
+    assert len([line for line in lines if '"kind":"sample"' in line]) == sampled["samples"]
+    assert re.search(r"\nGPU sim: 1 GPU; SM clock [\d,]+-1,980 MHz; .*clocks held down in \d+ of "
+                     r"\d+ samples \(software power cap\); no XID error", output)  # fmt: skip
+    assert "gpu_throttle precision >= 0.9 met; gpu_throttle recall >= 0.9 met" in output
 
 
 def preemption_checks(summary: dict[str, Any], output: str, out: Path) -> list[str]:

@@ -26,12 +26,12 @@ MS = 1_000_000
 
 def step(
     index: int, prefill: int = 0, preempted: tuple[str, ...] = (), stall_ns: int = 0,
-    prefill_ns: int | None = None, gc: bool = False,
+    prefill_ns: int | None = None, gc: bool = False, throttle_ns: int = 0,
 ) -> dict[str, Any]:  # fmt: skip
     timed = {} if prefill_ns is None else {"prefill_ns": prefill_ns}
     return (
         timed
-        | {"gc": gc}
+        | {"gc": gc, "throttle_ns": throttle_ns}
         | {
             "type": "step",
             "step": index,
@@ -209,6 +209,7 @@ def test_precision_recall_and_coverage(tmp_path: Path) -> None:
         "prefill": 6,
         "server_pause": 1,
         "server_gc": 0,
+        "gpu_throttle": 0,
         "preemption": 4,
         "prefill_overlapped": 6,
         "none": 1,
@@ -222,6 +223,8 @@ def test_precision_recall_and_coverage(tmp_path: Path) -> None:
         ("server_pause", "recall"): False,
         ("server_gc", "precision"): None,
         ("server_gc", "recall"): None,
+        ("gpu_throttle", "precision"): None,
+        ("gpu_throttle", "recall"): None,
         ("preemption", "recall"): False,
     }
     lines = format_attribution_check(check)
@@ -230,6 +233,7 @@ def test_precision_recall_and_coverage(tmp_path: Path) -> None:
         "tail_gaps): prefill precision 0.80 (4/5) recall 0.67 (4/6); "
         "server_pause precision n/a (0/0) recall 0.00 (0/1); "
         "server_gc precision n/a (0/0) recall n/a (0/0); "
+        "gpu_throttle precision n/a (0/0) recall n/a (0/0); "
         "preemption precision 1.00 (2/2) recall 0.50 (2/4)"
     )
     assert "prefill precision >= 0.9 NOT met" in lines[2]
@@ -247,7 +251,7 @@ def test_no_true_preemption_leaves_its_figures_unassessed(tmp_path: Path) -> Non
         "precision": None,
         "recall": None,
     }
-    assert [t["met"] for t in check["thresholds"]] == [True, True, None, None, None, None, None]
+    assert [t["met"] for t in check["thresholds"]] == [True, True] + [None] * 7
     assert "preemption recall >= 0.8 n/a" in format_attribution_check(check)[2]
 
 
@@ -266,6 +270,7 @@ def test_a_prefill_step_inside_a_pause_overlapped_it_and_did_not_cause_it(
     tail[5] = {"prefill": 800, "prefill_ns": 20 * MS, "stall_ns": 20 * MS}  # both
     tail[6] = {"prefill": 1200, "prefill_ns": 30 * MS}  # prefill alone
     tail[0]["gc"] = True  # that pause was a full collection of the server's Python process
+    tail[7] = {"prefill_ns": 0, "throttle_ns": 30 * MS}  # the GPU's clocks held down
     truth = tail_truth(tmp_path, tail)
     gaps = true_gaps(truth, {})
     assert gaps is not None
@@ -274,6 +279,8 @@ def test_a_prefill_step_inside_a_pause_overlapped_it_and_did_not_cause_it(
     assert gaps.server_pause[picked].tolist() == [True] * 4 + [False, True, False]
     assert gaps.prefill_overlapped[picked].tolist() == [True] * 7
     assert gaps.server_gc[picked].tolist() == [True] + [False] * 6
+    throttled = np.flatnonzero(gaps.request_id == "r7")[-1]
+    assert gaps.gpu_throttle[throttled] and not gaps.gpu_throttle[picked].any()
     tags = {(f"r{r}", 100): ["server_pause"] for r in range(4)}
     tags |= {("r4", 100): ["prefill"], ("r5", 100): ["prefill", "server_pause"],
              ("r6", 100): ["prefill"]}  # fmt: skip

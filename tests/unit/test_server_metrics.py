@@ -124,7 +124,8 @@ def test_deprecated_alias_is_not_counted_twice() -> None:
 def test_unknown_engine_is_none_with_a_reason() -> None:
     snap = parse_snapshot("# TYPE http_requests_total counter\nhttp_requests_total 7\n", 3.0)
     assert snap.engine is None and snap.running is None and not snap.histograms
-    assert "not vLLM, SGLang or TGI" in snap.reason and "http_requests_total" in snap.reason
+    assert "not vLLM, SGLang, TGI or a DCGM exporter" in snap.reason
+    assert "http_requests_total" in snap.reason
     assert "\n" not in snap.reason
     dialect, reason = detect_engine(["llamacpp:tokens_predicted_total"])
     assert dialect is None and "llamacpp" in reason

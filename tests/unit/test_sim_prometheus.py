@@ -292,3 +292,32 @@ def test_planted_collections_are_served_as_prometheus_clients_gc_counter() -> No
     assert found[key("python_gc_collections_total", (), generation="2")] == 3
     assert found[key("python_gc_collections_total", (), generation="0")] == 0
     assert parse_snapshot(text, 0.0).gc_collections_total == 3
+
+
+def test_a_throttle_episode_slows_every_step_in_it_and_the_dcgm_page_says_so() -> None:
+    from tpot_locust.sim.dcgm import render_dcgm
+
+    params = engine_params(
+        "h200-llama3-8b",
+        {"throttle_prob": 1.0, "throttle_ms": {"dist": "fixed", "value": 20}, "step_jitter": 0},
+    )
+    core = EngineCore(params, seed=1)
+    core.add(Seq("a", 0, 16, 40))
+    steps = [core.step(k * 6 * MS) for k in range(3)]
+    assert all(step is not None for step in steps)
+    added = [step.throttle_ns for step in steps if step is not None]
+    assert added[0] > 0 and all(a > 0 for a in added)  # an episode of 20 ms, steps of ~8 ms
+    first = steps[0]
+    assert first is not None
+    plain = first.end_ns - first.start_ns - first.throttle_ns
+    assert abs(first.throttle_ns - plain * (params.throttle_factor - 1)) <= 1
+    assert first.record()["throttle_ns"] == first.throttle_ns
+    assert core.throttled
+    page = samples(render_dcgm(True, 1.5, "h200-llama3-8b").decode())
+    clock = [v for (name, _), v in page.items() if name == "DCGM_FI_DEV_SM_CLOCK"]
+    reasons = [v for (name, _), v in page.items() if name == "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"]
+    assert clock == [1320.0] and reasons == [4.0]
+    calm = samples(render_dcgm(False, 1.5, "h200-llama3-8b").decode())
+    assert [v for (name, _), v in calm.items() if name == "DCGM_FI_DEV_SM_CLOCK"] == [1980.0]
+    snapshot = parse_snapshot(render_dcgm(True, 1.5, "x").decode(), 0.0)
+    assert snapshot.gpu is not None and snapshot.gpu.clock_events == 4

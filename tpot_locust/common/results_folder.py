@@ -7,6 +7,7 @@ While the run goes (each file by one process, as it learns its part):
 - ``truth.jsonl``: every token as the embedded simulator sent it (the simulator);
 - ``histograms/<metric>.hlog``: HdrHistogram interval logs (the master, or a local runner);
 - ``server_metrics.jsonl``: the server's ``/metrics`` sampled while the run went (the same);
+- ``gpu_metrics/<label>.jsonl``: each DCGM exporter of ``server.gpu_metrics``, likewise;
 - ``client_stalls/local.json``: a local runner's stall windows, at its end;
 - ``workers/<id>.json``: what each worker recorded and sent, at its end;
 - ``histograms.json``: the run's merged totals and facts, at its end (the master): the
@@ -32,6 +33,7 @@ VERDICT_FILE = "verdict.json"
 JUNIT_FILE = "junit.xml"
 MARKDOWN_FILE = "summary.md"
 SERVER_METRICS_FILE = "server_metrics.jsonl"
+GPU_METRICS_FOLDER = "gpu_metrics"
 INTERVAL_LOGS_FOLDER = "histograms"
 STALLS_FOLDER = "client_stalls"
 WORKERS_FOLDER = "workers"
@@ -83,6 +85,10 @@ class ResultsFolder:
     @property
     def server_metrics(self) -> Path:
         return self.root / SERVER_METRICS_FILE
+
+    def gpu_metrics(self, label: str) -> Path:
+        """A DCGM exporter's samples (``label``: the scenario's, checked to a-z 0-9 _ -)."""
+        return self.root / GPU_METRICS_FOLDER / f"{label}.jsonl"
 
     @property
     def interval_logs(self) -> Path:

@@ -25,6 +25,7 @@ from tpot_locust.common.version import __version__
 from tpot_locust.harness.distributed import MasterLink, WorkerHooks, WorkerLink
 from tpot_locust.harness.failures import ClientErrorStreak
 from tpot_locust.harness.gc_watch import CollectorWatch
+from tpot_locust.harness.gpu_samplers import GpuSamplers
 from tpot_locust.harness.loop_probe import LagProbe
 from tpot_locust.harness.metrics_endpoint import MetricsEndpoint
 from tpot_locust.harness.scenario_in_use import scenario_in_use
@@ -91,6 +92,7 @@ class RunState:
         self.live_metrics: MetricsEndpoint | None = None  # --tpot-metrics-address
         self.driver: TrafficDriver | None = None
         self.sampler: ServerSampler | None = None  # the server's /metrics, while a test runs
+        self.gpu_samplers = GpuSamplers()  # the DCGM exporters' (``server.gpu_metrics``)
         self.progress: ProgressPrinter | None = None
         self.client_errors = ClientErrorStreak(self.stop_run)
         self.stopped_because: str | None = None
@@ -248,6 +250,9 @@ class RunState:
         self._stop_sampler()
         in_use = scenario_in_use()
         server = in_use.scenario.server if in_use is not None else Server()
+        gpu_urls = server.gpu_metrics_urls(self.environment.host)
+        self.gpu_samplers.start(gpu_urls, server.metrics_interval, self.folder,
+                                self._server_windows)  # fmt: skip
         url = server.metrics_url(self.environment.host)
         if url is None:
             return
@@ -333,6 +338,7 @@ class RunState:
         if self.master is not None:
             guarded(errors, "final worker reports", self.master.flush)
         server_metrics = guarded(errors, "server metrics", self._stop_sampler)
+        gpu_metrics = guarded(errors, "gpu metrics", self.gpu_samplers.stop)
         guarded(errors, "ticker stop", self.stop_ticker)
         guarded(errors, "time series", lambda: self._tick(final=True))
         guarded(errors, "interval logs", self.collector.close)
@@ -341,6 +347,8 @@ class RunState:
         run = guarded(errors, "run facts", self.run_info) or {"complete": False}
         if server_metrics is not None:
             run["server_metrics"] = server_metrics
+        if gpu_metrics is not None:
+            run["gpu_metrics"] = gpu_metrics
         folder, totals = self.folder, self.collector.totals
         if folder is not None and self.master is None:
             guarded(errors, "client stalls", lambda: self._write_stalls(folder))

@@ -19,6 +19,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,13 @@ from gevent import subprocess
 from tpot_locust.common.child_process import child_options
 from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.text_safety import printable
-from tpot_locust.metrics.causes import SERVER_CAUSES, CauseWindow
-from tpot_locust.metrics.server_windows import MAX_POINTS, SeriesReducer, server_windows
+from tpot_locust.metrics.causes import GPU_THROTTLE, SERVER_CAUSES, CauseWindow
+from tpot_locust.metrics.server_windows import (
+    MAX_POINTS,
+    GpuFigures,
+    SeriesReducer,
+    server_windows,
+)
 from tpot_locust.wire.metrics_scrape import URL_ENV
 
 logger = logging.getLogger(__name__)
@@ -56,6 +62,7 @@ class ServerSampler:
         self.process: subprocess.Popen | None = None
         self._reader: gevent.Greenlet | None = None
         self._reducer = SeriesReducer(max_points)
+        self._gpu = GpuFigures()  # a DCGM exporter's page: its GPUs' state over the run
         self._previous: dict[str, Any] | None = None
         self._final: dict[str, Any] | None = None
         self._engine: str | None = None
@@ -124,10 +131,12 @@ class ServerSampler:
         if isinstance(line.get("engine"), str):
             self._engine = line["engine"]
         self._reducer.add(line)
+        self._gpu.add(line)
         previous, self._previous = self._previous, line
         if previous is None:
             return
-        windows = server_windows(previous, line)
+        windows = [self._slowdown(w) if w.kind == GPU_THROTTLE else w
+                   for w in server_windows(previous, line)]  # fmt: skip
         for window in windows:
             self._windows[window.kind] = self._windows.get(window.kind, 0) + 1
         if windows and self.on_windows is not None:
@@ -135,6 +144,13 @@ class ServerSampler:
                 self.on_windows(windows)
             except Exception:  # a consumer's bug must not end the sampling
                 logger.exception("tpot-locust: server metrics: passing on windows failed")
+
+    def _slowdown(self, window: CauseWindow) -> CauseWindow:
+        """A throttle window sized by how much slower its clock ran than the highest this
+        exporter showed in the run (a step's time x (1 + size)); 0 when not known."""
+        highest = max(self._gpu.sm_clock_mhz, default=0.0)
+        slowdown = highest / window.size - 1 if window.size > 0 and highest > 0 else 0.0
+        return replace(window, size=round(max(slowdown, 0.0), 4))
 
     def _note(self, message: str) -> None:
         message = printable(message)
@@ -176,9 +192,11 @@ class ServerSampler:
                        f"(exit code {process.returncode})")  # fmt: skip
 
     def summary(self) -> dict[str, Any]:
-        """``run["server_metrics"]`` of ``summary.json`` (see the module docstring)."""
+        """``run["server_metrics"]`` of ``summary.json`` (see the module docstring); a DCGM
+        exporter's (``run["gpu_metrics"][label]``) has ``gpu`` too."""
         final = self._final or {}
-        return {
+        gpu = self._gpu.summary()
+        return ({"gpu": gpu} if gpu is not None else {}) | {
             "url": redact_url(self.url),
             "engine": self._engine if self._engine is not None else final.get("engine"),
             "interval_s": self.interval_s,

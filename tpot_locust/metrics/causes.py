@@ -12,6 +12,10 @@ processes) with a kind and a size:
   cache usage at or above ``KV_PRESSURE_AT``; requests waiting; the full collections of
   its Python process, ``python_gc_collections_total{generation="2"}``, rose); size = the
   preemptions, the usage (0..1), the requests waiting or the collections.
+- ``gpu_throttle``: from two consecutive samples of a DCGM exporter (``server.gpu_metrics``):
+  a GPU's clock event reasons had a slowing one set at either end (a power cap, a thermal
+  slowdown, a power brake); size = the lowest SM clock (MHz) at either end, made by the
+  sampler how much slower than the highest clock it saw that ran (0.6: steps 1.6x as long).
 - ``server_pause``: every stream of a process waited through the same interval (no token
   arrived on any of them), not within ``metrics.pauses``; size = how many streams waited.
   A gap is ``server_pause`` where such windows, summed over every process, held at least
@@ -45,9 +49,10 @@ PREEMPTION = "preemption"
 KV_PRESSURE = "kv_pressure"
 QUEUEING = "queueing"
 SERVER_GC = "server_gc"
+GPU_THROTTLE = "gpu_throttle"
 SERVER_PAUSE = "server_pause"
 NETWORK = "network"
-SERVER_CAUSES = (PREEMPTION, KV_PRESSURE, QUEUEING, SERVER_GC)
+SERVER_CAUSES = (PREEMPTION, KV_PRESSURE, QUEUEING, SERVER_GC, GPU_THROTTLE)
 CAUSES = (PREFILL, SERVER_PAUSE, *SERVER_CAUSES, NETWORK, CLIENT_STALL)
 UNEXPLAINED = "none"  # the share of tail gaps that overlapped no cause window
 KV_PRESSURE_AT = 0.95  # KV cache usage (0..1) from which a server window is kv_pressure
@@ -276,18 +281,35 @@ class CauseTimeline:
     ) -> np.ndarray:
         """Per gap (ns): the longest stretch of it one window of ``kind`` covered; computed
         for the gaps in ``among`` only (0 elsewhere), windows being few beside gaps."""
-        covered = np.zeros(gap_starts.shape, dtype=np.int64)
+        return self._per_gap(kind, gap_starts, gap_ends, among, by_size=False)
+
+    def largest_size(
+        self, kind: str, gap_starts: np.ndarray, gap_ends: np.ndarray, among: np.ndarray
+    ) -> np.ndarray:
+        """Per gap: the largest size of a window of ``kind`` that overlaps it (``among``
+        only, 0 elsewhere): a throttle's slowdown, not a sum of its neighbours'."""
+        return self._per_gap(kind, gap_starts, gap_ends, among, by_size=True)
+
+    def _per_gap(
+        self, kind: str, gap_starts: np.ndarray, gap_ends: np.ndarray, among: np.ndarray,
+        by_size: bool,
+    ) -> np.ndarray:  # fmt: skip
+        found = np.zeros(gap_starts.shape, dtype=np.float64 if by_size else np.int64)
         windows = [w for w in self._windows.values() if w.kind == kind]
         if not windows or not among.any():
-            return covered
+            return found
         starts = np.array([w.start_wall_ns for w in windows], dtype=np.int64)
         ends = np.array([OPEN_END if w.end_wall_ns is None else w.end_wall_ns for w in windows],
                         dtype=np.int64)  # fmt: skip
+        sizes = np.array([w.size for w in windows], dtype=np.float64)
         for index in np.flatnonzero(among).tolist():
             a, b = gap_starts[index], gap_ends[index]
             overlap = np.minimum(ends, b) - np.maximum(starts, a)
-            covered[index] = max(int(overlap.max()), 0)
-        return covered
+            if by_size:
+                found[index] = max(float(sizes[overlap > 0].max(initial=0.0)), 0.0)
+            else:
+                found[index] = max(int(overlap.max()), 0)
+        return found
 
 
 _LONG_PREFILL = "prefill:long"  # an index of its own: the prefills that make the burst phase

@@ -20,7 +20,10 @@ a prefill window, and it stays below the rare gaps something else stretched). Th
   is named with both;
 - ``server_gc`` (the server's own count of full collections rose over the gap, a window as
   wide as its metrics' sampling) is named where what prefill leaves unexplained is at least
-  that share of the excess: a collection took it, not the prompts.
+  that share of the excess: a collection took it, not the prompts;
+- ``gpu_throttle`` (a GPU's clocks were held down then, by a slowdown ``s``: steps ``1 + s``
+  times as long) where what it adds to a gap that long, ``gap x s / (1 + s)``, is at least
+  that share of the excess; a silence it accounts for is no pause.
 
 Until ``MIN_LEARNT`` gaps that overlapped a prefill were seen, prefill explains what it
 overlaps (as it did before this module), and a pause is named only beside no prefill.
@@ -31,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from tpot_locust.metrics.causes import (
+    GPU_THROTTLE,
     PAUSE_MIN_STREAMS,
     PREEMPTION,
     PREFILL,
@@ -98,10 +102,15 @@ class GapScale:
         if self._ratios.filled >= MIN_LEARNT:
             self.ns_per_prompt_token = self._ratios.percentile(COST_QUANTILE)
 
-    def weigh(self, itl_ns: np.ndarray, found: GapCauses, paused_ns: np.ndarray) -> None:
+    def weigh(
+        self, itl_ns: np.ndarray, found: GapCauses, paused_ns: np.ndarray,
+        slowdown: np.ndarray | None = None,
+    ) -> None:  # fmt: skip
         """Keep ``prefill`` where it explains the gap and name ``server_pause`` where a
         pause does (``paused_ns``: how much of each gap the longest pause window covered),
-        in ``found.masks`` (overlap in, cause out)."""
+        ``gpu_throttle`` where a GPU's slowdown does (``slowdown``: the largest of the
+        throttle windows it overlapped, 0.6 for steps 1.6x as long), in ``found.masks``
+        (overlap in, cause out)."""
         masks = found.masks
         excess = np.maximum(itl_ns - self.base_ns, 0.0)
         tokens = found.prefill_tokens
@@ -112,15 +121,20 @@ class GapScale:
         if PREFILL in masks:
             named = masks[PREFILL] & ((excess == 0) | explains(prefill_part, excess))
             masks[PREFILL] = named
+        throttle_part = np.zeros(excess.shape)
+        if slowdown is not None and GPU_THROTTLE in masks:  # a gap f x as long: (1 - 1/f) of it
+            throttle_part = np.minimum(itl_ns * slowdown / (1 + slowdown), excess)
+            masks[GPU_THROTTLE] &= explains(throttle_part, excess)
         pause = found.pause_streams >= PAUSE_MIN_STREAMS
         if pause.any():
             pause_part = np.minimum(paused_ns, excess)
-            pause &= explains(pause_part, excess) & explains(excess - prefill_part, excess)
+            unexplained = excess - prefill_part - throttle_part  # a slow step is a silence too
+            pause &= explains(pause_part, excess) & explains(unexplained, excess)
             if PREEMPTION in masks:  # the server counted preemptions then: a recompute's
                 pause &= ~masks[PREEMPTION]
         masks[SERVER_PAUSE] = pause
-        if SERVER_GC in masks:  # a collection counted then, and something not prefill took it
+        if SERVER_GC in masks:  # a collection counted then, and not prefill took the gap
             masks[SERVER_GC] &= (excess > 0) & explains(excess - prefill_part, excess)
-        for kind in (PREFILL, SERVER_PAUSE, SERVER_GC):
+        for kind in (PREFILL, SERVER_PAUSE, SERVER_GC, GPU_THROTTLE):
             if kind in masks and not masks[kind].any():
                 del masks[kind]

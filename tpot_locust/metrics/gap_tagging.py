@@ -26,6 +26,7 @@ from tpot_locust.common.timings import to_us, tpot_samples_ns
 from tpot_locust.metrics.causes import (
     CAUSES,
     CLIENT_STALL,
+    GPU_THROTTLE,
     NETWORK,
     PAUSE_MIN_STREAMS,
     PREFILL,
@@ -162,7 +163,11 @@ class GapTagger:
         paused = self.causes.longest_overlap(
             SERVER_PAUSE, gaps.starts, gaps.ends, causes.pause_streams >= PAUSE_MIN_STREAMS
         )
-        self.scale.weigh(gaps.itl_ns, causes, paused)  # overlap in, cause out
+        throttled = causes.masks.get(GPU_THROTTLE)
+        slowdown = None
+        if throttled is not None:
+            slowdown = self.causes.largest_size(GPU_THROTTLE, gaps.starts, gaps.ends, throttled)
+        self.scale.weigh(gaps.itl_ns, causes, paused, slowdown)  # overlap in, cause out
         masks = causes.masks
         for kind, mask in ((CLIENT_STALL, gaps.in_stall), (NETWORK, gaps.network)):
             if mask is not None:  # with any timeline windows of the kind

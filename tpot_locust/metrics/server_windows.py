@@ -10,7 +10,9 @@ lines:
   that went down is a server restart, not a rise), ``kv_pressure`` where KV cache usage at
   either end is at or above ``KV_PRESSURE_AT`` (size: the larger usage), ``queueing``
   where requests waited at either end (size: the most waiting), ``server_gc`` where the
-  server's Python process counted more full collections (size: how many). Ids are
+  server's Python process counted more full collections (size: how many), ``gpu_throttle``
+  where a DCGM exporter's clock event reasons had a slowing one set at either end (size:
+  the lowest SM clock). Ids are
   ``server:<kind>:<index of the current sample>``: unique in a run and the same in every
   process that derives them.
 - ``SeriesReducer`` / ``downsample``: the series for ``summary.json`` in at most
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tpot_locust.metrics.causes import (
+    GPU_THROTTLE,
     KV_PRESSURE,
     KV_PRESSURE_AT,
     PREEMPTION,
@@ -90,6 +93,11 @@ def server_windows(previous: Mapping[str, Any], current: Mapping[str, Any]) -> l
     )
     if same_engine and before is not None and after is not None and after > before:
         add(SERVER_GC, after - before)  # its Python process ran a full collection
+    gpus = [line.get("gpu") for line in (previous, current)]
+    if any(isinstance(gpu, Mapping) and gpu.get("slowing") for gpu in gpus):
+        clocks = [_value(gpu, "sm_clock_mhz") for gpu in gpus if isinstance(gpu, Mapping)]
+        known = [clock for clock in clocks if clock is not None]
+        add(GPU_THROTTLE, min(known) if known else 0.0)  # its clocks were held down
     return windows
 
 
@@ -183,3 +191,51 @@ def downsample(
     for line in lines:
         reducer.add(line)
     return reducer.series()
+
+
+@dataclass
+class GpuFigures:
+    """A DCGM exporter's samples over a run, for its line in the report: the SM clock's
+    range, the most power and heat, the samples with a slowing clock event reason and which,
+    the XID errors seen (``wire.gpu_metrics`` sample lines' ``gpu``)."""
+
+    samples: int = 0
+    slowed: int = 0
+    gpus: int = 0
+    sm_clock_mhz: list[float] = field(default_factory=list)  # [lowest, highest] so far
+    power_w: float | None = None
+    temp_c: float | None = None
+    reasons: list[str] = field(default_factory=list)
+    xids: list[int] = field(default_factory=list)
+
+    def add(self, line: Mapping[str, Any]) -> None:
+        gpu = line.get("gpu")
+        if not isinstance(gpu, Mapping):
+            return
+        self.samples += 1
+        gpus = gpu.get("gpus")
+        if isinstance(gpus, int) and not isinstance(gpus, bool):
+            self.gpus = max(self.gpus, gpus)
+        clock = _value(gpu, "sm_clock_mhz")
+        if clock is not None:
+            low, high = self.sm_clock_mhz or [clock, clock]
+            self.sm_clock_mhz = [min(low, clock), max(high, clock)]
+        for name in ("power_w", "temp_c"):
+            value = _value(gpu, name)
+            if value is not None:
+                setattr(self, name, max(value, getattr(self, name) or value))
+        slowing = [r for r in gpu.get("slowing") or () if isinstance(r, str)]
+        self.slowed += bool(slowing)
+        self.reasons += [r[:64] for r in slowing if r not in self.reasons][:16]
+        xid = gpu.get("xid")
+        if isinstance(xid, int) and not isinstance(xid, bool) and xid and xid not in self.xids:
+            self.xids = [*self.xids, xid][:16]
+
+    def summary(self) -> dict[str, Any] | None:
+        """``run["gpu_metrics"][label]["gpu"]``; None before any GPU sample."""
+        if not self.samples:
+            return None
+        return {"samples": self.samples, "gpus": self.gpus, "sm_clock_mhz": self.sm_clock_mhz,
+                "power_w_max": self.power_w, "temp_c_max": self.temp_c,
+                "slowed_samples": self.slowed, "slowing_reasons": self.reasons,
+                "xid_errors": self.xids}  # fmt: skip

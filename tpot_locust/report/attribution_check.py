@@ -24,6 +24,8 @@ waited, was preempted or re-prefilled). Its true causes:
   on a busy machine: how much later the gap's closing step went out than its opening one);
 - ``server_gc``: those of the engine's stalls that were full collections of the server's
   Python process (a step line's ``"gc": true``) explain the gap (a GC is a pause too);
+- ``gpu_throttle``: what the GPU's lowered clocks added to those steps (``throttle_ns``: the
+  simulator's planted throttle episodes, which its DCGM page shows) explains the gap;
 - ``preemption``: one of those steps preempted a sequence, or ``r`` itself was preempted
   between the two events (its line's ``preemptions``, ``generated == g + 1``), or the
   recompute of preempted sequences (``recompute_ns``, counted out of ``prefill``) explains
@@ -52,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from tpot_locust.metrics.causes import (
+    GPU_THROTTLE,
     PREEMPTION,
     PREFILL,
     SERVER_GC,
@@ -64,11 +67,12 @@ from tpot_locust.report.truth_check import TruthWindow, streamed
 
 TAIL_PERCENTILE = 99.9
 LOWER_PERCENTILE = 99.0  # checked too, beside: where a cause is too rare for P99.9
-CHECKED_CAUSES = (PREFILL, SERVER_PAUSE, SERVER_GC, PREEMPTION)
+CHECKED_CAUSES = (PREFILL, SERVER_PAUSE, SERVER_GC, GPU_THROTTLE, PREEMPTION)
 # Stated, not enforced (a run does not fail on them): (cause, measure, at least).
 THRESHOLDS = ((PREFILL, "precision", 0.9), (PREFILL, "recall", 0.9),
               (SERVER_PAUSE, "precision", 0.9), (SERVER_PAUSE, "recall", 0.9),
               (SERVER_GC, "precision", 0.9), (SERVER_GC, "recall", 0.9),
+              (GPU_THROTTLE, "precision", 0.9), (GPU_THROTTLE, "recall", 0.9),
               (PREEMPTION, "recall", 0.8))  # fmt: skip
 
 
@@ -86,6 +90,7 @@ class TrueGaps:
     stall_ns: np.ndarray  # engine stalls summed over the gap's steps, and the server held
     excess_ns: np.ndarray  # the gap beyond the plain decode of its closing step
     gc_ns: np.ndarray  # the part of its engine stalls that were full collections
+    throttle_ns: np.ndarray  # what the GPU's lowered clocks added to its steps
     requests: int  # counted requests
     step_lines: int
     unstepped: int  # gaps with a step of their range missing from the step lines
@@ -108,6 +113,11 @@ class TrueGaps:
         return explains(self.gc_ns, self.excess_ns)
 
     @property
+    def gpu_throttle(self) -> np.ndarray:
+        """The GPU's lowered clocks explain the gap."""
+        return explains(self.throttle_ns, self.excess_ns)
+
+    @property
     def server_pause(self) -> np.ndarray:
         """The server's own pauses explain the gap (old truth: any engine stall in it)."""
         timed = self.prefill_ns >= 0
@@ -122,8 +132,9 @@ def true_gaps(
     own file (the simulator's ``--steps``), else they are read from ``truth_path``."""
     window = TruthWindow(run)
     # index -> prefill tokens, preempted, stall, prefill ns of new prompts (-1: the line has
-    # none), late, plain ns (the step less its prefill and stall), recompute ns, gc ns
-    steps: dict[int, tuple[int, int, int, int, int, int, int, int]] = {}
+    # none), late, plain ns (the step less its prefill, stall and throttle), recompute ns,
+    # gc ns, throttle ns
+    steps: dict[int, tuple[int, int, int, int, int, int, int, int, int]] = {}
     requests: list[tuple[str, list[int], list[int], list[int]]] = []
     for path in (truth_path,) if steps_path is None else (truth_path, steps_path):
         with open(path, encoding="utf-8") as lines:
@@ -141,6 +152,7 @@ def true_gaps(
                         _plain_ns(record),
                         int(record.get("recompute_ns") or 0),
                         int(record.get("stall_ns") or 0) if record.get("gc") is True else 0,
+                        int(record.get("throttle_ns") or 0),
                     )
                 elif path == truth_path and streamed(record):
                     own = [p["generated"] - 1 for p in record.get("preemptions") or ()]
@@ -156,8 +168,8 @@ def true_gaps(
         return None
     size = 1 + max([*steps, *(max(s) for _, _, s, _ in requests if s)])
     # prefill, preempted, stall, line present, prefill ns, prefill ns missing, recompute ns,
-    # gc ns
-    table = np.zeros((8, size), dtype=np.int64)
+    # gc ns, throttle ns
+    table = np.zeros((9, size), dtype=np.int64)
     index = np.fromiter(steps, dtype=np.int64, count=len(steps))
     values = np.array(list(steps.values()), dtype=np.int64).T
     table[:3, index] = values[:3]
@@ -166,12 +178,13 @@ def true_gaps(
     table[5, index] = values[3] < 0
     table[6, index] = values[6]
     table[7, index] = values[7]
+    table[8, index] = values[8]
     late, plain = np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64)
     late[index], plain[index] = values[4], values[5]
     # cumulative sums with a leading 0: the sum over steps (a, b] is cum[b + 1] - cum[a + 1]
-    cum = np.concatenate([np.zeros((8, 1), dtype=np.int64), np.cumsum(table, axis=1)], axis=1)
-    names = ("rid", "gap", "itl", "end", "pre", "pre_ns", "preempt", "stall", "gc", "excess",
-             "unstepped")  # fmt: skip
+    cum = np.concatenate([np.zeros((9, 1), dtype=np.int64), np.cumsum(table, axis=1)], axis=1)
+    names = ("rid", "gap", "itl", "end", "pre", "pre_ns", "preempt", "stall", "gc", "throttle",
+             "excess", "unstepped")  # fmt: skip
     parts: dict[str, list[np.ndarray]] = {name: [] for name in names}
     for request_id, sends, step_ids, own in requests:
         if len(sends) < 2 or len(step_ids) != len(sends):
@@ -192,6 +205,7 @@ def true_gaps(
         parts["itl"].append(np.diff(stamps)[inside])
         parts["excess"].append(excess[inside])
         parts["gc"].append(sums[7][inside])
+        parts["throttle"].append(sums[8][inside])
         parts["end"].append(stamps[1:][inside])
         parts["pre"].append(sums[0][inside])
         parts["pre_ns"].append(np.where(sums[5] > 0, -1, sums[4])[inside])
@@ -211,6 +225,7 @@ def true_gaps(
         stall_ns=joined["stall"],
         excess_ns=joined["excess"],
         gc_ns=joined["gc"],
+        throttle_ns=joined["throttle"],
         requests=len(requests),
         step_lines=len(steps),
         unstepped=int(np.count_nonzero(joined["unstepped"])),
@@ -224,11 +239,12 @@ def _late_ns(step: dict[str, Any]) -> int:
 
 
 def _plain_ns(step: dict[str, Any]) -> int:
-    """What the step took less its prefill and its stall (0 without ``prefill_ns``)."""
+    """What the step took less its prefill, stall and throttle (0 without ``prefill_ns``)."""
     if "prefill_ns" not in step:
         return 0
     took = int(step.get("end_ns") or 0) - int(step.get("start_ns") or 0)
-    return max(0, took - int(step["prefill_ns"]) - int(step.get("stall_ns") or 0))
+    named = int(step["prefill_ns"]) + int(step.get("stall_ns") or 0)
+    return max(0, took - named - int(step.get("throttle_ns") or 0))
 
 
 def _unavailable(why: str) -> dict[str, Any]:
@@ -333,6 +349,7 @@ def _tail_level(
         PREFILL: gaps.prefill[tail],
         SERVER_PAUSE: gaps.server_pause[tail],
         SERVER_GC: gaps.server_gc[tail],
+        GPU_THROTTLE: gaps.gpu_throttle[tail],
         PREEMPTION: gaps.preemption[tail],
     }
     causes: dict[str, Any] = {}
@@ -348,7 +365,7 @@ def _tail_level(
             "precision": _ratio(both, n_tagged),
             "recall": _ratio(both, n_true),
         }
-    named = truly[PREFILL] | truly[SERVER_PAUSE] | truly[PREEMPTION]
+    named = truly[PREFILL] | truly[SERVER_PAUSE] | truly[GPU_THROTTLE] | truly[PREEMPTION]
     true_tail = {
         **{cause: int(np.count_nonzero(truly[cause])) for cause in CHECKED_CAUSES},
         "prefill_overlapped": int(np.count_nonzero(gaps.prefill_overlapped[tail])),

@@ -51,3 +51,32 @@ def format_server_view(summary: Summary) -> list[str]:
     lines.append("  the server's figure is the bucket it falls in (its buckets say no more);")
     lines.append("  counts differ where the server also served other clients or aborted requests")
     return lines
+
+
+def format_gpu_state(summary: Summary) -> list[str]:
+    """One line a DCGM exporter (``run["gpu_metrics"]``): the GPUs' clocks, power, heat,
+    the samples in which a slowing clock event reason was set, and XID errors."""
+    lines = []
+    endpoints = (summary.get("run") or {}).get("gpu_metrics") or {}
+    for label, sampled in endpoints.items() if isinstance(endpoints, dict) else ():
+        gpu = sampled.get("gpu") if isinstance(sampled, dict) else None
+        if not isinstance(gpu, dict):
+            failed = sampled.get("failed", 0) if isinstance(sampled, dict) else 0
+            lines.append(f"GPU {label}: no GPU sample ({failed} failed)")
+            continue
+        told = [f"{gpu.get('gpus') or '?'} GPU{'s' * (gpu.get('gpus') != 1)}"]
+        clock = gpu.get("sm_clock_mhz") or []
+        if len(clock) == 2:
+            told.append(f"SM clock {clock[0]:,.0f}-{clock[1]:,.0f} MHz")
+        if gpu.get("power_w_max") is not None:
+            told.append(f"power up to {gpu['power_w_max']:,.0f} W")
+        if gpu.get("temp_c_max") is not None:
+            told.append(f"up to {gpu['temp_c_max']:.0f} C")
+        slowed, samples = gpu.get("slowed_samples", 0), gpu.get("samples", 0)
+        reasons = ", ".join(gpu.get("slowing_reasons") or [])
+        told.append(f"clocks held down in {slowed} of {samples} samples"
+                    + (f" ({reasons})" if reasons else ""))  # fmt: skip
+        xids = gpu.get("xid_errors") or []
+        told.append(f"XID errors {', '.join(str(x) for x in xids)}" if xids else "no XID error")
+        lines.append(f"GPU {label}: " + "; ".join(told))
+    return lines

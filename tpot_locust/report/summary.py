@@ -35,7 +35,7 @@ from tpot_locust.report.client_figures import (
     format_client_busy,
     format_client_stalls,
 )
-from tpot_locust.report.server_view import format_server_view
+from tpot_locust.report.server_view import format_gpu_state, format_server_view
 from tpot_locust.report.summary_types import (
     ClassSummary,
     Fluidity,
@@ -413,6 +413,9 @@ def format_report(summary: Summary, scope: str = "all classes") -> str:
     if server := format_server_view(summary):
         lines.append("")
         lines.extend(server)
+    if gpu := format_gpu_state(summary):
+        lines.append("")
+        lines.extend(gpu)
     return "\n".join(lines)
 
 

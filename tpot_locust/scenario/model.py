@@ -102,6 +102,20 @@ class Server:
     # default: <host>/metrics) or false (off); every metrics_interval seconds
     metrics: bool | str = key(True, check="metrics_url")
     metrics_interval: float = key(DEFAULT_METRICS_INTERVAL_S, check="metrics_interval")
+    # the GPUs' own state: DCGM exporters' endpoints by label, sampled as ``metrics`` is
+    gpu_metrics: dict[str, str] = key(check="gpu_metrics", factory=dict)
+
+    def gpu_metrics_urls(self, host: str | None) -> dict[str, str]:
+        """``gpu_metrics`` by label, a path on ``host`` made a URL (left out with no host)."""
+        urls = {}
+        for label, url in self.gpu_metrics.items():
+            if url.startswith("/"):
+                parts = urlsplit(host or "")
+                if not parts.scheme or not parts.netloc:
+                    continue
+                url = urlunsplit((parts.scheme, parts.netloc, url, "", ""))
+            urls[label] = url
+        return urls
 
     def metrics_url(self, host: str | None) -> str | None:
         """The metrics URL to sample for a run against ``host`` (the run's base URL: the

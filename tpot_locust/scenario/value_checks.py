@@ -23,7 +23,7 @@ from tpot_locust.scenario.limits import (
     MIN_EVENT_BYTES,
     MIN_METRICS_INTERVAL_S,
 )
-from tpot_locust.scenario.yaml_source import Located
+from tpot_locust.scenario.yaml_source import Located, ScenarioError
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
@@ -117,6 +117,42 @@ def metrics_url(located: Located, path: str, value: Any, base_dir: Path) -> bool
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise located.error(path, shape)
     return value
+
+
+GPU_LABEL = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+MAX_GPU_ENDPOINTS = 16
+
+
+def gpu_metrics(located: Located, path: str, value: Any, base_dir: Path) -> dict[str, str]:
+    """``server.gpu_metrics``: a DCGM exporter's URL (labelled ``gpu``), or a mapping of
+    labels to URLs (one exporter a node); labels name the results' files. A path (``/...``)
+    is on the server's own host (a gateway's, the embedded simulator's ``/dcgm/metrics``)."""
+    endpoints = {"gpu": value} if isinstance(value, str) else value
+    shape = (
+        "must be a URL like http://127.0.0.1:9400/metrics (or a path on the server's host, "
+        "/dcgm/metrics) or a mapping of labels "
+        f"(a-z, 0-9, _ and -, at most 32) to such URLs, at most {MAX_GPU_ENDPOINTS}"
+    )
+    if not isinstance(endpoints, dict) or not 0 < len(endpoints) <= MAX_GPU_ENDPOINTS:
+        raise located.error(path, shape)
+    checked: dict[str, str] = {}
+    for label, url in endpoints.items():
+        where = path if isinstance(value, str) else f"{path}.{label}"
+        if not isinstance(label, str) or not GPU_LABEL.fullmatch(label):
+            raise located.error(where, shape)
+        try:
+            on_host = isinstance(url, str) and url.startswith("/") and url.isprintable()
+            checked_url = (
+                url
+                if on_host and len(url) <= 2048
+                else (not isinstance(url, bool) and metrics_url(located, where, url, base_dir))
+            )
+        except ScenarioError:
+            checked_url = False
+        if not isinstance(checked_url, str):
+            raise located.error(where, shape)
+        checked[label] = url
+    return checked
 
 
 def metrics_interval(located: Located, path: str, value: Any, base_dir: Path) -> float:

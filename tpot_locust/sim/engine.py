@@ -128,6 +128,7 @@ class Step:
     prefill_seqs: int
     stall_ns: int
     gc: bool  # the stall was a full collection of the server's Python process
+    throttle_ns: int  # the time the GPU's lowered clocks added to the step
     prefill_ns: int  # the part of the step's cost its prefill tokens made (truth of cause)
     recompute_ns: int  # the part of that which recomputed preempted sequences
     running: int  # after the step
@@ -154,6 +155,7 @@ class Step:
             "kv_tokens": self.kv_tokens,
             "stall_ns": self.stall_ns,
             "gc": self.gc,
+            "throttle_ns": self.throttle_ns,
             "prefill_ns": self.prefill_ns,
             "recompute_ns": self.recompute_ns,
             "preempted": [s.request_id for s in self.preempted],
@@ -187,6 +189,10 @@ class EngineCore:
         self._stall_prob = params.stall_prob if self._stall is not None else 0.0
         self._gc_share = params.stall_gc_share
         self.gc_collections = 0  # planted stalls that were full collections (its /metrics)
+        self._throttle = params.throttle_distribution()
+        self._throttle_prob = params.throttle_prob if self._throttle is not None else 0.0
+        self._throttled_until_ns = 0
+        self.throttled = False  # the last step ran with the GPU's clocks held down (DCGM page)
         self.adapters = AdapterSlots(params.max_loras, round(params.adapter_load_ms * 1e6))
         self._adapters_asked = False  # no step looks at adapters until a request names one
 
@@ -222,6 +228,18 @@ class EngineCore:
         return self.params.max_model_len - prompt_tokens
 
     # -- one iteration -----------------------------------------------------------------------
+
+    def _throttled(self, start_ns: int, cost: float) -> int:
+        """The time a throttle episode adds to a step of ``cost`` ns starting at
+        ``start_ns``; an episode starts with ``throttle_prob`` a step (drawn only then)."""
+        if not self._throttle_prob:
+            return 0
+        if start_ns >= self._throttled_until_ns and self._rng.random() < self._throttle_prob:
+            assert self._throttle is not None
+            episode_ms = max(0.0, self._throttle.sample(self._rng))
+            self._throttled_until_ns = start_ns + round(episode_ms * 1e6)
+        self.throttled = start_ns < self._throttled_until_ns
+        return round(cost * (self.params.throttle_factor - 1)) if self.throttled else 0
 
     def _prefill_cost(self, tokens: float, pairs: float) -> float:
         """ns of step cost for ``tokens`` of prefill with ``pairs`` causal attention pairs."""
@@ -370,7 +388,8 @@ class EngineCore:
             stall_ns = round(max(0.0, self._stall.sample(rng)) * 1e6)
             gc = bool(self._gc_share) and rng.random() < self._gc_share
             self.gc_collections += gc
-        end_ns = start_ns + round(cost) + stall_ns + load_ns
+        throttle_ns = self._throttled(start_ns, cost)
+        end_ns = start_ns + round(cost) + throttle_ns + stall_ns + load_ns
 
         finished: list[Seq] = []
         first_prompt = 0
@@ -401,6 +420,7 @@ class EngineCore:
             prefill_seqs=len(prefilling),
             stall_ns=stall_ns,
             gc=gc,
+            throttle_ns=throttle_ns,
             prefill_ns=round(prefill_cost),
             recompute_ns=round(recompute),
             running=len(self.running),

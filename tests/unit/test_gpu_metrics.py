@@ -1,0 +1,106 @@
+"""The GPU's own state from a DCGM exporter (issue 44, item 4): its published text read,
+throttled intervals as ``gpu_throttle`` windows, ``server.gpu_metrics`` checked, one report
+line a GPU endpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.test_server_windows import scenario
+from tpot_locust.metrics.causes import GPU_THROTTLE
+from tpot_locust.metrics.server_windows import GpuFigures, server_windows
+from tpot_locust.report.server_view import format_gpu_state
+from tpot_locust.scenario.yaml_source import ScenarioErrors
+from tpot_locust.wire.gpu_metrics import slowing_reasons
+from tpot_locust.wire.metrics_scrape import Scraper
+from tpot_locust.wire.server_metrics import DCGM, ServerMetricsError, parse_snapshot
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "server_metrics"
+
+
+def test_the_exporters_published_example_is_read_and_its_blank_marker_is_no_reading() -> None:
+    text = (DATA / "dcgm-exporter.txt").read_text()
+    with pytest.raises(ServerMetricsError):  # its "..." elisions are not Prometheus text
+        parse_snapshot(text, 0.0)
+    shown = "\n".join(line for line in text.splitlines() if line != "...")
+    snapshot = parse_snapshot(shown, 0.0)
+    assert snapshot.engine == DCGM and snapshot.gpu is not None
+    assert snapshot.gpu.gpus == 1 and snapshot.gpu.sm_clock_mhz == 139.0
+    # MEMORY_TEMP's 9223372036854775794 is DCGM_INT64_NOT_SUPPORTED; the GPU's own is absent
+    assert snapshot.gpu.temp_c is None and snapshot.gpu.clock_events is None
+
+
+def test_two_gpus_in_the_exporters_format_one_held_to_its_power_cap() -> None:
+    snapshot = parse_snapshot((DATA / "dcgm-exporter-h100.txt").read_bytes(), 0.0)
+    gpu = snapshot.gpu
+    assert gpu is not None and gpu.gpus == 2
+    assert (gpu.sm_clock_mhz, gpu.power_w, gpu.temp_c) == (1410.0, 699.812, 71.0)
+    assert gpu.clock_events == 0x4 and gpu.xid == 0
+    assert slowing_reasons(gpu.clock_events) == ["software power cap"]
+    assert slowing_reasons(0x1 | 0x2) == []  # idle, application clocks: not slowing a busy GPU
+
+
+def lines(pages: list[str]) -> list[dict[str, Any]]:
+    """The sampler's lines for these pages, one scrape each (as the child prints them)."""
+    out: list[dict[str, Any]] = []
+    scraper = Scraper("http://127.0.0.1:9400/metrics", 0.25, lambda line, _: out.append(line))
+    for page in pages:
+        scraper.fetch = lambda url, total, page=page: page.encode()
+        scraper.sample()
+    return [line for line in out if line["kind"] == "sample"]
+
+
+def test_an_interval_with_a_slowing_reason_at_either_end_is_gpu_throttle() -> None:
+    throttled = (DATA / "dcgm-exporter-h100.txt").read_text()
+    calm = throttled.replace("} 4\n", "} 0\n").replace("} 1410\n", "} 1980\n")
+    sampled = lines([calm, calm, throttled, calm])
+    assert [line["engine"] for line in sampled] == [DCGM] * 4
+    windows = [server_windows(a, b) for a, b in zip(sampled, sampled[1:], strict=False)]
+    kinds = [[w.kind for w in found] for found in windows]
+    assert kinds == [[], [GPU_THROTTLE], [GPU_THROTTLE]]
+    assert windows[1][0].size == 1410.0  # the lowest SM clock at either end
+    figures = GpuFigures()
+    for line in sampled:
+        figures.add(line)
+    summary = figures.summary()
+    assert summary is not None
+    assert summary["sm_clock_mhz"] == [1410.0, 1980.0] and summary["slowed_samples"] == 1
+    assert summary["slowing_reasons"] == ["software power cap"] and summary["xid_errors"] == []
+    told = format_gpu_state({"run": {"gpu_metrics": {"node7": {"gpu": summary}}}})
+    assert told == [
+        "GPU node7: 2 GPUs; SM clock 1,410-1,980 MHz; power up to 700 W; up to 71 C; "
+        "clocks held down in 1 of 4 samples (software power cap); no XID error"
+    ]
+
+
+def test_gpu_metrics_takes_a_url_or_labelled_urls() -> None:
+    assert scenario({}).server.gpu_metrics == {}
+    one = scenario({"gpu_metrics": "http://127.0.0.1:9400/metrics"}).server
+    assert one.gpu_metrics == {"gpu": "http://127.0.0.1:9400/metrics"}
+    two = {"node-1": "http://10.0.0.1:9400/metrics", "node-2": "http://10.0.0.2:9400/metrics"}
+    assert scenario({"gpu_metrics": two}).server.gpu_metrics == two
+
+
+@pytest.mark.parametrize(
+    ("value", "where"),
+    [("ftp://h/metrics", "server.gpu_metrics"), ({"Node": "http://h/m"}, "server.gpu_metrics.Node"),
+     ({"../x": "http://h/m"}, "server.gpu_metrics"), ({"a": True}, "server.gpu_metrics.a"),
+     ({}, "server.gpu_metrics"), ([], "server.gpu_metrics"),
+     ({f"n{i}": "http://h/m" for i in range(17)}, "server.gpu_metrics")],
+)  # fmt: skip
+def test_bad_gpu_metrics_are_refused_with_their_path(value: Any, where: str) -> None:
+    with pytest.raises(ScenarioErrors) as raised:
+        scenario({"gpu_metrics": value})
+    text = str(raised.value)
+    assert where in text and "must be a URL like http://127.0.0.1:9400/metrics" in text, text
+
+
+def test_a_path_is_on_the_servers_own_host() -> None:
+    server = scenario({"gpu_metrics": {"sim": "/dcgm/metrics"}}).server
+    assert server.gpu_metrics_urls("http://127.0.0.1:8000/v1") == {
+        "sim": "http://127.0.0.1:8000/dcgm/metrics"
+    }
+    assert server.gpu_metrics_urls(None) == {}
