@@ -270,6 +270,41 @@ def test_gpu_throttling_named_from_a_dcgm_exporters_page(tmp_path: Path) -> None
     assert "gpu_throttle precision >= 0.9 met; gpu_throttle recall >= 0.9 met" in output
 
 
+# A pause or a throttled step that falls inside a burst (8k prompts queued for ~1 s) has
+# 30k prompt tokens "in prefill" beside it, which can account for any gap: ours names
+# prefill there, so its recall depends on where the dice put it (measured here: 1.00 in a
+# run where none collided, 0.0 for GC and throttling in one where both fell in a burst).
+# Named at all, and named right where named, holds in every run.
+def seed_checks(summary: dict[str, Any], output: str, out: Path) -> list[str]:
+    """Every planted cause in the tail named, and rightly: prefill above P99.9 (its bursts
+    are the tail there), pause, GC and GPU throttling above P99 (the top the tail list
+    keeps), where they are too rare for P99.9."""
+    check = summary["attribution_check"]
+    assert check["available"], check
+    failures: list[str] = []
+    prefill = check["causes"]["prefill"]
+    at_least(failures, "prefill precision", prefill["precision"], 0.9)
+    at_least(failures, "prefill recall", prefill["recall"], 0.9)
+    lower = check["p99"]
+    for cause in ("server_pause", "server_gc", "gpu_throttle"):
+        row = lower["causes"][cause]
+        at_least(failures, f"{cause} true above P99", row["true"], 10)
+        at_least(failures, f"{cause} named above P99", row["tagged"], 1)
+        at_least(failures, f"{cause} precision above P99", row["precision"], 0.9)
+    return failures
+
+
+def test_the_seed_story_names_every_planted_cause(tmp_path: Path) -> None:
+    """``scenarios/seed-causes.yaml``: prefill bursts, engine pauses (half of them GCs) and
+    GPU throttling planted side by side, open-loop chats beside; each is named."""
+    scenario = ROOT / "scenarios" / "seed-causes.yaml"
+    summary, output, _ = run_undisturbed(tmp_path, str(scenario), checks=seed_checks)
+    assert re.search(
+        r"\nGPU sim: 1 GPU; SM clock 990-1,980 MHz; .* clocks held down in [1-9]", output
+    )
+    assert summary["attribution"]["itl"]["p99"]["shares"]["none"] < 0.05
+
+
 def preemption_checks(summary: dict[str, Any], output: str, out: Path) -> list[str]:
     check = summary["attribution_check"]
     assert check["available"], check

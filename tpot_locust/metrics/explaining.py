@@ -22,8 +22,9 @@ a prefill window, and it stays below the rare gaps something else stretched). Th
   wide as its metrics' sampling) is named where what prefill leaves unexplained is at least
   that share of the excess: a collection took it, not the prompts;
 - ``gpu_throttle`` (a GPU's clocks were held down then, by a slowdown ``s``: steps ``1 + s``
-  times as long) where what it adds to a gap that long, ``gap x s / (1 + s)``, is at least
-  that share of the excess; a silence it accounts for is no pause.
+  times as long) where what it adds to a plain step, ``s x`` the plain step, is at least
+  that share of the excess (a 40 ms pause in a throttled second is still a pause); a
+  silence it accounts for is no pause.
 
 Until ``MIN_LEARNT`` gaps that overlapped a prefill were seen, prefill explains what it
 overlaps (as it did before this module), and a pause is named only beside no prefill.
@@ -122,8 +123,8 @@ class GapScale:
             named = masks[PREFILL] & ((excess == 0) | explains(prefill_part, excess))
             masks[PREFILL] = named
         throttle_part = np.zeros(excess.shape)
-        if slowdown is not None and GPU_THROTTLE in masks:  # a gap f x as long: (1 - 1/f) of it
-            throttle_part = np.minimum(itl_ns * slowdown / (1 + slowdown), excess)
+        if slowdown is not None and GPU_THROTTLE in masks:  # a plain step, that much longer
+            throttle_part = np.minimum(self.base_ns * slowdown, excess)
             masks[GPU_THROTTLE] &= explains(throttle_part, excess)
         pause = found.pause_streams >= PAUSE_MIN_STREAMS
         if pause.any():
