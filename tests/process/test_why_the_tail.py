@@ -13,6 +13,8 @@ is missing, slow or garbage.
   ``server_gc`` and ``server_pause`` both found (precision and recall at least 0.9);
 - the GPU held to its power cap now and then (the simulator's DCGM page, read through
   ``server.gpu_metrics``): ``gpu_throttle`` found (precision and recall at least 0.9);
+- KV paging: a preempted sequence's KV offloaded to CPU memory and brought back over PCIe,
+  which the server's /metrics counts: ``kv_offload`` found above P99;
 - a KV cache too small for its streams: ``preemption`` found for at least 0.8 of the true
   preemption gaps, from the server's own /metrics sampled while the run went;
 - ``--workers 2``: a prefill window of one worker tags the gaps of the other;
@@ -303,6 +305,30 @@ def test_the_seed_story_names_every_planted_cause(tmp_path: Path) -> None:
         r"\nGPU sim: 1 GPU; SM clock 990-1,980 MHz; .* clocks held down in [1-9]", output
     )
     assert summary["attribution"]["itl"]["p99"]["shares"]["none"] < 0.05
+
+
+def offload_checks(summary: dict[str, Any], output: str, out: Path) -> list[str]:
+    """``kv_offload`` above P99 (a swap-in adds a few ms to a step: too little for P99.9,
+    whose tail is the preempted streams' own waits, ``preemption``)."""
+    check = summary["attribution_check"]
+    assert check["available"], check
+    failures: list[str] = []
+    preemption = check["causes"]["preemption"]
+    at_least(failures, "preemption recall", preemption["recall"], 0.8)
+    row = check["p99"]["causes"]["kv_offload"]
+    at_least(failures, "kv_offload true above P99", row["true"], 5)
+    at_least(failures, "kv_offload precision above P99", row["precision"], 0.9)
+    at_least(failures, "kv_offload recall above P99", row["recall"], 0.9)
+    return failures
+
+
+def test_kv_paging_named_from_the_servers_count_of_kv_loaded_back(tmp_path: Path) -> None:
+    summary, output, out = run_undisturbed(tmp_path, "why_offload.yaml", checks=offload_checks)
+    server = summary["run"]["server_metrics"]
+    assert server["windows"]["kv_offload"] > 0
+    steps = [line for line in truth_lines(out) if line.get("type") == "step"]
+    assert sum(1 for step in steps if step["offload_ns"] > 0) > 0
+    assert "preemption recall >= 0.8 met" in output
 
 
 def preemption_checks(summary: dict[str, Any], output: str, out: Path) -> list[str]:

@@ -210,6 +210,7 @@ def test_precision_recall_and_coverage(tmp_path: Path) -> None:
         "server_pause": 1,
         "server_gc": 0,
         "gpu_throttle": 0,
+        "kv_offload": 0,
         "preemption": 4,
         "prefill_overlapped": 6,
         "none": 1,
@@ -225,6 +226,8 @@ def test_precision_recall_and_coverage(tmp_path: Path) -> None:
         ("server_gc", "recall"): None,
         ("gpu_throttle", "precision"): None,
         ("gpu_throttle", "recall"): None,
+        ("kv_offload", "precision"): None,
+        ("kv_offload", "recall"): None,
         ("preemption", "recall"): False,
     }
     lines = format_attribution_check(check)
@@ -234,6 +237,7 @@ def test_precision_recall_and_coverage(tmp_path: Path) -> None:
         "server_pause precision n/a (0/0) recall 0.00 (0/1); "
         "server_gc precision n/a (0/0) recall n/a (0/0); "
         "gpu_throttle precision n/a (0/0) recall n/a (0/0); "
+        "kv_offload precision n/a (0/0) recall n/a (0/0); "
         "preemption precision 1.00 (2/2) recall 0.50 (2/4)"
     )
     assert "prefill precision >= 0.9 NOT met" in lines[2]
@@ -251,7 +255,7 @@ def test_no_true_preemption_leaves_its_figures_unassessed(tmp_path: Path) -> Non
         "precision": None,
         "recall": None,
     }
-    assert [t["met"] for t in check["thresholds"]] == [True, True] + [None] * 7
+    assert [t["met"] for t in check["thresholds"]] == [True, True] + [None] * 9
     assert "preemption recall >= 0.8 n/a" in format_attribution_check(check)[2]
 
 

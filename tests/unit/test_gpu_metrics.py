@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.unit.test_server_windows import scenario
-from tpot_locust.metrics.causes import GPU_THROTTLE
+from tpot_locust.metrics.causes import GPU_THROTTLE, KV_OFFLOAD
 from tpot_locust.metrics.server_windows import GpuFigures, server_windows
 from tpot_locust.report.server_view import format_gpu_state
 from tpot_locust.scenario.yaml_source import ScenarioErrors
@@ -104,3 +104,20 @@ def test_a_path_is_on_the_servers_own_host() -> None:
         "sim": "http://127.0.0.1:8000/dcgm/metrics"
     }
     assert server.gpu_metrics_urls(None) == {}
+
+
+def test_kv_loaded_back_from_cpu_memory_is_a_kv_offload_window() -> None:
+    """vLLM's OffloadingConnector counts bytes loaded back (``kv_offload_load_bytes``);
+    a rise between two samples is a ``kv_offload`` window, a fall a restart (none)."""
+    before = {"t_wall_s": 1.0, "i": 1, "engine": "vllm", "kv_loaded_total": 1e6}
+    after = {"t_wall_s": 1.25, "i": 2, "engine": "vllm", "kv_loaded_total": 3e6}
+    (window,) = server_windows(before, after)
+    assert window.kind == KV_OFFLOAD and window.size == 2e6
+    assert server_windows(after, before | {"t_wall_s": 1.5}) == []
+    text = (
+        "# TYPE vllm:kv_offload_load_bytes counter\n"
+        'vllm:kv_offload_load_bytes_total{model_name="m",engine="0"} 4096\n'
+    )
+    assert parse_snapshot(text, 0.0).kv_loaded_total == 4096
+    sglang = 'sglang:load_back_tokens_total{pool="kv"} 512\nsglang:num_running_reqs 1\n'
+    assert parse_snapshot(sglang, 0.0).kv_loaded_total == 512

@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from tpot_locust.metrics.causes import (
+    KV_OFFLOAD,
     PREEMPTION,
     PREFILL,
+    SERVER_GC,
     SERVER_PAUSE,
     CauseTimeline,
     CauseWindow,
@@ -144,3 +146,29 @@ def test_pause_windows_of_every_process_sum_their_streams_and_cover_a_gap() -> N
     assert found.pause_streams.tolist() == [4, 0]
     covered = timeline.longest_overlap(SERVER_PAUSE, starts, ends, found.pause_streams > 0)
     assert covered.tolist() == [40 * MS, 0]
+
+
+def test_a_silence_the_server_counted_kv_loaded_back_in_is_that_swap_in_not_a_pause() -> None:
+    scale = learnt_scale(24_000)
+    gaps = np.array([12, 12, 600], dtype=np.float64) * MS
+    found = causes([0, 0, 0], [30, 30, 1],
+                   {KV_OFFLOAD: [True, False, True], SERVER_GC: [False, True, False]})  # fmt: skip
+    covered = np.array([7, 7, 7], dtype=np.int64) * MS
+    scale.weigh(gaps, found, covered)
+    # every stream waited 7 ms: a swap-in where KV came back, a GC (and a pause) where the
+    # server collected; a lone stream's 600 ms wait is neither (its preemption is)
+    assert found.masks[KV_OFFLOAD].tolist() == [True, False, False]
+    assert found.masks[SERVER_GC].tolist() == [False, True, False]
+    assert found.masks[SERVER_PAUSE].tolist() == [False, True, False]
+
+
+def test_once_learnt_a_prompt_counts_as_in_prefill_only_at_the_end_of_its_window() -> None:
+    timeline = CauseTimeline()
+    # sent at 0, queued behind a full KV cache, first token at 1 s: 100 tokens
+    timeline.add(CauseWindow(PREFILL, "r1", 0, 1000 * MS, 100.0))
+    early, late = np.array([100 * MS, 990 * MS]), np.array([105 * MS, 996 * MS])
+    assert timeline.tags(early, late).prefill_tokens.tolist() == [100, 100]
+    timeline.prefill_span_ns_per_token = 50_000.0  # 100 tokens: its last 5 ms
+    assert timeline.tags(early, late).prefill_tokens.tolist() == [0, 100]
+    scale = learnt_scale(24_000)
+    assert scale.prefill_span() == 48_000.0  # twice the cost learnt, 3 digits

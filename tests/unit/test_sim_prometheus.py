@@ -321,3 +321,36 @@ def test_a_throttle_episode_slows_every_step_in_it_and_the_dcgm_page_says_so() -
     assert [v for (name, _), v in calm.items() if name == "DCGM_FI_DEV_SM_CLOCK"] == [1980.0]
     snapshot = parse_snapshot(render_dcgm(True, 1.5, "x").decode(), 0.0)
     assert snapshot.gpu is not None and snapshot.gpu.clock_events == 4
+
+
+def test_a_preempted_sequences_kv_is_offloaded_and_brought_back_not_recomputed() -> None:
+    params = engine_params(
+        "h200-llama3-8b",
+        {"kv_cache_tokens": 4096, "max_model_len": 2048, "block_size": 16, "step_jitter": 0,
+         "kv_offload_tokens": 100_000, "pcie_gb_per_s": 25.0},
+    )  # fmt: skip
+    core = EngineCore(params, seed=1)
+    metrics = SimMetrics()
+    moved_bytes = (lambda: core.kv_loaded_bytes, lambda: core.kv_stored_bytes)
+    metrics.bind(running=lambda: len(core.running), kv_offload=moved_bytes)
+    for name in ("a", "b", "c"):  # three that each grow past a third of the cache
+        core.add(Seq(name, 0, 1200, 600))
+    steps = []
+    for k in range(900):
+        step = core.step(k * 10 * MS)
+        if step is not None:
+            steps.append(step)
+    moved = [step for step in steps if step.offload_ns]
+    assert core.preemptions > 0 and moved, "the cache never ran out"
+    assert core.kv_stored_bytes > 0 and core.kv_loaded_bytes > 0
+    # brought back, not recomputed: at most the one token whose KV was not yet written
+    assert max(step.recompute_ns for step in steps) < MS
+    per_token_ns = params.kv_bytes_per_token / params.pcie_gb_per_s
+    first = moved[0]
+    assert first.end_ns - first.start_ns >= first.offload_ns >= round(16 * per_token_ns)
+    found = samples(metrics.render().decode())
+    served = (("model_name", "tpot-sim"), ("engine", "0"))
+    loaded = found[key("vllm:kv_offload_load_bytes_total", served)]
+    assert loaded == core.kv_loaded_bytes
+    assert found[key("vllm:kv_offload_store_bytes_total", served)] == core.kv_stored_bytes
+    assert parse_snapshot(metrics.render().decode(), 0.0).kv_loaded_total == loaded

@@ -12,6 +12,9 @@ processes) with a kind and a size:
   cache usage at or above ``KV_PRESSURE_AT``; requests waiting; the full collections of
   its Python process, ``python_gc_collections_total{generation="2"}``, rose); size = the
   preemptions, the usage (0..1), the requests waiting or the collections.
+- ``kv_offload``: between two samples where the server brought KV cache back from CPU
+  memory (vLLM's ``kv_offload_load_bytes``, SGLang's HiCache ``load_back_*``); size = how
+  much (bytes or tokens). Its transfers hold the step every stream waits on.
 - ``gpu_throttle``: from two consecutive samples of a DCGM exporter (``server.gpu_metrics``):
   a GPU's clock event reasons had a slowing one set at either end (a power cap, a thermal
   slowdown, a power brake); size = the lowest SM clock (MHz) at either end, made by the
@@ -38,7 +41,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -50,9 +53,10 @@ KV_PRESSURE = "kv_pressure"
 QUEUEING = "queueing"
 SERVER_GC = "server_gc"
 GPU_THROTTLE = "gpu_throttle"
+KV_OFFLOAD = "kv_offload"
 SERVER_PAUSE = "server_pause"
 NETWORK = "network"
-SERVER_CAUSES = (PREEMPTION, KV_PRESSURE, QUEUEING, SERVER_GC, GPU_THROTTLE)
+SERVER_CAUSES = (PREEMPTION, KV_PRESSURE, QUEUEING, SERVER_GC, KV_OFFLOAD, GPU_THROTTLE)
 CAUSES = (PREFILL, SERVER_PAUSE, *SERVER_CAUSES, NETWORK, CLIENT_STALL)
 UNEXPLAINED = "none"  # the share of tail gaps that overlapped no cause window
 KV_PRESSURE_AT = 0.95  # KV cache usage (0..1) from which a server window is kv_pressure
@@ -158,6 +162,11 @@ class CauseTimeline:
         self._index: dict[str, _KindIndex] | None = None
         self.bursts = BurstArchive()
         self.archive: PrefillArchive | None = None  # on the reporting process: every prefill
+        # A prompt's own prefill runs at the end of its window (send to first token), the
+        # rest is queueing: with this set (ns a prompt token, margin included), a closed
+        # prefill window counts only for its last ``size x`` that (``metrics.explaining``)
+        self.prefill_span_ns_per_token: float | None = None
+        self._index_span: float | None = None
 
     def __len__(self) -> int:
         return len(self._windows)
@@ -243,10 +252,12 @@ class CauseTimeline:
             self.archive = PrefillArchive()
 
     def _indexes(self) -> dict[str, _KindIndex]:
-        if self._index is None:
+        span = self.prefill_span_ns_per_token
+        if self._index is None or span != self._index_span:
+            self._index_span = span
             by_kind: dict[str, list[CauseWindow]] = {}
             for window in self._windows.values():
-                by_kind.setdefault(window.kind, []).append(window)
+                by_kind.setdefault(window.kind, []).append(_narrowed(window, span))
                 if window.kind == PREFILL and (
                     window.burst or window.size >= self.long_prompt_tokens
                 ):
@@ -310,6 +321,16 @@ class CauseTimeline:
             else:
                 found[index] = max(int(overlap.max()), 0)
         return found
+
+
+def _narrowed(window: CauseWindow, span_ns_per_token: float | None) -> CauseWindow:
+    """A closed prefill window cut to the last ``size x span`` of it (its prefill, not its
+    queueing); any other window as it is."""
+    end = window.end_wall_ns
+    if window.kind != PREFILL or span_ns_per_token is None or end is None:
+        return window
+    start = max(window.start_wall_ns, end - round(window.size * span_ns_per_token))
+    return replace(window, start_wall_ns=min(start, end - 1))
 
 
 _LONG_PREFILL = "prefill:long"  # an index of its own: the prefills that make the burst phase

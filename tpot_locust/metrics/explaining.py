@@ -11,16 +11,20 @@ a prefill window, and it stays below the rare gaps something else stretched). Th
 - what prefill can account for is ``min(ns_per_prompt_token x prompt tokens, excess)``;
 - ``prefill`` is named where that is at least ``EXPLAINS_SHARE`` of the gap's excess (a gap
   with no excess keeps every prefill it overlapped: nothing to explain, nothing to refute);
-- ``server_pause`` is named where pause windows (``metrics.pauses``) held at least
+- ``server_pause`` (a *silence*) is named where pause windows (``metrics.pauses``) held at least
   ``PAUSE_MIN_STREAMS`` streams, one of them covered at least that share of the excess (a
   preempted stream's long wait is not the short pause it overlapped), and what prefill
   leaves unexplained is at least that share too (a long prefill step is a silence of every
   stream as well), and the server counted no preemption over the gap (its recompute is a
   silence of every stream too, and is ``preemption``'s); a pause beside a big enough prefill
   is named with both;
-- ``server_gc`` (the server's own count of full collections rose over the gap, a window as
-  wide as its metrics' sampling) is named where what prefill leaves unexplained is at least
-  that share of the excess: a collection took it, not the prompts;
+- ``kv_offload`` (the server's count of KV brought back from CPU memory rose over the gap)
+  is named for such a silence instead of ``server_pause``: the swap-in held the step (a
+  preempted stream's own long wait is ``preemption``'s, not the transfer's);
+- ``server_gc`` (its count of full collections rose over the gap, a window as wide as its
+  metrics' sampling) is named for such a silence, beside ``server_pause``: a collection is
+  a pause of the server's process (a non-GC pause in the same sampling interval is named
+  a GC too: the counter says no more);
 - ``gpu_throttle`` (a GPU's clocks were held down then, by a slowdown ``s``: steps ``1 + s``
   times as long) where what it adds to a plain step, ``s x`` the plain step, is at least
   that share of the excess (a 40 ms pause in a throttled second is still a pause); a
@@ -28,6 +32,9 @@ a prefill window, and it stays below the rare gaps something else stretched). Th
 
 Until ``MIN_LEARNT`` gaps that overlapped a prefill were seen, prefill explains what it
 overlaps (as it did before this module), and a pause is named only beside no prefill.
+Once learnt, a prompt counts as in prefill only over the end of its window, ``SPAN_MARGIN``
+times what its tokens should take (``prefill_span``): before that it was queued, and a
+prompt waiting behind a full KV cache explains nobody's gap.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import numpy as np
 
 from tpot_locust.metrics.causes import (
     GPU_THROTTLE,
+    KV_OFFLOAD,
     PAUSE_MIN_STREAMS,
     PREEMPTION,
     PREFILL,
@@ -46,6 +54,7 @@ from tpot_locust.metrics.causes import (
 )
 
 COST_QUANTILE = 90.0
+SPAN_MARGIN = 2.0  # a prompt's prefill is counted over twice what its tokens should take
 KEPT = 32_768  # recent samples each estimate is taken over
 PER_BATCH = 4_096  # at most this many samples of one batch are learnt from (evenly spread)
 MIN_LEARNT = 200
@@ -103,6 +112,12 @@ class GapScale:
         if self._ratios.filled >= MIN_LEARNT:
             self.ns_per_prompt_token = self._ratios.percentile(COST_QUANTILE)
 
+    def prefill_span(self) -> float | None:
+        """ns a prompt token of a prefill window counts for, back from its first token
+        (``CauseTimeline.prefill_span_ns_per_token``), 3 digits; None before it is learnt."""
+        cost = self.ns_per_prompt_token
+        return None if not cost else float(f"{cost * SPAN_MARGIN:.3g}")
+
     def weigh(
         self, itl_ns: np.ndarray, found: GapCauses, paused_ns: np.ndarray,
         slowdown: np.ndarray | None = None,
@@ -126,16 +141,22 @@ class GapScale:
         if slowdown is not None and GPU_THROTTLE in masks:  # a plain step, that much longer
             throttle_part = np.minimum(self.base_ns * slowdown, excess)
             masks[GPU_THROTTLE] &= explains(throttle_part, excess)
-        pause = found.pause_streams >= PAUSE_MIN_STREAMS
-        if pause.any():
-            pause_part = np.minimum(paused_ns, excess)
+        silence = found.pause_streams >= PAUSE_MIN_STREAMS  # every stream waited it out
+        if silence.any():
             unexplained = excess - prefill_part - throttle_part  # a slow step is a silence too
-            pause &= explains(pause_part, excess) & explains(unexplained, excess)
-            if PREEMPTION in masks:  # the server counted preemptions then: a recompute's
-                pause &= ~masks[PREEMPTION]
+            silence &= explains(np.minimum(paused_ns, excess), excess)
+            silence &= explains(unexplained, excess)
+        # a silence while the server counted KV brought back from CPU memory is that swap-in;
+        # while it counted preemptions, a recompute's; else it paused
+        pause = silence.copy()
+        if KV_OFFLOAD in masks:
+            masks[KV_OFFLOAD] &= silence
+            pause &= ~masks[KV_OFFLOAD]
+        if PREEMPTION in masks:
+            pause &= ~masks[PREEMPTION]
         masks[SERVER_PAUSE] = pause
-        if SERVER_GC in masks:  # a collection counted then, and not prefill took the gap
-            masks[SERVER_GC] &= (excess > 0) & explains(excess - prefill_part, excess)
-        for kind in (PREFILL, SERVER_PAUSE, SERVER_GC, GPU_THROTTLE):
+        if SERVER_GC in masks:  # a collection counted then, and every stream waited it out
+            masks[SERVER_GC] &= silence
+        for kind in (PREFILL, SERVER_PAUSE, SERVER_GC, KV_OFFLOAD, GPU_THROTTLE):
             if kind in masks and not masks[kind].any():
                 del masks[kind]

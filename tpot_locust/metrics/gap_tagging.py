@@ -157,6 +157,7 @@ class GapTagger:
         self.scale.learn_steps(gaps.itl_ns)
         for window in self.pauses.find(gaps.starts, gaps.ends, self.scale.base_ns, gaps.in_stall):
             self.causes.add(window)
+        self.causes.prefill_span_ns_per_token = self.scale.prefill_span()
         causes = self.causes.tags(gaps.starts, gaps.ends)
         self.scale.learn_prefill(gaps.itl_ns, causes.prefill_tokens)
         overlapped = causes.masks.get(PREFILL)

@@ -26,6 +26,8 @@ waited, was preempted or re-prefilled). Its true causes:
   Python process (a step line's ``"gc": true``) explain the gap (a GC is a pause too);
 - ``gpu_throttle``: what the GPU's lowered clocks added to those steps (``throttle_ns``: the
   simulator's planted throttle episodes, which its DCGM page shows) explains the gap;
+- ``kv_offload``: KV moved between the GPU and CPU memory in those steps (``offload_ns``: a
+  preempted sequence's KV stored, or brought back instead of recomputed) explains the gap;
 - ``preemption``: one of those steps preempted a sequence, or ``r`` itself was preempted
   between the two events (its line's ``preemptions``, ``generated == g + 1``), or the
   recompute of preempted sequences (``recompute_ns``, counted out of ``prefill``) explains
@@ -55,6 +57,7 @@ import numpy as np
 
 from tpot_locust.metrics.causes import (
     GPU_THROTTLE,
+    KV_OFFLOAD,
     PREEMPTION,
     PREFILL,
     SERVER_GC,
@@ -67,12 +70,13 @@ from tpot_locust.report.truth_check import TruthWindow, streamed
 
 TAIL_PERCENTILE = 99.9
 LOWER_PERCENTILE = 99.0  # checked too, beside: where a cause is too rare for P99.9
-CHECKED_CAUSES = (PREFILL, SERVER_PAUSE, SERVER_GC, GPU_THROTTLE, PREEMPTION)
+CHECKED_CAUSES = (PREFILL, SERVER_PAUSE, SERVER_GC, GPU_THROTTLE, KV_OFFLOAD, PREEMPTION)
 # Stated, not enforced (a run does not fail on them): (cause, measure, at least).
 THRESHOLDS = ((PREFILL, "precision", 0.9), (PREFILL, "recall", 0.9),
               (SERVER_PAUSE, "precision", 0.9), (SERVER_PAUSE, "recall", 0.9),
               (SERVER_GC, "precision", 0.9), (SERVER_GC, "recall", 0.9),
               (GPU_THROTTLE, "precision", 0.9), (GPU_THROTTLE, "recall", 0.9),
+              (KV_OFFLOAD, "precision", 0.9), (KV_OFFLOAD, "recall", 0.9),
               (PREEMPTION, "recall", 0.8))  # fmt: skip
 
 
@@ -91,6 +95,7 @@ class TrueGaps:
     excess_ns: np.ndarray  # the gap beyond the plain decode of its closing step
     gc_ns: np.ndarray  # the part of its engine stalls that were full collections
     throttle_ns: np.ndarray  # what the GPU's lowered clocks added to its steps
+    offload_ns: np.ndarray  # KV moved to or from CPU memory in its steps
     requests: int  # counted requests
     step_lines: int
     unstepped: int  # gaps with a step of their range missing from the step lines
@@ -113,6 +118,11 @@ class TrueGaps:
         return explains(self.gc_ns, self.excess_ns)
 
     @property
+    def kv_offload(self) -> np.ndarray:
+        """KV moved over PCIe (to CPU memory or back) explains the gap."""
+        return explains(self.offload_ns, self.excess_ns)
+
+    @property
     def gpu_throttle(self) -> np.ndarray:
         """The GPU's lowered clocks explain the gap."""
         return explains(self.throttle_ns, self.excess_ns)
@@ -133,8 +143,8 @@ def true_gaps(
     window = TruthWindow(run)
     # index -> prefill tokens, preempted, stall, prefill ns of new prompts (-1: the line has
     # none), late, plain ns (the step less its prefill, stall and throttle), recompute ns,
-    # gc ns, throttle ns
-    steps: dict[int, tuple[int, int, int, int, int, int, int, int, int]] = {}
+    # gc ns, throttle ns, offload ns
+    steps: dict[int, tuple[int, int, int, int, int, int, int, int, int, int]] = {}
     requests: list[tuple[str, list[int], list[int], list[int]]] = []
     for path in (truth_path,) if steps_path is None else (truth_path, steps_path):
         with open(path, encoding="utf-8") as lines:
@@ -153,6 +163,7 @@ def true_gaps(
                         int(record.get("recompute_ns") or 0),
                         int(record.get("stall_ns") or 0) if record.get("gc") is True else 0,
                         int(record.get("throttle_ns") or 0),
+                        int(record.get("offload_ns") or 0),
                     )
                 elif path == truth_path and streamed(record):
                     own = [p["generated"] - 1 for p in record.get("preemptions") or ()]
@@ -168,8 +179,8 @@ def true_gaps(
         return None
     size = 1 + max([*steps, *(max(s) for _, _, s, _ in requests if s)])
     # prefill, preempted, stall, line present, prefill ns, prefill ns missing, recompute ns,
-    # gc ns, throttle ns
-    table = np.zeros((9, size), dtype=np.int64)
+    # gc ns, throttle ns, offload ns
+    table = np.zeros((10, size), dtype=np.int64)
     index = np.fromiter(steps, dtype=np.int64, count=len(steps))
     values = np.array(list(steps.values()), dtype=np.int64).T
     table[:3, index] = values[:3]
@@ -179,12 +190,13 @@ def true_gaps(
     table[6, index] = values[6]
     table[7, index] = values[7]
     table[8, index] = values[8]
+    table[9, index] = values[9]
     late, plain = np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64)
     late[index], plain[index] = values[4], values[5]
     # cumulative sums with a leading 0: the sum over steps (a, b] is cum[b + 1] - cum[a + 1]
-    cum = np.concatenate([np.zeros((9, 1), dtype=np.int64), np.cumsum(table, axis=1)], axis=1)
+    cum = np.concatenate([np.zeros((10, 1), dtype=np.int64), np.cumsum(table, axis=1)], axis=1)
     names = ("rid", "gap", "itl", "end", "pre", "pre_ns", "preempt", "stall", "gc", "throttle",
-             "excess", "unstepped")  # fmt: skip
+             "offload", "excess", "unstepped")  # fmt: skip
     parts: dict[str, list[np.ndarray]] = {name: [] for name in names}
     for request_id, sends, step_ids, own in requests:
         if len(sends) < 2 or len(step_ids) != len(sends):
@@ -206,6 +218,7 @@ def true_gaps(
         parts["excess"].append(excess[inside])
         parts["gc"].append(sums[7][inside])
         parts["throttle"].append(sums[8][inside])
+        parts["offload"].append(sums[9][inside])
         parts["end"].append(stamps[1:][inside])
         parts["pre"].append(sums[0][inside])
         parts["pre_ns"].append(np.where(sums[5] > 0, -1, sums[4])[inside])
@@ -226,6 +239,7 @@ def true_gaps(
         excess_ns=joined["excess"],
         gc_ns=joined["gc"],
         throttle_ns=joined["throttle"],
+        offload_ns=joined["offload"],
         requests=len(requests),
         step_lines=len(steps),
         unstepped=int(np.count_nonzero(joined["unstepped"])),
@@ -239,12 +253,14 @@ def _late_ns(step: dict[str, Any]) -> int:
 
 
 def _plain_ns(step: dict[str, Any]) -> int:
-    """What the step took less its prefill, stall and throttle (0 without ``prefill_ns``)."""
+    """What the step took less its prefill, stall, throttle and KV moves (0 without
+    ``prefill_ns``)."""
     if "prefill_ns" not in step:
         return 0
     took = int(step.get("end_ns") or 0) - int(step.get("start_ns") or 0)
     named = int(step["prefill_ns"]) + int(step.get("stall_ns") or 0)
-    return max(0, took - named - int(step.get("throttle_ns") or 0))
+    named += int(step.get("throttle_ns") or 0) + int(step.get("offload_ns") or 0)
+    return max(0, took - named)
 
 
 def _unavailable(why: str) -> dict[str, Any]:
@@ -357,6 +373,7 @@ def _tail_level(
         SERVER_PAUSE: gaps.server_pause[tail],
         SERVER_GC: gaps.server_gc[tail],
         GPU_THROTTLE: gaps.gpu_throttle[tail],
+        KV_OFFLOAD: gaps.kv_offload[tail],
         PREEMPTION: gaps.preemption[tail],
     }
     causes: dict[str, Any] = {}
@@ -372,7 +389,8 @@ def _tail_level(
             "precision": _ratio(both, n_tagged),
             "recall": _ratio(both, n_true),
         }
-    named = truly[PREFILL] | truly[SERVER_PAUSE] | truly[GPU_THROTTLE] | truly[PREEMPTION]
+    named = truly[PREFILL] | truly[SERVER_PAUSE] | truly[GPU_THROTTLE] | truly[KV_OFFLOAD]
+    named |= truly[PREEMPTION]
     true_tail = {
         **{cause: int(np.count_nonzero(truly[cause])) for cause in CHECKED_CAUSES},
         "prefill_overlapped": int(np.count_nonzero(gaps.prefill_overlapped[tail])),

@@ -60,6 +60,7 @@ class Seq:
         "preemptions",
         "adapter",
         "cached",
+        "offloaded",
     )
 
     def __init__(
@@ -92,6 +93,7 @@ class Seq:
         self.preemptions: list[dict[str, Any]] = []
         self.adapter = adapter  # the LoRA adapter it asked for; None: the base model
         self.cached = cached  # prompt tokens the prefix cache holds: its first prefill skips them
+        self.offloaded = 0  # tokens of its KV in CPU memory (preempted with offloading on)
 
     @property
     def finished(self) -> bool:
@@ -129,6 +131,7 @@ class Step:
     stall_ns: int
     gc: bool  # the stall was a full collection of the server's Python process
     throttle_ns: int  # the time the GPU's lowered clocks added to the step
+    offload_ns: int  # KV moved to or from CPU memory in it (PCIe time)
     prefill_ns: int  # the part of the step's cost its prefill tokens made (truth of cause)
     recompute_ns: int  # the part of that which recomputed preempted sequences
     running: int  # after the step
@@ -156,6 +159,7 @@ class Step:
             "stall_ns": self.stall_ns,
             "gc": self.gc,
             "throttle_ns": self.throttle_ns,
+            "offload_ns": self.offload_ns,
             "prefill_ns": self.prefill_ns,
             "recompute_ns": self.recompute_ns,
             "preempted": [s.request_id for s in self.preempted],
@@ -192,6 +196,11 @@ class EngineCore:
         self._throttle = params.throttle_distribution()
         self._throttle_prob = params.throttle_prob if self._throttle is not None else 0.0
         self._throttled_until_ns = 0
+        self.cpu_free_tokens = params.kv_offload_tokens  # CPU memory for offloaded KV
+        self._ns_per_token = params.kv_bytes_per_token / params.pcie_gb_per_s  # bytes / (GB/s)
+        self._moving_ns = 0.0  # KV moved to or from CPU memory in the step being built
+        self.kv_loaded_bytes = 0  # brought back (the server's kv_offload_load_bytes)
+        self.kv_stored_bytes = 0
         self.throttled = False  # the last step ran with the GPU's clocks held down (DCGM page)
         self.adapters = AdapterSlots(params.max_loras, round(params.adapter_load_ms * 1e6))
         self._adapters_asked = False  # no step looks at adapters until a request names one
@@ -214,6 +223,8 @@ class EngineCore:
                 pass
         self.free_blocks += seq.blocks
         seq.blocks = 0
+        self.cpu_free_tokens += seq.offloaded
+        seq.offloaded = 0
         seq.state = DONE
 
     @property
@@ -241,6 +252,15 @@ class EngineCore:
         self.throttled = start_ns < self._throttled_until_ns
         return round(cost * (self.params.throttle_factor - 1)) if self.throttled else 0
 
+    def _move(self, tokens: int, stored: bool) -> None:
+        """KV of ``tokens`` over PCIe in the step being built (to CPU memory or back)."""
+        self._moving_ns += tokens * self._ns_per_token
+        moved = round(tokens * self.params.kv_bytes_per_token)
+        if stored:
+            self.kv_stored_bytes += moved
+        else:
+            self.kv_loaded_bytes += moved
+
     def _prefill_cost(self, tokens: float, pairs: float) -> float:
         """ns of step cost for ``tokens`` of prefill with ``pairs`` causal attention pairs."""
         return self._per_prefill * tokens + self._per_pair * pairs
@@ -249,6 +269,10 @@ class EngineCore:
         self.running.pop()  # the victim is always the newest, the last
         self.free_blocks += victim.blocks
         victim.blocks = 0
+        if victim.computed and victim.computed <= self.cpu_free_tokens:  # offloaded, not lost
+            self.cpu_free_tokens -= victim.computed
+            victim.offloaded = victim.computed
+            self._move(victim.computed, stored=True)
         victim.computed = 0
         victim.target = victim.prompt + victim.generated
         victim.state = WAITING
@@ -264,6 +288,7 @@ class EngineCore:
         starts at the returned ``end_ns``, which is also when the emitted tokens are sent.
         """
         params = self.params
+        self._moving_ns = 0.0
         chunked = params.chunked_prefill
         budget = params.max_num_batched_tokens
         bs = self.block_size
@@ -335,7 +360,7 @@ class EngineCore:
                 if not self.adapters.admits(seq.adapter, adapters_in_batch):
                     index += 1  # passed over: its adapter would be one too many
                     continue
-                reused = seq.cached if seq.scheduled_ns is None else 0  # a recompute: none
+                reused = seq.cached if seq.scheduled_ns is None else seq.offloaded
                 n = seq.target - reused
                 if n > budget:
                     if chunked:
@@ -346,6 +371,10 @@ class EngineCore:
                 if need > self.free_blocks:
                     break
                 del waiting[index]
+                if seq.offloaded:  # its KV comes back from CPU memory: no recompute of it
+                    self._move(seq.offloaded, stored=False)
+                    self.cpu_free_tokens += seq.offloaded
+                    seq.offloaded = 0
                 if seq.adapter is not None:
                     adapters_in_batch.add(seq.adapter)
                 load_ns += self.adapters.activate(seq.adapter, adapters_in_batch)
@@ -389,7 +418,8 @@ class EngineCore:
             gc = bool(self._gc_share) and rng.random() < self._gc_share
             self.gc_collections += gc
         throttle_ns = self._throttled(start_ns, cost)
-        end_ns = start_ns + round(cost) + throttle_ns + stall_ns + load_ns
+        offload_ns = round(self._moving_ns)
+        end_ns = start_ns + round(cost) + throttle_ns + stall_ns + load_ns + offload_ns
 
         finished: list[Seq] = []
         first_prompt = 0
@@ -421,6 +451,7 @@ class EngineCore:
             stall_ns=stall_ns,
             gc=gc,
             throttle_ns=throttle_ns,
+            offload_ns=offload_ns,
             prefill_ns=round(prefill_cost),
             recompute_ns=round(recompute),
             running=len(self.running),

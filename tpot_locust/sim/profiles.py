@@ -148,6 +148,13 @@ class EngineParams:
     # the GPU lowering its clocks (a power cap): an episode starts with this chance a step,
     # lasts a throttle_ms draw, and every step in it costs throttle_factor times as much;
     # the simulator's DCGM page (/dcgm/metrics) says so, as dcgm-exporter would
+    # KV offloading to CPU memory (vLLM's --kv-offloading-size, SGLang's HiCache): a preempted
+    # sequence's KV goes to CPU memory while kv_offload_tokens has room, and comes back when it
+    # runs again instead of being recomputed; each way costs its bytes (kv_bytes_per_token)
+    # over pcie_gb_per_s, added to the step that moves them
+    kv_offload_tokens: int = 0
+    kv_bytes_per_token: float = 131072.0  # Llama-3.1-8B in bf16: 32 layers x 8 KV heads x 128
+    pcie_gb_per_s: float = 25.0  # PCIe 5 x16 in practice
     throttle_prob: float = 0.0
     throttle_ms: Any = 0.0
     throttle_factor: float = 1.5
@@ -167,6 +174,9 @@ class EngineParams:
                     raise ProfileError(f"chunked_prefill: must be true or false, got {value!r}")
             elif f.name in ("stall_ms", "throttle_ms"):
                 pass
+            elif f.name == "kv_offload_tokens":
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise ProfileError(f"{f.name}: must be an integer >= 0, got {value!r}")
             elif f.type == "int":
                 if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                     raise ProfileError(f"{f.name}: must be an integer >= 1, got {value!r}")
@@ -176,6 +186,8 @@ class EngineParams:
                 if not math.isfinite(value) or value < 0:
                     raise ProfileError(f"{f.name}: must be >= 0, got {value!r}")
                 object.__setattr__(self, f.name, float(value))
+        if self.pcie_gb_per_s <= 0:
+            raise ProfileError("pcie_gb_per_s: must be > 0")
         if self.step_base_ms <= 0:
             raise ProfileError("step_base_ms: must be > 0")
         if self.stall_prob > 1:

@@ -298,13 +298,24 @@ class SimMetrics:
         preemptions: Callable[[], float] | None = None,
         in_flight: Callable[[], Iterable[InFlight]] | None = None,
         gc_collections: Callable[[], float] | None = None,
+        kv_offload: tuple[Callable[[], float], Callable[[], float]] | None = None,
     ) -> None:
-        """Read these when rendering (None: stays 0, as in gap mode; no requests in flight)."""
+        """Read these when rendering (None: stays 0, as in gap mode; no requests in flight).
+        ``kv_offload`` (bytes loaded from CPU memory, stored to it): served as vLLM's
+        OffloadingConnector does, only when offloading is on."""
         self.running.read = running
         self.waiting.read = waiting
         self.kv_usage.read = kv_usage
         self.preemptions.read = preemptions
         self._gc_read = gc_collections
+        if kv_offload is not None:
+            labels = self.running.labels
+            for way, read, help_text in (
+                ("load", kv_offload[0], "Total bytes loaded from offload storage to GPU."),
+                ("store", kv_offload[1], "Total bytes stored from GPU to offload storage."),
+            ):
+                self.registry.add(Counter(f"vllm:kv_offload_{way}_bytes", help_text, labels,
+                                          read=read))  # fmt: skip
         if in_flight is not None:
             self._in_flight = in_flight
 

@@ -149,6 +149,9 @@ class SimServer:
                 preemptions=lambda: core.preemptions,
                 in_flight=lambda: self._streams,
                 gc_collections=lambda: core.gc_collections,
+                kv_offload=(lambda: core.kv_loaded_bytes, lambda: core.kv_stored_bytes)
+                if core.params.kv_offload_tokens
+                else None,
             )
         tls = None
         if self.config.tls_cert is not None:

@@ -50,10 +50,8 @@ from typing import IO, Any, cast
 from tpot_locust.common.bounded_http import ExchangeError, exchange
 from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.text_safety import printable
+from tpot_locust.wire.server_dialects import COUNTERS, GAUGES, HISTOGRAMS
 from tpot_locust.wire.server_metrics import (
-    COUNTERS,
-    GAUGES,
-    HISTOGRAMS,
     MAX_BODY_BYTES,
     ServerHistogram,
     ServerMetricsError,

