@@ -16,7 +16,7 @@ from tpot_locust.metrics.causes import (
     GapCauses,
 )
 from tpot_locust.metrics.explaining import MIN_LEARNT, GapScale
-from tpot_locust.metrics.pauses import PauseFinder
+from tpot_locust.metrics.pauses import HORIZON_NS, PauseFinder
 
 MS = 1_000_000
 STEP = 5 * MS
@@ -73,9 +73,17 @@ def test_pruned_gaps_leave_the_counts_of_later_ones_right() -> None:
     early = streams(8, 40)
     later = streams(8, 40, pause_after=20, offset=int(early[0][-1]) + 10 * STEP)
     finder = finder_with([*early, *later])
-    finder.prune(int(later[0][0]))  # every early gap ended before it
+    finder.prune(int(later[0][0]), int(later[0][-1]))  # every early gap ended before it
     (window,) = finder.find(later[0][:-1], later[0][1:], float(STEP), None)
     assert window.size == 8
+
+
+def test_what_is_kept_reaches_back_a_bounded_time() -> None:
+    tokens = streams(8, 40, pause_after=20)
+    finder = finder_with(tokens)
+    finder.prune(0, int(tokens[-1][-1]) + HORIZON_NS + 1)  # ten seconds on: all forgotten
+    assert finder.find(tokens[0][:-1], tokens[0][1:], float(STEP), None) == []
+    assert finder._ends.size == 0 and finder._arrivals.size == 0
 
 
 def learnt_scale(ns_per_token: float) -> GapScale:

@@ -147,7 +147,7 @@ class GapTagger:
         oldest.extend(in_flight_sends)
         before = min(oldest) if oldest else now
         self.causes.prune(before)
-        self.pauses.prune(before)
+        self.pauses.prune(before, now)
 
     def _tag_batch(
         self, sink: SampleSink, user_class: str, batch: list[tuple[HeldGaps, np.ndarray | None]],

@@ -36,6 +36,9 @@ MIN_PAUSE_NS = 2_000_000  # and at least this long beyond one plain step
 # EDGE_NS and EDGE_SHARE of the gap (a busy server writes to many sockets one by one).
 EDGE_NS = 1_000_000
 EDGE_SHARE = 0.25
+# The gaps kept reach back this far at most: memory bounded however long requests run (a
+# busy process holds ~100k gaps a second); a silence begun before it is not looked into.
+HORIZON_NS = 10_000_000_000
 
 
 class PauseFinder:
@@ -48,6 +51,7 @@ class PauseFinder:
         self._arrivals = np.zeros(0, dtype=np.int64)  # every token stamp held: gap ends, firsts
         self._found: list[tuple[int, int]] = []  # each window found: (start, end)
         self._ids = itertools.count()
+        self._pruned_ns = 0  # what came before this is forgotten
 
     def add(self, starts: np.ndarray, ends: np.ndarray, first_token_wall_ns: int | None) -> None:
         """A stream's gaps (wall ns) as held; ``first_token_wall_ns``: its first token's
@@ -56,10 +60,13 @@ class PauseFinder:
         if starts.size or arrivals.size:
             self._pending.append((starts, ends, arrivals))
 
-    def prune(self, before_wall_ns: int) -> None:
-        """Forget the gaps that ended before ``before_wall_ns``: no gap still to be tagged
-        starts before it. The same count of the smallest starts goes with them (they all
-        began before it too), which keeps every later count of spanning gaps right."""
+    def prune(self, before_wall_ns: int, now_wall_ns: int) -> None:
+        """Forget the gaps that ended before ``before_wall_ns`` (no gap still to be tagged
+        starts before it) or ``HORIZON_NS`` before ``now_wall_ns``. The same count of the
+        smallest starts goes with them (they all began before it too), which keeps every
+        later count of spanning gaps right."""
+        before_wall_ns = max(before_wall_ns, now_wall_ns - HORIZON_NS)
+        self._pruned_ns = max(self._pruned_ns, before_wall_ns)
         self._settle()
         gone = int(np.searchsorted(self._ends, before_wall_ns, side="left"))
         if gone:
@@ -98,7 +105,9 @@ class PauseFinder:
         for index in candidates.tolist():
             edge = max(EDGE_NS, int(EDGE_SHARE * itl[index]))
             core_start, core_end = int(starts[index]) + edge, int(ends[index]) - edge
-            if core_end <= core_start or self._known(core_start, core_end):
+            if core_end <= core_start or core_start < self._pruned_ns:
+                continue  # no silence, or one begun before what is kept
+            if self._known(core_start, core_end):
                 continue
             arrivals = self._arrivals
             first = int(np.searchsorted(arrivals, core_start, side="right"))
