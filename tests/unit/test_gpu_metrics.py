@@ -121,3 +121,17 @@ def test_kv_loaded_back_from_cpu_memory_is_a_kv_offload_window() -> None:
     assert parse_snapshot(text, 0.0).kv_loaded_total == 4096
     sglang = 'sglang:load_back_tokens_total{pool="kv"} 512\nsglang:num_running_reqs 1\n'
     assert parse_snapshot(sglang, 0.0).kv_loaded_total == 512
+
+
+def test_an_edited_gpu_summary_is_shown_not_raised() -> None:
+    from tpot_locust.report.tail_pictures import why_the_tail
+
+    hostile = {"gpu": {"gpus": "8", "sm_clock_mhz": ["x", None], "power_w_max": float("nan"),
+                       "slowing_reasons": ["<script>", 3], "xid_errors": [79, "y"],
+                       "samples": -5, "slowed_samples": True}}  # fmt: skip
+    summary: dict[str, Any] = {"run": {"gpu_metrics": {"a<b": hostile, "c": "?"}}}
+    lines = format_gpu_state(summary)
+    assert lines[0].startswith("GPU a<b: ? GPUs; clocks held down in 0 of 0 samples")
+    assert "XID errors 79, 0" in lines[0] and lines[1] == "GPU c: no GPU sample (0 failed)"
+    page = "".join(why_the_tail(summary))
+    assert "GPU a&lt;b" in page and "&lt;script&gt;" in page and "<script>" not in page

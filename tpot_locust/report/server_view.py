@@ -9,8 +9,10 @@ say what the network and the client add and where inside the bucket the truth li
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from tpot_locust.common.text_safety import printable
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.tail_tables import bucket_text
 
@@ -55,28 +57,53 @@ def format_server_view(summary: Summary) -> list[str]:
 
 def format_gpu_state(summary: Summary) -> list[str]:
     """One line a DCGM exporter (``run["gpu_metrics"]``): the GPUs' clocks, power, heat,
-    the samples in which a slowing clock event reason was set, and XID errors."""
+    the samples in which a slowing clock event reason was set, and XID errors. Every value
+    is checked here (a summary read back may have been edited)."""
     lines = []
-    endpoints = (summary.get("run") or {}).get("gpu_metrics") or {}
+    endpoints = (summary.get("run") or {}).get("gpu_metrics")
     for label, sampled in endpoints.items() if isinstance(endpoints, dict) else ():
         gpu = sampled.get("gpu") if isinstance(sampled, dict) else None
+        name = printable(str(label))[:32]
         if not isinstance(gpu, dict):
-            failed = sampled.get("failed", 0) if isinstance(sampled, dict) else 0
-            lines.append(f"GPU {label}: no GPU sample ({failed} failed)")
+            failed = _count(sampled.get("failed") if isinstance(sampled, dict) else None)
+            lines.append(f"GPU {name}: no GPU sample ({failed} failed)")
             continue
-        told = [f"{gpu.get('gpus') or '?'} GPU{'s' * (gpu.get('gpus') != 1)}"]
-        clock = gpu.get("sm_clock_mhz") or []
-        if len(clock) == 2:
-            told.append(f"SM clock {clock[0]:,.0f}-{clock[1]:,.0f} MHz")
-        if gpu.get("power_w_max") is not None:
-            told.append(f"power up to {gpu['power_w_max']:,.0f} W")
-        if gpu.get("temp_c_max") is not None:
-            told.append(f"up to {gpu['temp_c_max']:.0f} C")
-        slowed, samples = gpu.get("slowed_samples", 0), gpu.get("samples", 0)
-        reasons = ", ".join(gpu.get("slowing_reasons") or [])
+        gpus = _count(gpu.get("gpus"))
+        told = [f"{gpus or '?'} GPU{'s' * (gpus != 1)}"]
+        clock = gpu.get("sm_clock_mhz")
+        low, high = (
+            (_number(v) for v in clock)
+            if isinstance(clock, list) and len(clock) == 2
+            else (None, None)
+        )
+        if low is not None and high is not None:
+            told.append(f"SM clock {low:,.0f}-{high:,.0f} MHz")
+        if (power := _number(gpu.get("power_w_max"))) is not None:
+            told.append(f"power up to {power:,.0f} W")
+        if (temp := _number(gpu.get("temp_c_max"))) is not None:
+            told.append(f"up to {temp:.0f} C")
+        reasons = gpu.get("slowing_reasons")
+        named = (
+            ", ".join(printable(str(r))[:64] for r in reasons[:16])
+            if isinstance(reasons, list)
+            else ""
+        )
+        slowed, samples = _count(gpu.get("slowed_samples")), _count(gpu.get("samples"))
         told.append(f"clocks held down in {slowed} of {samples} samples"
-                    + (f" ({reasons})" if reasons else ""))  # fmt: skip
-        xids = gpu.get("xid_errors") or []
-        told.append(f"XID errors {', '.join(str(x) for x in xids)}" if xids else "no XID error")
-        lines.append(f"GPU {label}: " + "; ".join(told))
+                    + (f" ({named})" if named else ""))  # fmt: skip
+        xids = gpu.get("xid_errors")
+        xids = [str(_count(x)) for x in xids[:16]] if isinstance(xids, list) else []
+        told.append(f"XID errors {', '.join(xids)}" if xids else "no XID error")
+        lines.append(f"GPU {name}: " + "; ".join(told))
     return lines
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _count(value: Any) -> int:
+    number = _number(value)
+    return int(number) if number is not None and 0 <= number < 2**53 else 0

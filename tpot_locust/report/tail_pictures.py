@@ -26,6 +26,7 @@ from tpot_locust.metrics.causes import (
     PREEMPTION,
     PREFILL,
     SERVER_CAUSES,
+    SERVER_PAUSE,
 )
 from tpot_locust.metrics.tail_gaps import WORST_GAPS_SHOWN
 from tpot_locust.report.attribution import gap_story
@@ -37,6 +38,7 @@ from tpot_locust.report.charts import (
     Shading,
     timeline_panel,
 )
+from tpot_locust.report.server_view import format_gpu_state
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.tail_tables import (
     as_dict,
@@ -62,7 +64,7 @@ def has_tail_facts(summary: Summary) -> bool:
     run = as_dict(summary.get("run"))
     return any(isinstance(part, dict) for part in (
         summary.get("attribution"), summary.get("attribution_check"), run.get("prefill"),
-        run.get("server_metrics"),
+        run.get("server_metrics"), run.get("gpu_metrics"),
     ))  # fmt: skip
 
 
@@ -85,6 +87,7 @@ def why_the_tail(summary: Summary) -> list[str]:
         "(sent, first token not yet back)."
     ))  # fmt: skip
     parts += server_facts(server)
+    parts += [note(line) for line in format_gpu_state(summary)]
     parts += server_own_percentiles(summary, server)
     parts += attribution_check_parts(summary.get("attribution_check"))
     return parts
@@ -193,7 +196,7 @@ def _dot_kind(causes: list[Any]) -> str:
         return "gap-server"
     if PREFILL in causes:
         return "gap-prefill"
-    if any(cause in SERVER_CAUSES for cause in causes):
+    if SERVER_PAUSE in causes or any(cause in SERVER_CAUSES for cause in causes):
         return "gap-server"
     if NETWORK in causes:
         return "gap-client"
