@@ -13,6 +13,7 @@ from tests.unit.test_server_windows import scenario
 from tpot_locust.metrics.causes import GPU_THROTTLE, KV_OFFLOAD
 from tpot_locust.metrics.server_windows import GpuFigures, server_windows
 from tpot_locust.report.server_view import format_gpu_state
+from tpot_locust.report.tail_pictures import tail_timeline
 from tpot_locust.scenario.yaml_source import ScenarioErrors
 from tpot_locust.wire.gpu_metrics import slowing_reasons
 from tpot_locust.wire.metrics_scrape import Scraper
@@ -69,6 +70,11 @@ def test_an_interval_with_a_slowing_reason_at_either_end_is_gpu_throttle() -> No
     assert summary is not None
     assert summary["sm_clock_mhz"] == [1410.0, 1980.0] and summary["slowed_samples"] == 1
     assert summary["slowing_reasons"] == ["software power cap"] and summary["xid_errors"] == []
+    series = summary.pop("sm_clock_series")
+    assert [clock for _, clock in series] == [1980.0, 1980.0, 1410.0, 1980.0]
+    run = {"start_wall_s": series[0][0] - 1, "gpu_metrics": {"node7": {"gpu": summary | {
+        "sm_clock_series": series}}}}  # fmt: skip
+    assert "GPU node7: lowest SM clock" in "".join(tail_timeline({"run": run}))
     told = format_gpu_state({"run": {"gpu_metrics": {"node7": {"gpu": summary}}}})
     assert told == [
         "GPU node7: 2 GPUs; SM clock 1,410-1,980 MHz; power up to 700 W; up to 71 C; "
@@ -135,3 +141,14 @@ def test_an_edited_gpu_summary_is_shown_not_raised() -> None:
     assert "XID errors 79, 0" in lines[0] and lines[1] == "GPU c: no GPU sample (0 failed)"
     page = "".join(why_the_tail(summary))
     assert "GPU a&lt;b" in page and "&lt;script&gt;" in page and "<script>" not in page
+
+
+def test_the_clock_series_stays_bounded_and_keeps_the_lowest_clock() -> None:
+    figures = GpuFigures()
+    for second in range(5000):
+        clock = 1000.0 if second == 2501 else 1980.0
+        figures.add({"t_wall_s": float(second), "gpu": {"sm_clock_mhz": clock}})
+    summary = figures.summary()
+    assert summary is not None
+    series = summary["sm_clock_series"]
+    assert len(series) <= 2000 and min(clock for _, clock in series) == 1000.0

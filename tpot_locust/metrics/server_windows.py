@@ -212,12 +212,24 @@ class GpuFigures:
     temp_c: float | None = None
     reasons: list[str] = field(default_factory=list)
     xids: list[int] = field(default_factory=list)
+    # the lowest SM clock over time, for the tail's timeline: [t_wall_s, MHz] points, at most
+    # MAX_POINTS (two neighbours merged into their later time and lower clock when full)
+    clock_series: list[list[float]] = field(default_factory=list)
 
     def add(self, line: Mapping[str, Any]) -> None:
         gpu = line.get("gpu")
         if not isinstance(gpu, Mapping):
             return
         self.samples += 1
+        at, clock_now = _value(line, "t_wall_s"), _value(gpu, "sm_clock_mhz")
+        if at is not None and clock_now is not None:
+            self.clock_series.append([at, clock_now])
+            if len(self.clock_series) > MAX_POINTS:
+                pairs = zip(self.clock_series[::2], self.clock_series[1::2], strict=False)
+                merged = [[b[0], min(a[1], b[1])] for a, b in pairs]
+                if len(self.clock_series) % 2:
+                    merged.append(self.clock_series[-1])
+                self.clock_series = merged
         gpus = gpu.get("gpus")
         if isinstance(gpus, int) and not isinstance(gpus, bool):
             self.gpus = max(self.gpus, gpus)
@@ -243,4 +255,4 @@ class GpuFigures:
         return {"samples": self.samples, "gpus": self.gpus, "sm_clock_mhz": self.sm_clock_mhz,
                 "power_w_max": self.power_w, "temp_c_max": self.temp_c,
                 "slowed_samples": self.slowed, "slowing_reasons": self.reasons,
-                "xid_errors": self.xids}  # fmt: skip
+                "xid_errors": self.xids, "sm_clock_series": self.clock_series}  # fmt: skip

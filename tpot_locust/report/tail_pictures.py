@@ -165,6 +165,23 @@ def _pairs(values: Any) -> list[tuple[float, float]]:
     return pairs
 
 
+def _gpu_panels(
+    run: dict[str, Any], origin: float | None
+) -> list[tuple[str, list[Curve], dict[str, Any]]]:
+    """A panel a DCGM exporter: its GPUs' lowest SM clock over the run (a throttled GPU's
+    clock drops; ``gpu_throttle`` windows come from its clock event reasons)."""
+    panels: list[tuple[str, list[Curve], dict[str, Any]]] = []
+    if origin is None:
+        return panels
+    for label, sampled in as_dict(run.get("gpu_metrics")).items():
+        gpu = as_dict(as_dict(sampled).get("gpu"))
+        points = [(x - origin, y) for x, y in _pairs(gpu.get("sm_clock_series"))]
+        if points:
+            panels.append((f"GPU {printable(str(label))[:32]}: lowest SM clock",
+                           [Curve("SM clock MHz", points)], {"unit": "MHz"}))  # fmt: skip
+    return panels
+
+
 def _server_points(
     server: dict[str, Any], name: str, origin: float, scale: float = 1.0, spans: bool = False
 ) -> list[tuple[float, float]]:
@@ -287,6 +304,7 @@ def tail_timeline(summary: Summary) -> list[str]:
                        [Curve("preemptions",
                               _server_points(server, "preemptions", origin, spans=True))],
                        {"unit": "preemptions", "steps": True}))  # fmt: skip
+    panels += _gpu_panels(run, origin)
     xs = [x for curve in curves for x, _ in curve.points] + [dot.x for dot in dots]
     xs += [x for _, panel_curves, _ in panels for curve in panel_curves for x, _ in curve.points]
     x_max = max((x for x in xs if x >= 0), default=1.0)
