@@ -9,11 +9,13 @@ import pytest
 
 from tests.conftest import ROOT
 from tpot_locust.scenario.capacity import (
+    AUTO_WORKERS,
     DEFAULT_ASSUMED_GAP_MS,
     EVENTS_PER_S_PER_WORKER,
     SIMULATOR_EVENTS_PER_S,
     Demand,
     advice,
+    auto_workers,
     demand,
     expected_events_per_s,
     scenario_gap_ms,
@@ -173,3 +175,28 @@ def test_shipped_scenarios_have_a_finite_demand(path: Path) -> None:
     d = demand(load_scenario(path))
     assert 0 < d.events_per_s < 1e7
     assert d.workers_needed() >= 1
+
+
+def test_workers_auto_takes_a_core_each_less_the_masters_and_the_simulators(
+    tmp_path: Path,
+) -> None:
+    s = closed(tmp_path, 8)
+    host = "http://127.0.0.1:8000"
+    assert auto_workers(s, host, cpus=16) == (
+        15, "tpot-locust: --workers auto: 15 worker processes (16 cores, 1 kept for the master)"
+    )  # fmt: skip
+    workers, how = auto_workers(s, None, cpus=16)  # the embedded simulator takes one more
+    assert workers == 14 and "2 kept for the master and the embedded simulator" in how
+    workers, how = auto_workers(s, None, cpus=2)  # this machine: one process is the most
+    assert workers == 0 and "one local process (2 cores" in how
+    assert auto_workers(s, host, cpus=3)[0] == 2
+
+
+def test_the_workers_option_takes_a_count_or_auto() -> None:
+    import argparse
+
+    from tpot_locust.cli.main import WORKERS
+
+    assert WORKERS("auto") == AUTO_WORKERS and WORKERS("4") == 4
+    with pytest.raises(argparse.ArgumentTypeError):
+        WORKERS("-1")

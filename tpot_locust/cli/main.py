@@ -14,6 +14,7 @@ from tpot_locust.common.checked_numbers import option_number
 from tpot_locust.common.results_folder import REPORT_FILE, ResultsFolder
 from tpot_locust.common.text_safety import printable
 from tpot_locust.common.version import __version__
+from tpot_locust.scenario.capacity import AUTO_WORKERS
 from tpot_locust.scenario.loader import ScenarioError, load_scenario
 
 if TYPE_CHECKING:
@@ -28,7 +29,12 @@ TOKENIZER_HELP = (
 
 MAX_WORKERS = 256  # local worker processes: one per core is the useful most
 MAX_SPAWN_RATE = 1_000_000.0
-WORKERS = option_number(0, MAX_WORKERS, whole=True)
+_WORKER_COUNT = option_number(0, MAX_WORKERS, whole=True)
+
+
+def WORKERS(text: str) -> int:  # noqa: N802 - an argparse type, like the others here
+    """``--workers N`` or ``auto`` (``capacity.auto_workers`` chooses, for the scenario)."""
+    return AUTO_WORKERS if text == "auto" else int(_WORKER_COUNT(text))
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -247,7 +253,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--out", help="results directory")
     run.add_argument(
-        "--workers", type=WORKERS, default=0, help="local worker processes under one master"
+        "--workers",
+        type=WORKERS,
+        default=0,
+        help="local worker processes under one master; auto: one a core, less the master's "
+        "and the embedded simulator's",
     )
     run.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a key")
     run.add_argument("--tokenizer", metavar="PATH", help=TOKENIZER_HELP)
@@ -267,7 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("scenario", help="scenario YAML file with sweep: and slo: blocks")
     sweep.add_argument("--host", help="server base URL (default: the embedded simulator)")
     sweep.add_argument("--out", help="results directory (one folder per step inside)")
-    sweep.add_argument("--workers", type=WORKERS, default=0, help="N local worker processes")
+    sweep.add_argument("--workers", type=WORKERS, default=0,
+                       help="N local worker processes, or auto (as run's)")  # fmt: skip
     sweep.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a key")
     sweep.add_argument("--max-steps", type=option_number(1, 1000, whole=True),
                        help="run at most this many steps")  # fmt: skip

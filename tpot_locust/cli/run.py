@@ -13,7 +13,7 @@ import socket
 import sys
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -27,7 +27,7 @@ from tpot_locust.report.gate import EXIT_INVALID, unmeasured
 from tpot_locust.report.summary import format_full_report
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.verdict_files import format_verdict, write_verdict
-from tpot_locust.scenario.capacity import advice
+from tpot_locust.scenario.capacity import AUTO_WORKERS, advice, auto_workers
 from tpot_locust.scenario.loader import OVERRIDES_ENV, ScenarioText, overrides_for_env
 from tpot_locust.scenario.model import Scenario, Simulator, scenario_keys
 from tpot_locust.scenario.simulator_section import resolve_profile
@@ -176,6 +176,10 @@ def run_scenario(options: RunOptions) -> int:
         if options.spawn_rate <= 0:
             raise ValueError(f"--spawn-rate {options.spawn_rate:g}: must be > 0")
         scenario.spawn_rate = options.spawn_rate
+    if options.workers == AUTO_WORKERS:
+        chosen, how = auto_workers(scenario, options.host)
+        print(how, flush=True)
+        options = replace(options, workers=chosen)
     if warning := advice(scenario, options.workers, host=options.host):
         print(warning, file=sys.stderr, flush=True)
     folder = ResultsFolder(output_dir(options, scenario))

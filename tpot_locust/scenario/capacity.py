@@ -227,12 +227,34 @@ def advice(
     )
 
 
+AUTO_WORKERS = -1  # ``--workers auto``, until ``auto_workers`` resolves it for a scenario
+
+
+def auto_workers(scenario: Scenario, host: str | None = None, cpus: int | None = None
+                 ) -> tuple[int, str]:  # fmt: skip
+    """``--workers auto``: one worker a core, less one for the master and one for the
+    embedded simulator when it serves the run; under two such workers, one local process
+    (a master and one worker would take two cores for one's stamping). Returns the count
+    and a line that says how it was chosen."""
+    cpus = cpus if cpus is not None else (os.cpu_count() or 1)
+    simulated = not (host or scenario.host)
+    kept = 1 + (1 if simulated else 0)
+    workers = cpus - kept
+    for_whom = "the master and the embedded simulator" if simulated else "the master"
+    cores = f"{cpus} core{'s' * (cpus != 1)}, {kept} kept for {for_whom}"
+    if workers < 2:
+        return 0, f"tpot-locust: --workers auto: one local process ({cores}: too few for workers)"
+    return workers, f"tpot-locust: --workers auto: {workers} worker processes ({cores})"
+
+
 __all__ = [
+    "AUTO_WORKERS",
     "DEFAULT_ASSUMED_GAP_MS",
     "EVENTS_PER_S_PER_WORKER",
     "SIMULATOR_EVENTS_PER_S",
     "Demand",
     "advice",
+    "auto_workers",
     "demand",
     "expected_events_per_s",
     "scenario_gap_ms",
