@@ -309,17 +309,17 @@ class CauseTimeline:
         windows = [w for w in self._windows.values() if w.kind == kind]
         if not windows or not among.any():
             return found
-        starts = np.array([w.start_wall_ns for w in windows], dtype=np.int64)
-        ends = np.array([OPEN_END if w.end_wall_ns is None else w.end_wall_ns for w in windows],
-                        dtype=np.int64)  # fmt: skip
-        sizes = np.array([w.size for w in windows], dtype=np.float64)
-        for index in np.flatnonzero(among).tolist():
-            a, b = gap_starts[index], gap_ends[index]
-            overlap = np.minimum(ends, b) - np.maximum(starts, a)
+        picked = np.flatnonzero(among)
+        a, b = gap_starts[picked], gap_ends[picked]
+        best = found[picked]
+        for window in windows:  # windows of a kind are few, gaps many: one pass a window
+            end = OPEN_END if window.end_wall_ns is None else window.end_wall_ns
+            overlap = np.minimum(end, b) - np.maximum(window.start_wall_ns, a)
             if by_size:
-                found[index] = max(float(sizes[overlap > 0].max(initial=0.0)), 0.0)
+                best = np.where(overlap > 0, np.maximum(best, window.size), best)
             else:
-                found[index] = max(int(overlap.max()), 0)
+                best = np.maximum(best, overlap)
+        found[picked] = np.maximum(best, 0)
         return found
 
 

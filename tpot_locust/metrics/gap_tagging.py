@@ -2,13 +2,14 @@
 
 The recorder computes a finished request's gaps and hands them here (``hold``). They wait
 ``TAG_HOLD_S`` (other processes' windows travel through the master), then each gap gets
-its causes from the cause timeline (``metrics.causes``) and this process's stall windows
-(``metrics.stalls``): copies of its ITL and TPOT samples go into ``metric@<cause>``, into
-``metric@none`` when nothing overlapped it, and into ``metric@burst`` (the phase, a view of
-the prefill windows; steady is the rest, taken apart where it is read); the gaps that enter
-this process's largest are kept with their stories (``metrics.tail_gaps``). The samples go
-to a ``SampleSink`` (the recorder), so this module owns the rules and nothing of the
-bucketing.
+its causes from the cause timeline (``metrics.causes``: the silences ``metrics.pauses``
+finds in this process's gaps are added to it first), of which ``metrics.explaining`` keeps
+those that explain it, and this process's stall windows (``metrics.stalls``): copies of
+its ITL and TPOT samples go into ``metric@<cause>``, into ``metric@none`` when nothing
+overlapped it, and into ``metric@burst`` (the phase, a view of the prefill windows; steady
+is the rest, taken apart where it is read); the gaps that enter this process's largest are
+kept with their stories (``metrics.tail_gaps``). The samples go to a ``SampleSink`` (the
+recorder), so this module owns the rules and nothing of the bucketing.
 """
 
 from __future__ import annotations

@@ -101,20 +101,25 @@ class PauseFinder:
         if not candidates.size:
             return []
         self._settle()
+        # the silent ones at once (a noisy server can make many candidates): a core with no
+        # token of this process in it
+        edges = np.maximum(EDGE_NS, (EDGE_SHARE * itl[candidates]).astype(np.int64))
+        core_starts = starts[candidates] + edges
+        core_ends = ends[candidates] - edges
+        arrivals = self._arrivals
+        firsts = np.searchsorted(arrivals, core_starts, side="right")
+        heard = np.zeros(candidates.size, dtype=bool)
+        inside = firsts < arrivals.size
+        heard[inside] = arrivals[firsts[inside]] < core_ends[inside]
+        silent = ~heard & (core_ends > core_starts) & (core_starts >= self._pruned_ns)
+        if distorted is not None:  # our own loop was held and these stamps are its reads'
+            silent &= ~distorted[candidates]
         found: list[CauseWindow] = []
-        for index in candidates.tolist():
-            edge = max(EDGE_NS, int(EDGE_SHARE * itl[index]))
-            core_start, core_end = int(starts[index]) + edge, int(ends[index]) - edge
-            if core_end <= core_start or core_start < self._pruned_ns:
-                continue  # no silence, or one begun before what is kept
+        for k in np.flatnonzero(silent).tolist():
+            core_start, core_end = int(core_starts[k]), int(core_ends[k])
             if self._known(core_start, core_end):
                 continue
-            arrivals = self._arrivals
-            first = int(np.searchsorted(arrivals, core_start, side="right"))
-            if first < arrivals.size and arrivals[first] < core_end:
-                continue  # some stream of this process heard from the server meanwhile
-            if distorted is not None and distorted[index]:
-                continue  # our own loop was held and this gap's stamps are its reads'
+            first = int(firsts[k])
             waited = int(np.searchsorted(self._starts, core_start, side="right")) - int(
                 np.searchsorted(self._ends, core_start, side="right")
             )
