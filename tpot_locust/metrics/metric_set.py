@@ -25,7 +25,7 @@ from tpot_locust.common.errors import (
     TRUNCATED,
 )
 from tpot_locust.common.metric_groups import group_parts
-from tpot_locust.common.timings import COUNT_SOURCES
+from tpot_locust.common.timings import COUNT_SOURCES, RequestTimings
 from tpot_locust.metrics.histograms import (
     HistogramDecodeError,
     add_into,
@@ -212,6 +212,31 @@ class ClassMetrics:
 
     def add_tail_gaps(self, gaps: list[dict[str, Any]]) -> None:
         self.tail_gaps = merge_tail(self.tail_gaps, gaps)
+
+
+def count_tokens(counters: ClassCounters, timings: RequestTimings) -> None:
+    """A successful request's token counts: output (answer and reasoning), prompt (ours
+    against the server's), the prefix cache's hits and where the per-event counts came from."""
+    counters.output_tokens += timings.output_tokens
+    counters.estimated_requests += timings.tokens_estimated
+    counters.reasoning_tokens += timings.reasoning_tokens
+    counters.answer_tokens += max(timings.output_tokens - timings.reasoning_tokens, 0)
+    counters.reasoning_requests += timings.reasoning_tokens > 0
+    source = COUNT_SOURCE_COUNTERS[timings.count_source]  # checked by refuse_out_of_range
+    setattr(counters, source, getattr(counters, source) + 1)
+    requested, reported = timings.prompt_tokens_requested, timings.prompt_tokens_reported
+    counters.prompt_tokens_requested += requested
+    counters.prompt_tokens_reported += reported or 0
+    if reported is not None and requested:
+        counters.prompt_compared_requests += 1
+        counters.prompt_compared_requested += requested
+        counters.prompt_compared_reported += reported
+        counters.prompt_difference_max = max(counters.prompt_difference_max,
+                                             abs(reported - requested))  # fmt: skip
+    if timings.cached_prompt_tokens is not None:
+        counters.cache_reported_requests += 1
+        counters.cached_prompt_tokens += timings.cached_prompt_tokens
+        counters.cache_reported_prompt_tokens += requested if reported is None else reported
 
 
 def _decode_named(blob: str, key: str) -> HdrHistogram:

@@ -38,42 +38,17 @@ from tpot_locust.metrics.histograms import (
 )
 from tpot_locust.metrics.metric_set import (
     ARRIVAL_CLOCK_COUNTERS,
-    COUNT_SOURCE_COUNTERS,
     CUT_WHERE,
     MAX_INTERRUPTED_IDS,
     ClassCounters,
     MetricSet,
+    count_tokens,
 )
 from tpot_locust.metrics.phases import NO_END_NS, PHASES, RunClock
 from tpot_locust.metrics.token_flow import LiveGaps, TokenFlow
 
 FLUSH_PENDING_VALUES = 100_000
 BUCKET_SLICE = 4096  # values bucketed between two yields
-
-
-def _count_tokens(counters: ClassCounters, timings: RequestTimings) -> None:
-    """A successful request's token counts: output (answer and reasoning), prompt (ours
-    against the server's), the prefix cache's hits and where the per-event counts came from."""
-    counters.output_tokens += timings.output_tokens
-    counters.estimated_requests += timings.tokens_estimated
-    counters.reasoning_tokens += timings.reasoning_tokens
-    counters.answer_tokens += max(timings.output_tokens - timings.reasoning_tokens, 0)
-    counters.reasoning_requests += timings.reasoning_tokens > 0
-    source = COUNT_SOURCE_COUNTERS[timings.count_source]  # checked by refuse_out_of_range
-    setattr(counters, source, getattr(counters, source) + 1)
-    requested, reported = timings.prompt_tokens_requested, timings.prompt_tokens_reported
-    counters.prompt_tokens_requested += requested
-    counters.prompt_tokens_reported += reported or 0
-    if reported is not None and requested:
-        counters.prompt_compared_requests += 1
-        counters.prompt_compared_requested += requested
-        counters.prompt_compared_reported += reported
-        counters.prompt_difference_max = max(counters.prompt_difference_max,
-                                             abs(reported - requested))  # fmt: skip
-    if timings.cached_prompt_tokens is not None:
-        counters.cache_reported_requests += 1
-        counters.cached_prompt_tokens += timings.cached_prompt_tokens
-        counters.cache_reported_prompt_tokens += requested if reported is None else reported
 
 
 def read_together(gaps_ns: np.ndarray, next_shared: bool = False) -> np.ndarray | None:
@@ -249,7 +224,7 @@ class Recorder:
         if timings.arrival_clock in ARRIVAL_CLOCKS:
             clock_counter = ARRIVAL_CLOCK_COUNTERS[timings.arrival_clock]
             setattr(counters, clock_counter, getattr(counters, clock_counter) + 1)
-        _count_tokens(counters, timings)
+        count_tokens(counters, timings)
         if not counters.first_send_wall_ns or send_wall < counters.first_send_wall_ns:
             counters.first_send_wall_ns = send_wall
         # the throughput's span ends with the window (a drain's tokens are not in it)
