@@ -426,16 +426,22 @@ def _figure(row: dict[str, Any], measure: str, part: str) -> str:
     return f"{measure} {shown} ({row['both']}/{row[part]})"
 
 
+def _figures(causes: dict[str, Any], every: bool = True) -> str:
+    """Each cause's precision and recall in one line (``every``: also those neither the
+    truth nor ours named)."""
+    return "; ".join(
+        f"{cause} {_figure(row, 'precision', 'tagged')} {_figure(row, 'recall', 'true')}"
+        for cause, row in causes.items() if every or row["true"] or row["tagged"]
+    )  # fmt: skip
+
+
 def format_attribution_check(check: dict[str, Any] | None) -> list[str]:
     if check is None:
         return []
     if not check.get("available"):
         return [f"Attribution check: unavailable ({check.get('why')})"]
     coverage = check["coverage"]
-    figures = "; ".join(
-        f"{cause} {_figure(row, 'precision', 'tagged')} {_figure(row, 'recall', 'true')}"
-        for cause, row in check["causes"].items()
-    )
+    figures = _figures(check["causes"])
     lines = [
         f"Attribution check (true gaps above true ITL P{check['percentile']:g} of "
         f"{check['threshold_ms']:.3f} ms: {check['tail_gaps']}, {coverage['present']} in our "
@@ -454,10 +460,7 @@ def format_attribution_check(check: dict[str, Any] | None) -> list[str]:
     lines.append("  thresholds (stated, not enforced): " + "; ".join(stated))
     lower = check.get("p99")
     if isinstance(lower, dict) and lower.get("tail_gaps"):
-        figures = "; ".join(
-            f"{cause} {_figure(row, 'precision', 'tagged')} {_figure(row, 'recall', 'true')}"
-            for cause, row in lower["causes"].items() if row["true"] or row["tagged"]
-        )  # fmt: skip
+        figures = _figures(lower["causes"], every=False)
         none = lower.get("ours_none")
         left = "" if none is None else f"; ours named no cause for {none * 100:.1f} %"
         lines.append(f"  above true ITL P{lower['percentile']:g} ({lower['threshold_ms']:.3f} ms:"

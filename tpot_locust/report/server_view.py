@@ -9,12 +9,11 @@ say what the network and the client add and where inside the bucket the truth li
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from tpot_locust.common.text_safety import printable
 from tpot_locust.report.summary_types import Summary
-from tpot_locust.report.tail_tables import bucket_text
+from tpot_locust.report.tail_tables import as_dict, as_list, bucket_text, finite
 
 SHOWN = {"itl": "ITL", "ttft": "TTFT"}  # ours and the server's, where both have it
 PERCENTILE_KEYS = ("p50", "p90", "p99", "p99.9", "p99.99")
@@ -60,50 +59,34 @@ def format_gpu_state(summary: Summary) -> list[str]:
     the samples in which a slowing clock event reason was set, and XID errors. Every value
     is checked here (a summary read back may have been edited)."""
     lines = []
-    endpoints = (summary.get("run") or {}).get("gpu_metrics")
-    for label, sampled in endpoints.items() if isinstance(endpoints, dict) else ():
-        gpu = sampled.get("gpu") if isinstance(sampled, dict) else None
+    for label, sampled in as_dict(as_dict(summary.get("run")).get("gpu_metrics")).items():
+        gpu = as_dict(sampled).get("gpu")
         name = printable(str(label))[:32]
         if not isinstance(gpu, dict):
-            failed = _count(sampled.get("failed") if isinstance(sampled, dict) else None)
-            lines.append(f"GPU {name}: no GPU sample ({failed} failed)")
+            lines.append(f"GPU {name}: no GPU sample ({_count(as_dict(sampled).get('failed'))} "
+                         "failed)")  # fmt: skip
             continue
         gpus = _count(gpu.get("gpus"))
         told = [f"{gpus or '?'} GPU{'s' * (gpus != 1)}"]
-        clock = gpu.get("sm_clock_mhz")
-        low, high = (
-            (_number(v) for v in clock)
-            if isinstance(clock, list) and len(clock) == 2
-            else (None, None)
-        )
+        clock = as_list(gpu.get("sm_clock_mhz"))
+        low, high = (finite(clock[0]), finite(clock[1])) if len(clock) == 2 else (None, None)
         if low is not None and high is not None:
             told.append(f"SM clock {low:,.0f}-{high:,.0f} MHz")
-        if (power := _number(gpu.get("power_w_max"))) is not None:
+        if (power := finite(gpu.get("power_w_max"))) is not None:
             told.append(f"power up to {power:,.0f} W")
-        if (temp := _number(gpu.get("temp_c_max"))) is not None:
+        if (temp := finite(gpu.get("temp_c_max"))) is not None:
             told.append(f"up to {temp:.0f} C")
-        reasons = gpu.get("slowing_reasons")
-        named = (
-            ", ".join(printable(str(r))[:64] for r in reasons[:16])
-            if isinstance(reasons, list)
-            else ""
-        )
+        named = ", ".join(printable(str(r))[:64] for r in as_list(gpu.get("slowing_reasons"))[:16])
         slowed, samples = _count(gpu.get("slowed_samples")), _count(gpu.get("samples"))
         told.append(f"clocks held down in {slowed} of {samples} samples"
                     + (f" ({named})" if named else ""))  # fmt: skip
-        xids = gpu.get("xid_errors")
-        xids = [str(_count(x)) for x in xids[:16]] if isinstance(xids, list) else []
+        xids = [str(_count(x)) for x in as_list(gpu.get("xid_errors"))[:16]]
         told.append(f"XID errors {', '.join(xids)}" if xids else "no XID error")
         lines.append(f"GPU {name}: " + "; ".join(told))
     return lines
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
 def _count(value: Any) -> int:
-    number = _number(value)
+    """A count read back: a whole, non-negative, exactly held number, else 0."""
+    number = finite(value)
     return int(number) if number is not None and 0 <= number < 2**53 else 0

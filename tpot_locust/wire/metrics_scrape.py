@@ -323,7 +323,7 @@ class _Output:
                 line = {**line, "stdout_dropped": self.dropped}
             shown = line
             if line["kind"] == "sample":  # a GPU's state is small: it goes too
-                shown = {k: line[k] for k in _STDOUT_KEYS if k in line}
+                shown = {k: line[k] for k in _STDOUT_KEYS}
                 if "gpu" in line:
                     shown["gpu"] = line["gpu"]
             self._print((json.dumps(shown, separators=(",", ":")) + "\n").encode(), final)
