@@ -36,10 +36,12 @@ except ImportError:
 # segment, TPOT_LOCUST_STAMPS=kernel); ours-user: the same code stamping with
 # perf_counter_ns after each read returns (TPOT_LOCUST_STAMPS=user); ours-greenlet: ours,
 # with each stream's greenlet reading its socket instead of the event loop's callback
-# (loop_reads.ENABLED = False: how it was before); ours-batched: ours with the ready sockets
-# read once every 10 ms, not at once (TPOT_LOCUST_READ_BATCH_MS=10); ours-batched-N: every
-# N ms
-MODES = ("ours", "ours-kernel", "ours-user", "ours-greenlet", "ours-batched", "baseline")
+# (loop_reads.ENABLED = False: how it was before); ours-batched: ours with the bodies read
+# once every 10 ms (TPOT_LOCUST_READ_BATCH_MS=10); ours-batched-N: every N ms; ours-at-once:
+# each ready socket read at once (TPOT_LOCUST_READ_BATCH_MS=0; ours reads in 20 ms batches
+# by default since issue 45)
+MODES = ("ours", "ours-kernel", "ours-user", "ours-greenlet", "ours-batched", "ours-at-once",
+         "baseline")  # fmt: skip
 BATCHED_READ_S = 0.01
 _CLOCKS = {"ours-kernel": KERNEL_CLOCK, "ours-user": USER_CLOCK}
 
@@ -112,8 +114,10 @@ _batch_in_use: list[float | None] = [None]  # the read batch the last request of
 
 
 def batch_period_s(mode: str) -> float | None:
-    """The read batch period of ``ours-batched`` (10 ms) or ``ours-batched-N`` (N ms);
-    None for the other modes."""
+    """The read batch period of ``ours-batched`` (10 ms) or ``ours-batched-N`` (N ms), 0 for
+    ``ours-at-once``; None (the default) for the other modes."""
+    if mode == "ours-at-once":
+        return 0.0
     if not mode.startswith("ours-batched"):
         return None
     period_ms = mode.removeprefix("ours-batched").removeprefix("-")

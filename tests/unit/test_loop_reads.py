@@ -237,8 +237,90 @@ def test_a_batch_reads_only_the_sockets_the_tap_saw_data_come_to(
     assert len(reads) <= 10, len(reads)  # ~3 quiet reads, the tokens' and the end's
 
 
+needs_tap = pytest.mark.skipif(process_tap() is None,
+                               reason="no segment tap here (needs CAP_NET_RAW)")  # fmt: skip
+
+
+@needs_tap
+def test_bodies_are_read_in_batches_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As installed (no variable set), a plain body on the segment clock is read in batches:
+    the path that costs the raw reader's CPU per token event (benchmarks/README.md)."""
+    monkeypatch.delenv(loop_reads.READ_BATCH_ENV, raising=False)
+    loop_reads.use_read_batch(None)
+    (timings,) = run_on_one_connection([stream(tokens(30, 0.002))])
+    assert timings.ok, timings.error_message
+    assert timings.read_in_batches
+    assert loop_reads.read_batch_period_s() == pytest.approx(0.02)
+
+
+@needs_tap
+def test_a_batched_bodys_first_read_and_end_are_noticed_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Read in 0.5 s batches, a body's first token (0.1 s after its head) is read as it comes,
+    and its end (the last chunk, heard by the end watch) too: the user's next request is not
+    held back by the batch period. Without them, each waited up to 0.5 s."""
+    reads: list[tuple[int, bool]] = []
+    on_readable = loop_reads._LoopRead._on_readable
+
+    def noted(self: loop_reads._LoopRead, batch: object = None) -> bool:
+        reads.append((time.perf_counter_ns(), batch is not None))
+        return on_readable(self, batch)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loop_reads._LoopRead, "_on_readable", noted)
+    script = stream(tokens(10, 0.01, start_s=0.1))
+    with read_in_batches(0.5), scripted_server([script]) as url:
+        connection = HTTPConnection(Origin.parse(url))
+        timings = stream_request(connection, request())[0]
+        returned_ns = time.perf_counter_ns()
+        connection.close()
+    assert timings.ok, timings.error_message
+    assert timings.read_in_batches
+    first_read_ns, first_batched = reads[0]
+    assert not first_batched
+    assert (first_read_ns - script.write_ns[1]) / 1e6 < 50  # not the batch's 500 ms
+    end_written_ns = script.write_ns[-1]
+    assert (returned_ns - end_written_ns) / 1e6 < 50  # heard by the end watch, read at once
+    assert len(timings.token_stamps) == 10
+
+
+@needs_tap
+def test_a_deadline_counts_what_waits_for_its_batch() -> None:
+    """Tokens 0.2 s apart read in 0.5 s batches with an idle timeout of 0.3 s: what came is
+    read before the deadline is judged, so none times out (the deadline is the stamps')."""
+    script = stream(tokens(4, 0.2))
+    with read_in_batches(0.5):
+        (timings,) = run_on_one_connection([script], idle_timeout=0.3)
+    assert timings.ok, timings.error_message
+    assert len(timings.token_stamps) == 4
+
+
+@needs_tap
+def test_a_batch_is_done_in_slices_that_leave_the_loop_free(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """With slices of one socket and one tap copy, 12 streams read in 10 ms batches still
+    get every token with its own stamp: a batch goes on where its last slice stopped."""
+    monkeypatch.setattr(loop_reads, "_SLICE_NS", 0)
+    monkeypatch.setattr(loop_reads, "_SLICE_COPIES", 1)
+    scripts = [stream(tokens(25, 0.003)) for _ in range(12)]
+    with read_in_batches(0.01), scripted_server(scripts) as url:
+
+        def one() -> RequestTimings:
+            connection = HTTPConnection(Origin.parse(url))
+            try:
+                return stream_request(connection, request())[0]
+            finally:
+                connection.close()
+
+        jobs = [gevent.spawn(one) for _ in scripts]
+        gevent.joinall(jobs, raise_error=True)
+    results = [job.value for job in jobs]
+    assert all(t.ok and len(t.token_stamps) == 25 and t.read_in_batches for t in results)
+
+
 @pytest.mark.parametrize(
-    ("value", "period_s"), [("", 0.0), ("0", 0.0), (" 2.5 ", 0.0025), ("10", 0.01)]
+    ("value", "period_s"), [("", 0.02), ("0", 0.0), (" 2.5 ", 0.0025), ("10", 0.01)]
 )
 def test_the_read_batch_is_read_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, value: str, period_s: float

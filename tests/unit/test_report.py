@@ -151,3 +151,20 @@ def test_the_report_says_how_many_sends_are_departures_seen_by_the_tap() -> None
     assert "sends: the tap's departure (3 of 4), else just before the write" in format_report(
         summary
     )
+
+
+def test_the_report_says_how_the_bodies_were_read() -> None:
+    totals = MetricSet()
+    counters = totals.for_group("chat").counters
+    counters.ok, counters.stamped_segment, counters.read_in_batches = 3, 3, 2
+    other = MetricSet()  # a worker's, merged: the counter adds as the others
+    other_counters = other.for_group("chat").counters
+    other_counters.ok, other_counters.stamped_segment, other_counters.read_in_batches = 1, 1, 1
+    totals.add(other)
+    summary = build_summary(totals, run={"read_batch_ms": 20.0})
+    assert summary["client"]["read_in_batches"] == 3
+    assert "reads: 3 of 4 bodies in 20 ms batches after their first read" in format_report(summary)
+    at_once = MetricSet()
+    at_once.for_group("chat").counters.ok = at_once.for_group("chat").counters.stamped_kernel = 2
+    summary = build_summary(at_once, run={"read_batch_ms": 0.0})
+    assert "reads: each body read as its data came" in format_report(summary)

@@ -14,7 +14,7 @@ from tpot_locust.wire.segment_stamps import (
     _FRAME_BYTES,
     SegmentTap,
     SegmentTrack,
-    _track_key,
+    track_key,
 )
 
 ISN = 1_000
@@ -114,7 +114,7 @@ def test_the_ring_files_every_copy_whatever_its_ip_header() -> None:
     ring = mmap.mmap(-1, 8 * _FRAME_BYTES)
     tap = SegmentTap(None, ring)  # type: ignore[arg-type]  # the socket is not used here
     loopback = int.from_bytes(bytes([127, 0, 0, 1]), "big")
-    track = SegmentTrack(_track_key(40000, 8000, loopback))
+    track = SegmentTrack(track_key(40000, 8000, loopback))
     tap._tracks[track.key] = track
     _ring_frame(ring, 0, 40000, ISN, 0, 50, flags=0x12)  # SYN-ACK
     _ring_frame(ring, 1, 40000, ISN + 1, 10, 100)
@@ -136,7 +136,7 @@ def test_the_ring_keeps_when_each_request_left() -> None:
     ring = mmap.mmap(-1, 8 * _FRAME_BYTES)
     tap = SegmentTap(None, ring)  # type: ignore[arg-type]  # the socket is not used here
     loopback = int.from_bytes(bytes([127, 0, 0, 1]), "big")
-    track = SegmentTrack(_track_key(40000, 8000, loopback))
+    track = SegmentTrack(track_key(40000, 8000, loopback))
     tap._tracks[track.key] = track
     ours = 7_000
     _ring_frame(ring, 0, 40000, ours, 0, 10, flags=0x02, sent=True)  # our SYN

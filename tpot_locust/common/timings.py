@@ -120,6 +120,7 @@ class RequestTimings:
     # late it came; "" for timings made elsewhere (a locustfile's own).
     arrival_clock: str = ""
     departed: bool = False  # t_send_ns is its first segment's departure, seen by the tap
+    read_in_batches: bool = False  # its body read in batches after its first read (loop_reads)
     count_source: str = ESTIMATED_COUNT_SOURCE  # where k_i came from (COUNT_SOURCES)
     answer_stamp_ns: int | None = None  # arrival of the first answer (not reasoning) event
     reasoning_tokens: int = 0  # of output_tokens: those of reasoning events

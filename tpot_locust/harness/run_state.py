@@ -19,6 +19,7 @@ from gevent.event import Event
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
+from tpot_locust.common.clock import SEGMENT_CLOCK
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.version import __version__
@@ -48,6 +49,7 @@ from tpot_locust.report.verdict_files import format_verdict
 from tpot_locust.scenario.loader import ScenarioError, load_scenario, split_settings
 from tpot_locust.scenario.model import Server
 from tpot_locust.scenario.slo import SloSpec
+from tpot_locust.wire.loop_reads import read_batch_s
 from tpot_locust.wire.segment_stamps import arrival_clock
 
 logger = logging.getLogger(__name__)
@@ -422,6 +424,8 @@ class RunState:
             info["pace_ms"] = self.slo.pace.as_ms()
         # in the master's environment: workers started with another one may differ
         info["arrival_clock"] = arrival_clock()
+        info["read_batch_ms"] = (read_batch_s() * 1000 if info["arrival_clock"] == SEGMENT_CLOCK
+                                 else 0.0)  # fmt: skip
         if self.master is not None:
             workers = self.master.summary()
             info["workers"] = workers

@@ -221,6 +221,7 @@ class Recorder:
         counters.ok += 1
         counters.retransmitting_requests += timings.retransmits > 0
         counters.departed_from_tap += timings.departed
+        counters.read_in_batches += timings.read_in_batches
         if timings.arrival_clock in ARRIVAL_CLOCKS:
             clock_counter = ARRIVAL_CLOCK_COUNTERS[timings.arrival_clock]
             setattr(counters, clock_counter, getattr(counters, clock_counter) + 1)

@@ -156,7 +156,19 @@ def format_arrival_clocks(summary: Summary) -> list[str]:
     departed = summary["client"].get("departed_from_tap") or 0
     sends = (f"; sends: the tap's departure ({departed:,} of {sum(clocks.values()):,}), else "
              "just before the write")  # fmt: skip
-    return ["arrival stamps: " + ", ".join(parts) + sends]
+    return ["arrival stamps: " + ", ".join(parts) + sends, *_format_reads(summary)]
+
+
+def _format_reads(summary: Summary) -> list[str]:
+    """How the bodies were read (docs/metrics.md, "How bodies are read"); one line."""
+    batched = summary["client"].get("read_in_batches") or 0
+    period_ms = summary.get("run", {}).get("read_batch_ms")
+    ok = summary["requests"]["ok"]
+    if not batched:
+        return ["reads: each body read as its data came"] if period_ms is not None else []
+    period = f"{period_ms:g} ms batches" if period_ms else "batches"
+    return [f"reads: {batched:,} of {ok:,} bodies in {period} after their first read, each "
+            "end heard and read at once; the rest as their data came"]  # fmt: skip
 
 
 def format_client_stalls(summary: Summary) -> list[str]:

@@ -277,6 +277,7 @@ RUN = record(
      "stopped_because": optional(text()), "stall_threshold_ms": optional(_NUMBER0),
      "goodput_limits_ms": optional(mapping(_NUMBER0, 100)),
      "pace_ms": optional(mapping(_NUMBER0, 2)), "arrival_clock": optional(text()),
+     "read_batch_ms": optional(_NUMBER0),
      "workers": _WORKERS, "timeseries": list_of(_POINT), "bursts": _BURSTS, "prefill": _PREFILL,
      "test": integer(),
      "warmup_s": optional(_NUMBER0), "cooldown_s": optional(_NUMBER0),

@@ -170,6 +170,7 @@ def _class_summary(
         | {
             "arrival_clocks": counters.arrival_clocks(),
             "departed_from_tap": counters.departed_from_tap,
+            "read_in_batches": counters.read_in_batches,
             "shared_stamp_events": counters.shared_stamp_events,
             "multi_event_reads": counters.multi_event_reads,
         },

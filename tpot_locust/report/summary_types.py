@@ -85,6 +85,7 @@ class ClientFigures(TypedDict, total=False):
     busy: bool | None  # None: no read carried a kernel stamp
     arrival_clocks: dict[str, int]  # requests per clock their tokens were stamped on
     departed_from_tap: int  # requests whose t_send is their departure seen by the tap
+    read_in_batches: int  # requests whose body was read in batches (run.read_batch_ms)
     shared_stamp_events: int
     multi_event_reads: int
     # the whole run only (``client_health``):

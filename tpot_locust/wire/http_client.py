@@ -232,6 +232,11 @@ class HTTPConnection:
         if self._stamped is not None:
             self._stamped.ack_on_arrival(on)
 
+    @property
+    def segment_key(self) -> int | None:
+        """The tap's key for this plain-TCP connection (``StampedSocket.segment_key``)."""
+        return None if self._stamped is None else self._stamped.segment_key
+
     def data_waiting(self) -> bool:
         """The tap saw data come that was not read yet (``StampedSocket.data_waiting``)."""
         return self._stamped is None or self._stamped.data_waiting()

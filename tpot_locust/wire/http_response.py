@@ -49,6 +49,8 @@ class BodyConnection(Protocol):
     def stamps_each_segment(self) -> bool: ...
     @property
     def read_was_full(self) -> bool: ...
+    @property
+    def segment_key(self) -> int | None: ...
 
 
 @dataclass
@@ -178,6 +180,12 @@ class Response:
             inflated += len(piece)
             if piece:
                 consume(stamp, piece)
+
+    @property
+    def end_is_marked(self) -> bool:
+        """The body's end shows on the wire: a last chunk, or the peer's close (a body with
+        a Content-Length ends at a byte count that only a read can tell)."""
+        return self._decoder is not None or (self._remaining is None and self._length_error is None)
 
     @property
     def between_chunks(self) -> bool:

@@ -42,6 +42,7 @@ SO_RCVBUFFORCE = 33
 TAP_BUFFER_BYTES = 64 * 1024 * 1024
 HEADER_BYTES = 120  # an IPv4 header (<= 60 bytes) and a TCP one (<= 60): the most a copy keeps
 _SEQUENCE = 1 << 32
+_NO_LIMIT = 1 << 62
 _TCP_SYN, _TCP_ACK = 0x02, 0x10
 _HEADS = struct.Struct("!HHII")  # source port, destination port, sequence, acknowledgement
 _TIMESPEC = struct.Struct("@qq")  # the one control message: SO_TIMESTAMPNS's timespec
@@ -56,7 +57,7 @@ class SegmentTrack:
                  "key", "stamps", "unrecovered")  # fmt: skip
 
     def __init__(self, key: int = 0) -> None:
-        self.key = key  # our port, the server's port and its IPv4 address (``_track_key``)
+        self.key = key  # our port, the server's port and its IPv4 address (``track_key``)
         self._next_seq: int | None = None  # the sequence number of byte ``covered``
         self.covered = 0  # bytes from the start that arrived, in order, without a hole
         self.ends = array("q")
@@ -216,17 +217,16 @@ class SegmentTap:
         self._ring = ring
         self._frame = 0  # the ring's next frame to look at
         self._ports: set[int] = set()
-        self._tracks: dict[int, SegmentTrack] = {}  # by ``_track_key``
+        self._tracks: dict[int, SegmentTrack] = {}  # by ``track_key``
         self.dropped_reads = 0
 
     @classmethod
     def open(cls) -> SegmentTap | None:
         """The tap, or None where this process may not open one (no ``CAP_NET_RAW``)."""
-        if not sys.platform.startswith("linux") or not ANCILLARY_BYTES:
+        if not ANCILLARY_BYTES:
             return None
-        try:
-            sock = _socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_ALL))
-        except (OSError, AttributeError):
+        sock = packet_socket()
+        if sock is None:
             return None
         try:
             attach(sock, tap_filter([]))  # nothing until a server's port is watched
@@ -249,7 +249,7 @@ class SegmentTap:
             self._ports.add(remote_port)
             attach(self._sock, tap_filter(sorted(self._ports)))
         address = int.from_bytes(socket.inet_aton(remote_ip), "big")
-        track = SegmentTrack(_track_key(local_port, remote_port, address))
+        track = SegmentTrack(track_key(local_port, remote_port, address))
         self._tracks[track.key] = track
         return track
 
@@ -264,30 +264,34 @@ class SegmentTap:
         if self._tracks.get(track.key) is track:
             del self._tracks[track.key]
 
-    def drain(self, wanted: SegmentTrack | None = None, until: int = 0) -> None:
+    def drain(self, wanted: SegmentTrack | None = None, until: int = 0,
+              limit: int = _NO_LIMIT) -> bool:  # fmt: skip
         """File the copies waiting in the tap with their connections' tracks: all of them,
         or (``wanted``) until that track covers ``until`` bytes, which saves the read that
-        finds the tap empty (a read of the stream found its copy waiting nearly always)."""
+        finds the tap empty (a read of the stream found its copy waiting nearly always);
+        at most ``limit`` of them. Whether it stopped at the limit (more may wait)."""
         if self._ring is not None:
-            self._drain_ring(wanted, until)
-            return
+            return self._drain_ring(wanted, until, limit)
         recvmsg, tracks, heads = self._sock.recvmsg, self._tracks, _HEADS.unpack_from
         stamp_of = _TIMESPEC.unpack_from
         while wanted is None or wanted.covered < until:
+            if limit <= 0:
+                return True
+            limit -= 1
             try:
                 packet, ancillary, _, link = recvmsg(HEADER_BYTES, ANCILLARY_BYTES)
             except BlockingIOError:
-                return
+                return False
             except OSError:
                 self.dropped_reads += 1
-                return
+                return False
             header = (packet[0] & 15) * 4  # the filter kept IPv4 TCP only
             source_port, local_port, seq, _ = heads(packet, header)
             outgoing = link[2] == PACKET_OUTGOING  # (ifname, protocol, packet type, ...)
             if outgoing:
                 source_port, local_port = local_port, source_port
             address = int.from_bytes(packet[16:20] if outgoing else packet[12:16], "big")
-            track = tracks.get(_track_key(local_port, source_port, address))
+            track = tracks.get(track_key(local_port, source_port, address))
             if track is None or not ancillary:
                 continue
             seconds, nanoseconds = stamp_of(ancillary[0][2])
@@ -300,8 +304,9 @@ class SegmentTap:
                     track.synchronise(seq)
             elif length > 0:
                 track.add(seq, length, seconds * 1_000_000_000 + nanoseconds)
+        return False
 
-    def _drain_ring(self, wanted: SegmentTrack | None, until: int) -> None:
+    def _drain_ring(self, wanted: SegmentTrack | None, until: int, limit: int) -> bool:
         """``drain`` from the ring: each frame the kernel handed over (its status says so)
         is read in place and handed back. A copy of a plain IPv4 header (no options: all
         of ours) takes two ``unpack_from`` (2.7-3.3 us a frame on a fake ring, 3.2-3.8
@@ -315,10 +320,13 @@ class SegmentTap:
         frame = self._frame
         try:
             while wanted is None or wanted.covered < until:
+                if limit <= 0:
+                    return True
+                limit -= 1
                 at = frame * _FRAME_BYTES
                 status, _, snaplen, _, net, seconds, nanoseconds, direction = frame_of(ring, at)
                 if not status & _TP_STATUS_USER:
-                    return
+                    return False
                 version, total, address, to, source_port, local_port, seq, offset, flags = (
                     packet_of(ring, at + net)
                 )
@@ -338,7 +346,7 @@ class SegmentTap:
                     frame = frame + 1 if frame + 1 < _RING_FRAMES else 0
                     continue
                 track = tracks.get((local_port << 48) | (source_port << 32) | address)
-                if track is not None:  # (the key is ``_track_key``'s)
+                if track is not None:  # (the key is ``track_key``'s)
                     if flags & _TCP_SYN:
                         if flags & _TCP_ACK:
                             track.synchronise(seq)
@@ -346,6 +354,7 @@ class SegmentTap:
                         track.add(seq, length, seconds * 1_000_000_000 + nanoseconds)
                 ring[at : at + 4] = _KERNEL_OWNS  # the frame is the kernel's again
                 frame = frame + 1 if frame + 1 < _RING_FRAMES else 0
+            return False
         finally:
             self._frame = frame
 
@@ -367,7 +376,7 @@ class SegmentTap:
                 source_port, local_port = local_port, source_port
             at_address = packet + (16 if outgoing else 12)  # the server's address
             address = int.from_bytes(ring[at_address : at_address + 4], "big")
-            track = self._tracks.get(_track_key(local_port, source_port, address))
+            track = self._tracks.get(track_key(local_port, source_port, address))
             if track is not None:
                 flags = ring[packet + header + 13]
                 total = (ring[packet + 2] << 8) | ring[packet + 3]
@@ -415,7 +424,18 @@ _PLAIN_PACKET = struct.Struct("!BxH8xIIHHI4xBB")
 _PLAIN_IPV4, _PLAIN_HEADERS = 0x45, 40  # IPv4, 5 words; the copy holds both headers' fixed part
 
 
-def _track_key(local_port: int, remote_port: int, address: int) -> int:
+def packet_socket() -> _socket.socket | None:
+    """A packet socket that gets every frame's copy (before IP; filter it at once), or None
+    where this process may not open one (not Linux, no ``CAP_NET_RAW``)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return _socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_ALL))
+    except (OSError, AttributeError):
+        return None
+
+
+def track_key(local_port: int, remote_port: int, address: int) -> int:
     """A connection's key among the tap's tracks: our port, the server's port and its IPv4
     address (as a big-endian integer) in one integer."""
     return (local_port << 48) | (remote_port << 32) | address

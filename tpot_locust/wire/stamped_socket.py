@@ -207,6 +207,13 @@ class StampedSocket:
         except OSError:
             pass  # closed already, or no such option: nothing to acknowledge
 
+    @property
+    def segment_key(self) -> int | None:
+        """The tap's key for this connection (``segment_stamps.track_key``) where its bytes
+        are plain TCP (an end of body can be heard: ``end_watch``); else None."""
+        track = self._track
+        return None if track is None or self.tls is not None else track.key
+
     def data_waiting(self) -> bool:
         """Whether the tap has filed a segment of this connection that was not read yet
         (as of its last drain); True where there is no tap to ask."""

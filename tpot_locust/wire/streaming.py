@@ -99,8 +99,8 @@ class _Collected:
     """The stream decoded so far, kept even when the stream fails midway: also what its
     live counter reads while it goes (``StreamSoFar``)."""
 
-    __slots__ = ("body_start", "connection", "content_type", "deadline", "decoder", "reset",
-                 "t_send_ns")  # fmt: skip
+    __slots__ = ("body_start", "connection", "content_type", "deadline", "decoder",
+                 "read_in_batches", "reset", "t_send_ns")  # fmt: skip
 
     def __init__(
         self, t_send_ns: int, decoder: StreamDecoder, deadline: Deadline,
@@ -110,6 +110,7 @@ class _Collected:
         self.decoder = decoder
         self.connection = connection
         self.reset = False
+        self.read_in_batches = False  # the body was read in batches (``loop_reads``)
         self.t_send_ns = t_send_ns
         self.body_start = b""  # the body's first bytes while no event came: what came instead
         self.content_type = ""
@@ -191,6 +192,7 @@ def _stream(
     timings.read_delays_ns = connection.read_delays_ns
     timings.arrival_clock = connection.request_clock
     timings.departed = connection.request_departed
+    timings.read_in_batches = collected.read_in_batches
     timings.retransmits = connection.retransmits_since_send()
     # No yield from here until the caller has recorded the request: a stopping user is
     # killed at its next yield, and a stream the server finished would count as interrupted.
@@ -282,7 +284,7 @@ def _send_and_collect(
     runs = None
     if isinstance(parser, SSEParser):
         runs = PlainRuns(response, parser, decoder, deadline, request.total_timeout)
-    read_body(response, consume, runs)
+    collected.read_in_batches = read_body(response, consume, runs)
     collected.reset = response.reset
     if events := parser.close():
         decoder.feed(time.perf_counter_ns(), events)
