@@ -11,6 +11,7 @@ from tests.conftest import ROOT
 from tpot_locust.scenario.capacity import (
     AUTO_WORKERS,
     DEFAULT_ASSUMED_GAP_MS,
+    EVENTS_PER_S_BY_CLOCK,
     EVENTS_PER_S_PER_WORKER,
     SIMULATOR_EVENTS_PER_S,
     Demand,
@@ -200,3 +201,19 @@ def test_the_workers_option_takes_a_count_or_auto() -> None:
     assert WORKERS("auto") == AUTO_WORKERS and WORKERS("4") == 4
     with pytest.raises(argparse.ArgumentTypeError):
         WORKERS("-1")
+
+
+def test_advice_takes_the_capacity_of_the_clock_in_use(tmp_path: Path) -> None:
+    """A process on the segment clock (bodies read in batches) stamps more than one on the
+    kernel clock: the warning is the measured figure of the clock the run stamps on."""
+    host = "http://127.0.0.1:8000"
+    kernel, segment = EVENTS_PER_S_BY_CLOCK["kernel"], EVENTS_PER_S_BY_CLOCK["segment"]
+    assert segment > kernel
+    users = int((kernel + segment) / 2 * 5 / 1000)  # between the two at 5 ms
+    s = closed(tmp_path, users)
+    line = advice(s, 0, host=host, assumed_gap_ms=5, cpus=16, clock="kernel")
+    assert line is not None and f"~{kernel:,} token events/s truthfully on the kernel" in line
+    assert advice(s, 0, host=host, assumed_gap_ms=5, cpus=16, clock="segment") is None
+    more = closed(tmp_path, int(segment * 2.5 * 5 / 1000))
+    line = advice(more, 1, host=host, assumed_gap_ms=5, cpus=16, clock="segment")
+    assert line is not None and "--workers 3" in line and "segment clock" in line

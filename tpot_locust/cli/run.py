@@ -33,6 +33,7 @@ from tpot_locust.scenario.model import Scenario, Simulator, scenario_keys
 from tpot_locust.scenario.simulator_section import resolve_profile
 from tpot_locust.sim.profiles import check_engine
 from tpot_locust.wire.http_client import Origin
+from tpot_locust.wire.segment_stamps import arrival_clock
 
 EXIT_USAGE = 2  # Locust's, and ours, for a command line that cannot run
 LOCUSTFILE = Path(__file__).parents[1] / "harness" / "entry" / "scenario_locustfile.py"
@@ -180,7 +181,7 @@ def run_scenario(options: RunOptions) -> int:
         chosen, how = auto_workers(scenario, options.host)
         print(how, flush=True)
         options = replace(options, workers=chosen)
-    if warning := advice(scenario, options.workers, host=options.host):
+    if warning := advice(scenario, options.workers, host=options.host, clock=arrival_clock()):
         print(warning, file=sys.stderr, flush=True)
     folder = ResultsFolder(output_dir(options, scenario))
     try:

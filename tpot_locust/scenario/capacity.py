@@ -24,16 +24,23 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK, USER_CLOCK
 from tpot_locust.common.distributions import as_distribution
 from tpot_locust.scenario.model import Scenario, TrafficClass
 
-# Token events/s one worker process stamps truthfully, from ``benchmarks/capacity.py``
-# (client pinned to its own core, 2-core shared VM, Python 3.11, 2026-11-30, kernel receive
-# stamps, reads in the event loop): TPOT p99 stayed within 0.5 ms of the server's true gaps
-# up to 47k events/s at 2 ms gaps and 38k at 5 ms (31.6k and 12.7k with the loop's lag
-# also under 1 ms); a real Locust worker at 31.7k was +0.06 ms, at 62.9k +2.1 ms
-# (scaling.py). Rounded down; raise it when ``benchmarks/capacity.py`` shows a faster path.
-EVENTS_PER_S_PER_WORKER = 30_000
+# Token events/s one worker process stamps truthfully, by the arrival clock it stamps on
+# (``common.clock``; the one in use is ``wire.segment_stamps.arrival_clock``'s):
+# - kernel and user, from ``benchmarks/capacity.py`` (client pinned to its own core, 2-core
+#   shared VM, Python 3.11, 2026-11-30, kernel receive stamps, reads in the event loop): TPOT
+#   p99 stayed within 0.5 ms of the server's true gaps up to 47k events/s at 2 ms gaps and
+#   38k at 5 ms (31.6k and 12.7k with the loop's lag also under 1 ms); a real Locust worker
+#   at 31.7k was +0.06 ms, at 62.9k +2.1 ms (scaling.py);
+# - segment (where the tap opens; bodies read in 20 ms batches, the default), from
+#   ``benchmarks/stamp_cost.py``: one pinned core read 118-124k events/s at 256 streams x
+#   2 ms (the simulator's limit, not ours) with TPOT p99 and max exact.
+# Rounded down; raise them when the benchmarks show a faster path.
+EVENTS_PER_S_BY_CLOCK = {SEGMENT_CLOCK: 100_000, KERNEL_CLOCK: 30_000, USER_CLOCK: 30_000}
+EVENTS_PER_S_PER_WORKER = EVENTS_PER_S_BY_CLOCK[KERNEL_CLOCK]  # a clock every process has
 # The embedded simulator (one asyncio process): sharing 2 cores with the client, its sends
 # stayed on time (truth coalesced < 3 %) up to ~32k token events/s; with a core of its
 # own, ~60k. Beyond this its own gaps run late (the truth file shows it).
@@ -175,6 +182,7 @@ def advice(
     host: str | None = None,
     assumed_gap_ms: float | None = None,
     cpus: int | None = None,
+    clock: str = KERNEL_CLOCK,
 ) -> str | None:
     """A one-line warning when the run asks more than its processes can stamp, else None.
 
@@ -182,7 +190,8 @@ def advice(
     ``--host`` given on the command line, if any; without one here or in the scenario the
     embedded simulator serves the run (its gap is assumed, its own limit checked, and it
     takes a core). Local workers beyond this machine's cores (``cpus``, default
-    ``os.cpu_count()``) add no capacity.
+    ``os.cpu_count()``) add no capacity. ``clock``: the arrival clock the processes stamp
+    on (their capacity is that clock's, ``EVENTS_PER_S_BY_CLOCK``).
     """
     need = demand(scenario, assumed_gap_ms, host)
     simulated = not (host or scenario.host)
@@ -190,7 +199,8 @@ def advice(
     free_cores = max(1, cpus - (1 if simulated else 0))  # the simulator takes one
     processes = max(1, workers)
     usable = min(processes, free_cores)
-    capacity = usable * EVENTS_PER_S_PER_WORKER
+    per_worker = EVENTS_PER_S_BY_CLOCK.get(clock, EVENTS_PER_S_PER_WORKER)
+    capacity = usable * per_worker
     problems = []
     if need.events_per_s > capacity:
         if workers <= 0:
@@ -199,10 +209,10 @@ def advice(
             text = "1 worker process stamps"
         else:
             text = f"{workers} worker processes stamp"
-        text += f" ~{capacity:,.0f} token events/s truthfully"
+        text += f" ~{capacity:,.0f} token events/s truthfully on the {clock} clock"
         if usable < processes:
             text += f" (only {usable} with a core of its own)"
-        needed = need.workers_needed()
+        needed = need.workers_needed(per_worker)
         text += f": it needs {needed} worker processes with a core each"
         if needed <= free_cores:
             text += f" (--workers {needed})"
@@ -250,6 +260,7 @@ def auto_workers(scenario: Scenario, host: str | None = None, cpus: int | None =
 __all__ = [
     "AUTO_WORKERS",
     "DEFAULT_ASSUMED_GAP_MS",
+    "EVENTS_PER_S_BY_CLOCK",
     "EVENTS_PER_S_PER_WORKER",
     "SIMULATOR_EVENTS_PER_S",
     "Demand",
