@@ -30,6 +30,19 @@ def test_quickstart_run_writes_summary_and_report(tmp_path: Path, python: str) -
     assert isinstance(summary["client"]["busy"], bool)
     assert "TPOT: gap of every output token after the first" in result.stdout
     assert "tokens/s" in result.stdout and "P99.99" in result.stdout
+    # the first screen (issue 46): the seed's table, a line each for the rest, where the
+    # full report is; at most 30 lines of 100 columns
+    lines = result.stdout.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("=== tpot-locust:"))
+    last = next(i for i, line in enumerate(lines) if line.startswith("tpot-locust: report.html"))
+    screen = lines[first : last + 1]
+    assert len(screen) <= 30 and max(map(len, screen[:-2])) <= 100, screen  # (and 2 paths)
+    for label in ("mean", "median", "P90", "P99", "P99.9", "P99.99", "max"):
+        assert any(line.split()[:1] == [label] for line in screen), label
+    for opening in ("ITL:", "TTFT:", "E2E:", "truth check:", "why the tail:"):
+        assert any(line.startswith(opening) for line in screen), opening
+    full = (out / "report.txt").read_text()  # every table, and the checks
+    assert "Truth check: measured - true" in full and "E2E: send -> last token event" in full
     # the saved histograms re-report the same figures
     again = run_command([python, "-m", "tpot_locust", "report", str(out), "--json"], timeout=60)
     assert again.returncode == 0, again.stderr

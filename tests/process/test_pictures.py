@@ -97,7 +97,7 @@ def test_report_html_opens_from_disk_with_every_section_and_no_request(tmp_path:
             timeout=120,
         )  # fmt: skip
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-        assert f"report {out / 'report.html'}" in result.stdout
+        assert f"tpot-locust: report.html {out / 'report.html'}\n" in result.stdout
         runs.append(out)
     both = tmp_path / "both.html"
     overlay = run_command(

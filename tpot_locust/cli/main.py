@@ -52,6 +52,7 @@ def _run(args: argparse.Namespace) -> int:
         overrides=_with_tokenizer(args),
         locust_args=args.locust_args or [],
         truth_tolerance_ms=args.truth_tolerance_ms,
+        full_report=args.report == "full",
     )
     return run_scenario(options)
 
@@ -267,6 +268,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MS",
         help="with the embedded simulator: exit 3 when a measured TTFT, ITL or TPOT figure "
         "(p50 ... p99.99, max) is further than MS from the simulator's truth",
+    )
+    run.add_argument(
+        "--report",
+        choices=("summary", "full"),
+        default="summary",
+        help="summary (default): the report's first screen (the verdict, the TPOT table, a "
+        "line each for the rest; every table in OUT/report.txt); full: every table here",
     )
     run.set_defaults(handler=_run, locust_args=[])
     run.epilog = "Arguments after -- go to Locust unchanged, e.g. -- --csv results/run"

@@ -23,6 +23,7 @@ from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.secrets import redact_mapping, redact_url
 from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.report.finishing import SUPERVISED_ENV, Finished, finish_saved
+from tpot_locust.report.first_screen import first_screen
 from tpot_locust.report.gate import EXIT_INVALID, unmeasured
 from tpot_locust.report.summary import format_full_report
 from tpot_locust.report.summary_types import Summary
@@ -53,6 +54,9 @@ class RunOptions:
     locust_args: list[str] = field(default_factory=list)
     truth_tolerance_ms: float | None = None
     sweep_step: bool = False  # a step of ``tpot-locust sweep``: its verdict is the sweep's
+    full_report: bool = (
+        False  # ``--report full``: every table in the terminal, not the first screen
+    )
 
 
 def _overrides(options: RunOptions, scenario: Scenario) -> dict[str, str]:
@@ -220,7 +224,7 @@ def run_scenario(options: RunOptions) -> int:
         )
         code = Supervisor(commands, env).run()
     # the simulator has stopped: its truth is whole, and every Locust process has saved
-    finished = _finish(scenario, folder, options.truth_tolerance_ms, not host_given)
+    finished = _finish(scenario, folder, options, not host_given)
     if finished is None:
         if code == EXIT_USAGE:
             print("tpot-locust: Locust refused its command line (see above)", file=sys.stderr)
@@ -241,27 +245,34 @@ def run_scenario(options: RunOptions) -> int:
 
 
 def _finish(
-    scenario: Scenario, folder: ResultsFolder, tolerance_ms: float | None, check_truth: bool
+    scenario: Scenario, folder: ResultsFolder, options: RunOptions, check_truth: bool
 ) -> Finished | None:
-    """The finishing pass over what Locust saved (``report.finishing``), with the report
-    and the checks printed; None when Locust saved nothing to finish."""
+    """The finishing pass over what Locust saved (``report.finishing``), with the report's
+    first screen printed (every table and the checks with ``--report full``); None when
+    Locust saved nothing to finish."""
     try:
         finished = finish_saved(
             folder, slo=scenario.slo, suite=scenario.name,
-            truth_tolerance_ms=tolerance_ms, check_truth=check_truth,
+            truth_tolerance_ms=options.truth_tolerance_ms, check_truth=check_truth,
         )  # fmt: skip
     except (OSError, ValueError) as error:
         if folder.histograms.exists():  # a saved file that cannot be read: say which
             print(f"tpot-locust: {error}", file=sys.stderr, flush=True)
         return None
     summary = finished.summary
-    if not nothing_measured(summary) or summary["requests"].get("interrupted"):
+    measured = not nothing_measured(summary) or summary["requests"].get("interrupted")
+    if measured and not options.full_report:
+        text, html = (path if path.exists() and not finished.late_errors else None
+                      for path in (folder.report_text, folder.report))  # fmt: skip
+        screen = first_screen(summary, text, html, sweep_step=options.sweep_step)
+        print("\n" + "\n".join(screen), flush=True)
+    elif measured:
         print(f"\n{format_full_report(summary)} (results in {folder.root})", flush=True)
-    if finished.check_lines:
+    if finished.check_lines and (options.full_report or not measured):
         print("\n".join(finished.check_lines), flush=True)
     if report_error := summary.get("report_error"):
         print(f"tpot-locust: the report is incomplete: {report_error}", file=sys.stderr, flush=True)
-    if folder.report.exists() and not finished.late_errors:
+    if options.full_report and folder.report.exists() and not finished.late_errors:
         print(f"tpot-locust: report {folder.report}", flush=True)
     return finished
 

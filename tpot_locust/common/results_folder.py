@@ -16,7 +16,8 @@ While the run goes (each file by one process, as it learns its part):
 Once, after every input is in, by the finishing pass (``report.finishing``): in the Locust
 master when Locust is run directly, in ``tpot-locust run`` when it supervises Locust (it has
 the simulator's truth too): ``verdict.json``, ``junit.xml``, ``summary.md`` (with an SLO),
-``report.html`` and, last, ``summary.json``: a folder with a ``summary.json`` is finished.
+``report.html``, ``report.txt`` (the full terminal report, whose first screen the terminal
+shows) and, last, ``summary.json``: a folder with a ``summary.json`` is finished.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 SUMMARY_FILE = "summary.json"
 HISTOGRAMS_FILE = "histograms.json"
 REPORT_FILE = "report.html"
+REPORT_TEXT_FILE = "report.txt"
 SCENARIO_FILE = "scenario.yaml"
 TRUTH_FILE = "truth.jsonl"
 VERDICT_FILE = "verdict.json"
@@ -61,6 +63,10 @@ class ResultsFolder:
     @property
     def report(self) -> Path:
         return self.root / REPORT_FILE
+
+    @property
+    def report_text(self) -> Path:
+        return self.root / REPORT_TEXT_FILE
 
     @property
     def scenario(self) -> Path:

@@ -39,11 +39,11 @@ from tpot_locust.metrics.phases import NO_END_NS, RunClock
 from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.metrics.stalls import PROCESS_TAG
 from tpot_locust.report.finishing import SUPERVISED_ENV, finish_run, guarded
+from tpot_locust.report.first_screen import first_screen
 from tpot_locust.report.gate import EXIT_INVALID
 from tpot_locust.report.live_metrics import RunFacts, render
 from tpot_locust.report.progress import ProgressPrinter
 from tpot_locust.report.results_files import write_histograms
-from tpot_locust.report.summary import format_full_report
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.verdict_files import format_verdict
 from tpot_locust.scenario.loader import ScenarioError, load_scenario, split_settings
@@ -392,8 +392,12 @@ class RunState:
         self.reported = True
         requests = summary["requests"]
         if requests["ok"] or requests["failed"] or requests["interrupted"]:
-            where = f" (results in {self.folder.root})" if self.folder is not None else ""
-            print(f"\n{format_full_report(summary)}{where}", flush=True)
+            folder = self.folder
+            text = folder.report_text if folder is not None else None
+            html = folder.report if folder is not None else None
+            screen = first_screen(summary, text if text and text.exists() else None,
+                                  html if html and html.exists() else None)  # fmt: skip
+            print("\n" + "\n".join(screen), flush=True)
         if self.verdict is not None:
             print("\n" + "\n".join(format_verdict(self.verdict)), flush=True)
 

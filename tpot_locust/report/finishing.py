@@ -16,7 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from tpot_locust.common.results_folder import REPORT_FILE, SUMMARY_FILE, ResultsFolder
+from tpot_locust.common.results_folder import (
+    REPORT_FILE,
+    REPORT_TEXT_FILE,
+    SUMMARY_FILE,
+    ResultsFolder,
+)
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.attribution_check import attribution_check, format_attribution_check
 from tpot_locust.report.gate import EXIT_INVALID, evaluate
@@ -27,10 +32,10 @@ from tpot_locust.report.results_files import (
     write_histograms,
     write_json,
 )
-from tpot_locust.report.summary import build_summary
+from tpot_locust.report.summary import build_summary, format_full_report
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.truth_check import format_truth_check, load_stall_windows, truth_check
-from tpot_locust.report.verdict_files import write_verdict
+from tpot_locust.report.verdict_files import format_verdict, write_verdict
 from tpot_locust.scenario.slo import SloSpec
 
 SLO_KEY: Final = "slo"  # the verdict's place in summary.json (Final: a TypedDict key)
@@ -110,9 +115,23 @@ def finish_run(
     page = guarded(late, REPORT_FILE, lambda: _render(folder, summary, totals))
     if page is not None:
         guarded(late, REPORT_FILE, lambda: folder.report.write_text(page, encoding="utf-8"))
+    text = guarded(late, REPORT_TEXT_FILE, lambda: full_text(finished))
+    if text is not None:
+        guarded(late, REPORT_TEXT_FILE, lambda: folder.report_text.write_text(text, "utf-8"))
     _note(summary, late)
     guarded(late, SUMMARY_FILE, lambda: write_json(folder.summary, summary))
     return finished
+
+
+def full_text(finished: Finished) -> str:
+    """The full terminal report (every table, every class) with the checks' lines and the
+    verdict: ``report.txt``, and the terminal's with ``--report full``."""
+    parts = [format_full_report(finished.summary)]
+    if finished.check_lines:
+        parts.append("\n".join(finished.check_lines))
+    if finished.verdict is not None:
+        parts.append("\n".join(format_verdict(finished.verdict)))
+    return "\n\n".join(parts) + "\n"
 
 
 def finish_saved(folder: ResultsFolder, **options: Any) -> Finished:
