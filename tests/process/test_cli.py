@@ -41,6 +41,7 @@ def test_quickstart_run_writes_summary_and_report(tmp_path: Path, python: str) -
         assert any(line.split()[:1] == [label] for line in screen), label
     for opening in ("ITL:", "TTFT:", "E2E:", "truth check:", "why the tail:"):
         assert any(line.startswith(opening) for line in screen), opening
+    assert (out / "report.html").stat().st_size < 200 * 1024  # docs/report.md's figure
     full = (out / "report.txt").read_text()  # every table, and the checks
     assert "Truth check: measured - true" in full and "E2E: send -> last token event" in full
     # the saved histograms re-report the same figures

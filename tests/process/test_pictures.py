@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -111,7 +112,15 @@ def test_report_html_opens_from_disk_with_every_section_and_no_request(tmp_path:
     assert "planted-secret" not in text and "[redacted]" in text  # the scenario, secrets out
     assert report.stat().st_size < 300_000
     with chromium_page() as (page, errors, requests):
+        page.set_viewport_size({"width": 1400, "height": 900})
         page.goto(report.as_uri())
+        # the top of the page (issue 46): it opens on the summary card, the seed's table in it
+        page.screenshot(path=str(tmp_path / "report-top.png"))
+        card = page.locator("section.card")
+        card_box = card.bounding_box()
+        card_text = card.inner_text()
+        first_section = page.locator("details").first.get_attribute("id")
+        page_text = page.locator("body").inner_text()
         headings = page.locator("h2").all_inner_texts()
         charts = page.locator("svg.chart").count()
         tail = page.locator("#why-the-tail").text_content() or ""
@@ -119,10 +128,17 @@ def test_report_html_opens_from_disk_with_every_section_and_no_request(tmp_path:
         page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
         page.goto(both.as_uri())
         overlaid = page.locator('svg[aria-label="TPOT by percentile"] polyline').count()
-    for section in ("Run", "Truth check (measured - true, ms)", "Latency (ms)",
-                    "Percentile distributions", "Over time", "Why the tail", "Worst gaps",
-                    "Scenario"):  # fmt: skip
+    assert card_box is not None and card_box["y"] < 200 and card_box["height"] < 700, card_box
+    for figure in ("TPOT: gap of every output token", "P99.99", "tokens/s", "truth check:"):
+        assert figure in card_text, card_text
+    assert first_section == "run"  # the card first, then the sections a reader opens
+    literals = re.findall(r"\b(?:None|True|False|nan|inf)\b|\{'|'\}|\[\]", page_text)
+    assert not literals, literals  # no Python literal reaches the page
+    sections = ("Summary", "Run", "Truth check (measured - true, ms)", "Latency (ms)",
+                "Percentile distributions", "Over time", "Why the tail", "Scenario")  # fmt: skip
+    for section in sections:
         assert section in headings, headings
+    assert "Worst gaps" not in headings  # once: in Why the tail, with their stories
     assert charts >= 8
     assert "overlapped a cause" in tail and "Prompt tokens in prefill (ours)" in tail, tail
     assert tail_dots > 0  # the largest gaps marked on the timeline

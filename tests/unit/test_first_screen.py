@@ -3,6 +3,7 @@ rest, in at most 30 lines of 100 columns, whatever the run said."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ import numpy as np
 from tpot_locust.metrics.histograms import record_many
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.first_screen import WIDTH, first_screen
+from tpot_locust.report.html import RunView, render_report
 from tpot_locust.report.summary import build_summary
 from tpot_locust.report.summary_types import Summary
 
@@ -69,3 +71,14 @@ def test_a_failed_truth_check_and_the_reports_warnings_reach_the_first_screen() 
     assert any(line.startswith("! truth check FAILED: 2.500 ms") for line in screen)
     assert any(line.startswith("REPORT INCOMPLETE") for line in screen)
     assert max(map(len, screen)) <= WIDTH
+
+
+def test_report_html_opens_on_the_card_and_holds_no_python_literal() -> None:
+    summary = summary_of(failed=2)
+    summary["truth_check"] = truth(0.012, None, None)
+    page = render_report([RunView("quickstart", summary, MetricSet())])
+    body = page.split("<body>", 1)[1]
+    assert body.index('<section class="card"') < body.index("<details")
+    assert "ITL: the same as TPOT" in body and "TPOT as tokens/s" in body
+    text = re.sub(r"<[^>]+>", " ", body)
+    assert not re.findall(r"\b(?:None|True|False|nan|inf)\b|\{'|'\}|\[\]", text)

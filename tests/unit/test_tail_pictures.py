@@ -138,8 +138,8 @@ def test_the_coarseness_line_says_which_percentiles_share_a_bucket() -> None:
 
 def test_the_section_shows_shares_tokens_stories_timeline_and_the_servers_view() -> None:
     html = _report(_summary())
-    section = html.split('<section id="why-the-tail">')[1].split("</section>")[0]
-    assert "<h2>Why the tail</h2>" in html
+    section = html.split('<details id="why-the-tail">')[1].split("</details>")[0]
+    assert "<summary><h2>Why the tail</h2></summary>" in html
     assert "<td>ITL p99</td><td>9.200</td><td>200</td><td>50.0 %</td><td>12.5 %</td>" in section
     assert "<th>none</th>" in section and "need not sum to 100 %" in section
     assert "<td>prompt tokens</td><td>0</td><td>16,000</td><td>-</td>" in section
@@ -222,7 +222,7 @@ def test_garbage_in_a_saved_summary_is_left_out_not_a_traceback() -> None:
     summary["attribution_check"] = {"available": True, "causes": {"prefill": "?"},
                                     "thresholds": [None], "coverage": 3}  # fmt: skip
     html = _report(summary)
-    assert "<h2>Why the tail</h2>" in html and "a note" in html
+    assert "<summary><h2>Why the tail</h2></summary>" in html and "a note" in html
 
 
 def test_a_long_run_is_drawn_in_bounded_points() -> None:

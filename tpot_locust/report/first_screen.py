@@ -13,6 +13,7 @@ folder, and to the terminal with ``tpot-locust run --report full``.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,10 +64,21 @@ def first_screen(
     for name, title in (("ttft", "TTFT"), ("e2e", "E2E")):
         if line := _compact(title, metrics.get(name)):
             lines.append(line)
-    lines += _truth_line(summary)
-    lines += _why_lines(summary)
-    lines += _warnings(summary)
-    return [wrapped for line in lines for wrapped in _fit(line)] + _where(full_report, html_report)
+    lines += _readable(_truth_line, summary)
+    lines += _readable(_why_lines, summary)
+    lines += _readable(_warnings, summary)
+    return [wrapped for line in lines for wrapped in _fit(printable(line))] + _where(
+        full_report, html_report
+    )
+
+
+def _readable(part: Callable[[Summary], list[str]], summary: Summary) -> list[str]:
+    """A part's lines, or none where a saved summary's figures are not what we wrote
+    (``tpot-locust report`` reads files a person may have edited): never a traceback."""
+    try:
+        return part(summary)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return []
 
 
 def _headline(summary: Summary, sweep_step: bool) -> str:

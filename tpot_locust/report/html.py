@@ -2,6 +2,8 @@
 
 Inline CSS and SVG (``charts``), no script and no link to anything outside the file: it
 opens from disk in any browser, offline, and prints (one section a page where it fits).
+It opens on a summary card, the terminal's first screen (``first_screen``); each section
+after it is a ``<details>`` a reader opens (the SLO verdict and the latency tables open).
 Sections: run metadata, SLO verdict, truth check, the seed-style table per class, the
 percentile distributions, the time series (bursts shaded, client stalls marked), why the
 tail (``tail_pictures``: the causes the slowest gaps overlapped, the tail's timeline with the
@@ -29,6 +31,7 @@ from tpot_locust.report.charts import (
     percentile_chart,
     timeseries_chart,
 )
+from tpot_locust.report.first_screen import first_screen
 from tpot_locust.report.summary_types import ClientFigures, Summary
 from tpot_locust.report.tail_pictures import has_tail_facts, why_the_tail
 from tpot_locust.report.token_figures import format_token_kinds, reasoned
@@ -37,6 +40,7 @@ from tpot_locust.scenario.slo import STATISTICS
 
 TABLE_METRICS = catalogue.names("in_table")
 DISTRIBUTION_METRICS = catalogue.names("in_charts")
+PER_TOKEN_METRICS = catalogue.names("per_token")  # gaps: a tokens/s row beside them
 NAMES = catalogue.shorts()
 
 PAGE_CSS = """
@@ -51,6 +55,8 @@ th { background: #f3f3f3; }
 .pass { color: #16702b; } .fail, .invalid { color: #b00020; font-weight: bold; }
 .insufficient { color: #a06000; } .note { color: #555; font-size: 12px; }
 pre { background: #f6f6f6; padding: 8px; overflow-x: auto; font-size: 12px; }
+.card pre { background: #eef4fb; border: 1px solid #b8cde6; font-size: 13px; }
+details > summary { cursor: pointer; } details > summary h2 { display: inline-block; }
 .charts { display: flex; flex-wrap: wrap; gap: 8px; }
 @media print { body { margin: 0; max-width: none; } section { break-inside: avoid; }
   h2 { break-after: avoid; } }
@@ -76,12 +82,15 @@ def render_report(runs: list[RunView]) -> str:
     )
     for run in runs:
         prefix = f"{run.name}: " if len(runs) > 1 else ""
+        body += _card(prefix, run.summary)
+    for run in runs:
+        prefix = f"{run.name}: " if len(runs) > 1 else ""
         body += _section(f"{prefix}Run", _metadata(run.summary))
         if verdict := run.summary.get("slo"):
-            body += _section(f"{prefix}SLO verdict", _verdict(verdict))
+            body += _section(f"{prefix}SLO verdict", _verdict(verdict), opened=True)
         if truth := run.summary.get("truth_check"):
             body += _section(f"{prefix}Truth check (measured - true, ms)", _truth(truth))
-        body += _section(f"{prefix}Latency (ms)", _tables(run.summary))
+        body += _section(f"{prefix}Latency (ms)", _tables(run.summary), opened=True)
     body += _section("Percentile distributions", _distributions(runs))
     for run in runs:
         prefix = f"{run.name}: " if len(runs) > 1 else ""
@@ -90,7 +99,8 @@ def render_report(runs: list[RunView]) -> str:
             body += _section(f"{prefix}Why the tail", why_the_tail(run.summary))
         if interference := _interference(run.summary):
             body += _section(f"{prefix}Interference: steady vs prefill burst", interference)
-        body += _section(f"{prefix}Worst gaps", _worst_gaps(run.summary))
+        if not has_tail_facts(run.summary):  # else Why the tail lists them, with their stories
+            body += _section(f"{prefix}Worst gaps", _worst_gaps(run.summary))
         if run.scenario_text:
             body += _section(f"{prefix}Scenario", [f"<pre>{escape(run.scenario_text)}</pre>"])
     return (
@@ -100,9 +110,25 @@ def render_report(runs: list[RunView]) -> str:
     )
 
 
-def _section(title: str, parts: list[str]) -> list[str]:
-    slug = "".join(c if c.isalnum() else "-" for c in title.lower()).strip("-")
-    return [f'<section id="{escape(slug)}"><h2>{escape(title)}</h2>', *parts, "</section>"]
+def _card(prefix: str, summary: Summary) -> list[str]:
+    """The summary card: the terminal's first screen (none where a saved summary's figures
+    cannot be read: the sections below say what they can)."""
+    try:
+        card = "\n".join(first_screen(summary))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return []
+    return [f'<section class="card" id="{_slug(prefix + "summary")}"><h2>'
+            f"{escape(prefix)}Summary</h2><pre>{escape(card)}</pre></section>"]  # fmt: skip
+
+
+def _slug(title: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in title.lower()).strip("-")
+
+
+def _section(title: str, parts: list[str], opened: bool = False) -> list[str]:
+    """A section a reader opens (``opened``: open already)."""
+    head = f'<details id="{escape(_slug(title))}"{" open" if opened else ""}>'
+    return [f"{head}<summary><h2>{escape(title)}</h2></summary>", *parts, "</details>"]
 
 
 def _rows(rows: list[list[str]], header: list[str]) -> str:
@@ -221,6 +247,9 @@ def _tables(summary: Summary) -> list[str]:
             cells = [f"{figures[s]:.3f}" for s in STATISTICS]
             rows.append([NAMES[metric], f"{figures['count']:,}", *cells,
                          f"{figures['above']['p99.99']:,}"])  # fmt: skip
+            if metric in PER_TOKEN_METRICS:  # the terminal's tokens/s column: 1000 / ms
+                rates = [f"{1000 / figures[s]:,.1f}" if figures[s] > 0 else "-" for s in STATISTICS]
+                rows.append([f"{NAMES[metric]} as tokens/s", "", *rates, ""])
         parts.append(f"<h3>{escape(label)}</h3>")
         parts.append(_rows(rows, ["metric", "count", *STATISTICS, "above p99.99"]))
     parts.append('<p class="note">Fewer than 10 samples above a percentile: that tail is not '
