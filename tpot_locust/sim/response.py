@@ -102,11 +102,12 @@ class Response:
 
         The same stamps feed ``/metrics`` (TTFT, ITL, tokens), so the server's view is the truth.
         """
-        now = time.perf_counter_ns()
-        self._write(data)
         send_ns = self._send_ns
         if self._sends is not None:  # when it left, by the kernel's stamp (``send_stamps``)
-            now = self._sends.sent(now, len(send_ns), events)
+            now = self._sends.send(self._conn.transport, data, len(send_ns), events)
+        else:
+            now = time.perf_counter_ns()
+            self._write(data)
         stamp = now + self._offset_ns
         if send_ns:  # the ITL bucket; sum and count follow from the stamps (SimMetrics.render)
             gap = stamp - send_ns[-1]  # most gaps are under the first bound: no bisection
