@@ -68,11 +68,14 @@ def run_case(streams: int, gap_ms: float, tokens: int, seconds: float, server: s
         for timer in timers:
             timer.join()
     lo, hi = window["start_wall"], window["stop_wall"]
-    events = kernel = 0
+    events = kernel = writes = 0
     for record in read_truth(truth_path):
         stamps = record.get("send_ns") or []
         inside = sum(1 for stamp in stamps if lo <= stamp <= hi)
         events += inside
+        writes += len(
+            {stamp for stamp in stamps if lo <= stamp <= hi}
+        )  # a write's events share one
         if inside and record.get("kernel_sends", 0) == len(stamps):
             kernel += inside
     span = (hi - lo) / 1e9
@@ -83,6 +86,8 @@ def run_case(streams: int, gap_ms: float, tokens: int, seconds: float, server: s
         "events_per_s": events / span,
         "sim_cpu": cpu / span,
         "us_per_event": cpu / events * 1e6 if events else float("nan"),
+        "us_per_write": cpu / writes * 1e6 if writes else float("nan"),
+        "events_per_write": events / writes if writes else float("nan"),
         "kernel_share": kernel / events if events else float("nan"),
         "others": max(0.0, busy - cpu - own) / span,
     }
@@ -101,15 +106,19 @@ def main() -> None:
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
           f"{time.strftime('%Y-%m-%d %H:%M')}, {args.server}, gap {args.gap_ms:g} ms, "
           f"answers of {args.tokens} tokens, client nap {args.client_nap_ms:g} ms")  # fmt: skip
-    print("| streams | events/s | sim CPU | us/event | kernel-stamped | others |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| streams | events/s | sim CPU | us/event | events/write | us/write | kernel-stamped "
+        "| others |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.rounds):
             for streams in (int(s) for s in args.streams.split(",")):
                 row = run_case(streams, args.gap_ms, args.tokens, args.seconds, args.server,
                                args.client_nap_ms, Path(tmp))  # fmt: skip
                 print(f"| {streams} | {row['events_per_s']:,.0f} | {row['sim_cpu']:.0%} | "
-                      f"{row['us_per_event']:.1f} | {row['kernel_share']:.1%} | "
+                      f"{row['us_per_event']:.1f} | {row['events_per_write']:.2f} | "
+                      f"{row['us_per_write']:.1f} | {row['kernel_share']:.1%} | "
                       f"{row['others']:.0%} |", flush=True)  # fmt: skip
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from tpot_locust.common.clock import wall_minus_perf_ns
+from tpot_locust.common.kernel_stamps import SO_TIMESTAMPNS, enable_kernel_stamps
 from tpot_locust.sim.send_stamps import SO_TIMESTAMPING, SendStamps, send_truth
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's stamps")
@@ -138,10 +139,18 @@ def test_a_stamp_is_read_whatever_order_its_control_messages_come_in() -> None:
         [(socket.SOL_IP, 11, key[:12] + struct.pack("I", 149) + key[16:]),
          (socket.SOL_SOCKET, SO_TIMESTAMPING, stamp)],
         [(socket.SOL_SOCKET, SO_TIMESTAMPING, stamp), (socket.SOL_IP, 11, other)],
+        [(socket.SOL_SOCKET, SO_TIMESTAMPNS, struct.pack("@qq", 1, 2)),  # a read's stamp
+         (socket.SOL_SOCKET, SO_TIMESTAMPING, stamp[:8] + struct.pack("@q", 346) + stamp[16:]),
+         (socket.SOL_IP, 11, key[:12] + struct.pack("I", 199) + key[16:])],
+        [(socket.SOL_SOCKET, SO_TIMESTAMPNS, struct.pack("@qq", 1, 2)),
+         (socket.SOL_IP, 11, key[:12] + struct.pack("I", 249) + key[16:]),
+         (socket.SOL_SOCKET, SO_TIMESTAMPING, stamp[:8] + struct.pack("@q", 347) + stamp[16:])],
     ))  # fmt: skip
     stamps.collect()
     assert stamps.stamp_at(99) == stamps.stamp_at(149 + (1 << 32)) == 12_000_000_345
     assert stamps.stamp_at(7) is None
+    assert stamps.stamp_at(199) == 12_000_000_346  # never the read's stamp
+    assert stamps.stamp_at(249) == 12_000_000_347
 
 
 class _Transport:
@@ -161,11 +170,15 @@ class _Transport:
         self.writes.append(data)
 
 
-def test_the_fast_path_gives_each_write_its_own_stamp(pair) -> None:
+@pytest.mark.parametrize("reads_stamped", [False, True])
+def test_the_fast_path_gives_each_write_its_own_stamp(pair, reads_stamped: bool) -> None:
     """Token writes straight to the socket, one after another: each write's truth is the
     kernel's stamp of its own last byte, read back inside its call (none lost, none taken
-    by a neighbour), and every event counts as kernel-stamped."""
+    by a neighbour), and every event counts as kernel-stamped; also where the socket's
+    reads are stamped too, as the simulator's are (a third control message comes first)."""
     server, client = pair
+    if reads_stamped:
+        assert enable_kernel_stamps(server)
     stamps = SendStamps.enable(server)
     assert stamps is not None
     stamps.begin()

@@ -160,8 +160,11 @@ class SendStamps:
             _, ancillary, _, _ = self._sock.recvmsg(1, _ANCILLARY_BYTES, socket.MSG_ERRQUEUE)
         except OSError:  # BlockingIOError: none waiting
             return False
-        if len(ancillary) == 2:  # nearly always: the stamp, then its key
-            (_, kind, stamp), (_, error_kind, error) = ancillary
+        # Nearly always the stamp, then its key; on the simulator's sockets, whose reads
+        # are stamped too (SO_TIMESTAMPNS), after that stamp's own message: taken apart at
+        # once (~0.3-0.6 us less than the loop below)
+        if 2 <= len(ancillary) <= 3:
+            (_, kind, stamp), (_, error_kind, error) = ancillary[-2:]
             if (kind == SO_TIMESTAMPING and error_kind in _RECVERR and len(stamp) >= 16
                     and len(error) >= 16 and error[4] == _ORIGIN_STAMP):  # fmt: skip
                 seconds, nanoseconds = _TIMESPEC.unpack_from(stamp)
