@@ -3,6 +3,8 @@ stamped inside its call; one TCP held back (the client's window full) keeps the 
 
 from __future__ import annotations
 
+import asyncio
+import os
 import socket
 import struct
 import sys
@@ -271,3 +273,48 @@ def test_the_fast_path_takes_a_stamp_inside_its_call_exactly(monkeypatch) -> Non
     # calls: [1_000_000, 1_001_000], [1_002_000, 1_003_000], [1_004_000, ...], [1_006_000, ...]
     assert got == [1_000_400, 1_002_700, 1_004_000, 1_006_000]
     assert stamps.kernel_events == 3
+
+
+def test_writes_asyncio_holds_keep_their_order_and_the_loops_stamps(pair) -> None:
+    """The client reads nothing at first: the window fills, a send goes short and its rest
+    waits in asyncio's transport, and every later write queues behind it there. The
+    client gets every byte in order, and no write has a stamp from outside its call."""
+    server, client = pair
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # the kernel holds little
+    duplicate = socket.socket(fileno=os.dup(server.fileno()))
+    duplicate.setblocking(False)
+    stamps = SendStamps.enable(duplicate)
+    assert stamps is not None
+    writes = [bytes([65 + index % 26]) * 200 for index in range(300)]  # 60 KB, 4 KB window
+
+    def read_all() -> bytes:
+        client.settimeout(10)
+        received = b""
+        while len(received) < 200 * len(writes):
+            received += client.recv(65536)
+        return received
+
+    async def main() -> tuple[list[int], list[tuple[int, int]], bytes]:
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, sock=server)
+        send_ns: list[int] = []
+        stamps.begin()
+        calls = []
+        for data in writes:
+            before = time.perf_counter_ns()
+            send_ns.append(stamps.send(transport, data, len(send_ns), 1))  # type: ignore[arg-type]
+            calls.append((before, time.perf_counter_ns()))
+        assert transport.get_write_buffer_size() > 0  # asyncio holds the rest
+        received = await loop.run_in_executor(None, read_all)
+        await asyncio.sleep(0.05)
+        stamps.settle(send_ns, 0)
+        transport.close()
+        return send_ns, calls, received
+
+    send_ns, calls, received = asyncio.run(main())
+    duplicate.close()
+    assert received == b"".join(writes)
+    assert stamps.written == len(received)
+    assert 0 < stamps.kernel_events < len(writes)  # the first left at once, most waited
+    for stamp, (before, after) in zip(send_ns, calls, strict=True):
+        assert before <= stamp <= after + 20_000
