@@ -40,9 +40,10 @@ _KEY_MASK = 0xFFFFFFFF  # a stamp's key is the offset modulo 2**32
 
 
 class SendStamps:
-    """One connection's transmit stamps: ``wrote`` after every write to it (the
-    connection's ``write`` calls it), ``begin``, ``sent`` and ``settle`` for a response's
-    token writes."""
+    """One connection's transmit stamps: ``wrote`` after every other write to it (the
+    connection's ``write`` calls it); ``begin``, ``send`` (a token write and its stamp, in
+    one call: the hot path) and ``settle`` for a response's token writes (``sent``: the
+    same rule for a write made elsewhere)."""
 
     __slots__ = ("_held", "_sock", "_wall_minus_perf", "_walls", "kernel_events", "written")
 
