@@ -40,8 +40,8 @@ ZEROED = ("decode_ms_per_seq", "kv_read_ms_per_ktoken", "prefill_ms_per_token",
           "prefill_attn_ms_per_mpair", "step_jitter", "stall_prob", "frontend_ms")  # fmt: skip
 
 
-def request_bytes(index: int, number: int) -> bytes:
-    body = json.dumps({"model": "tpot-sim", "stream": True, "max_tokens": 2000,
+def request_bytes(index: int, number: int, max_tokens: int = 2000) -> bytes:
+    body = json.dumps({"model": "tpot-sim", "stream": True, "max_tokens": max_tokens,
                        "ignore_eos": True, "messages": [{"role": "user",
                        "content": "hello " * 32}]}).encode()  # fmt: skip
     head = (
@@ -51,8 +51,12 @@ def request_bytes(index: int, number: int) -> bytes:
     return head.encode() + body
 
 
-def drive(host: str, port: int, streams: int, seconds: float) -> dict[str, float]:
-    """Keep ``streams`` requests in flight for ``seconds``; returns client-side counts."""
+def drive(
+    host: str, port: int, streams: int, seconds: float, max_tokens: int = 2000,
+    nap_s: float = CLIENT_NAP_S,
+) -> dict[str, float]:  # fmt: skip
+    """Keep ``streams`` requests in flight for ``seconds``; returns client-side counts.
+    ``nap_s`` 0: each socket read as soon as it is ready (as a real client does)."""
     poller = select.epoll()
     socks: dict[int, socket.socket] = {}
     tails: dict[int, bytes] = {}
@@ -60,7 +64,7 @@ def drive(host: str, port: int, streams: int, seconds: float) -> dict[str, float
     for index in range(streams):
         sock = socket.create_connection((host, port))
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.sendall(request_bytes(index, 0))
+        sock.sendall(request_bytes(index, 0, max_tokens))
         sock.setblocking(False)
         fd = sock.fileno()
         socks[fd], tails[fd], numbers[fd] = sock, b"", index * 1_000_000
@@ -68,7 +72,8 @@ def drive(host: str, port: int, streams: int, seconds: float) -> dict[str, float
     received = events = completed = 0
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        time.sleep(CLIENT_NAP_S)  # read in batches: the client must not starve the server
+        if nap_s:
+            time.sleep(nap_s)  # read in batches: the client must not starve the server
         for fd, _ in poller.poll(0.05):
             try:
                 data = socks[fd].recv(1 << 18)
@@ -85,7 +90,7 @@ def drive(host: str, port: int, streams: int, seconds: float) -> dict[str, float
                 numbers[fd] += 1
                 tails[fd] = b""
                 socks[fd].setblocking(True)
-                socks[fd].sendall(request_bytes(fd, numbers[fd]))
+                socks[fd].sendall(request_bytes(fd, numbers[fd], max_tokens))
                 socks[fd].setblocking(False)
     for sock in socks.values():
         sock.close()

@@ -251,3 +251,25 @@ def test_the_scenario_refuses_reasoning_where_the_api_cannot_carry_it(tmp_path: 
         load_scenario(path)
     load_scenario(scenario_file(tmp_path, api="completions", simulator="{reasoning_tokens: 0}"))
     assert REASONING_APIS == ["chat", "responses", "messages", "tgi", "sglang", "ollama"]
+
+
+@pytest.mark.parametrize("reasoning", [0, 3])
+@pytest.mark.parametrize("api", API_NAMES)
+def test_the_plain_splice_is_the_encoders_chunk_wherever_it_is_used(
+    api: str, reasoning: int
+) -> None:
+    """``Response._token_chunk`` splices a token itself inside ``StreamEncoder.plain``'s
+    range (the hot path): there it must be byte for byte what ``content`` writes."""
+    if reasoning and not dialect_named(api).sim_reasoning:
+        pytest.skip("no reasoning in this API")
+    request = reasoning_request(api, 9, reasoning)
+    plain, reference = StreamEncoder(request, "id", CREATED), StreamEncoder(request, "id", CREATED)
+    lo, hi, chunk = plain.plain()
+    used = 0
+    for index in range(1, request.completion_tokens + 1):
+        token = ESCAPED[(index - 1) % len(ESCAPED)]
+        expected = reference.content(token, index)
+        if lo < index < hi and index > 1:
+            assert chunk(token) == expected, index
+            used += 1
+    assert used or lo == hi  # a text-only template uses it for most tokens

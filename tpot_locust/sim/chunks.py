@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from ..apis import dialect_named
@@ -114,6 +115,19 @@ class StreamEncoder:
     def opening(self) -> bytes:
         """The events before the first token (a chat role chunk; none for completions)."""
         return self._opening
+
+    def plain(self) -> tuple[int, int, Callable[[bytes], bytes]]:
+        """(lo, hi, chunk): for ``lo < completion < hi``, ``content(token, completion)`` is
+        ``chunk(token)``, one splice with no other slot (the hot path, called directly);
+        ``lo == hi``: never."""
+        if not self._text_only:
+            return 0, 0, self._content.chunk1
+        total = self.request.completion_tokens
+        return (
+            self._reasoning + 1,
+            total if self._last is not None else total + 1,
+            (self._content.chunk1),
+        )
 
     def content(self, token: bytes, completion: int) -> bytes:
         """Token event for escaped ``token``; ``completion`` = tokens sent so far incl. it."""

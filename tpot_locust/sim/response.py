@@ -58,6 +58,9 @@ class Response:
         "_metrics",
         "_itl",
         "_sends",
+        "_plain_lo",
+        "_plain_hi",
+        "_plain_chunk",
     )
 
     def __init__(self, conn: HttpConnection, request: SimRequest, setup: ResponseSetup) -> None:
@@ -73,6 +76,7 @@ class Response:
         self._response_id = response_id = setup.response_id
         self._created = int(time.time())
         self._encoder = StreamEncoder(request, response_id, self._created)
+        self._plain_lo, self._plain_hi, self._plain_chunk = self._encoder.plain()
         self._send_ns: list[int] = []
         self._tokens: list[int] = []
         self._metrics = setup.metrics
@@ -94,6 +98,8 @@ class Response:
 
     def _token_chunk(self, index: int) -> bytes:
         """The chunk of token ``index`` (from 1), with the opening events before the first."""
+        if self._plain_lo < index < self._plain_hi and index > 1:  # nearly every token
+            return self._plain_chunk(ESCAPED[(index - 1) % N_WORDS])
         chunk = self._encoder.content(ESCAPED[(index - 1) % N_WORDS], index)
         return self._encoder.opening() + chunk if index == 1 else chunk
 
@@ -102,11 +108,12 @@ class Response:
 
         The same stamps feed ``/metrics`` (TTFT, ITL, tokens), so the server's view is the truth.
         """
-        now = time.perf_counter_ns()
-        self._write(data)
         send_ns = self._send_ns
         if self._sends is not None:  # when it left, by the kernel's stamp (``send_stamps``)
-            now = self._sends.sent(now, len(send_ns), events)
+            now = self._sends.send(self._conn.transport, data, len(send_ns), events)
+        else:
+            now = time.perf_counter_ns()
+            self._write(data)
         stamp = now + self._offset_ns
         if send_ns:  # the ITL bucket; sum and count follow from the stamps (SimMetrics.render)
             gap = stamp - send_ns[-1]  # most gaps are under the first bound: no bisection

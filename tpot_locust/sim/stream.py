@@ -49,17 +49,22 @@ class Stream(Response):
             self._send_whole()
             return None
         next_gap = self._next_gap
-        sent, total, due = self._sent, request.completion_tokens, self._due
-        parts = []
-        while True:  # normally one pass: a wake is late by < 1 ms, gaps are longer
-            sent += 1
-            parts.append(self._token_chunk(sent))
-            if sent >= total:
-                parts.append(self._encoder.finish())
-                break
+        sent, total, due = self._sent + 1, request.completion_tokens, self._due
+        chunk = self._token_chunk(sent)
+        if sent < total:  # nearly always one event, neither the last nor late by a gap
             due += round(next_gap(request, sent) * 1e9)
             if due > now_ns:
-                break
+                self._sent, self._due = sent, due
+                self._send(chunk)
+                return due
+        parts = [chunk]
+        while sent < total and due <= now_ns:  # a wake late by a gap or more: all due
+            sent += 1
+            parts.append(self._token_chunk(sent))
+            if sent < total:
+                due += round(next_gap(request, sent) * 1e9)
+        if sent >= total:
+            parts.append(self._encoder.finish())
         events = sent - self._sent
         self._sent, self._due = sent, due
         self._send(b"".join(parts), events=events)
