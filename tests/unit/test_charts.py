@@ -6,6 +6,7 @@ import re
 import xml.etree.ElementTree as ET
 
 import numpy as np
+import pytest
 
 from tpot_locust.metrics.histograms import record_many
 from tpot_locust.metrics.metric_set import MetricSet
@@ -31,12 +32,14 @@ SVG = "{http://www.w3.org/2000/svg}"
 def test_the_percentile_axis_gives_each_nine_the_same_room() -> None:
     assert nines(0) == 0 and nines(90) == 1 and abs(nines(99.99) - 4) < 1e-9
     assert nines(100) == 6  # the max sits at the end of the axis
-    svg = ET.fromstring(percentile_chart("TPOT", [Curve("a", [(50, 1.0), (99.9, 5.0)])]))
+    svg = ET.fromstring(percentile_chart("TPOT", [Curve("a", [(50, 1.0), (99.99, 5.0)])]))
     ticks = {t.text: float(t.get("x", 0)) for t in svg.iter(f"{SVG}text")
              if t.get("class") == "xtick"}  # fmt: skip
     gaps = [ticks["p99"] - ticks["p90"], ticks["p99.9"] - ticks["p99"],
             ticks["p99.99"] - ticks["p99.9"]]  # fmt: skip
     assert max(gaps) - min(gaps) < 0.2
+    # the axis stops at the tick past where the samples stop (issue 46), not at p99.9999
+    assert "p99.999" not in ticks and "p99.9999" not in ticks
 
 
 def test_time_series_shade_bursts_and_mark_stalls() -> None:
@@ -74,7 +77,10 @@ def _run(classes: dict[str, float]) -> RunView:
 def test_distribution_points_follow_the_histogram_to_its_max() -> None:
     run = _run({"chat": 2.0})
     points = distribution_points(run.totals.combined(), "tpot")
-    assert points[0][0] == 0 and points[-1][0] == 100
+    count = run.totals.combined().histograms["tpot"].total_count
+    # the max at the percentile its one sample stands for: where the samples stop
+    last = max(100 * (1 - 1 / count), points[-2][0])
+    assert points[0][0] == 0 and points[-1][0] == pytest.approx(last) and last < 100
     values = [value for _, value in points]
     assert values == sorted(values)
     assert abs(points[-1][1] - run.summary["metrics"]["tpot"]["max"]) < 1e-9

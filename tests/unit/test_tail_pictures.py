@@ -291,3 +291,18 @@ def test_the_live_page_draws_the_tail_timeline_under_its_charts() -> None:
     assert timeline.count("<svg") == 5 and "Server (vllm): KV cache usage" in timeline
     quiet = charts_fragment(_summary(server=False), _totals(), running=True)
     assert quiet.split('id="tail-timeline">')[1].count("<svg") == 2
+
+
+def test_a_panel_with_nothing_to_show_is_left_out_and_said_so() -> None:
+    """Issue 46: a server whose KV cache stayed empty and that preempted nothing gets no
+    flat charts, and the section says which it left out."""
+    summary = _summary()
+    series = summary["run"]["server_metrics"]["series"]
+    series["kv_usage"] = [0.0] * 120
+    series["preemptions"] = [0] * 120
+    titles = [_titles(svg)[0] for svg in _svgs(summary)]
+    assert not any("KV cache usage" in title or "preemptions" in title for title in titles)
+    assert any("requests running and waiting" in title for title in titles)
+    section = "".join(why_the_tail(summary))
+    assert "Left out, nothing to show (zero throughout the run)" in section
+    assert "KV cache usage" in section and "preemptions per interval" in section

@@ -156,8 +156,13 @@ def percentile_chart(title: str, curves: Sequence[Curve], unit: str = "ms") -> s
     if not drawn:
         return _empty(title)
     top = max(y for curve in drawn for _, y in curve.points)
-    plot = _Plot(MAX_NINES, top * 1.05)
-    ticks = [(nines(p), "p0" if p == 0 else f"p{p:g}") for p in TICK_PERCENTILES]
+    # the axis ends at the tick past the furthest percentile a curve reaches (its samples
+    # end there), not at p99.9999 for every run
+    reach = max(nines(p) for curve in drawn for p, _ in curve.points)
+    x_top = min(MAX_NINES, max(2, math.ceil(reach - 1e-9)))
+    plot = _Plot(x_top, top * 1.05)
+    ticks = [(nines(p), "p0" if p == 0 else f"p{p:g}") for p in TICK_PERCENTILES
+             if nines(p) <= x_top]  # fmt: skip
     parts = _frame(title, plot, unit, ticks)
     parts += _curves(plot, drawn, nines)
     return _svg(parts, title)

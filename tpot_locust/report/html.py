@@ -264,7 +264,11 @@ def distribution_points(metrics: ClassMetrics, name: str) -> list[tuple[float, f
     stats = histogram_stats(histogram, CURVE_PERCENTILES)
     points = [(p, stats.percentiles[p] / 1000) for p in CURVE_PERCENTILES
               if stats.above[p] or p == 0]  # fmt: skip
-    return points + [(100.0, stats.max / 1000)]
+    # the max is the last sample's: at the percentile one sample in the count stands for
+    last = min(100 * (1 - 1 / histogram.total_count), CURVE_PERCENTILES[-1])
+    if points and last <= points[-1][0]:
+        last = points[-1][0]
+    return points + [(last, stats.max / 1000)]
 
 
 def distribution_curves(runs: list[RunView], name: str) -> list[Curve]:

@@ -79,7 +79,11 @@ def why_the_tail(summary: Summary) -> list[str]:
         parts += prefill_tokens_table(attribution)
         parts += worst_stories(attribution, run)
     parts.append("<h3>The tail's timeline</h3>")
-    parts += ['<div class="timeline">', *tail_timeline(summary), "</div>"]
+    charts, flat = timeline_charts(summary)
+    parts += ['<div class="timeline">', *charts, "</div>"]
+    if flat:
+        parts.append(note("Left out, nothing to show (zero throughout the run): "
+                          + "; ".join(flat) + "."))  # fmt: skip
     parts.append(note(
         "x: seconds since the run's start, the same in every panel. Dots: the largest gaps "
         f"kept (the {WORST_GAPS_SHOWN} worst larger, with their story on hover), coloured "
@@ -256,6 +260,17 @@ def _shading(summary: Summary) -> Shading:
 def tail_timeline(summary: Summary) -> list[str]:
     """The tail's timeline: the top panel (TPOT/ITL per interval, the tail's gaps as dots)
     and the panels under it on the same x axis; each an SVG string."""
+    return timeline_charts(summary)[0]
+
+
+def _flat(curves: list[Curve]) -> bool:
+    """Nothing to show: every point of every curve zero (a KV cache never used, no
+    preemption), or no point at all."""
+    return all(y == 0 for curve in curves for _, y in curve.points)
+
+
+def timeline_charts(summary: Summary) -> tuple[list[str], list[str]]:
+    """``tail_timeline``'s charts, and the titles of the panels left out as flat."""
     run = as_dict(summary.get("run"))
     origin = finite(run.get("start_wall_s"))
     server = as_dict(run.get("server_metrics"))
@@ -313,6 +328,10 @@ def tail_timeline(summary: Summary) -> list[str]:
     charts = [timeline_panel("The tail's timeline: TPOT and ITL per interval, the largest gaps",
                              curves, "ms", x_max, shading=_shading(summary), dots=dots,
                              dot_legend=legend, height=HEIGHT)]  # fmt: skip
+    flat = []
     for title, panel_curves, options in panels:
+        if _flat(panel_curves):
+            flat.append(title)
+            continue
         charts.append(timeline_panel(title, panel_curves, options.pop("unit"), x_max, **options))
-    return charts
+    return charts, flat
