@@ -11,8 +11,9 @@ import time
 
 import pytest
 
+from tpot_locust.common import env_vars
 from tpot_locust.common.kernel_stamps import SO_TIMESTAMPNS, kernel_wall_ns
-from tpot_locust.wire.segment_stamps import RING_ENV, SegmentTap, process_tap
+from tpot_locust.wire.segment_stamps import SegmentTap, process_tap
 
 GAP_S, SIZE = 0.002, 120
 
@@ -37,7 +38,7 @@ def _send_events(listener: socket.socket, sent: list[tuple[int, int]], events: i
 def test_each_waiting_segment_keeps_its_own_stamp(
     monkeypatch: pytest.MonkeyPatch, ring: str, events: int
 ) -> None:  # fmt: skip
-    monkeypatch.setenv(RING_ENV, ring)
+    monkeypatch.setenv(env_vars.SEGMENT_RING, ring)
     tap = SegmentTap.open()
     assert tap is not None and (tap._ring is not None) == (ring == "1")
     listener = socket.create_server(("127.0.0.1", 0))

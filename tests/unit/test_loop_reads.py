@@ -24,6 +24,7 @@ from tests.helpers.scripted_server import (  # noqa: E402
     sse_head,
     token,
 )
+from tpot_locust.common import env_vars  # noqa: E402
 from tpot_locust.common.errors import (  # noqa: E402
     BAD_HTTP,
     BAD_JSON,
@@ -245,7 +246,7 @@ needs_tap = pytest.mark.skipif(process_tap() is None,
 def test_bodies_are_read_in_batches_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     """As installed (no variable set), a plain body on the segment clock is read in batches:
     the path that costs the raw reader's CPU per token event (benchmarks/README.md)."""
-    monkeypatch.delenv(loop_reads.READ_BATCH_ENV, raising=False)
+    monkeypatch.delenv(env_vars.READ_BATCH_MS, raising=False)
     loop_reads.use_read_batch(None)
     (timings,) = run_on_one_connection([stream(tokens(30, 0.002))])
     assert timings.ok, timings.error_message
@@ -325,12 +326,12 @@ def test_a_batch_is_done_in_slices_that_leave_the_loop_free(
 def test_the_read_batch_is_read_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, value: str, period_s: float
 ) -> None:  # fmt: skip
-    monkeypatch.setenv(loop_reads.READ_BATCH_ENV, value)
+    monkeypatch.setenv(env_vars.READ_BATCH_MS, value)
     assert loop_reads.read_batch_s() == pytest.approx(period_s)
 
 
 @pytest.mark.parametrize("value", ["fast", "-1", "nan", "inf", "1001"])
 def test_a_bad_read_batch_is_refused_by_name(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
-    monkeypatch.setenv(loop_reads.READ_BATCH_ENV, value)
+    monkeypatch.setenv(env_vars.READ_BATCH_MS, value)
     with pytest.raises(ValueError, match="TPOT_LOCUST_READ_BATCH_MS=.*not a number of ms"):
         loop_reads.read_batch_s()

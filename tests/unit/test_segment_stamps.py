@@ -9,7 +9,8 @@ import struct
 
 import pytest
 
-from tpot_locust.common.kernel_stamps import STAMPS_ENV, wanted_clock
+from tpot_locust.common import env_vars
+from tpot_locust.common.kernel_stamps import wanted_clock
 from tpot_locust.wire.segment_stamps import (
     _FRAME_BYTES,
     SegmentTap,
@@ -83,10 +84,10 @@ def test_a_long_stream_forgets_what_was_read() -> None:
 
 
 def test_an_unknown_stamps_clock_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(STAMPS_ENV, "kernal")
+    monkeypatch.setenv(env_vars.STAMPS, "kernal")
     with pytest.raises(ValueError, match="TPOT_LOCUST_STAMPS='kernal': not one of segment"):
         wanted_clock()
-    monkeypatch.setenv(STAMPS_ENV, "user")
+    monkeypatch.setenv(env_vars.STAMPS, "user")
     assert wanted_clock() == "user"
 
 

@@ -19,17 +19,18 @@ from pathlib import Path
 import yaml
 
 from tpot_locust.cli.processes import LocustProcesses, Supervisor
+from tpot_locust.common import env_vars
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.secrets import redact_mapping, redact_url
 from tpot_locust.common.text_safety import safe_slug
-from tpot_locust.report.finishing import SUPERVISED_ENV, Finished, finish_saved
+from tpot_locust.report.finishing import Finished, finish_saved
 from tpot_locust.report.first_screen import first_screen
 from tpot_locust.report.gate import EXIT_INVALID, unmeasured
 from tpot_locust.report.summary import format_full_report
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.verdict_files import format_verdict, write_verdict
 from tpot_locust.scenario.capacity import AUTO_WORKERS, advice, auto_workers
-from tpot_locust.scenario.loader import OVERRIDES_ENV, ScenarioText, overrides_for_env
+from tpot_locust.scenario.loader import ScenarioText, overrides_for_env
 from tpot_locust.scenario.model import Scenario, Simulator, scenario_keys
 from tpot_locust.scenario.simulator_section import resolve_profile
 from tpot_locust.sim.profiles import check_engine
@@ -194,9 +195,9 @@ def run_scenario(options: RunOptions) -> int:
         raise ValueError(f"results folder {folder.root}: {error.strerror or error}") from None
     save_scenario(folder.scenario, source, overrides)
     env = dict(os.environ)
-    env["TPOT_SCENARIO"] = str(options.scenario_path.resolve())
-    env[OVERRIDES_ENV] = overrides_for_env(overrides)
-    env[SUPERVISED_ENV] = "1"  # this process finishes the run, after the simulator's truth
+    env[env_vars.SCENARIO] = str(options.scenario_path.resolve())
+    env[env_vars.OVERRIDES] = overrides_for_env(overrides)
+    env[env_vars.SUPERVISED] = "1"  # this process finishes the run, after the simulator's truth
     with ExitStack() as stack:
         host = options.host or scenario.host
         host_given = bool(host)

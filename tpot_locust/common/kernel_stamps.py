@@ -8,17 +8,16 @@ such control message comes back and reads fall back to the user clock).
 
 from __future__ import annotations
 
-import os
 import socket
 import struct
 import sys
 
+from tpot_locust.common import env_vars
 from tpot_locust.common.clock import ARRIVAL_CLOCKS, SEGMENT_CLOCK, USER_CLOCK
 
 SO_TIMESTAMPNS = 35
 _TIMESPEC = struct.Struct("@qq")
 ANCILLARY_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
-STAMPS_ENV = "TPOT_LOCUST_STAMPS"
 # A kernel stamp further back than this from its read is a clock step, not a late read: not
 # trusted (the client's reads and the simulator's alike).
 MAX_KERNEL_AGE_NS = 10 * 1_000_000_000
@@ -27,9 +26,11 @@ MAX_KERNEL_AGE_NS = 10 * 1_000_000_000
 def wanted_clock() -> str:
     """The best clock this platform has, or a lesser one ``TPOT_LOCUST_STAMPS`` asks for
     (``segment_stamps.arrival_clock``: the one a process gets)."""
-    asked = os.environ.get(STAMPS_ENV, SEGMENT_CLOCK)
+    asked = env_vars.text(env_vars.STAMPS, SEGMENT_CLOCK)
     if asked not in ARRIVAL_CLOCKS:
-        raise ValueError(f"{STAMPS_ENV}={asked[:20]!r}: not one of {', '.join(ARRIVAL_CLOCKS)}")
+        raise ValueError(
+            f"{env_vars.STAMPS}={asked[:20]!r}: not one of {', '.join(ARRIVAL_CLOCKS)}"
+        )
     if not (sys.platform.startswith("linux") and ANCILLARY_BYTES):
         return USER_CLOCK
     return asked

@@ -14,13 +14,12 @@ import re
 import time
 from collections.abc import Callable
 
-from tpot_locust.common.checked_numbers import env_count
+from tpot_locust.common import env_vars
 from tpot_locust.common.errors import INTERRUPTED, MODEL_LOOKUP
 from tpot_locust.common.timings import RequestTimings
 
 FIRST_BACKOFF_S = 0.1
 MAX_BACKOFF_S = 5.0
-CLIENT_ERROR_LIMIT_ENV = "TPOT_MAX_CLIENT_ERRORS"
 DEFAULT_CLIENT_ERROR_LIMIT = 20  # the same 4xx this many times in a row, nothing succeeding
 _STATUS = re.compile(r"HTTP (4\d\d)\b")
 logger = logging.getLogger(__name__)
@@ -48,7 +47,7 @@ class Backoff:
 
 
 def client_error_limit() -> int:
-    return env_count(CLIENT_ERROR_LIMIT_ENV, DEFAULT_CLIENT_ERROR_LIMIT, 0, 10**9)
+    return env_vars.count(env_vars.MAX_CLIENT_ERRORS, DEFAULT_CLIENT_ERROR_LIMIT, 0, 10**9)
 
 
 def client_status(timings: RequestTimings) -> int | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import os
 import sys
 from typing import Any
 
@@ -20,14 +19,14 @@ from locust import events
 from locust.env import Environment
 from locust.runners import STATE_INIT, STATE_STOPPED, MasterRunner, WorkerRunner
 
+from tpot_locust.common import env_vars
 from tpot_locust.harness import quiet_loop, webui
 from tpot_locust.harness.event_hooks import ensure_prefill_window, ensure_token_timings
-from tpot_locust.harness.loop_probe import TRACE_ENV, StallTracer
+from tpot_locust.harness.loop_probe import StallTracer
 from tpot_locust.harness.metrics_endpoint import parse_address
 from tpot_locust.harness.orphan_watch import watch_parent
 from tpot_locust.harness.run_state import DEFAULT_REPORT_INTERVAL_S, RunState, slo_of
 from tpot_locust.harness.scenario_in_use import use_scenario
-from tpot_locust.report.finishing import SUPERVISED_ENV
 
 __all__ = ["get_state", "use_scenario"]
 _STATES: list[RunState] = []
@@ -73,21 +72,23 @@ def _add_arguments(parser: Any, **_: Any) -> None:
     group = parser.add_argument_group("tpot-locust")
     group.add_argument(
         "--tpot-out",
-        default=os.environ.get("TPOT_OUT"),
+        default=env_vars.text(env_vars.OUT) or None,
         help="directory for summary.json, histograms.json and interval logs (env TPOT_OUT)",
     )
     group.add_argument(
         "--tpot-report-interval",
         type=report_interval,  # a string default goes through it too: TPOT_REPORT_INTERVAL
-        default=os.environ.get("TPOT_REPORT_INTERVAL", str(DEFAULT_REPORT_INTERVAL_S)),
+        default=env_vars.text(env_vars.REPORT_INTERVAL, str(DEFAULT_REPORT_INTERVAL_S)),
         help="seconds between worker reports and time-series points, 0.1 to 60 (default 1)",
     )
     group.add_argument(
-        "--tpot-scenario-name", default=os.environ.get("TPOT_SCENARIO_NAME"), help="run label"
+        "--tpot-scenario-name",
+        default=env_vars.text(env_vars.SCENARIO_NAME) or None,
+        help="run label",
     )
     group.add_argument(
         "--tpot-slo",
-        default=os.environ.get("TPOT_SLO"),
+        default=env_vars.text(env_vars.SLO) or None,
         metavar="SCENARIO.yaml",
         help="gate the run on this scenario's slo block: exit code 0 pass, 1 fail, 3 invalid "
         "measurement; verdict.json, junit.xml, summary.md in --tpot-out (env TPOT_SLO)",
@@ -95,7 +96,7 @@ def _add_arguments(parser: Any, **_: Any) -> None:
     parser.add_argument(  # off the web UI: the address is chosen by whoever starts the run
         "--tpot-metrics-address",
         type=parse_address,  # a string default goes through it too: TPOT_METRICS_ADDRESS
-        default=os.environ.get("TPOT_METRICS_ADDRESS") or None,
+        default=env_vars.text(env_vars.METRICS_ADDRESS) or None,
         metavar="[HOST:]PORT",
         include_in_web_ui=False,
         help="serve the merged token metrics for Prometheus at http://HOST:PORT/metrics "
@@ -107,14 +108,15 @@ def _add_arguments(parser: Any, **_: Any) -> None:
         metavar="KEY.PATH=VALUE",
         include_in_web_ui=False,
         help="the scenario locustfile: overrides for the next test, one per line, on top of "
-        "TPOT_SET (a sweep sets them per step through the web form's tpot_set field)",
+        f"{env_vars.OVERRIDES} (a sweep sets them per step through the web form's tpot_set "
+        "field)",
     )
 
 
 @events.init.add_listener
 def _on_init(environment: Environment, **_: Any) -> None:
     state = get_state(environment)
-    if os.environ.get(SUPERVISED_ENV):
+    if env_vars.is_set(env_vars.SUPERVISED):
         watch_parent()  # started by tpot-locust run: never outlive it
     state.use_slo(slo_of(environment.parsed_options))
     # Locust re-reads this module global on every report loop.
@@ -166,7 +168,7 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
     if not isinstance(environment.runner, MasterRunner) and not probe.running:
         probe.start()  # this process reads streams: watch its loop from now on
         get_state(environment).collections.install()  # and name the stalls its GC caused
-        if os.environ.get(TRACE_ENV):
+        if env_vars.is_set(env_vars.STALL_TRACE):
             StallTracer(probe).start()
     if not isinstance(environment.runner, WorkerRunner):
         get_state(environment).start()

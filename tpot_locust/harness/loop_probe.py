@@ -18,18 +18,16 @@ from typing import Any
 
 from gevent import get_hub, monkey
 
-from tpot_locust.common.checked_numbers import env_number
+from tpot_locust.common import env_vars
 
 PROBE_INTERVAL_MS = 1.0
 # Later than this, a probe tick marks a stall window. Normal lateness on an idle or
 # moderately busy loop is below 1 ms (libev rounds its poll timeout up to whole ms).
 DEFAULT_STALL_THRESHOLD_MS = 2.0
-THRESHOLD_ENV = "TPOT_STALL_THRESHOLD_MS"
-TRACE_ENV = "TPOT_STALL_TRACE"
 
 
 def stall_threshold_ms() -> float:
-    return env_number(THRESHOLD_ENV, DEFAULT_STALL_THRESHOLD_MS, 0.1, 10_000.0)
+    return env_vars.number(env_vars.STALL_THRESHOLD_MS, DEFAULT_STALL_THRESHOLD_MS, 0.1, 10_000.0)
 
 
 OnStall = Callable[[int, int], None]

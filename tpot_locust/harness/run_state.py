@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from gevent.event import Event
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
+from tpot_locust.common import env_vars
 from tpot_locust.common.clock import SEGMENT_CLOCK
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.secrets import redact_url
@@ -38,7 +38,7 @@ from tpot_locust.metrics.collector import Collector
 from tpot_locust.metrics.phases import NO_END_NS, RunClock
 from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.metrics.stalls import PROCESS_TAG
-from tpot_locust.report.finishing import SUPERVISED_ENV, finish_run, guarded
+from tpot_locust.report.finishing import finish_run, guarded
 from tpot_locust.report.first_screen import first_screen
 from tpot_locust.report.gate import EXIT_INVALID
 from tpot_locust.report.live_metrics import RunFacts, render
@@ -357,7 +357,7 @@ class RunState:
         if errors:
             run["report_error"] = "; ".join(errors)
         missing_workers = self.master is not None and bool(self.master.missing())
-        if folder is not None and os.environ.get(SUPERVISED_ENV):
+        if folder is not None and env_vars.is_set(env_vars.SUPERVISED):
             # tpot-locust run finishes the run, with the simulator's truth: its input only
             saving = lambda: write_histograms(folder, totals, run)  # noqa: E731
             if guarded(errors, "histograms", saving) or errors:

@@ -26,6 +26,7 @@ from typing import Any
 import gevent
 from gevent import subprocess
 
+from tpot_locust.common import env_vars
 from tpot_locust.common.child_process import child_options
 from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.text_safety import printable
@@ -36,7 +37,6 @@ from tpot_locust.metrics.server_windows import (
     SeriesReducer,
     server_windows,
 )
-from tpot_locust.wire.metrics_scrape import URL_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class ServerSampler:
             p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH", "")) if p
         )
         env["PYTHONUNBUFFERED"] = "1"
-        env[URL_ENV] = self.url  # not in argv: a password in it stays out of ps
+        env[env_vars.METRICS_URL] = self.url  # not in argv: a password in it stays out of ps
         # its own process group, dying with us (PR_SET_PDEATHSIG; and its stdin closes)
         self.process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, **child_options()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
 import time
 import uuid
@@ -27,6 +26,7 @@ from locust.user.task import LOCUST_STATE_STOPPING
 
 from tpot_locust.apis import dialect_named
 from tpot_locust.apis.dialect import BodyOptions, Dialect, refuse_several_choices
+from tpot_locust.common import env_vars
 from tpot_locust.common.cooperation import let_streams_run
 from tpot_locust.common.distributions import as_distribution, sample_int
 from tpot_locust.common.errors import (
@@ -358,7 +358,7 @@ class ChatUser(User):
         return body
 
     def request_headers(self, request_id: str) -> dict[str, str]:
-        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        key = env_vars.named_by_user(self.api_key_env) if self.api_key_env else None
         return {
             "Content-Type": "application/json",
             "Accept": self.dialect.media_types[0],

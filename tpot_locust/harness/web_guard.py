@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import socket
 from collections.abc import Callable, Iterable
 from typing import Any
 
-ALLOWED_HOSTS_ENV = "TPOT_WEB_ALLOWED_HOSTS"
+from tpot_locust.common import env_vars
+
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 SAME_SITE_FETCHES = frozenset({"same-origin", "none"})
 MAX_REQUEST_BYTES = 1024 * 1024  # a Start form is a few hundred bytes
@@ -37,7 +37,7 @@ def allowed_hosts() -> set[str]:
     """Host names (lower case) this UI answers to besides IP addresses and ``localhost``."""
     host = socket.gethostname().lower()  # no DNS lookup (getfqdn can wait on a resolver)
     names = {host, host.partition(".")[0]}
-    names |= {n.strip().lower() for n in os.environ.get(ALLOWED_HOSTS_ENV, "").split(",")}
+    names |= {n.strip().lower() for n in env_vars.text(env_vars.WEB_ALLOWED_HOSTS).split(",")}
     return {name for name in names if name}
 
 
@@ -52,7 +52,7 @@ def host_refusal(host_header: str, allowed: set[str]) -> str | None:
     except ValueError:
         pass
     return (
-        f"Host {name[:80]!r} is not this machine: add it to {ALLOWED_HOSTS_ENV} "
+        f"Host {name[:80]!r} is not this machine: add it to {env_vars.WEB_ALLOWED_HOSTS} "
         "where Locust is started to reach the web UI by that name"
     )
 

@@ -41,7 +41,6 @@ from tpot_locust.scenario.slo import SloSpec
 SLO_KEY: Final = "slo"  # the verdict's place in summary.json (Final: a TypedDict key)
 # Set by ``tpot-locust run`` for its Locust processes: their master saves histograms.json
 # only, and the finishing pass (truth check, verdict, printed last) runs in the supervisor.
-SUPERVISED_ENV = "TPOT_SUPERVISED"
 logger = logging.getLogger(__name__)
 
 

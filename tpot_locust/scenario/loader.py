@@ -32,7 +32,6 @@ __all__ = ["ScenarioError", "ScenarioText", "load_scenario", "scenario_document"
 SETTINGS_SEPARATOR = "\n"  # between the overrides of one test's settings (--tpot-set)
 # between the run's own overrides (--set) in TPOT_SET, the environment a supervised Locust
 # gets: a unit separator, since one --set value may itself hold a line break
-OVERRIDES_ENV = "TPOT_SET"
 _ENV_SEPARATOR = "\x1f"
 _CACHE_SIZE = 8
 _parsed_files: dict[tuple[str, bytes], Located] = {}

@@ -120,7 +120,7 @@ def start_simulator(
     if truth is not None:
         command += ["--truth", str(truth)]
     command += list(args)
-    child_env = dict(os.environ if env is None else env)
+    child_env = dict(os.environ) if env is None else dict(env)
     child_env["PYTHONPATH"] = os.pathsep.join(
         p for p in (_PACKAGE_ROOT, child_env.get("PYTHONPATH", "")) if p
     )

@@ -36,13 +36,13 @@ began; a read after the end was heard, how long after the hearing.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
 from gevent import get_hub
 from gevent.hub import Waiter
 
+from tpot_locust.common import env_vars
 from tpot_locust.wire.end_watch import EndWatch
 from tpot_locust.wire.http_client import ReadTimeout
 from tpot_locust.wire.http_response import Consume, Response
@@ -66,7 +66,6 @@ _QUIET_READ_NS = int(_QUIET_READ_S * 1e9)
 _SLICE_S = 0.001
 _SLICE_NS = int(_SLICE_S * 1e9)
 _SLICE_COPIES = 384
-READ_BATCH_ENV = "TPOT_LOCUST_READ_BATCH_MS"
 DEFAULT_READ_BATCH_MS = 20.0
 MAX_READ_BATCH_MS = 1000.0
 
@@ -75,7 +74,7 @@ def read_batch_s() -> float:
     """The batch period of this process's segment-clock body reads, in seconds (0: none);
     a value of ``TPOT_LOCUST_READ_BATCH_MS`` that is not a number from 0 to 1000 is an
     error, named."""
-    text = os.environ.get(READ_BATCH_ENV, "").strip()
+    text = env_vars.text(env_vars.READ_BATCH_MS).strip()
     if not text:
         return DEFAULT_READ_BATCH_MS / 1000
     try:
@@ -83,7 +82,7 @@ def read_batch_s() -> float:
     except ValueError:
         value = float("nan")
     if not 0 <= value <= MAX_READ_BATCH_MS:  # False for NaN too
-        raise ValueError(f"{READ_BATCH_ENV}={text[:20]!r}: not a number of ms from 0 to "
+        raise ValueError(f"{env_vars.READ_BATCH_MS}={text[:20]!r}: not a number of ms from 0 to "
                          f"{MAX_READ_BATCH_MS:g}")  # fmt: skip
     return value / 1000
 

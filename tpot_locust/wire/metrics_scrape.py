@@ -47,6 +47,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any, cast
 
+from tpot_locust.common import env_vars
 from tpot_locust.common.bounded_http import ExchangeError, exchange
 from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.text_safety import printable
@@ -376,9 +377,6 @@ def _interval(text: str) -> float:
     return value
 
 
-URL_ENV = "TPOT_METRICS_URL"
-
-
 BACKGROUND_NICENESS = 10  # the sampler yields the CPU to the processes that measure
 
 
@@ -390,15 +388,19 @@ def main(argv: list[str] | None = None) -> int:
             pass
     parser = argparse.ArgumentParser(prog="python -m tpot_locust.wire.metrics_scrape",
                                      description=__doc__.split("\n\n")[0])  # fmt: skip
-    parser.add_argument("url", nargs="?", default=os.environ.get(URL_ENV),
-                        help="the server's metrics URL, e.g. http://127.0.0.1:8000/metrics "
-                        f"(default: ${URL_ENV}, which keeps a password out of ps)")  # fmt: skip
+    parser.add_argument(
+        "url",
+        nargs="?",
+        default=env_vars.text(env_vars.METRICS_URL) or None,
+        help="the server's metrics URL, e.g. http://127.0.0.1:8000/metrics "
+        f"(default: ${env_vars.METRICS_URL}, which keeps a password out of ps)",
+    )
     parser.add_argument("--interval", type=_interval, default=DEFAULT_INTERVAL_S,
                         help="seconds between samples (default 0.25)")  # fmt: skip
     parser.add_argument("--out", type=Path, help="append the lines to this file (JSONL)")
     options = parser.parse_args(argv)
     if not options.url:
-        parser.error(f"give the metrics URL (or set {URL_ENV})")
+        parser.error(f"give the metrics URL (or set {env_vars.METRICS_URL})")
     stop = threading.Event()
     terminated: list[int] = []  # the handler only notes it: Event.set could deadlock there
     signal.signal(signal.SIGTERM, lambda signum, _: terminated.append(signum))

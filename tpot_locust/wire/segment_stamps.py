@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import _socket  # never gevent's: the tap is read without waiting, from the event loop
 import mmap
-import os
 import socket
 import struct
 import sys
 from array import array
 from bisect import bisect_right
 
+from tpot_locust.common import env_vars
 from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK
 from tpot_locust.common.kernel_stamps import ANCILLARY_BYTES, SO_TIMESTAMPNS, wanted_clock
 from tpot_locust.wire.tap_filter import PACKET_OUTGOING, attach, tap_filter
@@ -239,7 +239,7 @@ class SegmentTap:
         except OSError:
             sock.close()
             return None
-        tap = cls(sock, None if os.environ.get(RING_ENV) == "0" else _open_ring(sock))
+        tap = cls(sock, None if env_vars.text(env_vars.SEGMENT_RING) == "0" else _open_ring(sock))
         tap._flush()  # copies that came before the filter was attached
         return tap
 
@@ -408,7 +408,6 @@ class SegmentTap:
 # The ring (``TPACKET_V2``): frames of 256 bytes (the frame header, the address, the copy's
 # 120 bytes of headers), 64 KiB blocks, 32 MiB in all: ~131,000 copies, a second of 256
 # streams at 2 ms gaps; the kernel marks a frame LOSING when it found the ring full.
-RING_ENV = "TPOT_SEGMENT_RING"  # "0": copies through recvmsg instead (to compare)
 _SOL_PACKET, _PACKET_VERSION, _PACKET_RX_RING, _TPACKET_V2 = 263, 10, 5, 1
 _FRAME_BYTES, _BLOCK_BYTES, _RING_BLOCKS = 256, 64 * 1024, 512
 _RING_FRAMES = _RING_BLOCKS * _BLOCK_BYTES // _FRAME_BYTES

@@ -9,24 +9,23 @@ the same for the master and every worker).
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
+from tpot_locust.common import env_vars
 from tpot_locust.common.text_safety import printable
 from tpot_locust.harness.listeners import use_scenario
 from tpot_locust.harness.scenario_users import build_shape_class, build_user_classes
 from tpot_locust.scenario.loader import (
-    OVERRIDES_ENV,
     ScenarioError,
     load_scenario,
     overrides_from_env,
 )
 
-_scenario_path = os.environ.get("TPOT_SCENARIO")
+_scenario_path = env_vars.text(env_vars.SCENARIO) or None
 if not _scenario_path:
     raise SystemExit("the scenario locustfile needs TPOT_SCENARIO=path/to/scenario.yaml")
-_overrides = overrides_from_env(os.environ.get(OVERRIDES_ENV))
+_overrides = overrides_from_env(env_vars.text(env_vars.OVERRIDES) or None)
 try:
     _scenario = load_scenario(Path(_scenario_path), _overrides)
 except ScenarioError as _error:  # as `tpot-locust validate` says it: one line a problem, exit 2
