@@ -7,6 +7,7 @@ given; the simulator is stopped last, after every Locust process has written its
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import socket
@@ -38,7 +39,16 @@ from tpot_locust.wire.http_client import Origin
 from tpot_locust.wire.segment_stamps import arrival_clock
 
 EXIT_USAGE = 2  # Locust's, and ours, for a command line that cannot run
-LOCUSTFILE = Path(__file__).parents[1] / "harness" / "entry" / "scenario_locustfile.py"
+# The locustfile Locust runs, found as the module it is (Locust's -f takes a file)
+LOCUSTFILE_MODULE = "tpot_locust.harness.entry.scenario_locustfile"
+
+
+def locustfile() -> str:
+    """The scenario locustfile's path, as the import system finds the module."""
+    spec = importlib.util.find_spec(LOCUSTFILE_MODULE)
+    if spec is None or spec.origin is None:  # never: it ships with the package
+        raise RuntimeError(f"{LOCUSTFILE_MODULE}: not found")
+    return spec.origin
 
 
 @dataclass
@@ -143,7 +153,7 @@ def headless_options(scenario: Scenario, name: str | None = None) -> list[str]:
 def locust_commands(
     scenario: Scenario, out: Path, workers: int, extra: list[str]
 ) -> LocustProcesses:
-    locust = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
+    locust = [sys.executable, "-m", "locust", "-f", locustfile()]
     # the host is in the environment (LOCUST_HOST, see run_scenario): a password in it
     # stays out of ps
     master = [*locust, *headless_options(scenario), f"--tpot-out={out}"]
