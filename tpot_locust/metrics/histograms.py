@@ -29,12 +29,13 @@ from hdrh.codec import (
 )
 from hdrh.histogram import HdrHistogram
 
+from tpot_locust.common.percentiles import PERCENTILES
+
 LOWEST_US = 1
 HIGHEST_US = 3_600_000_000  # one hour
 SIGNIFICANT_DIGITS = 3
 
 SMALL_BATCH = 4096
-PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0, 99.9, 99.99)
 
 
 def warm_up() -> None:

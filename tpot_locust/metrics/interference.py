@@ -13,16 +13,13 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
+from tpot_locust.common.percentiles import percentile_key
 from tpot_locust.metrics.histograms import histogram_stats, without
 from tpot_locust.metrics.metric_set import PHASE_METRICS, ClassMetrics
 from tpot_locust.metrics.phases import BURST, PHASES, STEADY
 from tpot_locust.metrics.recorder import phase_metric
 
 INTERFERENCE_PERCENTILES = (50.0, 90.0, 99.0, 99.9)
-
-
-def _key(percentile: float) -> str:
-    return f"p{percentile:g}"
 
 
 def phase_histogram(metrics: ClassMetrics, name: str, phase: str) -> HdrHistogram:
@@ -50,14 +47,15 @@ def phase_summary(metrics: ClassMetrics, tail_min_samples: int) -> dict[str, Any
         }
         for phase, phase_stats in stats.items():
             phases[phase][name] = {"count": phase_stats.count} | {
-                _key(p): phase_stats.percentiles[p] / 1000 for p in INTERFERENCE_PERCENTILES
+                percentile_key(p): phase_stats.percentiles[p] / 1000
+                for p in INTERFERENCE_PERCENTILES
             }
             phases[phase][name]["unmeasured"] = [
-                _key(p) for p in INTERFERENCE_PERCENTILES
+                percentile_key(p) for p in INTERFERENCE_PERCENTILES
                 if phase_stats.count and phase_stats.above[p] < tail_min_samples
             ]  # fmt: skip
         factors[name] = {
-            _key(p): round(stats[BURST].percentiles[p] / stats[STEADY].percentiles[p], 2)
+            percentile_key(p): round(stats[BURST].percentiles[p] / stats[STEADY].percentiles[p], 2)
             if stats[STEADY].percentiles[p]
             else None
             for p in INTERFERENCE_PERCENTILES
@@ -70,18 +68,20 @@ def format_interference(summary: Mapping[str, Any]) -> list[str]:
     interference = summary.get("interference")
     if interference:
         lines.append("Interference: per-token gaps during prefill bursts vs steady (ms)")
-        header = "".join(f"{_key(p):>10}" for p in INTERFERENCE_PERCENTILES)
+        header = "".join(f"{percentile_key(p):>10}" for p in INTERFERENCE_PERCENTILES)
         lines.append(f"  {'':14}{'count':>10}{header}")
         unmeasured = False
         for name in PHASE_METRICS:
             for phase in PHASES:
                 row = interference["phases"][phase][name]
-                values = "".join(_cell(row, _key(p)) for p in INTERFERENCE_PERCENTILES)
+                values = "".join(_cell(row, percentile_key(p)) for p in INTERFERENCE_PERCENTILES)
                 unmeasured = unmeasured or bool(row.get("unmeasured"))
                 lines.append(f"  {name.upper() + ' ' + phase:14}{row['count']:10,}{values}")
             factor = interference["interference_factor"][name]
             ratios = "".join(
-                f"{factor[_key(p)]:9.2f}x" if factor[_key(p)] is not None else f"{'-':>10}"
+                f"{factor[percentile_key(p)]:9.2f}x"
+                if factor[percentile_key(p)] is not None
+                else f"{'-':>10}"
                 for p in INTERFERENCE_PERCENTILES
             )
             lines.append(f"  {name.upper() + ' factor':14}{'':10}{ratios}")

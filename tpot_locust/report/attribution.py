@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from tpot_locust.common.percentiles import percentile_key
 from tpot_locust.metrics.causes import (
     CAUSES,
     KV_PRESSURE,
@@ -31,10 +32,6 @@ from tpot_locust.report.summary_types import Summary
 
 TAIL_PERCENTILES = (99.0, 99.9, 99.99)
 SHARE_DIGITS = 4
-
-
-def _key(percentile: float) -> str:
-    return f"p{percentile:g}"
 
 
 def attribution_summary(metrics: ClassMetrics, keep_tail: bool) -> dict[str, Any] | None:
@@ -80,7 +77,7 @@ def _metric_shares(metrics: ClassMetrics, name: str) -> dict[str, Any]:
             cause: round(count_above(part, threshold_us) / above, SHARE_DIGITS) if above else None
             for cause, part in parts.items()
         }
-        rows[_key(percentile)] = {"above_ms": threshold_us / 1000, "samples": above,
+        rows[percentile_key(percentile)] = {"above_ms": threshold_us / 1000, "samples": above,
                                   "shares": shares}  # fmt: skip
     return rows
 

@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK, USER_CLOCK
+from tpot_locust.common.percentiles import percentile_key
 from tpot_locust.common.text_safety import printable
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.metrics.stalls import LOOP_SATURATED_SHARE, ClientHealth, loop_saturated
@@ -27,10 +28,6 @@ CLIENT_BUSY_READ_DELAY_MS = 1.0
 BUSY_PERCENTILE = 90.0
 
 
-def _key(percentile: float) -> str:
-    return f"p{percentile:g}"
-
-
 def client_health(health: ClientHealth, start_wall_s: float | None) -> dict[str, Any]:
     """The recording processes' own event loops: lag, stall windows, the worst of them."""
     lag = histogram_stats(health.loop_lag, (50.0, 99.0, 99.9))
@@ -41,7 +38,7 @@ def client_health(health: ClientHealth, start_wall_s: float | None) -> dict[str,
         worst.append(stall | {"at_s": None if at_s is None else round(at_s, 3)})
     return {
         "loop_lag": {"count": lag.count} | {
-            _key(p): value / 1000 for p, value in lag.percentiles.items()
+            percentile_key(p): value / 1000 for p, value in lag.percentiles.items()
         } | {"max": lag.max / 1000},
         "stalls": health.stalls,
         "stalled_ms": round(health.stalled_ns / 1e6, 3),
@@ -65,8 +62,8 @@ def client_check(read_delay: dict[str, Any], token_gap_ms: float = 0.0) -> Clien
     """
     if not read_delay["count"]:
         return {"read_delay_p90_ms": None, "read_delay_p99_ms": None, "busy": None}
-    p90 = read_delay[_key(BUSY_PERCENTILE)]
-    return {"read_delay_p90_ms": p90, "read_delay_p99_ms": read_delay[_key(99.0)],
+    p90 = read_delay[percentile_key(BUSY_PERCENTILE)]
+    return {"read_delay_p90_ms": p90, "read_delay_p99_ms": read_delay[percentile_key(99.0)],
             "busy": client_busy(p90, token_gap_ms)}  # fmt: skip
 
 

@@ -14,13 +14,14 @@ from typing import Any
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.metric_catalogue import ALL_CLASSES
+from tpot_locust.common.percentiles import PERCENTILE_KEYS, STATISTICS
 from tpot_locust.common.text_safety import printable
 from tpot_locust.report.summary_types import Summary
-from tpot_locust.scenario.slo import LATENCY_METRICS, STATISTICS, TAIL_MIN_SAMPLES
+from tpot_locust.scenario.slo import LATENCY_METRICS, TAIL_MIN_SAMPLES
 from tpot_locust.scenario.slo_values import parse_fraction
 
 DEFAULT_METRICS = catalogue.names("in_compare")
-DEFAULT_STATISTICS = ("p50", "p90", "p99", "p99.9", "p99.99")
+DEFAULT_STATISTICS = PERCENTILE_KEYS
 
 
 @dataclass

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tpot_locust.common.percentiles import STATISTICS
 from tpot_locust.common.text_safety import printable
 from tpot_locust.report.attribution import gap_story
 from tpot_locust.report.summary import format_metric, format_report
@@ -96,7 +97,7 @@ def _headline(summary: Summary, sweep_step: bool) -> str:
 
 
 def _same(one: dict[str, Any], other: dict[str, Any]) -> bool:
-    keys = ("count", "mean", "p50", "p90", "p99", "p99.9", "p99.99", "max")
+    keys = ("count", *STATISTICS)
     return all(one.get(key) == other.get(key) for key in keys)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tpot_locust.common import metric_catalogue as catalogue
+from tpot_locust.common.percentiles import PERCENTILE_KEYS, STATISTICS, UP_TO_P99_9
 from tpot_locust.common.results_folder import REPORT_FILE
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.metrics.metric_set import ClassMetrics, MetricSet
@@ -36,7 +37,6 @@ from tpot_locust.report.summary_types import ClientFigures, Summary
 from tpot_locust.report.tail_pictures import has_tail_facts, why_the_tail
 from tpot_locust.report.token_figures import format_token_kinds, reasoned
 from tpot_locust.report.window_figures import format_window
-from tpot_locust.scenario.slo import STATISTICS
 
 TABLE_METRICS = catalogue.names("in_table")
 DISTRIBUTION_METRICS = catalogue.names("in_charts")
@@ -204,7 +204,7 @@ def _verdict(verdict: dict[str, Any]) -> list[str]:
 
 
 def _truth(truth: dict[str, Any]) -> list[str]:
-    keys = ("p50", "p90", "p99", "p99.9", "p99.99", "max")
+    keys = (*PERCENTILE_KEYS, "max")
     rows = []
     for metric, figures in truth.get("metrics", {}).items():
         cells = [f"{figures[k]['error']:+.3f}" if k in figures else "-" for k in keys]
@@ -345,7 +345,7 @@ def _interference(summary: Summary) -> list[str] | None:
     if not interference:
         return None
     rows = []
-    keys = ("p50", "p90", "p99", "p99.9")
+    keys = UP_TO_P99_9
     for metric in ("tpot", "itl"):
         for phase in ("steady", "burst"):
             figures = interference["phases"][phase][metric]

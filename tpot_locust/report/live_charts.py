@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+from tpot_locust.common.percentiles import PERCENTILE_KEYS
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.charts import CHART_CSS, percentile_chart
 from tpot_locust.report.html import (
@@ -34,7 +35,7 @@ body.dashboard .charts { display: grid; gap: 12px;
   grid-template-columns: repeat(auto-fill, minmax(440px, 1fr)); }
 body.dashboard .charts svg.chart { max-width: none; }
 """
-LIVE_STATISTICS = ("p50", "p90", "p99", "p99.9", "p99.99", "max")
+LIVE_STATISTICS = (*PERCENTILE_KEYS, "max")
 
 
 def charts_fragment(summary: Summary, totals: MetricSet, running: bool) -> str:

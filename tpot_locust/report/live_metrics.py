@@ -32,12 +32,8 @@ from prometheus_client.registry import Collector
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.metric_catalogue import ALL_CLASSES
-from tpot_locust.metrics.histograms import (
-    PERCENTILES,
-    counts_indexes,
-    counts_view,
-    histogram_stats,
-)
+from tpot_locust.common.percentiles import PERCENTILES
+from tpot_locust.metrics.histograms import counts_indexes, counts_view, histogram_stats
 from tpot_locust.metrics.metric_set import ClassMetrics, MetricSet
 
 PREFIX = "tpot_locust"

@@ -9,13 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from tpot_locust.common import metric_catalogue as catalogue
+from tpot_locust.common.percentiles import PERCENTILE_KEYS, PERCENTILES, percentile_key
 from tpot_locust.common.text_safety import printable
-from tpot_locust.metrics.histograms import (
-    PERCENTILES,
-    count_above,
-    histogram_stats,
-    without,
-)
+from tpot_locust.metrics.histograms import count_above, histogram_stats, without
 from tpot_locust.metrics.interference import format_interference, phase_summary
 from tpot_locust.metrics.metric_set import (
     METRICS,
@@ -62,10 +58,6 @@ PER_TOKEN_METRICS = catalogue.names("per_token")
 TITLES = catalogue.titles()
 
 
-def _key(percentile: float) -> str:
-    return f"p{percentile:g}"
-
-
 def metric_summary(metrics: ClassMetrics, name: str) -> dict[str, Any]:
     stats = histogram_stats(metrics.histogram(name))
     summary: dict[str, Any] = {
@@ -74,12 +66,12 @@ def metric_summary(metrics: ClassMetrics, name: str) -> dict[str, Any]:
         "mean": round(stats.mean / 1000, 4),
     }
     for percentile in PERCENTILES:
-        summary[_key(percentile)] = stats.percentiles[percentile] / 1000
+        summary[percentile_key(percentile)] = stats.percentiles[percentile] / 1000
     summary["max"] = stats.max / 1000
     summary["min"] = stats.min / 1000
-    summary["above"] = {_key(p): stats.above[p] for p in PERCENTILES}
+    summary["above"] = {percentile_key(p): stats.above[p] for p in PERCENTILES}
     summary["unmeasured_tail"] = [
-        _key(p) for p in PERCENTILES if stats.count and stats.above[p] < TAIL_MIN_SAMPLES
+        percentile_key(p) for p in PERCENTILES if stats.count and stats.above[p] < TAIL_MIN_SAMPLES
     ]
     median = stats.percentiles[50.0]
     summary["skew_mean_over_median"] = round(stats.mean / median, 3) if median else None
@@ -101,11 +93,11 @@ def stall_summary(
         return {"count": 0}
     clean = histogram_stats(without(metrics.histogram(name), tagged))
     set_aside: dict[str, Any] = {"count": clean.count}
-    set_aside |= {_key(p): clean.percentiles[p] / 1000 for p in PERCENTILES}
+    set_aside |= {percentile_key(p): clean.percentiles[p] / 1000 for p in PERCENTILES}
     set_aside["max"] = clean.max / 1000
     return {
         "count": tagged.total_count,
-        "above": {_key(p): count_above(tagged, percentiles[p]) for p in PERCENTILES},
+        "above": {percentile_key(p): count_above(tagged, percentiles[p]) for p in PERCENTILES},
         "max": histogram_stats(tagged, ()).max / 1000,
         "set_aside": set_aside,
     }
@@ -113,8 +105,8 @@ def stall_summary(
 
 # A metric whose summary failed at the end of a run: no samples, as the tables skip it.
 _EMPTY_METRIC: dict[str, Any] = {
-    "unit": "ms", "count": 0, "mean": 0.0, **{_key(p): 0.0 for p in PERCENTILES}, "max": 0.0,
-    "min": 0.0, "above": {_key(p): 0 for p in PERCENTILES}, "unmeasured_tail": [],
+    "unit": "ms", "count": 0, "mean": 0.0, **dict.fromkeys(PERCENTILE_KEYS, 0.0), "max": 0.0,
+    "min": 0.0, "above": dict.fromkeys(PERCENTILE_KEYS, 0), "unmeasured_tail": [],
     "skew_mean_over_median": None, "tail_p99.99_over_median": None, "failed": True,
 }  # fmt: skip
 
@@ -289,7 +281,7 @@ def format_metric(name: str, metric: dict[str, Any]) -> list[str]:
     )
     rows: list[tuple[str, float, str]] = [("mean", metric["mean"], "")]
     for percentile in PERCENTILES:
-        key = _key(percentile)
+        key = percentile_key(percentile)
         label = "median" if percentile == 50.0 else f"P{percentile:g}"
         above = metric["above"][key]
         unmeasured = key in metric["unmeasured_tail"]

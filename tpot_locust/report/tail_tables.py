@@ -24,15 +24,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tpot_locust.common.percentiles import PERCENTILE_KEYS, TAIL_KEYS
 from tpot_locust.common.text_safety import printable
 from tpot_locust.metrics.causes import CAUSES, UNEXPLAINED
 from tpot_locust.metrics.metric_set import CAUSE_METRICS
 from tpot_locust.report.charts import escape
 from tpot_locust.report.summary_types import Summary
 
-OWN_PERCENTILES = ("p50", "p90", "p99", "p99.9", "p99.99")
+OWN_PERCENTILES = PERCENTILE_KEYS
 OWN_METRICS = (("itl", "ITL"), ("ttft", "TTFT"))
-TAIL_KEYS = ("p99", "p99.9", "p99.99")
 
 
 # --- values read from a summary, checked ---------------------------------------------------

@@ -25,16 +25,13 @@ from typing import Any
 import numpy as np
 
 from tpot_locust.common import metric_catalogue as catalogue
+from tpot_locust.common.percentiles import PERCENTILES, percentile_key
 from tpot_locust.common.results_folder import ResultsFolder
-from tpot_locust.metrics.histograms import PERCENTILES, exact_percentile
+from tpot_locust.metrics.histograms import exact_percentile
 from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_KEY, StallWindows
 from tpot_locust.report.summary_types import Summary
 
 CHECKED_METRICS = catalogue.names("truth_checked")
-
-
-def _key(percentile: float) -> str:
-    return f"p{percentile:g}"
 
 
 ProcessStalls = dict[str, StallWindows]  # request id prefix (the process) -> its windows
@@ -174,7 +171,7 @@ def truth_check(
             continue
         set_aside = (measured.get("client_stall") or {}).get("set_aside")
         for percentile in (*PERCENTILES, None):
-            key = _key(percentile) if percentile is not None else "max"
+            key = percentile_key(percentile) if percentile is not None else "max"
             true_value = _true_value(true, percentile)
             row = {"measured": measured[key], "true": round(true_value, 4),
                    "error": round(measured[key] - true_value, 4)}  # fmt: skip
@@ -209,7 +206,7 @@ def window_coverage(measured: int, true: int) -> dict[str, Any]:
 
 
 def format_truth_check(check: dict[str, Any]) -> list[str]:
-    keys = [_key(p) for p in PERCENTILES] + ["max"]
+    keys = [percentile_key(p) for p in PERCENTILES] + ["max"]
     lines = ["Truth check: measured - true (ms), against the simulator's truth.jsonl"]
     lines.append(f"  {'':6}" + "".join(f"{key:>10}" for key in keys))
     for name, rows in check["metrics"].items():

@@ -29,17 +29,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tpot_locust.common import metric_catalogue as catalogue
+from tpot_locust.common.percentiles import STATISTICS, UP_TO_P99_9
 from tpot_locust.scenario.slo_values import format_value, parse_fraction, parse_time_ms
 from tpot_locust.scenario.yaml_source import Located, did_you_mean
 
 # Every metric the report prints, and every statistic of it that the gate can hold.
 LATENCY_METRICS = catalogue.names("gateable")
-STATISTICS = ("mean", "p50", "p90", "p99", "p99.9", "p99.99", "max")
 # Per-request thresholds that make a request "good" (vLLM's and AIPerf's goodput).
 GOODPUT_METRICS = catalogue.names("goodput")
 THROUGHPUT_KEYS = ("tokens_per_s", "requests_per_s")
 INTERFERENCE_METRICS = ("tpot", "itl")
-INTERFERENCE_STATISTICS = ("p50", "p90", "p99", "p99.9")
+INTERFERENCE_STATISTICS = UP_TO_P99_9
 # Fewer samples than this above a percentile: that tail is not yet measured (the report
 # says so, compare does not gate on it, and an SLO verdict on it is insufficient).
 TAIL_MIN_SAMPLES = 10

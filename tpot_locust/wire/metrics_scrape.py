@@ -49,6 +49,8 @@ from typing import IO, Any, cast
 
 from tpot_locust.common import env_vars
 from tpot_locust.common.bounded_http import ExchangeError, exchange
+from tpot_locust.common.percentiles import PERCENTILES as PERCENTILE_VALUES
+from tpot_locust.common.percentiles import percentile_key
 from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.text_safety import printable
 from tpot_locust.wire.server_dialects import COUNTERS, GAUGES, HISTOGRAMS
@@ -68,7 +70,7 @@ MAX_INTERVAL_S = 60.0
 MAX_DEADLINE_S = 2.0
 _POLL_S = 0.05  # how soon SIGTERM is acted on
 # the run-level percentiles of the server's own histograms, in the final line
-PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999), ("p99.99", 0.9999))
+PERCENTILES = tuple((percentile_key(p), p / 100) for p in PERCENTILE_VALUES)
 INTERVAL_PERCENTILES = (("p50", 0.5), ("p99", 0.99))  # per sample: few observations each
 # failure kinds, each noted once: the parent logs each note once
 MISSING, UNREACHABLE, SLOW, GARBAGE, UNKNOWN, PARTIAL = (
