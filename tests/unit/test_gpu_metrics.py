@@ -15,9 +15,9 @@ from tpot_locust.metrics.server_windows import GpuFigures, server_windows
 from tpot_locust.report.server_view import format_gpu_state
 from tpot_locust.report.tail_pictures import tail_timeline
 from tpot_locust.scenario.yaml_source import ScenarioErrors
-from tpot_locust.wire.gpu_metrics import slowing_reasons
-from tpot_locust.wire.metrics_scrape import Scraper
-from tpot_locust.wire.server_metrics import DCGM, ServerMetricsError, parse_snapshot
+from tpot_locust.server_state.dcgm_page import slowing_reasons
+from tpot_locust.server_state.scraper import Scraper
+from tpot_locust.server_state.snapshots import DCGM, ServerMetricsError, parse_snapshot
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "server_metrics"
 

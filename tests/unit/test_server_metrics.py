@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tpot_locust.wire.server_metrics import (
+from tpot_locust.server_state.snapshots import (
     MAX_BODY_BYTES,
     MAX_SAMPLES,
     ServerHistogram,

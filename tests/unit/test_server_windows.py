@@ -19,8 +19,8 @@ from tpot_locust.metrics.server_windows import SERIES, SeriesReducer, downsample
 from tpot_locust.scenario.model import Server
 from tpot_locust.scenario.schema import validate
 from tpot_locust.scenario.yaml_source import Located, ScenarioErrors
-from tpot_locust.wire.metrics_scrape import Scraper, deadline_s, own_percentiles
-from tpot_locust.wire.server_metrics import parse_snapshot
+from tpot_locust.server_state.scraper import Scraper, deadline_s, own_percentiles
+from tpot_locust.server_state.snapshots import parse_snapshot
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "server_metrics"
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tpot_locust.common.clock import WallClock
+from tpot_locust.server_state.snapshots import parse_snapshot
 from tpot_locust.sim import response as response_module
 from tpot_locust.sim.engine import EngineCore, Seq
 from tpot_locust.sim.engine_stream import EngineStream
@@ -27,7 +28,6 @@ from tpot_locust.sim.prometheus import (
 )
 from tpot_locust.sim.request import SimRequest
 from tpot_locust.sim.response import ResponseSetup
-from tpot_locust.wire.server_metrics import parse_snapshot
 
 MS = 1_000_000
 LABELS = (("model_name", "m"), ("engine", "0"))

@@ -1,6 +1,6 @@
 """The parent side of the server-metrics sampler: start the child, read its lines, stop it.
 
-``wire.metrics_scrape`` runs as a child process (parsing a scrape is ~11 ms of Python that
+``server_state.scraper`` runs as a child process (parsing a scrape is ~11 ms of Python that
 must never hold the gevent loop that stamps tokens). Its stdout is read here line by line
 in a greenlet, cooperatively (``gevent.subprocess``: the pipe is gevent's whether or not
 the process is monkey-patched). Each good sample becomes the server windows of its
@@ -77,7 +77,7 @@ class ServerSampler:
         """Spawn the child and the greenlet that reads it; returns at once."""
         if self.process is not None:
             raise RuntimeError("the server sampler was started already")
-        command = [sys.executable, "-m", "tpot_locust.wire.metrics_scrape",
+        command = [sys.executable, "-m", "tpot_locust.server_state.scraper",
                    "--interval", repr(self.interval_s)]  # fmt: skip
         if self.out_path is not None:
             self.out_path.parent.mkdir(parents=True, exist_ok=True)

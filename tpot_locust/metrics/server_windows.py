@@ -1,6 +1,6 @@
 """Server cause windows and the summary's series, from the metrics sampler's sample lines.
 
-``wire.metrics_scrape`` prints one line per good sample of the server's ``/metrics`` (raw
+``server_state.scraper`` prints one line per good sample of the server's ``/metrics`` (raw
 numbers: gauges, counter totals, per-interval increases). Here, pure functions of those
 lines:
 
@@ -202,7 +202,7 @@ def downsample(
 class GpuFigures:
     """A DCGM exporter's samples over a run, for its line in the report: the SM clock's
     range, the most power and heat, the samples with a slowing clock event reason and which,
-    the XID errors seen (``wire.gpu_metrics`` sample lines' ``gpu``)."""
+    the XID errors seen (``server_state.dcgm_page`` sample lines' ``gpu``)."""
 
     samples: int = 0
     slowed: int = 0

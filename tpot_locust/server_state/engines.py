@@ -20,7 +20,7 @@ HISTOGRAMS = ("itl", "ttft", "queue_time", "prefill_time", "decode_time")
 
 
 @dataclass(frozen=True)
-class Dialect:
+class EngineNames:
     """One engine's names for our series: the only place that knows them.
 
     ``series`` and ``histograms`` map our name to the engine's sample names (histograms:
@@ -36,7 +36,7 @@ class Dialect:
     kv_ratio: tuple[str, str] | None = None
 
 
-VLLM = Dialect(
+VLLM = EngineNames(
     engine="vllm",
     prefix="vllm:",
     series=MappingProxyType(
@@ -65,7 +65,7 @@ VLLM = Dialect(
     ),
 )
 
-SGLANG = Dialect(
+SGLANG = EngineNames(
     engine="sglang",
     prefix="sglang:",
     series=MappingProxyType(
@@ -95,7 +95,7 @@ SGLANG = Dialect(
     kv_ratio=("sglang:num_used_tokens", "sglang:max_total_num_tokens"),
 )
 
-TGI = Dialect(
+TGI = EngineNames(
     engine="tgi",
     prefix="tgi_",
     series=MappingProxyType(

@@ -1,6 +1,6 @@
 """A child process that samples a server's ``/metrics`` while a run goes.
 
-``python -m tpot_locust.wire.metrics_scrape URL --interval 0.25 --out FILE``
+``python -m tpot_locust.server_state.scraper URL --interval 0.25 --out FILE``
 
 Parsing a real vLLM scrape is ~11 ms of pure Python: on the gevent loop that stamps tokens
 it would delay every stamp behind it, so it runs here, in its own process. On a fixed-rate
@@ -53,8 +53,8 @@ from tpot_locust.common.percentiles import PERCENTILES as PERCENTILE_VALUES
 from tpot_locust.common.percentiles import percentile_key
 from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.text_safety import printable
-from tpot_locust.wire.server_dialects import COUNTERS, GAUGES, HISTOGRAMS
-from tpot_locust.wire.server_metrics import (
+from tpot_locust.server_state.engines import COUNTERS, GAUGES, HISTOGRAMS
+from tpot_locust.server_state.snapshots import (
     MAX_BODY_BYTES,
     ServerHistogram,
     ServerMetricsError,
@@ -388,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
             os.nice(BACKGROUND_NICENESS)
         except OSError:
             pass
-    parser = argparse.ArgumentParser(prog="python -m tpot_locust.wire.metrics_scrape",
+    parser = argparse.ArgumentParser(prog="python -m tpot_locust.server_state.scraper",
                                      description=__doc__.split("\n\n")[0])  # fmt: skip
     parser.add_argument(
         "url",

