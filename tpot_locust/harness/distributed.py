@@ -31,9 +31,10 @@ from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.common.version import __version__
 from tpot_locust.harness.traffic import ProcessShare
-from tpot_locust.metrics.histograms import add_into, histogram_stats, new_histogram
+from tpot_locust.metrics.histograms import histogram_stats, new_histogram
 from tpot_locust.metrics.metric_set import CAUSE_METRICS, ClassMetrics, MetricSet
 from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_KEY, ClientHealth
+from tpot_locust.metrics.wire_delta import WireDelta, decode_delta, encode_delta
 from tpot_locust.report.attribution import worker_shares
 
 if TYPE_CHECKING:
@@ -57,10 +58,12 @@ MAX_WINDOWS_PER_MESSAGE = 100_000
 STOP_RUN = "tpot_stop_run"  # worker -> master: the run cannot measure anything (why)
 FLUSH_MARGIN_S = 10.0
 MASTER_KEEPS_WINDOWS_S = 120.0  # the master tags no gaps: it keeps recent windows only
-# The form of a worker's delta (``MetricSet.encode`` inside ``pack_delta``). Raise it when
+# The form of a worker's delta (``encode_delta`` inside ``pack_delta``). Raise it when
 # a change means a master could misread a delta of the previous form: then a master and a
 # worker of different versions refuse each other with a message instead of a wrong merge.
-DELTA_FORMAT = 4  # 4: ``tail_gaps`` (with causes) for ``worst_gaps``
+# 4: ``tail_gaps`` (with causes) for ``worst_gaps``; 5: histograms as nonzero buckets
+# (``metrics.wire_delta``), read by the master without building a histogram per report
+DELTA_FORMAT = 5
 
 
 class DeltaFormatError(ValueError):
@@ -69,10 +72,10 @@ class DeltaFormatError(ValueError):
 
 def pack_delta(delta: MetricSet, cooperative: bool = False) -> dict[str, Any]:
     return {"format": DELTA_FORMAT, "version": __version__,
-            "metrics": delta.encode(cooperative=cooperative)}  # fmt: skip
+            "metrics": encode_delta(delta, cooperative=cooperative)}  # fmt: skip
 
 
-def unpack_delta(client_id: str, packed: Any) -> MetricSet:
+def unpack_delta(client_id: str, packed: Any) -> WireDelta:
     """The worker's delta, or ``DeltaFormatError`` naming both sides' versions (a delta
     without a format is the first one, before it was versioned)."""
     is_packed = isinstance(packed, dict) and "format" in packed
@@ -84,7 +87,7 @@ def unpack_delta(client_id: str, packed: Any) -> MetricSet:
             f"runs {__version__} (delta format {DELTA_FORMAT}): its metrics cannot be merged. "
             "Install the same tpot-locust version on the master and every worker"
         )
-    return MetricSet.decode(packed["metrics"])
+    return decode_delta(packed["metrics"])
 
 
 def _every(seconds: float, job: Callable[[], None]) -> None:
@@ -304,19 +307,19 @@ class MasterLink:
             return
         self._merge(client_id, delta)
 
-    def _merge(self, client_id: str, delta: MetricSet) -> None:
+    def _merge(self, client_id: str, delta: WireDelta) -> None:
         delta.client.name_worker(client_id)
-        self.client_health.setdefault(client_id, ClientHealth()).add(delta.client)
+        delta.client.add_to(self.client_health.setdefault(client_id, ClientHealth()))
         self.collector.add_delta(delta)
         own = self.causes_by_worker.setdefault(client_id, ClassMetrics())
-        for metrics in delta.groups.values():
-            for name, histogram in metrics.histograms.items():
+        for wire in delta.groups.values():
+            for name, counts in wire.histograms.items():
                 if name.split("@", 1)[0] in CAUSE_METRICS:
-                    add_into(own.histogram(name), histogram)
-            if (read_delay := metrics.histograms.get("read_delay")) is not None:
+                    counts.add_to(own.histogram(name))
+            if (read_delay := wire.histograms.get("read_delay")) is not None:
                 if client_id not in self.read_delays:
                     self.read_delays[client_id] = new_histogram()
-                add_into(self.read_delays[client_id], read_delay)
+                read_delay.add_to(self.read_delays[client_id])
 
     def _alive(self) -> set[str]:
         return {c.id for c in self.runner.clients.all if c.state != STATE_MISSING}
