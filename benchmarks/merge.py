@@ -6,15 +6,15 @@ Usage: python benchmarks/merge.py [--quick] [--workers 100] [--seconds 10] [--af
 A report is what a worker ships each second: one encoded delta (``wire_delta.encode_delta``;
 here ``--requests`` finished requests of ``--tokens`` token events, ``--classes`` user
 classes, every metric present: ~25k token gaps, a worker near capacity), inside Locust's
-msgpack message. ``--after S``: the reports of a worker S seconds into its run (its first
-ones ship its whole kept tail of gaps; later ones only the gaps new to it). Per report the
-master unpacks the message, decodes the delta (``unpack_delta``: its format checked, then
-``decode_delta``) and merges it as ``MasterLink._merge`` does (the pending interval, and the
-worker's own loop health, read delays and per-cause ITL/TPOT; 20 workers in the timed
-loop, ``--workers`` in the CPU loop); once a second it closes the interval
-(``Collector.tick``: add to totals, time-series point, interval histogram log). Each memory
-variant (``common.VARIANTS``: as a run does, and with the glibc mmap limit of an earlier
-workaround) runs in a fresh process. Columns:
+msgpack message, read as Locust's master reads it (``Message.unserialize``). ``--after S``:
+the reports of a worker S seconds into its run (its first ones ship its whole kept tail of
+gaps; later ones only the gaps new to it). Per report the master unpacks the message,
+decodes the delta (``unpack_delta``: its format checked, then ``decode_delta``) and merges
+it as ``MasterLink._merge`` does (the pending interval, and the worker's own loop health,
+read delays and per-cause ITL/TPOT; 20 workers in the timed loop, ``--workers`` in the CPU
+loop); once a second it closes the interval (``Collector.tick``: add to totals, time-series
+point, interval histogram log). Each memory variant (``common.VARIANTS``: as a run does,
+and with the glibc mmap limit of an earlier workaround) runs in a fresh process. Columns:
   unpack/decode/add  microseconds per report, median (p99 for the sum)
   tick               milliseconds per closed interval (20 reports in it)
   N workers          a loop of --seconds simulated seconds, each with N reports and one
@@ -63,6 +63,8 @@ def master_state(collector):
 
 def measure(args) -> dict:
     """One variant, in this (fresh) process."""
+    from locust.rpc.protocol import Message
+
     from tpot_locust.common.results_folder import ResultsFolder
     from tpot_locust.harness.distributed import DELTA_FORMAT, DELTA_KEY, MasterLink, unpack_delta
     from tpot_locust.metrics.collector import Collector
@@ -72,7 +74,8 @@ def measure(args) -> dict:
     deltas = encoded_deltas(8, args.tokens, args.requests, classes, after=args.after)
     # as a worker's report carries it (harness.distributed.pack_delta, from encoded sets)
     packed = [{"format": DELTA_FORMAT, "version": "bench", "metrics": d} for d in deltas]
-    messages = [msgpack.packb({"stats": {}, DELTA_KEY: p}) for p in packed]
+    messages = [Message("stats", {"stats": {}, DELTA_KEY: p}, "worker").serialize()
+                for p in packed]  # fmt: skip
     groups = [group for d in deltas for group in d["groups"].values()]
     result: dict = {
         "bytes": float(np.mean([len(m) for m in messages])),
@@ -86,7 +89,8 @@ def measure(args) -> dict:
         master = master_state(collector)
         steps: dict[str, list[float]] = {"unpack": [], "decode": [], "add": [], "tick": []}
         for number in range(REPORTS):
-            data, unpack_us = timed_us(msgpack.unpackb, messages[number % len(messages)])
+            message, unpack_us = timed_us(Message.unserialize, messages[number % len(messages)])
+            data = message.data
             delta, decode_us = timed_us(unpack_delta, "worker", data[DELTA_KEY])
             _, add_us = timed_us(MasterLink._merge, master, f"w{number % 20}", delta)
             steps["unpack"].append(unpack_us)
@@ -107,7 +111,7 @@ def measure(args) -> dict:
         cpu0 = time.process_time()
         for second in range(args.seconds):
             for worker in range(args.workers):
-                data = msgpack.unpackb(messages[(second + worker) % len(messages)])
+                data = Message.unserialize(messages[(second + worker) % len(messages)]).data
                 delta = unpack_delta("worker", data[DELTA_KEY])
                 MasterLink._merge(master, f"worker{worker}", delta)
             collector.tick(args.workers)

@@ -82,10 +82,19 @@ HOSTILE: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
         setter("groups.chat.counters.interrupted_ids", ["r"] * 101),
         "interrupted_ids",
     ),  # fmt: skip
-    "a gap without ms": (setter("groups.chat.tail_gaps.0", {"request_id": "r"}), "tail_gaps"),
-    "a NaN gap": (setter("groups.chat.tail_gaps.0.ms", float("nan")), "tail_gaps"),
-    "an infinite gap": (setter("groups.chat.tail_gaps.0.ms", float("inf")), "tail_gaps"),
-    "too many gaps": (setter("groups.chat.tail_gaps", [{"ms": 1.0}] * 1001), "tail_gaps"),
+    "gaps without ms": (setter("groups.chat.tail_gaps.keys.0", "size"), "no ms column"),
+    "a NaN gap": (setter("groups.chat.tail_gaps.columns.0.0", float("nan")), "finite size"),
+    "an infinite gap": (setter("groups.chat.tail_gaps.columns.0.1", float("inf")), "finite"),
+    "a text for a gap's size": (setter("groups.chat.tail_gaps.columns.0.1", "1"), "finite"),
+    "a column short": (setter("groups.chat.tail_gaps.columns.1", ["r1"]), "different lengths"),
+    "a key twice": (setter("groups.chat.tail_gaps.keys.1", "ms"), "a key twice"),
+    "too many gaps": (
+        setter("groups.chat.tail_gaps.columns", [[1.0] * 1001, ["r"] * 1001]),
+        "past 1000",
+    ),  # fmt: skip
+    "a row without ms": (setter("groups.chat.tail_gaps.rows", [{"request_id": "r"}]), "finite"),
+    "too many rows": (setter("groups.chat.tail_gaps.rows", [{"ms": 1.0}] * 1001), "too many"),
+    "no tail": (setter("groups.chat.tail_gaps", [{"ms": 1.0}]), "tail_gaps: not a mapping"),
     "a client count": (setter("client.stalls", -3), "client: stalls"),
     "too many stalls": (setter("client.worst_stalls", [{"ms": 1.0}] * 11), "worst_stalls"),
     "no histogram block": (setter("histograms", None), "not a block"),
@@ -130,6 +139,15 @@ def test_a_block_is_bounded_before_it_is_inflated() -> None:
                  first=[0] * count, widths=[8] * count, lengths=[23_000] * count)  # fmt: skip
     with pytest.raises(HistogramDecodeError, match="more than any delta"):
         decode_delta(delta)
+
+
+def test_gaps_of_other_keys_travel_as_rows_and_read_back_as_they_were() -> None:
+    delta = MetricSet()
+    gaps = [{"ms": 9.0, "request_id": "a"}, {"ms": 4, "other": [1]}, {"ms": 1.5}]
+    delta.for_group("chat").tail_gaps = gaps
+    wire = encode_delta(delta)
+    assert wire["groups"]["chat"]["tail_gaps"]["rows"] == gaps
+    assert decode_delta(wire).to_metric_set().groups["chat"].tail_gaps == gaps
 
 
 def test_the_largest_counts_a_run_can_have_still_read() -> None:

@@ -89,7 +89,9 @@ class Collector:
     def add_delta(self, delta: MetricSet | WireDelta) -> None:
         """A worker's delta (as read off the wire) or this process's own."""
         if isinstance(delta, WireDelta):
-            delta.add_to(self.pending)  # buckets straight into the interval's histograms
+            # buckets straight into the interval's histograms; tail gaps only where they
+            # can still enter the totals' kept set (the interval's own is never read)
+            delta.add_to(self.pending, bound_for=self.totals)
             self._pending_empty = False
             return
         if self._pending_empty:

@@ -44,12 +44,12 @@ _WIDTHS: dict[int, np.dtype[np.unsignedinteger[Any]]] = {
 _KEYS = ("owners", "names", "first", "widths", "lengths")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a master makes ~30 a report, frozen ones cost 2x
 class BucketSpan:
     """One histogram's buckets from its first nonzero one (``first``) to its last."""
 
     first: int
-    counts: np.ndarray  # unsigned, its first and last > 0
+    counts: np.ndarray  # unsigned (the narrowest that holds them), its first and last > 0
     total_count: int
     min_value: int  # as ``HdrHistogram.decode`` sets them: its first bucket's lowest value
     max_value: int  # and its last bucket's highest
@@ -104,76 +104,85 @@ def unpack_spans(block: Any, owners: int) -> list[tuple[int, str, BucketSpan]]:
     ``HistogramDecodeError`` says what is wrong."""
     if not isinstance(block, dict):
         raise HistogramDecodeError("histograms: not a block of histograms")
-    listed, firsts, widths, lengths = _checked_lists(block, owners)
+    owners_of, names, numbers = _checked_lists(block, owners)
     data = block.get("data")
     if not isinstance(data, bytes):
         raise HistogramDecodeError("histograms: no data")
-    raw = _inflate_exactly(data, sum(w * n for w, n in zip(widths, lengths, strict=True)))
-    spans: list[BucketSpan | None] = [None] * len(listed)
+    _, firsts, widths, lengths = numbers
+    raw = _inflate_exactly(data, int(np.dot(widths, lengths)))
+    if not names:
+        return []
+    spans: list[Any] = [None] * len(names)
     offset = 0
-    for width in sorted(set(widths)):  # each width's spans: one array, checked at once
-        chosen = [i for i, w in enumerate(widths) if w == width]
-        sizes = np.array([lengths[i] for i in chosen])
+    for width in sorted(set(widths.tolist())):  # each width's spans lie together, in order
+        chosen = np.flatnonzero(widths == width)
+        sizes = lengths[chosen]
         counts = np.frombuffer(raw, _WIDTHS[width], int(sizes.sum()), offset)
         offset += counts.nbytes
-        read = _read_spans([firsts[i] for i in chosen], sizes, counts)
-        for index, span in zip(chosen, read, strict=True):
+        for index, span in zip(chosen.tolist(), _read_spans(firsts[chosen], sizes, counts),
+                               strict=True):  # fmt: skip
             spans[index] = span
-    return [(owner, name, span) for (owner, name), span in zip(listed, spans, strict=True)
-            if span is not None]  # fmt: skip
+    return list(zip(owners_of, names, spans, strict=True))
 
 
-def _checked_lists(
-    block: dict[str, Any], owners: int
-) -> tuple[list[tuple[int, str]], list[int], list[int], list[int]]:
-    """The block's lists: as long as each other and bounded, each histogram named once,
+def _read_spans(firsts: np.ndarray, sizes: np.ndarray, counts: np.ndarray) -> list[BucketSpan]:
+    """Spans of one width laid end to end in ``counts`` (a view of the inflated bytes, not
+    copied: a fresh 150 kB array per report faulted its pages in): trimmed, counts and
+    totals bounded."""
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    if not (counts[starts].all() and counts[ends - 1].all()):
+        raise HistogramDecodeError("histograms: a span that is not trimmed")
+    if counts.itemsize == 8 and int(counts.max()) > MAX_BUCKET_COUNT:
+        raise HistogramDecodeError("histograms: a count beyond any run's")
+    totals = np.add.reduceat(counts, starts, dtype=np.uint64)  # < 2**63: 23,552 of < 2**48
+    if int(totals.max()) > MAX_BUCKET_COUNT:
+        raise HistogramDecodeError("histograms: a total beyond any run's")
+    lowest, highest = bucket_bounds(firsts, firsts + sizes - 1)
+    return [
+        BucketSpan(first, counts[start:end], total, low, high)
+        for first, start, end, total, low, high in zip(
+            firsts.tolist(), starts.tolist(), ends.tolist(), totals.tolist(), lowest, highest,
+            strict=True,
+        )
+    ]  # fmt: skip
+
+
+def _checked_lists(block: dict[str, Any], owners: int) -> tuple[list[int], list[str], np.ndarray]:
+    """The block's lists: as long as each other and bounded, ints where numbers belong
+    (as rows of one array: owners, firsts, widths, lengths), each histogram named once,
     each span inside our layout."""
     parts: list[Any] = [block.get(key) for key in _KEYS]  # checked next
     if not all(isinstance(part, list) for part in parts) or len(parts[0]) > MAX_HISTOGRAMS:
         raise HistogramDecodeError(f"histograms: not lists of at most {MAX_HISTOGRAMS}")
     if len({len(part) for part in parts}) != 1:
         raise HistogramDecodeError("histograms: lists of different lengths")
-    owners_of, names, firsts, widths, lengths = parts
-    listed = list(zip(owners_of, names, strict=True))
-    size = 0
-    for (owner, name), first, width, length in zip(listed, firsts, widths, lengths, strict=True):
-        if not (type(owner) is type(first) is type(width) is type(length) is int
-                and 0 <= owner < owners and width in _WIDTHS):  # fmt: skip
-            raise HistogramDecodeError("histograms: a span that is not one")
-        if not (isinstance(name, str) and 0 < len(name) <= MAX_NAME_CHARS):
-            raise HistogramDecodeError("histograms: a name that is not a short text")
-        if not (0 <= first and 0 < length and first + length <= counts_length()):
-            raise HistogramDecodeError(f"histograms.{name}: a span outside this tool's layout")
-        size += width * length
-    if len(set(listed)) != len(listed):
+    owners_of, names = parts[0], parts[1]
+    if not names:
+        return [], [], np.zeros((4, 0), dtype=np.int64)
+    try:  # Python ints only: a float, a text, a list or a number past int64 is no int64
+        numbers = np.array([owners_of, *parts[2:]])
+    except (TypeError, ValueError, OverflowError):
+        numbers = np.zeros(0)
+    if numbers.dtype != np.int64 or numbers.shape != (4, len(names)):
+        raise HistogramDecodeError("histograms: a span that is not one")
+    owner, first, width, length = numbers
+    powers_of_two = (width > 0) & (width <= 8) & (width & (width - 1) == 0)  # 1, 2, 4, 8
+    if not ((owner >= 0).all() and (owner < owners).all() and powers_of_two.all()):
+        raise HistogramDecodeError("histograms: a span that is not one")
+    limit = counts_length()
+    if not ((first >= 0).all() and (length > 0).all() and (length <= limit).all()
+            and (first + length <= limit).all()):  # fmt: skip
+        raise HistogramDecodeError("histograms: a span outside this tool's layout")
+    if not all(type(name) is str and 0 < len(name) <= MAX_NAME_CHARS for name in names):
+        raise HistogramDecodeError("histograms: a name that is not a short text")
+    if len(set(zip(owner.tolist(), names, strict=True))) != len(names):
         raise HistogramDecodeError("histograms: a histogram twice")
+    size = int(np.dot(width, length))
     if size > MAX_BLOCK_BYTES:
         raise HistogramDecodeError(f"histograms: {size:,} bytes of counts, more than any "
                                    "delta of this tool")  # fmt: skip
-    return listed, firsts, widths, lengths
-
-
-def _read_spans(firsts: list[int], sizes: np.ndarray, counts: np.ndarray) -> list[BucketSpan]:
-    """Spans of one width laid end to end in ``counts``: trimmed, counts and totals bounded."""
-    ends = np.cumsum(sizes)
-    starts = ends - sizes
-    if not (counts[starts].all() and counts[ends - 1].all()):
-        raise HistogramDecodeError("histograms: a span that is not trimmed")
-    if counts.dtype.itemsize == 8 and int(counts.max()) > MAX_BUCKET_COUNT:
-        raise HistogramDecodeError("histograms: a count beyond any run's")
-    counts = counts.astype(np.uint64)  # as the histograms' own: adding them is then ~2x faster
-    totals = np.add.reduceat(counts, starts)  # < 2**63: 23,552 buckets of < 2**48
-    if int(totals.max()) > MAX_BUCKET_COUNT:
-        raise HistogramDecodeError("histograms: a total beyond any run's")
-    lasts = [first + size - 1 for first, size in zip(firsts, sizes.tolist(), strict=True)]
-    lowest, highest = bucket_bounds(firsts, lasts)
-    return [
-        BucketSpan(first, counts[start:end], total, low, high)
-        for first, start, end, total, low, high in zip(
-            firsts, starts.tolist(), ends.tolist(), totals.tolist(), lowest, highest,
-            strict=True,
-        )
-    ]  # fmt: skip
+    return owner.tolist(), names, numbers
 
 
 def _inflate_exactly(data: bytes, size: int) -> bytes:

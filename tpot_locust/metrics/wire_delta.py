@@ -12,7 +12,6 @@ tools); this form is only ever read by the same version that wrote it (``DELTA_F
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -22,6 +21,7 @@ from tpot_locust.metrics.metric_set import MAX_INTERRUPTED_IDS, ClassCounters, M
 from tpot_locust.metrics.span_counts import BucketSpan, pack_spans, unpack_spans
 from tpot_locust.metrics.stalls import CLIENT_SCALARS, WORST_STALLS_KEPT, ClientHealth
 from tpot_locust.metrics.tail_gaps import TAIL_GAPS_KEPT
+from tpot_locust.metrics.wire_tail import WireTail, check_sizes, pack_tail, unpack_tail
 
 MAX_GROUPS = 1000  # metric groups in one delta (classes x models)
 MAX_TEXT_CHARS = 200  # a group's name, an error's category, a request id
@@ -36,7 +36,7 @@ class WireGroup:
 
     histograms: dict[str, BucketSpan]
     counters: dict[str, Any]  # ``ClassCounters.to_dict``'s, its zeros left out
-    tail_gaps: list[dict[str, Any]]
+    tail: WireTail
 
 
 @dataclass
@@ -62,20 +62,31 @@ class WireDelta:
     groups: dict[str, WireGroup]
     client: WireClient
 
-    def add_to(self, total: MetricSet) -> None:
-        """Exactly what ``total.add`` of this delta as a ``MetricSet`` does."""
+    def add_to(self, total: MetricSet, bound_for: MetricSet | None = None) -> None:
+        """Exactly what ``total.add`` of this delta as a ``MetricSet`` does; but for tail
+        gaps that could not enter ``bound_for``'s kept set (a collector's totals, which its
+        interval ``total`` goes into, and whose smallest kept gap only ever rises)."""
         for group, wire in self.groups.items():
             metrics = total.for_group(group)
             for name, counts in wire.histograms.items():
                 counts.add_to(metrics.histogram(name))
             metrics.counters.add_fields(wire.counters)
-            metrics.add_tail_gaps(wire.tail_gaps)
+            floors = [_floor(metrics.tail_gaps)]  # only gaps above can enter a full set
+            if bound_for is not None and group in bound_for.groups:
+                floors.append(_floor(bound_for.groups[group].tail_gaps))
+            floor = max((f for f in floors if f is not None), default=None)
+            metrics.add_tail_gaps(wire.tail.above(floor))
         self.client.add_to(total.client)
 
     def to_metric_set(self) -> MetricSet:
         metric_set = MetricSet()
         self.add_to(metric_set)
         return metric_set
+
+
+def _floor(kept: list[dict[str, Any]]) -> float | None:
+    """The smallest kept gap of a full set (a gap no larger cannot enter it), else None."""
+    return kept[TAIL_GAPS_KEPT - 1]["ms"] if len(kept) >= TAIL_GAPS_KEPT else None
 
 
 def encode_delta(delta: MetricSet, cooperative: bool = False) -> dict[str, Any]:
@@ -94,7 +105,7 @@ def encode_delta(delta: MetricSet, cooperative: bool = False) -> dict[str, Any]:
         "groups": {
             group: {"counters": {name: value for name, value
                                  in metrics.counters.to_dict().items() if value},
-                    "tail_gaps": metrics.tail_gaps}
+                    "tail_gaps": pack_tail(metrics.tail_gaps)}
             for group, metrics in groups
         },
         "histograms": pack_spans(histograms),
@@ -119,7 +130,7 @@ def decode_delta(data: Any) -> WireDelta:
             wire_groups[group] = WireGroup(
                 {},
                 _counters(encoded.get("counters")),
-                _sized_list(encoded.get("tail_gaps"), TAIL_GAPS_KEPT, "tail_gaps"),
+                unpack_tail(encoded.get("tail_gaps")),
             )
         except HistogramDecodeError as error:
             raise HistogramDecodeError(f"groups.{group}: {error}") from None
@@ -179,10 +190,9 @@ def _sized_list(value: Any, limit: int, what: str) -> list[dict[str, Any]]:
     the merges sort by; the reports read the rest as they would from saved results)."""
     if not isinstance(value, list) or len(value) > limit:
         raise HistogramDecodeError(f"{what}: not a list of at most {limit}")
-    for record in value:
-        size: Any = record.get("ms") if isinstance(record, dict) else None
-        if not (type(size) in (int, float) and math.isfinite(size) and size >= 0):
-            raise HistogramDecodeError(f"{what}: a record without a finite size in ms")
+    if not all(isinstance(record, dict) for record in value):
+        raise HistogramDecodeError(f"{what}: a record that is not a mapping")
+    check_sizes([record.get("ms") for record in value], what)
     return value
 
 
