@@ -56,9 +56,10 @@ def timed_us(function, *args):
 
 
 def master_state(collector):
-    """What ``MasterLink._merge`` reads and fills: the collector and each worker's own."""
-    return SimpleNamespace(collector=collector, client_health={}, causes_by_worker={},
-                           read_delays={})  # fmt: skip
+    """What ``MasterLink._merge`` reads and fills: the collector and each worker's own
+    figures (before 2026-12-05: ``client_health``, ``causes_by_worker``, ``read_delays``)."""
+    return SimpleNamespace(collector=collector, by_worker={}, client_health={},
+                           causes_by_worker={}, read_delays={})  # fmt: skip
 
 
 def measure(args) -> dict:

@@ -24,6 +24,7 @@ from tpot_locust.metrics.histograms import (
     counts_length,
     counts_view,
     decode_histogram,
+    histogram_stats,
     new_histogram,
     record_many,
 )
@@ -32,6 +33,8 @@ from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.metrics.span_counts import pack_spans, unpack_spans
 from tpot_locust.metrics.stalls import ClientHealth
 from tpot_locust.metrics.wire_delta import decode_delta, encode_delta
+from tpot_locust.metrics.worker_figures import GrowingSpan
+from tpot_locust.report.attribution import worker_shares
 
 CLASSES = ("chat", "arrivals", "chat@model-b")
 
@@ -96,10 +99,11 @@ def old_merge(master: SimpleNamespace, worker: str, delta: MetricSet) -> None:
 
 
 def a_master(folder: Path) -> SimpleNamespace:
+    """What ``MasterLink._merge`` fills (and the reference, as it was)."""
     collector = Collector()
     collector.start(ResultsFolder(folder))
-    return SimpleNamespace(collector=collector, client_health={}, causes_by_worker={},
-                           read_delays={})  # fmt: skip
+    return SimpleNamespace(collector=collector, by_worker={}, client_health={},
+                           causes_by_worker={}, read_delays={})  # fmt: skip
 
 
 def same_histogram(ours: HdrHistogram, theirs: HdrHistogram, where: str) -> None:
@@ -158,9 +162,46 @@ def test_many_workers_deltas_merge_exactly_as_the_v2_form(tmp_path: Path) -> Non
     assert log_rows(tmp_path / "fast") == log_rows(tmp_path / "slow")
     assert any(log_rows(tmp_path / "fast").values())
     for worker in workers:
-        same_metrics(fast.causes_by_worker[worker], slow.causes_by_worker[worker], worker)
-        same_histogram(fast.read_delays[worker], slow.read_delays[worker], worker)
-        same_health(fast.client_health[worker], slow.client_health[worker], worker)
+        figures = fast.by_worker[worker]
+        same_metrics(figures.cause_metrics(), slow.causes_by_worker[worker], worker)
+        same_histogram(figures.read_delay.to_histogram(), slow.read_delays[worker], worker)
+        health, reference = figures.health(), slow.client_health[worker]
+        assert reference.worst_stalls  # the run's, named by worker: not kept per worker
+        reference.worst_stalls = []
+        same_health(health, reference, worker)
+
+
+def old_summary(master: SimpleNamespace) -> dict[str, Any]:
+    """``MasterLink.summary``'s per-worker figures as they were (f743db4): the reference."""
+    return {
+        **{f"read_delay_p{p:g}_ms": {
+            worker: histogram_stats(histogram, (p,)).percentiles[p] / 1000
+            for worker, histogram in sorted(master.read_delays.items())} for p in (90.0, 99.0)},
+        "stalls": {worker: h.stalls for worker, h in sorted(master.client_health.items())},
+        "loop_lag_max_ms": {worker: histogram_stats(h.loop_lag, ()).max / 1000
+                            for worker, h in sorted(master.client_health.items())},
+        "loop_held_share": {worker: round(h.held_share, 4)
+                            for worker, h in sorted(master.client_health.items())
+                            if h.held_share is not None},
+        "attribution": {worker: worker_shares(metrics)
+                        for worker, metrics in sorted(master.causes_by_worker.items())},
+    }  # fmt: skip
+
+
+def test_each_workers_own_figures_are_as_they_were(tmp_path: Path) -> None:
+    """The summary's per-worker view (read delays, loop health, attribution) from the
+    spans each worker's figures keep equals the one from whole histograms."""
+    fast, slow = a_master(tmp_path / "fast"), a_master(tmp_path / "slow")
+    for number, delta in enumerate(worker_deltas(6, seed=9) + worker_deltas(4, seed=11)):
+        worker = f"w{number % 3}"
+        MasterLink._merge(fast, worker, unpack_delta(worker, over_the_wire(delta)))
+        old_merge(slow, worker, MetricSet.decode(delta.encode()))
+    fast.seen, fast.finals, fast.missing = set(), set(), list
+    summary = MasterLink.summary(fast)  # type: ignore[arg-type]
+    assert {
+        k: v for k, v in summary.items() if k not in ("seen", "reported_in_full", "missing")
+    } == old_summary(slow)
+    assert summary["attribution"]["w1"] and summary["read_delay_p99_ms"]["w2"] > 0
 
 
 def test_a_delta_read_back_is_the_delta(tmp_path: Path) -> None:
@@ -196,3 +237,29 @@ def test_every_width_and_both_ends_of_the_layout_read_back_exactly(largest: int)
         assert (ours.min_value, ours.max_value) == (decoded.min_value, decoded.max_value), name
         if largest < 2**32:
             same_histogram(ours, decode_histogram(histogram.encode()), name)
+
+
+def test_a_growing_span_adds_as_a_whole_histogram_does() -> None:
+    """Spans that reach below, above and inside what it holds; the first and last bucket."""
+    rng = np.random.default_rng(4)
+    growing, whole = GrowingSpan(), new_histogram()
+    for low, high in [(5000, 9000), (100, 200), (7000, 23_552), (0, 1), (3000, 6000)]:
+        histogram = new_histogram()
+        np.add.at(counts_view(histogram), rng.integers(low, high, 300), 1)
+        counts_view(histogram)[[low, high - 1]] += 2
+        histogram.total_count += 304
+        ((_, _, span),) = unpack_spans(pack_spans([(0, "h", histogram)]), owners=1)
+        growing.add(span)
+        span.add_to(whole)
+    same_histogram(growing.to_histogram(), whole, "growing")
+    assert growing.counts.size == counts_length() and growing.counts.dtype == np.uint32
+    big = new_histogram()  # its samples could fill one bucket past 2**32: 8 bytes a bucket
+    counts_view(big)[6000] = 2**32
+    big.total_count = 2**32
+    ((_, _, span),) = unpack_spans(pack_spans([(0, "h", big)]), owners=1)
+    growing.add(span)
+    growing.add(span)
+    span.add_to(whole)
+    span.add_to(whole)
+    same_histogram(growing.to_histogram(), whole, "promoted")
+    assert growing.counts.dtype == np.uint64 and int(growing.counts[6000]) >= 2**33

@@ -31,14 +31,14 @@ from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.common.version import __version__
 from tpot_locust.harness.traffic import ProcessShare
-from tpot_locust.metrics.histograms import histogram_stats, new_histogram
-from tpot_locust.metrics.metric_set import CAUSE_METRICS, ClassMetrics, MetricSet
-from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_KEY, ClientHealth
+from tpot_locust.metrics.histograms import histogram_stats
+from tpot_locust.metrics.metric_set import MetricSet
+from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_KEY
 from tpot_locust.metrics.wire_delta import WireDelta, decode_delta, encode_delta
+from tpot_locust.metrics.worker_figures import WorkerFigures
 from tpot_locust.report.attribution import worker_shares
 
 if TYPE_CHECKING:
-    from hdrh.histogram import HdrHistogram
     from locust.env import Environment
 
     from tpot_locust.metrics.causes import CauseTimeline
@@ -225,12 +225,10 @@ class MasterLink:
         self.seen: set[str] = set()
         self.finals: set[str] = set()
         self.refused: set[str] = set()  # workers of another version: nothing of theirs merged
-        # each worker's own read delays: one overloaded worker among many barely moves the
-        # merged histogram, so the report judges every worker by its own
-        self.read_delays: dict[str, HdrHistogram] = {}
-        self.client_health: dict[str, ClientHealth] = {}  # each worker's loop lag and stalls
-        # each worker's ITL/TPOT and their per-cause parts, all classes: its own attribution
-        self.causes_by_worker: dict[str, ClassMetrics] = {}
+        # each worker's own read delays (one overloaded worker among many barely moves the
+        # merged histogram, so the report judges every worker by its own), loop lag and
+        # stalls, and ITL/TPOT and their per-cause parts, all classes: its own attribution
+        self.by_worker: dict[str, WorkerFigures] = {}
         # each worker's window in token time, by the prefix of its request ids: the truth
         # check holds each request to the window of the process that measured it
         self.windows: dict[str, list[int]] = {}
@@ -243,9 +241,7 @@ class MasterLink:
     def reset(self) -> None:
         self.seen = {client.id for client in self.runner.clients.all}
         self.finals = set()
-        self.read_delays = {}
-        self.client_health = {}
-        self.causes_by_worker = {}
+        self.by_worker = {}
         self.windows = {}
 
     def send_plans(self, start_wall_ns: int, settings: list[str]) -> None:
@@ -309,17 +305,8 @@ class MasterLink:
 
     def _merge(self, client_id: str, delta: WireDelta) -> None:
         delta.client.name_worker(client_id)
-        delta.client.add_to(self.client_health.setdefault(client_id, ClientHealth()))
         self.collector.add_delta(delta)
-        own = self.causes_by_worker.setdefault(client_id, ClassMetrics())
-        for wire in delta.groups.values():
-            for name, counts in wire.histograms.items():
-                if name.split("@", 1)[0] in CAUSE_METRICS:
-                    counts.add_to(own.histogram(name))
-            if (read_delay := wire.histograms.get("read_delay")) is not None:
-                if client_id not in self.read_delays:
-                    self.read_delays[client_id] = new_histogram()
-                read_delay.add_to(self.read_delays[client_id])
+        self.by_worker.setdefault(client_id, WorkerFigures()).add(delta)
 
     def _alive(self) -> set[str]:
         return {c.id for c in self.runner.clients.all if c.state != STATE_MISSING}
@@ -349,35 +336,36 @@ class MasterLink:
         return sorted(self.seen - self._alive())
 
     def summary(self) -> dict[str, Any]:
+        workers = sorted(self.by_worker.items())
+        stalls, lag_max_ms, held_share = {}, {}, {}
+        for client_id, figures in workers:  # one histogram made at a time
+            own = figures.health()
+            stalls[client_id] = own.stalls
+            lag_max_ms[client_id] = histogram_stats(own.loop_lag, ()).max / 1000
+            if own.held_share is not None:
+                held_share[client_id] = round(own.held_share, 4)
+        read_delays = {client_id: histogram_stats(figures.read_delay.to_histogram(),
+                                                  (90.0, 99.0)).percentiles
+                       for client_id, figures in workers
+                       if figures.read_delay.total_count}  # fmt: skip
         return {
             "seen": len(self.seen),
             "reported_in_full": len(self.finals),
             "missing": self.missing(),
             **{
                 f"read_delay_p{percentile:g}_ms": {
-                    client_id: histogram_stats(histogram, (percentile,)).percentiles[percentile]
-                    / 1000
-                    for client_id, histogram in sorted(self.read_delays.items())
+                    client_id: percentiles[percentile] / 1000
+                    for client_id, percentiles in read_delays.items()
                 }
                 for percentile in (90.0, 99.0)
             },
-            "stalls": {
-                client_id: health.stalls for client_id, health in sorted(self.client_health.items())
-            },
-            "loop_lag_max_ms": {
-                client_id: histogram_stats(health.loop_lag, ()).max / 1000
-                for client_id, health in sorted(self.client_health.items())
-            },
-            "loop_held_share": {
-                client_id: round(health.held_share, 4)
-                for client_id, health in sorted(self.client_health.items())
-                if health.held_share is not None
-            },
+            "stalls": stalls,
+            "loop_lag_max_ms": lag_max_ms,
+            "loop_held_share": held_share,
             # each worker's own shares (its gaps, every process's windows): one whose tail
             # is its own (a slow client, a far network) stands apart here
             "attribution": {
-                client_id: worker_shares(metrics)
-                for client_id, metrics in sorted(self.causes_by_worker.items())
+                client_id: worker_shares(figures.cause_metrics()) for client_id, figures in workers
             },
         }
 
