@@ -86,6 +86,8 @@ HOSTILE: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "a NaN gap": (setter("groups.chat.tail_gaps.columns.0.0", float("nan")), "finite size"),
     "an infinite gap": (setter("groups.chat.tail_gaps.columns.0.1", float("inf")), "finite"),
     "a text for a gap's size": (setter("groups.chat.tail_gaps.columns.0.1", "1"), "finite"),
+    "a list for a gap's size": (setter("groups.chat.tail_gaps.columns.0", [[1], [2]]), "finite"),
+    "a None for a stall's size": (setter("client.worst_stalls.0.ms", None), "finite"),
     "a column short": (setter("groups.chat.tail_gaps.columns.1", ["r1"]), "different lengths"),
     "a key twice": (setter("groups.chat.tail_gaps.keys.1", "ms"), "a key twice"),
     "too many gaps": (

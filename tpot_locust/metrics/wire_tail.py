@@ -10,9 +10,10 @@ Records of different keys (none of ours) travel as they are, in ``rows``.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from tpot_locust.metrics.histograms import HistogramDecodeError
 from tpot_locust.metrics.tail_gaps import TAIL_GAPS_KEPT
@@ -80,8 +81,12 @@ def unpack_tail(data: Any) -> WireTail:
 
 
 def check_sizes(sizes: list[Any], what: str) -> None:
-    """Each a finite number >= 0 (an int or a float: what the merges sort by)."""
-    if not all((type(size) is int and size >= 0)
-               or (type(size) is float and size >= 0 and math.isfinite(size))
-               for size in sizes):  # fmt: skip
+    """Each a finite number >= 0 (what the merges sort by), checked as one array: a text,
+    a None, a list or an int past int64 makes it no flat array of numbers."""
+    try:
+        array = np.array(sizes)
+    except (TypeError, ValueError, OverflowError):
+        array = np.array([None])
+    numbers = array.ndim == 1 and array.dtype.kind in "if"
+    if not (numbers and np.isfinite(array).all() and (array >= 0).all()):
         raise HistogramDecodeError(f"{what}: a record without a finite size in ms")
