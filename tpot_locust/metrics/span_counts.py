@@ -3,11 +3,12 @@ to the master's totals as one slice.
 
 A busy worker's 1 s delta has ~20 histograms; decoding each as an ``HdrHistogram`` (base64,
 zlib, a fresh 184 KiB counts array, a Python pass over its buckets) cost the master ~3 ms a
-report. Here a group's histograms travel as one block: per histogram the buckets from its
+report. Here a delta's histograms travel as one block: per histogram the buckets from its
 first nonzero one to its last (a token gap histogram's ~3,000 nonzero buckets lie in a span
 of ~4,000) in the narrowest unsigned width that holds its largest count, zlib-compressed
-together. The master reads each span as a numpy view of the inflated bytes and adds it
-into its totals' counts array as one slice (``BucketSpan.add_to``). Everything is checked
+together (~4.5 kB a busy delta, a quarter of the V2 blobs' base64). The master reads each
+span as a numpy view of the inflated bytes and adds it into its totals' counts array as
+one slice (``BucketSpan.add_to``). Everything is checked
 before anything is added: sizes bounded, spans inside our layout and trimmed (first and
 last bucket nonzero), counts and totals no larger than any run's.
 
@@ -36,7 +37,7 @@ from tpot_locust.metrics.histograms import (
 )
 
 MAX_HISTOGRAMS = 4096  # in one delta; a metric group has ~30 (causes, stall copies)
-MAX_BLOCK_BYTES = 32 << 20  # their spans inflated (a busy group's: ~20 kB)
+MAX_BLOCK_BYTES = 32 << 20  # their spans inflated (a busy delta's: ~40 kB)
 MAX_NAME_CHARS = 200
 COMPRESSION_LEVEL = 6  # ~0.5 ms a busy delta on the worker; half of level 1's bytes
 _WIDTHS: dict[int, np.dtype[np.unsignedinteger[Any]]] = {

@@ -1,10 +1,12 @@
 """A worker's delta on the wire (``encode_delta``) and as the master reads it (``WireDelta``).
 
 The master adds each worker's delta once a second; building a ``MetricSet`` of fresh
-``HdrHistogram`` objects for it cost ~3 ms a busy report (one core for ~260 workers). A
-``WireDelta`` keeps each histogram as its span of buckets (``span_counts``) and is added
-straight into the master's sets (``add_to``). Every part is checked while it is read, before
-anything is added: a damaged or hostile delta is refused whole, never half merged.
+``HdrHistogram`` objects for it cost 4.5-6 ms a busy report (1,000 busy workers: 5-6
+cores). A ``WireDelta`` keeps each histogram as its span of buckets (``span_counts``) and its
+new tail gaps as columns (``wire_tail``), and is added straight into the master's sets
+(``add_to``): ~0.43 ms a busy report (``benchmarks/README.md``, merge). Every part is
+checked while it is read, before anything is added: a damaged or hostile delta is refused
+whole, never half merged.
 
 Saved results keep ``MetricSet.encode``'s form (HdrHistogram V2 blobs, readable by other
 tools); this form is only ever read by the same version that wrote it (``DELTA_FORMAT``).
