@@ -231,7 +231,7 @@ def counts_length() -> int:
     return _layout().counts_len
 
 
-def bucket_bounds(first: np.ndarray, last: np.ndarray) -> tuple[list[int], list[int]]:
+def bucket_bounds(first: list[int], last: list[int]) -> tuple[list[int], list[int]]:
     """The lowest value of each ``first`` bucket and the highest of each ``last``: the min
     and max ``HdrHistogram.decode`` gives a histogram whose nonzero buckets span them."""
     layout = _layout()

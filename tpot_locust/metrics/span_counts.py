@@ -21,6 +21,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -121,44 +122,46 @@ def unpack_spans(block: Any, owners: int) -> list[tuple[int, str, BucketSpan]]:
     data = block.get("data")
     if not isinstance(data, bytes):
         raise HistogramDecodeError("histograms: no data")
-    _, firsts, widths, lengths = numbers
-    raw = _inflate_exactly(data, int(np.dot(widths, lengths)))
-    if not names:
-        return []
+    _, firsts, widths, lengths = numbers.tolist()  # a few dozen: lists beat numpy here
+    raw = _inflate_exactly(data, sum(w * n for w, n in zip(widths, lengths, strict=True)))
+    by_width: dict[int, list[int]] = {}
+    for index, width in enumerate(widths):
+        by_width.setdefault(width, []).append(index)
     spans: list[Any] = [None] * len(names)
     offset = 0
-    for width in sorted(set(widths.tolist())):  # each width's spans lie together, in order
-        chosen = np.flatnonzero(widths == width)
-        sizes = lengths[chosen]
-        counts = np.frombuffer(raw, _WIDTHS[width], int(sizes.sum()), offset)
+    for width in sorted(by_width):  # each width's spans lie together, in order
+        chosen = by_width[width]
+        sizes = [lengths[index] for index in chosen]
+        counts = np.frombuffer(raw, _WIDTHS[width], sum(sizes), offset)
         offset += counts.nbytes
-        for index, span in zip(chosen.tolist(), _read_spans(firsts[chosen], sizes, counts),
-                               strict=True):  # fmt: skip
+        read = _read_spans([firsts[index] for index in chosen], sizes, counts)
+        for index, span in zip(chosen, read, strict=True):
             spans[index] = span
     return list(zip(owners_of, names, spans, strict=True))
 
 
-def _read_spans(firsts: np.ndarray, sizes: np.ndarray, counts: np.ndarray) -> list[BucketSpan]:
+def _read_spans(firsts: list[int], sizes: list[int], counts: np.ndarray) -> list[BucketSpan]:
     """Spans of one width laid end to end in ``counts`` (a view of the inflated bytes, not
     copied: a fresh 150 kB array per report faulted its pages in): trimmed, counts and
     totals bounded."""
-    ends = np.cumsum(sizes)
-    starts = ends - sizes
-    if not (counts[starts].all() and counts[ends - 1].all()):
+    starts = list(accumulate(sizes, initial=0))
+    ends = starts[1:]
+    del starts[-1]
+    if not all(counts[start] and counts[end - 1] for start, end in zip(starts, ends, strict=True)):
         raise HistogramDecodeError("histograms: a span that is not trimmed")
     if counts.itemsize == 8 and int(counts.max()) > MAX_BUCKET_COUNT:
         raise HistogramDecodeError("histograms: a count beyond any run's")
-    totals = np.add.reduceat(counts, starts, dtype=np.uint64)  # < 2**63: 23,552 of < 2**48
-    if int(totals.max()) > MAX_BUCKET_COUNT:
+    totals = np.add.reduceat(counts, starts, dtype=np.uint64).tolist()  # < 2**63 each
+    if max(totals) > MAX_BUCKET_COUNT:
         raise HistogramDecodeError("histograms: a total beyond any run's")
-    lowest, highest = bucket_bounds(firsts, firsts + sizes - 1)
+    lasts = [first + size - 1 for first, size in zip(firsts, sizes, strict=True)]
+    lowest, highest = bucket_bounds(firsts, lasts)
     return [
         BucketSpan(first, counts[start:end], total, low, high)
         for first, start, end, total, low, high in zip(
-            firsts.tolist(), starts.tolist(), ends.tolist(), totals.tolist(), lowest, highest,
-            strict=True,
+            firsts, starts, ends, totals, lowest, highest, strict=True
         )
-    ]  # fmt: skip
+    ]
 
 
 def _checked_lists(block: dict[str, Any], owners: int) -> tuple[list[int], list[str], np.ndarray]:

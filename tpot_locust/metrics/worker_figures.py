@@ -10,6 +10,7 @@ lowest to the highest a worker has had (~20 kB for a busy worker's ITL) and is m
 from __future__ import annotations
 
 import sys
+from functools import lru_cache
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
@@ -31,14 +32,18 @@ class GrowingSpan:
         self.first = 0
         # 4 bytes a bucket while no bucket can pass 2**32 (all its samples fewer), then 8
         self.counts = np.zeros(0, dtype=np.uint32)
+        self._wide = False
         self.total_count = 0
         self.min_value = sys.maxsize  # as an empty ``HdrHistogram``'s
         self.max_value = 0
 
     def add(self, span: BucketSpan) -> None:
         low, high = span.first, span.first + span.counts.size
-        if self.total_count + span.total_count > _NARROW_MAX and self.counts.dtype != np.uint64:
-            self.counts = self.counts.astype(np.uint64)  # a bucket could pass 2**32 now
+        if self.total_count + span.total_count > _NARROW_MAX and not self._wide:
+            self.counts, self._wide = (
+                self.counts.astype(np.uint64),
+                True,
+            )  # a bucket could pass 2**32 now
         if not self.counts.size:
             self.first, self.counts = low, span.counts.astype(self.counts.dtype)
         else:
@@ -60,6 +65,12 @@ class GrowingSpan:
         return histogram
 
 
+@lru_cache(maxsize=1024)
+def _is_cause_part(name: str) -> bool:
+    """ITL or TPOT, or one's part (``itl@prefill``): a worker's attribution reads them."""
+    return name.split("@", 1)[0] in CAUSE_METRICS
+
+
 class WorkerFigures:
     """One worker's own figures, from every delta of it the master merged."""
 
@@ -72,7 +83,7 @@ class WorkerFigures:
     def add(self, delta: WireDelta) -> None:
         for wire in delta.groups.values():
             for name, span in wire.histograms.items():
-                if name.split("@", 1)[0] in CAUSE_METRICS:
+                if _is_cause_part(name):
                     self.causes.setdefault(name, GrowingSpan()).add(span)
             if (read_delay := wire.histograms.get("read_delay")) is not None:
                 self.read_delay.add(read_delay)
