@@ -61,8 +61,8 @@ MASTER_KEEPS_WINDOWS_S = 120.0  # the master tags no gaps: it keeps recent windo
 # The form of a worker's delta (``encode_delta`` inside ``pack_delta``). Raise it when
 # a change means a master could misread a delta of the previous form: then a master and a
 # worker of different versions refuse each other with a message instead of a wrong merge.
-# 4: ``tail_gaps`` (with causes) for ``worst_gaps``; 5: histograms as nonzero buckets
-# (``metrics.wire_delta``), read by the master without building a histogram per report
+# 4: ``tail_gaps`` (with causes) for ``worst_gaps``; 5: histograms as spans of buckets and
+# new tail gaps as columns (``metrics.wire_delta``), added without a histogram per report
 DELTA_FORMAT = 5
 
 

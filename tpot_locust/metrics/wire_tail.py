@@ -50,9 +50,6 @@ class WireTail:
                     for index in chosen]  # fmt: skip
         return gaps + [gap for gap in self.rows if floor is None or gap["ms"] > floor]
 
-    def __len__(self) -> int:
-        return len(self.columns[0]) if self.columns else len(self.rows)
-
 
 def unpack_tail(data: Any) -> WireTail:
     """Checked: bounded, columns as long as each other, every gap a finite ``ms`` >= 0."""
