@@ -4,7 +4,7 @@ Usage: python benchmarks/memory.py [--quick] [--tokens 500] [--gaps 1e5,1e6,1e7]
 
 Worker: one fresh process feeds synthetic finished requests (``RequestTimings`` with
 ``--tokens`` token events, log-normal gaps around 5 ms, two classes) through
-``Recorder.record`` and ships a delta (``take_interval`` + ``encode``) every 100 requests,
+``Recorder.record`` and ships a delta (``take_interval`` + ``encode_delta``) every 100 requests,
 as a worker does every second. Master: one fresh process decodes encoded deltas (a pool of
 real ones, two classes with all metrics) into a ``Collector`` and ticks it (totals, time
 series point; no interval log files) once per 4 deltas, as for 4 workers reporting each
@@ -80,6 +80,7 @@ def checkpoint_line(gaps: int, started: float) -> str:
 def worker_part(checkpoints: list[int], tokens: int) -> None:
     import tpot_locust.metrics.recorder
     from tpot_locust.metrics.recorder import Recorder
+    from tpot_locust.metrics.wire_delta import encode_delta
 
     tpot_locust.metrics.recorder.TAG_HOLD_S = 0.0  # see the module's docstring
 
@@ -97,14 +98,14 @@ def worker_part(checkpoints: list[int], tokens: int) -> None:
             gaps += tokens - 1
             index += 1
             if index % REPORT_EVERY == 0:
-                recorder.take_interval().encode()
-        recorder.take_interval(final=True).encode()
+                encode_delta(recorder.take_interval())
+        encode_delta(recorder.take_interval(final=True))
         print(checkpoint_line(gaps, started), flush=True)
 
 
 def master_part(checkpoints: list[int], tokens: int) -> None:
     from tpot_locust.metrics.collector import Collector
-    from tpot_locust.metrics.metric_set import MetricSet
+    from tpot_locust.metrics.wire_delta import decode_delta
 
     deltas = encoded_deltas(10, tokens, REPORT_EVERY)
     gaps_per_delta = REPORT_EVERY * (tokens - 1)
@@ -116,7 +117,7 @@ def master_part(checkpoints: list[int], tokens: int) -> None:
     started = time.perf_counter()
     for checkpoint in checkpoints:
         while merged * gaps_per_delta < checkpoint:
-            collector.add_delta(MetricSet.decode(deltas[merged % len(deltas)]))
+            collector.add_delta(decode_delta(deltas[merged % len(deltas)]))
             merged += 1
             if merged % 4 == 0:  # four workers' reports per tick
                 collector.tick(users=64)

@@ -1,17 +1,20 @@
 """Merge: the master's cost per worker report, and its CPU share for 100 workers.
 
-Usage: python benchmarks/merge.py [--quick] [--workers 100] [--seconds 10]
+Usage: python benchmarks/merge.py [--quick] [--workers 100] [--seconds 10] [--after 0]
                                   [--requests 100] [--tokens 250] [--classes 2]
 
-A report is what a worker ships each second: one encoded ``MetricSet`` delta (here
-``--requests`` finished requests of ``--tokens`` token events, ``--classes`` user classes,
-every metric present: ~25k token gaps, a worker near capacity), inside Locust's msgpack
-message. Per report the master unpacks the message, decodes the delta (``unpack_delta``:
-its format checked, then ``MetricSet.decode``) and adds it to its pending interval
-(``Collector.add_delta``); once a second it closes the interval (``Collector.tick``: add to
-totals, time-series point, interval histogram log). Each memory variant
-(``common.VARIANTS``: as a run does, and with the glibc mmap limit of an earlier
-workaround) runs in a fresh process. Columns:
+A report is what a worker ships each second: one encoded delta (``wire_delta.encode_delta``;
+here ``--requests`` finished requests of ``--tokens`` token events, ``--classes`` user
+classes, every metric present: ~25k token gaps, a worker near capacity), inside Locust's
+msgpack message, read as Locust's master reads it (``Message.unserialize``). ``--after S``:
+the reports of a worker S seconds into its run (its first ones ship its whole kept tail of
+gaps; later ones only the gaps new to it). Per report the master unpacks the message,
+decodes the delta (``unpack_delta``: its format checked, then ``decode_delta``) and merges
+it as ``MasterLink._merge`` does (the pending interval, and the worker's own loop health,
+read delays and per-cause ITL/TPOT; 20 workers in the timed loop, ``--workers`` in the CPU
+loop); once a second it closes the interval (``Collector.tick``: add to totals, time-series
+point, interval histogram log). Each memory variant (``common.VARIANTS``: as a run does,
+and with the glibc mmap limit of an earlier workaround) runs in a fresh process. Columns:
   unpack/decode/add  microseconds per report, median (p99 for the sum)
   tick               milliseconds per closed interval (20 reports in it)
   N workers          a loop of --seconds simulated seconds, each with N reports and one
@@ -27,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import msgpack
 import numpy as np
@@ -51,30 +55,45 @@ def timed_us(function, *args):
     return result, (time.perf_counter_ns() - started) / 1000
 
 
+def master_state(collector):
+    """What ``MasterLink._merge`` reads and fills: the collector and each worker's own
+    figures (before 2026-12-05: ``client_health``, ``causes_by_worker``, ``read_delays``)."""
+    return SimpleNamespace(collector=collector, by_worker={}, client_health={},
+                           causes_by_worker={}, read_delays={})  # fmt: skip
+
+
 def measure(args) -> dict:
     """One variant, in this (fresh) process."""
+    from locust.rpc.protocol import Message
+
     from tpot_locust.common.results_folder import ResultsFolder
-    from tpot_locust.harness.distributed import DELTA_FORMAT, DELTA_KEY, unpack_delta
+    from tpot_locust.harness.distributed import DELTA_FORMAT, DELTA_KEY, MasterLink, unpack_delta
     from tpot_locust.metrics.collector import Collector
 
     apply_variant(args.variant)
     classes = [f"class{i}" for i in range(args.classes)]
-    deltas = encoded_deltas(8, args.tokens, args.requests, classes)
+    deltas = encoded_deltas(8, args.tokens, args.requests, classes, after=args.after)
     # as a worker's report carries it (harness.distributed.pack_delta, from encoded sets)
     packed = [{"format": DELTA_FORMAT, "version": "bench", "metrics": d} for d in deltas]
-    messages = [msgpack.packb({"stats": {}, DELTA_KEY: p}) for p in packed]
+    messages = [Message("stats", {"stats": {}, DELTA_KEY: p}, "worker").serialize()
+                for p in packed]  # fmt: skip
+    groups = [group for d in deltas for group in d["groups"].values()]
     result: dict = {
         "bytes": float(np.mean([len(m) for m in messages])),
-        "histograms": sum(len(c["histograms"]) for c in deltas[0]["classes"].values()),
+        "tail_bytes": float(np.mean([len(msgpack.packb(g["tail_gaps"])) for g in groups]))
+        * len(classes),
+        "histograms": len(deltas[0]["histograms"]["names"]),
     }
     with tempfile.TemporaryDirectory(prefix="tpot-merge-") as folder:
         collector = Collector()
         collector.start(ResultsFolder(Path(folder)))
+        master = master_state(collector)
         steps: dict[str, list[float]] = {"unpack": [], "decode": [], "add": [], "tick": []}
         for number in range(REPORTS):
-            data, unpack_us = timed_us(msgpack.unpackb, messages[number % len(messages)])
+            message, unpack_us = timed_us(Message.unserialize, messages[number % len(messages)])
+            data = message.data
             delta, decode_us = timed_us(unpack_delta, "worker", data[DELTA_KEY])
-            _, add_us = timed_us(collector.add_delta, delta)
+            _, add_us = timed_us(MasterLink._merge, master, f"w{number % 20}", delta)
             steps["unpack"].append(unpack_us)
             steps["decode"].append(decode_us)
             steps["add"].append(add_us)
@@ -89,11 +108,13 @@ def measure(args) -> dict:
     with tempfile.TemporaryDirectory(prefix="tpot-merge-") as folder:
         collector = Collector()
         collector.start(ResultsFolder(Path(folder)))
+        master = master_state(collector)
         cpu0 = time.process_time()
         for second in range(args.seconds):
             for worker in range(args.workers):
-                data = msgpack.unpackb(messages[(second + worker) % len(messages)])
-                collector.add_delta(unpack_delta("worker", data[DELTA_KEY]))
+                data = Message.unserialize(messages[(second + worker) % len(messages)]).data
+                delta = unpack_delta("worker", data[DELTA_KEY])
+                MasterLink._merge(master, f"worker{worker}", delta)
             collector.tick(args.workers)
         result["cpu_share"] = (time.process_time() - cpu0) / args.seconds
         collector.close()
@@ -108,6 +129,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=100, help="requests per delta")
     parser.add_argument("--tokens", type=int, default=250, help="token events per request")
     parser.add_argument("--classes", type=int, default=2, help="user classes per delta")
+    parser.add_argument("--after", type=int, default=0,
+                        help="reports of a worker this many seconds into its run")  # fmt: skip
     parser.add_argument("--variant", choices=VARIANTS, help="(internal) measure one variant")
     args = parser.parse_args()
     if args.quick:
@@ -120,7 +143,7 @@ def main() -> None:
         command = [sys.executable, __file__, "--variant", variant, "--workers",
                    str(args.workers), "--seconds", str(args.seconds), "--requests",
                    str(args.requests), "--tokens", str(args.tokens), "--classes",
-                   str(args.classes)]  # fmt: skip
+                   str(args.classes), "--after", str(args.after)]  # fmt: skip
         output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
         rows.append((variant, json.loads(output.splitlines()[-1])))
     first = rows[0][1]
@@ -129,7 +152,8 @@ def main() -> None:
         [f"one delta: {args.requests} requests x {args.tokens} token events "
          f"({args.requests * (args.tokens - 1):,} gaps), {args.classes} classes, "
          f"{first['histograms']} histograms, {first['bytes']:,.0f} bytes as a msgpack "
-         f"message; {REPORTS} reports, a tick every 20"],
+         f"message ({first['tail_bytes']:,.0f} of them the new tail gaps), a worker "
+         f"{args.after} s into its run; {REPORTS} reports, a tick every 20"],
     )  # fmt: skip
     table = Table(["variant", "unpack us", "decode us", "add us", "report us", "report p99 us",
                    "tick ms", f"{args.workers} workers: CPU share", "RSS MB"])  # fmt: skip

@@ -12,6 +12,7 @@ import numpy as np
 
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.metrics.recorder import Recorder
+from tpot_locust.metrics.wire_delta import encode_delta
 
 
 def synthetic_timings(
@@ -31,19 +32,26 @@ def synthetic_timings(
 
 
 def encoded_deltas(
-    count: int, tokens: int, requests: int, classes: Sequence[str] = ("chat", "arrivals")
+    count: int,
+    tokens: int,
+    requests: int,
+    classes: Sequence[str] = ("chat", "arrivals"),
+    after: int = 0,
 ) -> list[dict[str, Any]]:
-    """``count`` real encoded deltas (what a worker ships), each of ``requests`` requests."""
+    """``count`` real encoded deltas (what a worker ships: ``wire_delta.encode_delta``),
+    each of ``requests`` requests; ``after``: those of a worker ``after`` intervals into its
+    run (its first reports ship its whole kept tail of gaps, later ones only the gaps new
+    to it)."""
     rng = np.random.default_rng(2)
     recorder = Recorder()
     deltas = []
-    for number in range(count):
+    for number in range(after + count):
         for index in range(requests):
             user_class = classes[index % len(classes)]
             timings = synthetic_timings(rng, number * requests + index, tokens, user_class)
             recorder.record(timings)
-        deltas.append(recorder.take_interval(final=True).encode())
-    return deltas
+        deltas.append(encode_delta(recorder.take_interval(final=True)))
+    return deltas[after:]
 
 
 # Memory handling variants (memory.py, merge.py), each applied once in a fresh process:

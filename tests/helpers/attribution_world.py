@@ -26,6 +26,7 @@ from tpot_locust.metrics.explaining import GapScale
 from tpot_locust.metrics.histograms import new_histogram, record_many
 from tpot_locust.metrics.metric_set import ClassMetrics, MetricSet
 from tpot_locust.metrics.recorder import PREFILL_AT_GAP, Recorder
+from tpot_locust.metrics.wire_delta import decode_delta, encode_delta
 from tpot_locust.report.attribution import (
     TAIL_PERCENTILES,
     attribution_summary,
@@ -123,7 +124,7 @@ def play(world: World, recorders: list[Recorder], route, tick_ns: int = 100 * MS
                     recorder.causes.apply_wire(batch)
             for recorder, total in zip(recorders, totals, strict=True):
                 delta = recorder.take_interval(final=True)
-                total.add(MetricSet.decode(delta.encode()))  # as shipped to the master
+                decode_delta(encode_delta(delta)).add_to(total)  # as shipped to the master
             continue
         for index in route(item):
             recorder = recorders[index]

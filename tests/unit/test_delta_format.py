@@ -24,7 +24,7 @@ def delta_with(ok: int) -> MetricSet:
 def test_a_delta_of_this_version_round_trips() -> None:
     packed = pack_delta(delta_with(3))
     assert packed["format"] == DELTA_FORMAT and packed["version"] == __version__
-    assert unpack_delta("w1", packed).classes["chat"].counters.ok == 3
+    assert unpack_delta("w1", packed).to_metric_set().classes["chat"].counters.ok == 3
 
 
 def test_an_older_or_newer_worker_is_refused_with_both_versions() -> None:

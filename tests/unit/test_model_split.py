@@ -102,7 +102,7 @@ def test_figures_are_kept_per_model_and_per_class_exactly_and_cross_workers() ->
     assert ttft.count == 9  # samples, not averages: the model's own histogram
     # a worker's delta carries the groups; the master's merge gives the same per model
     merged = MetricSet()
-    merged.add(unpack_delta("w1", pack_delta(totals)))
+    unpack_delta("w1", pack_delta(totals)).add_to(merged)
     assert {name: m.counters.ok for name, m in merged.by_model().items()} == {
         "lora-a": 9, "lora-b": 2}  # fmt: skip
     summary = build_summary(totals)

@@ -143,7 +143,7 @@ def test_the_counts_and_ttfat_merge_across_workers_through_the_delta() -> None:
     two = recorded(timings("b", cached=20, source="token"), timings("c"))
     totals = MetricSet()
     for delta in (one, two):
-        totals.add(unpack_delta("worker", pack_delta(delta)))
+        unpack_delta("worker", pack_delta(delta)).add_to(totals)
     counters = totals.classes["chat"].counters
     assert (counters.reasoning_tokens, counters.answer_tokens) == (2, 10)
     assert (counters.cached_prompt_tokens, counters.cache_reported_requests) == (80, 2)

@@ -3,6 +3,8 @@ process's floor never drops a gap of its running top."""
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -62,6 +64,43 @@ def test_merge_of_two_processes_tops_is_the_top_of_all() -> None:
     assert [gap["ms"] for gap in merge_tail(first, second)] == wanted
     assert [gap["ms"] for gap in merge_tail(second, first)] == wanted
     assert len(one) == TAIL_GAPS_KEPT
+
+
+def heap_merge(kept: list[dict], new: list[dict], size: int) -> list[dict]:
+    """``merge_tail`` as it was before issue 45 (a heap merge of both): the reference."""
+    if not new:
+        return kept
+    merged = heapq.merge(kept, sorted(new, key=lambda g: g["ms"], reverse=True),
+                         key=lambda g: g["ms"], reverse=True)  # fmt: skip
+    return [gap for gap, _ in zip(merged, range(size), strict=False)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(values_by_batch=st.lists(st.lists(st.integers(0, 30), max_size=80), max_size=10),
+       kept_size=st.integers(1, 60))  # fmt: skip
+def test_merge_keeps_the_same_gaps_in_the_same_order_as_a_heap_merge(
+    values_by_batch: list[list[int]], kept_size: int
+) -> None:
+    """Ties included (which of two equal gaps is kept, and in what order): the filter by
+    floor, the insertion of a few and the sort of many each keep what the heap merge kept."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tail_gaps, "TAIL_GAPS_KEPT", kept_size)
+        ours: list[dict] = []
+        theirs: list[dict] = []
+        for number, values in enumerate(values_by_batch):
+            batch = gaps_of(values, number)
+            ours, theirs = merge_tail(ours, batch), heap_merge(theirs, batch, kept_size)
+            assert [id(gap) for gap in ours] == [id(gap) for gap in theirs]
+
+
+def test_merge_at_the_real_size_ties_as_a_heap_merge() -> None:
+    rng = np.random.default_rng(5)
+    ours: list[dict] = []
+    theirs: list[dict] = []
+    for number, size in enumerate([300, 40, 900, 33, 2500, 5, 1200, 0, 64]):
+        batch = gaps_of(rng.integers(0, 50, size).tolist(), number)  # ties everywhere
+        ours, theirs = merge_tail(ours, batch), heap_merge(theirs, batch, TAIL_GAPS_KEPT)
+        assert [id(gap) for gap in ours] == [id(gap) for gap in theirs]
 
 
 def floor_run(values_by_batch: list[list[int]], kept_size: int) -> None:

@@ -31,13 +31,14 @@ from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.common.version import __version__
 from tpot_locust.harness.traffic import ProcessShare
-from tpot_locust.metrics.histograms import add_into, histogram_stats, new_histogram
-from tpot_locust.metrics.metric_set import CAUSE_METRICS, ClassMetrics, MetricSet
-from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_KEY, ClientHealth
+from tpot_locust.metrics.histograms import histogram_stats
+from tpot_locust.metrics.metric_set import MetricSet
+from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_KEY
+from tpot_locust.metrics.wire_delta import WireDelta, decode_delta, encode_delta
+from tpot_locust.metrics.worker_figures import WorkerFigures
 from tpot_locust.report.attribution import worker_shares
 
 if TYPE_CHECKING:
-    from hdrh.histogram import HdrHistogram
     from locust.env import Environment
 
     from tpot_locust.metrics.causes import CauseTimeline
@@ -57,10 +58,12 @@ MAX_WINDOWS_PER_MESSAGE = 100_000
 STOP_RUN = "tpot_stop_run"  # worker -> master: the run cannot measure anything (why)
 FLUSH_MARGIN_S = 10.0
 MASTER_KEEPS_WINDOWS_S = 120.0  # the master tags no gaps: it keeps recent windows only
-# The form of a worker's delta (``MetricSet.encode`` inside ``pack_delta``). Raise it when
+# The form of a worker's delta (``encode_delta`` inside ``pack_delta``). Raise it when
 # a change means a master could misread a delta of the previous form: then a master and a
 # worker of different versions refuse each other with a message instead of a wrong merge.
-DELTA_FORMAT = 4  # 4: ``tail_gaps`` (with causes) for ``worst_gaps``
+# 4: ``tail_gaps`` (with causes) for ``worst_gaps``; 5: histograms as spans of buckets and
+# new tail gaps as columns (``metrics.wire_delta``), added without a histogram per report
+DELTA_FORMAT = 5
 
 
 class DeltaFormatError(ValueError):
@@ -69,10 +72,10 @@ class DeltaFormatError(ValueError):
 
 def pack_delta(delta: MetricSet, cooperative: bool = False) -> dict[str, Any]:
     return {"format": DELTA_FORMAT, "version": __version__,
-            "metrics": delta.encode(cooperative=cooperative)}  # fmt: skip
+            "metrics": encode_delta(delta, cooperative=cooperative)}  # fmt: skip
 
 
-def unpack_delta(client_id: str, packed: Any) -> MetricSet:
+def unpack_delta(client_id: str, packed: Any) -> WireDelta:
     """The worker's delta, or ``DeltaFormatError`` naming both sides' versions (a delta
     without a format is the first one, before it was versioned)."""
     is_packed = isinstance(packed, dict) and "format" in packed
@@ -84,7 +87,7 @@ def unpack_delta(client_id: str, packed: Any) -> MetricSet:
             f"runs {__version__} (delta format {DELTA_FORMAT}): its metrics cannot be merged. "
             "Install the same tpot-locust version on the master and every worker"
         )
-    return MetricSet.decode(packed["metrics"])
+    return decode_delta(packed["metrics"])
 
 
 def _every(seconds: float, job: Callable[[], None]) -> None:
@@ -222,12 +225,10 @@ class MasterLink:
         self.seen: set[str] = set()
         self.finals: set[str] = set()
         self.refused: set[str] = set()  # workers of another version: nothing of theirs merged
-        # each worker's own read delays: one overloaded worker among many barely moves the
-        # merged histogram, so the report judges every worker by its own
-        self.read_delays: dict[str, HdrHistogram] = {}
-        self.client_health: dict[str, ClientHealth] = {}  # each worker's loop lag and stalls
-        # each worker's ITL/TPOT and their per-cause parts, all classes: its own attribution
-        self.causes_by_worker: dict[str, ClassMetrics] = {}
+        # each worker's own read delays (one overloaded worker among many barely moves the
+        # merged histogram, so the report judges every worker by its own), loop lag and
+        # stalls, and ITL/TPOT and their per-cause parts, all classes: its own attribution
+        self.by_worker: dict[str, WorkerFigures] = {}
         # each worker's window in token time, by the prefix of its request ids: the truth
         # check holds each request to the window of the process that measured it
         self.windows: dict[str, list[int]] = {}
@@ -240,9 +241,7 @@ class MasterLink:
     def reset(self) -> None:
         self.seen = {client.id for client in self.runner.clients.all}
         self.finals = set()
-        self.read_delays = {}
-        self.client_health = {}
-        self.causes_by_worker = {}
+        self.by_worker = {}
         self.windows = {}
 
     def send_plans(self, start_wall_ns: int, settings: list[str]) -> None:
@@ -304,19 +303,10 @@ class MasterLink:
             return
         self._merge(client_id, delta)
 
-    def _merge(self, client_id: str, delta: MetricSet) -> None:
+    def _merge(self, client_id: str, delta: WireDelta) -> None:
         delta.client.name_worker(client_id)
-        self.client_health.setdefault(client_id, ClientHealth()).add(delta.client)
         self.collector.add_delta(delta)
-        own = self.causes_by_worker.setdefault(client_id, ClassMetrics())
-        for metrics in delta.groups.values():
-            for name, histogram in metrics.histograms.items():
-                if name.split("@", 1)[0] in CAUSE_METRICS:
-                    add_into(own.histogram(name), histogram)
-            if (read_delay := metrics.histograms.get("read_delay")) is not None:
-                if client_id not in self.read_delays:
-                    self.read_delays[client_id] = new_histogram()
-                add_into(self.read_delays[client_id], read_delay)
+        self.by_worker.setdefault(client_id, WorkerFigures()).add(delta)
 
     def _alive(self) -> set[str]:
         return {c.id for c in self.runner.clients.all if c.state != STATE_MISSING}
@@ -346,35 +336,36 @@ class MasterLink:
         return sorted(self.seen - self._alive())
 
     def summary(self) -> dict[str, Any]:
+        workers = sorted(self.by_worker.items())
+        stalls, lag_max_ms, held_share = {}, {}, {}
+        for client_id, figures in workers:  # one histogram made at a time
+            own = figures.health()
+            stalls[client_id] = own.stalls
+            lag_max_ms[client_id] = histogram_stats(own.loop_lag, ()).max / 1000
+            if own.held_share is not None:
+                held_share[client_id] = round(own.held_share, 4)
+        read_delays = {client_id: histogram_stats(figures.read_delay.to_histogram(),
+                                                  (90.0, 99.0)).percentiles
+                       for client_id, figures in workers
+                       if figures.read_delay.total_count}  # fmt: skip
         return {
             "seen": len(self.seen),
             "reported_in_full": len(self.finals),
             "missing": self.missing(),
             **{
                 f"read_delay_p{percentile:g}_ms": {
-                    client_id: histogram_stats(histogram, (percentile,)).percentiles[percentile]
-                    / 1000
-                    for client_id, histogram in sorted(self.read_delays.items())
+                    client_id: percentiles[percentile] / 1000
+                    for client_id, percentiles in read_delays.items()
                 }
                 for percentile in (90.0, 99.0)
             },
-            "stalls": {
-                client_id: health.stalls for client_id, health in sorted(self.client_health.items())
-            },
-            "loop_lag_max_ms": {
-                client_id: histogram_stats(health.loop_lag, ()).max / 1000
-                for client_id, health in sorted(self.client_health.items())
-            },
-            "loop_held_share": {
-                client_id: round(health.held_share, 4)
-                for client_id, health in sorted(self.client_health.items())
-                if health.held_share is not None
-            },
+            "stalls": stalls,
+            "loop_lag_max_ms": lag_max_ms,
+            "loop_held_share": held_share,
             # each worker's own shares (its gaps, every process's windows): one whose tail
             # is its own (a slow client, a far network) stands apart here
             "attribution": {
-                client_id: worker_shares(metrics)
-                for client_id, metrics in sorted(self.causes_by_worker.items())
+                client_id: worker_shares(figures.cause_metrics()) for client_id, figures in workers
             },
         }
 

@@ -9,6 +9,7 @@ results read them without ever recording a request.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -145,6 +146,27 @@ class ClassCounters:
                 setattr(self, name, min(ours, theirs) if ours else theirs)
         self.last_token_wall_ns = max(self.last_token_wall_ns, other.last_token_wall_ns)
 
+    def add_fields(self, data: Mapping[str, Any]) -> None:
+        """``add`` of counters in their encoded form (``to_dict``), which may leave out
+        fields that are 0 or empty (a worker's delta: most of its ~70 are) and may have
+        fields this version does not know (ignored); the values are checked already. The
+        master's path; ``add`` stays field by field, the reference its test holds it to."""
+        for name, value in data.items():
+            rule = _MERGE_RULES.get(name)
+            if rule is _SUM:
+                setattr(self, name, getattr(self, name) + value)
+            elif rule is _LARGEST:
+                setattr(self, name, max(getattr(self, name), value))
+            elif rule is _EARLIEST:  # 0: none yet
+                if value:
+                    ours = getattr(self, name)
+                    setattr(self, name, min(ours, value) if ours else value)
+            elif name == "interrupted_ids":
+                room = MAX_INTERRUPTED_IDS - len(self.interrupted_ids)
+                self.interrupted_ids.extend(value[: max(room, 0)])
+            elif name == "errors":
+                self.errors.update(value)
+
     def arrival_clocks(self) -> dict[str, int]:
         """Requests per clock their tokens were stamped on, the clocks seen only."""
         counts = {clock: getattr(self, ARRIVAL_CLOCK_COUNTERS[clock]) for clock in ARRIVAL_CLOCKS}
@@ -183,6 +205,14 @@ _SUMMED_COUNTERS = tuple(
     f.name for f in fields(ClassCounters)
     if f.type == "int" and not f.name.endswith(("_wall_ns", "_max"))
 )  # fmt: skip
+# How each int counter merges: summed; the largest (``_max``es and the last token's wall
+# time); the earliest that is not 0 (the first send, the first gap)
+_SUM, _LARGEST, _EARLIEST = "sum", "largest", "earliest"
+_MERGE_RULES = (
+    dict.fromkeys(_SUMMED_COUNTERS, _SUM)
+    | dict.fromkeys((*_MAX_COUNTERS, "last_token_wall_ns"), _LARGEST)
+    | dict.fromkeys(("first_send_wall_ns", "first_gap_wall_ns"), _EARLIEST)
+)
 
 
 @dataclass

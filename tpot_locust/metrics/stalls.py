@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import uuid
 from array import array
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,8 @@ STALLS_KEY = "client_stalls"  # a worker audit's stall windows (common.results_f
 # stall windows of the process that measured it (as the truth check does).
 PROCESS_TAG = uuid.uuid4().hex[:4]
 WORST_STALLS_KEPT = 10
+# ``ClientHealth``'s counts that add (all but the lag histogram and the worst stalls)
+CLIENT_SCALARS = ("stalls", "stalled_ns", "watched_ns", "gc_stalls", "gc_stalled_ns")
 # Held in stalls more than this share of the time, a loop is saturated (``client.busy``).
 # Measured here: a loop held 6 ms in every 10 (an overloaded worker) 0.65-0.69; a quiet
 # quickstart 0.004; 64 streams x 2 ms 0.08 (0.24 in 40 ms batches, each batch over 2 ms
@@ -163,6 +166,14 @@ class ClientHealth:
         self.gc_stalled_ns += other.gc_stalled_ns
         if other.worst_stalls:
             self._keep_worst([dict(stall) for stall in other.worst_stalls])
+
+    def add_scalars(self, scalars: Mapping[str, int], worst_stalls: list[dict[str, Any]]) -> None:
+        """``add`` but for the lag histogram: a master adds a worker's lags as buckets
+        (``wire_delta``); ``add`` stays the reference its test holds it to."""
+        for name in CLIENT_SCALARS:
+            setattr(self, name, getattr(self, name) + scalars[name])
+        if worst_stalls:
+            self._keep_worst([dict(stall) for stall in worst_stalls])
 
     def encode(self) -> dict[str, Any]:
         loop_lag = self.loop_lag.encode().decode("ascii") if self.loop_lag.total_count else None
