@@ -38,7 +38,7 @@ except ImportError:
 # with each stream's greenlet reading its socket instead of the event loop's callback
 # (loop_reads.ENABLED = False: how it was before); ours-batched: ours with the bodies read
 # once every 10 ms (TPOT_LOCUST_READ_BATCH_MS=10); ours-batched-N: every N ms; ours-at-once:
-# each ready socket read at once (TPOT_LOCUST_READ_BATCH_MS=0; ours reads in 20 ms batches
+# each ready socket read at once (TPOT_LOCUST_READ_BATCH_MS=0; ours reads in 40 ms batches
 # by default since issue 45)
 MODES = ("ours", "ours-kernel", "ours-user", "ours-greenlet", "ours-batched", "ours-at-once",
          "baseline")  # fmt: skip

@@ -256,9 +256,10 @@ def test_worker_host_killed_mid_run(tmp_path: Path) -> None:
     dead, survivor_id = ids["w0"], ids["w1"]
     assert code == 1, seen
     assert summary["complete"] is False
-    assert summary["workers"]["missing"] == [dead], seen
+    (missing,) = summary["workers"]["missing"]  # named by its host and index
+    assert summary["workers"]["ids"][missing] == dead, seen
     assert summary["workers"]["reported_in_full"] == 1
-    assert f"INCOMPLETE RUN: no final report from worker(s) {dead}" in output, seen
+    assert f"INCOMPLETE RUN: no final report from worker(s) {missing}" in output, seen
     found = audits(out)
     assert list(found) == [survivor_id]  # the dead host wrote nothing at the end
     survivor = found[survivor_id]
@@ -271,7 +272,7 @@ def test_worker_host_killed_mid_run(tmp_path: Path) -> None:
     assert len(dead_prefixes) == 1, dead_prefixes
     dead_truth = window_truth_gaps(truth, [0, 2**63 - 1], dead_prefixes.pop())
     assert 0 < kept <= dead_truth, (kept, dead_truth)
-    assert dead in summary["workers"]["read_delay_p99_ms"]
+    assert missing in summary["workers"]["read_delay_p99_ms"]
 
 
 def test_server_reachable_from_some_workers_only(tmp_path: Path) -> None:

@@ -251,7 +251,7 @@ def test_bodies_are_read_in_batches_by_default(monkeypatch: pytest.MonkeyPatch) 
     (timings,) = run_on_one_connection([stream(tokens(30, 0.002))])
     assert timings.ok, timings.error_message
     assert timings.read_in_batches
-    assert loop_reads.read_batch_period_s() == pytest.approx(0.02)
+    assert loop_reads.read_batch_period_s() == pytest.approx(0.04)
 
 
 @needs_tap
@@ -321,7 +321,7 @@ def test_a_batch_is_done_in_slices_that_leave_the_loop_free(
 
 
 @pytest.mark.parametrize(
-    ("value", "period_s"), [("", 0.02), ("0", 0.0), (" 2.5 ", 0.0025), ("10", 0.01)]
+    ("value", "period_s"), [("", 0.04), ("0", 0.0), (" 2.5 ", 0.0025), ("10", 0.01)]
 )
 def test_the_read_batch_is_read_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, value: str, period_s: float

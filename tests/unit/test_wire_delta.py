@@ -103,7 +103,18 @@ def a_master(folder: Path) -> SimpleNamespace:
     collector = Collector()
     collector.start(ResultsFolder(folder))
     return SimpleNamespace(collector=collector, by_worker={}, client_health={},
-                           causes_by_worker={}, read_delays={})  # fmt: skip
+                           causes_by_worker={}, read_delays={}, names=KeptNames())  # fmt: skip
+
+
+class KeptNames:
+    """The master's worker names, each worker's id kept as its name (the reference has no
+    names: ``worker_names`` is tested on its own)."""
+
+    def __call__(self, client_id: str) -> str:
+        return client_id
+
+    def ids(self) -> dict[str, str]:
+        return {}
 
 
 def same_histogram(ours: HdrHistogram, theirs: HdrHistogram, where: str) -> None:
@@ -199,7 +210,7 @@ def test_each_workers_own_figures_are_as_they_were(tmp_path: Path) -> None:
     fast.seen, fast.finals, fast.missing = set(), set(), list
     summary = MasterLink.summary(fast)  # type: ignore[arg-type]
     assert {
-        k: v for k, v in summary.items() if k not in ("seen", "reported_in_full", "missing")
+        k: v for k, v in summary.items() if k not in ("seen", "reported_in_full", "missing", "ids")
     } == old_summary(slow)
     assert summary["attribution"]["w1"] and summary["read_delay_p99_ms"]["w2"] > 0
 

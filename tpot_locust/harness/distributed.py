@@ -31,6 +31,7 @@ from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.common.version import __version__
 from tpot_locust.harness.traffic import ProcessShare
+from tpot_locust.harness.worker_names import WorkerNames
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_KEY
@@ -229,6 +230,7 @@ class MasterLink:
         # merged histogram, so the report judges every worker by its own), loop lag and
         # stalls, and ITL/TPOT and their per-cause parts, all classes: its own attribution
         self.by_worker: dict[str, WorkerFigures] = {}
+        self.names = WorkerNames()  # host#index a worker, kept for the session
         # each worker's window in token time, by the prefix of its request ids: the truth
         # check holds each request to the window of the process that measured it
         self.windows: dict[str, list[int]] = {}
@@ -304,7 +306,7 @@ class MasterLink:
         self._merge(client_id, delta)
 
     def _merge(self, client_id: str, delta: WireDelta) -> None:
-        delta.client.name_worker(client_id)
+        delta.client.name_worker(self.names(client_id))
         self.collector.add_delta(delta)
         self.by_worker.setdefault(client_id, WorkerFigures()).add(delta)
 
@@ -327,16 +329,18 @@ class MasterLink:
             logger.warning("tpot-locust: no final report from worker(s): %s", ", ".join(missing))
 
     def missing(self) -> list[str]:
-        """Workers whose final report never came: the lost ones, once a test stopped."""
-        return sorted(self.seen - self.finals)
+        """Workers whose final report never came: the lost ones, once a test stopped (by
+        name, ``worker_names``)."""
+        return sorted(self.names(client_id) for client_id in self.seen - self.finals)
 
     def unreachable(self) -> list[str]:
         """Workers lost as a test runs: seen, but missing from Locust's heartbeats now (a
         worker whose final report is still to come is not lost)."""
-        return sorted(self.seen - self._alive())
+        return sorted(self.names(client_id) for client_id in self.seen - self._alive())
 
     def summary(self) -> dict[str, Any]:
-        workers = sorted(self.by_worker.items())
+        workers = sorted((self.names(client_id), figures)
+                         for client_id, figures in self.by_worker.items())  # fmt: skip
         stalls, lag_max_ms, held_share = {}, {}, {}
         for client_id, figures in workers:  # one histogram made at a time
             own = figures.health()
@@ -367,6 +371,7 @@ class MasterLink:
             "attribution": {
                 client_id: worker_shares(figures.cause_metrics()) for client_id, figures in workers
             },
+            "ids": self.names.ids(),  # each name's Locust client id
         }
 
 

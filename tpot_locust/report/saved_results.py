@@ -262,7 +262,8 @@ _WORKERS = record(
     {"seen": integer(), "reported_in_full": integer(), "missing": list_of(text(1000)),
      "read_delay_p90_ms": mapping(_NUMBER0), "read_delay_p99_ms": mapping(_NUMBER0),
      "stalls": mapping(integer()),
-     "loop_lag_max_ms": mapping(_NUMBER0), "loop_held_share": mapping(number(0.0, 1.0))},
+     "loop_lag_max_ms": mapping(_NUMBER0), "loop_held_share": mapping(number(0.0, 1.0)),
+     "ids": mapping(text(1000))},
     required=("seen", "reported_in_full", "missing"),
 )  # fmt: skip
 _SPAN = list_of(number(), 2)

@@ -160,6 +160,7 @@ class Workers(TypedDict, total=False):
     loop_lag_max_ms: dict[str, float]
     loop_held_share: dict[str, float]  # per worker: what ``! busy workers`` also judges
     attribution: dict[str, Any]  # each worker's own cause shares
+    ids: dict[str, str]  # each worker's name (host#index) -> its Locust client id
 
 
 class ClassSummary(TypedDict, total=False):

@@ -35,7 +35,7 @@ from tpot_locust.scenario.model import Scenario, TrafficClass
 #   p99 stayed within 0.5 ms of the server's true gaps up to 47k events/s at 2 ms gaps and
 #   38k at 5 ms (31.6k and 12.7k with the loop's lag also under 1 ms); a real Locust worker
 #   at 31.7k was +0.06 ms, at 62.9k +2.1 ms (scaling.py);
-# - segment (where the tap opens; bodies read in 20 ms batches, the default), from
+# - segment (where the tap opens; bodies read in 40 ms batches, the default), from
 #   ``benchmarks/stamp_cost.py``: one pinned core read 118-124k events/s at 256 streams x
 #   2 ms (the simulator's limit, not ours) with TPOT p99 and max exact.
 # Rounded down; raise them when the benchmarks show a faster path.

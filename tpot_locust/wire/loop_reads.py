@@ -15,12 +15,13 @@ streams x 2 ms, where reads hold several events, one core read 88k events/s inst
 (benchmarks/README.md, stamp_cost).
 
 Where every segment is stamped by the tap (the ``segment`` clock), a read may come late
-without moving a stamp, so bodies are read in batches (``TPOT_LOCUST_READ_BATCH_MS``, 20 by
+without moving a stamp, so bodies are read in batches (``TPOT_LOCUST_READ_BATCH_MS``, 40 by
 default; 0: each socket read as soon as it is ready): after a body's first read (its first
 token noticed as it comes), one timer every that many ms reads once each body's socket the
 tap saw data come to (again while a read fills its buffer; a quiet one every
 ``_QUIET_READ_S``), several events a read: no wake-up and no callback per event (CPU per
-token event at 64 streams x 2 ms about the raw floor's with 20 ms batches, against 1.5-2x
+token event at 64 and 256 streams x 2 ms 0.8x the raw floor's with 40 ms batches, ~1.05x
+with 20 ms, against 1.2-2x
 read at once: benchmarks/README.md, stamp_cost). A body's end is heard by the end watch
 (``end_watch``: a packet socket that hears only segments that end a body) and read at once,
 so a closed-loop user sends its next request as early as reading at once lets it; a body
@@ -66,7 +67,7 @@ _QUIET_READ_NS = int(_QUIET_READ_S * 1e9)
 _SLICE_S = 0.001
 _SLICE_NS = int(_SLICE_S * 1e9)
 _SLICE_COPIES = 384
-DEFAULT_READ_BATCH_MS = 20.0
+DEFAULT_READ_BATCH_MS = 40.0
 MAX_READ_BATCH_MS = 1000.0
 
 
