@@ -7,6 +7,7 @@ from gevent import monkey
 
 monkey.patch_all()  # as in a Locust worker: the loop reader needs gevent's sockets
 
+import dataclasses  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
 from contextlib import contextmanager  # noqa: E402
@@ -294,6 +295,27 @@ def test_a_deadline_counts_what_waits_for_its_batch() -> None:
         (timings,) = run_on_one_connection([script], idle_timeout=0.3)
     assert timings.ok, timings.error_message
     assert len(timings.token_stamps) == 4
+
+
+@needs_tap
+def test_a_body_cut_by_its_users_stop_keeps_what_came_before_its_batch() -> None:
+    """Read in 0.5 s batches, a stream cut 0.3 s in (its user stopped, as at the end of a
+    run) keeps the ~25 tokens that had arrived, not only its first read's: what came
+    inside the window counts whether or not a batch had read it yet."""
+    cut: list[RequestTimings] = []
+    script = stream(tokens(60, 0.01, start_s=0.05))
+    with read_in_batches(0.5), scripted_server([script]) as url:
+        connection = HTTPConnection(Origin.parse(url))
+        streaming = dataclasses.replace(request(), on_cut=cut.append)
+        reader = gevent.spawn(stream_request, connection, streaming)
+        gevent.sleep(0.3)
+        reader.kill()
+        connection.close()
+    (timings,) = cut
+    assert 20 <= len(timings.token_stamps) <= 30, len(timings.token_stamps)
+    writes = script.write_ns[1 : 1 + len(timings.token_stamps)]
+    lateness_ms = [(s - w) / 1e6 for s, w in zip(timings.token_stamps, writes, strict=True)]
+    assert max(lateness_ms) < 5, lateness_ms  # each its own arrival, not the cut's
 
 
 @needs_tap

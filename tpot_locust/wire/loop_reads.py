@@ -156,6 +156,8 @@ class _LoopRead:
         try:
             self._waiter.get()
         finally:
+            if not self._ended and self._response.connection.stamps_each_segment:
+                self._read_what_came()
             self._stop()
             if not self._response.complete and self._failure is None:
                 # cut off (the user was stopped): the rest of the body is never read
@@ -193,6 +195,15 @@ class _LoopRead:
             self._failure = error
         self._end()
         return False
+
+    def _read_what_came(self) -> None:
+        """The body is cut (its user stopped) while its data may wait for a batch: what
+        came counts, as reading at once would have read it (its stamps are the tap's, so
+        gaps that arrived inside the run's window are measured, every one)."""
+        now_ns = time.perf_counter_ns()
+        for _ in range(_FULL_READS_PER_TICK):
+            if self._ended or not self._on_readable((now_ns, now_ns)):
+                break
 
     def _to_batches(self) -> None:
         """After the first read: the rest is read by the batcher, its end heard."""
