@@ -41,9 +41,7 @@ from gevent import monkey
 monkey.patch_all()
 
 from clients import MODES  # noqa: E402
-from common import (  # noqa: E402
-    run_case,
-)
+from common import run_case  # noqa: E402
 from output import (  # noqa: E402
     Table,
     add_load_arguments,
@@ -54,10 +52,7 @@ from output import (  # noqa: E402
     print_header,
     signed_ms,
 )
-from probes import (  # noqa: E402
-    pinning_note,
-    set_pinning,
-)
+from probes import pinning_note, set_pinning  # noqa: E402
 
 
 def main() -> None:
@@ -82,24 +77,66 @@ def main() -> None:
             parser.error(f"unknown mode(s) {', '.join(sorted(unknown))}")
     print_header(
         "accuracy: measured vs true TPOT, one client process",
-        [f"server {args.server}, {args.seconds:g} s per case, TTFT 5 ms (engine: one step), "
-         f"requests of {args.tokens} tokens back to back, one token per event; 'S' = "
-         "simulator-bound", pinning_note()],
-    )  # fmt: skip
-    table = Table(["gap ms", "streams", "mode", "events/s", "TPOT p50 meas/true", "err",
-                   "p99 meas/true", "err", "p99.9 meas/true", "err", "coal. ours|truth",
-                   "lag p99 ms timer / io", "read delay p99", "CPU %", "wait %", "us/ev",
-                   "sim"])  # fmt: skip
+        [
+            f"server {args.server}, {args.seconds:g} s per case, TTFT 5 ms (engine: one step), "
+            f"requests of {args.tokens} tokens back to back, one token per event; 'S' = "
+            "simulator-bound",
+            pinning_note(),
+        ],
+    )
+    table = Table(
+        [
+            "gap ms",
+            "streams",
+            "mode",
+            "events/s",
+            "TPOT p50 meas/true",
+            "err",
+            "p99 meas/true",
+            "err",
+            "p99.9 meas/true",
+            "err",
+            "coal. ours|truth",
+            "lag p99 ms timer / io",
+            "read delay p99",
+            "CPU %",
+            "wait %",
+            "us/ev",
+            "sim",
+        ]
+    )
     idle = run_case(gap_ms=1, streams=0, tokens=1, duration_s=min(args.seconds, 3))
-    table.row("-", 0, "idle", "-", "-", "-", "-", "-", "-", "-", "-",
-              idle.lag_cell, "-", f"{idle.cpu_percent:.0f}", f"{idle.wait_percent:.0f}",
-              "-", "-")  # fmt: skip
+    table.row(
+        "-",
+        0,
+        "idle",
+        "-",
+        "-",
+        "-",
+        "-",
+        "-",
+        "-",
+        "-",
+        "-",
+        idle.lag_cell,
+        "-",
+        f"{idle.cpu_percent:.0f}",
+        f"{idle.wait_percent:.0f}",
+        "-",
+        "-",
+    )
     for gap in parse_list(args.gaps, float):
         for streams in parse_list(args.streams):
             for mode in modes_run:
-                case = run_case(gap_ms=gap, streams=streams, tokens=args.tokens,
-                                duration_s=args.seconds, mode=mode, server=args.server,
-                                fixed_length=args.fixed_length)  # fmt: skip
+                case = run_case(
+                    gap_ms=gap,
+                    streams=streams,
+                    tokens=args.tokens,
+                    duration_s=args.seconds,
+                    mode=mode,
+                    server=args.server,
+                    fixed_length=args.fixed_length,
+                )
                 measured, true, error = case.measured_ms, case.true_ms, case.error_ms
                 cells = []
                 for p in (50.0, 99.0, 99.9):
@@ -109,11 +146,20 @@ def main() -> None:
                 read_delay = "-" if delay is None else f"{delay:.3f}"
                 if case.unmatched:
                     sim += f" ({case.unmatched} unmatched)"
-                table.row(f"{gap:g}", streams, mode, f"{case.events_per_s:,.0f}", *cells,
-                          f"{percent(case.coalesced)} \\| {percent(case.true_coalesced)}",
-                          case.lag_cell, read_delay, f"{case.cpu_percent:.0f}",
-                          f"{case.wait_percent:.0f}", f"{case.net_us_per_event(idle):.1f}",
-                          sim)  # fmt: skip
+                table.row(
+                    f"{gap:g}",
+                    streams,
+                    mode,
+                    f"{case.events_per_s:,.0f}",
+                    *cells,
+                    f"{percent(case.coalesced)} \\| {percent(case.true_coalesced)}",
+                    case.lag_cell,
+                    read_delay,
+                    f"{case.cpu_percent:.0f}",
+                    f"{case.wait_percent:.0f}",
+                    f"{case.net_us_per_event(idle):.1f}",
+                    sim,
+                )
 
 
 if __name__ == "__main__":

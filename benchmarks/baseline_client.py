@@ -84,8 +84,9 @@ class BaselineClient:
             return Sent(request.request_id, False, 0, None, 0)
 
     def _request(self, connection: HTTPConnection, request: StreamRequest) -> Sent:
-        deadline = Deadline(request.first_token_timeout, request.idle_timeout,
-                            request.total_timeout)  # fmt: skip
+        deadline = Deadline(
+            request.first_token_timeout, request.idle_timeout, request.total_timeout
+        )
         response, t_send = connection.request(
             "POST", request.path, request.headers, request.body, deadline
         )

@@ -35,10 +35,7 @@ from gevent import monkey
 monkey.patch_all()
 
 from clients import MODES  # noqa: E402
-from common import (  # noqa: E402
-    Case,
-    run_case,
-)
+from common import Case, run_case  # noqa: E402
 from output import (  # noqa: E402
     Table,
     add_load_arguments,
@@ -49,10 +46,7 @@ from output import (  # noqa: E402
     print_header,
     signed_ms,
 )
-from probes import (  # noqa: E402
-    pinning_note,
-    set_pinning,
-)
+from probes import pinning_note, set_pinning  # noqa: E402
 
 P99_ERROR_LIMIT_MS = 0.5
 LAG_LIMIT_MS = 1.0
@@ -65,8 +59,10 @@ def lag_ms(case: Case, lag: str) -> float:
 
 def holds(case: Case, lag: str, error_floor_ms: float = 0.0, lag_floor_ms: float = 0.0) -> bool:
     """Both limits hold, above the given floors (0: the strict limits)."""
-    return (abs(case.error_ms[99.0]) < error_floor_ms + P99_ERROR_LIMIT_MS
-            and lag_ms(case, lag) < lag_floor_ms + LAG_LIMIT_MS)  # fmt: skip
+    return (
+        abs(case.error_ms[99.0]) < error_floor_ms + P99_ERROR_LIMIT_MS
+        and lag_ms(case, lag) < lag_floor_ms + LAG_LIMIT_MS
+    )
 
 
 def saturated(case: Case) -> bool:
@@ -94,34 +90,67 @@ def main() -> None:
     mode = args.mode or ("baseline" if args.baseline else "ours")
     print_header(
         f"capacity: token events/s one client process holds ({mode})",
-        [f"server {args.server}; holds: |TPOT p99 error| < {P99_ERROR_LIMIT_MS} ms and "
-         f"{args.lag} lag p99 < {LAG_LIMIT_MS} ms; {args.seconds:g} s per step; "
-         "'S' = simulator-bound", pinning_note()],
-    )  # fmt: skip
+        [
+            f"server {args.server}; holds: |TPOT p99 error| < {P99_ERROR_LIMIT_MS} ms and "
+            f"{args.lag} lag p99 < {LAG_LIMIT_MS} ms; {args.seconds:g} s per step; "
+            "'S' = simulator-bound",
+            pinning_note(),
+        ],
+    )
     idle = run_case(gap_ms=1, streams=0, tokens=1, duration_s=min(args.seconds, 3))
-    print(f"Idle lag p99 timer / io (the machine's floor): {idle.lag_cell} ms, "
-          f"client CPU {idle.cpu_percent:.0f}% (the probes)\n")  # fmt: skip
-    table = Table(["gap ms", "streams", "asked/s", "events/s", "p99 meas/true", "err",
-                   "coal. ours|truth", "lag p99 ms timer / io", "CPU %", "wait %", "us/ev", "sim",
-                   "holds"])  # fmt: skip
+    print(
+        f"Idle lag p99 timer / io (the machine's floor): {idle.lag_cell} ms, "
+        f"client CPU {idle.cpu_percent:.0f}% (the probes)\n"
+    )
+    table = Table(
+        [
+            "gap ms",
+            "streams",
+            "asked/s",
+            "events/s",
+            "p99 meas/true",
+            "err",
+            "coal. ours|truth",
+            "lag p99 ms timer / io",
+            "CPU %",
+            "wait %",
+            "us/ev",
+            "sim",
+            "holds",
+        ]
+    )
     summaries = []
     for gap in parse_list(args.gaps, float):
         cases: list[Case] = []
         full = 0
         for streams in parse_list(args.streams):
-            case = run_case(gap_ms=gap, streams=streams, tokens=args.tokens,
-                            duration_s=args.seconds, mode=mode, server=args.server,
-                            fixed_length=args.fixed_length)  # fmt: skip
+            case = run_case(
+                gap_ms=gap,
+                streams=streams,
+                tokens=args.tokens,
+                duration_s=args.seconds,
+                mode=mode,
+                server=args.server,
+                fixed_length=args.fixed_length,
+            )
             cases.append(case)
             ok = holds(case, args.lag)
             measured, true = case.measured_ms[99.0], case.true_ms[99.0]
-            table.row(f"{gap:g}", streams, f"{streams * 1000 / gap:,.0f}",
-                      f"{case.events_per_s:,.0f}", f"{ms(measured)} / {ms(true)}",
-                      signed_ms(case.error_ms[99.0]),
-                      f"{percent(case.coalesced)} \\| {percent(case.true_coalesced)}",
-                      case.lag_cell, f"{case.cpu_percent:.0f}",
-                      f"{case.wait_percent:.0f}", f"{case.net_us_per_event(idle):.1f}",
-                      case.sim_cell, "yes" if ok else "no")  # fmt: skip
+            table.row(
+                f"{gap:g}",
+                streams,
+                f"{streams * 1000 / gap:,.0f}",
+                f"{case.events_per_s:,.0f}",
+                f"{ms(measured)} / {ms(true)}",
+                signed_ms(case.error_ms[99.0]),
+                f"{percent(case.coalesced)} \\| {percent(case.true_coalesced)}",
+                case.lag_cell,
+                f"{case.cpu_percent:.0f}",
+                f"{case.wait_percent:.0f}",
+                f"{case.net_us_per_event(idle):.1f}",
+                case.sim_cell,
+                "yes" if ok else "no",
+            )
             full = full + 1 if saturated(case) else 0
             if full >= 2:
                 break
@@ -134,10 +163,13 @@ def main() -> None:
         error_floor, lag_floor = abs(floor.error_ms[99.0]), lag_ms(idle, args.lag)
         for label, floors in (
             ("strict", (0.0, 0.0)),
-            (f"above this machine's floor (error {error_floor:.3f} ms at {floor.streams} "
-             f"streams, idle lag {lag_floor:.3f} ms)", (error_floor, lag_floor)),
+            (
+                f"above this machine's floor (error {error_floor:.3f} ms at {floor.streams} "
+                f"streams, idle lag {lag_floor:.3f} ms)",
+                (error_floor, lag_floor),
+            ),
             ("error alone (any lag: kernel stamps do not suffer it)", (0.0, math.inf)),
-        ):  # fmt: skip
+        ):
             held = [c for c in cases if holds(c, args.lag, *floors)]
             if not held:
                 print(f"gap {gap:g} ms, {label}: no step held")
@@ -145,10 +177,12 @@ def main() -> None:
             best = max(held, key=lambda c: c.events_per_s)
             us = best.net_us_per_event(idle)
             bound = ">= " if best.sim_bound else ""
-            print(f"gap {gap:g} ms, {label}: {bound}{best.events_per_s:,.0f} token events/s "
-                  f"held ({best.streams} streams), {us:.1f} CPU us per event (a whole core "
-                  f"at that cost: {1e6 / us:,.0f} events/s)"
-                  + (", simulator-bound" if best.sim_bound else ""))  # fmt: skip
+            print(
+                f"gap {gap:g} ms, {label}: {bound}{best.events_per_s:,.0f} token events/s "
+                f"held ({best.streams} streams), {us:.1f} CPU us per event (a whole core "
+                f"at that cost: {1e6 / us:,.0f} events/s)"
+                + (", simulator-bound" if best.sim_bound else "")
+            )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,15 @@ except ImportError:
 # once every 10 ms (TPOT_LOCUST_READ_BATCH_MS=10); ours-batched-N: every N ms; ours-at-once:
 # each ready socket read at once (TPOT_LOCUST_READ_BATCH_MS=0; ours reads in 40 ms batches
 # by default since issue 45)
-MODES = ("ours", "ours-kernel", "ours-user", "ours-greenlet", "ours-batched", "ours-at-once",
-         "baseline")  # fmt: skip
+MODES = (
+    "ours",
+    "ours-kernel",
+    "ours-user",
+    "ours-greenlet",
+    "ours-batched",
+    "ours-at-once",
+    "baseline",
+)
 BATCHED_READ_S = 0.01
 _CLOCKS = {"ours-kernel": KERNEL_CLOCK, "ours-user": USER_CLOCK}
 
@@ -93,8 +100,14 @@ class OursClient:
             window.end(timings.token_stamps[0] if timings.token_stamps else None)
         self.recorder.record(timings)
         stamps = timings.token_stamps
-        return Sent(request.request_id, timings.ok, timings.t_send_ns,
-                    stamps[0] if stamps else None, len(stamps), stamps=stamps)  # fmt: skip
+        return Sent(
+            request.request_id,
+            timings.ok,
+            timings.t_send_ns,
+            stamps[0] if stamps else None,
+            len(stamps),
+            stamps=stamps,
+        )
 
     def report(self, final: bool = False) -> None:
         delta = self.recorder.take_interval(final=final)
@@ -131,13 +144,25 @@ def make_client(mode: str) -> Client:
 
 
 def chat_request(request_id: str, tokens: int, prompt_words: int = 32) -> StreamRequest:
-    body = {"model": "tpot-sim", "stream": True, "max_tokens": tokens, "min_tokens": tokens,
-            "ignore_eos": True, "stream_options": {"include_usage": True},
-            "messages": [{"role": "user", "content": "hello " * prompt_words}]}  # fmt: skip
+    body = {
+        "model": "tpot-sim",
+        "stream": True,
+        "max_tokens": tokens,
+        "min_tokens": tokens,
+        "ignore_eos": True,
+        "stream_options": {"include_usage": True},
+        "messages": [{"role": "user", "content": "hello " * prompt_words}],
+    }
     return StreamRequest(
-        user_class="bench", api="chat", request_id=request_id, path="/v1/chat/completions",
+        user_class="bench",
+        api="chat",
+        request_id=request_id,
+        path="/v1/chat/completions",
         headers={"Content-Type": "application/json", "X-Request-Id": request_id},
-        body=json.dumps(body).encode(), prompt_tokens_requested=prompt_words,
-        first_token_timeout=60, idle_timeout=60, total_timeout=600,
+        body=json.dumps(body).encode(),
+        prompt_tokens_requested=prompt_words,
+        first_token_timeout=60,
+        idle_timeout=60,
+        total_timeout=600,
         t_intended_ns=time.perf_counter_ns(),
-    )  # fmt: skip
+    )

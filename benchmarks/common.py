@@ -39,12 +39,7 @@ from probes import HubLagProbe, IOLagProbe, pin_other, sched_s
 
 import tpot_locust.harness  # noqa: F401  (aggregation yields to gevent's loop)
 from tpot_locust.common.timings import to_us
-from tpot_locust.metrics.histograms import (
-    count_below,
-    histogram_stats,
-    new_histogram,
-    record_many,
-)
+from tpot_locust.metrics.histograms import count_below, histogram_stats, new_histogram, record_many
 from tpot_locust.sim.process import start_simulator
 from tpot_locust.sim.truth import read_truth
 from tpot_locust.wire.http_client import HTTPConnection, Origin
@@ -135,8 +130,11 @@ def run_streams(
             t_call_ns = time.perf_counter_ns()
             result = client.request(connection, request)
             in_window = 0 if result.stamps is None else bisect.bisect_right(result.stamps, stop_ns)
-            sent.append(result._replace(t_call_ns=t_call_ns, sequence=number, stamps=None,
-                                        events_in_window=in_window))  # fmt: skip
+            sent.append(
+                result._replace(
+                    t_call_ns=t_call_ns, sequence=number, stamps=None, events_in_window=in_window
+                )
+            )
             if new_connection:
                 connection.close()
             number += 1
@@ -166,8 +164,19 @@ def run_streams(
     client.report(final=True)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     wait = sched_s()[1] - wait0
-    return ClientRun(client.name, streams, sent, client.tpot(), lags, io_lags, cpu, wall,
-                     wait, window_s=duration_s, read_delays=client.read_delays())  # fmt: skip
+    return ClientRun(
+        client.name,
+        streams,
+        sent,
+        client.tpot(),
+        lags,
+        io_lags,
+        cpu,
+        wall,
+        wait,
+        window_s=duration_s,
+        read_delays=client.read_delays(),
+    )
 
 
 @dataclass
@@ -187,8 +196,7 @@ def load_truth(path: Path) -> dict[str, TruthRecord]:
             continue
         offset = record["perf_offset_ns"]
         truth[record["request_id"]] = TruthRecord(
-            np.asarray(record["send_ns"], dtype=np.int64) - offset,
-            record["arrival_ns"] - offset,
+            np.asarray(record["send_ns"], dtype=np.int64) - offset, record["arrival_ns"] - offset
         )
     return truth
 
@@ -365,14 +373,21 @@ def run_case(
     ``engine``: one fixed step of ``gap_ms`` for all streams (TTFT is one step)."""
     client = make_client(mode)
     if streams == 0:
-        run = run_streams(client, None, streams=0, tokens=tokens, duration_s=duration_s,
-                          gap_ms=gap_ms)  # fmt: skip
+        run = run_streams(
+            client, None, streams=0, tokens=tokens, duration_s=duration_s, gap_ms=gap_ms
+        )
         return Case(mode, gap_ms, 0, tokens, run)
     with tempfile.TemporaryDirectory(prefix="tpot-bench-") as folder:
         truth_path = Path(folder) / "truth.jsonl"
         if server == "engine":
-            args = ["--profile", "h200-llama3-8b", "--set", f"step_base_ms={gap_ms:g}",
-                    "--steps", str(Path(folder) / "steps.jsonl")]  # fmt: skip
+            args = [
+                "--profile",
+                "h200-llama3-8b",
+                "--set",
+                f"step_base_ms={gap_ms:g}",
+                "--steps",
+                str(Path(folder) / "steps.jsonl"),
+            ]
             for key in ENGINE_ZEROED:
                 args += ["--set", f"{key}=0"]
         else:
@@ -381,12 +396,25 @@ def run_case(
         with start_simulator(*args, truth=truth_path) as sim:
             pin_other(sim.process.pid)
             sim0 = sched_s(sim.process.pid)
-            run = run_streams(client, sim.url, streams=streams, tokens=tokens,
-                              duration_s=duration_s, gap_ms=gap_ms,
-                              new_connection=new_connection,
-                              fixed_length=fixed_length)  # fmt: skip
+            run = run_streams(
+                client,
+                sim.url,
+                streams=streams,
+                tokens=tokens,
+                duration_s=duration_s,
+                gap_ms=gap_ms,
+                new_connection=new_connection,
+                fixed_length=fixed_length,
+            )
             sim1 = sched_s(sim.process.pid)
         truth = load_truth(truth_path)
-    case = Case(mode, gap_ms, streams, tokens, run, sim_cpu_s=sim1[0] - sim0[0],
-                sim_wait_s=sim1[1] - sim0[1])  # fmt: skip
+    case = Case(
+        mode,
+        gap_ms,
+        streams,
+        tokens,
+        run,
+        sim_cpu_s=sim1[0] - sim0[0],
+        sim_wait_s=sim1[1] - sim0[1],
+    )
     return evaluate(case, truth)

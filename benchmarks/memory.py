@@ -38,18 +38,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from output import (
-    Table,
-    base_parser,
-    parse_list,
-    print_header,
-)
-from synthetic import (
-    VARIANTS,
-    apply_variant,
-    encoded_deltas,
-    synthetic_timings,
-)
+from output import Table, base_parser, parse_list, print_header
+from synthetic import VARIANTS, apply_variant, encoded_deltas, synthetic_timings
 
 REPORT_EVERY = 100  # requests per shipped delta
 
@@ -125,8 +115,18 @@ def master_part(checkpoints: list[int], tokens: int) -> None:
 
 
 def run_part(part: str, checkpoints: list[int], tokens: int, variant: str) -> list[list[str]]:
-    command = [sys.executable, __file__, "--part", part, "--tokens", str(tokens),
-               "--gaps", ",".join(str(c) for c in checkpoints), "--variant", variant]  # fmt: skip
+    command = [
+        sys.executable,
+        __file__,
+        "--part",
+        part,
+        "--tokens",
+        str(tokens),
+        "--gaps",
+        ",".join(str(c) for c in checkpoints),
+        "--variant",
+        variant,
+    ]
     output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     return [line.split() for line in output.splitlines() if line.strip()]
 
@@ -151,21 +151,42 @@ def main() -> None:
         return
     print_header(
         "memory: RSS after recording token gaps (worker) and merging them (master)",
-        [f"{args.tokens} token events per synthetic request, 2 classes; a delta every "
-         f"{REPORT_EVERY} requests; each part in a fresh process. Phase-tagging hold set to "
-         f"0 (at 25k events/s a worker holds 2 s x 25k x 40 B = 2 MB more)"],
-    )  # fmt: skip
-    table = Table(["process", "variant", "gaps", "VmRSS MB", "growth MB", "VmHWM MB",
-                   "histogram objects", "RSS after gc MB", "seconds"])  # fmt: skip
+        [
+            f"{args.tokens} token events per synthetic request, 2 classes; a delta every "
+            f"{REPORT_EVERY} requests; each part in a fresh process. Phase-tagging hold set to "
+            f"0 (at 25k events/s a worker holds 2 s x 25k x 40 B = 2 MB more)"
+        ],
+    )
+    table = Table(
+        [
+            "process",
+            "variant",
+            "gaps",
+            "VmRSS MB",
+            "growth MB",
+            "VmHWM MB",
+            "histogram objects",
+            "RSS after gc MB",
+            "seconds",
+        ]
+    )
     for part in ("worker", "master"):
         for variant in VARIANTS:
             lines = run_part(part, checkpoints, args.tokens, variant)
             start = float(lines[0][1])
             table.row(part, variant, "0 (start)", f"{start:.1f}", "-", "-", "-", "-", "-")
             for gaps, rss, hwm, seconds, alive, after in lines[1:]:
-                table.row(part, variant, f"{int(gaps):,}", f"{float(rss):.1f}",
-                          f"{float(rss) - start:+.1f}", f"{float(hwm):.1f}", alive,
-                          f"{float(after):.1f}", seconds)  # fmt: skip
+                table.row(
+                    part,
+                    variant,
+                    f"{int(gaps):,}",
+                    f"{float(rss):.1f}",
+                    f"{float(rss) - start:+.1f}",
+                    f"{float(hwm):.1f}",
+                    alive,
+                    f"{float(after):.1f}",
+                    seconds,
+                )
 
 
 def argparse_hidden() -> str:

@@ -34,17 +34,8 @@ from types import SimpleNamespace
 
 import msgpack
 import numpy as np
-from output import (
-    Table,
-    base_parser,
-    print_header,
-)
-from synthetic import (
-    VARIANTS,
-    apply_variant,
-    encoded_deltas,
-    rss_mb,
-)
+from output import Table, base_parser, print_header
+from synthetic import VARIANTS, apply_variant, encoded_deltas, rss_mb
 
 REPORTS = 400
 
@@ -58,8 +49,9 @@ def timed_us(function, *args):
 def master_state(collector):
     """What ``MasterLink._merge`` reads and fills: the collector and each worker's own
     figures (before 2026-12-05: ``client_health``, ``causes_by_worker``, ``read_delays``)."""
-    return SimpleNamespace(collector=collector, by_worker={}, client_health={},
-                           causes_by_worker={}, read_delays={})  # fmt: skip
+    return SimpleNamespace(
+        collector=collector, by_worker={}, client_health={}, causes_by_worker={}, read_delays={}
+    )
 
 
 def measure(args) -> dict:
@@ -75,8 +67,7 @@ def measure(args) -> dict:
     deltas = encoded_deltas(8, args.tokens, args.requests, classes, after=args.after)
     # as a worker's report carries it (harness.distributed.pack_delta, from encoded sets)
     packed = [{"format": DELTA_FORMAT, "version": "bench", "metrics": d} for d in deltas]
-    messages = [Message("stats", {"stats": {}, DELTA_KEY: p}, "worker").serialize()
-                for p in packed]  # fmt: skip
+    messages = [Message("stats", {"stats": {}, DELTA_KEY: p}, "worker").serialize() for p in packed]
     groups = [group for d in deltas for group in d["groups"].values()]
     result: dict = {
         "bytes": float(np.mean([len(m) for m in messages])),
@@ -129,8 +120,9 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=100, help="requests per delta")
     parser.add_argument("--tokens", type=int, default=250, help="token events per request")
     parser.add_argument("--classes", type=int, default=2, help="user classes per delta")
-    parser.add_argument("--after", type=int, default=0,
-                        help="reports of a worker this many seconds into its run")  # fmt: skip
+    parser.add_argument(
+        "--after", type=int, default=0, help="reports of a worker this many seconds into its run"
+    )
     parser.add_argument("--variant", choices=VARIANTS, help="(internal) measure one variant")
     args = parser.parse_args()
     if args.quick:
@@ -140,27 +132,63 @@ def main() -> None:
         return
     rows = []
     for variant in VARIANTS:
-        command = [sys.executable, __file__, "--variant", variant, "--workers",
-                   str(args.workers), "--seconds", str(args.seconds), "--requests",
-                   str(args.requests), "--tokens", str(args.tokens), "--classes",
-                   str(args.classes), "--after", str(args.after)]  # fmt: skip
+        command = [
+            sys.executable,
+            __file__,
+            "--variant",
+            variant,
+            "--workers",
+            str(args.workers),
+            "--seconds",
+            str(args.seconds),
+            "--requests",
+            str(args.requests),
+            "--tokens",
+            str(args.tokens),
+            "--classes",
+            str(args.classes),
+            "--after",
+            str(args.after),
+        ]
         output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
         rows.append((variant, json.loads(output.splitlines()[-1])))
     first = rows[0][1]
     print_header(
         "merge: master cost per worker report",
-        [f"one delta: {args.requests} requests x {args.tokens} token events "
-         f"({args.requests * (args.tokens - 1):,} gaps), {args.classes} classes, "
-         f"{first['histograms']} histograms, {first['bytes']:,.0f} bytes as a msgpack "
-         f"message ({first['tail_bytes']:,.0f} of them the new tail gaps), a worker "
-         f"{args.after} s into its run; {REPORTS} reports, a tick every 20"],
-    )  # fmt: skip
-    table = Table(["variant", "unpack us", "decode us", "add us", "report us", "report p99 us",
-                   "tick ms", f"{args.workers} workers: CPU share", "RSS MB"])  # fmt: skip
+        [
+            f"one delta: {args.requests} requests x {args.tokens} token events "
+            f"({args.requests * (args.tokens - 1):,} gaps), {args.classes} classes, "
+            f"{first['histograms']} histograms, {first['bytes']:,.0f} bytes as a msgpack "
+            f"message ({first['tail_bytes']:,.0f} of them the new tail gaps), a worker "
+            f"{args.after} s into its run; {REPORTS} reports, a tick every 20"
+        ],
+    )
+    table = Table(
+        [
+            "variant",
+            "unpack us",
+            "decode us",
+            "add us",
+            "report us",
+            "report p99 us",
+            "tick ms",
+            f"{args.workers} workers: CPU share",
+            "RSS MB",
+        ]
+    )
     for variant, r in rows:
         report = r["unpack"] + r["decode"] + r["add"]
-        table.row(variant, r["unpack"], r["decode"], r["add"], report, r["report_p99"],
-                  r["tick"] / 1000, f"{100 * r['cpu_share']:.1f}%", r["rss"])  # fmt: skip
+        table.row(
+            variant,
+            r["unpack"],
+            r["decode"],
+            r["add"],
+            report,
+            r["report_p99"],
+            r["tick"] / 1000,
+            f"{100 * r['cpu_share']:.1f}%",
+            r["rss"],
+        )
 
 
 if __name__ == "__main__":

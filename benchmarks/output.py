@@ -14,8 +14,10 @@ SERVERS = ("independent", "engine")
 
 def machine_line() -> str:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return (f"{os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"{time.strftime('%Y-%m-%d %H:%M %Z')}, load average {load}")  # fmt: skip
+    return (
+        f"{os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"{time.strftime('%Y-%m-%d %H:%M %Z')}, load average {load}"
+    )
 
 
 def print_header(title: str, notes: Sequence[str] = ()) -> None:
@@ -83,9 +85,10 @@ def base_parser(doc: str | None) -> argparse.ArgumentParser:
 
 def add_pin_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--no-pin", action="store_true",
+        "--no-pin",
+        action="store_true",
         help="do not pin this client to one core and the simulator to the others",
-    )  # fmt: skip
+    )
 
 
 def add_load_arguments(parser: argparse.ArgumentParser) -> None:
@@ -93,15 +96,18 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
     lengths, CPU pinning."""
     add_pin_argument(parser)
     parser.add_argument(
-        "--fixed-length", action="store_true",
+        "--fixed-length",
+        action="store_true",
         help="every request exactly --tokens long (streams then end their requests together)",
-    )  # fmt: skip
+    )
     add_server_argument(parser)
 
 
 def add_server_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--server", choices=SERVERS, default="independent",
+        "--server",
+        choices=SERVERS,
+        default="independent",
         help="independent: each stream on its own timer (the simulator's default mode); "
         "engine: one fixed step for all streams, as a batching server sends",
-    )  # fmt: skip
+    )

@@ -43,8 +43,10 @@ def pin_other(pid: int) -> None:
 def pinning_note() -> str:
     if _pinning is None:
         return "not pinned"
-    return (f"client pinned to CPU {min(_pinning[0])}, simulator and probe writer to "
-            f"CPU {','.join(str(c) for c in sorted(_pinning[1]))}")  # fmt: skip
+    return (
+        f"client pinned to CPU {min(_pinning[0])}, simulator and probe writer to "
+        f"CPU {','.join(str(c) for c in sorted(_pinning[1]))}"
+    )
 
 
 class HubLagProbe:

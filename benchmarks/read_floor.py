@@ -25,13 +25,7 @@ import socket  # noqa: E402
 import time  # noqa: E402
 
 import gevent  # noqa: E402
-from output import (  # noqa: E402
-    Table,
-    add_pin_argument,
-    base_parser,
-    parse_list,
-    print_header,
-)
+from output import Table, add_pin_argument, base_parser, parse_list, print_header  # noqa: E402
 from probes import pin_other, pinning_note, set_pinning  # noqa: E402
 
 from tpot_locust.sim.process import start_simulator  # noqa: E402
@@ -45,11 +39,20 @@ READERS = ("epoll", "gevent")
 
 def open_streams(port: int, streams: int, tokens: int) -> list[socket.socket]:
     """N raw sockets, each with a streaming request sent and its response head read."""
-    body = json.dumps({"model": "tpot-sim", "stream": True, "max_tokens": tokens,
-                       "min_tokens": tokens, "ignore_eos": True,
-                       "messages": [{"role": "user", "content": "hi"}]}).encode()  # fmt: skip
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")  # fmt: skip
+    body = json.dumps(
+        {
+            "model": "tpot-sim",
+            "stream": True,
+            "max_tokens": tokens,
+            "min_tokens": tokens,
+            "ignore_eos": True,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+    ).encode()
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
     sockets = []
     for _ in range(streams):
         sock = socket.create_connection(("127.0.0.1", port))
@@ -140,8 +143,18 @@ def main() -> None:
     if args.quick:
         args.gaps, args.streams, args.seconds = "5", "16", 2.0
     print_header("read floor: CPU per event of a reader that parses nothing", [pinning_note()])
-    table = Table(["gap ms", "streams", "reader", "events/s", "reads/wake", "user us/ev",
-                   "kernel us/ev", "us/ev"])  # fmt: skip
+    table = Table(
+        [
+            "gap ms",
+            "streams",
+            "reader",
+            "events/s",
+            "reads/wake",
+            "user us/ev",
+            "kernel us/ev",
+            "us/ev",
+        ]
+    )
     for gap_ms in parse_list(args.gaps, float):
         for streams in parse_list(args.streams):
             for reader in parse_list(args.readers, str):

@@ -29,12 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from output import (
-    Table,
-    base_parser,
-    parse_list,
-    print_header,
-)
+from output import Table, base_parser, parse_list, print_header
 
 from tpot_locust.common.timings import to_us
 from tpot_locust.metrics.histograms import (
@@ -65,8 +60,11 @@ def truth_stats(path: Path) -> tuple[float, float]:
         return float("nan"), float("nan")
     start = min(r["arrival_ns"] for r in records)
     histogram = new_histogram()
-    gaps = [np.diff(np.asarray(r["send_ns"], dtype=np.int64)) for r in records
-            if r["arrival_ns"] >= start + WARMUP_S * 1e9]  # fmt: skip
+    gaps = [
+        np.diff(np.asarray(r["send_ns"], dtype=np.int64))
+        for r in records
+        if r["arrival_ns"] >= start + WARMUP_S * 1e9
+    ]
     if gaps:
         record_many(histogram, to_us(np.concatenate(gaps)))
     stats = histogram_stats(histogram, (99.0,))
@@ -76,15 +74,36 @@ def truth_stats(path: Path) -> tuple[float, float]:
 
 def run_one(workers: int, args, out: Path) -> dict:
     command = [
-        sys.executable, "-m", "tpot_locust", "run", str(ROOT / "scenarios" / "quickstart.yaml"),
-        "--workers", str(workers), "--out", str(out),
-        "--set", f"classes.chat.users={args.users}", "--set", f"spawn_rate={args.users}",
-        "--set", "classes.chat.turns=1", "--set", "classes.chat.think_time=0",
-        "--set", "classes.chat.prompt_tokens=32",
-        "--set", f"classes.chat.output_tokens={args.tokens}",
-        "--set", f"simulator.gap_ms={args.gap_ms}", "--set", "simulator.ttft_ms=5",
-        "--set", f"duration={args.seconds}s", "--set", f"warmup={WARMUP_S}s",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "tpot_locust",
+        "run",
+        str(ROOT / "scenarios" / "quickstart.yaml"),
+        "--workers",
+        str(workers),
+        "--out",
+        str(out),
+        "--set",
+        f"classes.chat.users={args.users}",
+        "--set",
+        f"spawn_rate={args.users}",
+        "--set",
+        "classes.chat.turns=1",
+        "--set",
+        "classes.chat.think_time=0",
+        "--set",
+        "classes.chat.prompt_tokens=32",
+        "--set",
+        f"classes.chat.output_tokens={args.tokens}",
+        "--set",
+        f"simulator.gap_ms={args.gap_ms}",
+        "--set",
+        "simulator.ttft_ms=5",
+        "--set",
+        f"duration={args.seconds}s",
+        "--set",
+        f"warmup={WARMUP_S}s",
+    ]
     busy0, total0 = cpu_ticks()
     started = time.perf_counter()
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
@@ -101,11 +120,16 @@ def run_one(workers: int, args, out: Path) -> dict:
     if histograms_path.exists():
         coalesced = measured_coalesced(json.loads(histograms_path.read_text()))
     return {
-        "tokens_per_s": summary["tokens"]["per_s"], "p99": tpot.get("p99", float("nan")),
-        "true_p99": true_p99, "coalesced": coalesced, "true_coalesced": true_coalesced,
-        "machine_cpu": (busy1 - busy0) / max(total1 - total0, 1), "wall": wall,
-        "complete": summary.get("complete"), "failed": summary["requests"]["failed"],
-    }  # fmt: skip
+        "tokens_per_s": summary["tokens"]["per_s"],
+        "p99": tpot.get("p99", float("nan")),
+        "true_p99": true_p99,
+        "coalesced": coalesced,
+        "true_coalesced": true_coalesced,
+        "machine_cpu": (busy1 - busy0) / max(total1 - total0, 1),
+        "wall": wall,
+        "complete": summary.get("complete"),
+        "failed": summary["requests"]["failed"],
+    }
 
 
 def measured_coalesced(histograms: dict) -> float:
@@ -133,22 +157,40 @@ def main() -> None:
     cores = os.cpu_count()
     print_header(
         f"scaling: tokens/s with N worker processes on this {cores}-core machine",
-        [f"{args.users} users, {args.tokens} tokens, simulator gap {args.gap_ms:g} ms, "
-         f"{args.seconds} s runs ({WARMUP_S} s warm-up); master + workers + simulator all "
-         f"share these {cores} cores"],
-    )  # fmt: skip
-    table = Table(["workers", "cores", "asked/s", "tokens/s", "TPOT p99 meas/true",
-                   "coal. meas|truth", "machine CPU", "failed", "complete"])  # fmt: skip
+        [
+            f"{args.users} users, {args.tokens} tokens, simulator gap {args.gap_ms:g} ms, "
+            f"{args.seconds} s runs ({WARMUP_S} s warm-up); master + workers + simulator all "
+            f"share these {cores} cores"
+        ],
+    )
+    table = Table(
+        [
+            "workers",
+            "cores",
+            "asked/s",
+            "tokens/s",
+            "TPOT p99 meas/true",
+            "coal. meas|truth",
+            "machine CPU",
+            "failed",
+            "complete",
+        ]
+    )
     asked = args.users * 1000 / args.gap_ms
     for workers in parse_list(args.workers):
         with tempfile.TemporaryDirectory(prefix="tpot-scaling-") as folder:
             row = run_one(workers, args, Path(folder) / "out")
         table.row(
-            workers, cores, f"{asked:,.0f}", f"{row['tokens_per_s']:,.0f}",
+            workers,
+            cores,
+            f"{asked:,.0f}",
+            f"{row['tokens_per_s']:,.0f}",
             f"{row['p99']:.3f} / {row['true_p99']:.3f}",
             f"{100 * row['coalesced']:.1f}% \\| {100 * row['true_coalesced']:.1f}%",
-            f"{100 * row['machine_cpu']:.0f}%", row["failed"], str(row["complete"]),
-        )  # fmt: skip
+            f"{100 * row['machine_cpu']:.0f}%",
+            row["failed"],
+            str(row["complete"]),
+        )
 
 
 if __name__ == "__main__":

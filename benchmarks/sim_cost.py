@@ -32,8 +32,9 @@ from tpot_locust.sim.process import cpu_seconds, machine_busy_seconds, start_sim
 from tpot_locust.sim.truth import read_truth
 
 
-def run_case(streams: int, gap_ms: float, tokens: int, seconds: float, server: str,
-             nap_ms: float, tmp: Path) -> dict[str, float]:  # fmt: skip
+def run_case(
+    streams: int, gap_ms: float, tokens: int, seconds: float, server: str, nap_ms: float, tmp: Path
+) -> dict[str, float]:
     """One simulator, ``streams`` streams for a warm-up second and ``seconds`` measured."""
     truth_path = tmp / f"truth-{streams}-{time.monotonic_ns()}.jsonl"
     if server == "engine":
@@ -53,8 +54,10 @@ def run_case(streams: int, gap_ms: float, tokens: int, seconds: float, server: s
             window[name + "_wall"] = time.time_ns()
 
         warm = 1.0
-        timers = [threading.Timer(warm, mark, args=("start",)),
-                  threading.Timer(warm + seconds, mark, args=("stop",))]  # fmt: skip
+        timers = [
+            threading.Timer(warm, mark, args=("start",)),
+            threading.Timer(warm + seconds, mark, args=("stop",)),
+        ]
         for timer in timers:
             timer.start()
         drive(
@@ -103,9 +106,11 @@ def main() -> None:
     parser.add_argument("--client-nap-ms", type=float, default=0.0)
     parser.add_argument("--server", choices=("independent", "engine"), default="independent")
     args = parser.parse_args()
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
-          f"{time.strftime('%Y-%m-%d %H:%M')}, {args.server}, gap {args.gap_ms:g} ms, "
-          f"answers of {args.tokens} tokens, client nap {args.client_nap_ms:g} ms")  # fmt: skip
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
+        f"{time.strftime('%Y-%m-%d %H:%M')}, {args.server}, gap {args.gap_ms:g} ms, "
+        f"answers of {args.tokens} tokens, client nap {args.client_nap_ms:g} ms"
+    )
     print(
         "| streams | events/s | sim CPU | us/event | events/write | us/write | kernel-stamped "
         "| others |"
@@ -114,12 +119,22 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.rounds):
             for streams in (int(s) for s in args.streams.split(",")):
-                row = run_case(streams, args.gap_ms, args.tokens, args.seconds, args.server,
-                               args.client_nap_ms, Path(tmp))  # fmt: skip
-                print(f"| {streams} | {row['events_per_s']:,.0f} | {row['sim_cpu']:.0%} | "
-                      f"{row['us_per_event']:.1f} | {row['events_per_write']:.2f} | "
-                      f"{row['us_per_write']:.1f} | {row['kernel_share']:.1%} | "
-                      f"{row['others']:.0%} |", flush=True)  # fmt: skip
+                row = run_case(
+                    streams,
+                    args.gap_ms,
+                    args.tokens,
+                    args.seconds,
+                    args.server,
+                    args.client_nap_ms,
+                    Path(tmp),
+                )
+                print(
+                    f"| {streams} | {row['events_per_s']:,.0f} | {row['sim_cpu']:.0%} | "
+                    f"{row['us_per_event']:.1f} | {row['events_per_write']:.2f} | "
+                    f"{row['us_per_write']:.1f} | {row['kernel_share']:.1%} | "
+                    f"{row['others']:.0%} |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -36,14 +36,27 @@ from tpot_locust.sim.truth import read_truth
 
 TERMINATOR = b"\r\n0\r\n\r\n"
 CLIENT_NAP_S = 0.004
-ZEROED = ("decode_ms_per_seq", "kv_read_ms_per_ktoken", "prefill_ms_per_token",
-          "prefill_attn_ms_per_mpair", "step_jitter", "stall_prob", "frontend_ms")  # fmt: skip
+ZEROED = (
+    "decode_ms_per_seq",
+    "kv_read_ms_per_ktoken",
+    "prefill_ms_per_token",
+    "prefill_attn_ms_per_mpair",
+    "step_jitter",
+    "stall_prob",
+    "frontend_ms",
+)
 
 
 def request_bytes(index: int, number: int, max_tokens: int = 2000) -> bytes:
-    body = json.dumps({"model": "tpot-sim", "stream": True, "max_tokens": max_tokens,
-                       "ignore_eos": True, "messages": [{"role": "user",
-                       "content": "hello " * 32}]}).encode()  # fmt: skip
+    body = json.dumps(
+        {
+            "model": "tpot-sim",
+            "stream": True,
+            "max_tokens": max_tokens,
+            "ignore_eos": True,
+            "messages": [{"role": "user", "content": "hello " * 32}],
+        }
+    ).encode()
     head = (
         "POST /v1/chat/completions HTTP/1.1\r\nHost: sim\r\nContent-Type: application/json\r\n"
         f"X-Request-Id: b{index}-{number}\r\nContent-Length: {len(body)}\r\n\r\n"
@@ -52,9 +65,13 @@ def request_bytes(index: int, number: int, max_tokens: int = 2000) -> bytes:
 
 
 def drive(
-    host: str, port: int, streams: int, seconds: float, max_tokens: int = 2000,
+    host: str,
+    port: int,
+    streams: int,
+    seconds: float,
+    max_tokens: int = 2000,
     nap_s: float = CLIENT_NAP_S,
-) -> dict[str, float]:  # fmt: skip
+) -> dict[str, float]:
     """Keep ``streams`` requests in flight for ``seconds``; returns client-side counts.
     ``nap_s`` 0: each socket read as soon as it is ready (as a real client does)."""
     poller = select.epoll()
@@ -105,8 +122,16 @@ def percentile(values: list[int], q: float) -> float:
 
 def run_case(streams: int, step_ms: float, seconds: float, lead_us: int, tmp: Path) -> dict:
     steps_path = tmp / f"steps-{streams}-{step_ms}.jsonl"
-    args = ["--profile", "h200-llama3-8b", "--steps", str(steps_path),
-            "--timer-lead-us", str(lead_us), "--set", f"step_base_ms={step_ms}"]  # fmt: skip
+    args = [
+        "--profile",
+        "h200-llama3-8b",
+        "--steps",
+        str(steps_path),
+        "--timer-lead-us",
+        str(lead_us),
+        "--set",
+        f"step_base_ms={step_ms}",
+    ]
     for key in ZEROED:
         args += ["--set", f"{key}=0"]
     with start_simulator(*args) as sim:
@@ -164,11 +189,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--timer-lead-us", type=int, default=1000)
     args = parser.parse_args()
-    header = (f"{'streams':>7} {'step ms':>7} {'events/s':>9} {'sim CPU':>7} {'ev/CPU-s':>9} "
-              f"{'late p50':>8} {'p99':>6} {'max':>6} {'last p99':>8} {'re-anch':>7} "
-              f"{'others':>6}")  # fmt: skip
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
-          f"{time.strftime('%Y-%m-%d %H:%M')}; lateness in ms")  # fmt: skip
+    header = (
+        f"{'streams':>7} {'step ms':>7} {'events/s':>9} {'sim CPU':>7} {'ev/CPU-s':>9} "
+        f"{'late p50':>8} {'p99':>6} {'max':>6} {'last p99':>8} {'re-anch':>7} "
+        f"{'others':>6}"
+    )
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
+        f"{time.strftime('%Y-%m-%d %H:%M')}; lateness in ms"
+    )
     print(header)
     best: dict[int, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -187,9 +216,11 @@ def main() -> None:
                     if row["events_per_s"] > best.get(streams, {}).get("events_per_s", 0):
                         best[streams] = row
     for streams, row in best.items():
-        print(f"{streams} streams: {row['events_per_s']:.0f} token events/s sustained "
-              f"(step {row['step_ms']} ms, sim CPU {row['sim_cpu']:.0%}, "
-              f"first-write lateness p99 {row['late_p99_ms']:.3f} ms)")  # fmt: skip
+        print(
+            f"{streams} streams: {row['events_per_s']:.0f} token events/s sustained "
+            f"(step {row['step_ms']} ms, sim CPU {row['sim_cpu']:.0%}, "
+            f"first-write lateness p99 {row['late_p99_ms']:.3f} ms)"
+        )
 
 
 if __name__ == "__main__":

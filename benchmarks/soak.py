@@ -75,10 +75,23 @@ def server_stats(url: str) -> dict:
 
 def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
     server = subprocess.Popen(
-        [sys.executable, "-m", "tests.helpers.fault_server", "--fault-rate", str(args.fault_rate),
-         "--gap-ms", str(args.gap_ms), "--stall-s", "2", "--seed", str(args.seed)],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "tests.helpers.fault_server",
+            "--fault-rate",
+            str(args.fault_rate),
+            "--gap-ms",
+            str(args.gap_ms),
+            "--stall-s",
+            "2",
+            "--seed",
+            str(args.seed),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     line = server.stdout.readline() if server.stdout else ""
     if "listening on" not in line:
         server.kill()
@@ -89,16 +102,38 @@ def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
 def locust_processes(args: argparse.Namespace, url: str, out: Path) -> list[subprocess.Popen]:
     env = dict(os.environ, SOAK_OUTPUT_TOKENS=str(args.output_tokens), PYTHONUNBUFFERED="1")
     base = [sys.executable, "-m", "locust", "-f", str(Path(__file__).resolve())]
-    master = [*base, "--headless", "-u", str(args.users), "-r", str(args.users),
-              "-t", f"{args.minutes * 60:.0f}s", "--host", url, "--tpot-out", str(out),
-              "--csv", str(out / "locust"), "--only-summary",
-              "--stop-timeout", str(STOP_TIMEOUT_S)]  # fmt: skip
+    master = [
+        *base,
+        "--headless",
+        "-u",
+        str(args.users),
+        "-r",
+        str(args.users),
+        "-t",
+        f"{args.minutes * 60:.0f}s",
+        "--host",
+        url,
+        "--tpot-out",
+        str(out),
+        "--csv",
+        str(out / "locust"),
+        "--only-summary",
+        "--stop-timeout",
+        str(STOP_TIMEOUT_S),
+    ]
     log = open(out / "locust.log", "w")  # noqa: SIM115 - closed with the processes
     if not args.workers:
         return [subprocess.Popen(master, cwd=ROOT, env=env, stdout=log, stderr=log)]
     port = free_port()
-    master += ["--master", "--expect-workers", str(args.workers),
-               "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port)]  # fmt: skip
+    master += [
+        "--master",
+        "--expect-workers",
+        str(args.workers),
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        str(port),
+    ]
     worker = [*base, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]
     processes = [subprocess.Popen(master, cwd=ROOT, env=env, stdout=log, stderr=log)]
     processes += [
@@ -130,8 +165,11 @@ def main(argv: list[str] | None = None) -> int:
         names = ["master"] + [f"worker{i + 1}" for i in range(len(processes) - 1)]
         if not args.workers:
             names = ["locust"]
-        print(f"soak: {args.minutes:g} min, {args.users} users, {args.workers} workers, "
-              f"faults {args.fault_rate:.1%} -> {url}; results in {out}", flush=True)  # fmt: skip
+        print(
+            f"soak: {args.minutes:g} min, {args.users} users, {args.workers} workers, "
+            f"faults {args.fault_rate:.1%} -> {url}; results in {out}",
+            flush=True,
+        )
         header = f"{'time':>7} {'requests':>9} {'server MB':>10}" + "".join(
             f"{name + ' MB':>12}" for name in names
         )
@@ -151,8 +189,10 @@ def main(argv: list[str] | None = None) -> int:
             samples.append((elapsed, rss))
             cells = "".join(f"{value:12.1f}" if value else f"{'-':>12}" for value in rss)
             minutes, seconds = divmod(int(elapsed), 60)
-            print(f"{minutes:4d}:{seconds:02d} {requests:9,} {rss_mb(server.pid) or 0:10.1f}"
-                  f"{cells}", flush=True)  # fmt: skip
+            print(
+                f"{minutes:4d}:{seconds:02d} {requests:9,} {rss_mb(server.pid) or 0:10.1f}{cells}",
+                flush=True,
+            )
         for process in processes[1:]:
             process.wait(timeout=60)
         stats = server_stats(url)
@@ -185,16 +225,22 @@ def report(
         ok &= a == b
         print(f"{category:22}{a:10,}{b:10,}  {'ok' if a == b else 'MISMATCH'}")
     successes = stats["requests"].get("none", 0)
-    print(f"{'(success)':22}{successes:10,}{summary['requests']['ok']:10,}  "
-          f"{'ok' if successes == summary['requests']['ok'] else 'MISMATCH'}")  # fmt: skip
+    print(
+        f"{'(success)':22}{successes:10,}{summary['requests']['ok']:10,}  "
+        f"{'ok' if successes == summary['requests']['ok'] else 'MISMATCH'}"
+    )
     ok &= successes == summary["requests"]["ok"]
     total = sum(stats["requests"].values())
-    print(f"requests {total:,}, faults injected {sum(stats['injected'].values()):,} "
-          f"({sum(stats['injected'].values()) / max(total, 1):.2%})")  # fmt: skip
+    print(
+        f"requests {total:,}, faults injected {sum(stats['injected'].values()):,} "
+        f"({sum(stats['injected'].values()) / max(total, 1):.2%})"
+    )
     tpot = summary["metrics"]["tpot"]
-    print(f"TPOT count {tpot['count']:,} (successful requests x {args.output_tokens - 1}: "
-          f"{summary['requests']['ok'] * (args.output_tokens - 1):,}), "
-          f"p50 {tpot['p50']:.3f} ms, p99.9 {tpot['p99.9']:.3f} ms")  # fmt: skip
+    print(
+        f"TPOT count {tpot['count']:,} (successful requests x {args.output_tokens - 1}: "
+        f"{summary['requests']['ok'] * (args.output_tokens - 1):,}), "
+        f"p50 {tpot['p50']:.3f} ms, p99.9 {tpot['p99.9']:.3f} ms"
+    )
 
     warm_s = max(30.0, args.minutes * 60 * 0.10)
     after = [rss for elapsed, rss in samples if elapsed >= warm_s]

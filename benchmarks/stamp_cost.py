@@ -43,8 +43,11 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--batch-ms", default="40")
-    parser.add_argument("--clients", default="floor,ours,ours-at-once,batched,ours-kernel",
-                        help="the rows, in order (batched: one a --batch-ms)")  # fmt: skip
+    parser.add_argument(
+        "--clients",
+        default="floor,ours,ours-at-once,batched,ours-kernel",
+        help="the rows, in order (batched: one a --batch-ms)",
+    )
     add_pin_argument(parser)
     args = parser.parse_args()
     set_pinning(not args.no_pin)
@@ -52,36 +55,77 @@ def main() -> None:
         args.streams, args.seconds = "64", 2.0
     print_header(
         "stamp cost: CPU per token event of ours (segment and kernel clocks) and the floor",
-        [f"gap {args.gap_ms:g} ms, answers of {args.tokens} tokens (+-50 %) back to back, "
-         f"{args.seconds:g} s per case", pinning_note()],
-    )  # fmt: skip
-    table = Table(["streams", "client", "events/s", "req/s", "us/ev", "x floor",
-                   "TPOT p99 meas/true", "err", "max meas/true", "err"])  # fmt: skip
+        [
+            f"gap {args.gap_ms:g} ms, answers of {args.tokens} tokens (+-50 %) back to back, "
+            f"{args.seconds:g} s per case",
+            pinning_note(),
+        ],
+    )
+    table = Table(
+        [
+            "streams",
+            "client",
+            "events/s",
+            "req/s",
+            "us/ev",
+            "x floor",
+            "TPOT p99 meas/true",
+            "err",
+            "max meas/true",
+            "err",
+        ]
+    )
     idle = run_case(gap_ms=args.gap_ms, streams=0, tokens=1, duration_s=min(args.seconds, 3))
     for streams in parse_list(args.streams):
         floor_us = float("nan")
         batched = [f"ours-batched-{period:g}" for period in parse_list(args.batch_ms, float)]
-        rows = [row for name in args.clients.split(",") if name
-                for row in (batched if name == "batched" else [name])]  # fmt: skip
+        rows = [
+            row
+            for name in args.clients.split(",")
+            if name
+            for row in (batched if name == "batched" else [name])
+        ]
         for client in rows:
             if client == "floor":
                 rate, _, _, _, floor_us = floor_case("gevent", args.gap_ms, streams, args.seconds)
-                table.row(streams, client, f"{rate:,.0f}", "-", f"{floor_us:.1f}", "1.00",
-                          "-", "-", "-", "-")  # fmt: skip
+                table.row(
+                    streams,
+                    client,
+                    f"{rate:,.0f}",
+                    "-",
+                    f"{floor_us:.1f}",
+                    "1.00",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                )
                 continue
-            case = run_case(gap_ms=args.gap_ms, streams=streams, tokens=args.tokens,
-                            duration_s=args.seconds, mode=client)  # fmt: skip
+            case = run_case(
+                gap_ms=args.gap_ms,
+                streams=streams,
+                tokens=args.tokens,
+                duration_s=args.seconds,
+                mode=client,
+            )
             us = case.net_us_per_event(idle)
             measured = histogram_stats(case.run.tpot, (99.0,))
             true = histogram_stats(case.true_tpot, (99.0,))
             p99, true_p99 = measured.percentiles[99.0] / 1000, true.percentiles[99.0] / 1000
             top, true_top = measured.max / 1000, true.max / 1000
             requests_per_s = len(case.run.sent) / case.run.window_s if case.run.window_s else 0
-            table.row(streams, client, f"{case.events_per_s:,.0f}", f"{requests_per_s:.1f}",
-                      f"{us:.1f}",
-                      f"{us / floor_us:.2f}", f"{ms(p99)} / {ms(true_p99)}",
-                      f"{p99 - true_p99:+.3f}", f"{ms(top)} / {ms(true_top)}",
-                      f"{top - true_top:+.3f}")  # fmt: skip
+            table.row(
+                streams,
+                client,
+                f"{case.events_per_s:,.0f}",
+                f"{requests_per_s:.1f}",
+                f"{us:.1f}",
+                f"{us / floor_us:.2f}",
+                f"{ms(p99)} / {ms(true_p99)}",
+                f"{p99 - true_p99:+.3f}",
+                f"{ms(top)} / {ms(true_top)}",
+                f"{top - true_top:+.3f}",
+            )
 
 
 if __name__ == "__main__":

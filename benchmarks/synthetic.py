@@ -24,11 +24,20 @@ def synthetic_timings(
     t_send = time.perf_counter_ns() - int(gaps.sum()) - 30_000_000
     stamps = (t_send + 25_000_000 + np.concatenate(([0], np.cumsum(gaps)))).tolist()
     return RequestTimings(
-        user_class=user_class, api="chat", request_id=f"r{index}", t_intended_ns=t_send,
-        t_send_ns=t_send, token_stamps=stamps, token_counts=[1] * tokens,
-        output_tokens=tokens, prompt_tokens_requested=256, prompt_tokens_reported=256,
-        finish_reason="length", t_end_ns=stamps[-1], scheduled=index % 2 == 0,
-    )  # fmt: skip
+        user_class=user_class,
+        api="chat",
+        request_id=f"r{index}",
+        t_intended_ns=t_send,
+        t_send_ns=t_send,
+        token_stamps=stamps,
+        token_counts=[1] * tokens,
+        output_tokens=tokens,
+        prompt_tokens_requested=256,
+        prompt_tokens_reported=256,
+        finish_reason="length",
+        t_end_ns=stamps[-1],
+        scheduled=index % 2 == 0,
+    )
 
 
 def encoded_deltas(

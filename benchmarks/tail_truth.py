@@ -31,10 +31,24 @@ KEYS = ("p99.9", "p99.99", "max")
 
 def run_case(streams: int, workers: int, seconds: int, gap_ms: float, out: Path) -> dict:
     command = [
-        sys.executable, "-m", "tpot_locust", "run", str(SCENARIO), "--out", str(out),
-        "--users", str(streams), "--spawn-rate", str(streams), "--run-time", f"{seconds}s",
-        "--workers", str(workers), "--set", f"simulator.gap_ms={gap_ms}",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "tpot_locust",
+        "run",
+        str(SCENARIO),
+        "--out",
+        str(out),
+        "--users",
+        str(streams),
+        "--spawn-rate",
+        str(streams),
+        "--run-time",
+        f"{seconds}s",
+        "--workers",
+        str(workers),
+        "--set",
+        f"simulator.gap_ms={gap_ms}",
+    ]
     subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=seconds + 180)
     return json.loads((out / "summary.json").read_text())
 

@@ -38,11 +38,17 @@ TRUTH_CLOCKS = {"kernel": (), "loop": ("--truth-loop-sends",)}
 def token_stamps(url: str, request_id: str, tokens: int) -> list[int]:
     """One streamed answer of ``tokens`` tokens, read at once; each token's stamp."""
     connection = HTTPConnection(Origin.parse(url), clock=arrival_clock())
-    body = {"model": "tpot-sim", "stream": True, "max_tokens": tokens, "ignore_eos": True,
-            "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+    body = {
+        "model": "tpot-sim",
+        "stream": True,
+        "max_tokens": tokens,
+        "ignore_eos": True,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
-    response, _ = connection.request("POST", "/v1/chat/completions", headers,
-                                     json.dumps(body).encode())  # fmt: skip
+    response, _ = connection.request(
+        "POST", "/v1/chat/completions", headers, json.dumps(body).encode()
+    )
     parser, stamps, payloads = SSEParser(), [], []
 
     def consume(stamp: int, data: bytes) -> None:
@@ -97,18 +103,24 @@ def main() -> None:
             os.sched_setaffinity(hog.pid, {0})
     print_header(
         "truth noise: each token's arrival minus its true send, per truth clock",
-        [f"{args.requests} answers of {args.tokens} tokens, {args.gap_ms:g} ms apart, read at "
-         f"once on the {arrival_clock()} clock",
-         f"simulator on CPU 0{' beside a busy loop' if hog else ''}, client on CPU {cpus[-1]}"],
-    )  # fmt: skip
+        [
+            f"{args.requests} answers of {args.tokens} tokens, {args.gap_ms:g} ms apart, read at "
+            f"once on the {arrival_clock()} clock",
+            f"simulator on CPU 0{' beside a busy loop' if hog else ''}, client on CPU {cpus[-1]}",
+        ],
+    )
     table = Table(["truth", "tokens", "kernel-stamped", "p50", "p99", "p99.9", "max"])
     try:
         for truth_clock in TRUTH_CLOCKS:
             errors, kernel_sends = run_case(truth_clock, args.requests, args.tokens, args.gap_ms)
             found = np.asarray(errors)
-            table.row(truth_clock, found.size, kernel_sends,
-                      *(f"{np.percentile(found, p):.4f}" for p in (50, 99, 99.9)),
-                      f"{found.max():.4f}")  # fmt: skip
+            table.row(
+                truth_clock,
+                found.size,
+                kernel_sends,
+                *(f"{np.percentile(found, p):.4f}" for p in (50, 99, 99.9)),
+                f"{found.max():.4f}",
+            )
     finally:
         if hog is not None:
             hog.kill()

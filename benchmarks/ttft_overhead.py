@@ -33,20 +33,9 @@ monkey.patch_all()
 
 import numpy as np  # noqa: E402
 from clients import MODES  # noqa: E402
-from common import (  # noqa: E402
-    run_case,
-)
-from output import (  # noqa: E402
-    Table,
-    add_pin_argument,
-    base_parser,
-    parse_list,
-    print_header,
-)
-from probes import (  # noqa: E402
-    pinning_note,
-    set_pinning,
-)
+from common import run_case  # noqa: E402
+from output import Table, add_pin_argument, base_parser, parse_list, print_header  # noqa: E402
+from probes import pinning_note, set_pinning  # noqa: E402
 
 
 def pct_ms(values_ns: np.ndarray, percentile: float) -> str:
@@ -70,35 +59,74 @@ def main() -> None:
         args.seconds = 2.0
     print_header(
         "TTFT overhead: measured - true TTFT, one client process",
-        [f"simulator TTFT {args.ttft_ms:g} ms, {args.tokens} tokens at {args.gap_ms:g} ms, "
-         f"{args.seconds:g} s per case", pinning_note()],
-    )  # fmt: skip
-    table = Table(["streams", "mode", "connection", "requests", "TTFT p50 ours/true",
-                   "p99 ours/true", "overhead p50", "p99", "max", "of it: stamp p99",
-                   "of it: request p99", "call->send p50", "p99", "CPU %", "req/s",
-                   "wait %", "sim"])  # fmt: skip
+        [
+            f"simulator TTFT {args.ttft_ms:g} ms, {args.tokens} tokens at {args.gap_ms:g} ms, "
+            f"{args.seconds:g} s per case",
+            pinning_note(),
+        ],
+    )
+    table = Table(
+        [
+            "streams",
+            "mode",
+            "connection",
+            "requests",
+            "TTFT p50 ours/true",
+            "p99 ours/true",
+            "overhead p50",
+            "p99",
+            "max",
+            "of it: stamp p99",
+            "of it: request p99",
+            "call->send p50",
+            "p99",
+            "CPU %",
+            "req/s",
+            "wait %",
+            "sim",
+        ]
+    )
     modes = parse_list(args.modes, str)
-    cases = [(streams, mode, new_connection) for streams in parse_list(args.streams)
-             for new_connection in (False, True) for mode in modes]  # fmt: skip
+    cases = [
+        (streams, mode, new_connection)
+        for streams in parse_list(args.streams)
+        for new_connection in (False, True)
+        for mode in modes
+    ]
     for streams, mode, new_connection in cases:
-        case = run_case(gap_ms=args.gap_ms, streams=streams, tokens=args.tokens,
-                        duration_s=args.seconds, ttft_ms=args.ttft_ms, mode=mode,
-                        new_connection=new_connection)  # fmt: skip
+        case = run_case(
+            gap_ms=args.gap_ms,
+            streams=streams,
+            tokens=args.tokens,
+            duration_s=args.seconds,
+            ttft_ms=args.ttft_ms,
+            mode=mode,
+            new_connection=new_connection,
+        )
         # reuse: a stream's first request opens its connection (all streams at once); it
         # is the "new" rows' case, so it is left out of the reuse rows
         kept = case.sequence >= (0 if new_connection else 1)
         overhead, late = case.ttft_overhead_ns[kept], case.first_stamp_late_ns[kept]
         measured, true = case.ttft_measured_ns[kept], case.ttft_true_ns[kept]
         table.row(
-            streams, mode, "new" if new_connection else "reuse", overhead.size,
+            streams,
+            mode,
+            "new" if new_connection else "reuse",
+            overhead.size,
             f"{pct_ms(measured, 50)} / {pct_ms(true, 50)}",
             f"{pct_ms(measured, 99)} / {pct_ms(true, 99)}",
-            pct_ms(overhead, 50), pct_ms(overhead, 99), pct_ms(overhead, 100),
-            pct_ms(late, 99), pct_ms(overhead - late, 99),
-            pct_ms(case.connect_ns[kept], 50), pct_ms(case.connect_ns[kept], 99),
-            f"{case.cpu_percent:.0f}", round(case.ttft_overhead_ns.size / case.run.window_s),
-            f"{case.wait_percent:.0f}", case.sim_cell,
-        )  # fmt: skip
+            pct_ms(overhead, 50),
+            pct_ms(overhead, 99),
+            pct_ms(overhead, 100),
+            pct_ms(late, 99),
+            pct_ms(overhead - late, 99),
+            pct_ms(case.connect_ns[kept], 50),
+            pct_ms(case.connect_ns[kept], 99),
+            f"{case.cpu_percent:.0f}",
+            round(case.ttft_overhead_ns.size / case.run.window_s),
+            f"{case.wait_percent:.0f}",
+            case.sim_cell,
+        )
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ def run_command(args: list[str], timeout: float, **kwargs) -> subprocess.Complet
 
 def run_scenario(
     scenario: Path, out: Path, *args: str, timeout: float = 120
-) -> tuple[dict, subprocess.CompletedProcess[str]]:  # fmt: skip
+) -> tuple[dict, subprocess.CompletedProcess[str]]:
     """``tpot-locust run SCENARIO --out OUT [args]``, which must exit 0; its summary."""
     result = run_command(
         [sys.executable, "-m", "tpot_locust", "run", str(scenario), "--out", str(out), *args],

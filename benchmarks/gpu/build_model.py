@@ -53,8 +53,10 @@ def build(out: Path) -> dict:
     tokenizer.model_max_length = MAX_POSITIONS
     tokenizer.save_pretrained(out)
     banned = tiny_model.banned_ids(tokenizer)
-    log(f"tokenizer: {len(tokenizer)} tokens, {len(banned)} banned, "
-        f"{time.monotonic() - started:.1f} s")  # fmt: skip
+    log(
+        f"tokenizer: {len(tokenizer)} tokens, {len(banned)} banned, "
+        f"{time.monotonic() - started:.1f} s"
+    )
 
     torch.manual_seed(tiny_model.SEED)
     config = LlamaConfig(
@@ -85,8 +87,10 @@ def build(out: Path) -> dict:
         torch.cuda.synchronize()
     params = sum(p.numel() for p in model.parameters())
     where = torch.cuda.get_device_name(0) if DEVICE.startswith("cuda") else DEVICE
-    log(f"model: {params / 1e9:.3f} B parameters initialised on {where} "
-        f"in {time.monotonic() - t0:.1f} s")  # fmt: skip
+    log(
+        f"model: {params / 1e9:.3f} B parameters initialised on {where} "
+        f"in {time.monotonic() - t0:.1f} s"
+    )
 
     tiny_model.shape_answers(model, tokenizer)  # answers of max_tokens (banned: above)
 
@@ -99,8 +103,10 @@ def build(out: Path) -> dict:
         )
     new = answer[0, ids.shape[1] :].tolist()
     bad = sorted(set(new) & set(banned))
-    log(f"check: {len(new)} tokens generated, banned among them: {bad or 'none'}, "
-        f"{time.monotonic() - t0:.1f} s: {tokenizer.decode(new)[:120]!r}")  # fmt: skip
+    log(
+        f"check: {len(new)} tokens generated, banned among them: {bad or 'none'}, "
+        f"{time.monotonic() - t0:.1f} s: {tokenizer.decode(new)[:120]!r}"
+    )
     if len(new) != 32 or bad:
         raise SystemExit("the weight trick failed: answers would not be max_tokens long")
 

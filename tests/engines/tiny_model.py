@@ -53,8 +53,13 @@ def build_tokenizer(out: Path):
     from transformers import PreTrainedTokenizerFast
 
     bpe = ByteLevelBPETokenizer()
-    bpe.train(training_files(), vocab_size=VOCAB_SIZE, min_frequency=2, special_tokens=SPECIAL,
-              show_progress=False)  # fmt: skip
+    bpe.train(
+        training_files(),
+        vocab_size=VOCAB_SIZE,
+        min_frequency=2,
+        special_tokens=SPECIAL,
+        show_progress=False,
+    )
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=bpe._tokenizer,
         bos_token="<s>",
@@ -105,7 +110,7 @@ def build_model(out: Path, tokenizer) -> None:
         json.dumps(
             {"build_version": BUILD_VERSION, "vocab": len(tokenizer), "banned_tokens": len(banned)}
         )
-        + "\n"  # fmt: skip
+        + "\n"
     )
 
 

@@ -27,11 +27,7 @@ from tpot_locust.metrics.histograms import new_histogram, record_many
 from tpot_locust.metrics.metric_set import ClassMetrics, MetricSet
 from tpot_locust.metrics.recorder import PREFILL_AT_GAP, Recorder
 from tpot_locust.metrics.wire_delta import decode_delta, encode_delta
-from tpot_locust.report.attribution import (
-    TAIL_PERCENTILES,
-    attribution_summary,
-    gap_story,
-)
+from tpot_locust.report.attribution import TAIL_PERCENTILES, attribution_summary, gap_story
 
 MS = 1_000_000
 US = 1_000
@@ -52,8 +48,9 @@ class Req:
 
     def timings(self, recorder: Recorder) -> RequestTimings:
         offset = recorder.to_wall_ns(0)
-        timings = RequestTimings(self.user_class, "chat", self.request_id, self.send - offset,
-                                 self.send - offset)  # fmt: skip
+        timings = RequestTimings(
+            self.user_class, "chat", self.request_id, self.send - offset, self.send - offset
+        )
         timings.token_stamps.extend(stamp - offset for stamp in self.stamps)
         timings.token_counts.extend(self.counts)
         timings.output_tokens = sum(self.counts)
@@ -90,8 +87,9 @@ class World:
         return found
 
 
-def play(world: World, recorders: list[Recorder], route, tick_ns: int = 100 * MS,
-         relay: bool = False) -> list[MetricSet]:  # fmt: skip
+def play(
+    world: World, recorders: list[Recorder], route, tick_ns: int = 100 * MS, relay: bool = False
+) -> list[MetricSet]:
     """Feed the world to the recorders in time order, as a run does: each request's prefill
     window at its send and first token (``on_prefill``, perf stamps), its timings at its
     end, the extra windows as they open and close, and every ``tick_ns`` an interval taken
@@ -100,8 +98,11 @@ def play(world: World, recorders: list[Recorder], route, tick_ns: int = 100 * MS
     of the recorders that see an item directly. Returns each recorder's totals."""
     events: list[tuple[int, int, str, object]] = []
     for req in world.requests:
-        events += [(req.send, 0, "open", req), (req.stamps[0], 1, "first", req),
-                   (req.stamps[-1], 2, "end", req)]  # fmt: skip
+        events += [
+            (req.send, 0, "open", req),
+            (req.stamps[0], 1, "first", req),
+            (req.stamps[-1], 2, "end", req),
+        ]
     for extra in world.extras:
         events += [(extra.start, 0, "x-open", extra), (extra.end, 1, "x-close", extra)]
     first = min(t for t, *_ in events)
@@ -140,8 +141,9 @@ def play(world: World, recorders: list[Recorder], route, tick_ns: int = 100 * MS
             else:
                 assert isinstance(item, Extra)
                 end = None if what == "x-open" else item.end
-                window = CauseWindow(item.kind, item.window_id, item.start, end, item.size,
-                                     item.burst)  # fmt: skip
+                window = CauseWindow(
+                    item.kind, item.window_id, item.start, end, item.size, item.burst
+                )
                 if item.kind == PREFILL:  # another process's: relayed by the master
                     recorder.causes.apply_wire([window.to_wire()])
                 else:  # the server's windows, from the sampler
@@ -149,8 +151,9 @@ def play(world: World, recorders: list[Recorder], route, tick_ns: int = 100 * MS
     return totals
 
 
-def make_world(seed: int, requests: int, classes: tuple[str, ...] = ("chat",),
-               processes: int = 1) -> World:  # fmt: skip
+def make_world(
+    seed: int, requests: int, classes: tuple[str, ...] = ("chat",), processes: int = 1
+) -> World:
     """Waves of requests (their prefills overlap the running ones' gaps) with quiet spells
     between (gaps that overlap nothing), long gaps here and there, events of 1-3 tokens,
     prompts from 50 to 16k tokens, server windows and other processes' prefills."""
@@ -167,19 +170,31 @@ def make_world(seed: int, requests: int, classes: tuple[str, ...] = ("chat",),
             gaps[index] = next(long_gaps_us) * US
         stamps = [first, *(first + np.cumsum(gaps)).tolist()]
         counts = [1, *rng.choice([1, 1, 1, 2, 3], events - 1).tolist()]
-        world.requests.append(Req(
-            f"r{number}", classes[number % len(classes)], send, [int(s) for s in stamps],
-            [int(c) for c in counts], int(rng.choice([50, 200, 1000, 4000, 16000])),
-            process=(number // len(classes)) % processes,  # classes on both processes
-            retransmits=int(rng.random() < 0.15),
-        ))  # fmt: skip
+        world.requests.append(
+            Req(
+                f"r{number}",
+                classes[number % len(classes)],
+                send,
+                [int(s) for s in stamps],
+                [int(c) for c in counts],
+                int(rng.choice([50, 200, 1000, 4000, 16000])),
+                process=(number // len(classes)) % processes,  # classes on both processes
+                retransmits=int(rng.random() < 0.15),
+            )
+        )
     end = max(r.stamps[-1] for r in world.requests)
     span = end - base
     for number in range(8):
         start = base + int(rng.integers(0, span))
-        world.extras.append(Extra(PREFILL, f"other{number}", start,
-                                  start + int(rng.integers(20, 150)) * MS,
-                                  float(rng.choice([500, 8000, 20000]))))  # fmt: skip
+        world.extras.append(
+            Extra(
+                PREFILL,
+                f"other{number}",
+                start,
+                start + int(rng.integers(20, 150)) * MS,
+                float(rng.choice([500, 8000, 20000])),
+            )
+        )
     for kind, count, size in ((PREEMPTION, 6, 1.0), (KV_PRESSURE, 2, 0.97), (QUEUEING, 3, 2)):
         for number in range(count):
             start = base + int(rng.integers(0, span))
@@ -218,9 +233,18 @@ def brute_gaps(world: World, user_class: str | None = None) -> list[Gap]:
             prefills = [w for w in over if w[0] == PREFILL]
             causes = {w[0] for w in over} | ({NETWORK} if req.retransmits else set())
             long = any(w[4] or w[3] >= LONG_PROMPT_TOKENS for w in prefills)
-            found.append(Gap(int(to_us(itl[index : index + 1])[0]), tpot_by_gap[index].tolist(),
-                             causes, round(sum(w[3] for w in prefills)), len(prefills),
-                             req.request_id, index, long))  # fmt: skip
+            found.append(
+                Gap(
+                    int(to_us(itl[index : index + 1])[0]),
+                    tpot_by_gap[index].tolist(),
+                    causes,
+                    round(sum(w[3] for w in prefills)),
+                    len(prefills),
+                    req.request_id,
+                    index,
+                    long,
+                )
+            )
     return found
 
 
@@ -246,8 +270,9 @@ def expected_rows(gaps: list[Gap], attribution: dict, metric: str) -> None:
         assert row["samples"] == len(tail)
         assert list(row["shares"]) == ordered
         for cause in ordered:
-            hit = sum(1 for causes in tail if (cause in causes if cause != UNEXPLAINED
-                                                else not causes))  # fmt: skip
+            hit = sum(
+                1 for causes in tail if (cause in causes if cause != UNEXPLAINED else not causes)
+            )
             wanted = round(hit / len(tail), 4) if tail else None
             assert row["shares"][cause] == wanted, (metric, percentile, cause)
 

@@ -12,9 +12,15 @@ import pytest
 CHROMIUM = Path("/usr/bin/chromium")
 # Headless, and nothing that reaches beyond this machine (its network is closed).
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium not installed")
 
 

@@ -26,9 +26,14 @@ def sim_request(
     api: str, body: dict[str, Any], completion: int | None = None, finish: str = "length"
 ) -> SimRequest:
     """The simulator's request for ``body``: ``completion`` (or all) tokens, then ``finish``."""
-    request = parse_request(json.dumps(body).encode(), api, request_id="r",
-                            default_model="tpot-sim", default_max_tokens=16,
-                            arrival_perf_ns=0)  # fmt: skip
+    request = parse_request(
+        json.dumps(body).encode(),
+        api,
+        request_id="r",
+        default_model="tpot-sim",
+        default_max_tokens=16,
+        arrival_perf_ns=0,
+    )
     request.completion_tokens = request.max_tokens if completion is None else completion
     request.finish_reason = finish
     return request
@@ -105,9 +110,16 @@ def decoded_alike(api: str, data: bytes, sizes: Iterable[int]) -> DecodedStream:
 def _outcome(result: DecodedStream) -> tuple[Any, ...]:
     """What a stream decoded to, whatever the reads it came in."""
     error = None if result.error is None else (result.error.category, str(result.error))
-    return (error, result.text, tuple(result.token_counts), result.output_tokens,
-            result.prompt_tokens, result.cached_prompt_tokens, result.finish_reason,
-            result.done)  # fmt: skip
+    return (
+        error,
+        result.text,
+        tuple(result.token_counts),
+        result.output_tokens,
+        result.prompt_tokens,
+        result.cached_prompt_tokens,
+        result.finish_reason,
+        result.done,
+    )
 
 
 def assert_sim_decoded(result: DecodedStream, request: SimRequest, finish: str) -> None:

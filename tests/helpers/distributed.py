@@ -17,8 +17,14 @@ from tpot_locust.cli.master_api import MasterAPI
 from tpot_locust.cli.run import free_port
 from tpot_locust.report.truth_check import TruthWindow
 
-__all__ = ["Cluster", "free_port", "start_cluster", "start_web_cluster", "stop_processes",
-           "wait_for_workers"]  # fmt: skip
+__all__ = [
+    "Cluster",
+    "free_port",
+    "start_cluster",
+    "start_web_cluster",
+    "stop_processes",
+    "wait_for_workers",
+]
 
 LOCUSTFILE = str(ROOT / "tests/helpers/locust_distributed.py")
 
@@ -42,19 +48,47 @@ class Cluster:
 
 
 def start_cluster(
-    host: str, out: Path, workers: int, users: int, run_time: str, *extra: str,
-    env: dict[str, str] | None = None, locustfile: str = LOCUSTFILE,
-) -> Cluster:  # fmt: skip
+    host: str,
+    out: Path,
+    workers: int,
+    users: int,
+    run_time: str,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    locustfile: str = LOCUSTFILE,
+) -> Cluster:
     port = free_port()
     environment = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
     locust = [sys.executable, "-m", "locust", "-f", locustfile]
     master = subprocess.Popen(
-        [*locust, "--master", "--headless", "--expect-workers", str(workers),
-         "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-         "-u", str(users), "-r", str(users), "-t", run_time, "--host", host,
-         "--tpot-out", str(out), *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment, cwd=ROOT,
-    )  # fmt: skip
+        [
+            *locust,
+            "--master",
+            "--headless",
+            "--expect-workers",
+            str(workers),
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            str(port),
+            "-u",
+            str(users),
+            "-r",
+            str(users),
+            "-t",
+            run_time,
+            "--host",
+            host,
+            "--tpot-out",
+            str(out),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=environment,
+        cwd=ROOT,
+    )
     worker_processes = [
         subprocess.Popen(
             [*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
@@ -63,27 +97,51 @@ def start_cluster(
             text=True,
             env=environment,
             cwd=ROOT,
-        )  # fmt: skip
+        )
         for _ in range(workers)
     ]
     return Cluster(master, worker_processes)
 
 
 def start_web_cluster(
-    locustfile: Path, host: str, web_port: int, out: Path, workers: int, stop_timeout: int,
+    locustfile: Path,
+    host: str,
+    web_port: int,
+    out: Path,
+    workers: int,
+    stop_timeout: int,
     env: dict[str, str] | None = None,
-) -> list[subprocess.Popen[bytes]]:  # fmt: skip
+) -> list[subprocess.Popen[bytes]]:
     """A master with its web UI on 127.0.0.1:``web_port`` and ``workers`` workers, as one
     starts them on a cluster (the master first in the list; ``stop_processes`` ends them)."""
     environment = dict(os.environ, **(env or {}))
     port = free_port()
     locust = [sys.executable, "-m", "locust", "-f", str(locustfile)]
-    master = [*locust, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
-              str(port), "--web-host", "127.0.0.1", "--web-port", str(web_port), "--host", host,
-              "--tpot-out", str(out), "--stop-timeout", str(stop_timeout)]  # fmt: skip
+    master = [
+        *locust,
+        "--master",
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        str(port),
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(web_port),
+        "--host",
+        host,
+        "--tpot-out",
+        str(out),
+        "--stop-timeout",
+        str(stop_timeout),
+    ]
     worker = [*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]
-    quiet: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL,
-                             "env": environment, "cwd": ROOT}  # fmt: skip
+    quiet: dict[str, Any] = {
+        "stdout": subprocess.DEVNULL,
+        "stderr": subprocess.DEVNULL,
+        "env": environment,
+        "cwd": ROOT,
+    }
     return [subprocess.Popen(master, **quiet)] + [
         subprocess.Popen(worker, **quiet) for _ in range(workers)
     ]

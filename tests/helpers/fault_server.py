@@ -63,12 +63,31 @@ FAULTS: dict[str, str | None] = {
 }
 
 # tokens a failed request received before its fault (the rest are absent)
-PARTIAL_FAULTS = ("error_event", "reset", "close_early", "bad_json", "stall_idle",
-                  "oversized", "bad_chunk", "echo_key_event")  # fmt: skip
+PARTIAL_FAULTS = (
+    "error_event",
+    "reset",
+    "close_early",
+    "bad_json",
+    "stall_idle",
+    "oversized",
+    "bad_chunk",
+    "echo_key_event",
+)
 
 # faults the random mix uses: quick ones (no long stalls), each with a distinct category
-RATE_FAULTS = ("http_429", "http_500", "error_event", "reset", "close_early", "bad_json",
-               "not_sse", "empty", "bad_chunk", "stall_idle", "stall_first")  # fmt: skip
+RATE_FAULTS = (
+    "http_429",
+    "http_500",
+    "error_event",
+    "reset",
+    "close_early",
+    "bad_json",
+    "not_sse",
+    "empty",
+    "bad_chunk",
+    "stall_idle",
+    "stall_first",
+)
 
 WORDS = [" alpha", " beta", " gamma", " delta", " epsilon", " zeta", " eta", " theta"]
 UTF8_WORDS = ["é", " €", "😀", " 中文", "ß", " ∑", "🎉", " ñ"]  # 2-, 3- and 4-byte characters
@@ -341,8 +360,15 @@ class FaultServer:
             return _json_reply(conn, 422, {"error": {"message": message}})
         if fault == "not_sse":
             text = expected_text(fault, tokens)
-            reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                  "finish_reason": "length"}]}  # fmt: skip
+            reply = {
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": "length",
+                    }
+                ]
+            }
             return _json_reply(conn, 200, reply)
         if fault == "bad_http":
             conn.send(b"NOT-HTTP garbage\r\n\r\n")
@@ -463,9 +489,15 @@ def _json_reply(
     conn: _Connection, status: int, data: Any, headers: dict[str, str] | None = None
 ) -> bool:
     body = json.dumps(data).encode()
-    reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
-              429: "Too Many Requests", 500: "Internal Server Error",
-              503: "Service Unavailable"}.get(status, "Error")  # fmt: skip
+    reason = {
+        200: "OK",
+        400: "Bad Request",
+        401: "Unauthorized",
+        404: "Not Found",
+        429: "Too Many Requests",
+        500: "Internal Server Error",
+        503: "Service Unavailable",
+    }.get(status, "Error")
     head = f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
     head += "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
     head += f"Content-Length: {len(body)}\r\n\r\n"
@@ -481,8 +513,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stall-s", type=float, default=2.0)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    server = FaultServer(port=args.port, gap_s=args.gap_ms / 1000, stall_s=args.stall_s,
-                         fault_rate=args.fault_rate, seed=args.seed)  # fmt: skip
+    server = FaultServer(
+        port=args.port,
+        gap_s=args.gap_ms / 1000,
+        stall_s=args.stall_s,
+        fault_rate=args.fault_rate,
+        seed=args.seed,
+    )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -43,14 +43,17 @@ def hostile_http(behaviour: str, interval_s: float = 5.0) -> Iterator[str]:
                             return
                         conn.sendall(bytes([byte]))
                 elif behaviour == "trickle_body":
-                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
-                                 b"Connection: close\r\n\r\n")  # fmt: skip
+                    conn.sendall(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"
+                    )
                     while not stop.wait(interval_s):
                         conn.sendall(b"#")
                 else:
                     body = b"<html>not a Locust web UI</html>"
-                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
-                                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))  # fmt: skip
+                    conn.sendall(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
+                        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+                    )
             except OSError:
                 pass
 

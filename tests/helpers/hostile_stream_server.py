@@ -36,8 +36,16 @@ from typing import Any
 
 MODEL = "hostile-model"
 HUGE = 10**399 + 7  # 400 digits
-REPLIES = ("good", "huge_usage", "echo_headers", "echo_event", "redirect", "gzip", "html",
-           "unicode_length")  # fmt: skip
+REPLIES = (
+    "good",
+    "huge_usage",
+    "echo_headers",
+    "echo_event",
+    "redirect",
+    "gzip",
+    "html",
+    "unicode_length",
+)
 
 
 def chunk(data: bytes) -> bytes:
@@ -59,8 +67,11 @@ def stream_events(tokens: int, completion_tokens: int) -> list[bytes]:
     """A whole vLLM-style stream's events; usage says ``completion_tokens``."""
     events = [event(delta("")), *(event(delta(f" w{i}")) for i in range(tokens))]
     events.append(event(delta(None, "length")))
-    usage = {"prompt_tokens": 5, "completion_tokens": completion_tokens,
-             "total_tokens": 5 + completion_tokens}  # fmt: skip
+    usage = {
+        "prompt_tokens": 5,
+        "completion_tokens": completion_tokens,
+        "total_tokens": 5 + completion_tokens,
+    }
     events.append(event({"id": "h", "model": MODEL, "choices": [], "usage": usage}))
     events.append(event("[DONE]"))
     return events
@@ -146,8 +157,14 @@ class HostileStreamServer:
         if reply == "echo_headers":
             echoed = "; ".join(f"{name}: {value}" for name, value in headers.items())
             body = json.dumps({"error": {"message": f"bad request with {echoed}"}}).encode()
-            sock.sendall(head("400 Bad Request", "Content-Type: application/json",
-                              f"Content-Length: {len(body)}") + body)  # fmt: skip
+            sock.sendall(
+                head(
+                    "400 Bad Request",
+                    "Content-Type: application/json",
+                    f"Content-Length: {len(body)}",
+                )
+                + body
+            )
             return True
         if reply == "echo_event":
             echoed = "; ".join(f"{name}: {value}" for name, value in headers.items())
@@ -160,8 +177,10 @@ class HostileStreamServer:
 
     def _models(self, sock: socket.socket) -> bool:
         body = json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
-        reply = head("200 OK", "Content-Type: application/json",
-                     f"Content-Length: {len(body)}") + body.encode()  # fmt: skip
+        reply = (
+            head("200 OK", "Content-Type: application/json", f"Content-Length: {len(body)}")
+            + body.encode()
+        )
         with self._lock:
             self.stats[f"models_{self.models}"] += 1
         if self.models != "trickle":
@@ -177,20 +196,46 @@ class HostileStreamServer:
 def _odd_reply(reply: str, tokens: int) -> bytes:
     """The replies that are no event stream we can read, each closing its connection."""
     if reply == "redirect":
-        return head("307 Temporary Redirect", "Location: http://elsewhere.invalid/v1/chat",
-                    "Content-Length: 0", "Connection: close")  # fmt: skip
+        return head(
+            "307 Temporary Redirect",
+            "Location: http://elsewhere.invalid/v1/chat",
+            "Content-Length: 0",
+            "Connection: close",
+        )
     if reply == "gzip":
         body = gzip.compress(b"".join(stream_events(tokens, tokens)))
-        return head("200 OK", "Content-Type: text/event-stream", "Content-Encoding: gzip",
-                    f"Content-Length: {len(body)}", "Connection: close") + body  # fmt: skip
+        return (
+            head(
+                "200 OK",
+                "Content-Type: text/event-stream",
+                "Content-Encoding: gzip",
+                f"Content-Length: {len(body)}",
+                "Connection: close",
+            )
+            + body
+        )
     if reply == "html":
         body = b"<!DOCTYPE html><html><body><h1>Sign in</h1></body></html>"
-        return head("200 OK", "Content-Type: text/event-stream", f"Content-Length: {len(body)}",
-                    "Connection: close") + body  # fmt: skip
+        return (
+            head(
+                "200 OK",
+                "Content-Type: text/event-stream",
+                f"Content-Length: {len(body)}",
+                "Connection: close",
+            )
+            + body
+        )
     assert reply == "unicode_length", reply
     # "²" as the client decodes a head (latin-1): str.isdigit() says True, int() refuses
-    return head("200 OK", "Content-Type: text/event-stream", "Content-Length: \u00b2",
-                "Connection: close") + b"xx"  # fmt: skip
+    return (
+        head(
+            "200 OK",
+            "Content-Type: text/event-stream",
+            "Content-Length: \u00b2",
+            "Connection: close",
+        )
+        + b"xx"
+    )
 
 
 def _read_request(

@@ -101,6 +101,10 @@ for _fault in FAULTS:
     globals()[_name] = type(
         _name,
         (FaultUser,),
-        {"__module__": __name__, "headers": {"X-Fault": _fault}, "request_name": _name,
-         **OVERRIDES.get(_fault, {})},
-    )  # fmt: skip
+        {
+            "__module__": __name__,
+            "headers": {"X-Fault": _fault},
+            "request_name": _name,
+            **OVERRIDES.get(_fault, {}),
+        },
+    )

@@ -24,11 +24,13 @@ def _keep_send_and_end(timings, **_):
     cut = timings.error_category == "interrupted"
     send_ns = timings.t_intended_ns if cut else timings.t_send_ns
     record = {
-        "id": timings.request_id, "class": timings.user_class,
+        "id": timings.request_id,
+        "class": timings.user_class,
         "send_s": _clock.wall(send_ns) / 1e9,
         "end_s": _clock.wall(timings.t_end_ns) / 1e9,
         "first_s": _clock.wall(timings.token_stamps[0]) / 1e9 if timings.token_stamps else None,
-        "error": timings.error_category, "prompt": timings.prompt_tokens_reported,
-    }  # fmt: skip
+        "error": timings.error_category,
+        "prompt": timings.prompt_tokens_reported,
+    }
     _sink.write(json.dumps(record) + "\n")
     _sink.flush()

@@ -31,8 +31,15 @@ from tpot_locust.common.child_process import child_options
 from tpot_locust.sim.cli import READY_PREFIX
 from tpot_locust.sim.process import SimProcess
 
-__all__ = ["drop_share", "environment", "free_third_octet", "in_netns", "ip",
-           "start_simulator_in_netns", "stop_drops"]  # fmt: skip
+__all__ = [
+    "drop_share",
+    "environment",
+    "free_third_octet",
+    "in_netns",
+    "ip",
+    "start_simulator_in_netns",
+    "stop_drops",
+]
 
 # classic BPF: A = random u32; A >= threshold ? -1 (the filter's class: dropped) : 0 (no match)
 _SKF_AD_RANDOM = 0xFFFFF000 + 56
@@ -63,8 +70,12 @@ def _bpf_program(percent: float, ports: tuple[int, ...]) -> str:
     """``tc``'s ``bytecode`` text: ``percent`` % of the IPv4 packets (of TCP segments from or
     to one of ``ports`` when given) go to the dropping class."""
     threshold = min(int((1 - percent / 100) * 2**32), 2**32 - 1) if percent < 100 else 0
-    draw = [(_BPF_LD_W_ABS, 0, 0, _SKF_AD_RANDOM), (_BPF_JGE_K, 0, 1, threshold),
-            (_BPF_RET_K, 0, 0, 0xFFFFFFFF), (_BPF_RET_K, 0, 0, 0)]  # fmt: skip
+    draw = [
+        (_BPF_LD_W_ABS, 0, 0, _SKF_AD_RANDOM),
+        (_BPF_JGE_K, 0, 1, threshold),
+        (_BPF_RET_K, 0, 0, 0xFFFFFFFF),
+        (_BPF_RET_K, 0, 0, 0),
+    ]
     program: list[tuple[int, int, int, int]] = []
     if ports:
         # not TCP: no match; X = the IP header's length; the source port (ldh [x + 14]),
@@ -72,12 +83,17 @@ def _bpf_program(percent: float, ports: tuple[int, ...]) -> str:
         # jumps to the draw; none reaches "no match". A jump goes to its pc + 1 + offset.
         n = len(ports)
         no_match, draw_at = 5 + 2 * n, 6 + 2 * n
-        program += [(_BPF_LD_B_ABS, 0, 0, _ETHERNET + 9), (_BPF_JEQ_K, 0, no_match - 2, _TCP),
-                    (_BPF_LDX_B_MSH, 0, 0, _ETHERNET)]  # fmt: skip
+        program += [
+            (_BPF_LD_B_ABS, 0, 0, _ETHERNET + 9),
+            (_BPF_JEQ_K, 0, no_match - 2, _TCP),
+            (_BPF_LDX_B_MSH, 0, 0, _ETHERNET),
+        ]
         for offset in (0, 2):
             program.append((_BPF_LD_H_IND, 0, 0, _ETHERNET + offset))
-            program += [(_BPF_JEQ_K, draw_at - (len(program) + i) - 1, 0, port)
-                        for i, port in enumerate(ports)]  # fmt: skip
+            program += [
+                (_BPF_JEQ_K, draw_at - (len(program) + i) - 1, 0, port)
+                for i, port in enumerate(ports)
+            ]
         program.append((_BPF_RET_K, 0, 0, 0))
         assert len(program) == draw_at
     program += draw
@@ -94,14 +110,54 @@ def drop_share(netns: str, device: str, percent: float, ports: tuple[int, ...] =
             return f"netem loss {percent}%"
     steps = [
         [*tc, "handle", "1:", "htb", "default", "1"],
-        ["tc", "class", "add", "dev", device, "parent", "1:", "classid", "1:1", "htb",
-         "rate", "10gbit"],
-        ["tc", "class", "add", "dev", device, "parent", "1:", "classid", "1:2", "htb",
-         "rate", "10gbit"],
+        [
+            "tc",
+            "class",
+            "add",
+            "dev",
+            device,
+            "parent",
+            "1:",
+            "classid",
+            "1:1",
+            "htb",
+            "rate",
+            "10gbit",
+        ],
+        [
+            "tc",
+            "class",
+            "add",
+            "dev",
+            device,
+            "parent",
+            "1:",
+            "classid",
+            "1:2",
+            "htb",
+            "rate",
+            "10gbit",
+        ],
         ["tc", "qdisc", "add", "dev", device, "parent", "1:2", "pfifo", "limit", "0"],
-        ["tc", "filter", "add", "dev", device, "parent", "1:", "protocol", "ip", "prio", "1",
-         "bpf", "bytecode", _bpf_program(percent, ports), "classid", "1:2"],
-    ]  # fmt: skip
+        [
+            "tc",
+            "filter",
+            "add",
+            "dev",
+            device,
+            "parent",
+            "1:",
+            "protocol",
+            "ip",
+            "prio",
+            "1",
+            "bpf",
+            "bytecode",
+            _bpf_program(percent, ports),
+            "classid",
+            "1:2",
+        ],
+    ]
     for step in steps:
         if in_netns(netns, *step, check=False).returncode != 0:
             stop_drops(netns, device)
@@ -147,17 +203,36 @@ def _lines_of(process: subprocess.Popen[str]) -> tuple[queue.Queue[str | None], 
 
 
 def start_simulator_in_netns(
-    netns: str, *args: str, host: str, port: int = 0, url_host: str | None = None,
-    truth: Path | None = None, timeout_s: float = 20,
-) -> SimProcess:  # fmt: skip
+    netns: str,
+    *args: str,
+    host: str,
+    port: int = 0,
+    url_host: str | None = None,
+    truth: Path | None = None,
+    timeout_s: float = 20,
+) -> SimProcess:
     """``python -m tpot_locust sim --host HOST --port PORT [--truth FILE] ARGS`` in ``netns``,
     once it said it listens (its ``url`` names ``url_host`` when given: a server bound to
     0.0.0.0 is reached by one of its addresses). ``SimProcess.stop`` stops it."""
-    command = ["ip", "netns", "exec", netns, sys.executable, "-m", "tpot_locust", "sim",
-               "--host", host, "--port", str(port),
-               *(("--truth", str(truth)) if truth is not None else ()), *args]  # fmt: skip
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=environment(),
-                               cwd=ROOT, **child_options())  # fmt: skip
+    command = [
+        "ip",
+        "netns",
+        "exec",
+        netns,
+        sys.executable,
+        "-m",
+        "tpot_locust",
+        "sim",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        *(("--truth", str(truth)) if truth is not None else ()),
+        *args,
+    ]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, text=True, env=environment(), cwd=ROOT, **child_options()
+    )
     lines, reader = _lines_of(process)
     simulator = SimProcess(process, "", truth, reader)
     try:

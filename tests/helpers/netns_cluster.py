@@ -72,16 +72,21 @@ class Net:
     def router_ip(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         return ip(*args, netns=self.router, check=check)
 
-    def start(self, role: str, name: str, *command: str,
-              env: dict[str, str] | None = None) -> subprocess.Popen[str]:  # fmt: skip
+    def start(
+        self, role: str, name: str, *command: str, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[str]:
         """``command`` in ``role``'s namespace, its output in ``logs/NAME.log``."""
         log = (self.logs / f"{name}.log").open("w")
         self._files.append(log)
         process = subprocess.Popen(
-            ["ip", "netns", "exec", self.hosts[role].netns, *command], stdout=log,
-            stderr=subprocess.STDOUT, text=True, env=environment(env), cwd=ROOT,
+            ["ip", "netns", "exec", self.hosts[role].netns, *command],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=environment(env),
+            cwd=ROOT,
             **child_options(),
-        )  # fmt: skip
+        )
         self.processes.append(process)
         return process
 
@@ -89,24 +94,59 @@ class Net:
         path = self.logs / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
-    def start_master(self, out: Path, workers: int, users: int, run_time: str, *extra: str,
-                     bind_host: str | None = None,
-                     env: dict[str, str] | None = None) -> subprocess.Popen[str]:  # fmt: skip
+    def start_master(
+        self,
+        out: Path,
+        workers: int,
+        users: int,
+        run_time: str,
+        *extra: str,
+        bind_host: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.Popen[str]:
         """A headless master in ``master``'s namespace, on its address (or ``bind_host``),
         port ``MASTER_PORT``, against the simulator's address; once it listens."""
         master = self.start(
-            "master", "master", sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--master",
-            "--headless", "--expect-workers", str(workers), "--expect-workers-max-wait", "60",
-            "--master-bind-host", bind_host or self["master"].address,
-            "--master-bind-port", str(MASTER_PORT), "-u", str(users), "-r", str(users),
-            "-t", run_time, "--host", f"http://{self['sim'].address}:{SIM_PORT}",
-            "--tpot-out", str(out), *extra, env=env,
-        )  # fmt: skip
+            "master",
+            "master",
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            LOCUSTFILE,
+            "--master",
+            "--headless",
+            "--expect-workers",
+            str(workers),
+            "--expect-workers-max-wait",
+            "60",
+            "--master-bind-host",
+            bind_host or self["master"].address,
+            "--master-bind-port",
+            str(MASTER_PORT),
+            "-u",
+            str(users),
+            "-r",
+            str(users),
+            "-t",
+            run_time,
+            "--host",
+            f"http://{self['sim'].address}:{SIM_PORT}",
+            "--tpot-out",
+            str(out),
+            *extra,
+            env=env,
+        )
         self.wait_listening("master", MASTER_PORT, master)
         return master
 
-    def wait_listening(self, role: str, port: int, process: subprocess.Popen[str] | None = None,
-                       timeout_s: float = 60) -> None:  # fmt: skip
+    def wait_listening(
+        self,
+        role: str,
+        port: int,
+        process: subprocess.Popen[str] | None = None,
+        timeout_s: float = 60,
+    ) -> None:
         """Until a TCP socket listens on ``port`` in ``role``'s namespace (``/proc/net/tcp``:
         nothing connects to it to find out), while ``process`` runs."""
         wanted = f":{port:04X} "
@@ -114,36 +154,71 @@ class Net:
         while True:
             table = in_netns(self.hosts[role].netns, "cat", "/proc/net/tcp").stdout
             listening = [row.split() for row in table.splitlines()[1:] if wanted in row]
-            if any(fields[1].endswith(wanted.strip()) and fields[3] == "0A"
-                   for fields in listening):  # fmt: skip
+            if any(
+                fields[1].endswith(wanted.strip()) and fields[3] == "0A" for fields in listening
+            ):
                 return
             if process is not None and process.poll() is not None:
-                raise RuntimeError(f"it exited ({process.returncode}) before listening on "
-                                   f"{role}:{port}: {self.log(role)[-2000:]}")  # fmt: skip
+                raise RuntimeError(
+                    f"it exited ({process.returncode}) before listening on "
+                    f"{role}:{port}: {self.log(role)[-2000:]}"
+                )
             if time.monotonic() > deadline:
                 raise RuntimeError(f"nothing listens on {role}:{port} after {timeout_s} s")
             time.sleep(0.1)
 
-    def start_worker(self, role: str, out: Path, master: tuple[str, int] | None = None,
-                     env: dict[str, str] | None = None) -> subprocess.Popen[str]:  # fmt: skip
+    def start_worker(
+        self,
+        role: str,
+        out: Path,
+        master: tuple[str, int] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.Popen[str]:
         """A worker in ``role``'s namespace, connecting to ``master`` (default: the master's
         address), saving its audit to ``out/workers/<id>.json``."""
         host, port = master or (self["master"].address, MASTER_PORT)
         return self.start(
-            role, role, sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--worker",
-            "--master-host", host, "--master-port", str(port), "--tpot-out", str(out), env=env,
-        )  # fmt: skip
+            role,
+            role,
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            LOCUSTFILE,
+            "--worker",
+            "--master-host",
+            host,
+            "--master-port",
+            str(port),
+            "--tpot-out",
+            str(out),
+            env=env,
+        )
 
-    def start_relay(self, role: str, listen_port: int, target: tuple[str, int],
-                    delay_ms: tuple[float, float], timeout_s: float = 20,
-                    ) -> subprocess.Popen[str]:  # fmt: skip
+    def start_relay(
+        self,
+        role: str,
+        listen_port: int,
+        target: tuple[str, int],
+        delay_ms: tuple[float, float],
+        timeout_s: float = 20,
+    ) -> subprocess.Popen[str]:
         """``tcp_relay.py`` in ``role``'s namespace, on its address, once it listens."""
         from tests.helpers.tcp_relay import READY
 
         process = self.start(
-            role, "relay", sys.executable, RELAY, self[role].address, str(listen_port),
-            target[0], str(target[1]), "--delay-ms", str(delay_ms[0]), str(delay_ms[1]),
-        )  # fmt: skip
+            role,
+            "relay",
+            sys.executable,
+            RELAY,
+            self[role].address,
+            str(listen_port),
+            target[0],
+            str(target[1]),
+            "--delay-ms",
+            str(delay_ms[0]),
+            str(delay_ms[1]),
+        )
         deadline = time.monotonic() + timeout_s
         while READY not in self.log("relay"):
             if process.poll() is not None or time.monotonic() > deadline:
@@ -166,8 +241,9 @@ class Net:
 
     def drop_stats(self, device: str) -> dict[str, int]:
         """Packets sent and dropped by the root qdisc of the router's ``device``."""
-        shown = in_netns(self.router, "tc", "-s", "-j", "qdisc", "show", "dev", device,
-                         check=False).stdout  # fmt: skip
+        shown = in_netns(
+            self.router, "tc", "-s", "-j", "qdisc", "show", "dev", device, check=False
+        ).stdout
         for qdisc in json.loads(shown or "[]"):
             if qdisc.get("root"):
                 return {"packets": qdisc.get("packets", 0), "drops": qdisc.get("drops", 0)}
@@ -236,11 +312,28 @@ def build_net(roles: list[str], logs: Path) -> Iterator[Net]:
             ip("netns", "add", netns)
             made.append(netns)
             base = 4 * index
-            host = Host(role, netns, f"{PREFIX}.{third}.{base + 2}",
-                        f"{PREFIX}.{third}.{base + 1}", _link_name(suffix, "h", index),
-                        _link_name(suffix, "r", index), f"{PREFIX}.{third}.{base}/30")  # fmt: skip
-            ip("link", "add", host.router_link, "type", "veth", "peer", "name", host.link,
-               "netns", netns, netns=router)  # fmt: skip
+            host = Host(
+                role,
+                netns,
+                f"{PREFIX}.{third}.{base + 2}",
+                f"{PREFIX}.{third}.{base + 1}",
+                _link_name(suffix, "h", index),
+                _link_name(suffix, "r", index),
+                f"{PREFIX}.{third}.{base}/30",
+            )
+            ip(
+                "link",
+                "add",
+                host.router_link,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                host.link,
+                "netns",
+                netns,
+                netns=router,
+            )
             ip("addr", "add", f"{host.gateway}/30", "dev", host.router_link, netns=router)
             ip("link", "set", host.router_link, "up", netns=router)
             ip("addr", "add", f"{host.address}/30", "dev", host.link, netns=netns)

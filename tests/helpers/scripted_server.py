@@ -53,10 +53,16 @@ def request(**overrides: float) -> StreamRequest:
     values: dict[str, float] = dict(first_token_timeout=5.0, idle_timeout=5.0, total_timeout=30.0)
     values.update(overrides)
     return StreamRequest(
-        user_class="Test", api="chat", request_id="r1", path="/v1/chat/completions",
-        headers={"Content-Type": "application/json"}, body=b"{}", prompt_tokens_requested=5,
-        t_intended_ns=time.perf_counter_ns(), **values,
-    )  # fmt: skip
+        user_class="Test",
+        api="chat",
+        request_id="r1",
+        path="/v1/chat/completions",
+        headers={"Content-Type": "application/json"},
+        body=b"{}",
+        prompt_tokens_requested=5,
+        t_intended_ns=time.perf_counter_ns(),
+        **values,
+    )
 
 
 def _read_request(conn: socket.socket) -> bool:

@@ -37,11 +37,15 @@ class Stats:
     def line(self) -> str:
         delays = self.delays_ms
         spread = {"min": min(delays), "max": max(delays), "mean": sum(delays) / len(delays)}
-        return STATS + json.dumps({
-            "connections": self.connections, "failed_connects": self.failed_connects,
-            "bytes": self.bytes, "chunks": self.chunks,
-            "delay_ms": {k: round(v, 2) for k, v in spread.items()} if delays else None,
-        })  # fmt: skip
+        return STATS + json.dumps(
+            {
+                "connections": self.connections,
+                "failed_connects": self.failed_connects,
+                "bytes": self.bytes,
+                "chunks": self.chunks,
+                "delay_ms": {k: round(v, 2) for k, v in spread.items()} if delays else None,
+            }
+        )
 
 
 class Relay:
@@ -62,8 +66,10 @@ class Relay:
             writer.close()
             return
         self.stats.connections += 1
-        pumps = [asyncio.create_task(self.pump(reader, up_writer, "up")),
-                 asyncio.create_task(self.pump(up_reader, writer, "down"))]  # fmt: skip
+        pumps = [
+            asyncio.create_task(self.pump(reader, up_writer, "up")),
+            asyncio.create_task(self.pump(up_reader, writer, "down")),
+        ]
         try:
             await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
         finally:  # one way ended (after its last chunk's release): the connection is over
@@ -113,8 +119,12 @@ class Relay:
 
 
 async def serve(args: argparse.Namespace) -> None:
-    relay = Relay((args.target_host, args.target_port), args.delay_ms[0] / 1000,
-                  args.delay_ms[1] / 1000, args.seed)  # fmt: skip
+    relay = Relay(
+        (args.target_host, args.target_port),
+        args.delay_ms[0] / 1000,
+        args.delay_ms[1] / 1000,
+        args.seed,
+    )
     server = await asyncio.start_server(relay.handle, args.listen_host, args.listen_port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -20,12 +20,27 @@ def test_tpot_matches_ground_truth_at_2ms_gap_8_streams(tmp_path: Path, python: 
     out = tmp_path / "out"
     with start_simulator("--gap-ms", "2", "--ttft-ms", "20", truth=truth_path) as sim:
         result = run_command(
-            [python, "-m", "locust", "-f", str(ROOT / "tests/helpers/locust_accuracy.py"),
-             "--headless",
-             "-u", "8", "-r", "8", "-t", "4s", "--host", sim.url, "--tpot-out", str(out),
-             "--only-summary"],
+            [
+                python,
+                "-m",
+                "locust",
+                "-f",
+                str(ROOT / "tests/helpers/locust_accuracy.py"),
+                "--headless",
+                "-u",
+                "8",
+                "-r",
+                "8",
+                "-t",
+                "4s",
+                "--host",
+                sim.url,
+                "--tpot-out",
+                str(out),
+                "--only-summary",
+            ],
             timeout=120,
-        )  # fmt: skip
+        )
     assert result.returncode == 0, result.stdout + result.stderr
     truth = [json.loads(line) for line in truth_path.read_text().splitlines()]
     finished = [entry for entry in truth if not entry.get("aborted")]

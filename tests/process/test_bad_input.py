@@ -23,8 +23,7 @@ from tpot_locust.wire.http_client import Origin
 )
 def test_bad_run_options_name_the_option(args: list[str], message: str) -> None:
     result = run_command(
-        [sys.executable, "-m", "tpot_locust", "run", "scenarios/quickstart.yaml", *args],
-        timeout=60,
+        [sys.executable, "-m", "tpot_locust", "run", "scenarios/quickstart.yaml", *args], timeout=60
     )
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stderr
@@ -36,10 +35,17 @@ def test_out_naming_an_existing_file(tmp_path: Path) -> None:
     existing = tmp_path / "file"
     existing.write_text("")
     result = run_command(
-        [sys.executable, "-m", "tpot_locust", "run", "scenarios/quickstart.yaml",
-         "--out", str(existing)],
+        [
+            sys.executable,
+            "-m",
+            "tpot_locust",
+            "run",
+            "scenarios/quickstart.yaml",
+            "--out",
+            str(existing),
+        ],
         timeout=60,
-    )  # fmt: skip
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert f"results folder {existing}" in result.stderr
 
@@ -47,8 +53,7 @@ def test_out_naming_an_existing_file(tmp_path: Path) -> None:
 def test_report_of_a_file_reads_its_folder(tmp_path: Path) -> None:
     (tmp_path / "summary.json").write_text("{}")  # a run's file, its histograms missing
     result = run_command(
-        [sys.executable, "-m", "tpot_locust", "report", str(tmp_path / "summary.json")],
-        timeout=60,
+        [sys.executable, "-m", "tpot_locust", "report", str(tmp_path / "summary.json")], timeout=60
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert f"{tmp_path / 'histograms.json'}: no saved histograms" in result.stderr
@@ -66,15 +71,16 @@ def _validate(tmp_path: Path, text: str) -> tuple[int, list[str]]:
     scenario.write_text(text)
     result = run_command([sys.executable, "-m", "tpot_locust", "validate", str(scenario)], 60)
     assert "Traceback" not in result.stderr
-    return result.returncode, [line.removeprefix(f"{scenario}:") for line in
-                               result.stderr.splitlines()]  # fmt: skip
+    return result.returncode, [
+        line.removeprefix(f"{scenario}:") for line in result.stderr.splitlines()
+    ]
 
 
 def test_unclosed_yaml_names_where_it_opened_and_where_it_was_noticed(tmp_path: Path) -> None:
     code, lines = _validate(
-        tmp_path, "name: x\nclasses:\n  chat:\n    prompt_tokens: 5\n    users: [4\n"
-        "    output_tokens: 3\n",
-    )  # fmt: skip
+        tmp_path,
+        "name: x\nclasses:\n  chat:\n    prompt_tokens: 5\n    users: [4\n    output_tokens: 3\n",
+    )
     assert code == 2
     assert lines == [
         "6:18: invalid YAML: expected ',' or ']', but got ':' "
@@ -83,7 +89,9 @@ def test_unclosed_yaml_names_where_it_opened_and_where_it_was_noticed(tmp_path: 
 
 
 def test_validate_reports_every_error_with_did_you_mean(tmp_path: Path) -> None:
-    code, lines = _validate(tmp_path, """\
+    code, lines = _validate(
+        tmp_path,
+        """\
 name: bad
 durration: 10s
 classes:
@@ -98,7 +106,8 @@ slo:
   ttft_p99_ms: banana
   error_rate: 2
   classes: {chatt: {ttft: {p90: 3s}}}
-""")  # fmt: skip
+""",
+    )
     assert code == 2
     expected = [
         "2:1: durration: unknown key (did you mean duration?)",
@@ -119,9 +128,20 @@ slo:
 
 def test_the_simulator_refuses_a_misspelt_model_as_vllm_does(tmp_path: Path) -> None:
     result = run_command(
-        [sys.executable, "-m", "tpot_locust", "run", "scenarios/quickstart.yaml", "--run-time",
-         "10s", "--set", "server.model=tpot-sin", "--out", str(tmp_path / "run")],
+        [
+            sys.executable,
+            "-m",
+            "tpot_locust",
+            "run",
+            "scenarios/quickstart.yaml",
+            "--run-time",
+            "10s",
+            "--set",
+            "server.model=tpot-sin",
+            "--out",
+            str(tmp_path / "run"),
+        ],
         timeout=90,
-    )  # fmt: skip
+    )
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "The model `tpot-sin` does not exist." in result.stdout + result.stderr

@@ -13,10 +13,19 @@ METRICS = ("tpot", "request_tpot", "itl", "ttft", "e2e")
 def test_quickstart_run_writes_summary_and_report(tmp_path: Path, python: str) -> None:
     out = tmp_path / "quick"
     result = run_command(
-        [python, "-m", "tpot_locust", "run", "scenarios/quickstart.yaml", "--run-time", "10s",
-         "--out", str(out)],
+        [
+            python,
+            "-m",
+            "tpot_locust",
+            "run",
+            "scenarios/quickstart.yaml",
+            "--run-time",
+            "10s",
+            "--out",
+            str(out),
+        ],
         timeout=180,
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     for name in METRICS:
@@ -68,10 +77,21 @@ def test_validate_names_file_line_and_key(tmp_path: Path, python: str) -> None:
 def test_run_with_local_workers(tmp_path: Path, python: str) -> None:
     out = tmp_path / "workers"
     result = run_command(
-        [python, "-m", "tpot_locust", "run", "scenarios/quickstart.yaml", "--run-time", "4s",
-         "--workers", "2", "--out", str(out)],
+        [
+            python,
+            "-m",
+            "tpot_locust",
+            "run",
+            "scenarios/quickstart.yaml",
+            "--run-time",
+            "4s",
+            "--workers",
+            "2",
+            "--out",
+            str(out),
+        ],
         timeout=180,
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     workers = summary["workers"]

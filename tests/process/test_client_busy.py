@@ -50,8 +50,14 @@ def streamed_summary(url: str, busy: bool) -> dict[str, Any]:
     recorder = Recorder()
     recorder.probe = probe = LagProbe(recorder.on_stall)  # as the harness watches its loop
     probe.start()
-    body = json.dumps({"model": "tpot-sim", "stream": True, "max_tokens": TOKENS,
-                       "messages": [{"role": "user", "content": "hi"}]}).encode()  # fmt: skip
+    body = json.dumps(
+        {
+            "model": "tpot-sim",
+            "stream": True,
+            "max_tokens": TOKENS,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+    ).encode()
 
     def one_stream(index: int) -> None:
         connection = HTTPConnection(Origin.parse(url))
@@ -79,8 +85,10 @@ def test_a_client_holding_its_loop_is_reported_busy(batch_ms: int) -> None:
     its batch's, which a loop held in step with them can keep short (P90 0.9-1.4 ms here),
     so the loop's held share says it: 0.65-0.69 held, 0-0.01 calm."""
     if arrival_clock() != SEGMENT_CLOCK:
-        pytest.skip("no segment tap (needs CAP_NET_RAW): the kernel clock's read delay tops "
-                    "out near one token gap, a lower bound that cannot tell busy")  # fmt: skip
+        pytest.skip(
+            "no segment tap (needs CAP_NET_RAW): the kernel clock's read delay tops "
+            "out near one token gap, a lower bound that cannot tell busy"
+        )
     use_read_batch(batch_ms / 1000)
     try:
         with start_simulator("--gap-ms", "2", "--ttft-ms", "5") as sim:

@@ -74,9 +74,9 @@ def audits(out: Path) -> dict[str, Audit]:
     for path in sorted((out / "workers").glob("*.json")):
         saved = json.loads(path.read_text())
         prefix = saved["client_stalls"]["request_id_prefix"]
-        found[saved["client_id"]] = Audit(saved["client_id"], prefix,
-                                          MetricSet.decode(saved["classes"]),
-                                          saved["window_wall_ns"])  # fmt: skip
+        found[saved["client_id"]] = Audit(
+            saved["client_id"], prefix, MetricSet.decode(saved["classes"]), saved["window_wall_ns"]
+        )
     return found
 
 
@@ -112,17 +112,26 @@ def cluster(tmp_path: Path, workers: int, *extra_roles: str) -> Iterator[tuple[N
     truth, out = tmp_path / "truth.jsonl", tmp_path / "out"
     with build_net(roles, tmp_path / "logs") as net:
         sim = start_simulator_in_netns(
-            net["sim"].netns, *SIM_ARGS, host="0.0.0.0", port=SIM_PORT,
-            url_host=net["sim"].address, truth=truth,
-        )  # fmt: skip
+            net["sim"].netns,
+            *SIM_ARGS,
+            host="0.0.0.0",
+            port=SIM_PORT,
+            url_host=net["sim"].address,
+            truth=truth,
+        )
         try:
             yield net, out, truth
         finally:
             sim.stop()  # truth flushed: read it after the block
 
 
-def start_workers(net: Net, roles: list[str], out: Path, master: tuple[str, int] | None = None,
-                  timeout_s: float = 60) -> dict[str, str]:  # fmt: skip
+def start_workers(
+    net: Net,
+    roles: list[str],
+    out: Path,
+    master: tuple[str, int] | None = None,
+    timeout_s: float = 60,
+) -> dict[str, str]:
     """Start the workers one at a time, each once the master counted the one before: which
     client id is which host's (the master logs each as it connects)."""
     ids: dict[str, str] = {}
@@ -153,8 +162,7 @@ def test_delay_and_loss_between_workers_and_master(tmp_path: Path) -> None:
     """50 +- 20 ms each way and 1 % of segments lost: the run completes, exact."""
     with cluster(tmp_path, 2, "relay") as (net, out, truth):
         relay_host, master_host = net["relay"], net["master"]
-        relay = net.start_relay("relay", RELAY_PORT, (master_host.address, MASTER_PORT),
-                                (30, 70))  # fmt: skip
+        relay = net.start_relay("relay", RELAY_PORT, (master_host.address, MASTER_PORT), (30, 70))
         ends = ("master", "relay", "w0", "w1")
         for role in ends:  # one segment a packet (no TSO/GSO batches): 1 % of segments lost
             ip("link", "set", net[role].link, "gso_max_segs", "1", netns=net[role].netns)
@@ -233,8 +241,12 @@ def test_worker_partitioned_from_master_and_back(tmp_path: Path) -> None:
     assert count <= sum(len(entry["send_ns"]) - 1 for entry in truth)
     # the cut-off worker went on measuring (the simulator stayed reachable), and the
     # requests it sent while cut off are in its audit and the merge (above)
-    cut_off = [entry for entry in truth if entry["request_id"].startswith(found[ids["w0"]].prefix)
-               and cut_ns < entry["arrival_ns"] < healed_ns]  # fmt: skip
+    cut_off = [
+        entry
+        for entry in truth
+        if entry["request_id"].startswith(found[ids["w0"]].prefix)
+        and cut_ns < entry["arrival_ns"] < healed_ns
+    ]
     assert len(cut_off) > 10, len(cut_off)
     # the time series holds every merged value once too (the cut-off worker's deltas land in
     # the interval they reach the master: its 10 s come in one interval after the heal)
@@ -317,8 +329,12 @@ def scrape_in(net: Net, role: str, url: str) -> dict[str, float]:
     """A Prometheus page read from ``role``'s namespace: each unlabelled sample's value."""
     fetch = "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())"  # noqa: E501
     text = in_netns(net[role].netns, sys.executable, "-c", fetch, url).stdout
-    return {sample.name: sample.value for family in text_string_to_metric_families(text)
-            for sample in family.samples if not sample.labels}  # fmt: skip
+    return {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if not sample.labels
+    }
 
 
 def test_live_gauge_of_lost_workers_is_zero_while_every_worker_reports(tmp_path: Path) -> None:

@@ -57,8 +57,10 @@ def image() -> str:
     if run_command(["docker", "info"], timeout=60).returncode != 0:
         pytest.skip("the Docker daemon is not running (dockerd)")
     base = _base_image()
-    built = run_command(["docker", "build", "-q", "--build-arg", f"BASE_IMAGE={base}",
-                         "-t", IMAGE, "."], timeout=900)  # fmt: skip
+    built = run_command(
+        ["docker", "build", "-q", "--build-arg", f"BASE_IMAGE={base}", "-t", IMAGE, "."],
+        timeout=900,
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     return base
 
@@ -73,16 +75,24 @@ def _compose_run(
     for path in extra:
         shutil.copy(path, results / path.name)
     project = f"tpotci{uuid.uuid4().hex[:8]}"
-    env = {"BASE_IMAGE": base, "TPOT_RESULTS": str(results), "TPOT_MASTER_ARGS": master_args,
-           "TPOT_WORKER_ARGS": "--tpot-out /results",
-           "TPOT_SIM_ARGS": "--truth /results/truth.jsonl",
-           # free ports on this machine: a busy CI host may hold the defaults
-           "TPOT_SIM_PORT": str(free_port()), "TPOT_WEB_PORT": str(free_port()),
-           "TPOT_METRICS_PORT": str(free_port())}  # fmt: skip
+    env = {
+        "BASE_IMAGE": base,
+        "TPOT_RESULTS": str(results),
+        "TPOT_MASTER_ARGS": master_args,
+        "TPOT_WORKER_ARGS": "--tpot-out /results",
+        "TPOT_SIM_ARGS": "--truth /results/truth.jsonl",
+        # free ports on this machine: a busy CI host may hold the defaults
+        "TPOT_SIM_PORT": str(free_port()),
+        "TPOT_WEB_PORT": str(free_port()),
+        "TPOT_METRICS_PORT": str(free_port()),
+    }
     compose = [*_compose(), "-p", project, "-f", str(ROOT / "docker-compose.yml")]
     try:
-        up = run_command([*compose, "up", "-d", "--no-build", "--scale", f"worker={WORKERS}"],
-                         timeout=300, env=env)  # fmt: skip
+        up = run_command(
+            [*compose, "up", "-d", "--no-build", "--scale", f"worker={WORKERS}"],
+            timeout=300,
+            env=env,
+        )
         assert up.returncode == 0, up.stderr[-3000:]
         master = run_command([*compose, "ps", "-q", "master"], timeout=60, env=env)
         container = master.stdout.strip()
@@ -90,8 +100,12 @@ def _compose_run(
         code = int(waited.stdout.strip())
         logs = run_command([*compose, "logs", "--no-color"], timeout=60, env=env).stdout
     finally:
-        subprocess.run([*compose, "down", "-v", "-t", "5"], capture_output=True, timeout=120,
-                       env=dict(os.environ, **env))  # fmt: skip
+        subprocess.run(
+            [*compose, "down", "-v", "-t", "5"],
+            capture_output=True,
+            timeout=120,
+            env=dict(os.environ, **env),
+        )
     return code, logs, results
 
 
@@ -99,8 +113,10 @@ def test_the_headless_compose_run_merges_both_workers_exactly(tmp_path: Path, im
     """Its master starts healthy without a web UI (its health check is the workers' port),
     waits for both workers, and saves totals equal to the sum of what each worker sent and
     to the simulator's truth; the master's exit code is the run's."""
-    args = (f"--headless -u 8 -r 8 -t 6s --expect-workers {WORKERS} "
-            "--expect-workers-max-wait 120 --tpot-out /results --only-summary")  # fmt: skip
+    args = (
+        f"--headless -u 8 -r 8 -t 6s --expect-workers {WORKERS} "
+        "--expect-workers-max-wait 120 --tpot-out /results --only-summary"
+    )
     code, logs, results = _compose_run(tmp_path, image, args)
     assert code == 0, logs[-4000:]
     summary = check_exact_merge(results, results / "truth.jsonl", workers=WORKERS)
@@ -117,9 +133,11 @@ def test_a_gated_compose_run_exits_with_its_verdict(tmp_path: Path, image: str) 
         "name: compose-gate\nclasses: {chat: {users: 4}}\n"
         "slo: {ttft: {p50: 1ms}, client_stalls: decisive}\n"
     )
-    args = (f"--headless -u 4 -r 4 -t 4s --expect-workers {WORKERS} "
-            "--expect-workers-max-wait 120 --tpot-out /results --only-summary "
-            "--tpot-slo /results/gate.yaml")  # fmt: skip
+    args = (
+        f"--headless -u 4 -r 4 -t 4s --expect-workers {WORKERS} "
+        "--expect-workers-max-wait 120 --tpot-out /results --only-summary "
+        "--tpot-slo /results/gate.yaml"
+    )
     code, logs, results = _compose_run(tmp_path, image, args, extra=(gate,))
     verdict = json.loads((results / "verdict.json").read_text())
     assert verdict["verdict"] == "fail" and code == 1, logs[-4000:]

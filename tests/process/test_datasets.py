@@ -38,18 +38,22 @@ def human(text: str) -> dict[str, str]:
 
 def test_a_sharegpt_file_replays_every_user_turn_in_order(tmp_path: Path) -> None:
     items = [
-        {"conversations": [message for user, answer in turns
-                           for message in (human(user), {"from": "gpt", "value": answer})]}
+        {
+            "conversations": [
+                message
+                for user, answer in turns
+                for message in (human(user), {"from": "gpt", "value": answer})
+            ]
+        }
         for turns in CONVERSATIONS
-    ]  # fmt: skip
+    ]
     dataset = tmp_path / "chats.json"
     dataset.write_text(json.dumps(items, indent=2))
     scenario = tmp_path / "sharegpt.yaml"
     scenario.write_text(SCENARIO.format(dataset=dataset))
     out = tmp_path / "out"
     result = run_command(
-        [sys.executable, "-m", "tpot_locust", "run", str(scenario), "--out", str(out)],
-        timeout=120,
+        [sys.executable, "-m", "tpot_locust", "run", str(scenario), "--out", str(out)], timeout=120
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     sent = truth_requests(out)
@@ -68,10 +72,19 @@ def test_a_sequential_dataset_is_dealt_out_among_workers(tmp_path: Path) -> None
     scenario.write_text(SCENARIO.format(dataset=dataset).replace("users: 1", "users: 2"))
     out = tmp_path / "out"
     result = run_command(
-        [sys.executable, "-m", "tpot_locust", "run", str(scenario), "--out", str(out),
-         "--workers", "2"],
+        [
+            sys.executable,
+            "-m",
+            "tpot_locust",
+            "run",
+            str(scenario),
+            "--out",
+            str(out),
+            "--workers",
+            "2",
+        ],
         timeout=120,
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     by_process: dict[str, list[int]] = {}
     for entry in truth_requests(out):

@@ -33,8 +33,9 @@ def _documents(path: Path) -> list[dict[str, Any]]:
 
 
 def _named(path: Path, kind: str, name: str) -> dict[str, Any]:
-    (document,) = [d for d in _documents(path)
-                   if d["kind"] == kind and d["metadata"]["name"] == name]  # fmt: skip
+    (document,) = [
+        d for d in _documents(path) if d["kind"] == kind and d["metadata"]["name"] == name
+    ]
     return document
 
 
@@ -48,8 +49,12 @@ def test_compose_has_sim_master_worker_with_healthchecks() -> None:
     services = compose["services"]
     assert set(services) == {"sim", "master", "worker"}
     for name, service in services.items():
-        assert service["healthcheck"]["test"][:4] == ["CMD", "python3", "-m",
-                                                       "tpot_locust.healthcheck"], name  # fmt: skip
+        assert service["healthcheck"]["test"][:4] == [
+            "CMD",
+            "python3",
+            "-m",
+            "tpot_locust.healthcheck",
+        ], name
     # the master's check is the workers' port, which a headless master opens too
     assert services["master"]["healthcheck"]["test"][-1] == "127.0.0.1:5557"
     # published on this machine only (issue 25): the web UI can start tests against any host
@@ -138,18 +143,36 @@ def test_the_gate_jobs_commands_gate_a_real_run(tmp_path: Path) -> None:
     worker_command = _shell(_named(path, "Job", "tpot-locust-gate-worker"))
     master_command = master_command.replace("/results", str(results))
     master_command = master_command.replace("--master ", f"--master --master-bind-port {port} ")
-    worker_command = worker_command.replace("tpot-locust-gate-master",
-                                            f"127.0.0.1 --master-port {port}")  # fmt: skip
+    worker_command = worker_command.replace(
+        "tpot-locust-gate-master", f"127.0.0.1 --master-port {port}"
+    )
     bin_dir = str(Path(sys.executable).parent)  # locust and tpot-locust, as in the image
     with start_simulator("--gap-ms", "2", "--ttft-ms", "10") as sim:
-        env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", TPOT_HOST=sim.url,
-                   TPOT_LOCUSTFILE="locustfiles/scenario.py", TPOT_SCENARIO=str(scenario),
-                   TPOT_WORKERS="1", PYTHONUNBUFFERED="1")  # fmt: skip
-        master = subprocess.Popen(["sh", "-c", master_command], cwd=ROOT, env=env, text=True,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+        env = dict(
+            os.environ,
+            PATH=f"{bin_dir}:{os.environ['PATH']}",
+            TPOT_HOST=sim.url,
+            TPOT_LOCUSTFILE="locustfiles/scenario.py",
+            TPOT_SCENARIO=str(scenario),
+            TPOT_WORKERS="1",
+            PYTHONUNBUFFERED="1",
+        )
+        master = subprocess.Popen(
+            ["sh", "-c", master_command],
+            cwd=ROOT,
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         time.sleep(1)
-        worker = subprocess.Popen(["sh", "-c", worker_command], cwd=ROOT, env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        worker = subprocess.Popen(
+            ["sh", "-c", worker_command],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             output, _ = master.communicate(timeout=120)
         finally:
@@ -170,11 +193,17 @@ def test_the_gate_job_ends_at_once_with_exit_2_on_a_bad_scenario(tmp_path: Path)
     command = command.replace("/results", str(tmp_path / "results"))
     (tmp_path / "bad.yaml").write_text("name: bad\nclasses: {chat: {users: -1}}\n")
     bin_dir = str(Path(sys.executable).parent)
-    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", TPOT_HOST="http://127.0.0.1:9",
-               TPOT_LOCUSTFILE="locustfiles/scenario.py", TPOT_SCENARIO=str(tmp_path / "bad.yaml"),
-               TPOT_WORKERS="1")  # fmt: skip
-    result = subprocess.run(["sh", "-c", command], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=60)  # fmt: skip
+    env = dict(
+        os.environ,
+        PATH=f"{bin_dir}:{os.environ['PATH']}",
+        TPOT_HOST="http://127.0.0.1:9",
+        TPOT_LOCUSTFILE="locustfiles/scenario.py",
+        TPOT_SCENARIO=str(tmp_path / "bad.yaml"),
+        TPOT_WORKERS="1",
+    )
+    result = subprocess.run(
+        ["sh", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
     assert "users" in result.stderr
 
@@ -196,11 +225,31 @@ def test_the_masters_health_check_passes_for_a_headless_master() -> None:
     check[-1] = f"127.0.0.1:{port}"
     check[0] = sys.executable
     master = subprocess.Popen(
-        [sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "--master", "--headless",
-         "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port), "-u", "1",
-         "-t", "30s", "--expect-workers", "1", "--host", "http://127.0.0.1:9"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            "locustfiles/chat.py",
+            "--master",
+            "--headless",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            str(port),
+            "-u",
+            "1",
+            "-t",
+            "30s",
+            "--expect-workers",
+            "1",
+            "--host",
+            "http://127.0.0.1:9",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while run_command(check, timeout=30).returncode != 0:

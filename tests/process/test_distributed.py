@@ -104,9 +104,8 @@ def test_workers_slow_to_stop_lose_nothing(tmp_path: Path) -> None:
     truth_path, out = tmp_path / "truth.jsonl", tmp_path / "out"
     with start_simulator("--gap-ms", "2", "--ttft-ms", "5", truth=truth_path) as sim:
         cluster = start_cluster(
-            sim.url, out, 2, 4, "3s", "--stop-timeout", "3",
-            env={"TPOT_TEST_OUTPUT_TOKENS": "600"},
-        )  # fmt: skip
+            sim.url, out, 2, 4, "3s", "--stop-timeout", "3", env={"TPOT_TEST_OUTPUT_TOKENS": "600"}
+        )
         code, output = cluster.wait(timeout=120)
     assert code == 0, output[-3000:]
     summary = check_exact_merge(out, truth_path, workers=2)

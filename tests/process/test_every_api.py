@@ -35,10 +35,19 @@ def test_an_api_streams_from_the_simulator_true_to_its_truth(
 ) -> None:
     out = tmp_path / "out"
     result = run_command(
-        [python, "-m", "tpot_locust", "run", str(ROOT / "tests/scenarios/every_api.yaml"),
-         "--set", f"server.api={api}", "--out", str(out)],
+        [
+            python,
+            "-m",
+            "tpot_locust",
+            "run",
+            str(ROOT / "tests/scenarios/every_api.yaml"),
+            "--set",
+            f"server.api={api}",
+            "--out",
+            str(out),
+        ],
         timeout=180,
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     requests = summary["requests"]

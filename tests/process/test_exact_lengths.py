@@ -77,11 +77,17 @@ def test_the_simulator_counts_long_prompts_beside_its_streams(tmp_path: Path) ->
 
 
 def post_chat(url: str, request_id: str, text: str, max_tokens: int) -> None:
-    body = {"model": "tpot-sim", "messages": [{"role": "user", "content": text}],
-            "max_tokens": max_tokens, "min_tokens": max_tokens, "stream": True}  # fmt: skip
+    body = {
+        "model": "tpot-sim",
+        "messages": [{"role": "user", "content": text}],
+        "max_tokens": max_tokens,
+        "min_tokens": max_tokens,
+        "stream": True,
+    }
     request = urllib.request.Request(
-        url + "/v1/chat/completions", json.dumps(body).encode(),
+        url + "/v1/chat/completions",
+        json.dumps(body).encode(),
         {"content-type": "application/json", "x-request-id": request_id},
-    )  # fmt: skip
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         response.read()

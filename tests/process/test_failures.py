@@ -16,17 +16,35 @@ from tpot_locust.sim.process import start_simulator
 
 
 def _run(
-    tmp_path: Path, host: str, seconds: int, env: dict[str, str] | None = None,
+    tmp_path: Path,
+    host: str,
+    seconds: int,
+    env: dict[str, str] | None = None,
     model: str = "tpot-sim",
-):  # fmt: skip
+):
     out = tmp_path / "out"
     started = time.monotonic()
     result = run_command(
-        [sys.executable, "-m", "tpot_locust", "run", "scenarios/quickstart.yaml", "--host", host,
-         "--run-time", f"{seconds}s", "--users", "4", "--out", str(out),
-         "--set", f"server.model={model}"],
-        timeout=120, env=env or {},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "tpot_locust",
+            "run",
+            "scenarios/quickstart.yaml",
+            "--host",
+            host,
+            "--run-time",
+            f"{seconds}s",
+            "--users",
+            "4",
+            "--out",
+            str(out),
+            "--set",
+            f"server.model={model}",
+        ],
+        timeout=120,
+        env=env or {},
+    )
     return result, time.monotonic() - started, out
 
 
@@ -46,8 +64,9 @@ def test_a_run_of_client_errors_stops_with_the_cause(tmp_path: Path) -> None:
 
 def test_failures_are_backed_off_from(tmp_path: Path) -> None:
     with start_simulator() as sim:
-        result, _, out = _run(tmp_path, f"{sim.url}/wrong-prefix", 6,
-                              env={"TPOT_MAX_CLIENT_ERRORS": "0"})  # fmt: skip
+        result, _, out = _run(
+            tmp_path, f"{sim.url}/wrong-prefix", 6, env={"TPOT_MAX_CLIENT_ERRORS": "0"}
+        )
     summary = json.loads((out / "summary.json").read_text())
     failed = summary["requests"]["failed"]
     assert failed > 0
@@ -59,10 +78,19 @@ def test_a_dead_host_is_named_before_the_run(tmp_path: Path) -> None:
         dead = sim.url  # a port that just closed
     started = time.monotonic()
     result = run_command(
-        [sys.executable, "-m", "tpot_locust", "run", str(ROOT / "scenarios/quickstart.yaml"),
-         "--host", dead, "--out", str(tmp_path / "out")],
+        [
+            sys.executable,
+            "-m",
+            "tpot_locust",
+            "run",
+            str(ROOT / "scenarios/quickstart.yaml"),
+            "--host",
+            dead,
+            "--out",
+            str(tmp_path / "out"),
+        ],
         timeout=60,
-    )  # fmt: skip
+    )
     assert result.returncode == 1
     assert "cannot connect to" in result.stderr and "is the server running" in result.stderr
     assert time.monotonic() - started < 20
@@ -70,9 +98,11 @@ def test_a_dead_host_is_named_before_the_run(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("fault", "status", "fix"),
-    [("strict", 422, "set server.ignore_eos: false and server.min_tokens: false"),
-     ("echo_key", 401, "set the API key in the environment variable")],
-)  # fmt: skip
+    [
+        ("strict", 422, "set server.ignore_eos: false and server.min_tokens: false"),
+        ("echo_key", 401, "set the API key in the environment variable"),
+    ],
+)
 def test_a_server_refusing_every_request_is_not_flooded(
     tmp_path: Path, fault: str, status: int, fix: str
 ) -> None:

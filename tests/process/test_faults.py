@@ -59,20 +59,44 @@ def fault_run(tmp_path_factory: pytest.TempPathFactory) -> FaultRun:
     with FaultServer(stall_s=STALL_S) as server:
         started = time.perf_counter()
         result = run_command(
-            [sys.executable, "-m", "locust", "-f", str(ROOT / "tests/helpers/locust_faults.py"),
-             "--headless", "-u", str(len(FAULTS)), "-r", "1000", "-t", "60s",
-             "--host", server.url, "--tpot-out", str(out), "--csv", str(out / "locust"),
-             "--only-summary"],
+            [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                str(ROOT / "tests/helpers/locust_faults.py"),
+                "--headless",
+                "-u",
+                str(len(FAULTS)),
+                "-r",
+                "1000",
+                "-t",
+                "60s",
+                "--host",
+                server.url,
+                "--tpot-out",
+                str(out),
+                "--csv",
+                str(out / "locust"),
+                "--only-summary",
+            ],
             timeout=120,
-        )  # fmt: skip
+        )
         seconds = time.perf_counter() - started
         stats = server.stats
     summary_path = out / "summary.json"
     assert summary_path.exists(), result.stdout[-3000:] + result.stderr[-3000:]
     with open(out / "locust_failures.csv") as handle:
         failures = list(csv.DictReader(handle))
-    return FaultRun(result.returncode, result.stdout, result.stderr,
-                    json.loads(summary_path.read_text()), failures, stats, seconds)  # fmt: skip
+    return FaultRun(
+        result.returncode,
+        result.stdout,
+        result.stderr,
+        json.loads(summary_path.read_text()),
+        failures,
+        stats,
+        seconds,
+    )
 
 
 def test_fault_run_completes_without_crash(fault_run: FaultRun) -> None:
@@ -94,8 +118,9 @@ def test_fault_run_completes_without_crash(fault_run: FaultRun) -> None:
     # gap counts, a failed request's before it failed too (docs/metrics.md, "The window")
     assert summary["metrics"]["e2e"]["count"] == successes
     classes = summary["classes"].values()
-    assert summary["metrics"]["tpot"]["count"] == sum(c["metrics"]["tpot"]["count"]
-                                                      for c in classes)  # fmt: skip
+    assert summary["metrics"]["tpot"]["count"] == sum(
+        c["metrics"]["tpot"]["count"] for c in classes
+    )
     assert summary["tokens"]["output"] == successes * OUTPUT_TOKENS
     # the server saw each request once: no hidden retries of failed requests
     assert fault_run.server["requests"] == {f: requests_of(f) for f in FAULTS}
@@ -160,14 +185,24 @@ def test_keepalive_closed_by_server_is_retried_transparently(fault_run: FaultRun
 def completions_request(fault: str, **timeouts: float) -> StreamRequest:
     values = dict(first_token_timeout=0.3, idle_timeout=0.3, total_timeout=1.0)
     values.update(timeouts)
-    body = {"model": "m", "prompt": "hi", "max_tokens": OUTPUT_TOKENS, "stream": True,
-            "stream_options": {"include_usage": True}}  # fmt: skip
+    body = {
+        "model": "m",
+        "prompt": "hi",
+        "max_tokens": OUTPUT_TOKENS,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     return StreamRequest(
-        user_class="Unit", api="completions", request_id=fault, path="/v1/completions",
+        user_class="Unit",
+        api="completions",
+        request_id=fault,
+        path="/v1/completions",
         headers={"X-Fault": fault, "Content-Type": "application/json"},
-        body=json.dumps(body).encode(), prompt_tokens_requested=1,
-        t_intended_ns=time.perf_counter_ns(), **values,
-    )  # fmt: skip
+        body=json.dumps(body).encode(),
+        prompt_tokens_requested=1,
+        t_intended_ns=time.perf_counter_ns(),
+        **values,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -224,7 +259,7 @@ def tpot_locust(args: list[str], python: str, timeout: float = 60, **kwargs: Any
         ("unknown command", ["explode"], None),
         ("report of nothing", ["report", "{dir}/nothing"], None),
     ],
-)  # fmt: skip
+)
 def test_bad_input_is_one_line_and_exit_2(
     tmp_path: Path, python: str, case: str, args: list[str], content: str | None
 ) -> None:
@@ -244,11 +279,27 @@ def test_unreachable_host_is_a_failed_run_not_a_crash(tmp_path: Path, python: st
     test_failures.py): every request a connection error, counted, no crash."""
     out = tmp_path / "out"
     result = run_command(
-        [python, "-m", "locust", "-f", str(ROOT / "locustfiles/chat.py"), "--headless",
-         "-u", "2", "-r", "2", "-t", "2s", "--host", "http://127.0.0.1:1", "--only-summary",
-         "--tpot-out", str(out)],
+        [
+            python,
+            "-m",
+            "locust",
+            "-f",
+            str(ROOT / "locustfiles/chat.py"),
+            "--headless",
+            "-u",
+            "2",
+            "-r",
+            "2",
+            "-t",
+            "2s",
+            "--host",
+            "http://127.0.0.1:1",
+            "--only-summary",
+            "--tpot-out",
+            str(out),
+        ],
         timeout=90,
-    )  # fmt: skip
+    )
     assert result.returncode == 1, result.stderr[-3000:]
     assert "Traceback" not in result.stderr + result.stdout, result.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
@@ -261,12 +312,29 @@ def test_unreachable_host_is_a_failed_run_not_a_crash(tmp_path: Path, python: st
 def test_default_think_time_multi_turn_sessions_do_not_raise(tmp_path: Path, python: str) -> None:
     with FaultServer() as server:
         result = run_command(
-            [python, "-m", "locust", "-f", str(ROOT / "tests/helpers/locust_faults.py"),
-             "--headless",
-             "-u", "1", "-r", "10", "-t", "20s", "--host", server.url, "--only-summary",
-             "--tpot-out", str(tmp_path), "TwoTurnsDefaultThinkTime"],
-            timeout=60, env={"FAULT_DEFAULT_THINK": "1"},
-        )  # fmt: skip
+            [
+                python,
+                "-m",
+                "locust",
+                "-f",
+                str(ROOT / "tests/helpers/locust_faults.py"),
+                "--headless",
+                "-u",
+                "1",
+                "-r",
+                "10",
+                "-t",
+                "20s",
+                "--host",
+                server.url,
+                "--only-summary",
+                "--tpot-out",
+                str(tmp_path),
+                "TwoTurnsDefaultThinkTime",
+            ],
+            timeout=60,
+            env={"FAULT_DEFAULT_THINK": "1"},
+        )
         history_ok = server.stats["history_ok"]
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     assert result.returncode == 0, result.stderr[-3000:]
@@ -275,10 +343,18 @@ def test_default_think_time_multi_turn_sessions_do_not_raise(tmp_path: Path, pyt
 
 def test_non_http_host_is_a_usage_error(tmp_path: Path, python: str) -> None:
     result = tpot_locust(
-        ["run", "scenarios/quickstart.yaml", "--host", "ftp://127.0.0.1", "--run-time", "1s",
-         "--out", str(tmp_path / "out")],
+        [
+            "run",
+            "scenarios/quickstart.yaml",
+            "--host",
+            "ftp://127.0.0.1",
+            "--run-time",
+            "1s",
+            "--out",
+            str(tmp_path / "out"),
+        ],
         python,
-    )  # fmt: skip
+    )
     assert result.returncode == 2, result.stderr[-2000:]
     assert "Traceback" not in result.stderr, result.stderr[-2000:]
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
@@ -286,9 +362,19 @@ def test_non_http_host_is_a_usage_error(tmp_path: Path, python: str) -> None:
 
 def test_locust_arguments_after_double_dash_are_accepted(tmp_path: Path, python: str) -> None:
     result = tpot_locust(
-        ["run", "scenarios/quickstart.yaml", "--run-time", "3s", "--out", str(tmp_path / "out"),
-         "--", "--stop-timeout", "3"],
-        python, timeout=90,
-    )  # fmt: skip
+        [
+            "run",
+            "scenarios/quickstart.yaml",
+            "--run-time",
+            "3s",
+            "--out",
+            str(tmp_path / "out"),
+            "--",
+            "--stop-timeout",
+            "3",
+        ],
+        python,
+        timeout=90,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Traceback" not in result.stderr

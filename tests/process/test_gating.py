@@ -109,8 +109,16 @@ def test_compare_finds_the_tpot_regression_and_passes_a_run_against_itself(
     runs: dict[str, Any],
 ) -> None:
     base, candidate = runs["pass"][0], runs["fail"][0]
-    result = tpot_locust("compare", str(base), str(candidate), "--metrics", "tpot",
-                         "--percentiles", "p50,p99,p99.99", "--json")  # fmt: skip
+    result = tpot_locust(
+        "compare",
+        str(base),
+        str(candidate),
+        "--metrics",
+        "tpot",
+        "--percentiles",
+        "p50,p99,p99.99",
+        "--json",
+    )
     assert result.returncode == 1, result.stderr
     rows = json.loads(result.stdout)["rows"]
     p50 = next(row for row in rows if row["statistic"] == "p50")
@@ -191,11 +199,29 @@ def test_plain_locust_sets_the_same_exit_code(tmp_path: Path, how: str) -> None:
             option = ["--tpot-slo", str(scenario)] if how == "option" else []
             env = {"TPOT_SLO": str(scenario)} if how == "environment" else {}
             result = run_command(
-                [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles/chat.py"),
-                 "--headless", "-u", "4", "-r", "4", "-t", "5s", "--host", simulator.url,
-                 "--only-summary", "--tpot-out", str(out), *option],
-                timeout=90, env=env,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "locust",
+                    "-f",
+                    str(ROOT / "locustfiles/chat.py"),
+                    "--headless",
+                    "-u",
+                    "4",
+                    "-r",
+                    "4",
+                    "-t",
+                    "5s",
+                    "--host",
+                    simulator.url,
+                    "--only-summary",
+                    "--tpot-out",
+                    str(out),
+                    *option,
+                ],
+                timeout=90,
+                env=env,
+            )
             assert "Traceback" not in result.stderr, result.stderr[-3000:]
             codes[name] = result.returncode
             verdict = json.loads((out / "verdict.json").read_text())

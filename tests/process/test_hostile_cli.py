@@ -143,8 +143,9 @@ def test_numeric_options_are_checked_before_anything_starts(args: list[str]) -> 
 @pytest.mark.parametrize("tokenizer", ["/nonexistent", "/dev/zero", "/tmp"])
 def test_sim_with_a_bad_tokenizer_is_one_line_and_exit_2(tokenizer: str) -> None:
     """Issue 43, item 7: a ``TokenizerError`` traceback, exit 1."""
-    result = run_command([sys.executable, "-m", "tpot_locust", "sim", "--tokenizer", tokenizer],
-                         timeout=30)  # fmt: skip
+    result = run_command(
+        [sys.executable, "-m", "tpot_locust", "sim", "--tokenizer", tokenizer], timeout=30
+    )
     assert result.returncode == 2, result.stderr  # noqa: PLR2004
     assert "Traceback" not in result.stderr
     (line,) = result.stderr.strip().splitlines()
@@ -159,9 +160,13 @@ def test_the_simulator_out_of_file_descriptors_says_so_in_few_lines() -> None:
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40))
 
-    sim = subprocess.Popen([sys.executable, "-m", "tpot_locust", "sim", "--port", "0"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           preexec_fn=limit)  # fmt: skip
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "tpot_locust", "sim", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=limit,
+    )
     try:
         assert sim.stdout is not None
         port = int(sim.stdout.readline().strip().rsplit(":", 1)[1].strip("/"))

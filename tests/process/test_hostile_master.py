@@ -27,10 +27,19 @@ def test_a_sweep_against_an_endless_answer_stops_at_the_size_cap(tmp_path: Path)
             "sys.exit(code)\n"
         )
         result = run_command(
-            [sys.executable, "-c", script, "sweep", str(ROOT / "scenarios/sweep.yaml"),
-             "--master-url", url, "--out", str(tmp_path)],
+            [
+                sys.executable,
+                "-c",
+                script,
+                "sweep",
+                str(ROOT / "scenarios/sweep.yaml"),
+                "--master-url",
+                url,
+                "--out",
+                str(tmp_path),
+            ],
             timeout=120,
-        )  # fmt: skip
+        )
     output = result.stdout + result.stderr
     assert result.returncode == 2, output[-2000:]  # noqa: PLR2004
     assert "answer over 64 MiB" in output and "Traceback" not in output
@@ -66,10 +75,19 @@ def test_a_body_without_length_trickled_ends_at_the_deadline(path: str) -> None:
 def test_a_page_that_is_not_a_locust_ui_is_named(tmp_path: Path) -> None:
     with hostile_http("not_json") as url:
         result = run_command(
-            [sys.executable, "-m", "tpot_locust", "sweep", str(ROOT / "scenarios/sweep.yaml"),
-             "--master-url", url, "--out", str(tmp_path)],
+            [
+                sys.executable,
+                "-m",
+                "tpot_locust",
+                "sweep",
+                str(ROOT / "scenarios/sweep.yaml"),
+                "--master-url",
+                url,
+                "--out",
+                str(tmp_path),
+            ],
             timeout=60,
-        )  # fmt: skip
+        )
     assert result.returncode == 2, result.stderr  # noqa: PLR2004
     assert "not JSON (is this a Locust web UI?)" in result.stderr
     assert "Traceback" not in result.stderr

@@ -64,28 +64,45 @@ def _text_edit(name: str, change: Callable[[str], str]) -> Edit:
 
 EDITS: dict[str, tuple[Edit, str]] = {
     "classes-list": (_json_edit(HISTOGRAMS_FILE, _set(("classes",), [])), "classes:"),
-    "histogram-int": (_json_edit(HISTOGRAMS_FILE, _set(("classes", "chat", "histograms", "tpot"),
-                                                       5)), "classes.chat.histograms.tpot:"),
-    "counter-string": (_json_edit(HISTOGRAMS_FILE, _set(("classes", "chat", "counters", "ok"),
-                                                        "7")), "classes.chat.counters.ok:"),
-    "counter-huge": (_text_edit(HISTOGRAMS_FILE, lambda t: t.replace('"ok": 40', '"ok": 1'
-                                                                     + "0" * 400)), "counters.ok:"),
+    "histogram-int": (
+        _json_edit(HISTOGRAMS_FILE, _set(("classes", "chat", "histograms", "tpot"), 5)),
+        "classes.chat.histograms.tpot:",
+    ),
+    "counter-string": (
+        _json_edit(HISTOGRAMS_FILE, _set(("classes", "chat", "counters", "ok"), "7")),
+        "classes.chat.counters.ok:",
+    ),
+    "counter-huge": (
+        _text_edit(HISTOGRAMS_FILE, lambda t: t.replace('"ok": 40', '"ok": 1' + "0" * 400)),
+        "counters.ok:",
+    ),
     # issue 43, item 8: its 309 digits made a 430-character line
-    "counter-1e308": (_text_edit(HISTOGRAMS_FILE, lambda t: t.replace('"ok": 40', '"ok": 1e308')),
-                      "counters.ok: an integer of 309 digits (1e+308) is out of range"),
-    "worst-gaps-text": (_json_edit(HISTOGRAMS_FILE, _set(("classes", "chat", "tail_gaps"),
-                                                         "abc")), "classes.chat.tail_gaps:"),
+    "counter-1e308": (
+        _text_edit(HISTOGRAMS_FILE, lambda t: t.replace('"ok": 40', '"ok": 1e308')),
+        "counters.ok: an integer of 309 digits (1e+308) is out of range",
+    ),
+    "worst-gaps-text": (
+        _json_edit(HISTOGRAMS_FILE, _set(("classes", "chat", "tail_gaps"), "abc")),
+        "classes.chat.tail_gaps:",
+    ),
     "run-text": (_json_edit(HISTOGRAMS_FILE, _set(("run",), "x")), "run:"),
     "truncated": (_text_edit(HISTOGRAMS_FILE, lambda t: t[: len(t) // 3]), "not valid JSON"),
     "histograms-list": (_json_edit(HISTOGRAMS_FILE, lambda d: [d]), "(top level):"),
     # 600 small classes: each histogram decodes to ~185 KiB (issue 43, item 4: 500 took 1.6 GB)
-    "many-classes": (_json_edit(HISTOGRAMS_FILE, lambda d: _set(("classes",), {
-        f"c{i}": d["classes"]["chat"] for i in range(600)})(d)),
-        "classes: 2,400 histograms over 600 classes; at most 2,000"),
-    "zlib-bomb": (_json_edit(HISTOGRAMS_FILE, lambda d: _set(("classes", "chat", "histograms",
-                                                              "tpot"), _bomb())(d)),
-                  "classes.chat.histograms.tpot: the histogram inflates past"),
-}  # fmt: skip
+    "many-classes": (
+        _json_edit(
+            HISTOGRAMS_FILE,
+            lambda d: _set(("classes",), {f"c{i}": d["classes"]["chat"] for i in range(600)})(d),
+        ),
+        "classes: 2,400 histograms over 600 classes; at most 2,000",
+    ),
+    "zlib-bomb": (
+        _json_edit(
+            HISTOGRAMS_FILE, lambda d: _set(("classes", "chat", "histograms", "tpot"), _bomb())(d)
+        ),
+        "classes.chat.histograms.tpot: the histogram inflates past",
+    ),
+}
 SUMMARY_EDITS: dict[str, tuple[Edit, str]] = {
     "summary-list": (_json_edit(SUMMARY_FILE, lambda d: [d]), "(top level):"),
     "verdict-text": (_json_edit(SUMMARY_FILE, _set(("slo",), "pass")), "slo:"),

@@ -43,10 +43,19 @@ def test_run_refuses_an_alias_bomb_in_a_set_value(tmp_path: Path) -> None:
         + "}"
     )
     result = run_command(
-        [sys.executable, "-m", "tpot_locust", "run", "scenarios/quickstart.yaml",
-         "--set", f"classes.chat.extra_body={bomb}", "--out", str(tmp_path / "out")],
+        [
+            sys.executable,
+            "-m",
+            "tpot_locust",
+            "run",
+            "scenarios/quickstart.yaml",
+            "--set",
+            f"classes.chat.extra_body={bomb}",
+            "--out",
+            str(tmp_path / "out"),
+        ],
         timeout=20,
-    )  # fmt: skip
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     assert "--set classes.chat.extra_body" in result.stderr and "aliases expanded" in result.stderr
     assert "Traceback" not in result.stderr
@@ -66,9 +75,22 @@ def test_plain_locust_names_an_invalid_scenario_without_a_traceback(tmp_path: Pa
     scenario = tmp_path / "bomb.yaml"
     scenario.write_text(ALIAS_BOMB)
     result = run_command(
-        [sys.executable, "-m", "locust", "-f", "locustfiles/scenario.py", "--headless",
-         "-u", "1", "-t", "2s", "--host", "http://127.0.0.1:9"],
-        timeout=60, env={"TPOT_SCENARIO": str(scenario)},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            "locustfiles/scenario.py",
+            "--headless",
+            "-u",
+            "1",
+            "-t",
+            "2s",
+            "--host",
+            "http://127.0.0.1:9",
+        ],
+        timeout=60,
+        env={"TPOT_SCENARIO": str(scenario)},
+    )
     assert result.returncode == 2, result.stderr  # noqa: PLR2004
     assert "Traceback" not in result.stderr and "aliases expanded" in result.stderr

@@ -15,17 +15,22 @@ from typing import Any
 from tests.conftest import run_command
 from tests.helpers.hostile_stream_server import MODEL, HostileStreamServer
 
-SECRETS = {"X-Goog-Api-Key": "AIzaSyPLANTED0123456789goog",
-           "Ocp-Apim-Subscription-Key": "ocp0123456789planted",
-           "X-Custom-Creds": "creds0123456789planted"}  # fmt: skip
+SECRETS = {
+    "X-Goog-Api-Key": "AIzaSyPLANTED0123456789goog",
+    "Ocp-Apim-Subscription-Key": "ocp0123456789planted",
+    "X-Custom-Creds": "creds0123456789planted",
+}
 
 
 def scenario_file(tmp_path: Path, name: str, server: dict[str, Any], seconds: int = 3) -> Path:
     scenario = {
-        "name": name, "duration": f"{seconds}s", "spawn_rate": 10, "seed": 1,
+        "name": name,
+        "duration": f"{seconds}s",
+        "spawn_rate": 10,
+        "seed": 1,
         "server": {"api": "chat", "include_usage": True, **server},
         "classes": {"chat": {"users": 2, "prompt_tokens": 8, "output_tokens": 4}},
-    }  # fmt: skip
+    }
     path = tmp_path / f"{name}.yaml"
     path.write_text(json.dumps(scenario))  # JSON is YAML
     return path

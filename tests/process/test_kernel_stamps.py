@@ -99,12 +99,16 @@ def test_read_delay_is_how_long_the_data_waited_in_the_socket() -> None:
 
 def held_reader_stamps(
     url: str, clock: str, hold_ms: float, tls: ssl.SSLContext | None = None
-) -> tuple[list[int], str]:  # fmt: skip
+) -> tuple[list[int], str]:
     """Stream 12 tokens 5 ms apart with the reader held ``hold_ms`` after its first read,
     so that the next tokens wait in the socket together; the token stamps and request id."""
     connection = HTTPConnection(Origin.parse(url), clock=clock, tls_context=tls)
-    body = {"model": "tpot-sim", "stream": True, "max_tokens": 12,
-            "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+    body = {
+        "model": "tpot-sim",
+        "stream": True,
+        "max_tokens": 12,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     request_id = f"held-{clock}"
     headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
     response, _ = connection.request(
@@ -154,8 +158,14 @@ def test_a_request_leaves_when_the_tap_saw_it_leave(tmp_path: Path) -> None:
     sends: dict[str, tuple[int, int]] = {}  # request id -> (stamp before the send, departure)
     with start_simulator("--gap-ms", "1", "--ttft-ms", "2", truth=truth) as sim:
         connection = HTTPConnection(Origin.parse(sim.url), clock=SEGMENT_CLOCK)
-        body = json.dumps({"model": "tpot-sim", "stream": True, "max_tokens": 2,
-                           "messages": [{"role": "user", "content": "hi"}]}).encode()  # fmt: skip
+        body = json.dumps(
+            {
+                "model": "tpot-sim",
+                "stream": True,
+                "max_tokens": 2,
+                "messages": [{"role": "user", "content": "hi"}],
+            }
+        ).encode()
         for index in range(20):
             headers = {"Content-Type": "application/json", "X-Request-Id": f"left-{index}"}
             before_ns = time.perf_counter_ns()

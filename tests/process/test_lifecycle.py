@@ -40,13 +40,29 @@ def _alive(pid: int) -> bool:
 
 
 def _start(out: Path, workers: int) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "tpot_locust", "run", "scenarios/quickstart.yaml",
-               "--run-time", "40s", "--workers", str(workers), "--out", str(out)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "tpot_locust",
+        "run",
+        "scenarios/quickstart.yaml",
+        "--run-time",
+        "40s",
+        "--workers",
+        str(workers),
+        "--out",
+        str(out),
+    ]
     # its own session: a signal to "the group" reaches it as a terminal's Ctrl-C would
     return subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"),
-    )  # fmt: skip
+        command,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
 
 
 def _wait_for_traffic(process: subprocess.Popen[str], out: Path) -> list[int]:

@@ -16,12 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import ROOT, run_command
-from tests.helpers.distributed import (
-    free_port,
-    start_web_cluster,
-    stop_processes,
-    wait_for_workers,
-)
+from tests.helpers.distributed import free_port, start_web_cluster, stop_processes, wait_for_workers
 from tpot_locust.cli.master_api import MasterAPI
 from tpot_locust.sim.process import start_simulator
 
@@ -47,8 +42,9 @@ def test_a_master_serves_the_merged_totals_live_and_final(tmp_path: Path) -> Non
             before = _first_scrape(page)  # the page is served from the master's start
             wait_for_workers(ui, 2)
             assert before[("tpot_locust_running", ())] == 0
-            MasterAPI(ui).swarm({"user_count": "4", "spawn_rate": "4", "host": sim.url,
-                                 "run_time": "5s"})  # fmt: skip
+            MasterAPI(ui).swarm(
+                {"user_count": "4", "spawn_rate": "4", "host": sim.url, "run_time": "5s"}
+            )
             counts, running = [], []
             deadline = time.monotonic() + 60
             while MasterAPI(ui).state().state not in ("stopped",) or not counts:
@@ -91,8 +87,21 @@ def _first_scrape(page: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], fl
 
 
 def _locust(*args: str) -> list[str]:
-    return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-u", "1",
-            "-t", "1s", "--host", "http://127.0.0.1:9", *args]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(LOCUSTFILE),
+        "--headless",
+        "-u",
+        "1",
+        "-t",
+        "1s",
+        "--host",
+        "http://127.0.0.1:9",
+        *args,
+    ]
 
 
 def test_an_address_in_use_or_malformed_is_a_usage_error() -> None:

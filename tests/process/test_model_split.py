@@ -39,8 +39,9 @@ def test_a_three_to_one_split_arrives_three_to_one_and_is_reported_per_model(
     scenario = tmp_path / "split.yaml"
     scenario.write_text(SCENARIO)
     out = tmp_path / "out"
-    result = run_command([sys.executable, "-m", "tpot_locust", "run", str(scenario),
-                          "--out", str(out)], timeout=120)  # fmt: skip
+    result = run_command(
+        [sys.executable, "-m", "tpot_locust", "run", str(scenario), "--out", str(out)], timeout=120
+    )
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]  # lora-b's SLO
     summary = json.loads((out / "summary.json").read_text())
     requests = truth_requests(out)

@@ -74,8 +74,11 @@ def lossy_link() -> Iterator[LossyLink]:
     suffix = f"{random.getrandbits(24):06x}"
     router, server = f"tpot-net-{suffix}-r", f"tpot-net-{suffix}-s"
     host_link, router_out, router_in, server_link = (
-        f"tl{suffix}h", f"tl{suffix}a", f"tl{suffix}b", f"tl{suffix}s"
-    )  # fmt: skip
+        f"tl{suffix}h",
+        f"tl{suffix}a",
+        f"tl{suffix}b",
+        f"tl{suffix}s",
+    )
     made: list[str] = []
     try:
         third = free_third_octet("10.251")
@@ -130,16 +133,28 @@ def _server_retransmissions(netns: str) -> int:
 
 
 def _chat_request(request_id: str, tokens: int) -> StreamRequest:
-    body = {"model": "tpot-sim", "stream": True, "max_tokens": tokens, "min_tokens": tokens,
-            "ignore_eos": True, "stream_options": {"include_usage": True},
-            "messages": [{"role": "user", "content": "hello " * 16}]}  # fmt: skip
+    body = {
+        "model": "tpot-sim",
+        "stream": True,
+        "max_tokens": tokens,
+        "min_tokens": tokens,
+        "ignore_eos": True,
+        "stream_options": {"include_usage": True},
+        "messages": [{"role": "user", "content": "hello " * 16}],
+    }
     return StreamRequest(
-        user_class="net", api="chat", request_id=request_id, path="/v1/chat/completions",
+        user_class="net",
+        api="chat",
+        request_id=request_id,
+        path="/v1/chat/completions",
         headers={"Content-Type": "application/json", "X-Request-Id": request_id},
-        body=json.dumps(body).encode(), prompt_tokens_requested=16,
-        first_token_timeout=30, idle_timeout=30, total_timeout=60,
+        body=json.dumps(body).encode(),
+        prompt_tokens_requested=16,
+        first_token_timeout=30,
+        idle_timeout=30,
+        total_timeout=60,
         t_intended_ns=time.perf_counter_ns(),
-    )  # fmt: skip
+    )
 
 
 def _stream(url: str, count: int, tokens: int) -> list[tuple[int, float]]:
@@ -195,10 +210,19 @@ def test_run_tags_gaps_network(
     out = tmp_path / "out"
     before = _server_retransmissions(lossy_link.server_netns)
     result = run_command(
-        [sys.executable, "-m", "tpot_locust", "run", str(SCENARIO), "--host", lossy_simulator.url,
-         "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "tpot_locust",
+            "run",
+            str(SCENARIO),
+            "--host",
+            lossy_simulator.url,
+            "--out",
+            str(out),
+        ],
         timeout=90,
-    )  # fmt: skip
+    )
     server_retransmitted = _server_retransmissions(lossy_link.server_netns) - before
     output = result.stdout[-3000:] + result.stderr[-3000:]
     assert result.returncode == 0, output

@@ -22,9 +22,11 @@ BASE = "/lt"  # served under --web-base-path, as behind a proxy
 
 def locust(*args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "locust", *args], cwd=ROOT,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [sys.executable, "-m", "locust", *args],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def stop(*processes: subprocess.Popen[bytes]) -> None:
@@ -44,13 +46,40 @@ def test_charts_page_draws_the_masters_merged_histograms(tmp_path: Path) -> None
     locustfile = str(ROOT / "tests/helpers/locust_distributed.py")
     with start_simulator("--gap-ms", "2", "--ttft-ms", "5") as sim:
         master = locust(
-            "-f", locustfile, "--master", "--master-bind-host", "127.0.0.1",
-            "--master-bind-port", str(master_port), "--expect-workers", "1", "--autostart",
-            "-u", "2", "-r", "2", "--host", sim.url, "--web-host", "127.0.0.1",
-            "--web-port", str(web_port), "--web-base-path", BASE, "--tpot-out", str(tmp_path),
-        )  # fmt: skip
-        worker = locust("-f", locustfile, "--worker", "--master-host", "127.0.0.1",
-                        "--master-port", str(master_port))  # fmt: skip
+            "-f",
+            locustfile,
+            "--master",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            str(master_port),
+            "--expect-workers",
+            "1",
+            "--autostart",
+            "-u",
+            "2",
+            "-r",
+            "2",
+            "--host",
+            sim.url,
+            "--web-host",
+            "127.0.0.1",
+            "--web-port",
+            str(web_port),
+            "--web-base-path",
+            BASE,
+            "--tpot-out",
+            str(tmp_path),
+        )
+        worker = locust(
+            "-f",
+            locustfile,
+            "--worker",
+            "--master-host",
+            "127.0.0.1",
+            "--master-port",
+            str(master_port),
+        )
         try:
             wait_up(ui + "/")
             time.sleep(5)  # a few intervals merged from the worker
@@ -92,20 +121,42 @@ def test_report_html_opens_from_disk_with_every_section_and_no_request(tmp_path:
     for name, gap in (("fast", "2"), ("slow", "3")):
         out = tmp_path / name
         result = run_command(
-            [sys.executable, "-m", "tpot_locust", "run", "scenarios/quickstart.yaml",
-             "--run-time", "5s", "--users", "4", "--set", f"simulator.gap_ms={gap}",
-             "--set", "server.headers={X-Api-Key: planted-secret}", "--out", str(out)],
+            [
+                sys.executable,
+                "-m",
+                "tpot_locust",
+                "run",
+                "scenarios/quickstart.yaml",
+                "--run-time",
+                "5s",
+                "--users",
+                "4",
+                "--set",
+                f"simulator.gap_ms={gap}",
+                "--set",
+                "server.headers={X-Api-Key: planted-secret}",
+                "--out",
+                str(out),
+            ],
             timeout=120,
-        )  # fmt: skip
+        )
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
         assert f"tpot-locust: report.html {out / 'report.html'}\n" in result.stdout
         runs.append(out)
     both = tmp_path / "both.html"
     overlay = run_command(
-        [sys.executable, "-m", "tpot_locust", "report", *map(str, runs), "--html",
-         "--output", str(both)],
+        [
+            sys.executable,
+            "-m",
+            "tpot_locust",
+            "report",
+            *map(str, runs),
+            "--html",
+            "--output",
+            str(both),
+        ],
         timeout=60,
-    )  # fmt: skip
+    )
     assert overlay.returncode == 0, overlay.stderr
     report = runs[0] / "report.html"
     text = report.read_text()
@@ -134,8 +185,16 @@ def test_report_html_opens_from_disk_with_every_section_and_no_request(tmp_path:
     assert first_section == "run"  # the card first, then the sections a reader opens
     literals = re.findall(r"\b(?:None|True|False|nan|inf)\b|\{'|'\}|\[\]", page_text)
     assert not literals, literals  # no Python literal reaches the page
-    sections = ("Summary", "Run", "Truth check (measured - true, ms)", "Latency (ms)",
-                "Percentile distributions", "Over time", "Why the tail", "Scenario")  # fmt: skip
+    sections = (
+        "Summary",
+        "Run",
+        "Truth check (measured - true, ms)",
+        "Latency (ms)",
+        "Percentile distributions",
+        "Over time",
+        "Why the tail",
+        "Scenario",
+    )
     for section in sections:
         assert section in headings, headings
     assert "Worst gaps" not in headings  # once: in Why the tail, with their stories
@@ -150,9 +209,17 @@ def test_report_html_opens_from_disk_with_every_section_and_no_request(tmp_path:
 def test_the_charts_route_refuses_an_unauthenticated_request(tmp_path: Path) -> None:
     port = free_port()
     ui = f"http://127.0.0.1:{port}"
-    process = locust("-f", str(ROOT / "tests/helpers/locust_login.py"), "--web-login",
-                     "--web-host", "127.0.0.1", "--web-port", str(port),
-                     "--host", "http://127.0.0.1:9")  # fmt: skip
+    process = locust(
+        "-f",
+        str(ROOT / "tests/helpers/locust_login.py"),
+        "--web-login",
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(port),
+        "--host",
+        "http://127.0.0.1:9",
+    )
     try:
         wait_up(ui + "/login")
         opener = urllib.request.build_opener(_NoRedirect)

@@ -32,10 +32,25 @@ def test_a_locustfile_without_the_plugin_is_told_so(tmp_path: Path) -> None:
     locustfile.write_text(WITHOUT_PLUGIN)
     with start_simulator() as sim:
         result = run_command(
-            [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless", "-u", "3",
-             "-r", "3", "-t", "2s", "--host", sim.url, "--only-summary"],
+            [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                str(locustfile),
+                "--headless",
+                "-u",
+                "3",
+                "-r",
+                "3",
+                "-t",
+                "2s",
+                "--host",
+                sim.url,
+                "--only-summary",
+            ],
             timeout=60,
-        )  # fmt: skip
+        )
     assert "the plugin is not loaded" in result.stderr
     assert "import tpot_locust.plugin" in result.stderr
     assert result.stderr.count("the plugin is not loaded") == 1  # once, not per user

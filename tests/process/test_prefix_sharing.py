@@ -54,7 +54,7 @@ def expected_cached(requests: list[TraceRequest]) -> list[int]:
 @pytest.mark.parametrize("fmt", sorted(SAMPLES))
 def test_requests_sharing_hash_ids_share_exactly_those_leading_tokens(
     tmp_path: Path, fmt: str
-) -> None:  # fmt: skip
+) -> None:
     trace = ROOT / "scenarios" / "traces" / SAMPLES[fmt]
     _, requests = load_trace_spec(TraceSpec(file=str(trace)))
     requests = sorted(requests, key=lambda request: request.t_s)

@@ -19,13 +19,22 @@ from tpot_locust.wire.segment_stamps import arrival_clock
 )
 def test_a_quiet_run_tags_nothing_and_warns_of_nothing(
     tmp_path: Path, python: str, scenario: str
-) -> None:  # fmt: skip
+) -> None:
     out = tmp_path / "out"
     result = run_command(
-        [python, "-m", "tpot_locust", "run", str(ROOT / scenario), "--run-time", "10s",
-         "--out", str(out)],
+        [
+            python,
+            "-m",
+            "tpot_locust",
+            "run",
+            str(ROOT / scenario),
+            "--run-time",
+            "10s",
+            "--out",
+            str(out),
+        ],
         timeout=180,
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     client, tpot = summary["client"], summary["metrics"]["tpot"]

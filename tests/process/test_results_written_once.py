@@ -70,8 +70,11 @@ def writes(tmp_path: Path, args: list[str], out: Path) -> dict[str, set[str]]:
     log = tmp_path / "writes.log"
     log.unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
-    env = {"PYTHONPATH": f"{site}:{ROOT}", "TPOT_TEST_WRITE_LOG": str(log),
-           "TPOT_TEST_WRITE_ROOT": str(out.resolve())}  # fmt: skip
+    env = {
+        "PYTHONPATH": f"{site}:{ROOT}",
+        "TPOT_TEST_WRITE_LOG": str(log),
+        "TPOT_TEST_WRITE_ROOT": str(out.resolve()),
+    }
     result = run_command(args, timeout=120, env=env)
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
@@ -85,8 +88,14 @@ def writes(tmp_path: Path, args: list[str], out: Path) -> dict[str, set[str]]:
     return {name: set(pids) for name, pids in seen.items()}
 
 
-FINISHED = {"summary.json", "histograms.json", "report.html", "verdict.json", "junit.xml",
-            "summary.md"}  # fmt: skip
+FINISHED = {
+    "summary.json",
+    "histograms.json",
+    "report.html",
+    "verdict.json",
+    "junit.xml",
+    "summary.md",
+}
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -110,11 +119,31 @@ def test_plain_locust_writes_each_file_once(tmp_path: Path) -> None:
     scenario.write_text(SCENARIO)
     out = tmp_path / "out"
     with start_simulator("--gap-ms", "2", "--ttft-ms", "10") as simulator:
-        seen = writes(tmp_path, [
-            sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles/chat.py"),
-            "--headless", "-u", "4", "-r", "4", "-t", "4s", "--host", simulator.url,
-            "--only-summary", "--tpot-out", str(out), "--tpot-slo", str(scenario),
-        ], out)  # fmt: skip
+        seen = writes(
+            tmp_path,
+            [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                str(ROOT / "locustfiles/chat.py"),
+                "--headless",
+                "-u",
+                "4",
+                "-r",
+                "4",
+                "-t",
+                "4s",
+                "--host",
+                simulator.url,
+                "--only-summary",
+                "--tpot-out",
+                str(out),
+                "--tpot-slo",
+                str(scenario),
+            ],
+            out,
+        )
     assert FINISHED <= set(seen)
     assert len({pid for name in FINISHED for pid in seen[name]}) == 1  # the local runner
 
@@ -128,11 +157,12 @@ def test_plain_locust_with_workers_writes_each_file_once(tmp_path: Path) -> None
     port = free_port()
     locust = f"{sys.executable} -m locust -f {ROOT / 'tests/helpers/locust_distributed.py'}"
     with start_simulator("--gap-ms", "2", "--ttft-ms", "10") as simulator:
-        worker = (f"{locust} --worker --master-host 127.0.0.1 --master-port {port} "
-                  f"--tpot-out {out}")  # fmt: skip
-        master = (f"{locust} --master --headless --expect-workers 2 --master-bind-host "
-                  f"127.0.0.1 --master-bind-port {port} -u 4 -r 4 -t 4s --host {simulator.url} "
-                  f"--only-summary --tpot-out {out} --tpot-slo {scenario}")  # fmt: skip
+        worker = f"{locust} --worker --master-host 127.0.0.1 --master-port {port} --tpot-out {out}"
+        master = (
+            f"{locust} --master --headless --expect-workers 2 --master-bind-host "
+            f"127.0.0.1 --master-bind-port {port} -u 4 -r 4 -t 4s --host {simulator.url} "
+            f"--only-summary --tpot-out {out} --tpot-slo {scenario}"
+        )
         command = f"{worker} & {worker} & {master}; code=$?; wait; exit $code"
         seen = writes(tmp_path, ["bash", "-c", command], out)
     assert FINISHED <= set(seen)

@@ -65,28 +65,35 @@ def test_stages_change_users_and_rates(tmp_path: Path) -> None:
 
 
 ERROR_CASES = [
-    ("classes:\n  a:\n    users: 2\n    rate: 3\n",
-     "4:5: classes.a.rate: a class is closed loop"),
-    ("classes:\n  a:\n    rate: 1\n    arrival: lumpy\n",
-     "4:5: classes.a.arrival: must be one of"),
-    ("classes:\n  a: {users: 1}\nbursts:\n  - {class: b, every: 1s}\n",
-     "4:6: bursts.0.class: must name a class"),
-    ("duration: 5s\nclasses:\n  a: {users: 1}\nstages:\n  - {duration: 2s}\n",
-     "1:1: duration: the stages set the duration"),
-    ("classes:\n  a: {users: 1, output_tokens: {dist: normal, mean: -1, stddev: 1}}\n",
-     "2:47: classes.a.output_tokens.mean: must be > 0"),
-    ("classes:\n  a: {users: 1, prompt_tokens: {dist: empirical, file: nope.jsonl}}\n",
-     "2:50: classes.a.prompt_tokens.file: cannot read"),
-    ("duration: 2s\nwarmup: 3s\nclasses:\n  a: {users: 1}\n",
-     "2:1: warmup: warmup + cooldown"),
+    ("classes:\n  a:\n    users: 2\n    rate: 3\n", "4:5: classes.a.rate: a class is closed loop"),
+    ("classes:\n  a:\n    rate: 1\n    arrival: lumpy\n", "4:5: classes.a.arrival: must be one of"),
+    (
+        "classes:\n  a: {users: 1}\nbursts:\n  - {class: b, every: 1s}\n",
+        "4:6: bursts.0.class: must name a class",
+    ),
+    (
+        "duration: 5s\nclasses:\n  a: {users: 1}\nstages:\n  - {duration: 2s}\n",
+        "1:1: duration: the stages set the duration",
+    ),
+    (
+        "classes:\n  a: {users: 1, output_tokens: {dist: normal, mean: -1, stddev: 1}}\n",
+        "2:47: classes.a.output_tokens.mean: must be > 0",
+    ),
+    (
+        "classes:\n  a: {users: 1, prompt_tokens: {dist: empirical, file: nope.jsonl}}\n",
+        "2:50: classes.a.prompt_tokens.file: cannot read",
+    ),
+    ("duration: 2s\nwarmup: 3s\nclasses:\n  a: {users: 1}\n", "2:1: warmup: warmup + cooldown"),
     ("classes:\n  a:\n    users: many\n", "3:5: classes.a.users: must be an integer"),
     ("classes:\n  a:\n    rate: -2\n", "3:5: classes.a.rate: must be >= 0"),
-    ("classes:\n  a:\n    users: 1\n  b:\n    users: 1\n    turns: [1]\n",
-     "6:5: classes.b.turns: must be an integer"),
+    (
+        "classes:\n  a:\n    users: 1\n  b:\n    users: 1\n    turns: [1]\n",
+        "6:5: classes.b.turns: must be an integer",
+    ),
     ("server:\n  hots: x\nclasses:\n  a: {users: 1}\n", "2:3: server.hots: unknown key"),
     ("classes: [a, b]\n", "1:1: classes: needs at least one traffic class"),
     ("classes:\n  a: {users: 1\n", "invalid YAML"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("text", "message"), ERROR_CASES)
@@ -180,10 +187,21 @@ def test_a_refused_burst_request_opens_no_prefill_window(tmp_path: Path) -> None
     path = ROOT / "tests/scenarios/prefill_burst_engine.yaml"
     out = tmp_path / "out"
     result = run_command(
-        [sys.executable, "-m", "tpot_locust", "run", str(path), "--out", str(out), "--set",
-         "simulator.engine={stall_prob: 0, max_model_len: 4096}", "--set", "duration=5s"],
+        [
+            sys.executable,
+            "-m",
+            "tpot_locust",
+            "run",
+            str(path),
+            "--out",
+            str(out),
+            "--set",
+            "simulator.engine={stall_prob: 0, max_model_len: 4096}",
+            "--set",
+            "duration=5s",
+        ],
         timeout=180,
-    )  # fmt: skip
+    )
     assert result.returncode == 1, result.stdout[-3000:]  # Locust's: requests failed
     summary = json.loads((out / "summary.json").read_text())
     bursts = summary["run"]["bursts"]

@@ -24,11 +24,26 @@ from tests.conftest import ROOT, run_command
 from tests.helpers.fault_server import FaultServer
 from tests.helpers.locust_faults import REQUESTS
 
-CLASSES = ["Fault_none", "Fault_http_500", "Fault_echo_key", "Fault_echo_key_event",
-           "Fault_bad_json", "Fault_reset"]  # fmt: skip
-UI_PAGES = ["/", "/stats/requests", "/stats/report", "/stats/requests/csv",
-            "/stats/failures/csv", "/stats/exceptions/csv", "/exceptions", "/logs", "/tasks",
-            "/stats/requests_full_history/csv"]  # fmt: skip
+CLASSES = [
+    "Fault_none",
+    "Fault_http_500",
+    "Fault_echo_key",
+    "Fault_echo_key_event",
+    "Fault_bad_json",
+    "Fault_reset",
+]
+UI_PAGES = [
+    "/",
+    "/stats/requests",
+    "/stats/report",
+    "/stats/requests/csv",
+    "/stats/failures/csv",
+    "/stats/exceptions/csv",
+    "/exceptions",
+    "/logs",
+    "/tasks",
+    "/stats/requests_full_history/csv",
+]
 
 
 def planted_key() -> str:
@@ -66,17 +81,44 @@ def test_planted_key_in_no_locust_output_nor_web_ui(tmp_path: Path) -> None:
     out.mkdir()
     env = dict(os.environ, OPENAI_API_KEY=key, FAULT_NO_QUIT="1", PYTHONUNBUFFERED="1")
     command = [
-        sys.executable, "-m", "locust", "-f", str(ROOT / "tests/helpers/locust_faults.py"),
-        "--autostart", "-u", str(len(CLASSES)), "-r", "100", "-t", "3s", "--autoquit", "30",
-        "--web-host", "127.0.0.1", "--web-port", str(port), "--host", "{url}",
-        "--tpot-out", str(out), "--csv", str(out / "locust"), "--html", str(out / "report.html"),
-        "--json-file", str(out / "stats"), "--logfile", str(out / "locust.log"), *CLASSES,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(ROOT / "tests/helpers/locust_faults.py"),
+        "--autostart",
+        "-u",
+        str(len(CLASSES)),
+        "-r",
+        "100",
+        "-t",
+        "3s",
+        "--autoquit",
+        "30",
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(port),
+        "--host",
+        "{url}",
+        "--tpot-out",
+        str(out),
+        "--csv",
+        str(out / "locust"),
+        "--html",
+        str(out / "report.html"),
+        "--json-file",
+        str(out / "stats"),
+        "--logfile",
+        str(out / "locust.log"),
+        *CLASSES,
+    ]
     pages: dict[str, str] = {}
     with FaultServer() as server:
         command[command.index("{url}")] = server.url
-        process = subprocess.Popen(command, env=env, cwd=ROOT, text=True,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        process = subprocess.Popen(
+            command, env=env, cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         try:
             base = f"http://127.0.0.1:{port}"
             deadline = time.monotonic() + 40
@@ -118,10 +160,20 @@ def test_planted_key_in_no_locust_output_nor_web_ui(tmp_path: Path) -> None:
 def test_planted_key_in_no_output_of_tpot_locust_run(tmp_path: Path, python: str) -> None:
     key, out = planted_key(), tmp_path / "out"
     result = run_command(
-        [python, "-m", "tpot_locust", "run", "scenarios/quickstart.yaml", "--run-time", "3s",
-         "--out", str(out)],
-        timeout=120, env={"OPENAI_API_KEY": key},
-    )  # fmt: skip
+        [
+            python,
+            "-m",
+            "tpot_locust",
+            "run",
+            "scenarios/quickstart.yaml",
+            "--run-time",
+            "3s",
+            "--out",
+            str(out),
+        ],
+        timeout=120,
+        env={"OPENAI_API_KEY": key},
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     outputs = read_outputs(out)
     summary = json.loads(outputs[str(out / "summary.json")])
@@ -133,12 +185,31 @@ def test_planted_key_echoed_by_the_model_lookup_is_not_shown(tmp_path: Path) -> 
     key, out = planted_key(), tmp_path / "out"
     with FaultServer() as server:
         result = run_command(
-            [sys.executable, "-m", "locust", "-f", str(ROOT / "tests/helpers/locust_faults.py"),
-             "--headless", "-u", "1", "-r", "10", "-t", "20s", "--host", server.url,
-             "--only-summary", "--tpot-out", str(out), "--csv", str(out / "locust"),
-             "ModelLookupEchoesKey"],
-            timeout=60, env={"OPENAI_API_KEY": key, "FAULT_MODEL_LOOKUP": "1"},
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                str(ROOT / "tests/helpers/locust_faults.py"),
+                "--headless",
+                "-u",
+                "1",
+                "-r",
+                "10",
+                "-t",
+                "20s",
+                "--host",
+                server.url,
+                "--only-summary",
+                "--tpot-out",
+                str(out),
+                "--csv",
+                str(out / "locust"),
+                "ModelLookupEchoesKey",
+            ],
+            timeout=60,
+            env={"OPENAI_API_KEY": key, "FAULT_MODEL_LOOKUP": "1"},
+        )
         received = server.stats["authorization"]
     assert received == {f"Bearer {key}": REQUESTS}  # three lookups, each with the key
     assert_nowhere(key, {**read_outputs(out), "stdout": result.stdout, "stderr": result.stderr})
@@ -152,10 +223,21 @@ def test_a_key_shaped_value_under_any_name_is_in_no_output(tmp_path: Path, pytho
     redacted wherever it stands."""
     key, out = "sk-USER-" + planted_key()[-12:].replace("_", "x"), tmp_path / "out"
     result = run_command(
-        [python, "-m", "tpot_locust", "run", "scenarios/quickstart.yaml", "--run-time", "3s",
-         "--set", f"server.extra_body={{user: {key}}}", "--out", str(out)],
+        [
+            python,
+            "-m",
+            "tpot_locust",
+            "run",
+            "scenarios/quickstart.yaml",
+            "--run-time",
+            "3s",
+            "--set",
+            f"server.extra_body={{user: {key}}}",
+            "--out",
+            str(out),
+        ],
         timeout=120,
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     outputs = read_outputs(out)
     assert "[redacted]" in outputs[str(out / "scenario.yaml")]

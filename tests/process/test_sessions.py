@@ -14,12 +14,28 @@ def test_multi_turn_history_and_completions_under_plain_locust(tmp_path: Path, p
     truth_path, out = tmp_path / "truth.jsonl", tmp_path / "out"
     with start_simulator("--gap-ms", "1", "--ttft-ms", "5", truth=truth_path) as sim:
         result = run_command(
-            [python, "-m", "locust", "-f", str(ROOT / "tests/helpers/locust_sessions.py"),
-             "--headless",
-             "-u", "2", "-r", "2", "-t", "3s", "--host", sim.url, "--tpot-out", str(out),
-             "--csv", str(tmp_path / "locust")],
+            [
+                python,
+                "-m",
+                "locust",
+                "-f",
+                str(ROOT / "tests/helpers/locust_sessions.py"),
+                "--headless",
+                "-u",
+                "2",
+                "-r",
+                "2",
+                "-t",
+                "3s",
+                "--host",
+                sim.url,
+                "--tpot-out",
+                str(out),
+                "--csv",
+                str(tmp_path / "locust"),
+            ],
             timeout=120,
-        )  # fmt: skip
+        )
     assert result.returncode == 0, result.stderr[-3000:]
     truth = [json.loads(line) for line in truth_path.read_text().splitlines()]
     chat = sorted((e for e in truth if e["api"] == "chat"), key=lambda e: e["arrival_ns"])
@@ -48,11 +64,26 @@ def test_requests_cut_off_by_the_stop_are_counted_interrupted(tmp_path: Path, py
     # 20 tokens 300 ms apart: every request is still streaming when the 2 s run stops
     with start_simulator("--gap-ms", "300", "--ttft-ms", "5", truth=truth_path) as sim:
         result = run_command(
-            [python, "-m", "locust", "-f", str(ROOT / "tests/helpers/locust_sessions.py"),
-             "--headless",
-             "-u", "2", "-r", "2", "-t", "2s", "--host", sim.url, "--tpot-out", str(out)],
+            [
+                python,
+                "-m",
+                "locust",
+                "-f",
+                str(ROOT / "tests/helpers/locust_sessions.py"),
+                "--headless",
+                "-u",
+                "2",
+                "-r",
+                "2",
+                "-t",
+                "2s",
+                "--host",
+                sim.url,
+                "--tpot-out",
+                str(out),
+            ],
             timeout=120,
-        )  # fmt: skip
+        )
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["requests"]["interrupted"] == 2, summary["requests"]

@@ -352,8 +352,12 @@ def test_a_request_arrives_when_its_first_bytes_do(tmp_path: Path) -> None:
     brought the request's first bytes, not when the whole body was read and parsed: a head
     sent 50 ms before its body arrives at the head (as the client's TTFT starts at its send)."""
     truth = tmp_path / "truth.jsonl"
-    body = {"model": "tpot-sim", "stream": True, "max_tokens": 2,
-            "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+    body = {
+        "model": "tpot-sim",
+        "stream": True,
+        "max_tokens": 2,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     message = request_bytes("POST", "/v1/chat/completions", body, {"X-Request-Id": "split"})
     head, _, payload = message.partition(b"\r\n\r\n")
     with start_simulator("--gap-ms", "1", "--ttft-ms", "1", truth=truth) as sim:
@@ -367,21 +371,26 @@ def test_a_request_arrives_when_its_first_bytes_do(tmp_path: Path) -> None:
             received = b""
             while b"[DONE]" not in received:
                 received += sock.recv(65536)
-    (record,) = [json.loads(line) for line in truth.read_text().splitlines()
-                 if '"split"' in line]  # fmt: skip
+    (record,) = [json.loads(line) for line in truth.read_text().splitlines() if '"split"' in line]
     assert 0 <= (record["arrival_ns"] - sent_ns) / 1e6 < 5, (record["arrival_ns"] - sent_ns) / 1e6
 
 
 def _read_with_kernel_stamps(sim: SimProcess, request_id: str) -> list[tuple[bytes, int]]:
     """One 20-token stream read raw: each read's bytes and its kernel receive stamp."""
-    body = {"model": "tpot-sim", "stream": True, "max_tokens": 20, "ignore_eos": True,
-            "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+    body = {
+        "model": "tpot-sim",
+        "stream": True,
+        "max_tokens": 20,
+        "ignore_eos": True,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     received: list[tuple[bytes, int]] = []
     host, port = sim.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port))) as sock:
         enable_kernel_stamps(sock)
-        sock.sendall(request_bytes("POST", "/v1/chat/completions", body,
-                                   {"X-Request-Id": request_id}))  # fmt: skip
+        sock.sendall(
+            request_bytes("POST", "/v1/chat/completions", body, {"X-Request-Id": request_id})
+        )
         sock.settimeout(10)
         while not received or b"[DONE]" not in received[-1][0]:
             data, ancillary, _, _ = sock.recvmsg(65536, ANCILLARY_BYTES)
@@ -430,11 +439,19 @@ def test_a_token_is_sent_when_the_kernel_sent_it(tmp_path: Path) -> None:
 def test_loop_sends_keep_the_loops_stamps(tmp_path: Path) -> None:
     """``--truth-loop-sends`` (to compare): no transmit stamp is kept."""
     truth = tmp_path / "truth.jsonl"
-    body = {"model": "tpot-sim", "stream": True, "max_tokens": 5, "ignore_eos": True,
-            "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
-    with start_simulator("--gap-ms", "1", "--ttft-ms", "1", "--truth-loop-sends",
-                         truth=truth) as sim:  # fmt: skip
-        assert exchange(sim, "POST", "/v1/chat/completions", body,
-                        **{"X-Request-Id": "loop"}).status == 200  # fmt: skip
+    body = {
+        "model": "tpot-sim",
+        "stream": True,
+        "max_tokens": 5,
+        "ignore_eos": True,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    with start_simulator(
+        "--gap-ms", "1", "--ttft-ms", "1", "--truth-loop-sends", truth=truth
+    ) as sim:
+        assert (
+            exchange(sim, "POST", "/v1/chat/completions", body, **{"X-Request-Id": "loop"}).status
+            == 200
+        )
     (record,) = [r for r in read_truth(truth) if r["request_id"] == "loop"]
     assert record["kernel_sends"] == 0 and len(record["send_ns"]) == 5

@@ -29,7 +29,7 @@ def chat_request(request_id: str, prompt_words: int, max_tokens: int, stream: bo
             "max_tokens": max_tokens,
             "ignore_eos": True,
             "messages": [{"role": "user", "content": "word " * prompt_words}],
-        }  # fmt: skip
+        }
     ).encode()
     head = (
         "POST /v1/chat/completions HTTP/1.1\r\nHost: sim\r\nContent-Type: application/json\r\n"
@@ -126,13 +126,21 @@ def test_realtime_64_streams_step_times_on_schedule(tmp_path: Path) -> None:
         # Every token of a step goes out after the step's scheduled end, never before.
         end_of = {s["step"]: s["end_ns"] for s in steps}
         for record in records.values():
-            assert all(t >= end_of[k] for t, k in zip(record["send_ns"], record["steps"],
-                                                       strict=True))  # fmt: skip
+            assert all(
+                t >= end_of[k] for t, k in zip(record["send_ns"], record["steps"], strict=True)
+            )
         late = lateness_ms(steps)
         p50, p99 = late[len(late) // 2], late[int(0.99 * len(late))]
-        attempts.append({"p50": round(p50, 3), "p99": round(p99, 3), "max": round(late[-1], 3),
-                         "steps": len(late), "others_cpu": round(max(0.0, others) / wall, 2),
-                         "sim_cpu": round(sim_cpu / wall, 2)})  # fmt: skip
+        attempts.append(
+            {
+                "p50": round(p50, 3),
+                "p99": round(p99, 3),
+                "max": round(late[-1], 3),
+                "steps": len(late),
+                "others_cpu": round(max(0.0, others) / wall, 2),
+                "sim_cpu": round(sim_cpu / wall, 2),
+            }
+        )
         assert p50 < 0.1, attempts
         if p99 <= LATE_P99_MS:
             break
@@ -146,10 +154,26 @@ def test_realtime_64_streams_step_times_on_schedule(tmp_path: Path) -> None:
 @pytest.mark.timeout(60)
 def test_realtime_kv_pressure_and_abort(tmp_path: Path) -> None:
     truth, steps_file = tmp_path / "truth.jsonl", tmp_path / "steps.jsonl"
-    args = ["--profile", "cpu-slow", "--set", "step_base_ms=1", "--set", "decode_ms_per_seq=0",
-            "--set", "prefill_ms_per_token=0.001", "--set", "frontend_ms=0",
-            "--set", "stall_prob=0", "--kv-cache-tokens", "1024", "--max-model-len", "1024",
-            "--steps", str(steps_file)]  # fmt: skip
+    args = [
+        "--profile",
+        "cpu-slow",
+        "--set",
+        "step_base_ms=1",
+        "--set",
+        "decode_ms_per_seq=0",
+        "--set",
+        "prefill_ms_per_token=0.001",
+        "--set",
+        "frontend_ms=0",
+        "--set",
+        "stall_prob=0",
+        "--kv-cache-tokens",
+        "1024",
+        "--max-model-len",
+        "1024",
+        "--steps",
+        str(steps_file),
+    ]
     with start_simulator(*args, truth=truth) as sim:
         too_long = run_streams(sim.host, sim.port, [chat_request("big", 1000, 100)], 10)[0]
         assert too_long.startswith(b"HTTP/1.1 400") and b"maximum context length" in too_long
@@ -180,10 +204,7 @@ def test_realtime_kv_pressure_and_abort(tmp_path: Path) -> None:
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tpot_locust.sim", *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
+        [sys.executable, "-m", "tpot_locust.sim", *args], capture_output=True, text=True, timeout=30
     )
 
 

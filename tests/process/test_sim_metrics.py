@@ -39,8 +39,12 @@ def post(sim: SimProcess, request_id: str, words: int, tokens: int, stream: bool
     }
     conn = http.client.HTTPConnection(sim.host, sim.port, timeout=30)
     try:
-        conn.request("POST", "/v1/chat/completions", json.dumps(body),
-                     {"Content-Type": "application/json", "X-Request-Id": request_id})  # fmt: skip
+        conn.request(
+            "POST",
+            "/v1/chat/completions",
+            json.dumps(body),
+            {"Content-Type": "application/json", "X-Request-Id": request_id},
+        )
         response = conn.getresponse()
         assert response.status == 200
         return response.read()
@@ -130,12 +134,14 @@ def check_against_truth(values: Values, records: list[dict[str, Any]]) -> None:
 def parse_check(text: str) -> None:
     parser = pytest.importorskip("prometheus_client.parser")
     families = {f.name: f for f in parser.text_string_to_metric_families(text)}
-    for name, kind in (("vllm:num_requests_running", "gauge"),
-                       ("vllm:kv_cache_usage_perc", "gauge"),
-                       ("vllm:num_preemptions", "counter"),
-                       ("vllm:generation_tokens", "counter"),
-                       ("vllm:inter_token_latency_seconds", "histogram"),
-                       ("vllm:iteration_tokens_total", "histogram")):  # fmt: skip
+    for name, kind in (
+        ("vllm:num_requests_running", "gauge"),
+        ("vllm:kv_cache_usage_perc", "gauge"),
+        ("vllm:num_preemptions", "counter"),
+        ("vllm:generation_tokens", "counter"),
+        ("vllm:inter_token_latency_seconds", "histogram"),
+        ("vllm:iteration_tokens_total", "histogram"),
+    ):
         assert families[name].type == kind, name
 
 
@@ -160,10 +166,26 @@ def test_gap_mode_metrics_equal_the_truth(tmp_path: Path) -> None:
 @pytest.mark.timeout(60)
 def test_engine_mode_metrics_equal_the_truth_and_show_preemptions(tmp_path: Path) -> None:
     truth, steps_file = tmp_path / "truth.jsonl", tmp_path / "steps.jsonl"
-    args = ["--profile", "cpu-slow", "--set", "step_base_ms=1", "--set", "decode_ms_per_seq=0",
-            "--set", "prefill_ms_per_token=0.001", "--set", "frontend_ms=0",
-            "--set", "stall_prob=0", "--kv-cache-tokens", "1024", "--max-model-len", "1024",
-            "--steps", str(steps_file)]  # fmt: skip
+    args = [
+        "--profile",
+        "cpu-slow",
+        "--set",
+        "step_base_ms=1",
+        "--set",
+        "decode_ms_per_seq=0",
+        "--set",
+        "prefill_ms_per_token=0.001",
+        "--set",
+        "frontend_ms=0",
+        "--set",
+        "stall_prob=0",
+        "--kv-cache-tokens",
+        "1024",
+        "--max-model-len",
+        "1024",
+        "--steps",
+        str(steps_file),
+    ]
     with start_simulator(*args, truth=truth) as sim:
         requests = [(f"kv{i}", 100, 200, True) for i in range(8)]
         during: list[Values] = []

@@ -11,12 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, run_command
-from tests.helpers.distributed import (
-    free_port,
-    start_web_cluster,
-    stop_processes,
-    wait_for_workers,
-)
+from tests.helpers.distributed import free_port, start_web_cluster, stop_processes, wait_for_workers
 from tests.process.test_web_ui import post, summary_now, wait_up
 from tpot_locust.cli.run import simulator_args
 from tpot_locust.metrics.histograms import histogram_stats
@@ -29,10 +24,17 @@ from tpot_locust.sim.profiles import check_engine
 def test_a_sweep_stops_at_the_first_broken_slo_and_names_the_knee(tmp_path: Path) -> None:
     out = tmp_path / "sweep"
     result = run_command(
-        [sys.executable, "-m", "tpot_locust", "sweep", str(ROOT / "scenarios/sweep.yaml"),
-         "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "tpot_locust",
+            "sweep",
+            str(ROOT / "scenarios/sweep.yaml"),
+            "--out",
+            str(out),
+        ],
         timeout=400,
-    )  # fmt: skip
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     document = json.loads((out / "sweep.json").read_text())
@@ -78,16 +80,35 @@ def test_a_sweep_drives_a_running_cluster_one_test_per_step(tmp_path: Path) -> N
             wait_up(ui + "/")
             wait_for_workers(ui, 2)
             result = run_command(
-                [sys.executable, "-m", "tpot_locust", "sweep", str(scenario_path),
-                 "--master-url", ui, "--out", str(tmp_path / "sweep"), "--set", "sweep.start=16",
-                 "--max-steps", "2"],
+                [
+                    sys.executable,
+                    "-m",
+                    "tpot_locust",
+                    "sweep",
+                    str(scenario_path),
+                    "--master-url",
+                    ui,
+                    "--out",
+                    str(tmp_path / "sweep"),
+                    "--set",
+                    "sweep.start=16",
+                    "--max-steps",
+                    "2",
+                ],
                 timeout=300,
-            )  # fmt: skip
+            )
             # a setting the running classes cannot take is refused with its reason, unstarted
             wait_for_workers(ui, 2)  # back a stop timeout after the last test
             with pytest.raises(urllib.error.HTTPError) as refusal:
-                post(ui + "/swarm", {"user_count": "2", "spawn_rate": "2", "run_time": "30s",
-                                     "tpot_set": "classes.other.users=2"})  # fmt: skip
+                post(
+                    ui + "/swarm",
+                    {
+                        "user_count": "2",
+                        "spawn_rate": "2",
+                        "run_time": "30s",
+                        "tpot_set": "classes.other.users=2",
+                    },
+                )
             refused = json.loads(refusal.value.read())
             assert refusal.value.code == 400 and "chat, other" in refused["message"], refused
             assert summary_now(ui)["test"] == 2  # noqa: PLR2004
@@ -123,9 +144,18 @@ def test_a_sweep_drives_a_running_cluster_one_test_per_step(tmp_path: Path) -> N
 
 def test_a_sweep_names_a_master_it_cannot_reach(tmp_path: Path) -> None:
     result = run_command(
-        [sys.executable, "-m", "tpot_locust", "sweep", str(ROOT / "scenarios/sweep.yaml"),
-         "--master-url", f"http://127.0.0.1:{free_port()}", "--out", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "tpot_locust",
+            "sweep",
+            str(ROOT / "scenarios/sweep.yaml"),
+            "--master-url",
+            f"http://127.0.0.1:{free_port()}",
+            "--out",
+            str(tmp_path),
+        ],
         timeout=60,
-    )  # fmt: skip
+    )
     assert result.returncode == 2, result.stdout + result.stderr  # noqa: PLR2004
     assert "cannot reach the master at http://127.0.0.1:" in result.stderr

@@ -35,10 +35,18 @@ TAIL_TOLERANCE_MS = 0.1
 def _run(tmp_path: Path, python: str, scenario: str, *args: str) -> tuple[dict, str]:
     out = tmp_path / "out"
     result = run_command(
-        [python, "-m", "tpot_locust", "run", str(ROOT / "tests/scenarios" / scenario),
-         "--out", str(out), *args],
+        [
+            python,
+            "-m",
+            "tpot_locust",
+            "run",
+            str(ROOT / "tests/scenarios" / scenario),
+            "--out",
+            str(out),
+            *args,
+        ],
         timeout=240,
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return json.loads((out / "summary.json").read_text()), result.stdout
 
@@ -163,7 +171,7 @@ PLANTED_STALL = str(ROOT / "tests/helpers/locust_planted_stall.py")
 
 def _planted_stall_run(
     tmp_path: Path, python: str, workers: int = 0, stamps: str = SEGMENT_CLOCK
-) -> tuple[dict, str]:  # fmt: skip
+) -> tuple[dict, str]:
     """16 streams of 3 ms gaps for 15 s, each recording process's loop held 40 ms once at
     5 s; the summary and the master's output (the truth in ``tmp_path/truth.jsonl``)."""
     truth_path, out, stamps_file = (tmp_path / name for name in ("truth.jsonl", "out", "s.jsonl"))
@@ -185,11 +193,30 @@ def _planted_stall_run(
             returncode, output = cluster.wait(timeout=120)
         else:
             result = run_command(
-                [python, "-m", "locust", "-f", PLANTED_STALL, "--headless", "-u", "16", "-r",
-                 "16", "-t", "15s", "--host", sim.url, "--tpot-out", str(out), "--only-summary",
-                 "--stop-timeout", "5"],
-                timeout=120, env=env,
-            )  # fmt: skip
+                [
+                    python,
+                    "-m",
+                    "locust",
+                    "-f",
+                    PLANTED_STALL,
+                    "--headless",
+                    "-u",
+                    "16",
+                    "-r",
+                    "16",
+                    "-t",
+                    "15s",
+                    "--host",
+                    sim.url,
+                    "--tpot-out",
+                    str(out),
+                    "--only-summary",
+                    "--stop-timeout",
+                    "5",
+                ],
+                timeout=120,
+                env=env,
+            )
             returncode, output = result.returncode, result.stdout + result.stderr
     assert returncode == 0, output[-3000:]
     summary = json.loads((out / "summary.json").read_text())
@@ -216,7 +243,7 @@ def _tail_errors_ms(summary: dict, truth_path: Path, metric: str = "tpot") -> di
 @pytest.mark.parametrize("workers", [0, 2])
 def test_planted_stall_moves_no_stamp_and_nothing_is_set_aside(
     tmp_path: Path, python: str, workers: int
-) -> None:  # fmt: skip
+) -> None:
     """Each token's own arrival, recovered from its segment: the 40 ms hold of the reading
     loop is reported as the client's, but no figure moved and no sample is set aside."""
     summary, output = _planted_stall_run(tmp_path, python, workers)
@@ -274,10 +301,28 @@ def test_a_client_gc_pause_is_named_as_one(tmp_path: Path, python: str) -> None:
     out = tmp_path / "out"
     with start_simulator("--gap-ms", "3", "--ttft-ms", "20") as sim:
         result = run_command(
-            [python, "-m", "locust", "-f", PLANTED_STALL, "--headless", "-u", "8", "-r", "8",
-             "-t", "6s", "--host", sim.url, "--tpot-out", str(out), "--only-summary"],
-            timeout=120, env={"PLANTED_STALL_KIND": "gc", "PLANTED_STALL_AFTER_S": "2"},
-        )  # fmt: skip
+            [
+                python,
+                "-m",
+                "locust",
+                "-f",
+                PLANTED_STALL,
+                "--headless",
+                "-u",
+                "8",
+                "-r",
+                "8",
+                "-t",
+                "6s",
+                "--host",
+                sim.url,
+                "--tpot-out",
+                str(out),
+                "--only-summary",
+            ],
+            timeout=120,
+            env={"PLANTED_STALL_KIND": "gc", "PLANTED_STALL_AFTER_S": "2"},
+        )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     client = json.loads((out / "summary.json").read_text())["client"]
     assert client["gc_stalls"] >= 1, client

@@ -30,11 +30,30 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("tls")
     cert, key = folder / "cert.pem", folder / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-         "-nodes", "-days", "2", "-subj", "/CN=tpot-test", "-addext",
-         "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=tpot-test",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return cert, key
 
 
@@ -45,7 +64,7 @@ def tls_simulator(certificate: tuple[Path, Path], truth: Path | None = None, *ar
 
 def test_https_tokens_carry_their_own_kernel_stamps(
     tmp_path: Path, certificate: tuple[Path, Path]
-) -> None:  # fmt: skip
+) -> None:
     """A reader held 40 ms leaves tokens waiting: under TLS each still gets the arrival of
     the segment that completed its record (the clock a plain-http read would have)."""
     truth = tmp_path / "truth.jsonl"
@@ -60,16 +79,16 @@ def test_https_tokens_carry_their_own_kernel_stamps(
         assert -0.5 <= errors_ms[-1] <= 1.0, errors_ms
 
 
-def test_a_self_signed_server_is_refused_unless_trusted(
-    certificate: tuple[Path, Path]
-) -> None:  # fmt: skip
+def test_a_self_signed_server_is_refused_unless_trusted(certificate: tuple[Path, Path]) -> None:
     with tls_simulator(certificate) as sim:
         origin = Origin.parse(sim.url)
         untrusted = HTTPConnection(origin)  # the system's CAs: not this one
         with pytest.raises(StreamError, match="CERTIFICATE_VERIFY_FAILED"):
             untrusted.request("GET", "/v1/models", {})
-        for context in (client_tls_context(str(certificate[0])),
-                        client_tls_context(None, verify=False)):  # fmt: skip
+        for context in (
+            client_tls_context(str(certificate[0])),
+            client_tls_context(None, verify=False),
+        ):
             connection = HTTPConnection(origin, tls_context=context)
             response, _ = connection.request("GET", "/v1/models", {})
             assert response.status == 200 and b"tpot-sim" in response.read()
@@ -78,7 +97,7 @@ def test_a_self_signed_server_is_refused_unless_trusted(
 
 def test_a_run_over_https_matches_the_truth(
     tmp_path: Path, python: str, certificate: tuple[Path, Path]
-) -> None:  # fmt: skip
+) -> None:
     truth, out = tmp_path / "truth.jsonl", tmp_path / "out"
     scenario = tmp_path / "tls.yaml"
     with tls_simulator(certificate, truth, "--gap-ms", "3", "--ttft-ms", "20") as sim:

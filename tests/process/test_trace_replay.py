@@ -23,8 +23,10 @@ def trace_scenario(tmp_path: Path) -> tuple[Path, Counter]:
         lengths[(inputs, outputs)] += 1
     (tmp_path / "trace.jsonl").write_text("\n".join(lines) + "\n")
     scenario = tmp_path / "trace.yaml"
-    scenario.write_text("name: trace\nduration: 12s\nclasses:\n  replay:\n    trace: trace.jsonl\n"
-                        "simulator: {ttft_ms: 5, gap_ms: 1}\n")  # fmt: skip
+    scenario.write_text(
+        "name: trace\nduration: 12s\nclasses:\n  replay:\n    trace: trace.jsonl\n"
+        "simulator: {ttft_ms: 5, gap_ms: 1}\n"
+    )
     return scenario, lengths
 
 
@@ -33,10 +35,19 @@ def test_a_trace_is_sent_on_time_with_its_lengths(tmp_path: Path, workers: int) 
     scenario, lengths = trace_scenario(tmp_path)
     out = tmp_path / "out"
     result = run_command(
-        [sys.executable, "-m", "tpot_locust", "run", str(scenario), "--out", str(out),
-         "--workers", str(workers)],
+        [
+            sys.executable,
+            "-m",
+            "tpot_locust",
+            "run",
+            str(scenario),
+            "--out",
+            str(out),
+            "--workers",
+            str(workers),
+        ],
         timeout=120,
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["requests"]["ok"] == REQUESTS and summary["requests"]["failed"] == 0
@@ -56,17 +67,20 @@ def test_a_trace_is_sent_on_time_with_its_lengths(tmp_path: Path, workers: int) 
 
 
 def test_a_traced_conversation_sends_the_answers_before_each_later_turn(tmp_path: Path) -> None:
-    lines = [{"t": 0.0, "input_tokens": 5, "output_tokens": 4, "session": "s"},
-             {"t": 0.2, "input_tokens": 3, "output_tokens": 6, "session": "s"},
-             {"t": 0.4, "prompt": "one two", "output_tokens": 2, "session": "s"}]  # fmt: skip
+    lines = [
+        {"t": 0.0, "input_tokens": 5, "output_tokens": 4, "session": "s"},
+        {"t": 0.2, "input_tokens": 3, "output_tokens": 6, "session": "s"},
+        {"t": 0.4, "prompt": "one two", "output_tokens": 2, "session": "s"},
+    ]
     (tmp_path / "trace.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     scenario = tmp_path / "trace.yaml"
-    scenario.write_text("name: talk\nduration: 3s\nclasses:\n  replay:\n    trace: trace.jsonl\n"
-                        "simulator: {ttft_ms: 5, gap_ms: 1}\n")  # fmt: skip
+    scenario.write_text(
+        "name: talk\nduration: 3s\nclasses:\n  replay:\n    trace: trace.jsonl\n"
+        "simulator: {ttft_ms: 5, gap_ms: 1}\n"
+    )
     out = tmp_path / "out"
     result = run_command(
-        [sys.executable, "-m", "tpot_locust", "run", str(scenario), "--out", str(out)],
-        timeout=60,
+        [sys.executable, "-m", "tpot_locust", "run", str(scenario), "--out", str(out)], timeout=60
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     sent = truth_requests(out)

@@ -11,12 +11,7 @@ import urllib.request
 from pathlib import Path
 
 from tests.conftest import ROOT
-from tests.helpers.distributed import (
-    free_port,
-    start_web_cluster,
-    stop_processes,
-    wait_for_workers,
-)
+from tests.helpers.distributed import free_port, start_web_cluster, stop_processes, wait_for_workers
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.sim.process import start_simulator
 
@@ -41,11 +36,25 @@ def wait_up(url: str, timeout_s: float = 60) -> None:
 def start_web_ui(port: int, host: str, out: Path) -> subprocess.Popen[bytes]:
     """Plain Locust with its web UI on 127.0.0.1:``port``, recording into ``out``."""
     return subprocess.Popen(
-        [sys.executable, "-m", "locust", "-f", str(ROOT / "tests/helpers/locust_distributed.py"),
-         "--web-host", "127.0.0.1", "--web-port", str(port), "--host", host,
-         "--tpot-out", str(out)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            str(ROOT / "tests/helpers/locust_distributed.py"),
+            "--web-host",
+            "127.0.0.1",
+            "--web-port",
+            str(port),
+            "--host",
+            host,
+            "--tpot-out",
+            str(out),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
 
 
 def test_reset_stats_resets_our_histograms_and_stop_writes_results(tmp_path: Path) -> None:

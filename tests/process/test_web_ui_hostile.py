@@ -76,18 +76,35 @@ def request(
 
 
 @contextmanager
-def scenario_master(tmp_path: Path, *extra: str, env: dict[str, str] | None = None
-                    ) -> Iterator[str]:  # fmt: skip
+def scenario_master(
+    tmp_path: Path, *extra: str, env: dict[str, str] | None = None
+) -> Iterator[str]:
     scenario = tmp_path / "scenario.yaml"
     scenario.write_text(SCENARIO)
     port = free_port()
     environment = dict(os.environ, TPOT_SCENARIO=str(scenario), **(env or {}))
     process = subprocess.Popen(
-        [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles/scenario.py"),
-         "--web-host", "127.0.0.1", "--web-port", str(port), "--host", "http://127.0.0.1:9",
-         "--tpot-out", str(tmp_path / "out"), *extra],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=environment,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            str(ROOT / "locustfiles/scenario.py"),
+            "--web-host",
+            "127.0.0.1",
+            "--web-port",
+            str(port),
+            "--host",
+            "http://127.0.0.1:9",
+            "--tpot-out",
+            str(tmp_path / "out"),
+            *extra,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        env=environment,
+    )
     ui = f"http://127.0.0.1:{port}"
     try:
         wait_up(ui + "/")
@@ -126,9 +143,10 @@ def test_the_form_sets_no_file_no_folder_no_interval(tmp_path: Path) -> None:
             assert refused(status, body, field), (field, body)
         # Locust's user-class settings: never a class's file or body
         req = urllib.request.Request(
-            ui + "/user", json.dumps({"user_class_name": "chat", "dataset": str(planted)}).encode(),
+            ui + "/user",
+            json.dumps({"user_class_name": "chat", "dataset": str(planted)}).encode(),
             headers={"Content-Type": "application/json"},
-        )  # fmt: skip
+        )
         with pytest.raises(urllib.error.HTTPError) as error:
             urllib.request.urlopen(req, timeout=10)
         assert error.value.code == 400 and b"cannot be set" in error.value.read()
@@ -190,11 +208,24 @@ def test_login_cookies_are_same_site_lax(tmp_path: Path) -> None:
     port = free_port()
     ui = f"http://127.0.0.1:{port}"
     process = subprocess.Popen(
-        [sys.executable, "-m", "locust", "-f", str(ROOT / "tests/helpers/locust_login.py"),
-         "--web-login", "--web-host", "127.0.0.1", "--web-port", str(port),
-         "--host", "http://127.0.0.1:9"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            str(ROOT / "tests/helpers/locust_login.py"),
+            "--web-login",
+            "--web-host",
+            "127.0.0.1",
+            "--web-port",
+            str(port),
+            "--host",
+            "http://127.0.0.1:9",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
     try:
         wait_up(ui + "/login")
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
@@ -214,9 +245,22 @@ def test_login_cookies_are_same_site_lax(tmp_path: Path) -> None:
 def test_report_interval_must_be_finite_and_in_range(tmp_path: Path) -> None:
     for value in ("nan", "-1", "inf", "0"):
         result = subprocess.run(
-            [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles/chat.py"),
-             "--headless", "-t", "1s", "--tpot-report-interval", value],
-            capture_output=True, text=True, timeout=60, cwd=ROOT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                str(ROOT / "locustfiles/chat.py"),
+                "--headless",
+                "-t",
+                "1s",
+                "--tpot-report-interval",
+                value,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
         assert result.returncode != 0
         assert "must be a number of seconds from 0.1 to 60" in result.stderr, result.stderr

@@ -56,10 +56,18 @@ def run_scenario(
     the command's wall time in seconds."""
     started = time.monotonic()
     result = run_command(
-        [sys.executable, "-m", "tpot_locust", "run", str(SCENARIOS / scenario),
-         "--out", str(out), *args],
+        [
+            sys.executable,
+            "-m",
+            "tpot_locust",
+            "run",
+            str(SCENARIOS / scenario),
+            "--out",
+            str(out),
+            *args,
+        ],
         timeout=timeout,
-    )  # fmt: skip
+    )
     wall_s = time.monotonic() - started
     output = result.stdout + result.stderr
     (out.parent / f"{out.name}.log").write_text(output)  # beside the results, to look into
@@ -95,16 +103,20 @@ def held_why(out: Path, summary: dict[str, Any]) -> str | None:
     check = summary["attribution_check"]
     held = simulator_held_ms(out)
     if held >= 0.5 * check["threshold_ms"] and check["true_tail_causes"]["none"] > 0:
-        return (f"the simulator's process was held {held:.0f} ms (a busy machine): "
-                f"{check['true_tail_causes']['none']} of the {check['tail_gaps']} true tail "
-                f"gaps have no engine cause")  # fmt: skip
+        return (
+            f"the simulator's process was held {held:.0f} ms (a busy machine): "
+            f"{check['true_tail_causes']['none']} of the {check['tail_gaps']} true tail "
+            f"gaps have no engine cause"
+        )
     return None
 
 
 def run_undisturbed(
-    tmp_path: Path, scenario: str, *args: str,
+    tmp_path: Path,
+    scenario: str,
+    *args: str,
     checks: Callable[[dict[str, Any], str, Path], list[str]],
-) -> tuple[dict[str, Any], str, Path]:  # fmt: skip
+) -> tuple[dict[str, Any], str, Path]:
     """Run, and hold the run to ``checks`` (a list of failures); a run whose failures come
     from a held simulator (``held_why``) is tried once more, then skipped."""
     why = None
@@ -192,8 +204,12 @@ def pause_checks(summary: dict[str, Any], output: str, out: Path) -> list[str]:
     for level, bound in ((check, 0.9), (check["p99"], P99_PREFILL_PRECISION)):
         prefill = level["causes"]["prefill"]
         if prefill["tagged"]:
-            at_least(failures, f"prefill precision above {level['percentile']}",
-                     prefill["precision"], bound)  # fmt: skip
+            at_least(
+                failures,
+                f"prefill precision above {level['percentile']}",
+                prefill["precision"],
+                bound,
+            )
     none = summary["attribution"]["itl"]["p99"]["shares"].get("none") or 0.0
     if none >= P99_NONE_BELOW:
         failures.append(f"our ITL p99 none share {none} >= {P99_NONE_BELOW}")
@@ -214,11 +230,15 @@ def test_engine_pauses_named_from_the_streams_that_waited_together(tmp_path: Pat
 def test_engine_pauses_found_by_each_worker_and_summed(tmp_path: Path) -> None:
     """``--workers 2``: each worker finds the pauses its own streams waited through; the
     windows are relayed, so a gap's ``pause_streams`` sums what every worker saw."""
-    summary, _, out = run_undisturbed(tmp_path, "why_pauses.yaml", "--workers", "2",
-                                      checks=pause_checks)  # fmt: skip
+    summary, _, out = run_undisturbed(
+        tmp_path, "why_pauses.yaml", "--workers", "2", checks=pause_checks
+    )
     above = summary["attribution"]["itl"]["p99.9"]["above_ms"]
-    paused = [g for g in summary["attribution"]["tail_gaps"]
-              if g["ms"] > above and "server_pause" in g["causes"]]  # fmt: skip
+    paused = [
+        g
+        for g in summary["attribution"]["tail_gaps"]
+        if g["ms"] > above and "server_pause" in g["causes"]
+    ]
     assert len({g["request_id"][:4] for g in paused}) == 2  # both workers' streams
     audits = [json.loads(p.read_text()) for p in sorted((out / "workers").glob("*.json"))]
     assert len(audits) == 2
@@ -249,8 +269,9 @@ def test_server_gc_named_from_its_own_count_of_full_collections(tmp_path: Path) 
     collected = sum(1 for line in truth_lines(out) if line.get("type") == "step" and line["gc"])
     assert collected > 0
     assert "server_gc precision >= 0.9 met" in output
-    assert re.search(r"ms at [\d.]+ s: server pause \(\d+ streams waited together\).*server gc",
-                     output)  # fmt: skip
+    assert re.search(
+        r"ms at [\d.]+ s: server pause \(\d+ streams waited together\).*server gc", output
+    )
 
 
 def throttle_checks(summary: dict[str, Any], output: str, out: Path) -> list[str]:
@@ -262,8 +283,9 @@ def throttle_checks(summary: dict[str, Any], output: str, out: Path) -> list[str
     at_least(failures, "true tail gaps", check["tail_gaps"], 20)
     held_to(failures, check, "gpu_throttle", 0.9, 0.9)
     if check["causes"]["server_pause"]["tagged"]:
-        at_least(failures, "server_pause precision", check["causes"]["server_pause"]["precision"],
-                 0.9)  # fmt: skip
+        at_least(
+            failures, "server_pause precision", check["causes"]["server_pause"]["precision"], 0.9
+        )
     return failures
 
 
@@ -276,8 +298,11 @@ def test_gpu_throttling_named_from_a_dcgm_exporters_page(tmp_path: Path) -> None
     assert gpu["sm_clock_mhz"][0] < gpu["sm_clock_mhz"][1] == 1980.0
     lines = (out / "gpu_metrics" / "sim.jsonl").read_text().splitlines()
     assert len([line for line in lines if '"kind":"sample"' in line]) == sampled["samples"]
-    assert re.search(r"\nGPU sim: 1 GPU; SM clock [\d,]+-1,980 MHz; .*clocks held down in \d+ of "
-                     r"\d+ samples \(software power cap\); no XID error", output)  # fmt: skip
+    assert re.search(
+        r"\nGPU sim: 1 GPU; SM clock [\d,]+-1,980 MHz; .*clocks held down in \d+ of "
+        r"\d+ samples \(software power cap\); no XID error",
+        output,
+    )
     assert "gpu_throttle precision >= 0.9 met; gpu_throttle recall >= 0.9 met" in output
 
 
@@ -365,8 +390,9 @@ def test_small_kv_cache_preemptions_found_from_server_metrics(tmp_path: Path) ->
     assert len(samples) == server["samples"]
     assert sum(sample["preemptions"] or 0 for sample in samples) > 0
     # the engine truly preempted, and the same engine's /metrics said so
-    preempted = sum(len(line.get("preempted") or ()) for line in truth_lines(out)
-                    if line.get("type") == "step")  # fmt: skip
+    preempted = sum(
+        len(line.get("preempted") or ()) for line in truth_lines(out) if line.get("type") == "step"
+    )
     assert preempted > 0
     assert "preemption recall >= 0.8 met" in output
 
@@ -412,8 +438,7 @@ def test_prefill_window_of_one_worker_tags_gaps_of_the_other(tmp_path: Path) -> 
         if not own_long and _overlaps(long_by[other], start, end, margin=-0.002):
             across.append(gap)
     assert across, "no tail gap overlapped only the other worker's long prompts"
-    tagged = [g for g in across if "prefill" in g["causes"]
-              and g["prefill_tokens"] >= LONG_PROMPT]  # fmt: skip
+    tagged = [g for g in across if "prefill" in g["causes"] and g["prefill_tokens"] >= LONG_PROMPT]
     assert len(tagged) == len(across), [g for g in across if g not in tagged][:5]
     assert {g["request_id"][:4] for g in tagged} == prefixes  # each way round
     assert any(g["ms"] >= 200 for g in tagged)  # among them the other's 8k prefill steps
@@ -430,8 +455,11 @@ def bad_metrics(mode: str) -> Callable[[int], tuple[int, bytes, float]]:
 
 
 # what the one note says, per kind of bad /metrics
-NOTES = {"missing": "answered 404", "slow": "gave no complete answer within",
-         "garbage": "is not a metrics endpoint"}  # fmt: skip
+NOTES = {
+    "missing": "answered 404",
+    "slow": "gave no complete answer within",
+    "garbage": "is not a metrics endpoint",
+}
 
 
 def assert_itl_true(summary: dict[str, Any], tolerance_ms: float = 1.0) -> None:
@@ -482,9 +510,14 @@ def test_bad_server_metrics_cost_one_warning_never_the_run(tmp_path: Path, mode:
 def test_server_metrics_off(tmp_path: Path) -> None:
     out = tmp_path / "out"
     summary, output, _ = run_scenario(
-        "why_bad_metrics.yaml", out, "--set", "server.metrics=false", "--set", "duration=4s",
+        "why_bad_metrics.yaml",
+        out,
+        "--set",
+        "server.metrics=false",
+        "--set",
+        "duration=4s",
         timeout=60,
-    )  # fmt: skip
+    )
     assert not (out / "server_metrics.jsonl").exists()
     assert "server_metrics" not in summary["run"]
     assert SERVER_METRICS_LINE not in output

@@ -98,11 +98,25 @@ def test_a_reasoning_model_longer_than_the_run(tmp_path: Path, python: str) -> N
     window's tokens split into reasoning and answer, TTFAT of the answers that began."""
     out = tmp_path / "out"
     result = run_command(
-        [python, "-m", "tpot_locust", "run", str(ROOT / "scenarios/reasoning.yaml"),
-         "--out", str(out), "--run-time", "20s", "--stop-timeout", "0s", "--set", "warmup=3s",
-         "--set", "simulator.reasoning_tokens={dist: uniform, min: 300, max: 600}"],
+        [
+            python,
+            "-m",
+            "tpot_locust",
+            "run",
+            str(ROOT / "scenarios/reasoning.yaml"),
+            "--out",
+            str(out),
+            "--run-time",
+            "20s",
+            "--stop-timeout",
+            "0s",
+            "--set",
+            "warmup=3s",
+            "--set",
+            "simulator.reasoning_tokens={dist: uniform, min: 300, max: 600}",
+        ],
         timeout=240,
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["requests"]["ok"] == 0 and summary["window"]["cut"]["stop"] == 16

@@ -41,10 +41,20 @@ def serve(engine: str, logs: Path, extra: list[str] | None = None) -> Iterator[s
 def run_scenario(scenario: str, host: str, out: Path, *args: str) -> dict[str, Any]:
     """``tpot-locust run`` as a user runs it; its summary.json (the run must succeed)."""
     result = run_command(
-        [sys.executable, "-m", "tpot_locust", "run", scenario, "--host", host, "--out", str(out),
-         *args],
+        [
+            sys.executable,
+            "-m",
+            "tpot_locust",
+            "run",
+            scenario,
+            "--host",
+            host,
+            "--out",
+            str(out),
+            *args,
+        ],
         timeout=300,
-    )  # fmt: skip
+    )
     assert result.returncode in (0, 3), result.stdout[-4000:] + result.stderr[-4000:]
     print(result.stdout[-6000:])
     return json.loads((out / "summary.json").read_text())

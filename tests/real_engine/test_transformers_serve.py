@@ -29,10 +29,19 @@ def test_a_refused_field_is_named_with_its_fix(
     transformers: servers.Engine, tmp_path: Path
 ) -> None:
     result = run_command(
-        [sys.executable, "-m", "tpot_locust", "run", "scenarios/quickstart.yaml", "--host",
-         transformers.url, "--out", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "tpot_locust",
+            "run",
+            "scenarios/quickstart.yaml",
+            "--host",
+            transformers.url,
+            "--out",
+            str(tmp_path),
+        ],
         timeout=120,
-    )  # fmt: skip
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 1, output[-3000:]
     assert "422" in output and "server.ignore_eos: false" in output, output[-3000:]
@@ -43,8 +52,9 @@ def test_a_refused_field_is_named_with_its_fix(
 def test_quickstart_counts_what_the_server_reported(
     transformers: servers.Engine, tmp_path: Path
 ) -> None:
-    summary = run_scenario("scenarios/quickstart.yaml", transformers.url, tmp_path, *STRICT,
-                           "--stop-timeout", "60s")  # fmt: skip
+    summary = run_scenario(
+        "scenarios/quickstart.yaml", transformers.url, tmp_path, *STRICT, "--stop-timeout", "60s"
+    )
     tokens, requests = summary["tokens"], summary["requests"]
     assert requests["ok"] > 10 and requests["failed"] == 0, requests
     assert not tokens["estimated"]  # usage came in every stream's finish chunk

@@ -27,16 +27,21 @@ def test_quickstart_counts_what_vllm_counted(vllm: servers.Engine, tmp_path: Pat
     before = servers.metrics(vllm.url)
     # every request in flight at the stop may finish (Locust's --stop-timeout; ours is 5 s,
     # and a 2-turn session here takes up to ~10 s): each one vLLM served is then one counted
-    summary = run_scenario("scenarios/quickstart.yaml", vllm.url, tmp_path,
-                           "--", "--stop-timeout", "60")  # fmt: skip
+    summary = run_scenario(
+        "scenarios/quickstart.yaml", vllm.url, tmp_path, "--", "--stop-timeout", "60"
+    )
     after = servers.metrics(vllm.url)
     generated = servers.counter(after, GENERATED) - servers.counter(before, GENERATED)
     prompted = servers.counter(after, PROMPTED) - servers.counter(before, PROMPTED)
     tokens, requests = summary["tokens"], summary["requests"]
     record_result(
-        "vllm quickstart", requests=requests, output_tokens=tokens["output"],
-        vllm_generated=generated, vllm_prompt=prompted, prompt=tokens["prompt"],
-    )  # fmt: skip
+        "vllm quickstart",
+        requests=requests,
+        output_tokens=tokens["output"],
+        vllm_generated=generated,
+        vllm_prompt=prompted,
+        prompt=tokens["prompt"],
+    )
     assert requests["ok"] > 20 and requests["failed"] == 0, requests
     # no request was cut at the stop, so vLLM's counters must equal ours exactly
     assert requests["interrupted"] == 0 and summary["excluded"] == {"warmup": 0, "cooldown": 0}
@@ -53,17 +58,30 @@ def test_the_responses_api_counts_what_vllm_counted(vllm: servers.Engine, tmp_pa
     """The same sessions over OpenAI's Responses API (``/v1/responses``, named events):
     each output token vLLM generated is one we counted, from its own usage."""
     before = servers.metrics(vllm.url)
-    summary = run_scenario("scenarios/quickstart.yaml", vllm.url, tmp_path,
-                           "--set", "server.api=responses", "--set", "duration=10s",
-                           "--", "--stop-timeout", "60")  # fmt: skip
+    summary = run_scenario(
+        "scenarios/quickstart.yaml",
+        vllm.url,
+        tmp_path,
+        "--set",
+        "server.api=responses",
+        "--set",
+        "duration=10s",
+        "--",
+        "--stop-timeout",
+        "60",
+    )
     after = servers.metrics(vllm.url)
     generated = servers.counter(after, GENERATED) - servers.counter(before, GENERATED)
     prompted = servers.counter(after, PROMPTED) - servers.counter(before, PROMPTED)
     tokens, requests = summary["tokens"], summary["requests"]
     record_result(
-        "vllm responses", requests=requests, output_tokens=tokens["output"],
-        vllm_generated=generated, vllm_prompt=prompted, prompt=tokens["prompt"],
-    )  # fmt: skip
+        "vllm responses",
+        requests=requests,
+        output_tokens=tokens["output"],
+        vllm_generated=generated,
+        vllm_prompt=prompted,
+        prompt=tokens["prompt"],
+    )
     assert requests["ok"] > 8 and requests["failed"] == 0, (requests, summary.get("errors"))
     assert requests["interrupted"] == 0
     assert not tokens["estimated"]  # every stream ended with vLLM's usage
@@ -84,9 +102,18 @@ def test_with_the_models_tokenizer_our_prompt_count_is_vllms(
     """With the model's tokenizer folder (its chat template included), the prompt tokens
     we send are the ones vLLM prefills: its own usage.prompt_tokens, request by request
     (before the template's tokens were added, it counted +12.9 a request, 19 at most)."""
-    summary = run_scenario("scenarios/quickstart.yaml", vllm.url, tmp_path,
-                           "--tokenizer", str(vllm.model_dir), "--set", "duration=8s",
-                           "--", "--stop-timeout", "60")  # fmt: skip
+    summary = run_scenario(
+        "scenarios/quickstart.yaml",
+        vllm.url,
+        tmp_path,
+        "--tokenizer",
+        str(vllm.model_dir),
+        "--set",
+        "duration=8s",
+        "--",
+        "--stop-timeout",
+        "60",
+    )
     prompt, requests = summary["tokens"]["prompt"], summary["requests"]
     record_result("vllm templated prompts", requests=requests, prompt=prompt)
     assert requests["ok"] > 8 and requests["failed"] == 0, requests

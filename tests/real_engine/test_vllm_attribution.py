@@ -51,9 +51,14 @@ class Run:
 def _prepared() -> str | None:
     """Why the engine cannot be served without building first (minutes), or None."""
     model = envs.cache_dir() / f"tiny-model-v{tiny_model_builder.BUILD_VERSION}"
-    missing = [name for name, ready in (("vLLM's environment", envs.python_of("vllm")),
-                                        ("the tiny model", (model / "tiny-model.json").exists()))
-               if not ready]  # fmt: skip
+    missing = [
+        name
+        for name, ready in (
+            ("vLLM's environment", envs.python_of("vllm")),
+            ("the tiny model", (model / "tiny-model.json").exists()),
+        )
+        if not ready
+    ]
     if not missing:
         return None
     verb = "is" if len(missing) == 1 else "are"
@@ -75,12 +80,25 @@ def run(vllm: servers.Engine, tmp_path_factory: pytest.TempPathFactory) -> Run:
     scenario = load_scenario(SCENARIO)
     started = time.monotonic()
     result = run_command(
-        [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
-         f"--users={scenario.users}", f"--spawn-rate={scenario.spawn_rate:g}",
-         f"--run-time={scenario.duration_s:g}s", "--host", vllm.url, f"--tpot-out={out}",
-         "--only-summary", f"--stop-timeout={STOP_TIMEOUT_S}"],
-        timeout=300, env={"TPOT_SCENARIO": str(SCENARIO), "IN_FLIGHT_FILE": str(in_flight)},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            str(LOCUSTFILE),
+            "--headless",
+            f"--users={scenario.users}",
+            f"--spawn-rate={scenario.spawn_rate:g}",
+            f"--run-time={scenario.duration_s:g}s",
+            "--host",
+            vllm.url,
+            f"--tpot-out={out}",
+            "--only-summary",
+            f"--stop-timeout={STOP_TIMEOUT_S}",
+        ],
+        timeout=300,
+        env={"TPOT_SCENARIO": str(SCENARIO), "IN_FLIGHT_FILE": str(in_flight)},
+    )
     seconds = time.monotonic() - started
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     print(result.stdout[-6000:])
@@ -107,10 +125,13 @@ def test_trace_prompts_are_named_as_the_tpot_tail(run: Run) -> None:
     # prompts of 2,048 tokens and more make the burst phase: a trace run gets its factor too
     factor = (summary["interference"] or {}).get("interference_factor", {}).get("tpot")
     record_result(
-        "vllm attribution, long prompts from a trace", tpot_p99_9=tail,
-        tpot_samples=summary["metrics"]["tpot"]["count"], prefill_tokens=prefill_tokens,
-        burst_over_steady=factor, run_s=round(run.seconds, 1),
-    )  # fmt: skip
+        "vllm attribution, long prompts from a trace",
+        tpot_p99_9=tail,
+        tpot_samples=summary["metrics"]["tpot"]["count"],
+        prefill_tokens=prefill_tokens,
+        burst_over_steady=factor,
+        run_s=round(run.seconds, 1),
+    )
     assert tail["samples"] >= MIN_TAIL_SAMPLES, tail
     assert tail["shares"]["prefill"] >= MIN_PREFILL_SHARE, tail
     # and what was in prefill at those gaps was the trace's long prompts, not the decode
@@ -154,10 +175,14 @@ def test_vllm_running_is_our_in_flight_count(run: Run) -> None:
             off.append({"t_wall_s": at, "running": running, "ours": (fewest, most)})
     instant_off = np.abs(np.array(instant))
     record_result(
-        "vllm running against our in-flight count", samples=len(run.samples),
-        max_abs_instant=float(instant_off.max()), exact=int((instant_off == 0).sum()),
-        off_by_one=int((instant_off == 1).sum()), step_s=round(step_s, 3), off=len(off),
-    )  # fmt: skip
+        "vllm running against our in-flight count",
+        samples=len(run.samples),
+        max_abs_instant=float(instant_off.max()),
+        exact=int((instant_off == 0).sum()),
+        off_by_one=int((instant_off == 1).sum()),
+        step_s=round(step_s, 3),
+        off=len(off),
+    )
     assert not off, off[:10]
     # the series moved with ours: the trace's prompt on top of the decode streams was seen
     running = [sample["running"] for sample in run.samples]

@@ -37,25 +37,39 @@ def text_delta(text: str, index: int = 0) -> bytes:
     return sse("content_block_delta", index=index, delta={"type": "text_delta", "text": text})
 
 
-START_USAGE = {"input_tokens": 25, "cache_creation_input_tokens": 0,
-               "cache_read_input_tokens": 100, "output_tokens": 1}  # fmt: skip
-MESSAGE = {"id": "msg_1nZdL29xx5MUA1yADyHTEsnR8uuvGzszyY", "type": "message",
-           "role": "assistant", "content": [], "model": "claude-sonnet-4-5",
-           "stop_reason": None, "stop_sequence": None, "usage": START_USAGE}  # fmt: skip
+START_USAGE = {
+    "input_tokens": 25,
+    "cache_creation_input_tokens": 0,
+    "cache_read_input_tokens": 100,
+    "output_tokens": 1,
+}
+MESSAGE = {
+    "id": "msg_1nZdL29xx5MUA1yADyHTEsnR8uuvGzszyY",
+    "type": "message",
+    "role": "assistant",
+    "content": [],
+    "model": "claude-sonnet-4-5",
+    "stop_reason": None,
+    "stop_sequence": None,
+    "usage": START_USAGE,
+}
 # Anthropic's API reference, "Streaming Messages": the documented sequence and field order.
 DOCUMENTED = [
     sse("message_start", message=MESSAGE),
     sse("content_block_start", index=0, content_block={"type": "text", "text": ""}),
     sse("ping"),
     text_delta("Hello"),
-    text_delta(", \"world\""),
+    text_delta(', "world"'),
     sse("ping"),
     text_delta("!"),
     sse("content_block_stop", index=0),
-    sse("message_delta", delta={"stop_reason": "end_turn", "stop_sequence": None},
-        usage={"output_tokens": 3}),
+    sse(
+        "message_delta",
+        delta={"stop_reason": "end_turn", "stop_sequence": None},
+        usage={"output_tokens": 3},
+    ),
     sse("message_stop"),
-]  # fmt: skip
+]
 
 
 def test_documented_stream_read_by_read() -> None:
@@ -65,7 +79,10 @@ def test_documented_stream_read_by_read() -> None:
     assert result.text == 'Hello, "world"!'
     # the prompt is fresh + cached input; the start's output_tokens (1) is no count
     assert (result.output_tokens, result.prompt_tokens, result.cached_prompt_tokens) == (
-        3, 125, 100)  # fmt: skip
+        3,
+        125,
+        100,
+    )
     assert result.finish_reason == "end_turn" and result.done and not result.tokens_estimated
 
 
@@ -110,28 +127,42 @@ def test_thinking_is_reasoning_and_tool_json_is_answer() -> None:
     json_delta = {"type": "input_json_delta", "partial_json": '{"location": "San Fra'}
     reads = [
         sse("message_start", message=MESSAGE),
-        sse("content_block_start", index=0,
-            content_block={"type": "thinking", "thinking": "", "signature": ""}),
-        sse("content_block_delta", index=0,
-            delta={"type": "thinking_delta", "thinking": "Let me solve"}),
-        sse("content_block_delta", index=0,
-            delta={"type": "thinking_delta", "thinking": " this."}),
+        sse(
+            "content_block_start",
+            index=0,
+            content_block={"type": "thinking", "thinking": "", "signature": ""},
+        ),
+        sse(
+            "content_block_delta",
+            index=0,
+            delta={"type": "thinking_delta", "thinking": "Let me solve"},
+        ),
+        sse("content_block_delta", index=0, delta={"type": "thinking_delta", "thinking": " this."}),
         sse("content_block_delta", index=0, delta=signature),
         sse("content_block_stop", index=0),
         sse("content_block_start", index=1, content_block={"type": "text", "text": ""}),
         text_delta("27", index=1),
         sse("content_block_stop", index=1),
-        sse("content_block_start", index=2,
-            content_block={"type": "tool_use", "id": "toolu_01", "name": "get_weather",
-                           "input": {}}),
-        sse("content_block_delta", index=2,
-            delta={"type": "input_json_delta", "partial_json": ""}),
+        sse(
+            "content_block_start",
+            index=2,
+            content_block={
+                "type": "tool_use",
+                "id": "toolu_01",
+                "name": "get_weather",
+                "input": {},
+            },
+        ),
+        sse("content_block_delta", index=2, delta={"type": "input_json_delta", "partial_json": ""}),
         sse("content_block_delta", index=2, delta=json_delta),
         sse("content_block_stop", index=2),
-        sse("message_delta", delta={"stop_reason": "tool_use", "stop_sequence": None},
-            usage={"output_tokens": 9}),
+        sse(
+            "message_delta",
+            delta={"stop_reason": "tool_use", "stop_sequence": None},
+            usage={"output_tokens": 9},
+        ),
         sse("message_stop"),
-    ]  # fmt: skip
+    ]
     result = decode_reads(API, reads)
     assert result.error is None and result.text == "27"
     assert list(result.token_stamps) == [2, 3, 7, 11]  # no signature, no empty JSON
@@ -160,11 +191,20 @@ def test_a_count_no_request_can_have_fails_the_request() -> None:
 
 
 def test_body_headers_and_models_list_in_the_apis_words() -> None:
-    history = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "a b"},
-               {"role": "assistant", "content": "c"}, {"role": "user", "content": "d"}]  # fmt: skip
+    history = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "a b"},
+        {"role": "assistant", "content": "c"},
+        {"role": "user", "content": "d"},
+    ]
     body = DIALECT.body(history, BodyOptions(model="m", max_tokens=9))
-    assert body == {"model": "m", "max_tokens": 9, "messages": history[1:], "stream": True,
-                    "system": "Be brief."}  # fmt: skip
+    assert body == {
+        "model": "m",
+        "max_tokens": 9,
+        "messages": history[1:],
+        "stream": True,
+        "system": "Be brief.",
+    }
     assert DIALECT.headers(None) == {"anthropic-version": "2023-06-01"}
     assert DIALECT.headers("k") == {"anthropic-version": "2023-06-01", "x-api-key": "k"}
     listing = DIALECT.sim_models("tpot-sim", 0)
@@ -176,8 +216,13 @@ def test_body_headers_and_models_list_in_the_apis_words() -> None:
 # -- the simulator --------------------------------------------------------------------------
 
 PARTS = [{"type": "text", "text": "one two three"}]  # content as text blocks
-ASK = {"model": "tpot-sim", "max_tokens": 5, "stream": True, "system": "be brief",
-       "messages": [{"role": "user", "content": PARTS}]}  # fmt: skip
+ASK = {
+    "model": "tpot-sim",
+    "max_tokens": 5,
+    "stream": True,
+    "system": "be brief",
+    "messages": [{"role": "user", "content": PARTS}],
+}
 
 
 MESSAGE_ID = "msg_0123456789"
@@ -195,9 +240,15 @@ def test_the_simulators_events_follow_anthropics_sequence() -> None:
     _, stream = simulated_stream(API, ASK, response_id=MESSAGE_ID)
     names, events = named_events(stream)
     assert names == [event["type"] for event in events]
-    assert names == ["message_start", "content_block_start", "ping",
-                     *["content_block_delta"] * 5, "content_block_stop", "message_delta",
-                     "message_stop"]  # fmt: skip
+    assert names == [
+        "message_start",
+        "content_block_start",
+        "ping",
+        *["content_block_delta"] * 5,
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
     assert all(list(event)[0] == "type" for event in events)
     assert events[0]["message"]["usage"]["input_tokens"] == 5
     assert events[0]["message"]["id"] == MESSAGE_ID
@@ -206,10 +257,15 @@ def test_the_simulators_events_follow_anthropics_sequence() -> None:
 
 @pytest.mark.parametrize(
     ("change", "words"),
-    [({"model": None}, "model: Field required"), ({"max_tokens": None}, "max_tokens"),
-     ({"max_tokens": 0}, "max_tokens"), ({"messages": []}, "messages"),
-     ({"system": 3}, "system"), ({"stream": "yes"}, "stream")],
-)  # fmt: skip
+    [
+        ({"model": None}, "model: Field required"),
+        ({"max_tokens": None}, "max_tokens"),
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"messages": []}, "messages"),
+        ({"system": 3}, "system"),
+        ({"stream": "yes"}, "stream"),
+    ],
+)
 def test_the_simulator_refuses_what_the_api_refuses(change: dict[str, Any], words: str) -> None:
     refused = refusal(API, {**ASK, **change})
     assert words in refused.message and refused.status == 400
@@ -227,12 +283,28 @@ def test_the_simulators_whole_answer() -> None:
 
 
 def test_a_deltas_input_tokens_without_its_cache_counts_leave_the_prompt_as_started() -> None:
-    start = sse("message_start", message={"id": "m", "type": "message", "role": "assistant",
-                "content": [], "model": "x", "stop_reason": None,
-                "usage": {"input_tokens": 5, "cache_read_input_tokens": 2000,
-                          "cache_creation_input_tokens": 0, "output_tokens": 1}})  # fmt: skip
-    delta = sse("message_delta", delta={"stop_reason": "end_turn"},
-                usage={"input_tokens": 5, "output_tokens": 1})  # fmt: skip
+    start = sse(
+        "message_start",
+        message={
+            "id": "m",
+            "type": "message",
+            "role": "assistant",
+            "content": [],
+            "model": "x",
+            "stop_reason": None,
+            "usage": {
+                "input_tokens": 5,
+                "cache_read_input_tokens": 2000,
+                "cache_creation_input_tokens": 0,
+                "output_tokens": 1,
+            },
+        },
+    )
+    delta = sse(
+        "message_delta",
+        delta={"stop_reason": "end_turn"},
+        usage={"input_tokens": 5, "output_tokens": 1},
+    )
     decoded = decode_reads(API, [start, text_delta("Hi"), delta, sse("message_stop")])
     assert decoded.error is None
     assert decoded.prompt_tokens == 2005 and decoded.cached_prompt_tokens == 2000

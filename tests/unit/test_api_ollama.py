@@ -32,16 +32,32 @@ def line(content: str = "", done: bool = False, nanos: int = 0, **more: Any) -> 
     message = {"role": "assistant", "content": content}
     if "thinking" in more:
         message["thinking"] = more.pop("thinking")
-    event = {"model": "llama3.2", "created_at": f"2025-08-04T08:52:19.{385406455 + nanos}Z",
-             "message": message, "done": done, **more}  # fmt: skip
+    event = {
+        "model": "llama3.2",
+        "created_at": f"2025-08-04T08:52:19.{385406455 + nanos}Z",
+        "message": message,
+        "done": done,
+        **more,
+    }
     return json.dumps(event, separators=(",", ":")).encode() + b"\n"
 
 
-LAST = dict(done_reason="stop", total_duration=4883583458, load_duration=1334875,
-            prompt_eval_count=26, prompt_eval_duration=342546000, eval_count=4,
-            eval_duration=4535599000)  # fmt: skip
-RECORDED = [line(" The", nanos=1), line(" sky", nanos=2), line(" is", nanos=3),
-            line(" blue", nanos=4), line("", done=True, nanos=5, **LAST)]  # fmt: skip
+LAST = dict(
+    done_reason="stop",
+    total_duration=4883583458,
+    load_duration=1334875,
+    prompt_eval_count=26,
+    prompt_eval_duration=342546000,
+    eval_count=4,
+    eval_duration=4535599000,
+)
+RECORDED = [
+    line(" The", nanos=1),
+    line(" sky", nanos=2),
+    line(" is", nanos=3),
+    line(" blue", nanos=4),
+    line("", done=True, nanos=5, **LAST),
+]
 
 
 @pytest.mark.parametrize("fast", [True, False])
@@ -62,8 +78,15 @@ def test_recorded_stream_split_anywhere() -> None:
 
 
 def test_fast_path_equals_full_decoding_with_quotes_and_escapes() -> None:
-    reads = [line('say "hi"'), line("a\\"), line("<b>"), line("\\n"), line("x"), line("x"),
-             line("", True, **LAST)]  # fmt: skip
+    reads = [
+        line('say "hi"'),
+        line("a\\"),
+        line("<b>"),
+        line("\\n"),
+        line("x"),
+        line("x"),
+        line("", True, **LAST),
+    ]
     fast, full = decode_reads(API, reads, True), decode_reads(API, reads, False)
     learned = StreamDecoder(DIALECT)
     learned.feed(0, [reads[-2][:-1]])
@@ -80,11 +103,24 @@ def test_old_ollama_without_done_reason_still_finishes() -> None:
 def test_body_and_models_list() -> None:
     history = [{"role": "user", "content": "hi"}]
     body = DIALECT.body(history, BodyOptions(model="llama3.2", max_tokens=9))
-    assert body == {"model": "llama3.2", "messages": history, "stream": True,
-                    "options": {"num_predict": 9}}  # fmt: skip
-    tags = {"models": [{"name": "llama3.2:latest", "model": "llama3.2:latest",
-                        "modified_at": "2025-05-04T17:37:44.706015396-07:00", "size": 2019393189,
-                        "digest": "a80c4f17acd5", "details": {"format": "gguf"}}]}  # fmt: skip
+    assert body == {
+        "model": "llama3.2",
+        "messages": history,
+        "stream": True,
+        "options": {"num_predict": 9},
+    }
+    tags = {
+        "models": [
+            {
+                "name": "llama3.2:latest",
+                "model": "llama3.2:latest",
+                "modified_at": "2025-05-04T17:37:44.706015396-07:00",
+                "size": 2019393189,
+                "digest": "a80c4f17acd5",
+                "details": {"format": "gguf"},
+            }
+        ]
+    }
     assert DIALECT.first_model(json.dumps(tags).encode()) == "llama3.2:latest"
     for bad in (b"{}", b'{"models": []}', b'{"models": [{"size": 1}]}', b"[1]"):
         with pytest.raises(StreamError) as failed:
@@ -109,35 +145,57 @@ def test_simulator_stream_decodes_to_its_tokens(finish: str, completion: int) ->
     assert len(lines) == completion + 1
     assert list(lines[0]) == ["model", "created_at", "message", "done"]
     assert lines[0]["created_at"] == "2023-11-14T22:13:20Z"
-    assert list(lines[-1]) == ["model", "created_at", "message", "done", "done_reason",
-                               "prompt_eval_count", "eval_count"]  # fmt: skip
+    assert list(lines[-1]) == [
+        "model",
+        "created_at",
+        "message",
+        "done",
+        "done_reason",
+        "prompt_eval_count",
+        "eval_count",
+    ]
     assert lines[-1]["message"] == {"role": "assistant", "content": ""}
 
 
 def test_simulator_whole_answer_and_defaults() -> None:
-    request = sim_request(API, {"model": "tpot-sim:latest", "messages": [{"content": "a b"}],
-                                "stream": False}, 3)  # fmt: skip
+    request = sim_request(
+        API, {"model": "tpot-sim:latest", "messages": [{"content": "a b"}], "stream": False}, 3
+    )
     assert (request.stream, request.max_tokens) == (False, 16)
     body = json.loads(full_body(request, "rid", 0, vocab.text(3)))
     assert body["message"]["content"] == vocab.text(3) and body["done"] is True
     assert (body["done_reason"], body["eval_count"], body["prompt_eval_count"]) == ("length", 3, 2)
-    streamed = sim_request(API, {"model": "tpot-sim", "messages": [{"content": "a"}],
-                                 "options": {"num_predict": -1}})  # fmt: skip
+    streamed = sim_request(
+        API, {"model": "tpot-sim", "messages": [{"content": "a"}], "options": {"num_predict": -1}}
+    )
     assert streamed.stream and streamed.max_tokens == 16  # -1: no limit, the default here
-    assert sim_request(API, {"model": "tpot-sim", "messages": [{"content": "a"}],
-                             "options": {"num_predict": 7.0}}).max_tokens == 7  # fmt: skip
+    assert (
+        sim_request(
+            API,
+            {"model": "tpot-sim", "messages": [{"content": "a"}], "options": {"num_predict": 7.0}},
+        ).max_tokens
+        == 7
+    )
 
 
 @pytest.mark.parametrize(
     ("body", "status", "message"),
-    [({"messages": [{"content": "a"}]}, 400, "model is required"),
-     ({"model": "tpot-sim", "messages": []}, 400, "'messages' must be a non-empty list"),
-     ({"model": "tpot-sim", "messages": [{"content": "a"}], "stream": "yes"}, 400,
-      "cannot unmarshal string into Go struct field ChatRequest.stream of type bool"),
-     ({"model": "tpot-sim", "messages": [{"content": "a"}], "options": {"num_predict": "9"}},
-      400, 'option "num_predict" must be of type integer'),
-     ({"model": "other", "messages": [{"content": "a"}]}, 404, "other")],
-)  # fmt: skip
+    [
+        ({"messages": [{"content": "a"}]}, 400, "model is required"),
+        ({"model": "tpot-sim", "messages": []}, 400, "'messages' must be a non-empty list"),
+        (
+            {"model": "tpot-sim", "messages": [{"content": "a"}], "stream": "yes"},
+            400,
+            "cannot unmarshal string into Go struct field ChatRequest.stream of type bool",
+        ),
+        (
+            {"model": "tpot-sim", "messages": [{"content": "a"}], "options": {"num_predict": "9"}},
+            400,
+            'option "num_predict" must be of type integer',
+        ),
+        ({"model": "other", "messages": [{"content": "a"}]}, 404, "other"),
+    ],
+)
 def test_simulator_refuses(body: dict[str, Any], status: int, message: str) -> None:
     refused = refusal(API, body)
     assert refused.status == status and message in refused.message
@@ -151,8 +209,13 @@ def test_error_line_fails_with_the_servers_message() -> None:
 
 
 def test_thinking_lines_give_reasoning_tokens() -> None:
-    reads = [line(thinking="Let"), line(thinking=" me"), line(thinking=" see"), line(" Yes"),
-             line("", done=True, **{**LAST, "eval_count": 4})]  # fmt: skip
+    reads = [
+        line(thinking="Let"),
+        line(thinking=" me"),
+        line(thinking=" see"),
+        line(" Yes"),
+        line("", done=True, **{**LAST, "eval_count": 4}),
+    ]
     for fast in (True, False):
         result = decode_reads(API, reads, fast)
         assert result.error is None

@@ -38,43 +38,95 @@ ITEM = "msg_67ccd3acc8d48190a77525dc6de64b4104becd42"
 
 
 def text_delta(sequence: int, text: str, **extra: Any) -> bytes:
-    return sse("response.output_text.delta", sequence_number=sequence, item_id=ITEM,
-               output_index=0, content_index=0, delta=text, **extra)  # fmt: skip
+    return sse(
+        "response.output_text.delta",
+        sequence_number=sequence,
+        item_id=ITEM,
+        output_index=0,
+        content_index=0,
+        delta=text,
+        **extra,
+    )
 
 
 def response(status: str, usage: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
-    return {"id": "resp_67ccd3a9da748190", "object": "response", "created_at": 1741476777,
-            "status": status, "model": "gpt-4o-2024-08-06", "output": [], "usage": usage,
-            **extra}  # fmt: skip
+    return {
+        "id": "resp_67ccd3a9da748190",
+        "object": "response",
+        "created_at": 1741476777,
+        "status": status,
+        "model": "gpt-4o-2024-08-06",
+        "output": [],
+        "usage": usage,
+        **extra,
+    }
 
 
-USAGE = {"input_tokens": 37, "input_tokens_details": {"cached_tokens": 32},
-         "output_tokens": 4, "output_tokens_details": {"reasoning_tokens": 0},
-         "total_tokens": 41}  # fmt: skip
+USAGE = {
+    "input_tokens": 37,
+    "input_tokens_details": {"cached_tokens": 32},
+    "output_tokens": 4,
+    "output_tokens_details": {"reasoning_tokens": 0},
+    "total_tokens": 41,
+}
 # The documented stream (OpenAI API reference, Streaming events for Responses): OpenAI's
 # field order, its ``obfuscation`` padding, a max-length end as ``response.incomplete``.
 DOCUMENTED = [
     sse("response.created", sequence_number=0, response=response("in_progress")),
     sse("response.in_progress", sequence_number=1, response=response("in_progress")),
-    sse("response.output_item.added", sequence_number=2, output_index=0,
-        item={"id": ITEM, "type": "message", "status": "in_progress", "content": [],
-              "role": "assistant"}),
-    sse("response.content_part.added", sequence_number=3, item_id=ITEM, output_index=0,
-        content_index=0, part={"type": "output_text", "annotations": [], "text": ""}),
+    sse(
+        "response.output_item.added",
+        sequence_number=2,
+        output_index=0,
+        item={
+            "id": ITEM,
+            "type": "message",
+            "status": "in_progress",
+            "content": [],
+            "role": "assistant",
+        },
+    ),
+    sse(
+        "response.content_part.added",
+        sequence_number=3,
+        item_id=ITEM,
+        output_index=0,
+        content_index=0,
+        part={"type": "output_text", "annotations": [], "text": ""},
+    ),
     text_delta(4, "Hi", logprobs=[], obfuscation="aBc"),
     text_delta(5, " there", logprobs=[], obfuscation="d"),
-    text_delta(6, ", \"you\"", logprobs=[], obfuscation="xYz"),
+    text_delta(6, ', "you"', logprobs=[], obfuscation="xYz"),
     text_delta(7, "!", logprobs=[], obfuscation="q"),
-    sse("response.output_text.done", sequence_number=8, item_id=ITEM, output_index=0,
-        content_index=0, text='Hi there, "you"!', logprobs=[]),
-    sse("response.content_part.done", sequence_number=9, item_id=ITEM, output_index=0,
-        content_index=0, part={"type": "output_text", "text": 'Hi there, "you"!'}),
-    sse("response.output_item.done", sequence_number=10, output_index=0,
-        item={"id": ITEM, "type": "message", "status": "incomplete", "role": "assistant"}),
-    sse("response.incomplete", sequence_number=11,
-        response=response("incomplete", USAGE,
-                          incomplete_details={"reason": "max_output_tokens"})),
-]  # fmt: skip
+    sse(
+        "response.output_text.done",
+        sequence_number=8,
+        item_id=ITEM,
+        output_index=0,
+        content_index=0,
+        text='Hi there, "you"!',
+        logprobs=[],
+    ),
+    sse(
+        "response.content_part.done",
+        sequence_number=9,
+        item_id=ITEM,
+        output_index=0,
+        content_index=0,
+        part={"type": "output_text", "text": 'Hi there, "you"!'},
+    ),
+    sse(
+        "response.output_item.done",
+        sequence_number=10,
+        output_index=0,
+        item={"id": ITEM, "type": "message", "status": "incomplete", "role": "assistant"},
+    ),
+    sse(
+        "response.incomplete",
+        sequence_number=11,
+        response=response("incomplete", USAGE, incomplete_details={"reason": "max_output_tokens"}),
+    ),
+]
 
 
 COMPLETED = sse("response.completed", sequence_number=9, response=response("completed"))
@@ -132,19 +184,34 @@ def test_the_event_name_serves_when_the_json_has_no_type() -> None:
 
 def test_logprob_entries_count_a_deltas_tokens() -> None:
     entry = {"token": "x", "logprob": -0.1, "top_logprobs": []}
-    reads = [text_delta(0, "ab", logprobs=[entry, entry]), text_delta(1, "c", logprobs=[entry]),
-             COMPLETED]  # fmt: skip
+    reads = [
+        text_delta(0, "ab", logprobs=[entry, entry]),
+        text_delta(1, "c", logprobs=[entry]),
+        COMPLETED,
+    ]
     result = decode_reads(API, reads)
     assert list(result.token_counts) == [2, 1] and result.count_source == "logprobs"
     assert result.output_tokens == 3 and result.tokens_estimated  # no usage: the sum
 
 
 def test_tool_call_arguments_are_answer_tokens() -> None:
-    reads = [sse("response.function_call_arguments.delta", sequence_number=0, item_id="fc_1",
-                 output_index=0, delta='{"city":'),
-             sse("response.function_call_arguments.delta", sequence_number=1, item_id="fc_1",
-                 output_index=0, delta='"Paris"}'),
-             COMPLETED]  # fmt: skip
+    reads = [
+        sse(
+            "response.function_call_arguments.delta",
+            sequence_number=0,
+            item_id="fc_1",
+            output_index=0,
+            delta='{"city":',
+        ),
+        sse(
+            "response.function_call_arguments.delta",
+            sequence_number=1,
+            item_id="fc_1",
+            output_index=0,
+            delta='"Paris"}',
+        ),
+        COMPLETED,
+    ]
     result = decode_reads(API, reads)
     assert result.error is None and len(result.token_stamps) == 2 and result.text == ""
     assert result.answer_stamp_ns == 0 and result.reasoning_tokens == 0
@@ -153,16 +220,34 @@ def test_tool_call_arguments_are_answer_tokens() -> None:
 def test_reasoning_deltas_are_reasoning_tokens() -> None:
     usage = {**USAGE, "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 3}}
     reads = [
-        sse("response.reasoning_text.delta", sequence_number=0, item_id="rs_1",
-            output_index=0, content_index=0, delta="Let me"),
-        sse("response.reasoning_summary_text.delta", sequence_number=1, item_id="rs_1",
-            output_index=0, summary_index=0, delta=" think"),
-        sse("response.reasoning_text.done", sequence_number=2, item_id="rs_1",
-            output_index=0, content_index=0, text="Let me think"),
+        sse(
+            "response.reasoning_text.delta",
+            sequence_number=0,
+            item_id="rs_1",
+            output_index=0,
+            content_index=0,
+            delta="Let me",
+        ),
+        sse(
+            "response.reasoning_summary_text.delta",
+            sequence_number=1,
+            item_id="rs_1",
+            output_index=0,
+            summary_index=0,
+            delta=" think",
+        ),
+        sse(
+            "response.reasoning_text.done",
+            sequence_number=2,
+            item_id="rs_1",
+            output_index=0,
+            content_index=0,
+            text="Let me think",
+        ),
         text_delta(3, "Yes"),
         text_delta(4, "."),
         sse("response.completed", sequence_number=5, response=response("completed", usage)),
-    ]  # fmt: skip
+    ]
     result = decode_reads(API, reads)
     assert result.error is None and result.text == "Yes."  # reasoning is no answer text
     assert list(result.token_stamps) == [0, 1, 3, 4] and result.answer_stamp_ns == 3
@@ -170,8 +255,9 @@ def test_reasoning_deltas_are_reasoning_tokens() -> None:
 
 
 def test_error_event_fails_with_the_servers_message() -> None:
-    error = sse("error", sequence_number=5, code="ERR_SOMETHING",
-                message="Something went wrong", param=None)  # fmt: skip
+    error = sse(
+        "error", sequence_number=5, code="ERR_SOMETHING", message="Something went wrong", param=None
+    )
     result = decode_reads(API, [*DOCUMENTED[:5], error])
     assert result.error is not None and result.error.category == STREAM_ERROR_EVENT
     assert "Something went wrong" in result.error.message
@@ -180,9 +266,15 @@ def test_error_event_fails_with_the_servers_message() -> None:
 
 def test_failed_response_fails_with_its_error() -> None:
     failed = response("failed", error={"code": "server_error", "message": "The model crashed"})
-    stamps, payloads = [0, 1], [DOCUMENTED[4].split(b"data: ")[1].strip(),
-                                json.dumps({"type": "response.failed", "sequence_number": 6,
-                                            "response": failed}).encode()]  # fmt: skip
+    stamps, payloads = (
+        [0, 1],
+        [
+            DOCUMENTED[4].split(b"data: ")[1].strip(),
+            json.dumps(
+                {"type": "response.failed", "sequence_number": 6, "response": failed}
+            ).encode(),
+        ],
+    )
     result = decode_events(stamps, payloads, DIALECT)
     assert result.error is not None and result.error.category == STREAM_ERROR_EVENT
     assert result.error.message == "The model crashed"
@@ -211,8 +303,14 @@ def test_a_count_no_request_can_have_fails_the_request() -> None:
 def test_body_in_the_apis_words() -> None:
     history = [{"role": "user", "content": "a b"}, {"role": "assistant", "content": "c"}]
     body = DIALECT.body(history, BodyOptions(model="m", max_tokens=9))
-    assert body == {"model": "m", "input": history, "stream": True, "max_output_tokens": 9,
-                    "store": False, "ignore_eos": True}  # fmt: skip
+    assert body == {
+        "model": "m",
+        "input": history,
+        "stream": True,
+        "max_output_tokens": 9,
+        "store": False,
+        "ignore_eos": True,
+    }
     plain = DIALECT.body(history, BodyOptions(model="m", max_tokens=9, ignore_eos=False))
     assert "ignore_eos" not in plain and "min_tokens" not in plain
 
@@ -221,12 +319,18 @@ def test_body_in_the_apis_words() -> None:
 
 
 RESPONSE_ID = "resp_0123456789abcdef0123"
-ASK = {"model": "tpot-sim", "input": [{"role": "user", "content": "one two three"}],
-       "stream": True, "max_output_tokens": 5, "ignore_eos": True}  # fmt: skip
+ASK = {
+    "model": "tpot-sim",
+    "input": [{"role": "user", "content": "one two three"}],
+    "stream": True,
+    "max_output_tokens": 5,
+    "ignore_eos": True,
+}
 
 
-@pytest.mark.parametrize(("finish", "words"), [("length", "max_output_tokens"),
-                                               ("stop", "completed")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("finish", "words"), [("length", "max_output_tokens"), ("stop", "completed")]
+)
 def test_the_simulators_stream_decodes_to_its_tokens(finish: str, words: str) -> None:
     completion = None if finish == "length" else 3
     request, stream = simulated_stream(API, ASK, completion, finish, response_id=RESPONSE_ID)
@@ -246,8 +350,12 @@ def test_the_simulators_events_are_named_numbered_and_typed_as_vllms() -> None:
         "response.content_part.added",
     ]
     assert names[4:9] == ["response.output_text.delta"] * 5
-    assert names[9:] == ["response.output_text.done", "response.content_part.done",
-                         "response.output_item.done", "response.completed"]  # fmt: skip
+    assert names[9:] == [
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
     last = events[-1]["response"]
     assert last["status"] == "incomplete"
     assert last["incomplete_details"] == {"reason": "max_output_tokens"}
@@ -270,11 +378,15 @@ def test_the_simulator_takes_its_default_length_without_max_output_tokens() -> N
 
 @pytest.mark.parametrize(
     ("change", "words"),
-    [({"input": None}, "'input'"), ({"input": []}, "'input'"),
-     ({"max_output_tokens": 0}, "max_output_tokens"),
-     ({"max_output_tokens": "5"}, "max_output_tokens"), ({"ignore_eos": "yes"}, "ignore_eos"),
-     ({"instructions": 3}, "instructions")],
-)  # fmt: skip
+    [
+        ({"input": None}, "'input'"),
+        ({"input": []}, "'input'"),
+        ({"max_output_tokens": 0}, "max_output_tokens"),
+        ({"max_output_tokens": "5"}, "max_output_tokens"),
+        ({"ignore_eos": "yes"}, "ignore_eos"),
+        ({"instructions": 3}, "instructions"),
+    ],
+)
 def test_the_simulator_refuses_what_vllm_refuses(change: dict[str, Any], words: str) -> None:
     refused = refusal(API, {**ASK, **change})
     assert words in refused.message and refused.status == 400

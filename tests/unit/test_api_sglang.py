@@ -32,9 +32,17 @@ WORDS = [" The", " capital", " is", " Paris", "."]
 
 def meta(completion: int, finish: Any = None, **more: Any) -> dict[str, Any]:
     """meta_info as tokenizer_manager._handle_batch_output builds it."""
-    return {"id": "6f1c2b", "finish_reason": finish, "prompt_tokens": 7,
-            "weight_version": "default", "num_retractions": 0, "reasoning_tokens": 0,
-            "completion_tokens": completion, "cached_tokens": 3, **more}  # fmt: skip
+    return {
+        "id": "6f1c2b",
+        "finish_reason": finish,
+        "prompt_tokens": 7,
+        "weight_version": "default",
+        "num_retractions": 0,
+        "reasoning_tokens": 0,
+        "completion_tokens": completion,
+        "cached_tokens": 3,
+        **more,
+    }
 
 
 def sse(event: dict[str, Any] | str) -> bytes:
@@ -60,9 +68,10 @@ def recorded(cumulative: bool, ids: bool = True, words: list[str] = WORDS) -> li
 
 
 @pytest.mark.parametrize(
-    ("cumulative", "ids"), [(True, True), (False, True), (True, False)],
+    ("cumulative", "ids"),
+    [(True, True), (False, True), (True, False)],
     ids=["whole-text", "incremental", "whole-text-no-ids"],
-)  # fmt: skip
+)
 def test_recorded_stream_read_by_read(cumulative: bool, ids: bool) -> None:
     result = decode_reads(API, recorded(cumulative, ids))
     assert result.error is None
@@ -85,10 +94,15 @@ def test_stop_finish_and_empty_detokenized_text() -> None:
     events = [
         sse({"text": " caf", "output_ids": [1], "meta_info": meta(1)}),
         sse({"text": " caf", "output_ids": [1, 2], "meta_info": meta(2)}),
-        sse({"text": " café", "output_ids": [1, 2, 3],
-             "meta_info": meta(3, {"type": "stop", "matched": 2})}),
+        sse(
+            {
+                "text": " café",
+                "output_ids": [1, 2, 3],
+                "meta_info": meta(3, {"type": "stop", "matched": 2}),
+            }
+        ),
         sse("[DONE]"),
-    ]  # fmt: skip
+    ]
     result = decode_reads(API, events)
     assert result.error is None and result.text == " café"
     assert len(result.token_stamps) == 3 and result.finish_reason == "stop"
@@ -97,8 +111,11 @@ def test_stop_finish_and_empty_detokenized_text() -> None:
 def test_body_asks_exactly_max_tokens() -> None:
     history = [{"role": "user", "content": "a b"}, {"role": "assistant", "content": "c"}]
     body = DIALECT.body(history, BodyOptions(model=None, max_tokens=9))
-    assert body == {"text": "a b\n\nc", "stream": True, "sampling_params": {
-        "max_new_tokens": 9, "min_new_tokens": 9, "ignore_eos": True}}  # fmt: skip
+    assert body == {
+        "text": "a b\n\nc",
+        "stream": True,
+        "sampling_params": {"max_new_tokens": 9, "min_new_tokens": 9, "ignore_eos": True},
+    }
     loose = DIALECT.body(history, BodyOptions(None, 9, ignore_eos=False, force_min_tokens=False))
     assert loose["sampling_params"] == {"max_new_tokens": 9}
     assert DIALECT.models_path is None and dialect_named("sglang") is DIALECT
@@ -139,14 +156,20 @@ def test_simulator_whole_answer() -> None:
 
 @pytest.mark.parametrize(
     ("body", "message"),
-    [({"sampling_params": {}}, "Either text, input_ids"),
-     ({"text": ["a", "b"]}, "only one prompt"),
-     ({"text": "a", "sampling_params": {"max_new_tokens": -1}},
-      "max_new_tokens must be at least 0, got -1."),
-     ({"text": "a", "sampling_params": {"max_new_tokens": 2, "min_new_tokens": 3}},
-      "min_new_tokens must be in [0, max_new_tokens(2)], got 3."),
-     ({"text": "a", "sampling_params": "x"}, "'sampling_params' must be an object")],
-)  # fmt: skip
+    [
+        ({"sampling_params": {}}, "Either text, input_ids"),
+        ({"text": ["a", "b"]}, "only one prompt"),
+        (
+            {"text": "a", "sampling_params": {"max_new_tokens": -1}},
+            "max_new_tokens must be at least 0, got -1.",
+        ),
+        (
+            {"text": "a", "sampling_params": {"max_new_tokens": 2, "min_new_tokens": 3}},
+            "min_new_tokens must be in [0, max_new_tokens(2)], got 3.",
+        ),
+        ({"text": "a", "sampling_params": "x"}, "'sampling_params' must be an object"),
+    ],
+)
 def test_simulator_refuses_as_sglang_does(body: dict[str, Any], message: str) -> None:
     refused = refusal(API, body)
     assert refused.status == 400 and message in refused.message
@@ -163,8 +186,12 @@ def test_error_shapes_fail_with_the_servers_message() -> None:
     result = decode_events([0, 1], [first, raised.encode()], DIALECT)
     assert result.error is not None and result.error.category == STREAM_ERROR_EVENT
     assert "longer than 8192" in str(result.error)
-    abort = {"type": "abort", "message": "Request aborted: KV cache full",
-             "status_code": 503, "err_type": "ServiceUnavailable"}  # fmt: skip
+    abort = {
+        "type": "abort",
+        "message": "Request aborted: KV cache full",
+        "status_code": 503,
+        "err_type": "ServiceUnavailable",
+    }
     aborted = json.dumps({"text": " The", "output_ids": [0], "meta_info": meta(1, abort)})
     result = decode_events([0, 1], [first, aborted.encode()], DIALECT)
     assert result.error is not None and result.error.category == STREAM_ERROR_EVENT
@@ -182,10 +209,15 @@ def test_inline_thinking_gives_reasoning_tokens() -> None:
 def test_reported_reasoning_tokens_win() -> None:
     events = [
         sse({"text": "<think>", "output_ids": [0], "meta_info": meta(1)}),
-        sse({"text": "<think> a</think> b", "output_ids": [0, 1, 2, 3], "meta_info": meta(
-            4, {"type": "length", "length": 4}, reasoning_tokens=3)}),
+        sse(
+            {
+                "text": "<think> a</think> b",
+                "output_ids": [0, 1, 2, 3],
+                "meta_info": meta(4, {"type": "length", "length": 4}, reasoning_tokens=3),
+            }
+        ),
         sse("[DONE]"),
-    ]  # fmt: skip
+    ]
     result = decode_reads(API, events)
     assert result.error is None and result.text == " b"
     assert result.reasoning_tokens == 3 and result.output_tokens == 4
@@ -193,11 +225,13 @@ def test_reported_reasoning_tokens_win() -> None:
 
 @pytest.mark.parametrize(
     ("texts", "expected"),
-    [(["a", "b"], [(False, "a"), (False, "b")]),
-     (["<think>", "x", "</think>", "y"], [(True, ""), (True, ""), (True, ""), (False, "y")]),
-     (["a<think>b</think>c"], [(False, "ac")]),
-     (["<think>b</think>", ""], [(True, ""), (False, "")])],
-)  # fmt: skip
+    [
+        (["a", "b"], [(False, "a"), (False, "b")]),
+        (["<think>", "x", "</think>", "y"], [(True, ""), (True, ""), (True, ""), (False, "y")]),
+        (["a<think>b</think>c"], [(False, "ac")]),
+        (["<think>b</think>", ""], [(True, ""), (False, "")]),
+    ],
+)
 def test_inline_thinking_split(texts: list[str], expected: list[tuple[bool, str]]) -> None:
     thinking = InlineThinking()
     assert [thinking.split(text) for text in texts] == expected
@@ -217,8 +251,13 @@ def test_whole_text_with_only_the_new_ids_is_not_repeated() -> None:
     for index, piece in enumerate(["Hel", "lo", " wor", "ld"]):
         whole += piece
         finish = {"type": "length", "length": 4} if index == 3 else None
-        meta = {"id": "r", "finish_reason": finish, "prompt_tokens": 5,
-                "completion_tokens": index + 1, "cached_tokens": 0}  # fmt: skip
+        meta = {
+            "id": "r",
+            "finish_reason": finish,
+            "prompt_tokens": 5,
+            "completion_tokens": index + 1,
+            "cached_tokens": 0,
+        }
         events.append(json.dumps({"text": whole, "output_ids": [100 + index], "meta_info": meta}))
     decoded = decode_events(list(range(1, 6)), [e.encode() for e in events] + [b"[DONE]"], API)
     assert decoded.error is None

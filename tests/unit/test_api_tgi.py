@@ -44,11 +44,18 @@ RECORDED = [
     token_event(3, " is"),
     token_event(4, " Paris"),
     token_event(
-        5, "</s>", special=True, generated_text=" The capital is Paris",
-        details={"finish_reason": "eos_token", "generated_tokens": 5, "seed": None,
-                 "input_length": 7},
+        5,
+        "</s>",
+        special=True,
+        generated_text=" The capital is Paris",
+        details={
+            "finish_reason": "eos_token",
+            "generated_tokens": 5,
+            "seed": None,
+            "input_length": 7,
+        },
     ),
-]  # fmt: skip
+]
 
 
 def test_recorded_stream_read_by_read() -> None:
@@ -100,8 +107,12 @@ def test_simulator_events_are_tgi_stream_responses() -> None:
     assert [e["index"] for e in events] == [1, 2]
     assert list(events[0]["token"]) == ["id", "text", "logprob", "special"]
     assert events[0]["generated_text"] is None and events[0]["details"] is None
-    assert events[1]["details"] == {"finish_reason": "length", "generated_tokens": 2,
-                                    "seed": None, "input_length": 1}  # fmt: skip
+    assert events[1]["details"] == {
+        "finish_reason": "length",
+        "generated_tokens": 2,
+        "seed": None,
+        "input_length": 1,
+    }
     assert isinstance(events[1]["generated_text"], str)
 
 
@@ -113,13 +124,17 @@ def test_simulator_without_details_sends_none() -> None:
 
 @pytest.mark.parametrize(
     ("body", "message"),
-    [({"inputs": ""}, "`inputs` cannot be empty"),
-     ({"inputs": 3}, "inputs: expected a string"),
-     ({"inputs": "x", "parameters": {"max_new_tokens": 0}},
-      "`max_new_tokens` must be strictly positive"),
-     ({"inputs": "x", "parameters": {"max_new_tokens": "9"}}, "expected u32"),
-     ({"inputs": "x", "parameters": []}, "parameters: expected struct")],
-)  # fmt: skip
+    [
+        ({"inputs": ""}, "`inputs` cannot be empty"),
+        ({"inputs": 3}, "inputs: expected a string"),
+        (
+            {"inputs": "x", "parameters": {"max_new_tokens": 0}},
+            "`max_new_tokens` must be strictly positive",
+        ),
+        ({"inputs": "x", "parameters": {"max_new_tokens": "9"}}, "expected u32"),
+        ({"inputs": "x", "parameters": []}, "parameters: expected struct"),
+    ],
+)
 def test_simulator_refuses_as_tgi_does(body: dict[str, Any], message: str) -> None:
     refused = refusal(API, body)
     assert refused.status == 422 and message in refused.message
@@ -130,8 +145,10 @@ def test_default_max_new_tokens_is_the_simulators() -> None:
 
 
 def test_error_event_fails_with_the_servers_message() -> None:
-    error = {"error": "Request failed during generation: Server error: CUDA OOM",
-             "error_type": "generation"}  # fmt: skip
+    error = {
+        "error": "Request failed during generation: Server error: CUDA OOM",
+        "error_type": "generation",
+    }
     payloads = [RECORDED[0][5:-2], json.dumps(error).encode()]
     result = decode_events([0, 1], payloads, DIALECT)
     assert result.error is not None and result.error.category == STREAM_ERROR_EVENT
@@ -139,10 +156,22 @@ def test_error_event_fails_with_the_servers_message() -> None:
 
 
 def test_inline_thinking_gives_reasoning_tokens() -> None:
-    reads = [token_event(1, "<think>"), token_event(2, " hmm"), token_event(3, "</think>"),
-             token_event(4, " Yes", generated_text="<think> hmm</think> Yes",
-                         details={"finish_reason": "length", "generated_tokens": 4,
-                                  "seed": None, "input_length": 2})]  # fmt: skip
+    reads = [
+        token_event(1, "<think>"),
+        token_event(2, " hmm"),
+        token_event(3, "</think>"),
+        token_event(
+            4,
+            " Yes",
+            generated_text="<think> hmm</think> Yes",
+            details={
+                "finish_reason": "length",
+                "generated_tokens": 4,
+                "seed": None,
+                "input_length": 2,
+            },
+        ),
+    ]
     result = decode_reads(API, reads)
     assert result.error is None
     assert result.reasoning_tokens == 3 and result.answer_stamp_ns == 3

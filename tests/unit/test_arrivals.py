@@ -26,6 +26,9 @@ def test_a_low_rate_stage_leaves_the_next_stage_its_rate(kind: str, low: float) 
 
 
 def test_equal_stages_send_what_their_rate_says() -> None:
-    times = list(arrival_times("constant", 1.0, 1.0, staged((1.0, 5.0), (2.0, 5.0)), "o", 3.0,
-                               random.Random(1)))  # fmt: skip
+    times = list(
+        arrival_times(
+            "constant", 1.0, 1.0, staged((1.0, 5.0), (2.0, 5.0)), "o", 3.0, random.Random(1)
+        )
+    )
     assert len(times) == 15 - 1  # every 0.2 s from 0.2 to 2.8 s (the last at 3.0 is not)

@@ -34,11 +34,7 @@ from tpot_locust.metrics.causes import (
 )
 from tpot_locust.metrics.metric_set import ClassMetrics, MetricSet
 from tpot_locust.metrics.recorder import PREFILL_AT_GAP, Recorder
-from tpot_locust.report.attribution import (
-    attribution_summary,
-    format_why_the_tail,
-    gap_story,
-)
+from tpot_locust.report.attribution import attribution_summary, format_why_the_tail, gap_story
 
 
 def test_shares_above_each_tail_percentile_equal_brute_force() -> None:
@@ -61,8 +57,11 @@ def test_shares_above_each_tail_percentile_equal_brute_force() -> None:
     assert set(p99) >= {PREFILL, PREEMPTION, KV_PRESSURE, QUEUEING, NETWORK, UNEXPLAINED}
     assert attribution["note"].startswith("a gap can overlap several causes")
     # causes overlap: some row's shares of causes sum above 1
-    sums = [sum(v for c, v in row["shares"].items() if c != UNEXPLAINED and v is not None)
-            for name in ("itl", "tpot") for row in attribution[name].values()]  # fmt: skip
+    sums = [
+        sum(v for c, v in row["shares"].items() if c != UNEXPLAINED and v is not None)
+        for name in ("itl", "tpot")
+        for row in attribution[name].values()
+    ]
     assert max(sums) > 1
     assert len(attribution["tail_gaps"]) == min(len(gaps), 1000)
 
@@ -81,8 +80,9 @@ def test_prefill_tokens_and_worst_stories_equal_brute_force() -> None:
         assert told["prefill_tokens"] == gap.prefill_tokens
         assert told["prefill_requests"] == gap.prefill_requests
         assert told["phase"] == ("burst" if gap.in_burst else "steady")
-    assert [g["ms"] for g in kept] == sorted((g.itl_us / 1000 for g in gaps),
-                                             reverse=True)[: len(kept)]  # fmt: skip
+    assert [g["ms"] for g in kept] == sorted((g.itl_us / 1000 for g in gaps), reverse=True)[
+        : len(kept)
+    ]
 
 
 def test_format_why_the_tail_shows_the_rows() -> None:
@@ -124,9 +124,18 @@ def test_no_gap_no_attribution() -> None:
 
 def test_stories_of_single_gaps() -> None:
     base = time.time_ns() - 100 * 1_000_000_000
-    world = World(requests=[Req("long", "chat", base, [base + 10 * MS, base + 310 * MS,
-                                                       base + 312 * MS, base + 512 * MS], [1] * 4,
-                                100)])  # fmt: skip
+    world = World(
+        requests=[
+            Req(
+                "long",
+                "chat",
+                base,
+                [base + 10 * MS, base + 310 * MS, base + 312 * MS, base + 512 * MS],
+                [1] * 4,
+                100,
+            )
+        ]
+    )
     world.extras = [
         Extra(PREFILL, "a", base + 20 * MS, base + 120 * MS, 16000.0),
         Extra(PREFILL, "b", base + 100 * MS, base + 200 * MS, 8000.0),
@@ -154,11 +163,19 @@ def test_stories_of_single_gaps() -> None:
 
 
 def test_stories_tell_the_servers_state_over_the_gap() -> None:
-    series = {"t_wall_s": [10.0, 10.25, 10.5, 10.75, 11.0],
-              "kv_usage": [0.5, 0.97, None, 0.8, 0.5], "waiting": [0, 3, 0, 0, 0],
-              "preemptions": [0, 1, 0, 2, 5]}  # fmt: skip
-    gap = {"ms": 200.0, "at_wall_s": 10.6, "causes": [PREFILL, PREEMPTION, KV_PRESSURE, QUEUEING],
-           "prefill_requests": 3, "prefill_tokens": 48000}  # fmt: skip
+    series = {
+        "t_wall_s": [10.0, 10.25, 10.5, 10.75, 11.0],
+        "kv_usage": [0.5, 0.97, None, 0.8, 0.5],
+        "waiting": [0, 3, 0, 0, 0],
+        "preemptions": [0, 1, 0, 2, 5],
+    }
+    gap = {
+        "ms": 200.0,
+        "at_wall_s": 10.6,
+        "causes": [PREFILL, PREEMPTION, KV_PRESSURE, QUEUEING],
+        "prefill_requests": 3,
+        "prefill_tokens": 48000,
+    }
     # the samples whose intervals overlap [10.4, 10.6]: (10.25, 10.5] and (10.5, 10.75]
     assert gap_story(gap, 10.0, series) == (
         "200.0 ms at 0.6 s: 3 prompts in prefill (48,000 tokens, ours), "
@@ -178,12 +195,21 @@ def test_stories_tell_the_servers_state_over_the_gap() -> None:
 def staggered(base: int) -> tuple[Req, Req, list[Req]]:
     """A long request whose first gap overlaps, early in its life, the prefill of a short
     request that ends long before it; later short requests sent after that prefill ended."""
-    long = Req("long", "chat", base, [base + 1 * MS, base + 20 * MS, base + 900 * MS],
-               [1, 1, 1], 10)  # fmt: skip
+    long = Req(
+        "long", "chat", base, [base + 1 * MS, base + 20 * MS, base + 900 * MS], [1, 1, 1], 10
+    )
     early = Req("early", "chat", base + 2 * MS, [base + 5 * MS, base + 6 * MS], [1, 1], 16000)
-    later = [Req(f"s{i}", "chat", base + (100 + 100 * i) * MS,
-                 [base + (101 + 100 * i) * MS, base + (102 + 100 * i) * MS], [1, 1], 10)
-             for i in range(3)]  # fmt: skip
+    later = [
+        Req(
+            f"s{i}",
+            "chat",
+            base + (100 + 100 * i) * MS,
+            [base + (101 + 100 * i) * MS, base + (102 + 100 * i) * MS],
+            [1, 1],
+            10,
+        )
+        for i in range(3)
+    ]
     return long, early, later
 
 
@@ -266,8 +292,9 @@ def comparable(attribution: dict | None) -> dict | None:
     if attribution is None:
         return None
     result = dict(attribution)
-    result["tail_gaps"] = sorted(attribution["tail_gaps"],
-                                 key=lambda g: (g["ms"], g["request_id"], g["gap"]))  # fmt: skip
+    result["tail_gaps"] = sorted(
+        attribution["tail_gaps"], key=lambda g: (g["ms"], g["request_id"], g["gap"])
+    )
     return result
 
 
@@ -277,10 +304,24 @@ def test_two_workers_merged_equal_one_process_that_saw_everything() -> None:
     # a probe: in a quiet spell after everything, a request of worker B with one long gap
     # during which only a request of worker A is in prefill
     quiet = max(r.stamps[-1] for r in world.requests) + 2000 * MS
-    probe_b = Req("b-probe", "chat", quiet, [quiet + 10 * MS, quiet + 610 * MS, quiet + 612 * MS],
-                  [1, 1, 1], 10, process=1)  # fmt: skip
-    probe_a = Req("a-probe", "rag", quiet + 100 * MS, [quiet + 300 * MS, quiet + 302 * MS],
-                  [1, 1], 16000, process=0)  # fmt: skip
+    probe_b = Req(
+        "b-probe",
+        "chat",
+        quiet,
+        [quiet + 10 * MS, quiet + 610 * MS, quiet + 612 * MS],
+        [1, 1, 1],
+        10,
+        process=1,
+    )
+    probe_a = Req(
+        "a-probe",
+        "rag",
+        quiet + 100 * MS,
+        [quiet + 300 * MS, quiet + 302 * MS],
+        [1, 1],
+        16000,
+        process=0,
+    )
     world.requests += [probe_b, probe_a]
     assert sum(len(r.stamps) - 1 for r in world.requests) < 1000  # every gap kept: no ties cut
 
@@ -307,8 +348,11 @@ def test_two_workers_merged_equal_one_process_that_saw_everything() -> None:
     assert comparable(attribution_summary(merged.combined(), keep_tail=True)) == comparable(
         attribution_summary(alone.combined(), keep_tail=True)
     )
-    probe = next(g for g in merged.for_group("chat").tail_gaps if g["request_id"] == "b-probe"
-                 and g["gap"] == 0)  # fmt: skip
+    probe = next(
+        g
+        for g in merged.for_group("chat").tail_gaps
+        if g["request_id"] == "b-probe" and g["gap"] == 0
+    )
     assert probe["causes"] == [PREFILL] and probe["prefill_tokens"] == 16000
     assert probe["prefill_requests"] == 1 and probe["phase"] == "burst"
 
@@ -316,11 +360,20 @@ def test_two_workers_merged_equal_one_process_that_saw_everything() -> None:
 def test_without_the_relay_a_worker_misses_the_other_workers_prefill() -> None:
     """The control of the merge test: the probe's cause comes from the relay only."""
     quiet = time.time_ns() - 100 * 1_000_000_000
-    world = World(requests=[
-        Req("b-probe", "chat", quiet, [quiet + 10 * MS, quiet + 610 * MS], [1, 1], 10, 1),
-        Req("a-probe", "chat", quiet + 100 * MS, [quiet + 300 * MS, quiet + 302 * MS], [1, 1],
-            16000, 0),
-    ])  # fmt: skip
+    world = World(
+        requests=[
+            Req("b-probe", "chat", quiet, [quiet + 10 * MS, quiet + 610 * MS], [1, 1], 10, 1),
+            Req(
+                "a-probe",
+                "chat",
+                quiet + 100 * MS,
+                [quiet + 300 * MS, quiet + 302 * MS],
+                [1, 1],
+                16000,
+                0,
+            ),
+        ]
+    )
     for relay, wanted in ((False, []), (True, [PREFILL])):
         workers = [Recorder(), Recorder()]
         for worker in workers:

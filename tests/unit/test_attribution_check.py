@@ -25,9 +25,14 @@ MS = 1_000_000
 
 
 def step(
-    index: int, prefill: int = 0, preempted: tuple[str, ...] = (), stall_ns: int = 0,
-    prefill_ns: int | None = None, gc: bool = False, throttle_ns: int = 0,
-) -> dict[str, Any]:  # fmt: skip
+    index: int,
+    prefill: int = 0,
+    preempted: tuple[str, ...] = (),
+    stall_ns: int = 0,
+    prefill_ns: int | None = None,
+    gc: bool = False,
+    throttle_ns: int = 0,
+) -> dict[str, Any]:
     timed = {} if prefill_ns is None else {"prefill_ns": prefill_ns}
     return (
         timed
@@ -259,9 +264,7 @@ def test_no_true_preemption_leaves_its_figures_unassessed(tmp_path: Path) -> Non
     assert "preemption recall >= 0.8 n/a" in format_attribution_check(check)[2]
 
 
-def test_a_prefill_step_inside_a_pause_overlapped_it_and_did_not_cause_it(
-    tmp_path: Path,
-) -> None:
+def test_a_prefill_step_inside_a_pause_overlapped_it_and_did_not_cause_it(tmp_path: Path) -> None:
     """With the step's prefill time in the truth (``prefill_ns``), a cause is one that
     explains at least a third of the gap's excess over a plain step (here the whole 50 ms
     gap: the steps' own 1 ms is all prefill or stall): a 64-token prefill (1.5 ms) in a
@@ -286,8 +289,11 @@ def test_a_prefill_step_inside_a_pause_overlapped_it_and_did_not_cause_it(
     throttled = np.flatnonzero(gaps.request_id == "r7")[-1]
     assert gaps.gpu_throttle[throttled] and not gaps.gpu_throttle[picked].any()
     tags = {(f"r{r}", 100): ["server_pause"] for r in range(4)}
-    tags |= {("r4", 100): ["prefill"], ("r5", 100): ["prefill", "server_pause"],
-             ("r6", 100): ["prefill"]}  # fmt: skip
+    tags |= {
+        ("r4", 100): ["prefill"],
+        ("r5", 100): ["prefill", "server_pause"],
+        ("r6", 100): ["prefill"],
+    }
     check = attribution_check(ours(tags), truth)
     assert check["causes"]["prefill"]["precision"] == check["causes"]["prefill"]["recall"] == 1
     pause = check["causes"]["server_pause"]
@@ -353,8 +359,9 @@ def test_the_finishing_pass_stores_and_prints_both_checks(tmp_path: Path) -> Non
     }
     summary["metrics"] = {name: itl for name in ("ttft", "itl", "tpot")}
     folder = ResultsFolder(tmp_path)
-    finished = finish_run(folder, MetricSet(), {}, summary=summary, check_truth=True,
-                          save_histograms=False)  # fmt: skip
+    finished = finish_run(
+        folder, MetricSet(), {}, summary=summary, check_truth=True, save_histograms=False
+    )
     stored = json.loads(folder.summary.read_text())
     assert stored["attribution_check"]["causes"]["prefill"]["recall"] == 1.0
     assert "truth_check" in stored and finished.truth_passed is None  # no tolerance given
@@ -409,9 +416,7 @@ def open_loop(rng: random.Random, rate_per_s: float, until_ms: float, make: Any)
     return requests
 
 
-def test_open_loop_long_prompts_make_the_tail_and_prefill_windows_find_them(
-    tmp_path: Path,
-) -> None:
+def test_open_loop_long_prompts_make_the_tail_and_prefill_windows_find_them(tmp_path: Path) -> None:
     rng = random.Random(3)
     chats = open_loop(
         rng, 20, 20_000, lambda i, t: VirtualRequest(f"c{i}", t, rng.randint(128, 512), 256)

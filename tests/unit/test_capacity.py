@@ -178,14 +178,13 @@ def test_shipped_scenarios_have_a_finite_demand(path: Path) -> None:
     assert d.workers_needed() >= 1
 
 
-def test_workers_auto_takes_a_core_each_less_the_masters_and_the_simulators(
-    tmp_path: Path,
-) -> None:
+def test_workers_auto_takes_a_core_each_less_the_masters_and_the_simulators(tmp_path: Path) -> None:
     s = closed(tmp_path, 8)
     host = "http://127.0.0.1:8000"
     assert auto_workers(s, host, cpus=16) == (
-        15, "tpot-locust: --workers auto: 15 worker processes (16 cores, 1 kept for the master)"
-    )  # fmt: skip
+        15,
+        "tpot-locust: --workers auto: 15 worker processes (16 cores, 1 kept for the master)",
+    )
     workers, how = auto_workers(s, None, cpus=16)  # the embedded simulator takes one more
     assert workers == 14 and "2 kept for the master and the embedded simulator" in how
     workers, how = auto_workers(s, None, cpus=2)  # this machine: one process is the most

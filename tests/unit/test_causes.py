@@ -52,8 +52,7 @@ drawn_windows = st.lists(
     ),
     max_size=25,
 )
-drawn_gaps = st.lists(st.tuples(st.integers(0, 100), st.integers(0, 20)), min_size=1,
-                      max_size=30)  # fmt: skip
+drawn_gaps = st.lists(st.tuples(st.integers(0, 100), st.integers(0, 20)), min_size=1, max_size=30)
 
 
 def add_drawn(timeline: CauseTimeline, windows: list[Drawn], base: int, first: int = 0) -> None:
@@ -87,13 +86,16 @@ def reference(windows: list[Drawn], base: int, gap: tuple[int, int], long_tokens
     return {"kinds": kinds, "tokens": tokens, "requests": requests, "in_burst": in_burst}
 
 
-def check_tags(timeline: CauseTimeline, windows: list[Drawn], gaps: list[tuple[int, int]],
-               base: int) -> None:  # fmt: skip
+def check_tags(
+    timeline: CauseTimeline, windows: list[Drawn], gaps: list[tuple[int, int]], base: int
+) -> None:
     starts = np.array([base + a for a, _ in gaps], dtype=np.int64)
     ends = np.array([base + a + length for a, length in gaps], dtype=np.int64)
     found = timeline.tags(starts, ends)
-    expected = [reference(windows, base, (int(a), int(b)), timeline.long_prompt_tokens)
-                for a, b in zip(starts, ends, strict=True)]  # fmt: skip
+    expected = [
+        reference(windows, base, (int(a), int(b)), timeline.long_prompt_tokens)
+        for a, b in zip(starts, ends, strict=True)
+    ]
     for kind in KINDS:
         wanted = [kind in e["kinds"] for e in expected]
         if any(wanted):
@@ -108,10 +110,15 @@ def check_tags(timeline: CauseTimeline, windows: list[Drawn], gaps: list[tuple[i
 
 
 @settings(max_examples=300, deadline=None)
-@given(windows=drawn_windows, gaps=drawn_gaps, base=st.sampled_from([0, EPOCH_NS]),
-       long_tokens=st.sampled_from([1, 1500, 2048]))  # fmt: skip
-def test_tags_equal_brute_force(windows: list[Drawn], gaps: list[tuple[int, int]], base: int,
-                                long_tokens: int) -> None:  # fmt: skip
+@given(
+    windows=drawn_windows,
+    gaps=drawn_gaps,
+    base=st.sampled_from([0, EPOCH_NS]),
+    long_tokens=st.sampled_from([1, 1500, 2048]),
+)
+def test_tags_equal_brute_force(
+    windows: list[Drawn], gaps: list[tuple[int, int]], base: int, long_tokens: int
+) -> None:
     timeline = CauseTimeline(long_prompt_tokens=long_tokens)
     add_drawn(timeline, windows, base)
     check_tags(timeline, windows, gaps, base)
@@ -162,8 +169,9 @@ def test_edges_touching_a_gap_do_not_overlap_it_but_a_zero_gap_inside_does() -> 
 # --- the update rules ---------------------------------------------------------------
 
 
-def prefill(window_id: str, start: int, end: int | None, size: float = 100.0,
-            burst: bool = False) -> CauseWindow:  # fmt: skip
+def prefill(
+    window_id: str, start: int, end: int | None, size: float = 100.0, burst: bool = False
+) -> CauseWindow:
     return CauseWindow(PREFILL, window_id, start, end, size, burst)
 
 
@@ -185,8 +193,10 @@ def test_a_late_open_after_a_close_does_not_reopen_it() -> None:
     assert tokens_at(timeline, 250) == [0]
     assert len(timeline) == 1
     # only the open and the close that changed something go to the other processes
-    assert timeline.take_outgoing() == [prefill("a", 100, None, 10.0).to_wire(),
-                                        prefill("a", 100, 200, 10.0).to_wire()]  # fmt: skip
+    assert timeline.take_outgoing() == [
+        prefill("a", 100, None, 10.0).to_wire(),
+        prefill("a", 100, 200, 10.0).to_wire(),
+    ]
 
 
 def test_a_close_without_an_open_adds_the_window() -> None:
@@ -216,8 +226,9 @@ def test_fail_removes_the_window_and_blocks_later_ones() -> None:
 
 def test_a_failure_relayed_before_its_open_still_blocks_it() -> None:
     timeline = CauseTimeline()
-    timeline.apply_wire([CauseWindow(PREFILL, "z", 0, -1).to_wire(),
-                         prefill("z", 100, None).to_wire()])  # fmt: skip
+    timeline.apply_wire(
+        [CauseWindow(PREFILL, "z", 0, -1).to_wire(), prefill("z", 100, None).to_wire()]
+    )
     assert len(timeline) == 0 and tokens_at(timeline, 150) == [0]
 
 
@@ -242,10 +253,16 @@ def snapshot(timeline: CauseTimeline) -> tuple:
     found = timeline.tags(grid, grid + 7)
     masks = {kind: mask.tolist() for kind, mask in found.masks.items()}
     archive = timeline.archive
-    return (len(timeline), masks, found.prefill_tokens.tolist(),
-            found.prefill_requests.tolist(), found.in_burst.tolist(),
-            timeline.bursts.spans_wall_ns(), timeline.bursts.failed,
-            None if archive is None else (archive.starts, archive.ends, archive.sizes))  # fmt: skip
+    return (
+        len(timeline),
+        masks,
+        found.prefill_tokens.tolist(),
+        found.prefill_requests.tolist(),
+        found.in_burst.tolist(),
+        timeline.bursts.spans_wall_ns(),
+        timeline.bursts.failed,
+        None if archive is None else (archive.starts, archive.ends, archive.sizes),
+    )
 
 
 def test_applying_the_same_wire_batch_twice_changes_nothing() -> None:
@@ -268,12 +285,17 @@ def test_applying_the_same_wire_batch_twice_changes_nothing() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(kind=st.sampled_from(KINDS), window_id=st.text(max_size=20),
-       start=st.integers(0, 2**63 - 1), end=st.one_of(st.none(), st.integers(-1, 2**63 - 1)),
-       size=st.one_of(st.integers(0, 10**7).map(float), st.floats(0, 1)),
-       burst=st.booleans())  # fmt: skip
-def test_wire_round_trip(kind: str, window_id: str, start: int, end: int | None, size: float,
-                         burst: bool) -> None:  # fmt: skip
+@given(
+    kind=st.sampled_from(KINDS),
+    window_id=st.text(max_size=20),
+    start=st.integers(0, 2**63 - 1),
+    end=st.one_of(st.none(), st.integers(-1, 2**63 - 1)),
+    size=st.one_of(st.integers(0, 10**7).map(float), st.floats(0, 1)),
+    burst=st.booleans(),
+)
+def test_wire_round_trip(
+    kind: str, window_id: str, start: int, end: int | None, size: float, burst: bool
+) -> None:
     window = CauseWindow(kind, window_id, start, end, size, burst)
     assert CauseWindow.from_wire(window.to_wire()) == window
     as_json = json.loads(json.dumps(window.to_wire()))
@@ -289,8 +311,9 @@ def test_take_outgoing_returns_each_own_window_once_and_never_relayed_ones() -> 
     timeline.add(prefill("own", 100, 200))
     timeline.add(CauseWindow(PREEMPTION, "srv", 10, 20, 1.0))
     timeline.add(CauseWindow(CLIENT_STALL, "stall", 10, 20), share=False)  # local only
-    timeline.apply_wire([prefill("theirs", 100, None).to_wire(),
-                         prefill("theirs", 100, 300).to_wire()])  # fmt: skip
+    timeline.apply_wire(
+        [prefill("theirs", 100, None).to_wire(), prefill("theirs", 100, 300).to_wire()]
+    )
     taken = timeline.take_outgoing()
     assert [CauseWindow.from_wire(item).window_id for item in taken] == ["own", "own", "srv"]
     assert timeline.take_outgoing() == []
@@ -385,8 +408,7 @@ def test_a_batch_relayed_again_after_a_prune_changes_no_facts() -> None:
     facts = (timeline.bursts.spans_wall_ns(), timeline.bursts.failed, len(timeline.archive))
     timeline.prune(10**6)  # every closed window forgotten
     timeline.apply_wire(batch)
-    assert (timeline.bursts.spans_wall_ns(), timeline.bursts.failed,
-            len(timeline.archive)) == facts  # fmt: skip
+    assert (timeline.bursts.spans_wall_ns(), timeline.bursts.failed, len(timeline.archive)) == facts
     assert tokens_at(timeline, 10**7) == [16000]  # only p4, still open
 
 

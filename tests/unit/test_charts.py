@@ -18,12 +18,7 @@ from tpot_locust.report.charts import (
     thinned,
     timeseries_chart,
 )
-from tpot_locust.report.html import (
-    RunView,
-    distribution_points,
-    render_report,
-    timeseries_shading,
-)
+from tpot_locust.report.html import RunView, distribution_points, render_report, timeseries_shading
 from tpot_locust.report.summary import build_summary
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -33,10 +28,14 @@ def test_the_percentile_axis_gives_each_nine_the_same_room() -> None:
     assert nines(0) == 0 and nines(90) == 1 and abs(nines(99.99) - 4) < 1e-9
     assert nines(100) == 6  # the max sits at the end of the axis
     svg = ET.fromstring(percentile_chart("TPOT", [Curve("a", [(50, 1.0), (99.99, 5.0)])]))
-    ticks = {t.text: float(t.get("x", 0)) for t in svg.iter(f"{SVG}text")
-             if t.get("class") == "xtick"}  # fmt: skip
-    gaps = [ticks["p99"] - ticks["p90"], ticks["p99.9"] - ticks["p99"],
-            ticks["p99.99"] - ticks["p99.9"]]  # fmt: skip
+    ticks = {
+        t.text: float(t.get("x", 0)) for t in svg.iter(f"{SVG}text") if t.get("class") == "xtick"
+    }
+    gaps = [
+        ticks["p99"] - ticks["p90"],
+        ticks["p99.9"] - ticks["p99"],
+        ticks["p99.99"] - ticks["p99.9"],
+    ]
     assert max(gaps) - min(gaps) < 0.2
     # the axis stops at the tick past where the samples stop (issue 46), not at p99.9999
     assert "p99.999" not in ticks and "p99.9999" not in ticks
@@ -44,8 +43,9 @@ def test_the_percentile_axis_gives_each_nine_the_same_room() -> None:
 
 def test_time_series_shade_bursts_and_mark_stalls() -> None:
     shading = Shading(spans=[(2.0, 3.0)], marks=[4.0])
-    svg = ET.fromstring(timeseries_chart("TTFT", [Curve("p99", [(1, 2.0), (5, 3.0)])], "ms",
-                                         shading))  # fmt: skip
+    svg = ET.fromstring(
+        timeseries_chart("TTFT", [Curve("p99", [(1, 2.0), (5, 3.0)])], "ms", shading)
+    )
     classes = [element.get("class") for element in svg.iter()]
     assert classes.count("burst") == 2  # the span and its legend swatch
     assert classes.count("stall") == 2
@@ -88,8 +88,14 @@ def test_distribution_points_follow_the_histogram_to_its_max() -> None:
 
 def test_the_report_is_one_file_with_every_section_and_no_outside_reference() -> None:
     html = render_report([_run({"chat": 2.0, "long": 5.0})])
-    for section in ("Run", "Latency (ms)", "Percentile distributions", "Over time",
-                    "Worst gaps", "Scenario"):  # fmt: skip
+    for section in (
+        "Run",
+        "Latency (ms)",
+        "Percentile distributions",
+        "Over time",
+        "Worst gaps",
+        "Scenario",
+    ):
         assert f"<h2>{section}</h2>" in html
     assert not re.search(r"(src|href)=|https?://(?!www\.w3\.org/2000/svg)|@import|<script", html)
     # one curve for all traffic and one per class, on the TPOT chart

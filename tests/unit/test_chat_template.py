@@ -71,8 +71,9 @@ def tokenizer_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tokenizer(tmp_path_factory.mktemp("tok"))
 
 
-def folder_with(tmp_path: Path, tokenizer_json: Path, config: dict | None = None,
-                jinja: str | None = None) -> Path:  # fmt: skip
+def folder_with(
+    tmp_path: Path, tokenizer_json: Path, config: dict | None = None, jinja: str | None = None
+) -> Path:
     """A tokenizer folder: ``tokenizer.json``, and the config and template file given."""
     shutil.copy(tokenizer_json, tmp_path / "tokenizer.json")
     if config is not None:

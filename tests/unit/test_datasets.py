@@ -11,12 +11,18 @@ from tpot_locust.scenario.datasets import DatasetTurn, load_dataset
 from tpot_locust.scenario.yaml_source import ScenarioError
 
 SHAREGPT = [
-    {"id": "a", "conversations": [
-        {"from": "system", "value": "be brief"},
-        {"from": "human", "value": "alpha beta gamma"}, {"from": "gpt", "value": "one two"},
-        {"from": "human", "value": "delta"}, {"from": "gpt", "value": "three four five"}]},
+    {
+        "id": "a",
+        "conversations": [
+            {"from": "system", "value": "be brief"},
+            {"from": "human", "value": "alpha beta gamma"},
+            {"from": "gpt", "value": "one two"},
+            {"from": "human", "value": "delta"},
+            {"from": "gpt", "value": "three four five"},
+        ],
+    },
     {"id": "b", "messages": [{"role": "user", "content": "hello"}]},
-]  # fmt: skip
+]
 
 
 def write(path: Path, text: str) -> Path:
@@ -27,8 +33,10 @@ def write(path: Path, text: str) -> Path:
 def test_sharegpt_conversations_keep_their_user_turns_and_answers(tmp_path: Path) -> None:
     path = write(tmp_path / "chats.json", json.dumps(SHAREGPT, indent=1))
     first, second = load_dataset(path)
-    assert first == (DatasetTurn("alpha beta gamma", answer="one two"),
-                     DatasetTurn("delta", answer="three four five"))  # fmt: skip
+    assert first == (
+        DatasetTurn("alpha beta gamma", answer="one two"),
+        DatasetTurn("delta", answer="three four five"),
+    )
     assert second == (DatasetTurn("hello"),)
 
 
@@ -90,11 +98,11 @@ def test_a_workers_users_wait_for_its_plan_before_taking_a_sequential_entry() ->
 
     import gevent
 
+    from tpot_locust.harness.conversation_picks import process_share
     from tpot_locust.harness.user_context import user_context
-    from tpot_locust.harness.users import ChatUser
 
     user = SimpleNamespace(environment=SimpleNamespace())
     context = user_context(user.environment)
     context.process_share = None  # a worker before its plan
     gevent.spawn_later(0.05, setattr, context, "process_share", (1, 2))
-    assert ChatUser._process_share(user) == (1, 2)  # type: ignore[arg-type]
+    assert process_share(user.environment) == (1, 2)

@@ -13,9 +13,11 @@ from tpot_locust.apis import API_NAMES, dialect_named, dialects
 from tpot_locust.apis.dialect import BodyOptions
 from tpot_locust.sim import vocab
 
-HISTORY = [{"role": "user", "content": "one two three"},
-           {"role": "assistant", "content": "four five"},
-           {"role": "user", "content": "six"}]  # fmt: skip
+HISTORY = [
+    {"role": "user", "content": "one two three"},
+    {"role": "assistant", "content": "four five"},
+    {"role": "user", "content": "six"},
+]
 TOKENS = 5
 
 
@@ -28,8 +30,11 @@ def test_every_api_has_its_own_name_and_path() -> None:
 def our_stream(api: str, max_tokens: int, finish: str) -> bytes:
     """The body bytes (de-chunked) the simulator writes for our request of ``api``."""
     dialect = dialect_named(api)
-    options = BodyOptions(model="tpot-sim" if dialect.models_path else None,
-                          max_tokens=max_tokens, ignore_eos=finish == "length")  # fmt: skip
+    options = BodyOptions(
+        model="tpot-sim" if dialect.models_path else None,
+        max_tokens=max_tokens,
+        ignore_eos=finish == "length",
+    )
     completion = max_tokens if finish == "length" else max_tokens - 2
     request, stream = simulated_stream(api, dialect.body(HISTORY, options), completion, finish)
     assert request.max_tokens == max_tokens and request.stream

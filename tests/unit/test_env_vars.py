@@ -23,9 +23,7 @@ def test_a_bad_number_is_refused_by_name(monkeypatch: pytest.MonkeyPatch, text: 
         env_vars.number(NAME, 1.0, 0, 20_000)
 
 
-def test_unset_gives_the_default_and_a_count_must_be_whole(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_unset_gives_the_default_and_a_count_must_be_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(NAME, raising=False)
     assert env_vars.number(NAME, 2.5, 0, 10) == 2.5  # noqa: PLR2004
     monkeypatch.setenv(NAME, "3.5")
@@ -43,9 +41,14 @@ def test_an_undeclared_name_is_an_error_at_once() -> None:
 def _environment_reads(tree: ast.AST) -> list[int]:
     """Lines that read ``os.environ`` (or ``os.getenv``) other than by copying it whole
     for a child (``dict(os.environ)``)."""
-    copied = {id(node.args[0]) for node in ast.walk(tree)
-              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-              and node.func.id == "dict" and node.args}  # fmt: skip
+    copied = {
+        id(node.args[0])
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "dict"
+        and node.args
+    }
     lines = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
@@ -64,8 +67,11 @@ def test_no_module_but_env_vars_reads_the_environment() -> None:
             readers[str(path.relative_to(ROOT))] = lines
     assert not readers, f"read os.environ through common/env_vars.py: {readers}"
     named = re.compile(r'"TPOT_[A-Z]')
-    literals = {str(path.relative_to(ROOT)) for path in PACKAGE.rglob("*.py")
-                if path.name != "env_vars.py" and named.search(path.read_text())}  # fmt: skip
+    literals = {
+        str(path.relative_to(ROOT))
+        for path in PACKAGE.rglob("*.py")
+        if path.name != "env_vars.py" and named.search(path.read_text())
+    }
     assert not literals, f"name the variable by its env_vars constant: {sorted(literals)}"
 
 

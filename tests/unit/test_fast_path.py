@@ -37,9 +37,14 @@ def chat_event(kind: str, text: str, tokens: int) -> dict:
 @st.composite
 def streams(draw: st.DrawFn) -> tuple[bytes, str]:
     api = draw(st.sampled_from(["chat", "completions"]))
-    kinds = draw(st.lists(st.sampled_from(
-        ["token", "token", "token", "role", "empty", "reasoning", "tool", "usage_token"]),
-        max_size=30))  # fmt: skip
+    kinds = draw(
+        st.lists(
+            st.sampled_from(
+                ["token", "token", "token", "role", "empty", "reasoning", "tool", "usage_token"]
+            ),
+            max_size=30,
+        )
+    )
     events: list[dict] = []
     total = 0
     for kind in kinds:
@@ -66,11 +71,7 @@ def streams(draw: st.DrawFn) -> tuple[bytes, str]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    streams(),
-    st.lists(st.integers(min_value=0, max_value=4000), max_size=30),
-    st.booleans(),
-)
+@given(streams(), st.lists(st.integers(min_value=0, max_value=4000), max_size=30), st.booleans())
 def test_fast_path_equals_full_decoding(
     stream: tuple[bytes, str], cuts: list[int], read_per_chunk: bool
 ) -> None:
@@ -114,10 +115,16 @@ def test_template_path_leaves_unusual_texts_and_frames_to_full_decoding() -> Non
         return json.dumps(event, separators=(",", ":")).encode()
 
     payloads = [
-        frame("a"), frame("b"), frame('say "hi"'), frame("back\\"), frame("\\n"),
-        frame("c", logprobs=None), frame("d", usage={"completion_tokens": 6}),
-        frame("", "stop", usage={"prompt_tokens": 1, "completion_tokens": 7}), b"[DONE]",
-    ]  # fmt: skip
+        frame("a"),
+        frame("b"),
+        frame('say "hi"'),
+        frame("back\\"),
+        frame("\\n"),
+        frame("c", logprobs=None),
+        frame("d", usage={"completion_tokens": 6}),
+        frame("", "stop", usage={"prompt_tokens": 1, "completion_tokens": 7}),
+        b"[DONE]",
+    ]
     stamps = list(range(len(payloads)))
     decoder = StreamDecoder("chat")
     for stamp, payload in zip(stamps, payloads, strict=True):

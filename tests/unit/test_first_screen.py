@@ -31,8 +31,12 @@ def summary_of(itl_like_tpot: bool = True, **counts: int) -> Summary:
 
 def truth(worst_ms: float, passed: bool | None, tolerance_ms: float | None) -> dict:
     coverage = {"measured": 20_000, "true": 20_000, "share": 1.0}
-    return {"worst_error_ms": worst_ms, "passed": passed, "tolerance_ms": tolerance_ms,
-            "coverage": coverage}  # fmt: skip
+    return {
+        "worst_error_ms": worst_ms,
+        "passed": passed,
+        "tolerance_ms": tolerance_ms,
+        "coverage": coverage,
+    }
 
 
 def test_the_first_screen_holds_the_seeds_table_in_30_lines_of_100_columns() -> None:
@@ -48,8 +52,10 @@ def test_the_first_screen_holds_the_seeds_table_in_30_lines_of_100_columns() -> 
     assert "ITL: the same as TPOT (one token per event)" in screen
     assert any(line.startswith("TTFT: median 25.0") for line in screen)
     assert any(line.startswith("truth check: every TPOT, ITL and TTFT figure") for line in screen)
-    assert screen[-2:] == ["tpot-locust: full report out/report.txt",
-                           "tpot-locust: report.html out/report.html"]  # fmt: skip
+    assert screen[-2:] == [
+        "tpot-locust: full report out/report.txt",
+        "tpot-locust: report.html out/report.html",
+    ]
 
 
 def test_itl_is_shown_apart_where_it_differs_and_errors_and_verdicts_are_named() -> None:

@@ -31,8 +31,9 @@ def test_the_running_maximum_is_the_definition() -> None:
             at += rng.choice((0, 1, 5, 20, 60, 300))
             stamps.append(at)
             counts.append(rng.choice((1, 1, 1, 2, 4)))
-        arrivals = [stamp for stamp, count in zip(stamps, counts, strict=True)
-                    for _ in range(count)]  # fmt: skip
+        arrivals = [
+            stamp for stamp, count in zip(stamps, counts, strict=True) for _ in range(count)
+        ]
         got = token_deadlines(pace, send, np.array(stamps, np.int64), np.array(counts, np.int64))
         assert got == one_at_a_time(pace, send, arrivals)
 

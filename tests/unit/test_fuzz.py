@@ -73,11 +73,18 @@ class ScriptedConnection(HTTPConnection):
 
 def request(api: str = "chat") -> StreamRequest:
     return StreamRequest(
-        user_class="Fuzz", api=api, request_id="f", path="/v1/chat/completions",
-        headers={"Authorization": "Bearer sk-fuzz"}, body=b"{}", prompt_tokens_requested=1,
-        first_token_timeout=60.0, idle_timeout=60.0, total_timeout=600.0,
+        user_class="Fuzz",
+        api=api,
+        request_id="f",
+        path="/v1/chat/completions",
+        headers={"Authorization": "Bearer sk-fuzz"},
+        body=b"{}",
+        prompt_tokens_requested=1,
+        first_token_timeout=60.0,
+        idle_timeout=60.0,
+        total_timeout=600.0,
         t_intended_ns=time.perf_counter_ns(),
-    )  # fmt: skip
+    )
 
 
 def split(data: bytes, cuts: list[int]) -> list[bytes]:
@@ -167,9 +174,12 @@ MUTATIONS = st.sampled_from(["truncate", "insert", "replace", "delete", "timeout
 @given(
     streams(),
     st.lists(st.integers(min_value=0, max_value=4000), max_size=20),
-    st.lists(st.tuples(MUTATIONS, st.integers(min_value=0, max_value=4000), st.binary(max_size=8)),
-             min_size=1, max_size=3),
-)  # fmt: skip
+    st.lists(
+        st.tuples(MUTATIONS, st.integers(min_value=0, max_value=4000), st.binary(max_size=8)),
+        min_size=1,
+        max_size=3,
+    ),
+)
 def test_damaged_stream_is_categorised_never_raised(
     stream: Any, cuts: list[int], mutations: list[tuple[str, int, bytes]]
 ) -> None:
@@ -238,39 +248,59 @@ json_values = st.recursive(
 choice_like = st.fixed_dictionaries(
     {},
     optional={
-        "delta": json_values | st.fixed_dictionaries({}, optional={
-            "content": json_values, "role": json_values, "reasoning_content": json_values,
-            "tool_calls": json_values}),
+        "delta": json_values
+        | st.fixed_dictionaries(
+            {},
+            optional={
+                "content": json_values,
+                "role": json_values,
+                "reasoning_content": json_values,
+                "tool_calls": json_values,
+            },
+        ),
         "text": json_values,
         "finish_reason": json_values,
     },
-)  # fmt: skip
+)
 event_like = st.fixed_dictionaries(
     {},
     optional={
         "choices": json_values | st.lists(choice_like, max_size=2),
-        "usage": json_values | st.fixed_dictionaries({}, optional={
-            "completion_tokens": json_values | st.integers(), "prompt_tokens": json_values}),
+        "usage": json_values
+        | st.fixed_dictionaries(
+            {},
+            optional={
+                "completion_tokens": json_values | st.integers(),
+                "prompt_tokens": json_values,
+            },
+        ),
         "error": json_values,
     },
-)  # fmt: skip
+)
 
 
 @FUZZ
 @given(
-    st.lists(event_like.map(lambda e: json.dumps(e).encode()) | st.binary(max_size=20)
-             | st.just(b"[DONE]"), max_size=10),
+    st.lists(
+        event_like.map(lambda e: json.dumps(e).encode())
+        | st.binary(max_size=20)
+        | st.just(b"[DONE]"),
+        max_size=10,
+    ),
     st.sampled_from(["chat", "completions"]),
     st.booleans(),
-)  # fmt: skip
+)
 @example([b'{"choices":[{"text":5}]}'], "completions", False)
 @example([b"[" * 50_000], "chat", False)
 @example(
-    [b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":1}}',
-     b'{"choices":[{"delta":{"content":"b"},"finish_reason":"stop"}],'
-     b'"usage":{"completion_tokens":100000000000}}'],
-    "chat", False,
-)  # fmt: skip
+    [
+        b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":1}}',
+        b'{"choices":[{"delta":{"content":"b"},"finish_reason":"stop"}],'
+        b'"usage":{"completion_tokens":100000000000}}',
+    ],
+    "chat",
+    False,
+)
 def test_decoder_on_odd_json_never_raises(payloads: list[bytes], api: str, reset: bool) -> None:
     stamps = list(range(1000, 1000 + len(payloads)))
     decoded = decode_events(stamps, payloads, api, reset)

@@ -72,8 +72,10 @@ def test_an_interval_with_a_slowing_reason_at_either_end_is_gpu_throttle() -> No
     assert summary["slowing_reasons"] == ["software power cap"] and summary["xid_errors"] == []
     series = summary.pop("sm_clock_series")
     assert [clock for _, clock in series] == [1980.0, 1980.0, 1410.0, 1980.0]
-    run = {"start_wall_s": series[0][0] - 1, "gpu_metrics": {"node7": {"gpu": summary | {
-        "sm_clock_series": series}}}}  # fmt: skip
+    run = {
+        "start_wall_s": series[0][0] - 1,
+        "gpu_metrics": {"node7": {"gpu": summary | {"sm_clock_series": series}}},
+    }
     assert "GPU node7: lowest SM clock" in "".join(tail_timeline({"run": run}))
     told = format_gpu_state({"run": {"gpu_metrics": {"node7": {"gpu": summary}}}})
     assert told == [
@@ -92,11 +94,16 @@ def test_gpu_metrics_takes_a_url_or_labelled_urls() -> None:
 
 @pytest.mark.parametrize(
     ("value", "where"),
-    [("ftp://h/metrics", "server.gpu_metrics"), ({"Node": "http://h/m"}, "server.gpu_metrics.Node"),
-     ({"../x": "http://h/m"}, "server.gpu_metrics"), ({"a": True}, "server.gpu_metrics.a"),
-     ({}, "server.gpu_metrics"), ([], "server.gpu_metrics"),
-     ({f"n{i}": "http://h/m" for i in range(17)}, "server.gpu_metrics")],
-)  # fmt: skip
+    [
+        ("ftp://h/metrics", "server.gpu_metrics"),
+        ({"Node": "http://h/m"}, "server.gpu_metrics.Node"),
+        ({"../x": "http://h/m"}, "server.gpu_metrics"),
+        ({"a": True}, "server.gpu_metrics.a"),
+        ({}, "server.gpu_metrics"),
+        ([], "server.gpu_metrics"),
+        ({f"n{i}": "http://h/m" for i in range(17)}, "server.gpu_metrics"),
+    ],
+)
 def test_bad_gpu_metrics_are_refused_with_their_path(value: Any, where: str) -> None:
     with pytest.raises(ScenarioErrors) as raised:
         scenario({"gpu_metrics": value})
@@ -132,9 +139,17 @@ def test_kv_loaded_back_from_cpu_memory_is_a_kv_offload_window() -> None:
 def test_an_edited_gpu_summary_is_shown_not_raised() -> None:
     from tpot_locust.report.tail_pictures import why_the_tail
 
-    hostile = {"gpu": {"gpus": "8", "sm_clock_mhz": ["x", None], "power_w_max": float("nan"),
-                       "slowing_reasons": ["<script>", 3], "xid_errors": [79, "y"],
-                       "samples": -5, "slowed_samples": True}}  # fmt: skip
+    hostile = {
+        "gpu": {
+            "gpus": "8",
+            "sm_clock_mhz": ["x", None],
+            "power_w_max": float("nan"),
+            "slowing_reasons": ["<script>", 3],
+            "xid_errors": [79, "y"],
+            "samples": -5,
+            "slowed_samples": True,
+        }
+    }
     summary: dict[str, Any] = {"run": {"gpu_metrics": {"a<b": hostile, "c": "?"}}}
     lines = format_gpu_state(summary)
     assert lines[0].startswith("GPU a<b: ? GPUs; clocks held down in 0 of 0 samples")

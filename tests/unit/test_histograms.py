@@ -93,18 +93,26 @@ def test_recorder_batches_lose_nothing() -> None:
         if number % 2:
             counts = rng.choice([1, 1, 1, 2, 5], size=len(stamps)).tolist()
         timings = RequestTimings(
-            user_class="c", api="chat", request_id=f"r{number}", t_intended_ns=start - 1,
-            t_send_ns=start - 1_000_000, token_stamps=stamps, token_counts=counts,
+            user_class="c",
+            api="chat",
+            request_id=f"r{number}",
+            t_intended_ns=start - 1,
+            t_send_ns=start - 1_000_000,
+            token_stamps=stamps,
+            token_counts=counts,
             output_tokens=sum(counts),
             read_delays_ns=rng.integers(0, 3_000_000, size=len(stamps) + 1).tolist(),
-        )  # fmt: skip
+        )
         recorder.record(timings)
         samples = {
-            "tpot": timings.tpot_ns(), "itl": timings.itl_ns(),
-            "ttft": [timings.ttft_ns], "e2e": [timings.e2e_ns],
-            "worst_gap": [max(timings.itl_ns())], "request_tpot": [timings.request_tpot_ns],
+            "tpot": timings.tpot_ns(),
+            "itl": timings.itl_ns(),
+            "ttft": [timings.ttft_ns],
+            "e2e": [timings.e2e_ns],
+            "worst_gap": [max(timings.itl_ns())],
+            "request_tpot": [timings.request_tpot_ns],
             "read_delay": timings.read_delays_ns,
-        }  # fmt: skip
+        }
         for name, values in samples.items():
             for value in to_us(np.asarray(values)):
                 reference[name].record_value(int(value))
@@ -131,10 +139,15 @@ def test_recorder_keeps_the_largest_gaps_of_the_run() -> None:
         gaps = rng.integers(100_000, 9_000_000, size=events - 1)
         stamps = (start + number * 50_000_000 + np.concatenate([[0], np.cumsum(gaps)])).tolist()
         timings = RequestTimings(
-            user_class="c", api="chat", request_id=f"r{number}", t_intended_ns=start - 1,
-            t_send_ns=start - 1, token_stamps=stamps, token_counts=[1] * events,
+            user_class="c",
+            api="chat",
+            request_id=f"r{number}",
+            t_intended_ns=start - 1,
+            t_send_ns=start - 1,
+            token_stamps=stamps,
+            token_counts=[1] * events,
             output_tokens=events,
-        )  # fmt: skip
+        )
         recorder.record(timings)
         for at, gap in enumerate(gaps.tolist()):
             end_wall = recorder.to_wall_ns(stamps[at + 1])

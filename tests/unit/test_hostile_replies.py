@@ -31,18 +31,28 @@ from tpot_locust.wire.http_client import HTTPConnection, Origin
 from tpot_locust.wire.stream_decoder import decode_events
 from tpot_locust.wire.streaming import StreamRequest, redact, stream_request
 
-SECRETS = {"X-Goog-Api-Key": "AIzaSyPLANTED0123456789", "Ocp-Apim-Subscription-Key":
-           "ocp-planted-0123456789", "X-Custom-Creds": "creds-planted-0123456789",
-           "Authorization": "Bearer sk-planted-0123456789"}  # fmt: skip
+SECRETS = {
+    "X-Goog-Api-Key": "AIzaSyPLANTED0123456789",
+    "Ocp-Apim-Subscription-Key": "ocp-planted-0123456789",
+    "X-Custom-Creds": "creds-planted-0123456789",
+    "Authorization": "Bearer sk-planted-0123456789",
+}
 
 
 def request(headers: dict[str, str] | None = None) -> StreamRequest:
     return StreamRequest(
-        user_class="Fuzz", api="chat", request_id="h", path="/v1/chat/completions",
-        headers={"Content-Type": "application/json", **(headers or {})}, body=b"{}",
-        prompt_tokens_requested=5, first_token_timeout=5.0, idle_timeout=5.0,
-        total_timeout=30.0, t_intended_ns=time.perf_counter_ns(),
-    )  # fmt: skip
+        user_class="Fuzz",
+        api="chat",
+        request_id="h",
+        path="/v1/chat/completions",
+        headers={"Content-Type": "application/json", **(headers or {})},
+        body=b"{}",
+        prompt_tokens_requested=5,
+        first_token_timeout=5.0,
+        idle_timeout=5.0,
+        total_timeout=30.0,
+        t_intended_ns=time.perf_counter_ns(),
+    )
 
 
 def served(reply: str, headers: dict[str, str] | None = None) -> RequestTimings:
@@ -67,14 +77,28 @@ def sse_stream(events: list[bytes]) -> bytes:
 @pytest.mark.parametrize(
     "count",
     [HUGE, -HUGE, -1, MAX_TOKEN_COUNT + 1, 2**63, True, 3.5, float("nan"), "12", [1], {}],
-    ids=["400-digits", "-400-digits", "-1", "1e9+1", "2^63", "true", "3.5", "nan", "text",
-         "array", "object"],
-)  # fmt: skip
+    ids=[
+        "400-digits",
+        "-400-digits",
+        "-1",
+        "1e9+1",
+        "2^63",
+        "true",
+        "3.5",
+        "nan",
+        "text",
+        "array",
+        "object",
+    ],
+)
 def test_a_usage_count_no_request_can_have_fails_that_request_as_bad_json(count: object) -> None:
     usage = {"prompt_tokens": 5, "completion_tokens": count}
-    payloads = [json.dumps({"choices": [{"delta": {"content": " a"}, "finish_reason": None}]}),
-                json.dumps({"choices": [{"delta": {}, "finish_reason": "length"}]}),
-                json.dumps({"choices": [], "usage": usage}), "[DONE]"]  # fmt: skip
+    payloads = [
+        json.dumps({"choices": [{"delta": {"content": " a"}, "finish_reason": None}]}),
+        json.dumps({"choices": [{"delta": {}, "finish_reason": "length"}]}),
+        json.dumps({"choices": [], "usage": usage}),
+        "[DONE]",
+    ]
     decoded = decode_events([1, 2, 3, 4], [p.encode() for p in payloads], "chat")
     assert decoded.error is not None and decoded.error.category == errors.BAD_JSON
     assert "usage.completion_tokens is not a token count" in decoded.error.message
@@ -83,9 +107,11 @@ def test_a_usage_count_no_request_can_have_fails_that_request_as_bad_json(count:
 
 @pytest.mark.parametrize("usage", [None, {"completion_tokens": None}, {}])
 def test_absent_or_null_usage_is_no_error(usage: object) -> None:
-    payloads = [json.dumps({"choices": [{"delta": {"content": " a"}, "finish_reason": None}]}),
-                json.dumps({"choices": [{"delta": {}, "finish_reason": "stop"}],
-                            "usage": usage}), "[DONE]"]  # fmt: skip
+    payloads = [
+        json.dumps({"choices": [{"delta": {"content": " a"}, "finish_reason": None}]}),
+        json.dumps({"choices": [{"delta": {}, "finish_reason": "stop"}], "usage": usage}),
+        "[DONE]",
+    ]
     decoded = decode_events([1, 2, 3], [p.encode() for p in payloads], "chat")
     assert decoded.error is None and decoded.output_tokens == 1
 
@@ -119,20 +145,47 @@ def test_out_of_range_timings_are_refused_before_numpy() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["Authorization", "X-Goog-Api-Key", "Ocp-Apim-Subscription-Key", "X-Custom-Creds",
-     "api_key", "apiKey", "X-Auth-Token", "Cookie", "X-Amz-Signature", "client_secret",
-     "password", "passwd", "session", "credential", "bearer"],
-)  # fmt: skip
+    [
+        "Authorization",
+        "X-Goog-Api-Key",
+        "Ocp-Apim-Subscription-Key",
+        "X-Custom-Creds",
+        "api_key",
+        "apiKey",
+        "X-Auth-Token",
+        "Cookie",
+        "X-Amz-Signature",
+        "client_secret",
+        "password",
+        "passwd",
+        "session",
+        "credential",
+        "bearer",
+    ],
+)
 def test_secret_names(name: str) -> None:
     assert is_secret_name(name)
 
 
 @pytest.mark.parametrize(
     "name",
-    ["max_tokens", "prompt_tokens", "output_tokens", "tokenizer", "api_key_env", "first_token",
-     "min_tokens", "followup_tokens", "shared_prefix_tokens", "Content-Type", "X-Request-Id",
-     "model", "host", "keepalive"],
-)  # fmt: skip
+    [
+        "max_tokens",
+        "prompt_tokens",
+        "output_tokens",
+        "tokenizer",
+        "api_key_env",
+        "first_token",
+        "min_tokens",
+        "followup_tokens",
+        "shared_prefix_tokens",
+        "Content-Type",
+        "X-Request-Id",
+        "model",
+        "host",
+        "keepalive",
+    ],
+)
 def test_names_of_the_scenario_schema_are_no_secrets(name: str) -> None:
     assert not is_secret_name(name)
 
@@ -153,12 +206,22 @@ def test_redact_url(url: str, shown: str) -> None:
 
 def test_redact_mapping_takes_a_secret_block_whole_and_keeps_the_schema() -> None:
     scenario = {
-        "server": {"host": "http://u:pw-planted@h:1", "api_key_env": "MY_KEY",
-                   "headers": {"X-Custom-Creds": "planted", "Accept": "text/event-stream"},
-                   "auth": {"bearer": "planted"}, "timeouts": {"first_token": 5}},
-        "classes": {"chat": {"max_tokens": 8, "prompt_tokens": 16, "tokenizer": "gpt2",
-                             "extra_body": {"note": "Bearer sk-planted-0123456789"}}},
-    }  # fmt: skip
+        "server": {
+            "host": "http://u:pw-planted@h:1",
+            "api_key_env": "MY_KEY",
+            "headers": {"X-Custom-Creds": "planted", "Accept": "text/event-stream"},
+            "auth": {"bearer": "planted"},
+            "timeouts": {"first_token": 5},
+        },
+        "classes": {
+            "chat": {
+                "max_tokens": 8,
+                "prompt_tokens": 16,
+                "tokenizer": "gpt2",
+                "extra_body": {"note": "Bearer sk-planted-0123456789"},
+            }
+        },
+    }
     redacted = redact_mapping(scenario)
     assert "planted" not in json.dumps(redacted)
     assert redacted["server"]["auth"] == REDACTED
@@ -172,8 +235,9 @@ def test_redact_mapping_takes_a_secret_block_whole_and_keeps_the_schema() -> Non
 def test_redact_text() -> None:
     text = "got key abc-planted-1234 from http://u:pw@h/x; Bearer authentication required"
     shown = redact_text(text, ["abc-planted-1234", "ab"])
-    assert shown == (f"got key {REDACTED} from http://u:{REDACTED}@h/x; "
-                     "Bearer authentication required")  # fmt: skip
+    assert shown == (
+        f"got key {REDACTED} from http://u:{REDACTED}@h/x; Bearer authentication required"
+    )
 
 
 @pytest.mark.parametrize(
@@ -214,8 +278,10 @@ def test_a_gzip_body_we_did_not_ask_for_is_decoded_and_measured() -> None:
 
 
 def test_a_body_in_an_encoding_we_cannot_decode_says_what_arrived() -> None:
-    head = ("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: br\r\n"
-            "Content-Length: 4\r\n\r\n")  # fmt: skip
+    head = (
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: br\r\n"
+        "Content-Length: 4\r\n\r\n"
+    )
     timings, _ = stream_request(ScriptedConnection([head.encode() + b"\x0b\x02\x80x"]), request())
     assert timings.error_category == errors.NOT_SSE
     assert timings.error_message == "HTTP 200 with Content-Encoding: br, not an event stream"
@@ -238,8 +304,9 @@ def test_an_html_content_type_says_what_arrived() -> None:
 def test_the_simulator_answers_deeply_nested_json_with_a_400() -> None:
     body = b'{"messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     with pytest.raises(RequestError, match="nested too deeply") as raised:
-        parse_request(body, "chat", request_id="r", default_model="m", default_max_tokens=8,
-                      arrival_perf_ns=0)  # fmt: skip
+        parse_request(
+            body, "chat", request_id="r", default_model="m", default_max_tokens=8, arrival_perf_ns=0
+        )
     assert raised.value.status == 400
 
 

@@ -133,9 +133,14 @@ def test_a_histogram_larger_than_ours_is_refused_before_allocating_it() -> None:
 
 @pytest.mark.parametrize(
     ("blob", "expected"),
-    [(12, "not int"), ("%%%", "bad base64"), ("A" * (1 << 20), "larger than any histogram"),
-     (_blob(b"not zlib at all"), "zlib"), (_blob(zlib.compress(b"short")), "too short")],
-)  # fmt: skip
+    [
+        (12, "not int"),
+        ("%%%", "bad base64"),
+        ("A" * (1 << 20), "larger than any histogram"),
+        (_blob(b"not zlib at all"), "zlib"),
+        (_blob(zlib.compress(b"short")), "too short"),
+    ],
+)
 def test_a_damaged_histogram_is_a_clear_error(blob: Any, expected: str) -> None:
     with pytest.raises(HistogramDecodeError, match=expected):
         decode_histogram(blob)
@@ -156,17 +161,25 @@ def test_a_real_histogram_still_decodes_exactly() -> None:
     ("edit", "key"),
     [
         (lambda d: d.__setitem__("classes", []), "classes: expected an object"),
-        (lambda d: d["classes"]["chat"]["histograms"].__setitem__("tpot", 7),
-         "classes.chat.histograms.tpot: expected a string"),
-        (lambda d: d["classes"]["chat"]["counters"].__setitem__("ok", "12"),
-         "classes.chat.counters.ok: expected an integer"),
-        (lambda d: d["classes"]["chat"].__setitem__("tail_gaps", "abc"),
-         "classes.chat.tail_gaps: expected a list"),
+        (
+            lambda d: d["classes"]["chat"]["histograms"].__setitem__("tpot", 7),
+            "classes.chat.histograms.tpot: expected a string",
+        ),
+        (
+            lambda d: d["classes"]["chat"]["counters"].__setitem__("ok", "12"),
+            "classes.chat.counters.ok: expected an integer",
+        ),
+        (
+            lambda d: d["classes"]["chat"].__setitem__("tail_gaps", "abc"),
+            "classes.chat.tail_gaps: expected a list",
+        ),
         (lambda d: d.__setitem__("run", "x"), "run: expected an object"),
-        (lambda d: d["run"].__setitem__("timeseries", [{"t": 1}]),
-         "run.timeseries[0].users: missing"),
+        (
+            lambda d: d["run"].__setitem__("timeseries", [{"t": 1}]),
+            "run.timeseries[0].users: missing",
+        ),
     ],
-)  # fmt: skip
+)
 def test_hand_edited_histograms_name_the_file_and_key(tmp_path: Path, edit: Any, key: str) -> None:
     out = _results(tmp_path)
     _edit_histograms(out, edit)
@@ -180,8 +193,11 @@ def test_huge_numbers_nan_and_truncation_are_clear_errors(tmp_path: Path) -> Non
     path = out / HISTOGRAMS_FILE
     text = path.read_text()
     path.write_text(text.replace('"ok": 50', '"ok": 1' + "0" * 400, 1))
-    with pytest.raises(ResultsError, match=r"counters\.ok: expected an integer, found an "
-                       "integer of 401 digits"):  # fmt: skip
+    with pytest.raises(
+        ResultsError,
+        match=r"counters\.ok: expected an integer, found an "
+        "integer of 401 digits",
+    ):
         load_results(out)
     path.write_text(text.replace('"output_tokens": 500', '"output_tokens": NaN', 1))
     with pytest.raises(ResultsError, match="output_tokens: expected an integer, found NaN"):
@@ -222,9 +238,7 @@ def test_a_failing_report_part_is_named_and_the_rest_is_written(
     assert "REPORT INCOMPLETE" in format_report(saved)
 
 
-def test_a_summary_part_that_fails_whole_leaves_the_others(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_summary_part_that_fails_whole_leaves_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*_: Any) -> None:
         raise ValueError("cannot convert float NaN to integer")
 
@@ -265,12 +279,22 @@ HOSTILE = "chat\x1b[31m\x00\x01\x0b\u202e\ud800\n--FAIL"
 
 
 def _verdict() -> dict[str, Any]:
-    check = {"name": f"{HOSTILE} p99", "verdict": "fail",
-             "why": f"server said \x1b]0;x\x07{HOSTILE}", "measured": 3.0, "unit": "ms",
-             "samples_above": 4}  # fmt: skip
-    return {"verdict": "fail", "exit_code": 1, "checks": [check],
-            "run_invalid": [f"bad {HOSTILE}"], "warnings": [HOSTILE],
-            "insufficient_policy": "fail"}  # fmt: skip
+    check = {
+        "name": f"{HOSTILE} p99",
+        "verdict": "fail",
+        "why": f"server said \x1b]0;x\x07{HOSTILE}",
+        "measured": 3.0,
+        "unit": "ms",
+        "samples_above": 4,
+    }
+    return {
+        "verdict": "fail",
+        "exit_code": 1,
+        "checks": [check],
+        "run_invalid": [f"bad {HOSTILE}"],
+        "warnings": [HOSTILE],
+        "insufficient_policy": "fail",
+    }
 
 
 def test_junit_xml_stays_well_formed_with_control_characters(tmp_path: Path) -> None:
@@ -311,10 +335,18 @@ def test_an_edited_attribution_check_is_shown_not_raised() -> None:
 
 @pytest.mark.parametrize(
     ("name", "slug"),
-    [("../../x", "x"), ("a/b/c", "a-b-c"), ("", "run"), ("..", "run"), ("--version", "version"),
-     ("café run", "cafe-run"), ("\x00\x1b[31m", "31m"), ("ok-1.2_3", "ok-1.2_3"),
-     ("x" * 500, "x" * 64)],
-)  # fmt: skip
+    [
+        ("../../x", "x"),
+        ("a/b/c", "a-b-c"),
+        ("", "run"),
+        ("..", "run"),
+        ("--version", "version"),
+        ("café run", "cafe-run"),
+        ("\x00\x1b[31m", "31m"),
+        ("ok-1.2_3", "ok-1.2_3"),
+        ("x" * 500, "x" * 64),
+    ],
+)
 def test_safe_slug_keeps_result_folders_inside_results(name: str, slug: str) -> None:
     assert safe_slug(name) == slug
     assert "/" not in slug and not slug.startswith(".")
@@ -352,9 +384,13 @@ def test_no_python_literal_reaches_the_html_report() -> None:
 
     totals = _totals()
     summary = build_summary(totals) | {
-        "truth_check": {"tolerance_ms": None, "passed": None, "worst_error_ms": 0.01,
-                        "metrics": {"tpot": {"p50": {"error": 0.001}}}},
-    }  # fmt: skip
+        "truth_check": {
+            "tolerance_ms": None,
+            "passed": None,
+            "worst_error_ms": 0.01,
+            "metrics": {"tpot": {"p50": {"error": 0.001}}},
+        }
+    }
     page = render_report([RunView("run", summary, totals)])
     text = html_module.unescape(re.sub(r"<[^>]+>", " ", page))
     assert not re.findall(r"\b(None|True|False)\b", text), re.findall(

@@ -9,12 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.metrics.histograms import histogram_stats, record_many
 from tpot_locust.metrics.metric_set import MetricSet
-from tpot_locust.report.live_metrics import (
-    EXPORTED_METRICS,
-    RunFacts,
-    buckets_s,
-    render,
-)
+from tpot_locust.report.live_metrics import EXPORTED_METRICS, RunFacts, buckets_s, render
 
 
 def _totals() -> tuple[MetricSet, dict[str, np.ndarray]]:
@@ -37,9 +32,11 @@ def _totals() -> tuple[MetricSet, dict[str, np.ndarray]]:
 
 def _samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Each sample by name and labels, as Prometheus stores them (an empty label is none)."""
-    return {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if v))): s.value
-            for family in text_string_to_metric_families(text.decode())
-            for s in family.samples}  # fmt: skip
+    return {
+        (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if v))): s.value
+        for family in text_string_to_metric_families(text.decode())
+        for s in family.samples
+    }
 
 
 def test_every_exported_metric_has_buckets_counts_and_percentiles() -> None:
@@ -72,8 +69,12 @@ def test_every_exported_metric_has_buckets_counts_and_percentiles() -> None:
             else:
                 assert exact <= count <= np.count_nonzero(sample <= bound * 1e6 * 1.001)
     assert page[("tpot_locust_requests_total", (("outcome", "ok"), ("user_class", "all")))] == 80
-    assert page[("tpot_locust_request_errors_total",
-                 (("category", "http_5xx"), ("user_class", "chat")))] == 2  # fmt: skip
+    assert (
+        page[
+            ("tpot_locust_request_errors_total", (("category", "http_5xx"), ("user_class", "chat")))
+        ]
+        == 2
+    )
     assert page[("tpot_locust_client_stalls_total", ())] == 3
     assert page[("tpot_locust_client_stalled_seconds_total", ())] == pytest.approx(0.045)
     assert page[("tpot_locust_client_watched_seconds_total", ())] == pytest.approx(9.0)
@@ -104,8 +105,12 @@ def test_the_grafana_dashboard_reads_only_metrics_the_page_has() -> None:
 
     totals, _ = _totals()
     names = {name for name, _ in _samples(render(totals, RunFacts(True, 1, 1.0)))}
-    names |= {family.name for family in text_string_to_metric_families(
-        render(totals, RunFacts(True, 1, 1.0)).decode())}  # fmt: skip
+    names |= {
+        family.name
+        for family in text_string_to_metric_families(
+            render(totals, RunFacts(True, 1, 1.0)).decode()
+        )
+    }
     path = Path(__file__).resolve().parents[2] / "deploy/grafana/tpot-locust-dashboard.json"
     dashboard = json.loads(path.read_text())
     queried = set()
@@ -132,8 +137,11 @@ def test_a_bare_port_listens_on_loopback_only() -> None:
 
 def test_a_model_has_its_own_series_that_no_class_selector_adds_in() -> None:
     totals = MetricSet()
-    for group, ok, gap_us in (("chat@lora-a", 30, 2_000), ("chat@lora-b", 10, 9_000),
-                              ("batch@lora-b", 5, 4_000)):  # fmt: skip
+    for group, ok, gap_us in (
+        ("chat@lora-a", 30, 2_000),
+        ("chat@lora-b", 10, 9_000),
+        ("batch@lora-b", 5, 4_000),
+    ):
         metrics = totals.for_group(group)
         metrics.counters.ok = ok
         record_many(metrics.histogram("tpot"), np.full(ok, gap_us))

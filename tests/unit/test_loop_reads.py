@@ -120,11 +120,10 @@ def test_stamps_follow_the_writes(loop_reads_taken: list[int]) -> None:
     assert sorted(lateness_ms)[15] < 2  # the median read is prompt, not batched
 
 
-def test_a_complete_body_leaves_the_connection_open_for_reuse(
-    loop_reads_taken: list[int],
-) -> None:
-    script = Script([(0.0, sse_head()), *tokens(3, 0.005)] + [(0.02, FINISH + DONE)],
-                    keep_open_s=2.0)  # fmt: skip
+def test_a_complete_body_leaves_the_connection_open_for_reuse(loop_reads_taken: list[int]) -> None:
+    script = Script(
+        [(0.0, sse_head()), *tokens(3, 0.005)] + [(0.02, FINISH + DONE)], keep_open_s=2.0
+    )
     with scripted_server([script]) as url:
         connection = HTTPConnection(Origin.parse(url))
         timings, _ = stream_request(connection, request())
@@ -219,7 +218,7 @@ def test_a_server_is_not_held_back_by_a_batch_it_waits_for() -> None:
 @pytest.mark.skipif(process_tap() is None, reason="no segment tap here (needs CAP_NET_RAW)")
 def test_a_batch_reads_only_the_sockets_the_tap_saw_data_come_to(
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     """A stream whose first token comes 0.3 s after its head, read in 10 ms batches: its
     socket is read when the tap saw data come, and while quiet only every 0.1 s (to find a
     close), not in each of the ~30 batches (a read of an empty socket is a system call)."""
@@ -239,8 +238,9 @@ def test_a_batch_reads_only_the_sockets_the_tap_saw_data_come_to(
     assert len(reads) <= 10, len(reads)  # ~3 quiet reads, the tokens' and the end's
 
 
-needs_tap = pytest.mark.skipif(process_tap() is None,
-                               reason="no segment tap here (needs CAP_NET_RAW)")  # fmt: skip
+needs_tap = pytest.mark.skipif(
+    process_tap() is None, reason="no segment tap here (needs CAP_NET_RAW)"
+)
 
 
 @needs_tap
@@ -258,7 +258,7 @@ def test_bodies_are_read_in_batches_by_default(monkeypatch: pytest.MonkeyPatch) 
 @needs_tap
 def test_a_batched_bodys_first_read_and_end_are_noticed_at_once(
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     """Read in 0.5 s batches, a body's first token (0.1 s after its head) is read as it comes,
     and its end (the last chunk, heard by the end watch) too: the user's next request is not
     held back by the batch period. Without them, each waited up to 0.5 s."""
@@ -321,7 +321,7 @@ def test_a_body_cut_by_its_users_stop_keeps_what_came_before_its_batch() -> None
 @needs_tap
 def test_a_batch_is_done_in_slices_that_leave_the_loop_free(
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     """With slices of one socket and one tap copy, 12 streams read in 10 ms batches still
     get every token with its own stamp: a batch goes on where its last slice stopped."""
     monkeypatch.setattr(loop_reads, "_SLICE_NS", 0)
@@ -347,7 +347,7 @@ def test_a_batch_is_done_in_slices_that_leave_the_loop_free(
 )
 def test_the_read_batch_is_read_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, value: str, period_s: float
-) -> None:  # fmt: skip
+) -> None:
     monkeypatch.setenv(env_vars.READ_BATCH_MS, value)
     assert loop_reads.read_batch_s() == pytest.approx(period_s)
 

@@ -56,8 +56,14 @@ def _scenario(document: dict) -> object:
 
 
 def test_the_class_model_key_is_one_name_or_names_with_weights() -> None:
-    scenario = _scenario({"classes": {"chat": {"users": 1, "model": {"lora-a": 3, "b": 1}},
-                                      "solo": {"users": 1, "model": "base"}}})  # fmt: skip
+    scenario = _scenario(
+        {
+            "classes": {
+                "chat": {"users": 1, "model": {"lora-a": 3, "b": 1}},
+                "solo": {"users": 1, "model": "base"},
+            }
+        }
+    )
     chat, solo = build_user_classes(scenario)
     assert chat.model_split == {"lora-a": 3.0, "b": 1.0} and solo.model_split == {"base": 1.0}
     for bad, message in (
@@ -92,11 +98,15 @@ def _recorded(per_model: dict[tuple[str, str | None], int]) -> MetricSet:
 
 
 def test_figures_are_kept_per_model_and_per_class_exactly_and_cross_workers() -> None:
-    totals = _recorded({("chat", "lora-a"): 6, ("chat", "lora-b"): 2, ("batch", "lora-a"): 3,
-                        ("plain", None): 4})  # fmt: skip
+    totals = _recorded(
+        {("chat", "lora-a"): 6, ("chat", "lora-b"): 2, ("batch", "lora-a"): 3, ("plain", None): 4}
+    )
     classes, models = totals.by_class(), totals.by_model()
     assert {name: m.counters.ok for name, m in classes.items()} == {
-        "chat": 8, "batch": 3, "plain": 4}  # fmt: skip
+        "chat": 8,
+        "batch": 3,
+        "plain": 4,
+    }
     assert {name: m.counters.ok for name, m in models.items()} == {"lora-a": 9, "lora-b": 2}
     ttft = histogram_stats(models["lora-a"].histograms["ttft"], ())
     assert ttft.count == 9  # samples, not averages: the model's own histogram
@@ -104,7 +114,9 @@ def test_figures_are_kept_per_model_and_per_class_exactly_and_cross_workers() ->
     merged = MetricSet()
     unpack_delta("w1", pack_delta(totals)).add_to(merged)
     assert {name: m.counters.ok for name, m in merged.by_model().items()} == {
-        "lora-a": 9, "lora-b": 2}  # fmt: skip
+        "lora-a": 9,
+        "lora-b": 2,
+    }
     summary = build_summary(totals)
     assert set(summary["classes"]) == {"chat", "batch", "plain"}
     assert summary["models"]["lora-b"]["requests"]["ok"] == 2
@@ -121,8 +133,13 @@ def test_a_run_without_models_has_no_models_section() -> None:
 
 # --- the simulator's adapters -------------------------------------------------------------
 
-PARAMS = dict(step_base_ms=5.0, max_num_seqs=8, max_num_batched_tokens=512,
-              kv_cache_tokens=100_000, max_model_len=4096)  # fmt: skip
+PARAMS = dict(
+    step_base_ms=5.0,
+    max_num_seqs=8,
+    max_num_batched_tokens=512,
+    kv_cache_tokens=100_000,
+    max_model_len=4096,
+)
 
 
 def _engine(**params: object) -> EngineCore:
@@ -131,8 +148,11 @@ def _engine(**params: object) -> EngineCore:
 
 def test_one_lora_slot_runs_one_adapter_at_a_time_and_each_switch_costs_its_load() -> None:
     core = _engine(max_loras=1, adapter_load_ms=20.0)
-    a, b, base = (Seq("a", 0, 8, 2, adapter="lora-a"), Seq("b", 0, 8, 2, adapter="lora-b"),
-                  Seq("base", 0, 8, 2))  # fmt: skip
+    a, b, base = (
+        Seq("a", 0, 8, 2, adapter="lora-a"),
+        Seq("b", 0, 8, 2, adapter="lora-b"),
+        Seq("base", 0, 8, 2),
+    )
     for seq in (a, b, base):
         core.add(seq)
     first = core.step(0)
@@ -166,11 +186,18 @@ def test_adapters_already_in_a_slot_cost_nothing_and_slots_hold_max_loras() -> N
 
 def test_the_simulator_serves_its_adapters_and_refuses_other_names() -> None:
     def parse(model: str) -> str:
-        body = json.dumps({"model": model, "stream": True, "messages": [
-            {"role": "user", "content": "hi"}]}).encode()  # fmt: skip
-        request = parse_request(body, "chat", request_id="r", default_model="base",
-                                default_max_tokens=8, arrival_perf_ns=0,
-                                adapters=("lora-a",))  # fmt: skip
+        body = json.dumps(
+            {"model": model, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        ).encode()
+        request = parse_request(
+            body,
+            "chat",
+            request_id="r",
+            default_model="base",
+            default_max_tokens=8,
+            arrival_perf_ns=0,
+            adapters=("lora-a",),
+        )
         return request.model
 
     assert parse("lora-a") == "lora-a" and parse("base") == "base"

@@ -79,10 +79,11 @@ def test_an_over_long_line_keeps_the_lines_before_it() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(
-    st.lists(st.sampled_from([b"{}", b"\n", b"\r", b" ", b"\xef", b"\xbb", b"\xbf", b"x"]),
-             max_size=40),
+    st.lists(
+        st.sampled_from([b"{}", b"\n", b"\r", b" ", b"\xef", b"\xbb", b"\xbf", b"x"]), max_size=40
+    ),
     st.lists(st.integers(min_value=0, max_value=60), max_size=10),
-)  # fmt: skip
+)
 def test_any_split_gives_the_lines_of_the_whole(pieces: list[bytes], cuts: list[int]) -> None:
     data = b"".join(pieces)
     body = data[3:] if data.startswith(BOM) else data

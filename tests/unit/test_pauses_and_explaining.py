@@ -22,8 +22,9 @@ MS = 1_000_000
 STEP = 5 * MS
 
 
-def streams(count: int, steps: int, pause_after: int | None = None, pause: int = 40 * MS,
-            offset: int = 0) -> list[np.ndarray]:  # fmt: skip
+def streams(
+    count: int, steps: int, pause_after: int | None = None, pause: int = 40 * MS, offset: int = 0
+) -> list[np.ndarray]:
     """``count`` streams of a batched server: a token every ``STEP`` ns to all of them
     (each a few us after the other), one step ``pause`` longer after step ``pause_after``."""
     times = np.arange(steps, dtype=np.int64) * STEP
@@ -98,12 +99,18 @@ def learnt_scale(ns_per_token: float) -> GapScale:
     return scale
 
 
-def causes(tokens: list[int], pause_streams: list[int], extra: dict[str, list[bool]] | None = None
-           ) -> GapCauses:  # fmt: skip
+def causes(
+    tokens: list[int], pause_streams: list[int], extra: dict[str, list[bool]] | None = None
+) -> GapCauses:
     prefill = np.array(tokens, dtype=np.int64)
     masks = {PREFILL: prefill > 0} | {k: np.array(v) for k, v in (extra or {}).items()}
-    return GapCauses(masks, prefill, (prefill > 0).astype(np.int64),
-                     np.zeros(prefill.size, dtype=bool), np.array(pause_streams))  # fmt: skip
+    return GapCauses(
+        masks,
+        prefill,
+        (prefill > 0).astype(np.int64),
+        np.zeros(prefill.size, dtype=bool),
+        np.array(pause_streams),
+    )
 
 
 def test_prefill_is_named_where_it_explains_and_a_pause_where_it_does() -> None:
@@ -159,8 +166,9 @@ def test_pause_windows_of_every_process_sum_their_streams_and_cover_a_gap() -> N
 def test_a_silence_the_server_counted_kv_loaded_back_in_is_that_swap_in_not_a_pause() -> None:
     scale = learnt_scale(24_000)
     gaps = np.array([12, 12, 600], dtype=np.float64) * MS
-    found = causes([0, 0, 0], [30, 30, 1],
-                   {KV_OFFLOAD: [True, False, True], SERVER_GC: [False, True, False]})  # fmt: skip
+    found = causes(
+        [0, 0, 0], [30, 30, 1], {KV_OFFLOAD: [True, False, True], SERVER_GC: [False, True, False]}
+    )
     covered = np.array([7, 7, 7], dtype=np.int64) * MS
     scale.weigh(gaps, found, covered)
     # every stream waited 7 ms: a swap-in where KV came back, a GC (and a pause) where the

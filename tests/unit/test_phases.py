@@ -22,10 +22,15 @@ def burst_window(timeline: CauseTimeline, window_id: str, start: int, end: int |
 def recorded(recorder: Recorder, stamps: list[int]) -> ClassMetrics:
     """One request of one token per event at ``stamps``, recorded; its class's metrics."""
     timings = RequestTimings(
-        user_class="c", api="chat", request_id="r", t_intended_ns=stamps[0] - 1,
-        t_send_ns=stamps[0] - 1_000_000, token_stamps=stamps, token_counts=[1] * len(stamps),
+        user_class="c",
+        api="chat",
+        request_id="r",
+        t_intended_ns=stamps[0] - 1,
+        t_send_ns=stamps[0] - 1_000_000,
+        token_stamps=stamps,
+        token_counts=[1] * len(stamps),
         output_tokens=len(stamps),
-    )  # fmt: skip
+    )
     recorder.record(timings)
     return recorder.take_interval(final=True).classes["c"]
 
@@ -38,8 +43,9 @@ def test_phase_tagging_by_window_overlap() -> None:
     stamps[6] += 50_000_000  # a 52 ms gap between events 5 and 6
     stamps[7:] = [s + 50_000_000 for s in stamps[7:]]
     # a burst window inside that gap only
-    burst_window(recorder.causes, "w", stamps[5] + offset + 10_000_000,
-                 stamps[5] + offset + 40_000_000)  # fmt: skip
+    burst_window(
+        recorder.causes, "w", stamps[5] + offset + 10_000_000, stamps[5] + offset + 40_000_000
+    )
     metrics = recorded(recorder, stamps)
     assert metrics.histogram(phase_metric("tpot", "burst")).total_count == 1
     assert phase_histogram(metrics, "tpot", "steady").total_count == 8

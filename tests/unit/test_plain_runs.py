@@ -47,15 +47,28 @@ def with_extension(event_chunk: bytes) -> bytes:
 
 # Plain events, and among them what a run must not take: an escape, a quote, a text that
 # ends in a backslash, another frame, a chunk with an extension, two events in one chunk.
-BODY = b"".join([
-    ROLE,
-    *[plain(f" t{i}") for i in range(40)],
-    plain(' say "hi"'), plain(" caf\u00e9"), plain("back\\"), plain(" t40"), plain(" t41"),
-    other_frame(" o1"), plain(" t42"), plain(" t43"),
-    with_extension(plain(" t44")), plain(" t45"), plain(" t46"),
-    chunk(plain(" t47")[4:-2] + plain(" t48")[4:-2]), plain(" t49"), plain(" t50"),
-    FINISH, DONE,
-])  # fmt: skip
+BODY = b"".join(
+    [
+        ROLE,
+        *[plain(f" t{i}") for i in range(40)],
+        plain(' say "hi"'),
+        plain(" caf\u00e9"),
+        plain("back\\"),
+        plain(" t40"),
+        plain(" t41"),
+        other_frame(" o1"),
+        plain(" t42"),
+        plain(" t43"),
+        with_extension(plain(" t44")),
+        plain(" t45"),
+        plain(" t46"),
+        chunk(plain(" t47")[4:-2] + plain(" t48")[4:-2]),
+        plain(" t49"),
+        plain(" t50"),
+        FINISH,
+        DONE,
+    ]
+)
 
 
 def segments(rng: random.Random) -> list[tuple[bytes, int]]:
@@ -87,12 +100,14 @@ class Stream:
     def __init__(self, total_timeout: float = 60.0) -> None:
         self.deadline = Deadline(5.0, 5.0, total_timeout)
         self.deadline.start(0)
-        self.response = Response(200, "OK", {"transfer-encoding": "chunked"}, None, b"", 0,
-                                 self.deadline)  # type: ignore[arg-type]  # fmt: skip
+        self.response = Response(
+            200, "OK", {"transfer-encoding": "chunked"}, None, b"", 0, self.deadline
+        )  # type: ignore[arg-type]
         self.parser = SSEParser()
         self.decoder = StreamDecoder("chat")
-        self.runs = PlainRuns(self.response, self.parser, self.decoder, self.deadline,
-                              total_timeout)  # fmt: skip
+        self.runs = PlainRuns(
+            self.response, self.parser, self.decoder, self.deadline, total_timeout
+        )
         self.run_events = 0
 
     def consume(self, stamp: int, payload: bytes) -> None:
@@ -115,8 +130,14 @@ class Stream:
 
 def decoded(stream: Stream) -> tuple[list[int], list[int], str, str | None, bool, bool]:
     result: DecodedStream = stream.decoder.finish()
-    return (list(result.token_stamps), list(result.token_counts), result.text,
-            result.finish_reason, result.done, stream.response.complete)  # fmt: skip
+    return (
+        list(result.token_stamps),
+        list(result.token_counts),
+        result.text,
+        result.finish_reason,
+        result.done,
+        stream.response.complete,
+    )
 
 
 @pytest.mark.parametrize("seed", range(30))

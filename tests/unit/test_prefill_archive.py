@@ -9,11 +9,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tpot_locust.metrics.causes import (
-    PREFILL,
-    CauseWindow,
-    PrefillArchive,
-)
+from tpot_locust.metrics.causes import PREFILL, CauseWindow, PrefillArchive
 
 EPOCH_NS = 1_700_000_000_000_000_000  # wall-clock ns of today: int64 arithmetic near its top
 
@@ -84,7 +80,7 @@ unique_windows = st.lists(
                 zip(edges[::2], edges[1::2], strict=True), shapes, strict=True
             )
         ]
-    )  # fmt: skip
+    )
 )
 
 
@@ -115,14 +111,20 @@ def test_touching_windows_never_add_up() -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(windows=st.lists(st.tuples(st.integers(0, 30), st.integers(1, 10),
-                                  st.integers(0, 20_000)), min_size=1, max_size=25),
-       points=st.integers(1, 40))  # fmt: skip
+@given(
+    windows=st.lists(
+        st.tuples(st.integers(0, 30), st.integers(1, 10), st.integers(0, 20_000)),
+        min_size=1,
+        max_size=25,
+    ),
+    points=st.integers(1, 40),
+)
 def test_series_with_shared_edges_keeps_the_true_peak(
     windows: list[tuple[int, int, int]], points: int
 ) -> None:
-    spans = [(EPOCH_NS + s * 10**6, EPOCH_NS + (s + n) * 10**6, float(size))
-             for s, n, size in windows]  # fmt: skip
+    spans = [
+        (EPOCH_NS + s * 10**6, EPOCH_NS + (s + n) * 10**6, float(size)) for s, n, size in windows
+    ]
     series = archive_of(spans).tokens_series(EPOCH_NS, points=points)
     levels = {round(level_at(spans, start)) for start, _, _ in spans}
     levels |= {round(level_at(spans, end)) for _, end, _ in spans}

@@ -48,8 +48,9 @@ def test_prompt_units_count_what_they_keep() -> None:
 
 
 def test_the_engine_prefills_only_what_the_cache_did_not_hold() -> None:
-    core = EngineCore(EngineParams(step_base_ms=5.0, prefill_ms_per_token=0.1,
-                                   max_num_batched_tokens=512))  # fmt: skip
+    core = EngineCore(
+        EngineParams(step_base_ms=5.0, prefill_ms_per_token=0.1, max_num_batched_tokens=512)
+    )
     core.add(Seq("hit", 0, 100, 2, cached=96))
     core.add(Seq("miss", 0, 100, 2))
     step = core.step(0)
@@ -58,13 +59,27 @@ def test_the_engine_prefills_only_what_the_cache_did_not_hold() -> None:
 
 
 def _usage_of(api: str, cached: int | None) -> dict:
-    request = SimRequest(request_id="r", api=api, model="m", prompt_tokens=100, max_tokens=2,
-                         min_tokens=0, ignore_eos=True, stream=True, include_usage=True,
-                         continuous_usage=False, arrival_perf_ns=0, completion_tokens=2,
-                         cached_tokens=cached)  # fmt: skip
+    request = SimRequest(
+        request_id="r",
+        api=api,
+        model="m",
+        prompt_tokens=100,
+        max_tokens=2,
+        min_tokens=0,
+        ignore_eos=True,
+        stream=True,
+        include_usage=True,
+        continuous_usage=False,
+        arrival_perf_ns=0,
+        completion_tokens=2,
+        cached_tokens=cached,
+    )
     context = sim_context(request, "id", 0)
-    (_, last), *_ = [event for event in dialect_named(api).sim_closing(context)
-                     if isinstance(event[1], dict) and event[1].get("usage")]  # fmt: skip
+    (_, last), *_ = [
+        event
+        for event in dialect_named(api).sim_closing(context)
+        if isinstance(event[1], dict) and event[1].get("usage")
+    ]
     return last["usage"]
 
 
@@ -77,11 +92,19 @@ def test_usage_tells_the_cached_tokens_only_with_a_cache() -> None:
 
 
 def test_a_scenario_turns_the_cache_on_and_serves_its_classes_models() -> None:
-    scenario = validate(Located(str(Path("x.yaml").resolve()), {
-        "simulator": {"prefix_cache": True, "model": "base"},
-        "classes": {"chat": {"users": 1, "model": {"base": 1, "lora-a": 1}},
-                    "other": {"users": 1, "model": "lora-b"}},
-    }, {}))  # fmt: skip
+    scenario = validate(
+        Located(
+            str(Path("x.yaml").resolve()),
+            {
+                "simulator": {"prefix_cache": True, "model": "base"},
+                "classes": {
+                    "chat": {"users": 1, "model": {"base": 1, "lora-a": 1}},
+                    "other": {"users": 1, "model": "lora-b"},
+                },
+            },
+            {},
+        )
+    )
     args = simulator_args(scenario)
     assert "--prefix-cache" in args and "True" not in args
     assert [args[i + 1] for i, arg in enumerate(args) if arg == "--adapter"] == [
@@ -89,6 +112,11 @@ def test_a_scenario_turns_the_cache_on_and_serves_its_classes_models() -> None:
         "lora-a",
         "lora-b",
     ]  # fmt: skip (the simulator drops its own --model)
-    off = validate(Located(str(Path("x.yaml").resolve()), {
-        "simulator": {"prefix_cache": False}, "classes": {"chat": {"users": 1}}}, {}))  # fmt: skip
+    off = validate(
+        Located(
+            str(Path("x.yaml").resolve()),
+            {"simulator": {"prefix_cache": False}, "classes": {"chat": {"users": 1}}},
+            {},
+        )
+    )
     assert "--prefix-cache" not in simulator_args(off)

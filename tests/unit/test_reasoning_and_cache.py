@@ -24,9 +24,13 @@ MS = 1_000_000
 
 
 def timings(
-    request_id: str = "r", send: int = 0, gaps_ms: tuple[int, ...] = (100, 10, 10, 10),
-    reasoning_events: int = 0, cached: int | None = None, source: str = "usage",
-) -> RequestTimings:  # fmt: skip
+    request_id: str = "r",
+    send: int = 0,
+    gaps_ms: tuple[int, ...] = (100, 10, 10, 10),
+    reasoning_events: int = 0,
+    cached: int | None = None,
+    source: str = "usage",
+) -> RequestTimings:
     """A successful request: its first token ``gaps_ms[0]`` after the send, one token per
     event, its first ``reasoning_events`` events reasoning."""
     send = send or time.perf_counter_ns()
@@ -74,13 +78,20 @@ def test_the_defaults_say_nothing_was_reported() -> None:
 @pytest.mark.parametrize(
     ("name", "value"),
     [
-        ("reasoning_tokens", -1), ("reasoning_tokens", 10**10), ("reasoning_tokens", True),
-        ("reasoning_tokens", None), ("cached_prompt_tokens", -5),
-        ("cached_prompt_tokens", "12"), ("cached_prompt_tokens", 10**400),
-        ("answer_stamp_ns", 2**70), ("answer_stamp_ns", 1.5), ("count_source", "guessed"),
-        ("count_source", "x" * 10_000), ("count_source", None),
+        ("reasoning_tokens", -1),
+        ("reasoning_tokens", 10**10),
+        ("reasoning_tokens", True),
+        ("reasoning_tokens", None),
+        ("cached_prompt_tokens", -5),
+        ("cached_prompt_tokens", "12"),
+        ("cached_prompt_tokens", 10**400),
+        ("answer_stamp_ns", 2**70),
+        ("answer_stamp_ns", 1.5),
+        ("count_source", "guessed"),
+        ("count_source", "x" * 10_000),
+        ("count_source", None),
     ],
-)  # fmt: skip
+)
 def test_a_number_no_request_can_have_is_refused_and_zeroed(name: str, value: object) -> None:
     request = timings(reasoning_events=1, cached=40)
     setattr(request, name, value)

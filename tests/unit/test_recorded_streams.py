@@ -16,13 +16,20 @@ from tpot_locust.wire.streaming import stream_request
 STREAMS = sorted((Path(__file__).resolve().parents[1] / "data" / "streams").glob("*.jsonl"))
 # The finish of a max-length answer, in each API's words; transformers serve's Responses
 # API says only "completed" (it has no incomplete status).
-MAX_LENGTH_FINISH = {"chat": "length", "completions": "length", "responses": "max_output_tokens",
-                     "messages": "max_tokens", "transformers-responses": "completed"}  # fmt: skip
+MAX_LENGTH_FINISH = {
+    "chat": "length",
+    "completions": "length",
+    "responses": "max_output_tokens",
+    "messages": "max_tokens",
+    "transformers-responses": "completed",
+}
 # A text delta event, as bytes in the recording: the token events to expect where one
 # delta may hold more than one token (vLLM's Responses API joined some here), counted
 # apart from our client; the OpenAI ones send one token per chunk.
-TEXT_DELTA_MARK = {"responses": b'"type":"response.output_text.delta"',
-                   "messages": b'"type":"text_delta"'}  # fmt: skip
+TEXT_DELTA_MARK = {
+    "responses": b'"type":"response.output_text.delta"',
+    "messages": b'"type":"text_delta"',
+}
 
 
 def recorded(path: Path) -> tuple[dict, Script]:
@@ -32,8 +39,14 @@ def recorded(path: Path) -> tuple[dict, Script]:
 
 def test_both_engines_and_every_api_they_serve_were_recorded() -> None:
     names = {path.stem for path in STREAMS}
-    assert {"vllm-chat", "vllm-completions", "vllm-responses", "vllm-messages",
-            "transformers-chat", "transformers-responses"} <= names  # fmt: skip
+    assert {
+        "vllm-chat",
+        "vllm-completions",
+        "vllm-responses",
+        "vllm-messages",
+        "transformers-chat",
+        "transformers-responses",
+    } <= names
 
 
 def token_events(meta: dict, script: Script) -> int:

@@ -54,13 +54,17 @@ def test_without_kernel_stamps_the_check_says_unknown_not_fine() -> None:
 def test_a_busy_worker_is_named_even_when_the_merged_delays_look_fine() -> None:
     summary = summary_with_read_delays([100] * 1000)
     summary["workers"] = {
-        "seen": 3, "reported_in_full": 3, "missing": [],
+        "seen": 3,
+        "reported_in_full": 3,
+        "missing": [],
         "read_delay_p90_ms": {"w-a": 0.2, "w-b": 6.5, "w-c": 0.3},
         "read_delay_p99_ms": {"w-a": 9.0, "w-b": 9.5, "w-c": 9.0},  # the OS's, now and then
-    }  # fmt: skip
+    }
     report = format_report(summary)
-    assert ("! busy workers (read delay P90 > 1 ms, or loop held over 50% of the time): "
-            "w-b (read delay P90 6.5 ms)") in report  # fmt: skip
+    assert (
+        "! busy workers (read delay P90 > 1 ms, or loop held over 50% of the time): "
+        "w-b (read delay P90 6.5 ms)"
+    ) in report
     assert "w-a" not in report and "client busy" not in report
 
 
@@ -77,8 +81,10 @@ def test_a_saturated_loop_marks_the_client_busy_however_late_its_reads() -> None
         summary = build_summary(totals)
         assert summary["client"]["loop_held_share"] == 0.65
         assert summary["client"]["loop_saturated"] is True and summary["client"]["busy"] is True
-        assert ("! client busy: its loop was held in stalls 65% of the time (over 50%: too "
-                "little left to read and send on time)") in format_report(summary)  # fmt: skip
+        assert (
+            "! client busy: its loop was held in stalls 65% of the time (over 50%: too "
+            "little left to read and send on time)"
+        ) in format_report(summary)
     calm = MetricSet()
     calm.client.note_stall(0, 40_000_000)
     calm.client.record_lags(array("q", [0]), watched_ns=1_000_000_000)
@@ -90,20 +96,26 @@ def test_a_saturated_loop_marks_the_client_busy_however_late_its_reads() -> None
 def test_a_worker_with_a_saturated_loop_is_named_busy() -> None:
     summary = summary_with_read_delays([100] * 1000)
     summary["workers"] = {
-        "seen": 2, "reported_in_full": 2, "missing": [],
+        "seen": 2,
+        "reported_in_full": 2,
+        "missing": [],
         "read_delay_p90_ms": {"w-a": 0.2, "w-b": 0.3},
         "loop_held_share": {"w-a": 0.01, "w-b": 0.7},
-    }  # fmt: skip
+    }
     report = format_report(summary)
     assert "of the time): w-b (loop held 70%)" in report and "w-a" not in report
 
 
 def test_progress_line_shows_the_intervals_read_delay() -> None:
     point = {
-        "t": 12.0, "users": 8, "tokens_per_s": 1500.0, "requests_ok": 40, "requests_failed": 0,
+        "t": 12.0,
+        "users": 8,
+        "tokens_per_s": 1500.0,
+        "requests_ok": 40,
+        "requests_failed": 0,
         "tpot": {"count": 900, "p50": 5.0, "p99": 7.0},
         "read_delay": {"count": 950, "p50": 0.1, "p90": 0.2, "p99": 0.4},
-    }  # fmt: skip
+    }
     assert format_progress(point, 60).endswith("read delay p90 0.20 p99 0.40 ms")
     point["read_delay"]["p99"] = 2.5  # now and then late: the OS
     assert format_progress(point, 60).endswith("read delay p90 0.20 p99 2.50 ms")
@@ -128,8 +140,12 @@ def test_a_busy_client_beside_its_server_is_told_more_workers_will_not_help() ->
 
 
 def test_prompt_tokens_requested_and_counted_are_printed() -> None:
-    counters = ClassCounters(prompt_compared_requests=4, prompt_compared_requested=400,
-                             prompt_compared_reported=488, prompt_difference_max=31)  # fmt: skip
+    counters = ClassCounters(
+        prompt_compared_requests=4,
+        prompt_compared_requested=400,
+        prompt_compared_reported=488,
+        prompt_difference_max=31,
+    )
     line = format_prompt_tokens({"prompt": prompt_comparison(counters)})
     assert line == (
         "prompt tokens: requested 400, the server counted 488 (1.22x; per request +22.0 on "

@@ -49,12 +49,14 @@ def _scenario(document: dict) -> object:
 
 
 def test_a_document_sets_what_the_model_says() -> None:
-    scenario = _scenario({
-        "seed": 3,
-        "server": {"model": "m", "min_tokens": False, "timeouts": {"idle": 7}},
-        "simulator": {"gap_ms": 2, "model": "sim"},
-        "classes": {"chat": {"users": 2, "turns": 3, "output_tokens": 9}},
-    })  # fmt: skip
+    scenario = _scenario(
+        {
+            "seed": 3,
+            "server": {"model": "m", "min_tokens": False, "timeouts": {"idle": 7}},
+            "simulator": {"gap_ms": 2, "model": "sim"},
+            "classes": {"chat": {"users": 2, "turns": 3, "output_tokens": 9}},
+        }
+    )
     (user_class,) = build_user_classes(scenario)
     assert user_class.model == "m" and user_class.force_min_tokens is False
     assert user_class.idle_timeout == 7 and user_class.turns == 3
@@ -64,8 +66,16 @@ def test_a_document_sets_what_the_model_says() -> None:
 
 
 def test_the_top_level_keys_come_from_the_model() -> None:
-    scenario = _scenario({"name": "n", "seed": 4, "spawn_rate": 2, "warmup": "5s",
-                          "duration": "20s", "classes": {"chat": {"users": 1}}})  # fmt: skip
+    scenario = _scenario(
+        {
+            "name": "n",
+            "seed": 4,
+            "spawn_rate": 2,
+            "warmup": "5s",
+            "duration": "20s",
+            "classes": {"chat": {"users": 1}},
+        }
+    )
     assert (scenario.name, scenario.seed, scenario.spawn_rate) == ("n", 4, 2.0)
     assert (scenario.warmup_s, scenario.duration_s, scenario.description) == (5.0, 20.0, "")
     assert _scenario({"classes": {"chat": {"users": 1}}}).name == "x"  # the file's name
@@ -85,16 +95,20 @@ def test_an_unknown_key_is_refused_with_the_allowed_ones() -> None:
 
 
 def test_a_sweep_doubles_up_to_its_limit_or_takes_its_values() -> None:
-    doubling = _scenario({
-        "classes": {"chat": {"users": 1}},
-        "sweep": {"start": 4, "limit": 40, "step_duration": "10s", "warmup": "2s"},
-    }).sweep  # fmt: skip
+    doubling = _scenario(
+        {
+            "classes": {"chat": {"users": 1}},
+            "sweep": {"start": 4, "limit": 40, "step_duration": "10s", "warmup": "2s"},
+        }
+    ).sweep
     assert doubling.class_name == "chat" and doubling.vary == "users"
     assert doubling.steps() == [4, 8, 16, 32] and doubling.step_duration == 10
-    listed = _scenario({
-        "classes": {"chat": {"users": 1}, "arrivals": {"rate": 1}},
-        "sweep": {"vary": "rate", "values": [0.5, 1, 2]},
-    }).sweep  # fmt: skip
+    listed = _scenario(
+        {
+            "classes": {"chat": {"users": 1}, "arrivals": {"rate": 1}},
+            "sweep": {"vary": "rate", "values": [0.5, 1, 2]},
+        }
+    ).sweep
     assert listed.class_name == "arrivals" and listed.steps() == [0.5, 1, 2]
 
 
@@ -118,8 +132,11 @@ def test_a_bad_sweep_is_refused_by_key(sweep: dict, message: str) -> None:
 
 
 def test_the_knee_is_the_last_pass_before_the_first_step_that_did_not() -> None:
-    rows = [{"step": 1, "value": 4, "verdict": "pass"}, {"step": 2, "value": 8, "verdict": "pass"},
-            {"step": 3, "value": 16, "verdict": "fail"}]  # fmt: skip
+    rows = [
+        {"step": 1, "value": 4, "verdict": "pass"},
+        {"step": 2, "value": 8, "verdict": "pass"},
+        {"step": 3, "value": 16, "verdict": "fail"},
+    ]
     assert knee(rows) == {"step": 2, "value": 8}
     assert knee(rows[2:]) is None
     assert knee([{"step": 1, "value": 4, "verdict": "invalid"}, *rows]) is None

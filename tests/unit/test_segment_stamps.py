@@ -11,12 +11,7 @@ import pytest
 
 from tpot_locust.common import env_vars
 from tpot_locust.common.kernel_stamps import wanted_clock
-from tpot_locust.wire.segment_stamps import (
-    _FRAME_BYTES,
-    SegmentTap,
-    SegmentTrack,
-    track_key,
-)
+from tpot_locust.wire.segment_stamps import _FRAME_BYTES, SegmentTap, SegmentTrack, track_key
 
 ISN = 1_000
 
@@ -91,21 +86,54 @@ def test_an_unknown_stamps_clock_is_refused(monkeypatch: pytest.MonkeyPatch) -> 
     assert wanted_clock() == "user"
 
 
-def _ring_frame(ring: mmap.mmap, index: int, port: int, seq: int, length: int, stamp: int,
-                flags: int = 0x18, options: bytes = b"", sent: bool = False) -> None:  # fmt: skip
+def _ring_frame(
+    ring: mmap.mmap,
+    index: int,
+    port: int,
+    seq: int,
+    length: int,
+    stamp: int,
+    flags: int = 0x18,
+    options: bytes = b"",
+    sent: bool = False,
+) -> None:
     """Frame ``index`` of a ``TPACKET_V2`` ring as the kernel leaves it: header (status
     user), then the copy of a segment from 127.0.0.1:8000 to ``port``, headers only
     (``sent``: one we sent, from ``port`` to 8000: its packet type PACKET_OUTGOING)."""
     at, net, ip_header = index * _FRAME_BYTES, 80, 20 + len(options)
-    struct.pack_into("IIIHHII", ring, at, 1, ip_header + 20 + length, ip_header + 20, net,
-                     net, stamp // 1_000_000_000, stamp % 1_000_000_000)  # fmt: skip
+    struct.pack_into(
+        "IIIHHII",
+        ring,
+        at,
+        1,
+        ip_header + 20 + length,
+        ip_header + 20,
+        net,
+        net,
+        stamp // 1_000_000_000,
+        stamp % 1_000_000_000,
+    )
     loopback = bytes([127, 0, 0, 1])
-    struct.pack_into("!BBHHHBBH4s4s", ring, at + net, 0x40 | ip_header // 4, 0,
-                     ip_header + 20 + length, 0, 0x4000, 64, 6, 0, loopback, loopback)  # fmt: skip
+    struct.pack_into(
+        "!BBHHHBBH4s4s",
+        ring,
+        at + net,
+        0x40 | ip_header // 4,
+        0,
+        ip_header + 20 + length,
+        0,
+        0x4000,
+        64,
+        6,
+        0,
+        loopback,
+        loopback,
+    )
     ring[at + net + 20 : at + net + ip_header] = options
     ports = (port, 8000) if sent else (8000, port)
-    struct.pack_into("!HHIIBBHHH", ring, at + net + ip_header, *ports, seq, 1, 0x50, flags,
-                     512, 0, 0)  # fmt: skip
+    struct.pack_into(
+        "!HHIIBBHHH", ring, at + net + ip_header, *ports, seq, 1, 0x50, flags, 512, 0, 0
+    )
     ring[at + 42] = 4 if sent else 0  # sockaddr_ll's packet type, 10 bytes into it
 
 

@@ -111,8 +111,9 @@ def test_a_write_the_window_held_back_keeps_the_loops_stamp(pair) -> None:
     time.sleep(0.05)
     stamps.collect()
     offset = wall_minus_perf_ns()
-    truths = [send_truth(before, after, stamps.stamp_at(last), offset)
-              for last, before, after in writes]  # fmt: skip
+    truths = [
+        send_truth(before, after, stamps.stamp_at(last), offset) for last, before, after in writes
+    ]
     assert truths[0] is not None  # the first left at once
     held = [truth for truth in truths if truth is None]
     assert len(held) > len(writes) // 2, (len(held), len(writes))
@@ -136,18 +137,34 @@ def test_a_stamp_is_read_whatever_order_its_control_messages_come_in() -> None:
     stamp = struct.pack("@qq", 12, 345) + bytes(32)  # SCM_TIMESTAMPING: three timespecs
     key = struct.pack("IBBBBII", 42, 4, 0, 0, 0, 0, 99) + bytes(16)  # ENOMSG, TIMESTAMPING
     other = struct.pack("IBBBBII", 42, 2, 0, 0, 0, 0, 7) + bytes(16)  # not a stamp's origin
-    stamps = SendStamps(_ErrorQueue(  # type: ignore[arg-type]
-        [(socket.SOL_SOCKET, SO_TIMESTAMPING, stamp), (socket.SOL_IP, 11, key)],
-        [(socket.SOL_IP, 11, key[:12] + struct.pack("I", 149) + key[16:]),
-         (socket.SOL_SOCKET, SO_TIMESTAMPING, stamp)],
-        [(socket.SOL_SOCKET, SO_TIMESTAMPING, stamp), (socket.SOL_IP, 11, other)],
-        [(socket.SOL_SOCKET, SO_TIMESTAMPNS, struct.pack("@qq", 1, 2)),  # a read's stamp
-         (socket.SOL_SOCKET, SO_TIMESTAMPING, stamp[:8] + struct.pack("@q", 346) + stamp[16:]),
-         (socket.SOL_IP, 11, key[:12] + struct.pack("I", 199) + key[16:])],
-        [(socket.SOL_SOCKET, SO_TIMESTAMPNS, struct.pack("@qq", 1, 2)),
-         (socket.SOL_IP, 11, key[:12] + struct.pack("I", 249) + key[16:]),
-         (socket.SOL_SOCKET, SO_TIMESTAMPING, stamp[:8] + struct.pack("@q", 347) + stamp[16:])],
-    ))  # fmt: skip
+    stamps = SendStamps(
+        _ErrorQueue(  # type: ignore[arg-type]
+            [(socket.SOL_SOCKET, SO_TIMESTAMPING, stamp), (socket.SOL_IP, 11, key)],
+            [
+                (socket.SOL_IP, 11, key[:12] + struct.pack("I", 149) + key[16:]),
+                (socket.SOL_SOCKET, SO_TIMESTAMPING, stamp),
+            ],
+            [(socket.SOL_SOCKET, SO_TIMESTAMPING, stamp), (socket.SOL_IP, 11, other)],
+            [
+                (socket.SOL_SOCKET, SO_TIMESTAMPNS, struct.pack("@qq", 1, 2)),  # a read's stamp
+                (
+                    socket.SOL_SOCKET,
+                    SO_TIMESTAMPING,
+                    stamp[:8] + struct.pack("@q", 346) + stamp[16:],
+                ),
+                (socket.SOL_IP, 11, key[:12] + struct.pack("I", 199) + key[16:]),
+            ],
+            [
+                (socket.SOL_SOCKET, SO_TIMESTAMPNS, struct.pack("@qq", 1, 2)),
+                (socket.SOL_IP, 11, key[:12] + struct.pack("I", 249) + key[16:]),
+                (
+                    socket.SOL_SOCKET,
+                    SO_TIMESTAMPING,
+                    stamp[:8] + struct.pack("@q", 347) + stamp[16:],
+                ),
+            ],
+        )
+    )
     stamps.collect()
     assert stamps.stamp_at(99) == stamps.stamp_at(149 + (1 << 32)) == 12_000_000_345
     assert stamps.stamp_at(7) is None
@@ -225,8 +242,9 @@ class _FakeKernel:
         if wall is not None and size == len(data):
             key = struct.pack("IBBBBII", 42, 4, 0, 0, 0, 0, self._offset - 1) + bytes(16)
             stamp = struct.pack("@qq", wall // 1_000_000_000, wall % 1_000_000_000)
-            self._queue.append([(socket.SOL_SOCKET, SO_TIMESTAMPING, stamp + bytes(32)),
-                                (socket.SOL_IP, 11, key)])  # fmt: skip
+            self._queue.append(
+                [(socket.SOL_SOCKET, SO_TIMESTAMPING, stamp + bytes(32)), (socket.SOL_IP, 11, key)]
+            )
         return size
 
     def recvmsg(self, size: int, ancillary: int, flags: int) -> tuple:

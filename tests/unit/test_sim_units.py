@@ -68,12 +68,7 @@ def test_parse_request_and_length() -> None:
     def parse(body: Any, api: Any = "chat") -> SimRequest:
         raw = json.dumps(body).encode()
         return parse_request(
-            raw,
-            api,
-            request_id="r",
-            default_model="dm",
-            default_max_tokens=256,
-            arrival_perf_ns=0,
+            raw, api, request_id="r", default_model="dm", default_max_tokens=256, arrival_perf_ns=0
         )
 
     req = parse({"messages": [{"content": "a b"}, {"content": [{"type": "text", "text": "c"}]}]})
@@ -137,15 +132,29 @@ def test_prompt_word_count_matches_str_split(text: str) -> None:
 
 @pytest.mark.parametrize(
     ("api", "body"),
-    [("sglang", {"text": "a", "stream": True, "sampling_params": {"max_new_tokens": 10**15}}),
-     ("tgi", {"inputs": "a", "parameters": {"max_new_tokens": 10**15}}),
-     ("chat", {"messages": [{"role": "user", "content": "a"}], "max_tokens": 10**9,
-               "ignore_eos": True})],
+    [
+        ("sglang", {"text": "a", "stream": True, "sampling_params": {"max_new_tokens": 10**15}}),
+        ("tgi", {"inputs": "a", "parameters": {"max_new_tokens": 10**15}}),
+        (
+            "chat",
+            {
+                "messages": [{"role": "user", "content": "a"}],
+                "max_tokens": 10**9,
+                "ignore_eos": True,
+            },
+        ),
+    ],
     ids=["sglang", "tgi", "chat-whole"],
-)  # fmt: skip
+)
 def test_a_length_no_answer_can_have_is_refused_before_it_hangs_the_server(
     api: str, body: dict
 ) -> None:
     with pytest.raises(RequestError):
-        parse_request(json.dumps(body).encode(), api, request_id="r", default_model="m",
-                      default_max_tokens=16, arrival_perf_ns=0)  # fmt: skip
+        parse_request(
+            json.dumps(body).encode(),
+            api,
+            request_id="r",
+            default_model="m",
+            default_max_tokens=16,
+            arrival_perf_ns=0,
+        )

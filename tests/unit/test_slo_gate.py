@@ -24,28 +24,42 @@ def slo(text: str, classes: tuple[str, ...] = ("chat",), models: tuple[str, ...]
 
 
 def summary_with(metric: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    base = {"requests": {"ok": 100, "failed": 0, "per_s": 1.0}, "tokens": {"per_s": 10.0},
-            "window_s": 100.0, "complete": True, "classes": {}}  # fmt: skip
+    base = {
+        "requests": {"ok": 100, "failed": 0, "per_s": 1.0},
+        "tokens": {"per_s": 10.0},
+        "window_s": 100.0,
+        "complete": True,
+        "classes": {},
+    }
     return base | {"metrics": {"tpot": metric}} | extra
 
 
 def tpot(p99: float, above: int, tagged: int = 0, clean: float | None = None) -> dict[str, Any]:
     metric: dict[str, Any] = {"count": 100_000, "p99": p99, "above": {"p99": above}}
     if tagged:
-        metric["client_stall"] = {"count": tagged, "above": {"p99": tagged},
-                                  "set_aside": {"p99": clean}}  # fmt: skip
+        metric["client_stall"] = {
+            "count": tagged,
+            "above": {"p99": tagged},
+            "set_aside": {"p99": clean},
+        }
     return metric
 
 
 def test_units_times_percentages_and_legacy_keys() -> None:
     spec = slo("slo: {tpot: {P99: 0.015s, 99.9: 20}, tpot_p50_ms: 2, error_rate: 0.1%}")
     bounds = {(o.metric, o.statistic): o.limit for o in spec.objectives}
-    assert bounds == {("tpot", "p99"): 15.0, ("tpot", "p99.9"): 20.0, ("tpot", "p50"): 2.0,
-                      ("error_rate", None): 0.001}  # fmt: skip
+    assert bounds == {
+        ("tpot", "p99"): 15.0,
+        ("tpot", "p99.9"): 20.0,
+        ("tpot", "p50"): 2.0,
+        ("error_rate", None): 0.001,
+    }
     legacy = slo("slo: {tpot_p99_ms: 25, ttft_p99_ms: 2000, error_rate: 0.01}")
     assert {(o.metric, o.statistic, o.limit) for o in legacy.objectives} == {
-        ("tpot", "p99", 25.0), ("ttft", "p99", 2000.0), ("error_rate", None, 0.01)
-    }  # fmt: skip
+        ("tpot", "p99", 25.0),
+        ("ttft", "p99", 2000.0),
+        ("error_rate", None, 0.01),
+    }
 
 
 def test_set_overrides_an_slo(tmp_path: Path) -> None:
@@ -80,8 +94,9 @@ def test_bursts_that_never_went_invalidate_a_gate_on_them_and_warn_otherwise() -
     missed = {"due": 5000, "sent": 0, "late": 0}
     gated = slo("slo: {interference: {tpot_p99: 3.0}}")
     factors = {"tpot": {"p99": 1.0}, "itl": {"p99": 1.0}}
-    summary = summary_with(tpot(5, 1000), interference={"interference_factor": factors},
-                           bursts=missed)  # fmt: skip
+    summary = summary_with(
+        tpot(5, 1000), interference={"interference_factor": factors}, bursts=missed
+    )
     verdict = evaluate(gated, summary)
     assert verdict["exit_code"] == 3
     assert verdict["run_invalid"] == [
@@ -99,8 +114,9 @@ def test_bursts_that_never_went_invalidate_a_gate_on_them_and_warn_otherwise() -
 def test_a_run_of_gaps_with_no_finished_request_is_a_measurement() -> None:
     """Answers longer than the run (issue 42): gated on their gaps, not invalid."""
     spec = slo("slo: {tpot: {p99: 10ms}}")
-    unfinished = summary_with(tpot(5, 1000), requests={"ok": 0, "failed": 0, "per_s": 0.0},
-                              window={"gaps": 100_000})  # fmt: skip
+    unfinished = summary_with(
+        tpot(5, 1000), requests={"ok": 0, "failed": 0, "per_s": 0.0}, window={"gaps": 100_000}
+    )
     assert evaluate(spec, unfinished)["exit_code"] == 0
     assert evaluate(spec, unfinished | {"window": {"gaps": 0}})["exit_code"] == 3
 
@@ -111,8 +127,11 @@ def test_goodput_counts_failed_requests_as_not_good() -> None:
 
     counters = ClassCounters(ok=8, failed=2, good=6)
     assert goodput_summary(counters, 2.0, {"ttft": 800.0}) == {
-        "limits_ms": {"ttft": 800.0}, "good": 6, "per_s": 3.0, "fraction": 0.6,
-    }  # fmt: skip
+        "limits_ms": {"ttft": 800.0},
+        "good": 6,
+        "per_s": 3.0,
+        "fraction": 0.6,
+    }
     rule = slo("slo: {goodput: {ttft: 800ms, worst_gap: 50ms}}").goodput
     assert rule is not None
     assert rule.met_by({"ttft": 700e6, "worst_gap": 10e6, "e2e": 9e9})
@@ -142,8 +161,7 @@ def test_a_pace_gives_deadlines_and_gates_the_tokens_on_time() -> None:
     assert rate.objectives == ()
     spec = slo("slo: {pace: {tpot: 40ms, ttft: 2s, min_on_time: 99%}, stall_time: {p99: 1s}}")
     assert spec.pace is not None and spec.pace.as_ms() == {"ttft": 2000.0, "tpot": 40.0}
-    fluidity = {"tokens": 1000, "late_tokens": 20, "on_time_fraction": 0.98,
-                "late_requests": 3}  # fmt: skip
+    fluidity = {"tokens": 1000, "late_tokens": 20, "on_time_fraction": 0.98, "late_requests": 3}
     summary = summary_with(tpot(5, 1000), fluidity=fluidity)
     summary["metrics"]["stall_time"] = {"count": 100, "p99": 300.0, "above": {"p99": 10}}
     checks = {c["metric"]: c for c in evaluate(spec, summary)["checks"]}
@@ -167,16 +185,20 @@ def test_a_pace_is_checked_where_it_is_written() -> None:
 
 
 def test_a_model_is_gated_on_its_own_figures() -> None:
-    spec = slo("slo: {tpot: {p99: 10ms}, models: {lora-b: {tpot: {p99: 10ms}, error_rate: 1%}}}",
-               models=("lora-a", "lora-b"))  # fmt: skip
+    spec = slo(
+        "slo: {tpot: {p99: 10ms}, models: {lora-b: {tpot: {p99: 10ms}, error_rate: 1%}}}",
+        models=("lora-a", "lora-b"),
+    )
     scoped = [o for o in spec.objectives if o.model]
     assert [(o.model, o.metric, o.class_name) for o in scoped] == [
-        ("lora-b", "tpot", None), ("lora-b", "error_rate", None)
-    ]  # fmt: skip
+        ("lora-b", "tpot", None),
+        ("lora-b", "error_rate", None),
+    ]
     assert scoped[0].name == "model lora-b: tpot p99 <= 10 ms"
     lora_b = summary_with(tpot(14, 1000))  # the adapter's own tail, hidden in the whole run's
-    summary = summary_with(tpot(6, 1000), models={"lora-a": summary_with(tpot(5, 1000)),
-                                                  "lora-b": lora_b})  # fmt: skip
+    summary = summary_with(
+        tpot(6, 1000), models={"lora-a": summary_with(tpot(5, 1000)), "lora-b": lora_b}
+    )
     verdict = evaluate(spec, summary)
     by_name = {check["name"]: check for check in verdict["checks"]}
     assert by_name["tpot p99 <= 10 ms"]["verdict"] == "pass"
@@ -190,8 +212,11 @@ def test_a_model_is_gated_on_its_own_figures() -> None:
 
 
 def test_an_slo_for_a_model_no_class_names_is_an_error() -> None:
-    with pytest.raises(ScenarioErrors, match=r"slo.models.lora-bb: no class names this model "
-                       r"\(did you mean lora-b\?\); the classes name lora-a, lora-b"):  # fmt: skip
+    with pytest.raises(
+        ScenarioErrors,
+        match=r"slo.models.lora-bb: no class names this model "
+        r"\(did you mean lora-b\?\); the classes name lora-a, lora-b",
+    ):
         slo("slo: {models: {lora-bb: {tpot: {p99: 10ms}}}}", models=("lora-a", "lora-b"))
     with pytest.raises(ScenarioErrors, match="no class names a model"):
         slo("slo: {models: {lora-c: {tpot: {p99: 10ms}}}}")

@@ -45,11 +45,14 @@ def test_any_split_gives_the_same_events(cuts: list[int]) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.lists(st.text(min_size=0, max_size=30).filter(lambda s: "\n" not in s and "\r" not in s),
-             min_size=1, max_size=8),
+    st.lists(
+        st.text(min_size=0, max_size=30).filter(lambda s: "\n" not in s and "\r" not in s),
+        min_size=1,
+        max_size=8,
+    ),
     st.sampled_from([b"\n", b"\r\n", b"\r"]),
     st.lists(st.integers(min_value=0, max_value=400), max_size=20),
-)  # fmt: skip
+)
 def test_generated_streams_any_line_ending(
     payloads: list[str], newline: bytes, cuts: list[int]
 ) -> None:

@@ -30,8 +30,12 @@ def test_windows_mark_exactly_the_overlapping_gaps() -> None:
     starts = np.array([0, 90, 150, 199, 200, 300, 510, 519, 600], dtype=np.int64)
     ends = np.array([90, 110, 160, 400, 210, 499, 515, 700, 700], dtype=np.int64)
     mask = windows.overlaps(starts, ends)
-    brute = np.array([any(s < e2 and e > s2 for s2, e2 in [(100, 200), (500, 520)])
-                      for s, e in zip(starts, ends, strict=True)])  # fmt: skip
+    brute = np.array(
+        [
+            any(s < e2 and e > s2 for s2, e2 in [(100, 200), (500, 520)])
+            for s, e in zip(starts, ends, strict=True)
+        ]
+    )
     assert mask.tolist() == brute.tolist()
     assert not StallWindows().overlaps(starts, ends).any()
 
@@ -70,8 +74,14 @@ def test_recorder_sets_aside_the_gaps_across_a_stall() -> None:
     # a stall from 50 to 90 ms: the events sent at 70 and 80 were read together when the loop
     # ran again, both with the kernel's stamp of the newest (88)
     recorder.on_stall(base + 50 * ms, base + 90 * ms)
-    recorder.record(_timings("a", base, [base + 10 * ms + i * 10 * ms for i in range(5)]
-                             + [base + 88 * ms, base + 88 * ms, base + 100 * ms]))  # fmt: skip
+    recorder.record(
+        _timings(
+            "a",
+            base,
+            [base + 10 * ms + i * 10 * ms for i in range(5)]
+            + [base + 88 * ms, base + 88 * ms, base + 100 * ms],
+        )
+    )
     recorder.record(_timings("b", base + 150 * ms, [base + 200 * ms, base + 203 * ms]))  # after
     delta = recorder.take_interval(final=True)
     metrics = delta.classes["chat"]
@@ -145,10 +155,24 @@ def test_truth_check_compares_every_figure(tmp_path: Path) -> None:
     lines = []
     for index in range(50):
         sends = [10**9 + index * 10**7 + 20 * 10**6 + k * 2 * 10**6 for k in range(101)]
-        lines.append({"request_id": f"r{index}", "arrival_ns": 10**9 + index * 10**7,
-                      "send_ns": sends, "tokens": [1] * 101, "aborted": False})  # fmt: skip
-    lines.append({"request_id": "cut", "arrival_ns": 0, "send_ns": [1, 99], "tokens": [1, 1],
-                  "aborted": True})  # fmt: skip
+        lines.append(
+            {
+                "request_id": f"r{index}",
+                "arrival_ns": 10**9 + index * 10**7,
+                "send_ns": sends,
+                "tokens": [1] * 101,
+                "aborted": False,
+            }
+        )
+    lines.append(
+        {
+            "request_id": "cut",
+            "arrival_ns": 0,
+            "send_ns": [1, 99],
+            "tokens": [1, 1],
+            "aborted": True,
+        }
+    )
     lines.append({"type": "engine"})
     truth.write_text("".join(json.dumps(line) + "\n" for line in lines))
     figures = {"p50": 2.0, "p90": 2.0, "p99": 2.0, "p99.9": 2.0, "p99.99": 2.0, "max": 2.0}

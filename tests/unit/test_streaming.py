@@ -83,10 +83,15 @@ def test_reset_mid_stream_is_connection_reset() -> None:
 
 def test_close_after_finish_reason_without_done_is_success() -> None:
     # transformers serve sends no [DONE]; a clean close after finish_reason is complete.
-    steps = [(0.0, b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"
-              b'data: {"choices":[{"delta":{"content":"x"},"finish_reason":null}]}\n\n'
-              b'data: {"choices":[{"delta":{"content":"y"},"finish_reason":"length"}],'
-              b'"usage":{"completion_tokens":2,"prompt_tokens":1}}\n\n')]  # fmt: skip
+    steps = [
+        (
+            0.0,
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"
+            b'data: {"choices":[{"delta":{"content":"x"},"finish_reason":null}]}\n\n'
+            b'data: {"choices":[{"delta":{"content":"y"},"finish_reason":"length"}],'
+            b'"usage":{"completion_tokens":2,"prompt_tokens":1}}\n\n',
+        )
+    ]
     (timings,) = run([Script(steps)])
     assert timings.ok, timings.error_message
     assert timings.output_tokens == 2
@@ -139,12 +144,17 @@ def test_timeouts_first_token_and_idle() -> None:
 
 def test_multi_token_chunks_from_per_chunk_usage() -> None:
     def event(text: str, total: int) -> bytes:
-        body = {"choices": [{"delta": {"content": text}, "finish_reason": None}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": total}}  # fmt: skip
+        body = {
+            "choices": [{"delta": {"content": text}, "finish_reason": None}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": total},
+        }
         return chunk(b"data: " + json.dumps(body).encode() + b"\n\n")
 
-    steps = [(0.0, sse_head() + event("a", 1)), (0.02, event("bcd", 4)),
-             (0.04, event("ef", 6) + FINISH + usage(6) + DONE)]  # fmt: skip
+    steps = [
+        (0.0, sse_head() + event("a", 1)),
+        (0.02, event("bcd", 4)),
+        (0.04, event("ef", 6) + FINISH + usage(6) + DONE),
+    ]
     (timings,) = run([Script(steps)])
     assert timings.ok and timings.counts_from_usage
     assert list(timings.token_counts) == [1, 3, 2]

@@ -27,8 +27,9 @@ def check_merge(values_by_batch: list[list[int]], kept_size: int) -> None:
         batch = gaps_of(values, number)
         seen += batch
         kept = merge_tail(kept, batch)
-        assert [gap["ms"] for gap in kept] == sorted((g["ms"] for g in seen),
-                                                     reverse=True)[:kept_size]  # fmt: skip
+        assert [gap["ms"] for gap in kept] == sorted((g["ms"] for g in seen), reverse=True)[
+            :kept_size
+        ]
         # each kept gap is one that came in, once (no copies, nothing made up)
         assert len({id(gap) for gap in kept}) == len(kept)
         assert all(any(gap is s for s in seen) for gap in kept)
@@ -70,14 +71,17 @@ def heap_merge(kept: list[dict], new: list[dict], size: int) -> list[dict]:
     """``merge_tail`` as it was before issue 45 (a heap merge of both): the reference."""
     if not new:
         return kept
-    merged = heapq.merge(kept, sorted(new, key=lambda g: g["ms"], reverse=True),
-                         key=lambda g: g["ms"], reverse=True)  # fmt: skip
+    merged = heapq.merge(
+        kept, sorted(new, key=lambda g: g["ms"], reverse=True), key=lambda g: g["ms"], reverse=True
+    )
     return [gap for gap, _ in zip(merged, range(size), strict=False)]
 
 
 @settings(max_examples=300, deadline=None)
-@given(values_by_batch=st.lists(st.lists(st.integers(0, 30), max_size=80), max_size=10),
-       kept_size=st.integers(1, 60))  # fmt: skip
+@given(
+    values_by_batch=st.lists(st.lists(st.integers(0, 30), max_size=80), max_size=10),
+    kept_size=st.integers(1, 60),
+)
 def test_merge_keeps_the_same_gaps_in_the_same_order_as_a_heap_merge(
     values_by_batch: list[list[int]], kept_size: int
 ) -> None:

@@ -37,10 +37,17 @@ def _totals() -> MetricSet:
 
 def _gap(index: int, causes: list[str], request_id: str = "") -> dict[str, Any]:
     prefill = "prefill" in causes
-    return {"ms": 200.0 - index, "at_wall_s": START + 1 + index * 0.5,
-            "request_id": request_id or f"r{index}", "gap": index, "causes": causes,
-            "prefill_tokens": 16_000 if prefill else 0, "prefill_requests": 2 if prefill else 0,
-            "phase": "steady", "client_stall": False}  # fmt: skip
+    return {
+        "ms": 200.0 - index,
+        "at_wall_s": START + 1 + index * 0.5,
+        "request_id": request_id or f"r{index}",
+        "gap": index,
+        "causes": causes,
+        "prefill_tokens": 16_000 if prefill else 0,
+        "prefill_requests": 2 if prefill else 0,
+        "phase": "steady",
+        "client_stall": False,
+    }
 
 
 def _summary(server: bool = True) -> dict[str, Any]:
@@ -50,45 +57,70 @@ def _summary(server: bool = True) -> dict[str, Any]:
     gaps = [_gap(i, kinds[i % 4]) for i in range(40)]
     gaps[0] = _gap(0, ["prefill", HOSTILE], request_id=HOSTILE)
     summary["timeseries"] = [
-        {"t": float(t), "users": 4, "stalls": int(t == 9),
-         "tpot": {"count": 9, "p50": 2.0, "p99": 6.0 + t % 3, "p99.9": 9.0},
-         "itl": {"count": 9, "p50": 2.0, "p99": 7.0, "p99.9": 11.0 + t % 5}}
+        {
+            "t": float(t),
+            "users": 4,
+            "stalls": int(t == 9),
+            "tpot": {"count": 9, "p50": 2.0, "p99": 6.0 + t % 3, "p99.9": 9.0},
+            "itl": {"count": 9, "p50": 2.0, "p99": 7.0, "p99.9": 11.0 + t % 5},
+        }
         for t in range(1, 31)
-    ]  # fmt: skip
+    ]
     summary["attribution"] = {
-        "itl": {"p99": {"above_ms": 9.2, "samples": 200,
-                        "shares": {"prefill": 0.5, "preemption": 0.125, "none": 0.4}},
-                "p99.9": {"above_ms": 15.0, "samples": 20, "shares": {"prefill": 0.9}}},
+        "itl": {
+            "p99": {
+                "above_ms": 9.2,
+                "samples": 200,
+                "shares": {"prefill": 0.5, "preemption": 0.125, "none": 0.4},
+            },
+            "p99.9": {"above_ms": 15.0, "samples": 20, "shares": {"prefill": 0.9}},
+        },
         "tpot": {"p99": {"above_ms": 7.25, "samples": 100, "shares": {"prefill": 0.6}}},
         "prefill_tokens": {"all_gaps_median": 0, "p99_median": 16_000, "p99.9_median": None},
-        "worst": gaps[:10], "tail_gaps": gaps,
-    }  # fmt: skip
+        "worst": gaps[:10],
+        "tail_gaps": gaps,
+    }
     run = summary["run"]
     run["bursts"] = {"spans_s": [[10.0, 12.0]]}
-    run["prefill"] = {"windows": 40, "long_prompt_tokens": 2048,
-                      "tokens_s": [[i * 0.5, (i % 5) * 4000] for i in range(60)]}  # fmt: skip
+    run["prefill"] = {
+        "windows": 40,
+        "long_prompt_tokens": 2048,
+        "tokens_s": [[i * 0.5, (i % 5) * 4000] for i in range(60)],
+    }
     if server:
         times = [START + 0.25 * i for i in range(1, 121)]
         run["server_metrics"] = {
-            "url": f"http://h:8000/metrics?{HOSTILE}", "engine": "vllm", "interval_s": 0.25,
-            "samples": 120, "slow": 1, "failed": 0, "notes": [f"odd reply: {HOSTILE}"],
-            "series": {"t_wall_s": times, "running": [i % 8 for i in range(120)],
-                       "waiting": [i % 3 for i in range(120)],
-                       "kv_usage": [(i % 40) / 39 for i in range(120)],
-                       "preemptions": [1 if i == 4 else 0 for i in range(120)],
-                       "prompt_tokens_per_s": [None] * 120,
-                       "generation_tokens_per_s": [None] * 120},
+            "url": f"http://h:8000/metrics?{HOSTILE}",
+            "engine": "vllm",
+            "interval_s": 0.25,
+            "samples": 120,
+            "slow": 1,
+            "failed": 0,
+            "notes": [f"odd reply: {HOSTILE}"],
+            "series": {
+                "t_wall_s": times,
+                "running": [i % 8 for i in range(120)],
+                "waiting": [i % 3 for i in range(120)],
+                "kv_usage": [(i % 40) / 39 for i in range(120)],
+                "preemptions": [1 if i == 4 else 0 for i in range(120)],
+                "prompt_tokens_per_s": [None] * 120,
+                "generation_tokens_per_s": [None] * 120,
+            },
             "windows": {"preemption": 1, "kv_pressure": 9, "queueing": 80},
             "own_percentiles": {
-                "itl": {"count": 20_000, "sum_s": 40.0, "reset": False,
-                        "p50": {"low_ms": 0.0, "high_ms": 10.0},
-                        "p90": {"low_ms": 0.0, "high_ms": 10.0},
-                        "p99": {"low_ms": 10.0, "high_ms": 25.0},
-                        "p99.9": {"low_ms": 25.0, "high_ms": 50.0},
-                        "p99.99": {"low_ms": 80_000.0, "high_ms": None}},
+                "itl": {
+                    "count": 20_000,
+                    "sum_s": 40.0,
+                    "reset": False,
+                    "p50": {"low_ms": 0.0, "high_ms": 10.0},
+                    "p90": {"low_ms": 0.0, "high_ms": 10.0},
+                    "p99": {"low_ms": 10.0, "high_ms": 25.0},
+                    "p99.9": {"low_ms": 25.0, "high_ms": 50.0},
+                    "p99.99": {"low_ms": 80_000.0, "high_ms": None},
+                },
                 "ttft": {"count": 0, "sum_s": 0.0, "reset": False, "p50": None},
             },
-        }  # fmt: skip
+        }
     return summary
 
 
@@ -161,9 +193,11 @@ def test_the_timeline_panels_share_one_time_axis_and_mark_the_gaps() -> None:
     titles = [_titles(svg)[0] for svg in svgs]
     assert titles[0].startswith("The tail's timeline")
     assert titles[1] == "Prompt tokens in prefill (ours)"
-    assert titles[2:] == ["Server (vllm): requests running and waiting",
-                          "Server (vllm): KV cache usage",
-                          "Server (vllm): preemptions per interval"]  # fmt: skip
+    assert titles[2:] == [
+        "Server (vllm): requests running and waiting",
+        "Server (vllm): KV cache usage",
+        "Server (vllm): preemptions per interval",
+    ]
     ticks = [
         {t.text: t.get("x") for t in svg.iter(f"{SVG}text") if t.get("class") == "xtick"}
         for svg in svgs
@@ -176,8 +210,9 @@ def test_the_timeline_panels_share_one_time_axis_and_mark_the_gaps() -> None:
     assert kinds == {"gap-prefill", "gap-server", "gap-client", "gap-none"}
     assert len(dots) == 40 + len(kinds)  # every kept gap, and the legend's
     assert any(r.get("class") == "burst" for r in svgs[0].iter(f"{SVG}rect"))
-    rules = [t.text for svg in svgs for t in svg.iter(f"{SVG}text")
-             if t.get("class") == "rule-label"]  # fmt: skip
+    rules = [
+        t.text for svg in svgs for t in svg.iter(f"{SVG}text") if t.get("class") == "rule-label"
+    ]
     assert rules == ["long prompt 2,048", "kv_pressure 95 %"]
     # a step line: every value holds until the next point (x repeats, y changes)
     steps = svgs[1].find(f"{SVG}polyline").get("points").split()  # type: ignore[union-attr]
@@ -219,8 +254,12 @@ def test_garbage_in_a_saved_summary_is_left_out_not_a_traceback() -> None:
     summary["attribution"]["tail_gaps"].append({"ms": float("inf"), "at_wall_s": None})
     summary["attribution"]["itl"]["p99"]["shares"] = {"prefill": "most"}
     summary["run"]["prefill"]["tokens_s"] = [[1, 2, 3], "x", [0.5, 100]]
-    summary["attribution_check"] = {"available": True, "causes": {"prefill": "?"},
-                                    "thresholds": [None], "coverage": 3}  # fmt: skip
+    summary["attribution_check"] = {
+        "available": True,
+        "causes": {"prefill": "?"},
+        "thresholds": [None],
+        "coverage": 3,
+    }
     html = _report(summary)
     assert "<summary><h2>Why the tail</h2></summary>" in html and "a note" in html
 
@@ -228,10 +267,14 @@ def test_garbage_in_a_saved_summary_is_left_out_not_a_traceback() -> None:
 def test_a_long_run_is_drawn_in_bounded_points() -> None:
     summary = _summary()
     summary["timeseries"] = [
-        {"t": t * 0.5, "users": 4, "tpot": {"count": 1, "p99": 5.0},
-         "itl": {"count": 1, "p99": 6.0 + (t == 7777) * 100, "p99.9": 8.0}}
+        {
+            "t": t * 0.5,
+            "users": 4,
+            "tpot": {"count": 1, "p99": 5.0},
+            "itl": {"count": 1, "p99": 6.0 + (t == 7777) * 100, "p99.9": 8.0},
+        }
         for t in range(20_000)
-    ]  # fmt: skip
+    ]
     summary["attribution"]["tail_gaps"] = [
         _gap(i % 900, ["prefill"]) | {"at_wall_s": START + i * 0.1} for i in range(5000)
     ]
@@ -253,22 +296,43 @@ def test_a_long_run_is_drawn_in_bounded_points() -> None:
 def test_the_attribution_check_is_shown_with_its_thresholds() -> None:
     summary = _summary()
     summary["attribution_check"] = {
-        "available": True, "percentile": 99.9, "threshold_ms": 20.5, "tail_gaps": 30,
+        "available": True,
+        "percentile": 99.9,
+        "threshold_ms": 20.5,
+        "tail_gaps": 30,
         "coverage": {"present": 29},
-        "causes": {"prefill": {"true": 20, "tagged": 19, "both": 19, "precision": 1.0,
-                               "recall": 0.95},
-                   "preemption": {"true": 0, "tagged": 0, "both": 0, "precision": None,
-                                  "recall": None}},
-        "thresholds": [{"cause": "prefill", "measure": "recall", "at_least": 0.9,
-                        "value": 0.95, "met": True},
-                       {"cause": "preemption", "measure": "recall", "at_least": 0.8,
-                        "value": None, "met": None}],
+        "causes": {
+            "prefill": {"true": 20, "tagged": 19, "both": 19, "precision": 1.0, "recall": 0.95},
+            "preemption": {"true": 0, "tagged": 0, "both": 0, "precision": None, "recall": None},
+        },
+        "thresholds": [
+            {"cause": "prefill", "measure": "recall", "at_least": 0.9, "value": 0.95, "met": True},
+            {
+                "cause": "preemption",
+                "measure": "recall",
+                "at_least": 0.8,
+                "value": None,
+                "met": None,
+            },
+        ],
         "true_tail_causes": {"prefill": 20, "preemption": 0, "stall": 0, "none": 10},
-        "p99": {"percentile": 99.0, "threshold_ms": 9.0, "tail_gaps": 300, "present": 290,
-                "ours_none": 0.02,
-                "causes": {"server_pause": {"true": 40, "tagged": 36, "both": 36,
-                                            "precision": 1.0, "recall": 0.9}}},
-    }  # fmt: skip
+        "p99": {
+            "percentile": 99.0,
+            "threshold_ms": 9.0,
+            "tail_gaps": 300,
+            "present": 290,
+            "ours_none": 0.02,
+            "causes": {
+                "server_pause": {
+                    "true": 40,
+                    "tagged": 36,
+                    "both": 36,
+                    "precision": 1.0,
+                    "recall": 0.9,
+                }
+            },
+        },
+    }
     section = "".join(why_the_tail(summary))
     assert "True gaps above the true ITL P99.9 (20.500 ms): 30, of which 29" in section
     assert (

@@ -11,13 +11,33 @@ SERVER, CLIENT, OTHER = 8000, 40000, 9999
 SYN, ACK, PSH = 0x02, 0x10, 0x08
 
 
-def packet(source: int, destination: int, payload: int, flags: int = ACK | PSH,
-           fragment: int = 0, options: bytes = b"") -> bytes:  # fmt: skip
+def packet(
+    source: int,
+    destination: int,
+    payload: int,
+    flags: int = ACK | PSH,
+    fragment: int = 0,
+    options: bytes = b"",
+) -> bytes:
     """An IPv4 TCP packet (addresses 127.0.0.1) with ``payload`` bytes of data."""
     ip_header = 20 + len(options)
     total = ip_header + 20 + payload
-    ip = struct.pack("!BBHHHBBH4s4s", 0x40 | ip_header // 4, 0, total, 0, fragment, 64, 6, 0,
-                     bytes([127, 0, 0, 1]), bytes([127, 0, 0, 1])) + options  # fmt: skip
+    ip = (
+        struct.pack(
+            "!BBHHHBBH4s4s",
+            0x40 | ip_header // 4,
+            0,
+            total,
+            0,
+            fragment,
+            64,
+            6,
+            0,
+            bytes([127, 0, 0, 1]),
+            bytes([127, 0, 0, 1]),
+        )
+        + options
+    )
     tcp = struct.pack("!HHIIBBHHH", source, destination, 1, 1, 0x50, flags, 512, 0, 0)
     return ip + tcp + b"x" * payload
 

@@ -87,9 +87,18 @@ def test_a_stream_longer_than_the_run_is_measured_while_it_goes() -> None:
     assert live.total_count == 18 and np.isclose(live.get_value_at_percentile(50), 5000, rtol=1e-3)
     stream.arrive(110, 111)
     recorder.token_flow.end("r-1")
-    cut = RequestTimings("chat", "chat", "r-1", 0, 0, stream.token_stamps, stream.token_counts,
-                         error_category="interrupted", t_end_ns=200 * MS,
-                         answer_stamp_ns=50 * MS)  # fmt: skip
+    cut = RequestTimings(
+        "chat",
+        "chat",
+        "r-1",
+        0,
+        0,
+        stream.token_stamps,
+        stream.token_counts,
+        error_category="interrupted",
+        t_end_ns=200 * MS,
+        answer_stamp_ns=50 * MS,
+    )
     recorder.record(cut)
     interval = recorder.take_interval().classes["chat"]
     rest = interval.histograms["itl"]

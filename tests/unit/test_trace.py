@@ -29,18 +29,22 @@ def write(tmp_path: Path, text: str) -> Path:
     ],
 )
 def test_a_bad_line_is_named_by_file_and_line(tmp_path: Path, line: str, message: str) -> None:
-    path = write(tmp_path, '# a comment\n{"t": 0, "input_tokens": 4, "output_tokens": 8}\n'
-                 f"\n{line}\n")  # fmt: skip
+    path = write(
+        tmp_path, f'# a comment\n{{"t": 0, "input_tokens": 4, "output_tokens": 8}}\n\n{line}\n'
+    )
     with pytest.raises(ScenarioError) as error:
         load_trace(path)
     assert str(error.value).startswith(f"{path}:4:1: ") and message in str(error.value)
 
 
 def test_conversations_stay_whole_and_each_process_sends_its_share_once(tmp_path: Path) -> None:
-    lines = [f'{{"t": {i * 0.1:.1f}, "input_tokens": {i + 1}, "output_tokens": 4}}'
-             for i in range(9)]  # fmt: skip
-    lines += ['{"t": 0.05, "prompt": "a", "output_tokens": 4, "session": "s"}',
-              '{"t": 0.95, "prompt": "b", "output_tokens": 4, "session": "s"}']  # fmt: skip
+    lines = [
+        f'{{"t": {i * 0.1:.1f}, "input_tokens": {i + 1}, "output_tokens": 4}}' for i in range(9)
+    ]
+    lines += [
+        '{"t": 0.05, "prompt": "a", "output_tokens": 4, "session": "s"}',
+        '{"t": 0.95, "prompt": "b", "output_tokens": 4, "session": "s"}',
+    ]
     conversations = sessions(load_trace(write(tmp_path, "\n".join(lines))))
     assert [turn.prompt for turn in conversations[1]] == ["a", "b"]  # one conversation, in order
     shares = [share_of(conversations, index, 3) for index in range(3)]

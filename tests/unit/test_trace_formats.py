@@ -63,9 +63,11 @@ def test_a_long_bailian_chain_costs_its_length_once(tmp_path: Path) -> None:
 def test_a_csv_field_past_the_csv_modules_cap_is_a_line_error(tmp_path: Path) -> None:
     """Issue 43, item 7: a field over 131,072 characters was a ``_csv.Error`` traceback."""
     path = tmp_path / "azure.csv"
-    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
-                    "2023-11-16 18:15:46.6805900,374,44\n"
-                    f"2023-11-16 18:15:46.9951690,{'9' * 200_000},44\n")  # fmt: skip
+    path.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2023-11-16 18:15:46.6805900,374,44\n"
+        f"2023-11-16 18:15:46.9951690,{'9' * 200_000},44\n"
+    )
     with pytest.raises(ScenarioError) as caught:
         load_trace_spec(TraceSpec(file=str(path)))
     assert str(caught.value).startswith(f"{path}:3:")
@@ -89,8 +91,14 @@ def test_burstgpt_leaves_out_failed_rows_and_filters() -> None:
 
 
 def test_window_count_and_scaling() -> None:
-    _, requests = load("mooncake_sample.jsonl", start=0.3, duration=1.5, max_requests=2,
-                       scale_input=0.5, scale_output=0.5)  # fmt: skip
+    _, requests = load(
+        "mooncake_sample.jsonl",
+        start=0.3,
+        duration=1.5,
+        max_requests=2,
+        scale_input=0.5,
+        scale_output=0.5,
+    )
     assert [r.t_s for r in requests] == pytest.approx([0.1, 0.6])
     assert requests[0].block_tokens == 256 and requests[0].blocks == (0, 4)
     assert requests[0].input_tokens == 300 and requests[0].output_tokens == 10
@@ -108,22 +116,38 @@ def test_shared_blocks_give_identical_leading_text() -> None:
 @pytest.mark.parametrize(
     ("name", "text", "message"),
     [
-        ("m.jsonl", '{"timestamp": 0, "input_length": 600, "output_length": 4, "hash_ids": [1]}',
-         "m.jsonl:1.*1 blocks of 512 tokens do not hold input_length 600"),
-        ("m.jsonl", '{"timestamp": -1, "input_length": 6, "output_length": 4, "hash_ids": [1]}',
-         "m.jsonl:1.*timestamp: must be a number >= 0"),
-        ("b.jsonl", '{"chat_id": 1, "parent_chat_id": 1, "timestamp": 0, "input_length": 6, '
-         '"output_length": 4, "turn": 1, "hash_ids": [1]}', "b.jsonl:1.*back to itself"),
-        ("a.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\nyesterday,4,4\n",
-         "a.csv:2.*TIMESTAMP: not a date and time"),
-        ("g.csv", "Timestamp,Model,Request tokens,Response tokens\n1,GPT-4,0,5\n",
-         "g.csv:2.*Request tokens: must be an integer >= 1"),
+        (
+            "m.jsonl",
+            '{"timestamp": 0, "input_length": 600, "output_length": 4, "hash_ids": [1]}',
+            "m.jsonl:1.*1 blocks of 512 tokens do not hold input_length 600",
+        ),
+        (
+            "m.jsonl",
+            '{"timestamp": -1, "input_length": 6, "output_length": 4, "hash_ids": [1]}',
+            "m.jsonl:1.*timestamp: must be a number >= 0",
+        ),
+        (
+            "b.jsonl",
+            '{"chat_id": 1, "parent_chat_id": 1, "timestamp": 0, "input_length": 6, '
+            '"output_length": 4, "turn": 1, "hash_ids": [1]}',
+            "b.jsonl:1.*back to itself",
+        ),
+        (
+            "a.csv",
+            "TIMESTAMP,ContextTokens,GeneratedTokens\nyesterday,4,4\n",
+            "a.csv:2.*TIMESTAMP: not a date and time",
+        ),
+        (
+            "g.csv",
+            "Timestamp,Model,Request tokens,Response tokens\n1,GPT-4,0,5\n",
+            "g.csv:2.*Request tokens: must be an integer >= 1",
+        ),
         ("x.csv", "when,what\n1,2\n", "x.csv:1.*not a trace format we know"),
     ],
-)  # fmt: skip
+)
 def test_bad_rows_are_named_by_file_and_line(
     tmp_path: Path, name: str, text: str, message: str
-) -> None:  # fmt: skip
+) -> None:
     path = tmp_path / name
     path.write_text(text + ("\n" if not text.endswith("\n") else ""))
     with pytest.raises(ScenarioError, match=message):
@@ -138,24 +162,31 @@ def test_blocks_with_a_tokenizer_are_exact_and_shared(tmp_path: Path) -> None:
     texts = [blocks_text(r.blocks, r.block_tokens, r.input_tokens, exact) for r in requests]
     assert [exact.count(text) for text in texts] == [r.input_tokens for r in requests]
     first_block = blocks_text((0,), requests[0].block_tokens, requests[0].block_tokens, exact)
-    assert all(text.startswith(first_block) for text, r in zip(texts, requests, strict=True)
-               if r.blocks[0] == 0)  # fmt: skip
+    assert all(
+        text.startswith(first_block)
+        for text, r in zip(texts, requests, strict=True)
+        if r.blocks[0] == 0
+    )
 
 
 @pytest.mark.parametrize(
     ("trace", "message"),
     [
-        ("{file: MOONCAKE, format: csv}",
-         r"classes.replay.trace.format.*must be one of auto, jsonl, mooncake"),
+        (
+            "{file: MOONCAKE, format: csv}",
+            r"classes.replay.trace.format.*must be one of auto, jsonl, mooncake",
+        ),
         ("{file: MOONCAKE, start: -2}", r"classes.replay.trace.start"),
         ("{format: azure}", r"classes.replay.trace.*file: is required"),
-        ("{file: MOONCAKE, model: GPT-4}",
-         r"classes.replay.trace.model.*only for BurstGPT traces \(this one reads as mooncake\)"),
+        (
+            "{file: MOONCAKE, model: GPT-4}",
+            r"classes.replay.trace.model.*only for BurstGPT traces \(this one reads as mooncake\)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_trace_mapping_is_checked_where_it_is_written(
     tmp_path: Path, trace: str, message: str
-) -> None:  # fmt: skip
+) -> None:
     scenario = tmp_path / "t.yaml"
     trace = trace.replace("MOONCAKE", str(TRACES / "mooncake_sample.jsonl"))
     scenario.write_text(f"name: t\nduration: 5s\nclasses:\n  replay:\n    trace: {trace}\n")

@@ -46,11 +46,20 @@ def timings(rng: np.random.Generator, index: int, tokens: int, user_class: str) 
     t_send = time.perf_counter_ns() - int(gaps.sum()) - 30_000_000
     stamps = (t_send + 25_000_000 + np.concatenate(([0], np.cumsum(gaps)))).tolist()
     request = RequestTimings(
-        user_class=user_class, api="chat", request_id=f"r{index}", t_intended_ns=t_send,
-        t_send_ns=t_send, token_stamps=stamps, token_counts=[1] * tokens,
-        output_tokens=tokens, prompt_tokens_requested=256, prompt_tokens_reported=250,
-        finish_reason="length", t_end_ns=stamps[-1], scheduled=index % 2 == 0,
-    )  # fmt: skip
+        user_class=user_class,
+        api="chat",
+        request_id=f"r{index}",
+        t_intended_ns=t_send,
+        t_send_ns=t_send,
+        token_stamps=stamps,
+        token_counts=[1] * tokens,
+        output_tokens=tokens,
+        prompt_tokens_requested=256,
+        prompt_tokens_reported=250,
+        finish_reason="length",
+        t_end_ns=stamps[-1],
+        scheduled=index % 2 == 0,
+    )
     request.read_delays_ns = array("q", rng.integers(0, 5_000_000, tokens // 3).tolist())
     return request
 
@@ -102,8 +111,14 @@ def a_master(folder: Path) -> SimpleNamespace:
     """What ``MasterLink._merge`` fills (and the reference, as it was)."""
     collector = Collector()
     collector.start(ResultsFolder(folder))
-    return SimpleNamespace(collector=collector, by_worker={}, client_health={},
-                           causes_by_worker={}, read_delays={}, names=KeptNames())  # fmt: skip
+    return SimpleNamespace(
+        collector=collector,
+        by_worker={},
+        client_health={},
+        causes_by_worker={},
+        read_delays={},
+        names=KeptNames(),
+    )
 
 
 class KeptNames:
@@ -120,7 +135,10 @@ class KeptNames:
 def same_histogram(ours: HdrHistogram, theirs: HdrHistogram, where: str) -> None:
     assert np.array_equal(counts_view(ours), counts_view(theirs)), where
     assert (ours.total_count, ours.min_value, ours.max_value) == (
-        theirs.total_count, theirs.min_value, theirs.max_value), where  # fmt: skip
+        theirs.total_count,
+        theirs.min_value,
+        theirs.max_value,
+    ), where
 
 
 def same_metrics(ours: ClassMetrics, theirs: ClassMetrics, where: str) -> None:
@@ -145,9 +163,14 @@ def same_sets(ours: MetricSet, theirs: MetricSet, where: str) -> None:
 
 def log_rows(folder: Path) -> dict[str, list[list[str]]]:
     """Each interval log's rows without their times (the two masters ticked apart)."""
-    return {path.name: [line.split(",")[2:] for line in path.read_text().splitlines()
-                        if not line.startswith(("#", '"'))]
-            for path in sorted((folder / "histograms").glob("*.hlog"))}  # fmt: skip
+    return {
+        path.name: [
+            line.split(",")[2:]
+            for line in path.read_text().splitlines()
+            if not line.startswith(("#", '"'))
+        ]
+        for path in sorted((folder / "histograms").glob("*.hlog"))
+    }
 
 
 def test_many_workers_deltas_merge_exactly_as_the_v2_form(tmp_path: Path) -> None:
@@ -167,7 +190,8 @@ def test_many_workers_deltas_merge_exactly_as_the_v2_form(tmp_path: Path) -> Non
     timing = ("t", "interval_s", "tokens_per_s")
     for ours, theirs in zip(fast.collector.timeseries, slow.collector.timeseries, strict=True):
         assert {k: v for k, v in ours.items() if k not in timing} == {
-            k: v for k, v in theirs.items() if k not in timing}  # fmt: skip
+            k: v for k, v in theirs.items() if k not in timing
+        }
     fast.collector.close()
     slow.collector.close()
     assert log_rows(tmp_path / "fast") == log_rows(tmp_path / "slow")
@@ -185,18 +209,28 @@ def test_many_workers_deltas_merge_exactly_as_the_v2_form(tmp_path: Path) -> Non
 def old_summary(master: SimpleNamespace) -> dict[str, Any]:
     """``MasterLink.summary``'s per-worker figures as they were (f743db4): the reference."""
     return {
-        **{f"read_delay_p{p:g}_ms": {
-            worker: histogram_stats(histogram, (p,)).percentiles[p] / 1000
-            for worker, histogram in sorted(master.read_delays.items())} for p in (90.0, 99.0)},
+        **{
+            f"read_delay_p{p:g}_ms": {
+                worker: histogram_stats(histogram, (p,)).percentiles[p] / 1000
+                for worker, histogram in sorted(master.read_delays.items())
+            }
+            for p in (90.0, 99.0)
+        },
         "stalls": {worker: h.stalls for worker, h in sorted(master.client_health.items())},
-        "loop_lag_max_ms": {worker: histogram_stats(h.loop_lag, ()).max / 1000
-                            for worker, h in sorted(master.client_health.items())},
-        "loop_held_share": {worker: round(h.held_share, 4)
-                            for worker, h in sorted(master.client_health.items())
-                            if h.held_share is not None},
-        "attribution": {worker: worker_shares(metrics)
-                        for worker, metrics in sorted(master.causes_by_worker.items())},
-    }  # fmt: skip
+        "loop_lag_max_ms": {
+            worker: histogram_stats(h.loop_lag, ()).max / 1000
+            for worker, h in sorted(master.client_health.items())
+        },
+        "loop_held_share": {
+            worker: round(h.held_share, 4)
+            for worker, h in sorted(master.client_health.items())
+            if h.held_share is not None
+        },
+        "attribution": {
+            worker: worker_shares(metrics)
+            for worker, metrics in sorted(master.causes_by_worker.items())
+        },
+    }
 
 
 def test_each_workers_own_figures_are_as_they_were(tmp_path: Path) -> None:

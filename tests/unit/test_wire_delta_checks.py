@@ -60,9 +60,14 @@ def spans_of(*counts: list[int], width: str = "<u1") -> Callable[[dict[str, Any]
         raw = b"".join(np.array(c, dtype=width).tobytes() for c in counts)
         block = delta["histograms"]
         size = np.dtype(width).itemsize
-        block.update(owners=[0] * len(counts), names=[f"h{i}" for i in range(len(counts))],
-                     first=[100] * len(counts), widths=[size] * len(counts),
-                     lengths=[len(c) for c in counts], data=zlib.compress(raw))  # fmt: skip
+        block.update(
+            owners=[0] * len(counts),
+            names=[f"h{i}" for i in range(len(counts))],
+            first=[100] * len(counts),
+            widths=[size] * len(counts),
+            lengths=[len(c) for c in counts],
+            data=zlib.compress(raw),
+        )
 
     return change
 
@@ -72,7 +77,7 @@ HOSTILE: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "a group's name": (
         lambda d: d["groups"].update({"x" * 300: d["groups"]["chat"]}),
         "a group's name",
-    ),  # fmt: skip
+    ),
     "a negative counter": (setter("groups.chat.counters.ok", -1), "counters.ok"),
     "a float counter": (setter("groups.chat.counters.ok", 1.5), "counters.ok"),
     "a counter past int64": (setter("groups.chat.counters.ok", 2**63), "counters.ok"),
@@ -81,7 +86,7 @@ HOSTILE: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "too many interrupted ids": (
         setter("groups.chat.counters.interrupted_ids", ["r"] * 101),
         "interrupted_ids",
-    ),  # fmt: skip
+    ),
     "gaps without ms": (setter("groups.chat.tail_gaps.keys.0", "size"), "no ms column"),
     "a NaN gap": (setter("groups.chat.tail_gaps.columns.0.0", float("nan")), "finite size"),
     "an infinite gap": (setter("groups.chat.tail_gaps.columns.0.1", float("inf")), "finite"),
@@ -93,7 +98,7 @@ HOSTILE: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "too many gaps": (
         setter("groups.chat.tail_gaps.columns", [[1.0] * 1001, ["r"] * 1001]),
         "past 1000",
-    ),  # fmt: skip
+    ),
     "a row without ms": (setter("groups.chat.tail_gaps.rows", [{"request_id": "r"}]), "finite"),
     "too many rows": (setter("groups.chat.tail_gaps.rows", [{"ms": 1.0}] * 1001), "too many"),
     "no tail": (setter("groups.chat.tail_gaps", [{"ms": 1.0}]), "tail_gaps: not a mapping"),
@@ -112,10 +117,7 @@ HOSTILE: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "data that is not zlib": (with_data(b"not zlib at all"), "zlib"),
     "truncated data": (lambda d: with_data(d["histograms"]["data"][:-9])(d), "truncated"),
     "data past its sizes": (with_data(zlib.compress(b"\x01" * 10**6)), "not the"),
-    "data after the stream": (
-        lambda d: with_data(d["histograms"]["data"] + b"x")(d),
-        "not the",
-    ),  # fmt: skip
+    "data after the stream": (lambda d: with_data(d["histograms"]["data"] + b"x")(d), "not the"),
     "an untrimmed span": (spans_of([0, 1, 1]), "not trimmed"),
     "a span ending in 0": (spans_of([1, 1, 0]), "not trimmed"),
     "a count beyond any run's": (spans_of([2**49], width="<u8"), "a count beyond"),
@@ -137,8 +139,13 @@ def test_a_block_is_bounded_before_it_is_inflated() -> None:
     delta = a_delta()
     block = delta["histograms"]
     count = MAX_BLOCK_BYTES // (8 * 23_000) + 1
-    block.update(owners=[0] * count, names=[f"h{i}" for i in range(count)],
-                 first=[0] * count, widths=[8] * count, lengths=[23_000] * count)  # fmt: skip
+    block.update(
+        owners=[0] * count,
+        names=[f"h{i}" for i in range(count)],
+        first=[0] * count,
+        widths=[8] * count,
+        lengths=[23_000] * count,
+    )
     with pytest.raises(HistogramDecodeError, match="more than any delta"):
         decode_delta(delta)
 

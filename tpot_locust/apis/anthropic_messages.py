@@ -65,8 +65,12 @@ class Messages(Dialect):
         unknown fields, vLLM drops them), and usage always comes."""
         system = [message["content"] for message in history if message.get("role") == "system"]
         messages = [message for message in history if message.get("role") != "system"]
-        body: dict[str, Any] = {"model": options.model, "max_tokens": options.max_tokens,
-                                "messages": messages, "stream": True}  # fmt: skip
+        body: dict[str, Any] = {
+            "model": options.model,
+            "max_tokens": options.max_tokens,
+            "messages": messages,
+            "stream": True,
+        }
         if system:
             body["system"] = "\n\n".join(system)
         return body
@@ -128,13 +132,22 @@ class Messages(Dialect):
         """``message_start`` (usage as Anthropic sends it: ``output_tokens`` 1), the text
         block's start and a ping, in Anthropic's field order."""
         cached = context.cached_tokens or 0  # Anthropic's input_tokens leaves it out
-        usage = {"input_tokens": context.ask.prompt_tokens - cached,
-                 "cache_creation_input_tokens": 0, "cache_read_input_tokens": cached,
-                 "output_tokens": 1}  # fmt: skip
-        message: dict[str, Any] = {"id": context.response_id, "type": "message",
-                                   "role": "assistant", "model": context.model, "content": [],
-                                   "stop_reason": None, "stop_sequence": None,
-                                   "usage": usage}  # fmt: skip
+        usage = {
+            "input_tokens": context.ask.prompt_tokens - cached,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": cached,
+            "output_tokens": 1,
+        }
+        message: dict[str, Any] = {
+            "id": context.response_id,
+            "type": "message",
+            "role": "assistant",
+            "model": context.model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": usage,
+        }
         first: dict[str, Any] = {"type": "text", "text": ""}
         if context.reasoning_tokens:  # a thinking block before the text block
             first = {"type": "thinking", "thinking": "", "signature": ""}
@@ -146,49 +159,74 @@ class Messages(Dialect):
         ]
 
     def sim_token(self, context: SimContext) -> SimEvent:
-        return "content_block_delta", {"type": "content_block_delta",
-                                       "index": _text_index(context),
-                                       "delta": {"type": "text_delta", "text": TEXT}}  # fmt: skip
+        return "content_block_delta", {
+            "type": "content_block_delta",
+            "index": _text_index(context),
+            "delta": {"type": "text_delta", "text": TEXT},
+        }
 
     def sim_reasoning_token(self, context: SimContext) -> SimEvent:
-        return "content_block_delta", {"type": "content_block_delta", "index": 0,
-                                       "delta": {"type": "thinking_delta",
-                                                 "thinking": TEXT}}  # fmt: skip
+        return "content_block_delta", {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": TEXT},
+        }
 
     def sim_reasoning_end(self, context: SimContext) -> list[SimEvent]:
         """The thinking block's signature and stop, then the text block's start."""
         signature = {"type": "signature_delta", "signature": SIGNATURE}
-        text_block = {"type": "content_block_start", "index": 1,
-                      "content_block": {"type": "text", "text": ""}}  # fmt: skip
+        text_block = {
+            "type": "content_block_start",
+            "index": 1,
+            "content_block": {"type": "text", "text": ""},
+        }
         return [
-            ("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                     "delta": signature}),
+            (
+                "content_block_delta",
+                {"type": "content_block_delta", "index": 0, "delta": signature},
+            ),
             ("content_block_stop", {"type": "content_block_stop", "index": 0}),
             ("content_block_start", text_block),
-        ]  # fmt: skip
+        ]
 
     def sim_closing(self, context: SimContext) -> list[SimEvent]:
         delta = {"stop_reason": _stop_reason(context), "stop_sequence": None}
         return [
-            ("content_block_stop", {"type": "content_block_stop",
-                                    "index": _text_index(context)}),
-            ("message_delta", {"type": "message_delta", "delta": delta,
-                               "usage": {"output_tokens": context.completion_tokens}}),
+            ("content_block_stop", {"type": "content_block_stop", "index": _text_index(context)}),
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": delta,
+                    "usage": {"output_tokens": context.completion_tokens},
+                },
+            ),
             ("message_stop", {"type": "message_stop"}),
-        ]  # fmt: skip
+        ]
 
     def sim_whole(self, context: SimContext, text: str) -> dict[str, Any] | None:
-        usage = {"input_tokens": context.ask.prompt_tokens,
-                 "output_tokens": context.completion_tokens}  # fmt: skip
+        usage = {
+            "input_tokens": context.ask.prompt_tokens,
+            "output_tokens": context.completion_tokens,
+        }
         content: list[dict[str, Any]] = [{"type": "text", "text": text}]
         if context.reasoning_tokens and context.reasoning_text is not None:
-            thinking = {"type": "thinking", "thinking": context.reasoning_text(),
-                        "signature": SIGNATURE}  # fmt: skip
+            thinking = {
+                "type": "thinking",
+                "thinking": context.reasoning_text(),
+                "signature": SIGNATURE,
+            }
             content.insert(0, thinking)
-        return {"id": context.response_id, "type": "message", "role": "assistant",
-                "model": context.model, "content": content,
-                "stop_reason": _stop_reason(context), "stop_sequence": None,
-                "usage": usage}  # fmt: skip
+        return {
+            "id": context.response_id,
+            "type": "message",
+            "role": "assistant",
+            "model": context.model,
+            "content": content,
+            "stop_reason": _stop_reason(context),
+            "stop_sequence": None,
+            "usage": usage,
+        }
 
     def sim_models(
         self, model: str, created: int, adapters: tuple[str, ...] = ()
@@ -196,8 +234,10 @@ class Messages(Dialect):
         """Anthropic's models list (the client reads ``data[0].id`` in either shape)."""
         when = datetime.fromtimestamp(created, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         names = (model, *adapters)
-        cards = [{"type": "model", "id": name, "display_name": name, "created_at": when}
-                 for name in names]  # fmt: skip
+        cards = [
+            {"type": "model", "id": name, "display_name": name, "created_at": when}
+            for name in names
+        ]
         return {"data": cards, "has_more": False, "first_id": model, "last_id": names[-1]}
 
 
@@ -247,8 +287,11 @@ def _system_tokens(system: Any, count: CountText) -> int:
     if isinstance(system, str):
         return count(system)
     if isinstance(system, list):
-        return sum(count(block["text"]) for block in system
-                   if isinstance(block, dict) and isinstance(block.get("text"), str))  # fmt: skip
+        return sum(
+            count(block["text"])
+            for block in system
+            if isinstance(block, dict) and isinstance(block.get("text"), str)
+        )
     raise BadAsk("system: Input should be a valid string or a list of text blocks")
 
 

@@ -219,9 +219,17 @@ class Dialect:
     ) -> dict[str, Any]:
         """The models list the simulator serves at ``models_path``: the base model first,
         then its LoRA adapters (vLLM lists each with the base as ``parent``)."""
-        cards = [{"id": name, "object": "model", "created": created, "owned_by": "tpot-sim",
-                  "root": name, "parent": None if name == model else model}
-                 for name in (model, *adapters)]  # fmt: skip
+        cards = [
+            {
+                "id": name,
+                "object": "model",
+                "created": created,
+                "owned_by": "tpot-sim",
+                "root": name,
+                "parent": None if name == model else model,
+            }
+            for name in (model, *adapters)
+        ]
         return {"object": "list", "data": cards}
 
 

@@ -61,8 +61,12 @@ class OllamaChat(Dialect):
     def body(self, history: list[dict[str, str]], options: BodyOptions) -> dict[str, Any]:
         """``options.ignore_eos`` and ``force_min_tokens`` have no Ollama option; usage
         comes on the last line unasked."""
-        return {"model": options.model, "messages": history, "stream": True,
-                "options": {"num_predict": options.max_tokens}}  # fmt: skip
+        return {
+            "model": options.model,
+            "messages": history,
+            "stream": True,
+            "options": {"num_predict": options.max_tokens},
+        }
 
     def first_model(self, body: bytes) -> str:
         """The first model of ``/api/tags``: ``models[0].name``."""
@@ -134,17 +138,33 @@ class OllamaChat(Dialect):
     ) -> dict[str, Any]:
         cards = []
         for name in (model, *adapters):
-            details = {"parent_model": "" if name == model else model, "format": "gguf",
-                       "family": "tpot-sim", "families": ["tpot-sim"], "parameter_size": "",
-                       "quantization_level": ""}  # fmt: skip
-            cards.append({"name": name, "model": name, "modified_at": _created_at(created),
-                          "size": 0, "digest": hashlib.sha256(name.encode()).hexdigest(),
-                          "details": details})  # fmt: skip
+            details = {
+                "parent_model": "" if name == model else model,
+                "format": "gguf",
+                "family": "tpot-sim",
+                "families": ["tpot-sim"],
+                "parameter_size": "",
+                "quantization_level": "",
+            }
+            cards.append(
+                {
+                    "name": name,
+                    "model": name,
+                    "modified_at": _created_at(created),
+                    "size": 0,
+                    "digest": hashlib.sha256(name.encode()).hexdigest(),
+                    "details": details,
+                }
+            )
         return {"models": cards}
 
     def _line(self, context: SimContext, text: str, done: bool = False) -> dict[str, Any]:
-        return {"model": context.model, "created_at": _created_at(context.created),
-                "message": {"role": "assistant", "content": text}, "done": done}  # fmt: skip
+        return {
+            "model": context.model,
+            "created_at": _created_at(context.created),
+            "message": {"role": "assistant", "content": text},
+            "done": done,
+        }
 
     def _last(self, context: SimContext, text: str) -> dict[str, Any]:
         line = self._line(context, text, done=True)

@@ -127,13 +127,20 @@ class OpenAIStream(Dialect):
         raise NotImplementedError
 
     def _base(self, context: SimContext) -> dict[str, Any]:
-        return {"id": context.response_id, "object": self.chunk_object,
-                "created": context.created, "model": context.model}  # fmt: skip
+        return {
+            "id": context.response_id,
+            "object": self.chunk_object,
+            "created": context.created,
+            "model": context.model,
+        }
 
     def _event(
-        self, context: SimContext, choice: dict[str, Any], usage: dict[str, Any] | None,
+        self,
+        context: SimContext,
+        choice: dict[str, Any],
+        usage: dict[str, Any] | None,
         finish: str | None = None,
-    ) -> dict[str, Any]:  # fmt: skip
+    ) -> dict[str, Any]:
         full_choice: dict[str, Any] = {"index": 0, **choice, "logprobs": None}
         full_choice["finish_reason"] = finish
         if finish is not None:
@@ -171,9 +178,14 @@ class OpenAIStream(Dialect):
         if context.reasoning_tokens and context.reasoning_text is not None:
             self.whole_reasoning(choice, context.reasoning_text())
         choice.update(logprobs=None, finish_reason=context.finish_reason, stop_reason=None)
-        return {"id": context.response_id, "object": self.whole_object,
-                "created": context.created, "model": context.model, "choices": [choice],
-                "usage": _usage(context, context.completion_tokens)}  # fmt: skip
+        return {
+            "id": context.response_id,
+            "object": self.whole_object,
+            "created": context.created,
+            "model": context.model,
+            "choices": [choice],
+            "usage": _usage(context, context.completion_tokens),
+        }
 
     def text_choice(self, text: str | None) -> dict[str, Any]:
         """The choice of a token event (``text`` None: the finish event's, empty)."""
@@ -241,8 +253,11 @@ def _usage(context: SimContext, completion: int) -> dict[str, Any]:
     """vLLM's usage; ``prompt_tokens_details`` only where the simulator has a prefix cache
     (vLLM's ``--enable-prompt-tokens-details``)."""
     prompt = context.ask.prompt_tokens
-    usage: dict[str, Any] = {"prompt_tokens": prompt, "total_tokens": prompt + completion,
-                             "completion_tokens": completion}  # fmt: skip
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "total_tokens": prompt + completion,
+        "completion_tokens": completion,
+    }
     if context.cached_tokens is not None:
         usage["prompt_tokens_details"] = {"cached_tokens": context.cached_tokens}
     if context.reasoning_tokens and completion:  # of the whole answer (never a running count)

@@ -51,15 +51,21 @@ from tpot_locust.apis.prompt_counts import count_chat_prompt
 TEXT_DELTA = "response.output_text.delta"
 # Deltas of answer tokens other than text (no answer text of ours): a refusal's text
 # is answer text too.
-_ANSWER_DELTAS = frozenset({
-    "response.function_call_arguments.delta", "response.custom_tool_call_input.delta",
-    "response.mcp_call_arguments.delta", "response.code_interpreter_call_code.delta",
-})  # fmt: skip
-_REASONING_DELTAS = frozenset({"response.reasoning_text.delta",
-                               "response.reasoning_summary_text.delta"})  # fmt: skip
+_ANSWER_DELTAS = frozenset(
+    {
+        "response.function_call_arguments.delta",
+        "response.custom_tool_call_input.delta",
+        "response.mcp_call_arguments.delta",
+        "response.code_interpreter_call_code.delta",
+    }
+)
+_REASONING_DELTAS = frozenset(
+    {"response.reasoning_text.delta", "response.reasoning_summary_text.delta"}
+)
 # The events that end a stream, with the response object in ``response``.
-_TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed",
-                       "response.cancelled"})  # fmt: skip
+_TERMINAL = frozenset(
+    {"response.completed", "response.incomplete", "response.failed", "response.cancelled"}
+)
 # A text delta that needs a full decode: logprob entries (token counts) or an error.
 _NOT_PLAIN = re.compile(rb'"logprobs":\[(?!\])|"error":(?!null)')
 _OPENING_EVENTS = 4  # created, in_progress, output_item.added, content_part.added
@@ -133,28 +139,49 @@ class Responses(Dialect):
         item and its text part, as vLLM sends them; with reasoning, its reasoning item and
         part instead (the message's come after the reasoning: ``sim_reasoning_end``)."""
         response = _response(context, "in_progress", [], None)
-        head = [_event("response.created", {"response": response}, 0),
-                _event("response.in_progress", {"response": response}, 1)]  # fmt: skip
+        head = [
+            _event("response.created", {"response": response}, 0),
+            _event("response.in_progress", {"response": response}, 1),
+        ]
         if context.reasoning_tokens:
             item = {**_reasoning_item(context, []), "status": "in_progress"}
             part = {"text": "", "type": "reasoning_text"}
-            return [*head,
-                    _event("response.output_item.added", {"item": item, "output_index": 0}, 2),
-                    _event("response.reasoning_part.added", {"content_index": 0,
-                           "item_id": _reasoning_id(context), "output_index": 0, "part": part},
-                           3)]  # fmt: skip
+            return [
+                *head,
+                _event("response.output_item.added", {"item": item, "output_index": 0}, 2),
+                _event(
+                    "response.reasoning_part.added",
+                    {
+                        "content_index": 0,
+                        "item_id": _reasoning_id(context),
+                        "output_index": 0,
+                        "part": part,
+                    },
+                    3,
+                ),
+            ]
         return [*head, *_message_opening(context, 0, 2)]
 
     def sim_token(self, context: SimContext) -> SimEvent:
-        return TEXT_DELTA, {"content_index": 0, "delta": TEXT, "item_id": _item_id(context),
-                            "logprobs": [], "output_index": _message_index(context),
-                            "sequence_number": SEQUENCE, "type": TEXT_DELTA}  # fmt: skip
+        return TEXT_DELTA, {
+            "content_index": 0,
+            "delta": TEXT,
+            "item_id": _item_id(context),
+            "logprobs": [],
+            "output_index": _message_index(context),
+            "sequence_number": SEQUENCE,
+            "type": TEXT_DELTA,
+        }
 
     def sim_reasoning_token(self, context: SimContext) -> SimEvent:
-        return REASONING_DELTA, {"content_index": 0, "delta": TEXT,
-                                 "item_id": _reasoning_id(context), "output_index": 0,
-                                 "sequence_number": SEQUENCE,
-                                 "type": REASONING_DELTA}  # fmt: skip
+        return REASONING_DELTA, {
+            "content_index": 0,
+            "delta": TEXT,
+            "item_id": _reasoning_id(context),
+            "output_index": 0,
+            "sequence_number": SEQUENCE,
+            "type": REASONING_DELTA,
+        }
 
     def sim_reasoning_end(self, context: SimContext) -> list[SimEvent]:
         """The reasoning's ``.done`` events (its whole text), then the message item and its
@@ -164,14 +191,23 @@ class Responses(Dialect):
         item_id = _reasoning_id(context)
         part = {"text": text, "type": "reasoning_text"}
         return [
-            _event("response.reasoning_text.done", {"content_index": 0, "item_id": item_id,
-                   "output_index": 0, "text": text}, sequence),
-            _event("response.reasoning_part.done", {"content_index": 0, "item_id": item_id,
-                   "output_index": 0, "part": part}, sequence + 1),
-            _event("response.output_item.done",
-                   {"item": _reasoning_item(context, [part]), "output_index": 0}, sequence + 2),
+            _event(
+                "response.reasoning_text.done",
+                {"content_index": 0, "item_id": item_id, "output_index": 0, "text": text},
+                sequence,
+            ),
+            _event(
+                "response.reasoning_part.done",
+                {"content_index": 0, "item_id": item_id, "output_index": 0, "part": part},
+                sequence + 1,
+            ),
+            _event(
+                "response.output_item.done",
+                {"item": _reasoning_item(context, [part]), "output_index": 0},
+                sequence + 2,
+            ),
             *_message_opening(context, 1, sequence + 3),
-        ]  # fmt: skip
+        ]
 
     def sim_closing(self, context: SimContext) -> list[SimEvent]:
         """The ``.done`` events, then ``response.completed`` with the usage: ``status``
@@ -191,17 +227,29 @@ class Responses(Dialect):
         }
         item = _message_item(context, [part])
         status = "incomplete" if context.finish_reason == "length" else "completed"
-        response = _response(context, status, [*_reasoning_output(context), item],
-                             _usage(context))  # fmt: skip
+        response = _response(context, status, [*_reasoning_output(context), item], _usage(context))
         return [
-            _event("response.output_text.done", {"content_index": 0, "item_id": item_id,
-                   "logprobs": [], "output_index": index, "text": text}, sequence),
-            _event("response.content_part.done", {"content_index": 0, "item_id": item_id,
-                   "output_index": index, "part": part}, sequence + 1),
-            _event("response.output_item.done", {"item": item, "output_index": index},
-                   sequence + 2),
+            _event(
+                "response.output_text.done",
+                {
+                    "content_index": 0,
+                    "item_id": item_id,
+                    "logprobs": [],
+                    "output_index": index,
+                    "text": text,
+                },
+                sequence,
+            ),
+            _event(
+                "response.content_part.done",
+                {"content_index": 0, "item_id": item_id, "output_index": index, "part": part},
+                sequence + 1,
+            ),
+            _event(
+                "response.output_item.done", {"item": item, "output_index": index}, sequence + 2
+            ),
             _event("response.completed", {"response": response}, sequence + 3),
-        ]  # fmt: skip
+        ]
 
     def sim_whole(self, context: SimContext, text: str) -> dict[str, Any] | None:
         part: dict[str, Any] = {
@@ -284,17 +332,24 @@ def _message_opening(context: SimContext, index: int, sequence: int) -> list[Sim
     part = {"annotations": [], "text": "", "type": "output_text", "logprobs": []}
     return [
         _event("response.output_item.added", {"item": item, "output_index": index}, sequence),
-        _event("response.content_part.added", {"content_index": 0,
-               "item_id": _item_id(context), "output_index": index, "part": part},
-               sequence + 1),
-    ]  # fmt: skip
+        _event(
+            "response.content_part.added",
+            {"content_index": 0, "item_id": _item_id(context), "output_index": index, "part": part},
+            sequence + 1,
+        ),
+    ]
 
 
 def _reasoning_item(context: SimContext, content: list[dict[str, Any]]) -> dict[str, Any]:
     """vLLM's reasoning item: its text in ``content`` (``reasoning_text`` parts)."""
-    return {"id": _reasoning_id(context), "summary": [], "type": "reasoning",
-            "content": content, "encrypted_content": None,
-            "status": "completed"}  # fmt: skip
+    return {
+        "id": _reasoning_id(context),
+        "summary": [],
+        "type": "reasoning",
+        "content": content,
+        "encrypted_content": None,
+        "status": "completed",
+    }
 
 
 def _reasoning_output(context: SimContext) -> list[dict[str, Any]]:
@@ -306,17 +361,25 @@ def _reasoning_output(context: SimContext) -> list[dict[str, Any]]:
 
 
 def _message_item(context: SimContext, content: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"id": _item_id(context), "content": content, "role": "assistant",
-            "status": "completed", "type": "message"}  # fmt: skip
+    return {
+        "id": _item_id(context),
+        "content": content,
+        "role": "assistant",
+        "status": "completed",
+        "type": "message",
+    }
 
 
 def _usage(context: SimContext) -> dict[str, Any]:
     prompt, completion = context.ask.prompt_tokens, context.completion_tokens
     cached = context.cached_tokens or 0
-    return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached},
-            "output_tokens": completion,
-            "output_tokens_details": {"reasoning_tokens": context.reasoning_tokens},
-            "total_tokens": prompt + completion}  # fmt: skip
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": cached},
+        "output_tokens": completion,
+        "output_tokens_details": {"reasoning_tokens": context.reasoning_tokens},
+        "total_tokens": prompt + completion,
+    }
 
 
 def _response(
@@ -324,15 +387,34 @@ def _response(
 ) -> dict[str, Any]:
     """The response object, with vLLM's fields in its order."""
     incomplete = {"reason": "max_output_tokens"} if status == "incomplete" else None
-    return {"id": context.response_id, "created_at": context.created,
-            "incomplete_details": incomplete, "instructions": None, "metadata": None,
-            "model": context.model, "object": "response", "output": output,
-            "parallel_tool_calls": True, "temperature": 1.0, "tool_choice": "none",
-            "tools": [], "top_p": 1.0, "background": False,
-            "max_output_tokens": context.ask.max_tokens, "max_tool_calls": None,
-            "previous_response_id": None, "prompt": None, "reasoning": None,
-            "service_tier": "auto", "status": status, "text": None, "top_logprobs": None,
-            "truncation": "disabled", "usage": usage, "user": None}  # fmt: skip
+    return {
+        "id": context.response_id,
+        "created_at": context.created,
+        "incomplete_details": incomplete,
+        "instructions": None,
+        "metadata": None,
+        "model": context.model,
+        "object": "response",
+        "output": output,
+        "parallel_tool_calls": True,
+        "temperature": 1.0,
+        "tool_choice": "none",
+        "tools": [],
+        "top_p": 1.0,
+        "background": False,
+        "max_output_tokens": context.ask.max_tokens,
+        "max_tool_calls": None,
+        "previous_response_id": None,
+        "prompt": None,
+        "reasoning": None,
+        "service_tier": "auto",
+        "status": status,
+        "text": None,
+        "top_logprobs": None,
+        "truncation": "disabled",
+        "usage": usage,
+        "user": None,
+    }
 
 
 DIALECT = Responses()

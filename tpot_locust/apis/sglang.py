@@ -111,8 +111,9 @@ class SGLangGenerate(Dialect):
         """The last token's event: the finish reason, and the reasoning's count (a
         reasoning parser's ``meta_info.reasoning_tokens``; 0 on the others)."""
         finish = _finish(context)
-        return None, self._event(context, TEXT, [SEQUENCE], finish, COMPLETION,
-                                 context.reasoning_tokens)  # fmt: skip
+        return None, self._event(
+            context, TEXT, [SEQUENCE], finish, COMPLETION, context.reasoning_tokens
+        )
 
     def sim_closing(self, context: SimContext) -> list[SimEvent]:
         return [(None, DONE)]
@@ -121,20 +122,36 @@ class SGLangGenerate(Dialect):
         ids = list(range(context.completion_tokens))
         if context.reasoning_tokens and context.reasoning_text is not None:
             text = f"{THINK_OPEN}{context.reasoning_text()}{THINK_CLOSE}{text}"
-        return self._event(context, text, ids, _finish(context), context.completion_tokens,
-                           context.reasoning_tokens)  # fmt: skip
+        return self._event(
+            context,
+            text,
+            ids,
+            _finish(context),
+            context.completion_tokens,
+            context.reasoning_tokens,
+        )
 
     def _event(
-        self, context: SimContext, text: str, ids: list[Any], finish: dict[str, Any] | None,
-        completion: Any, reasoning: int = 0,
-    ) -> dict[str, Any]:  # fmt: skip
+        self,
+        context: SimContext,
+        text: str,
+        ids: list[Any],
+        finish: dict[str, Any] | None,
+        completion: Any,
+        reasoning: int = 0,
+    ) -> dict[str, Any]:
         """An output as ``_handle_batch_output`` builds it (no ``e2e_latency``: the
         simulator renders the last event before it is sent)."""
-        meta = {"id": context.response_id, "finish_reason": finish,
-                "prompt_tokens": context.ask.prompt_tokens, "weight_version": WEIGHT_VERSION,
-                "num_retractions": 0, "reasoning_tokens": reasoning,
-                "completion_tokens": completion,
-                "cached_tokens": context.cached_tokens or 0}  # fmt: skip
+        meta = {
+            "id": context.response_id,
+            "finish_reason": finish,
+            "prompt_tokens": context.ask.prompt_tokens,
+            "weight_version": WEIGHT_VERSION,
+            "num_retractions": 0,
+            "reasoning_tokens": reasoning,
+            "completion_tokens": completion,
+            "cached_tokens": context.cached_tokens or 0,
+        }
         return {"text": text, "output_ids": ids, _META: meta}
 
 

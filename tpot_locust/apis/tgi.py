@@ -56,8 +56,10 @@ class TextGenerationInference(Dialect):
     def body(self, history: list[dict[str, str]], options: BodyOptions) -> dict[str, Any]:
         """``options.ignore_eos`` and ``force_min_tokens`` have no TGI parameter."""
         inputs = "\n\n".join(message["content"] for message in history)
-        return {"inputs": inputs, "parameters": {"max_new_tokens": options.max_tokens,
-                                                 "details": True}}  # fmt: skip
+        return {
+            "inputs": inputs,
+            "parameters": {"max_new_tokens": options.max_tokens, "details": True},
+        }
 
     def for_stream(self) -> Dialect:
         return TGIStream()
@@ -79,8 +81,7 @@ class TextGenerationInference(Dialect):
         params = data.get("parameters")
         params = {} if params is None else params
         if not isinstance(params, dict):
-            raise BadAsk(_rejection("parameters", "expected struct GenerateParameters"),
-                         VALIDATION)  # fmt: skip
+            raise BadAsk(_rejection("parameters", "expected struct GenerateParameters"), VALIDATION)
         details = params.get("details", False)
         if not isinstance(details, bool):
             raise BadAsk(_rejection("parameters.details", "expected a boolean"), VALIDATION)
@@ -107,9 +108,12 @@ class TextGenerationInference(Dialect):
             text = f"{THINK_OPEN}{context.reasoning_text()}{THINK_CLOSE}{text}"
         details = None
         if context.ask.include_usage:
-            details = {"finish_reason": _FINISH.get(context.finish_reason, "length"),
-                       "generated_tokens": context.completion_tokens, "seed": None,
-                       "input_length": context.ask.prompt_tokens}  # fmt: skip
+            details = {
+                "finish_reason": _FINISH.get(context.finish_reason, "length"),
+                "generated_tokens": context.completion_tokens,
+                "seed": None,
+                "input_length": context.ask.prompt_tokens,
+            }
         return None, _event(TEXT, text, details)
 
 
@@ -141,8 +145,12 @@ class TGIStream(TextGenerationInference):
 def _event(text: str, generated_text: str | None, details: dict[str, Any] | None) -> dict[str, Any]:
     """A ``StreamResponse`` as TGI serializes it (``top_tokens`` left out when empty)."""
     token = {"id": SEQUENCE, "text": text, "logprob": LOGPROB, "special": False}
-    return {"index": COMPLETION, "token": token, "generated_text": generated_text,
-            "details": details}  # fmt: skip
+    return {
+        "index": COMPLETION,
+        "token": token,
+        "generated_text": generated_text,
+        "details": details,
+    }
 
 
 def _max_new_tokens(params: dict[str, Any], default: int) -> int:

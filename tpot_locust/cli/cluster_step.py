@@ -59,9 +59,12 @@ class ClusterSteps:
         self._wait_idle()
         test = int(self.api.summary().get("test", 0)) + 1
         spawn_rate = scenario.spawn_rate or max(scenario.users, 1)
-        form = {"user_count": str(scenario.users), "spawn_rate": f"{spawn_rate:g}",
-                "run_time": f"{scenario.duration_s:g}s",
-                "tpot_set": SETTINGS_SEPARATOR.join(sent)}  # fmt: skip
+        form = {
+            "user_count": str(scenario.users),
+            "spawn_rate": f"{spawn_rate:g}",
+            "run_time": f"{scenario.duration_s:g}s",
+            "tpot_set": SETTINGS_SEPARATOR.join(sent),
+        }
         if self.host:
             form["host"] = self.host
         self.api.swarm(form)
@@ -75,8 +78,11 @@ class ClusterSteps:
             return INTERRUPTED
         if summary is None:
             self.api.stop()
-            print(f"tpot-locust sweep: test {test} on the master did not finish within "
-                  f"{FINISH_GRACE_S:g} s of its run time; stopped it", flush=True)  # fmt: skip
+            print(
+                f"tpot-locust sweep: test {test} on the master did not finish within "
+                f"{FINISH_GRACE_S:g} s of its run time; stopped it",
+                flush=True,
+            )
             return EXIT_INVALID
         verdict = self._save(ResultsFolder(folder), test, summary, scenario)
         return EXIT_INVALID if verdict is None else verdict["exit_code"]
@@ -144,8 +150,11 @@ class ClusterSteps:
                 write_json(folder.histograms, document)
                 totals, run = load_results(folder.root)  # checked as any saved file is
             else:
-                print(f"tpot-locust sweep: the master moved on from test {test}: no "
-                      f"histograms in {folder.root}", flush=True)  # fmt: skip
+                print(
+                    f"tpot-locust sweep: the master moved on from test {test}: no "
+                    f"histograms in {folder.root}",
+                    flush=True,
+                )
         except (MasterError, OSError, ValueError) as error:
             # the step's summary and verdict are still written; it cannot vouch for itself
             why = f"histograms: {error}"
@@ -153,8 +162,15 @@ class ClusterSteps:
             known = summary.get("report_error")
             summary["report_error"] = f"{known}; {why}" if known else why
             summary["complete"] = False
-        finished = finish_run(folder, totals, run, slo=scenario.slo, suite=scenario.name,
-                              save_histograms=False, summary=summary)  # fmt: skip
+        finished = finish_run(
+            folder,
+            totals,
+            run,
+            slo=scenario.slo,
+            suite=scenario.name,
+            save_histograms=False,
+            summary=summary,
+        )
         if finished.verdict is not None:
             print("\n".join(format_verdict(finished.verdict, sweep_step=True)), flush=True)
         return finished.verdict

@@ -159,8 +159,9 @@ def _compare(args: argparse.Namespace) -> int:
         args.percentiles, compare.STATISTICS, compare.DEFAULT_STATISTICS, "percentiles"
     )
     threshold = compare.parse_regression(args.max_regression)
-    base, candidate = (build_summary(*load_results(Path(folder))) for folder in
-                       (args.base, args.candidate))  # fmt: skip
+    base, candidate = (
+        build_summary(*load_results(Path(folder))) for folder in (args.base, args.candidate)
+    )
     result = compare.compare_summaries(base, candidate, metrics, statistics, threshold)
     if args.json:
         print(compare.format_json(result))
@@ -243,8 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("scenario", help="scenario YAML file")
     run.add_argument("--host", help="server base URL, e.g. http://127.0.0.1:8000")
     run.add_argument("--users", type=int, help="users (single-class scenarios)")
-    run.add_argument("--spawn-rate", type=option_number(0, MAX_SPAWN_RATE),
-                     help="users started per second")  # fmt: skip
+    run.add_argument(
+        "--spawn-rate", type=option_number(0, MAX_SPAWN_RATE), help="users started per second"
+    )
     run.add_argument("--run-time", help="duration, e.g. 30s, 5m")
     run.add_argument(
         "--stop-timeout",
@@ -285,11 +287,13 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("scenario", help="scenario YAML file with sweep: and slo: blocks")
     sweep.add_argument("--host", help="server base URL (default: the embedded simulator)")
     sweep.add_argument("--out", help="results directory (one folder per step inside)")
-    sweep.add_argument("--workers", type=WORKERS, default=0,
-                       help="N local worker processes, or auto (as run's)")  # fmt: skip
+    sweep.add_argument(
+        "--workers", type=WORKERS, default=0, help="N local worker processes, or auto (as run's)"
+    )
     sweep.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a key")
-    sweep.add_argument("--max-steps", type=option_number(1, 1000, whole=True),
-                       help="run at most this many steps")  # fmt: skip
+    sweep.add_argument(
+        "--max-steps", type=option_number(1, 1000, whole=True), help="run at most this many steps"
+    )
     sweep.add_argument("--tokenizer", metavar="PATH", help=TOKENIZER_HELP)
     sweep.add_argument(
         "--master-url",
@@ -333,8 +337,9 @@ def build_parser() -> argparse.ArgumentParser:
         "locust-args", help="print Locust's options for a headless run of a scenario"
     )
     locust_args.add_argument("scenario", help="scenario YAML file")
-    locust_args.add_argument("--set", action="append", metavar="KEY.PATH=VALUE",
-                             help="override a key")  # fmt: skip
+    locust_args.add_argument(
+        "--set", action="append", metavar="KEY.PATH=VALUE", help="override a key"
+    )
     locust_args.set_defaults(handler=_with_files(_locust_args))
 
     # Handled before parsing (its options are the simulator's own); listed for --help.

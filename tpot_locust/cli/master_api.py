@@ -43,8 +43,9 @@ class MasterAPI:
         data = None if form is None else urllib.parse.urlencode(form).encode()
         headers = {} if form is None else {"Content-Type": "application/x-www-form-urlencoded"}
         try:
-            answer = exchange(self.url + path, data, headers, total_s=TIMEOUT_S,
-                              max_bytes=MAX_ANSWER_BYTES)  # fmt: skip
+            answer = exchange(
+                self.url + path, data, headers, total_s=TIMEOUT_S, max_bytes=MAX_ANSWER_BYTES
+            )
         except ExchangeError as error:
             raise MasterError(f"cannot reach the master at {self.url}: {error}") from None
         if answer.status == 400 and form is not None:  # the master refused the form

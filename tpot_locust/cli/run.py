@@ -144,10 +144,14 @@ def headless_options(scenario: Scenario, name: str | None = None) -> list[str]:
         raise ValueError(f"run time {scenario.duration_s:g} s: Locust runs whole seconds")
     spawn_rate = scenario.spawn_rate or max(scenario.users, 1)
     return [
-        "--headless", f"--users={scenario.users}", f"--spawn-rate={spawn_rate:g}",
-        f"--run-time={scenario.duration_s:g}s", f"--tpot-scenario-name={name or scenario.name}",
-        "--only-summary", f"--stop-timeout={scenario.stop_timeout_s:g}",
-    ]  # fmt: skip
+        "--headless",
+        f"--users={scenario.users}",
+        f"--spawn-rate={spawn_rate:g}",
+        f"--run-time={scenario.duration_s:g}s",
+        f"--tpot-scenario-name={name or scenario.name}",
+        "--only-summary",
+        f"--stop-timeout={scenario.stop_timeout_s:g}",
+    ]
 
 
 def locust_commands(
@@ -160,10 +164,25 @@ def locust_commands(
     if workers <= 0:
         return LocustProcesses(master + extra, [])
     port = free_port()
-    master += ["--master", "--expect-workers", str(workers), "--master-bind-host", "127.0.0.1",
-               "--master-bind-port", str(port)]  # fmt: skip
-    worker = [*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
-              "--loglevel", "WARNING"]  # fmt: skip
+    master += [
+        "--master",
+        "--expect-workers",
+        str(workers),
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        str(port),
+    ]
+    worker = [
+        *locust,
+        "--worker",
+        "--master-host",
+        "127.0.0.1",
+        "--master-port",
+        str(port),
+        "--loglevel",
+        "WARNING",
+    ]
     return LocustProcesses(master + extra, [worker] * workers)
 
 
@@ -243,8 +262,11 @@ def run_scenario(options: RunOptions) -> int:
         invalid = _unmeasured(scenario, folder, f"the run saved no results (Locust exited {code})")
         return code if code >= 128 else invalid  # stopped by a signal: say so
     if why := nothing_measured(finished.summary):
-        print(f"tpot-locust: nothing was measured: {why} (Locust exited {code})",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"tpot-locust: nothing was measured: {why} (Locust exited {code})",
+            file=sys.stderr,
+            flush=True,
+        )
     if finished.verdict is not None:
         lines = format_verdict(finished.verdict, options.sweep_step)
         print("\n" + "\n".join(lines), flush=True)
@@ -263,9 +285,12 @@ def _finish(
     Locust saved nothing to finish."""
     try:
         finished = finish_saved(
-            folder, slo=scenario.slo, suite=scenario.name,
-            truth_tolerance_ms=options.truth_tolerance_ms, check_truth=check_truth,
-        )  # fmt: skip
+            folder,
+            slo=scenario.slo,
+            suite=scenario.name,
+            truth_tolerance_ms=options.truth_tolerance_ms,
+            check_truth=check_truth,
+        )
     except (OSError, ValueError) as error:
         if folder.histograms.exists():  # a saved file that cannot be read: say which
             print(f"tpot-locust: {error}", file=sys.stderr, flush=True)
@@ -273,8 +298,10 @@ def _finish(
     summary = finished.summary
     measured = not nothing_measured(summary) or summary["requests"].get("interrupted")
     if measured and not options.full_report:
-        text, html = (path if path.exists() and not finished.late_errors else None
-                      for path in (folder.report_text, folder.report))  # fmt: skip
+        text, html = (
+            path if path.exists() and not finished.late_errors else None
+            for path in (folder.report_text, folder.report)
+        )
         screen = first_screen(summary, text, html, sweep_step=options.sweep_step)
         print("\n" + "\n".join(screen), flush=True)
     elif measured:

@@ -46,10 +46,11 @@ def _step_runner(options: SweepOptions) -> Callable[[Path, list[str]], int]:
     """How a step runs: a whole ``tpot-locust run`` here, or a test on a running cluster."""
     if options.master_url:
         if options.workers:
-            raise ValueError("--workers starts local workers; with --master-url the "
-                             "cluster's workers run every step")  # fmt: skip
-        return ClusterSteps(MasterAPI(options.master_url), options.scenario_path,
-                            options.host).run  # fmt: skip
+            raise ValueError(
+                "--workers starts local workers; with --master-url the "
+                "cluster's workers run every step"
+            )
+        return ClusterSteps(MasterAPI(options.master_url), options.scenario_path, options.host).run
     base = RunOptions(
         options.scenario_path, host=options.host, workers=options.workers, sweep_step=True
     )
@@ -73,23 +74,31 @@ def run_sweep(options: SweepOptions) -> int:
     if sweep.warmup is not None:
         per_step.append(f"warmup={sweep.warmup:g}s")
     steps: list[dict[str, Any]] = []  # one row a step (``step_row``)
-    document: dict[str, Any] = {"scenario": scenario.name, "vary": sweep.vary,
-                                "class": sweep.class_name, "values": values, "steps": steps,
-                                "knee": None, "stopped_because": None,
-                                # the latency SLOs the knee is found against (sweep.html)
-                                "slo_limits_ms": [
-                                    {"metric": o.metric, "statistic": o.statistic,
-                                     "limit": o.limit}
-                                    for o in scenario.slo.objectives
-                                    if o.kind == "latency" and o.upper and not o.class_name
-                                    and not o.model]}  # fmt: skip
+    document: dict[str, Any] = {
+        "scenario": scenario.name,
+        "vary": sweep.vary,
+        "class": sweep.class_name,
+        "values": values,
+        "steps": steps,
+        "knee": None,
+        "stopped_because": None,
+        # the latency SLOs the knee is found against (sweep.html)
+        "slo_limits_ms": [
+            {"metric": o.metric, "statistic": o.statistic, "limit": o.limit}
+            for o in scenario.slo.objectives
+            if o.kind == "latency" and o.upper and not o.class_name and not o.model
+        ],
+    }
     run_step = _step_runner(options)
     code = 0
     for number, value in enumerate(values, start=1):
         shown = int(value) if sweep.vary == "users" else value
         folder = out / f"step-{number:02d}-{sweep.vary}-{shown:g}"
-        print(f"tpot-locust sweep: step {number}/{len(values)}: {sweep.class_name}."
-              f"{sweep.vary} = {shown:g}", flush=True)  # fmt: skip
+        print(
+            f"tpot-locust sweep: step {number}/{len(values)}: {sweep.class_name}."
+            f"{sweep.vary} = {shown:g}",
+            flush=True,
+        )
         code = run_step(folder, [*per_step, f"classes.{sweep.class_name}.{sweep.vary}={shown}"])
         row = step_row(number, shown, folder, code)
         steps.append(row)

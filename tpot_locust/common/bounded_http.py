@@ -31,9 +31,13 @@ class Answer:
 
 
 def exchange(
-    url: str, data: bytes | None = None, headers: dict[str, str] | None = None, *,
-    total_s: float = DEFAULT_TOTAL_S, max_bytes: int = DEFAULT_MAX_BYTES,
-) -> Answer:  # fmt: skip
+    url: str,
+    data: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    *,
+    total_s: float = DEFAULT_TOTAL_S,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> Answer:
     """GET ``url`` (POST with ``data``); the whole answer within ``total_s`` seconds and
     ``max_bytes`` of body, or ``ExchangeError``."""
     parts = urllib.parse.urlsplit(url)

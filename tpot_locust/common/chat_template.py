@@ -37,9 +37,15 @@ MAX_CONFIG_BYTES = 64 * 1024 * 1024  # a config lists its added tokens: megabyte
 MAX_TEMPLATE_BYTES = 1024 * 1024  # the longest templates on the Hub are ~20 KB
 # The special tokens transformers passes to a template (its ``special_tokens_map``).
 SPECIAL_TOKENS = (
-    "bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
-    "mask_token", "additional_special_tokens",
-)  # fmt: skip
+    "bos_token",
+    "eos_token",
+    "unk_token",
+    "sep_token",
+    "pad_token",
+    "cls_token",
+    "mask_token",
+    "additional_special_tokens",
+)
 
 
 class ChatTemplateError(ValueError):
@@ -160,9 +166,8 @@ def _environment() -> ImmutableSandboxedEnvironment:
     escapes no HTML, ``strftime_now``, loop controls, the ``generation`` tag, and a
     ``dict`` and a ``namespace`` that give a template nothing more than their values."""
     environment = ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True,
-        extensions=[_Generation, jinja2.ext.loopcontrols],
-    )  # fmt: skip
+        trim_blocks=True, lstrip_blocks=True, extensions=[_Generation, jinja2.ext.loopcontrols]
+    )
     environment.filters["tojson"] = _tojson
     environment.globals["raise_exception"] = _raise_exception
     environment.globals["strftime_now"] = _strftime_now
@@ -176,11 +181,15 @@ def _raise_exception(message: str) -> None:
 
 
 def _tojson(
-    value: Any, ensure_ascii: bool = False, indent: int | None = None,
-    separators: tuple[str, str] | None = None, sort_keys: bool = False,
-) -> str:  # fmt: skip
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
-                      sort_keys=sort_keys)  # fmt: skip
+    value: Any,
+    ensure_ascii: bool = False,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
+    return json.dumps(
+        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    )
 
 
 def _strftime_now(format: str) -> str:

@@ -44,5 +44,11 @@ class WallClock:
         return perf_ns + self.offset_ns
 
 
-__all__ = ["ARRIVAL_CLOCKS", "KERNEL_CLOCK", "SEGMENT_CLOCK", "USER_CLOCK", "WallClock",
-           "wall_minus_perf_ns"]  # fmt: skip
+__all__ = [
+    "ARRIVAL_CLOCKS",
+    "KERNEL_CLOCK",
+    "SEGMENT_CLOCK",
+    "USER_CLOCK",
+    "WallClock",
+    "wall_minus_perf_ns",
+]

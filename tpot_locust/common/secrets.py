@@ -34,13 +34,35 @@ MIN_CUT_CHARS = 2  # the shortest start of a secret, at a message's end, taken f
 # Whole words (after splitting on separators and camelCase) that name a credential.
 _SECRET_WORDS = frozenset(
     {
-        "key", "keys", "apikey", "token", "secret", "secrets", "password", "passwd", "pwd",
+        "key",
+        "keys",
+        "apikey",
+        "token",
+        "secret",
+        "secrets",
+        "password",
+        "passwd",
+        "pwd",
         "pass",
-        "passphrase", "cookie", "cookies", "signature", "sig", "session", "sessionid",
-        "credential", "credentials", "cred", "creds", "auth", "authorization", "bearer",
-        "jwt", "csrf", "xsrf",
+        "passphrase",
+        "cookie",
+        "cookies",
+        "signature",
+        "sig",
+        "session",
+        "sessionid",
+        "credential",
+        "credentials",
+        "cred",
+        "creds",
+        "auth",
+        "authorization",
+        "bearer",
+        "jwt",
+        "csrf",
+        "xsrf",
     }
-)  # fmt: skip
+)
 # Parts of a joined word that name one (``xapikey``, ``clientsecret``, ``accesstoken``).
 _SECRET_PARTS = ("apikey", "secret", "passw", "credential", "cookie", "signature", "auth")
 _SECRET_SUFFIXES = ("token", "key", "creds", "session", "sessionid")
@@ -130,8 +152,7 @@ def _redacted_query(query: str) -> str:
     if not any(is_secret_name(name) for name, _ in pairs):
         return query
     return urlencode(
-        [(name, REDACTED if is_secret_name(name) else value) for name, value in pairs],
-        safe="[]",
+        [(name, REDACTED if is_secret_name(name) else value) for name, value in pairs], safe="[]"
     )
 
 
@@ -163,8 +184,9 @@ def _redacted_string(text: str) -> str:
 def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` without any of ``secrets`` (values of at least four characters), the
     credentials of URLs in it, or ``Bearer``/``Basic`` credentials."""
-    for secret in sorted({s for s in secrets if s and len(s) >= MIN_SECRET_CHARS}, key=len,
-                         reverse=True):  # fmt: skip
+    for secret in sorted(
+        {s for s in secrets if s and len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True
+    ):
         if secret in text:
             text = text.replace(secret, REDACTED)
     if "@" in text and "://" in text:

@@ -104,9 +104,13 @@ class Tokenizer:
         return self._prefix_counts[prefix]
 
     def text_of(
-        self, tokens: int, rng: random.Random, words: tuple[str, ...], prefix: str = "",
+        self,
+        tokens: int,
+        rng: random.Random,
+        words: tuple[str, ...],
+        prefix: str = "",
         pause: Callable[[], None] | None = None,
-    ) -> str:  # fmt: skip
+    ) -> str:
         """``prefix`` and then text, together exactly ``tokens`` tokens more than the
         prefix alone (each message is counted on its own, no special tokens).
 
@@ -132,8 +136,9 @@ class Tokenizer:
         pieces = [self._piece(PIECE_TOKENS, rng, words) for _ in range(3)]
         return self.count("".join(pieces)) == 3 * PIECE_TOKENS
 
-    def _piece(self, tokens: int, rng: random.Random, words: tuple[str, ...],
-               prefix: str = "") -> str:  # fmt: skip
+    def _piece(
+        self, tokens: int, rng: random.Random, words: tuple[str, ...], prefix: str = ""
+    ) -> str:
         """Text (after ``prefix``) of exactly ``tokens`` tokens; it starts with a space."""
         target = (self.count_prefix(prefix) if prefix else 0) + tokens
         ids: list[int] = []

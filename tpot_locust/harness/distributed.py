@@ -72,8 +72,11 @@ class DeltaFormatError(ValueError):
 
 
 def pack_delta(delta: MetricSet, cooperative: bool = False) -> dict[str, Any]:
-    return {"format": DELTA_FORMAT, "version": __version__,
-            "metrics": encode_delta(delta, cooperative=cooperative)}  # fmt: skip
+    return {
+        "format": DELTA_FORMAT,
+        "version": __version__,
+        "metrics": encode_delta(delta, cooperative=cooperative),
+    }
 
 
 def unpack_delta(client_id: str, packed: Any) -> WireDelta:
@@ -130,9 +133,8 @@ class WorkerLink:
     """Worker side: ship deltas with every stats report; answer the master's flush."""
 
     def __init__(
-        self, runner: WorkerRunner, environment: Environment, recorder: Recorder,
-        hooks: WorkerHooks,
-    ) -> None:  # fmt: skip
+        self, runner: WorkerRunner, environment: Environment, recorder: Recorder, hooks: WorkerHooks
+    ) -> None:
         self.runner = runner
         self.environment = environment
         self.recorder = recorder
@@ -183,9 +185,12 @@ class WorkerLink:
     def write_audit(self, folder: ResultsFolder) -> None:
         """``OUT/workers/<id>.json``: what this worker recorded and sent, to check merges."""
         folder.workers.mkdir(parents=True, exist_ok=True)
-        audit = {"client_id": self.runner.client_id, **self.sent.encode(),
-                 STALLS_KEY: self.hooks.stall_record(),
-                 "window_wall_ns": list(self.recorder.window_ns())}  # fmt: skip
+        audit = {
+            "client_id": self.runner.client_id,
+            **self.sent.encode(),
+            STALLS_KEY: self.hooks.stall_record(),
+            "window_wall_ns": list(self.recorder.window_ns()),
+        }
         name = safe_slug(self.runner.client_id, max_length=200)  # an id never picks the folder
         folder.worker(name).write_text(json.dumps(audit))
 
@@ -206,17 +211,22 @@ class WorkerLink:
         self.hooks.end_traffic()
         self.publish_causes()
         start, end = self.recorder.window_ns()
-        runner.send_message(FINAL, {DELTA_KEY: self._take_delta(final=True),
-                                    WINDOW_KEY: [PROCESS_TAG, start, end]})  # fmt: skip
+        runner.send_message(
+            FINAL, {DELTA_KEY: self._take_delta(final=True), WINDOW_KEY: [PROCESS_TAG, start, end]}
+        )
 
 
 class MasterLink:
     """Master side: merge deltas, track workers, run the flush handshake."""
 
     def __init__(
-        self, runner: MasterRunner, environment: Environment, collector: Collector,
-        causes: CauseTimeline, on_stop_run: Callable[[str], None],
-    ) -> None:  # fmt: skip
+        self,
+        runner: MasterRunner,
+        environment: Environment,
+        collector: Collector,
+        causes: CauseTimeline,
+        on_stop_run: Callable[[str], None],
+    ) -> None:
         self.runner = runner
         self.environment = environment
         self.collector = collector
@@ -253,8 +263,13 @@ class MasterLink:
         for index, client_id in enumerate(alive):
             # the host too: Locust's spawn message, which carries it, may come after the
             # first open-loop arrival or burst (a session at t = 0 found no host and was lost)
-            plan = {"index": index, "count": len(alive), "start_wall_ns": start_wall_ns,
-                    "host": self.environment.host, "settings": settings}  # fmt: skip
+            plan = {
+                "index": index,
+                "count": len(alive),
+                "start_wall_ns": start_wall_ns,
+                "host": self.environment.host,
+                "settings": settings,
+            }
             self.runner.send_message(PLAN, plan, client_id)
 
     def _on_stop_run(self, environment: Any, msg: Any, **_: Any) -> None:
@@ -295,9 +310,14 @@ class MasterLink:
         try:
             delta = unpack_delta(client_id, packed)
         except (ValueError, TypeError, KeyError, AttributeError) as error:  # format, or damage
-            refusal = str(error) if isinstance(error, DeltaFormatError) else (
-                f"worker {client_id} sent a delta this master cannot read "
-                f"({type(error).__name__}: {error})")  # fmt: skip
+            refusal = (
+                str(error)
+                if isinstance(error, DeltaFormatError)
+                else (
+                    f"worker {client_id} sent a delta this master cannot read "
+                    f"({type(error).__name__}: {error})"
+                )
+            )
             if client_id not in self.refused:
                 self.refused.add(client_id)
                 logger.error("tpot-locust: %s", refusal)
@@ -339,8 +359,9 @@ class MasterLink:
         return sorted(self.names(client_id) for client_id in self.seen - self._alive())
 
     def summary(self) -> dict[str, Any]:
-        workers = sorted((self.names(client_id), figures)
-                         for client_id, figures in self.by_worker.items())  # fmt: skip
+        workers = sorted(
+            (self.names(client_id), figures) for client_id, figures in self.by_worker.items()
+        )
         stalls, lag_max_ms, held_share = {}, {}, {}
         for client_id, figures in workers:  # one histogram made at a time
             own = figures.health()
@@ -348,10 +369,11 @@ class MasterLink:
             lag_max_ms[client_id] = histogram_stats(own.loop_lag, ()).max / 1000
             if own.held_share is not None:
                 held_share[client_id] = round(own.held_share, 4)
-        read_delays = {client_id: histogram_stats(figures.read_delay.to_histogram(),
-                                                  (90.0, 99.0)).percentiles
-                       for client_id, figures in workers
-                       if figures.read_delay.total_count}  # fmt: skip
+        read_delays = {
+            client_id: histogram_stats(figures.read_delay.to_histogram(), (90.0, 99.0)).percentiles
+            for client_id, figures in workers
+            if figures.read_delay.total_count
+        }
         return {
             "seen": len(self.seen),
             "reported_in_full": len(self.finals),
@@ -380,6 +402,9 @@ MAX_WORKER_WINDOWS = 10_000  # workers' windows kept (a run of more is no run of
 
 def _is_window(window: list[Any]) -> bool:
     """A worker's window as sent: ``[prefix, start, end]``, a short text and two int64s."""
-    return (len(window) == 3 and isinstance(window[0], str)
-            and 0 < len(window[0]) <= 64
-            and all(type(t) is int and 0 <= t < 2**63 for t in window[1:]))  # fmt: skip
+    return (
+        len(window) == 3
+        and isinstance(window[0], str)
+        and 0 < len(window[0]) <= 64
+        and all(type(t) is int and 0 <= t < 2**63 for t in window[1:])
+    )

@@ -25,9 +25,12 @@ class GpuSamplers:
         self.samplers: dict[str, ServerSampler] = {}
 
     def start(
-        self, endpoints: dict[str, str], interval_s: float, folder: ResultsFolder | None,
+        self,
+        endpoints: dict[str, str],
+        interval_s: float,
+        folder: ResultsFolder | None,
         on_windows: Callable[[list[CauseWindow]], None],
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.stop()
         for label, url in endpoints.items():
             out = folder.gpu_metrics(label) if folder is not None else None
@@ -35,8 +38,9 @@ class GpuSamplers:
             try:
                 sampler.start()
             except OSError as error:
-                logger.warning("tpot-locust: gpu metrics %s: the sampler did not start: %s",
-                               label, error)  # fmt: skip
+                logger.warning(
+                    "tpot-locust: gpu metrics %s: the sampler did not start: %s", label, error
+                )
                 continue
             self.samplers[label] = sampler
 

@@ -140,8 +140,11 @@ def _serve_live_metrics(environment: Environment, state: RunState) -> None:
     try:
         state.serve_live_metrics(host, port)
     except OSError as error:
-        print(f"tpot-locust: --tpot-metrics-address {host}:{port}: {error.strerror or error}",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"tpot-locust: --tpot-metrics-address {host}:{port}: {error.strerror or error}",
+            file=sys.stderr,
+            flush=True,
+        )
         raise SystemExit(2) from None
 
 

@@ -37,9 +37,11 @@ class LagProbe:
     """A repeating timer on this process's gevent loop; lateness per tick, stalls."""
 
     def __init__(
-        self, on_stall: OnStall, threshold_ms: float | None = None,
+        self,
+        on_stall: OnStall,
+        threshold_ms: float | None = None,
         interval_ms: float = PROBE_INTERVAL_MS,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.interval_ns = int(interval_ms * 1e6)
         threshold = stall_threshold_ms() if threshold_ms is None else threshold_ms
         self.threshold_ns = int(threshold * 1e6)
@@ -113,8 +115,11 @@ class StallTracer:
                 reported = last
                 frame = sys._current_frames().get(self._main)
                 stack = "".join(traceback.format_stack(frame, limit=12)) if frame else "?"
-                print(f"tpot-locust: loop held {held / 1e6:.1f} ms so far at\n{stack}",
-                      file=sys.stderr, flush=True)  # fmt: skip
+                print(
+                    f"tpot-locust: loop held {held / 1e6:.1f} ms so far at\n{stack}",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
 
 def _original(module: str, name: str) -> Any:

@@ -70,8 +70,9 @@ class MetricsEndpoint:
         if method not in ("GET", "HEAD"):
             return _answer(start_response, "405 Method Not Allowed", b"GET /metrics\n")
         page = self.page
-        start_response("200 OK", [("Content-Type", CONTENT_TYPE),
-                                  ("Content-Length", str(len(page)))])  # fmt: skip
+        start_response(
+            "200 OK", [("Content-Type", CONTENT_TYPE), ("Content-Length", str(len(page)))]
+        )
         return [b""] if method == "HEAD" else [page]
 
 

@@ -27,7 +27,7 @@ def lookup_timeout(first_token_timeout: float) -> float:
 
 def first_listed_model(
     connection: HTTPConnection, dialect: Dialect, headers: dict[str, str], timeout: float
-) -> str:  # fmt: skip
+) -> str:
     """The first model of the API's models list, read within ``timeout`` in all and
     ``MAX_MODELS_BODY``; raises ``StreamError``."""
     deadline = Deadline(timeout, timeout, timeout)

@@ -22,9 +22,13 @@ class PrefillWindow:
         self._fire(None)
 
     def _fire(self, end_perf_ns: int | None) -> None:
-        self._hook.fire(request_id=self._request_id, start_perf_ns=self.start_ns,
-                        end_perf_ns=end_perf_ns, prompt_tokens=self._prompt_tokens,
-                        burst=self._burst)  # fmt: skip
+        self._hook.fire(
+            request_id=self._request_id,
+            start_perf_ns=self.start_ns,
+            end_perf_ns=end_perf_ns,
+            prompt_tokens=self._prompt_tokens,
+            burst=self._burst,
+        )
 
     def first_token(self, stamp_ns: int) -> None:
         if self._open:

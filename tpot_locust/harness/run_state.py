@@ -111,8 +111,9 @@ class RunState:
             self.worker = WorkerLink(runner, self.environment, self.recorder, hooks)
             self.recorder.causes.sharing = True
         elif isinstance(runner, MasterRunner):
-            self.master = MasterLink(runner, self.environment, self.collector,
-                                     self.recorder.causes, self.stop_run)  # fmt: skip
+            self.master = MasterLink(
+                runner, self.environment, self.collector, self.recorder.causes, self.stop_run
+            )
             self.recorder.causes.sharing = True
 
     def _end_worker_test(self) -> None:
@@ -253,8 +254,9 @@ class RunState:
         in_use = scenario_in_use()
         server = in_use.scenario.server if in_use is not None else Server()
         gpu_urls = server.gpu_metrics_urls(self.environment.host)
-        self.gpu_samplers.start(gpu_urls, server.metrics_interval, self.folder,
-                                self._server_windows)  # fmt: skip
+        self.gpu_samplers.start(
+            gpu_urls, server.metrics_interval, self.folder, self._server_windows
+        )
         url = server.metrics_url(self.environment.host)
         if url is None:
             return
@@ -373,8 +375,11 @@ class RunState:
         earlier = 1 if missing_workers else self.environment.process_exit_code
         self.environment.process_exit_code = finished.exit_code(earlier)
         if report_error := summary.get("report_error"):
-            print(f"tpot-locust: the report is incomplete: {report_error}",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"tpot-locust: the report is incomplete: {report_error}",
+                file=sys.stderr,
+                flush=True,
+            )
         if not self.headless and self.environment.runner is not None:
             guarded([], "report", self.print_report)  # a web-UI test: its own, now
         return summary
@@ -395,8 +400,11 @@ class RunState:
             folder = self.folder
             text = folder.report_text if folder is not None else None
             html = folder.report if folder is not None else None
-            screen = first_screen(summary, text if text and text.exists() else None,
-                                  html if html and html.exists() else None)  # fmt: skip
+            screen = first_screen(
+                summary,
+                text if text and text.exists() else None,
+                html if html and html.exists() else None,
+            )
             print("\n" + "\n".join(screen), flush=True)
         if self.verdict is not None:
             print("\n" + "\n".join(format_verdict(self.verdict)), flush=True)
@@ -428,8 +436,9 @@ class RunState:
             info["pace_ms"] = self.slo.pace.as_ms()
         # in the master's environment: workers started with another one may differ
         info["arrival_clock"] = arrival_clock()
-        info["read_batch_ms"] = (read_batch_s() * 1000 if info["arrival_clock"] == SEGMENT_CLOCK
-                                 else 0.0)  # fmt: skip
+        info["read_batch_ms"] = (
+            read_batch_s() * 1000 if info["arrival_clock"] == SEGMENT_CLOCK else 0.0
+        )
         if self.master is not None:
             workers = self.master.summary()
             info["workers"] = workers
@@ -442,9 +451,11 @@ class RunState:
             "failed": bursts.failed,  # no first token: no prefill, no window
             "prefill_s": sorted(round(d, 3) for d in bursts.durations_s()),
             # seconds since the time series' start, to shade on its charts
-            "spans_s": [[round((start - start_ns) / 1e9, 3), round((end - start_ns) / 1e9, 3)]
-                        for start, end in bursts.spans_wall_ns()],
-        }  # fmt: skip
+            "spans_s": [
+                [round((start - start_ns) / 1e9, 3), round((end - start_ns) / 1e9, 3)]
+                for start, end in bursts.spans_wall_ns()
+            ],
+        }
         if (archive := self.recorder.causes.archive) is not None:
             info["prefill"] = {  # every request's prefill (send to first token), all processes
                 "windows": len(archive),

@@ -61,9 +61,11 @@ _IN_USE: ScenarioInUse | None = None
 
 
 def use_scenario(
-    scenario: Scenario, classes: dict[str, type], path: Path | None = None,
+    scenario: Scenario,
+    classes: dict[str, type],
+    path: Path | None = None,
     overrides: Iterable[str] = (),
-) -> None:  # fmt: skip
+) -> None:
     """Called by the scenario locustfile: open-loop classes, bursts and phases come from it."""
     global _IN_USE
     _IN_USE = ScenarioInUse(scenario, classes, path, tuple(overrides))

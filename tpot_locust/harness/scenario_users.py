@@ -33,7 +33,7 @@ def build_user_classes(scenario: Scenario) -> list[type[User]]:
             traffic.name,
             (ChatUser,),
             dict(class_attributes(scenario, traffic), **api, __module__=__name__),
-        )  # fmt: skip
+        )
         for traffic in scenario.classes
     ]
     if scenario.stages and not scenario.max_users:

@@ -31,12 +31,7 @@ from tpot_locust.common.child_process import child_options
 from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.text_safety import printable
 from tpot_locust.metrics.causes import GPU_THROTTLE, SERVER_CAUSES, CauseWindow
-from tpot_locust.metrics.server_windows import (
-    MAX_POINTS,
-    GpuFigures,
-    SeriesReducer,
-    server_windows,
-)
+from tpot_locust.metrics.server_windows import MAX_POINTS, GpuFigures, SeriesReducer, server_windows
 
 logger = logging.getLogger(__name__)
 
@@ -51,10 +46,13 @@ class ServerSampler:
     (only when there are some), from the reading greenlet."""
 
     def __init__(
-        self, url: str, interval_s: float, out_path: Path | str | None,
+        self,
+        url: str,
+        interval_s: float,
+        out_path: Path | str | None,
         on_windows: Callable[[list[CauseWindow]], None] | None = None,
         max_points: int = MAX_POINTS,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.url = url
         self.interval_s = float(interval_s)
         self.out_path = None if out_path is None else Path(out_path)
@@ -77,8 +75,13 @@ class ServerSampler:
         """Spawn the child and the greenlet that reads it; returns at once."""
         if self.process is not None:
             raise RuntimeError("the server sampler was started already")
-        command = [sys.executable, "-m", "tpot_locust.server_state.scraper",
-                   "--interval", repr(self.interval_s)]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "tpot_locust.server_state.scraper",
+            "--interval",
+            repr(self.interval_s),
+        ]
         if self.out_path is not None:
             self.out_path.parent.mkdir(parents=True, exist_ok=True)
             command += ["--out", str(self.out_path)]
@@ -135,8 +138,10 @@ class ServerSampler:
         previous, self._previous = self._previous, line
         if previous is None:
             return
-        windows = [self._slowdown(w) if w.kind == GPU_THROTTLE else w
-                   for w in server_windows(previous, line)]  # fmt: skip
+        windows = [
+            self._slowdown(w) if w.kind == GPU_THROTTLE else w
+            for w in server_windows(previous, line)
+        ]
         for window in windows:
             self._windows[window.kind] = self._windows.get(window.kind, 0) + 1
         if windows and self.on_windows is not None:
@@ -185,11 +190,15 @@ class ServerSampler:
             process.stdout.close()
         dropped = (self._final or {}).get("stdout_dropped")
         if isinstance(dropped, int) and dropped > 0:
-            self._note(f"{dropped} lines came while this process was too busy to read them: "
-                       "their windows are missing (server_metrics.jsonl has them)")  # fmt: skip
+            self._note(
+                f"{dropped} lines came while this process was too busy to read them: "
+                "their windows are missing (server_metrics.jsonl has them)"
+            )
         if self._final is None:
-            self._note(f"the sampler of {redact_url(self.url)} ended without its final line "
-                       f"(exit code {process.returncode})")  # fmt: skip
+            self._note(
+                f"the sampler of {redact_url(self.url)} ended without its final line "
+                f"(exit code {process.returncode})"
+            )
 
     def summary(self) -> dict[str, Any]:
         """``run["server_metrics"]`` of ``summary.json`` (see the module docstring); a DCGM

@@ -89,9 +89,13 @@ class TrafficCounts(Protocol):
 
 class TrafficDriver:
     def __init__(
-        self, environment: Environment, scenario: Scenario, classes: dict[str, type[ChatUser]],
-        share: ProcessShare, counts: TrafficCounts,
-    ) -> None:  # fmt: skip
+        self,
+        environment: Environment,
+        scenario: Scenario,
+        classes: dict[str, type[ChatUser]],
+        share: ProcessShare,
+        counts: TrafficCounts,
+    ) -> None:
         self.environment = environment
         self.scenario = scenario
         self.classes = classes
@@ -140,9 +144,15 @@ class TrafficDriver:
         in_flight = Group()
         start = self.share.start_perf_ns()
         times = arrival_times(
-            traffic.arrival, traffic.rate or 0.0, traffic.burstiness, self.scenario.stages,
-            traffic.name, self.scenario.duration_s, rng, scale=1 / self.share.count,
-        )  # fmt: skip
+            traffic.arrival,
+            traffic.rate or 0.0,
+            traffic.burstiness,
+            self.scenario.stages,
+            traffic.name,
+            self.scenario.duration_s,
+            rng,
+            scale=1 / self.share.count,
+        )
         for t_s in times:
             intended = self._sleep_until(start, t_s)
             if len(in_flight) >= limit:
@@ -161,8 +171,9 @@ class TrafficDriver:
             if t_s >= self.scenario.duration_s:
                 return
             self._sleep_until(start, t_s)
-            self.sessions.spawn(self._session, traffic.name, self._trace_turns, traffic, turns,
-                                start)  # fmt: skip
+            self.sessions.spawn(
+                self._session, traffic.name, self._trace_turns, traffic, turns, start
+            )
 
     def _trace_turns(
         self, agent: ChatUser, traffic: TrafficClass, turns: list[TraceRequest], start_perf_ns: int
@@ -176,10 +187,17 @@ class TrafficDriver:
         for number, turn in enumerate(turns):
             # every turn is an arrival of the trace: its lateness is schedule lag
             intended = self._sleep_until(start_perf_ns, turn.t_s / traffic.speedup)
-            text, tokens = agent.trace_message(turn.prompt, turn.input_tokens, turn.blocks,
-                                               turn.block_tokens)  # fmt: skip
-            yield PlannedTurn(text, tokens, turn.output_tokens, intended,
-                              number + 1 == len(turns), turn.whole_context)  # fmt: skip
+            text, tokens = agent.trace_message(
+                turn.prompt, turn.input_tokens, turn.blocks, turn.block_tokens
+            )
+            yield PlannedTurn(
+                text,
+                tokens,
+                turn.output_tokens,
+                intended,
+                number + 1 == len(turns),
+                turn.whole_context,
+            )
 
     def _session(self, class_name: str, work: Callable[..., object], *args: object) -> None:
         """``work(agent, *args)`` with an idle agent of the class, given back after."""
@@ -208,8 +226,9 @@ class TrafficDriver:
             # the send time, the prompts held every stream's reads (users.prepare_turn).
             self._sleep_until(start, t_s - BURST_PREPARE_LEAD_S)
             self.counts.count_burst(burst.class_name, burst.count, 0, 0)  # due: counted now
-            prepared = [(agent := pool.take(), agent.prepare_turn(*lengths))
-                        for _ in range(burst.count)]  # fmt: skip
+            prepared = [
+                (agent := pool.take(), agent.prepare_turn(*lengths)) for _ in range(burst.count)
+            ]
             self._sleep_until(start, t_s)
             late_ns = start + int((t_s + BURST_LATE_S) * 1e9)
             for agent, turn in prepared:

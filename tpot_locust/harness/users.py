@@ -29,21 +29,18 @@ from tpot_locust.apis.dialect import BodyOptions, Dialect, refuse_several_choice
 from tpot_locust.common import env_vars
 from tpot_locust.common.cooperation import let_streams_run
 from tpot_locust.common.distributions import as_distribution, sample_int
-from tpot_locust.common.errors import (
-    INTERRUPTED,
-    MODEL_LOOKUP,
-    StreamError,
-)
+from tpot_locust.common.errors import INTERRUPTED, MODEL_LOOKUP, StreamError
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.common.tls import client_tls_context
 from tpot_locust.common.tokens import Tokenizer, load_tokenizer
+from tpot_locust.harness.conversation_picks import next_conversation
 from tpot_locust.harness.event_hooks import ensure_prefill_window, ensure_token_timings
 from tpot_locust.harness.failures import Backoff, RequestFailed, ended_unstreamed
 from tpot_locust.harness.model_lookup import first_listed_model, lookup_timeout
 from tpot_locust.harness.model_split import ModelSplit
 from tpot_locust.harness.prefill_events import PrefillWindow
-from tpot_locust.harness.turns import PlannedTurn, PreparedTurn, dataset_position
-from tpot_locust.harness.user_context import ALONE, user_context, warn_without_plugin
+from tpot_locust.harness.turns import PlannedTurn, PreparedTurn
+from tpot_locust.harness.user_context import user_context, warn_without_plugin
 from tpot_locust.metrics.stalls import PROCESS_TAG
 from tpot_locust.scenario.datasets import Conversation
 from tpot_locust.scenario.prompts import WORDS, blocks_text, synthetic_text
@@ -51,7 +48,6 @@ from tpot_locust.wire.http_client import HTTPConnection, Origin, ReadTimeout
 from tpot_locust.wire.sse import DEFAULT_MAX_EVENT_BYTES
 from tpot_locust.wire.streaming import StreamRequest, redact, stream_request
 
-PLAN_WAIT_S = 10.0  # a worker's sequential dataset waits this long for its share
 logger = logging.getLogger(__name__)
 
 
@@ -147,8 +143,9 @@ class ChatUser(User):
         """
         if self.dataset and prompt_tokens is None:
             return self.converse(self._dataset_turns(t_intended_ns, output_tokens))
-        return self.converse(self._session_turns(t_intended_ns, prompt_tokens, output_tokens,
-                                                 turns))  # fmt: skip
+        return self.converse(
+            self._session_turns(t_intended_ns, prompt_tokens, output_tokens, turns)
+        )
 
     def converse(self, turns: Iterable[PlannedTurn]) -> RequestTimings | None:
         """The one turn loop of sessions, dataset conversations and trace replays: each
@@ -168,8 +165,9 @@ class ChatUser(User):
                 history, prompt_so_far = [], 0
             history.append({"role": "user", "content": turn.text})
             prompt_so_far += turn.tokens
-            timings, answer = self.send(history, turn.max_tokens, prompt_so_far,
-                                        turn.intended_ns, keep_answer=not turn.last)  # fmt: skip
+            timings, answer = self.send(
+                history, turn.max_tokens, prompt_so_far, turn.intended_ns, keep_answer=not turn.last
+            )
             if not timings.ok:
                 return timings
             history.append({"role": "assistant", "content": answer})
@@ -177,9 +175,8 @@ class ChatUser(User):
         return timings
 
     def _session_turns(
-        self, t_intended_ns: int | None, prompt_tokens: Any, output_tokens: Any,
-        turns: int | None,
-    ) -> Iterator[PlannedTurn]:  # fmt: skip
+        self, t_intended_ns: int | None, prompt_tokens: Any, output_tokens: Any, turns: int | None
+    ) -> Iterator[PlannedTurn]:
         """The class's synthetic turns: the first of ``prompt_tokens`` (else the class's),
         later ones of ``followup_tokens``, think time between."""
         first_spec = prompt_tokens if prompt_tokens is not None else self.prompt_tokens
@@ -190,8 +187,13 @@ class ChatUser(User):
                 gevent.sleep(as_distribution(self.think_time).sample(self.rng))
             spec = first_spec if turn == 0 or followup is None else followup
             text, new_tokens = self._user_message(spec, first=turn == 0, pause=let_streams_run)
-            yield PlannedTurn(text, new_tokens, self._max_tokens(output_tokens),
-                              t_intended_ns if turn == 0 else None, turn + 1 == count)  # fmt: skip
+            yield PlannedTurn(
+                text,
+                new_tokens,
+                self._max_tokens(output_tokens),
+                t_intended_ns if turn == 0 else None,
+                turn + 1 == count,
+            )
 
     def _dataset_turns(
         self, t_intended_ns: int | None, output_tokens: Any
@@ -199,7 +201,7 @@ class ChatUser(User):
         """The dataset's next conversation, its user turns in order, each turn's answer the
         server's (its recorded answer's length, or the length given with it, is
         ``max_tokens``), think time between."""
-        turns = self._next_conversation()
+        turns = next_conversation(self)
         for number, turn in enumerate(turns):
             if number and self.think_time:
                 gevent.sleep(as_distribution(self.think_time).sample(self.rng))
@@ -210,31 +212,13 @@ class ChatUser(User):
             else:
                 max_tokens = self._max_tokens(output_tokens)
             tokens = self.count_tokens(turn.text, len(turn.text.split()))
-            yield PlannedTurn(turn.text, tokens, max_tokens,
-                              t_intended_ns if number == 0 else None,
-                              number + 1 == len(turns))  # fmt: skip
-
-    def _next_conversation(self) -> Conversation:
-        if self.dataset_order != "sequential":
-            return self.rng.choice(self.dataset)
-        share = self._process_share()
-        cls = type(self)
-        taken = cls.__dict__.get("_dataset_taken", 0)
-        cls._dataset_taken = taken + 1  # shared by the class's users in this process
-        return self.dataset[dataset_position(taken, *share, len(self.dataset))]
-
-    def _process_share(self) -> tuple[int, int]:
-        """This process's share (``user_context``); a worker's users that start before the
-        plan wait for it (bounded), rather than take the first entries as if alone."""
-        context = user_context(self.environment)
-        deadline = time.monotonic() + PLAN_WAIT_S
-        while context.process_share is None and time.monotonic() < deadline:
-            gevent.sleep(0.01)
-        if context.process_share is None:
-            logger.error("tpot-locust: no plan from the master in %g s: dataset entries "
-                         "taken as if this worker were alone", PLAN_WAIT_S)  # fmt: skip
-            context.process_share = ALONE
-        return context.process_share
+            yield PlannedTurn(
+                turn.text,
+                tokens,
+                max_tokens,
+                t_intended_ns if number == 0 else None,
+                number + 1 == len(turns),
+            )
 
     def _user_message(
         self, spec: Any, first: bool, pause: Callable[[], None] | None = None
@@ -269,9 +253,12 @@ class ChatUser(User):
         return exact.count(text) if exact is not None else estimate
 
     def trace_message(
-        self, prompt: str | None, input_tokens: int | None, blocks: tuple[int, ...] = (),
+        self,
+        prompt: str | None,
+        input_tokens: int | None,
+        blocks: tuple[int, ...] = (),
         block_tokens: int = 0,
-    ) -> tuple[str, int]:  # fmt: skip
+    ) -> tuple[str, int]:
         """A trace's user message: its own text, synthetic text of its length, or (a
         published trace's prefix blocks) the text of each block in turn, so that requests
         sharing leading blocks share that much leading text, in every process."""
@@ -322,8 +309,11 @@ class ChatUser(User):
         prefix = cls.__dict__.get("_prefix_text")
         if prefix is None:
             exact, seeded = self._tokenizer(), random.Random(cls.__name__)
-            prefix = (exact.text_of(self.shared_prefix_tokens, seeded, WORDS) if exact
-                      else synthetic_text(self.shared_prefix_tokens, seeded))  # fmt: skip
+            prefix = (
+                exact.text_of(self.shared_prefix_tokens, seeded, WORDS)
+                if exact
+                else synthetic_text(self.shared_prefix_tokens, seeded)
+            )
             cls._prefix_text = prefix
         return prefix
 
@@ -378,8 +368,12 @@ class ChatUser(User):
 
     def _first_listed_model(self) -> str:
         """Raises ``StreamError`` (``model_lookup``)."""
-        return first_listed_model(self.connection, self.dialect, self.request_headers("models"),
-                                  lookup_timeout(self.first_token_timeout))  # fmt: skip
+        return first_listed_model(
+            self.connection,
+            self.dialect,
+            self.request_headers("models"),
+            lookup_timeout(self.first_token_timeout),
+        )
 
     def send(
         self,
@@ -444,8 +438,9 @@ class ChatUser(User):
             except gevent.GreenletExit:
                 stamps = cut[0].token_stamps if cut else None
                 prefill.end(stamps[0] if stamps else None)
-                self._count_interrupted(request_id, intended_ns, prefill.start_ns,
-                                        cut[0] if cut else None)  # fmt: skip
+                self._count_interrupted(
+                    request_id, intended_ns, prefill.start_ns, cut[0] if cut else None
+                )
                 raise
             except BaseException:  # never expected (requests do not raise): no window left open
                 prefill.end(None)
@@ -467,9 +462,12 @@ class ChatUser(User):
         return timings, answer
 
     def _count_interrupted(
-        self, request_id: str, intended_ns: int, sent_ns: int | None = None,
+        self,
+        request_id: str,
+        intended_ns: int,
+        sent_ns: int | None = None,
         cut: RequestTimings | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """A request the stop killed (mid-stream: ``sent_ns``, its send; ``cut``: what
         came before the stop): counted, with its token events, so the totals still add up
         and its gaps inside the window count (docs/metrics.md, "The window")."""
@@ -480,8 +478,14 @@ class ChatUser(User):
         self._token_timings.fire(timings=ended, user=self)
 
     def _unsent(self, request_id: str, intended_ns: int, sent_ns: int) -> RequestTimings:
-        return RequestTimings(type(self).__name__, self.api, request_id, intended_ns, sent_ns,
-                              model=self._session_model)  # fmt: skip
+        return RequestTimings(
+            type(self).__name__,
+            self.api,
+            request_id,
+            intended_ns,
+            sent_ns,
+            model=self._session_model,
+        )
 
 
 class CompletionsUser(ChatUser):

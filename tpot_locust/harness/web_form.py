@@ -50,9 +50,12 @@ def swarm_refusal(
                 "(its command line or environment)"
             )
     checks = (
-        ("user_count", _users), ("spawn_rate", _spawn_rate), ("run_time", _run_time),
-        ("host", _host), (SETTINGS_FIELD, _settings),
-    )  # fmt: skip
+        ("user_count", _users),
+        ("spawn_rate", _spawn_rate),
+        ("run_time", _run_time),
+        ("host", _host),
+        (SETTINGS_FIELD, _settings),
+    )
     for name, check in checks:
         value = form.get(name)
         if value is not None and (why := check(value)):

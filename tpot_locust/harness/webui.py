@@ -39,10 +39,18 @@ TAB_KEY = "tpot"
 TAB_METRICS = catalogue.names("in_tab")
 PER_TOKEN = catalogue.names("per_token")
 COLUMNS = (
-    ("name", "Class"), ("metric", "Metric"), ("count", "Samples"), ("mean", "Mean ms"),
-    ("p50", "Median ms"), ("p90", "P90 ms"), ("p99", "P99 ms"), ("p99.9", "P99.9 ms"),
-    ("p99.99", "P99.99 ms"), ("max", "Max ms"), ("tokens_per_s", "Tokens/s at median"),
-)  # fmt: skip
+    ("name", "Class"),
+    ("metric", "Metric"),
+    ("count", "Samples"),
+    ("mean", "Mean ms"),
+    ("p50", "Median ms"),
+    ("p90", "P90 ms"),
+    ("p99", "P99 ms"),
+    ("p99.9", "P99.9 ms"),
+    ("p99.99", "P99.99 ms"),
+    ("max", "Max ms"),
+    ("tokens_per_s", "Tokens/s at median"),
+)
 
 
 def tab_rows(state: RunState) -> list[dict[str, Any]]:
@@ -134,8 +142,9 @@ def install(environment: Environment, state: RunState) -> None:
     @app.route(f"{base}/tpot/charts")
     @web_ui.auth_required_if_enabled
     def _charts() -> Response:
-        return Response(charts_page(f"{base}/tpot/charts/fragment", _fragment_html()),
-                        mimetype="text/html")  # fmt: skip
+        return Response(
+            charts_page(f"{base}/tpot/charts/fragment", _fragment_html()), mimetype="text/html"
+        )
 
     @app.route(f"{base}/tpot/charts/fragment")
     @web_ui.auth_required_if_enabled

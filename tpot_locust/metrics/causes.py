@@ -87,14 +87,26 @@ class CauseWindow:
 
     def to_wire(self) -> list[Any]:
         """The compact form relayed between processes (msgpack/JSON-safe)."""
-        return [self.kind, self.window_id, self.start_wall_ns, self.end_wall_ns, self.size,
-                self.burst]  # fmt: skip
+        return [
+            self.kind,
+            self.window_id,
+            self.start_wall_ns,
+            self.end_wall_ns,
+            self.size,
+            self.burst,
+        ]
 
     @classmethod
     def from_wire(cls, item: list[Any]) -> CauseWindow:
         kind, window_id, start, end, size, burst = item
-        return cls(str(kind), str(window_id), int(start), None if end is None else int(end),
-                   float(size), bool(burst))  # fmt: skip
+        return cls(
+            str(kind),
+            str(window_id),
+            int(start),
+            None if end is None else int(end),
+            float(size),
+            bool(burst),
+        )
 
 
 FAILED_END = -1  # on the wire: a prefill that failed before its first token (no window)
@@ -114,13 +126,17 @@ class _KindIndex:
     @classmethod
     def of(cls, windows: list[CauseWindow]) -> _KindIndex:
         starts = np.array([w.start_wall_ns for w in windows], dtype=np.int64)
-        ends = np.array([OPEN_END if w.end_wall_ns is None else w.end_wall_ns for w in windows],
-                        dtype=np.int64)  # fmt: skip
+        ends = np.array(
+            [OPEN_END if w.end_wall_ns is None else w.end_wall_ns for w in windows], dtype=np.int64
+        )
         sizes = np.array([w.size for w in windows], dtype=np.float64)
         by_start, by_end = np.argsort(starts, kind="stable"), np.argsort(ends, kind="stable")
-        return cls(starts[by_start], ends[by_end],
-                   np.concatenate(([0.0], np.cumsum(sizes[by_start]))),
-                   np.concatenate(([0.0], np.cumsum(sizes[by_end]))))  # fmt: skip
+        return cls(
+            starts[by_start],
+            ends[by_end],
+            np.concatenate(([0.0], np.cumsum(sizes[by_start]))),
+            np.concatenate(([0.0], np.cumsum(sizes[by_end]))),
+        )
 
     def counts(self, gap_starts: np.ndarray, gap_ends: np.ndarray) -> tuple[np.ndarray, ...]:
         """Per gap [a, b]: the windows that overlap it (started before b, not ended by a),
@@ -302,9 +318,13 @@ class CauseTimeline:
         return self._per_gap(kind, gap_starts, gap_ends, among, by_size=True)
 
     def _per_gap(
-        self, kind: str, gap_starts: np.ndarray, gap_ends: np.ndarray, among: np.ndarray,
+        self,
+        kind: str,
+        gap_starts: np.ndarray,
+        gap_ends: np.ndarray,
+        among: np.ndarray,
         by_size: bool,
-    ) -> np.ndarray:  # fmt: skip
+    ) -> np.ndarray:
         found = np.zeros(gap_starts.shape, dtype=np.float64 if by_size else np.int64)
         windows = [w for w in self._windows.values() if w.kind == kind]
         if not windows or not among.any():
@@ -393,5 +413,7 @@ class PrefillArchive:
         peaks = np.zeros(points)
         np.maximum.at(peaks, bins, level)
         used = np.unique(bins)
-        return [[round((first + b * width - origin_wall_ns) / 1e9, 3), round(float(peaks[b]))]
-                for b in used]  # fmt: skip
+        return [
+            [round((first + b * width - origin_wall_ns) / 1e9, 3), round(float(peaks[b]))]
+            for b in used
+        ]

@@ -119,9 +119,12 @@ class GapScale:
         return None if not cost else float(f"{cost * SPAN_MARGIN:.3g}")
 
     def weigh(
-        self, itl_ns: np.ndarray, found: GapCauses, paused_ns: np.ndarray,
+        self,
+        itl_ns: np.ndarray,
+        found: GapCauses,
+        paused_ns: np.ndarray,
         slowdown: np.ndarray | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Keep ``prefill`` where it explains the gap and name ``server_pause`` where a
         pause does (``paused_ns``: how much of each gap the longest pause window covered),
         ``gpu_throttle`` where a GPU's slowdown does (``slowdown``: the largest of the

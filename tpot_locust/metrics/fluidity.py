@@ -34,7 +34,7 @@ class Pace(Protocol):
 
 def token_deadlines(
     pace: Pace, send_ns: int, stamps_ns: np.ndarray, counts: np.ndarray | None
-) -> tuple[int, int, int]:  # fmt: skip
+) -> tuple[int, int, int]:
     """``(tokens, late tokens, stall ns)`` of one request: event ``i`` arrived at
     ``stamps_ns[i]`` with ``counts[i]`` tokens (None: one each)."""
     arrivals = stamps_ns if counts is None else np.repeat(stamps_ns, counts)

@@ -151,9 +151,12 @@ class GapTagger:
         self.pauses.prune(before, now)
 
     def _tag_batch(
-        self, sink: SampleSink, user_class: str, batch: list[tuple[HeldGaps, np.ndarray | None]],
+        self,
+        sink: SampleSink,
+        user_class: str,
+        batch: list[tuple[HeldGaps, np.ndarray | None]],
         tails: list[dict[str, Any]],
-    ) -> None:  # fmt: skip
+    ) -> None:
         gaps = _BatchGaps.of(batch)
         self.scale.learn_steps(gaps.itl_ns)
         for window in self.pauses.find(gaps.starts, gaps.ends, self.scale.base_ns, gaps.in_stall):
@@ -185,9 +188,13 @@ class GapTagger:
         self._keep_tail(user_class, gaps, causes, overlapped, tails)
 
     def _keep_tail(
-        self, user_class: str, gaps: _BatchGaps, found: GapCauses,
-        overlapped: np.ndarray | None, kept: list[dict[str, Any]],
-    ) -> None:  # fmt: skip
+        self,
+        user_class: str,
+        gaps: _BatchGaps,
+        found: GapCauses,
+        overlapped: np.ndarray | None,
+        kept: list[dict[str, Any]],
+    ) -> None:
         """The batch's gaps that enter this process's largest, each with its causes (and a
         prefill that overlapped it without explaining it)."""
         masks = found.masks
@@ -198,19 +205,21 @@ class GapTagger:
         owners = np.searchsorted(gaps.offsets, chosen, side="right") - 1
         for index, owner in zip(chosen.tolist(), owners.tolist(), strict=True):
             causes = [kind for kind in CAUSES if kind in masks and masks[kind][index]]
-            kept.append({
-                "ms": round(int(gaps.itl_ns[index]) / 1e6, 3),
-                "at_wall_s": round(int(gaps.ends[index]) / 1e9, 3),
-                "request_id": gaps.request_ids[owner],
-                "gap": index - int(gaps.offsets[owner]) + gaps.first_gaps[owner],
-                "causes": causes,
-                "prefill_tokens": int(found.prefill_tokens[index]),
-                "prefill_requests": int(found.prefill_requests[index]),
-                "prefill_overlapped": overlapped is not None and bool(overlapped[index]),
-                "pause_streams": int(found.pause_streams[index]),
-                "phase": BURST if found.in_burst[index] else STEADY,
-                "client_stall": CLIENT_STALL in causes,
-            })  # fmt: skip
+            kept.append(
+                {
+                    "ms": round(int(gaps.itl_ns[index]) / 1e6, 3),
+                    "at_wall_s": round(int(gaps.ends[index]) / 1e9, 3),
+                    "request_id": gaps.request_ids[owner],
+                    "gap": index - int(gaps.offsets[owner]) + gaps.first_gaps[owner],
+                    "causes": causes,
+                    "prefill_tokens": int(found.prefill_tokens[index]),
+                    "prefill_requests": int(found.prefill_requests[index]),
+                    "prefill_overlapped": overlapped is not None and bool(overlapped[index]),
+                    "pause_streams": int(found.pause_streams[index]),
+                    "phase": BURST if found.in_burst[index] else STEADY,
+                    "client_stall": CLIENT_STALL in causes,
+                }
+            )
 
     def _tag_stalls(self, sink: SampleSink, held: HeldGaps) -> np.ndarray:
         """Copies of the samples of a request whose stamps were not all recovered that
@@ -283,16 +292,20 @@ class _BatchGaps:
         offsets = np.concatenate(([0], np.cumsum(sizes[:-1]))).astype(np.int64)
         counts = None
         if any(held.counts is not None for held in helds):
-            counts = np.concatenate([
-                held.counts if held.counts is not None else np.ones(held.itl_ns.size, np.int64)
-                for held in helds
-            ])  # fmt: skip
+            counts = np.concatenate(
+                [
+                    held.counts if held.counts is not None else np.ones(held.itl_ns.size, np.int64)
+                    for held in helds
+                ]
+            )
         in_stall = None
         if any(stall is not None and stall.any() for _, stall in batch):
-            in_stall = np.concatenate([
-                stall if stall is not None else np.zeros(held.itl_ns.size, dtype=bool)
-                for held, stall in batch
-            ])  # fmt: skip
+            in_stall = np.concatenate(
+                [
+                    stall if stall is not None else np.zeros(held.itl_ns.size, dtype=bool)
+                    for held, stall in batch
+                ]
+            )
 
         network = None
         if any(held.network for held in helds):
@@ -301,10 +314,19 @@ class _BatchGaps:
         def joined(name: str) -> np.ndarray:
             return np.concatenate([getattr(held, name) for held in helds])
 
-        return cls([held.request_id for held in helds], [held.first_gap for held in helds],
-                   offsets, joined("starts_wall"),
-                   joined("ends_wall"), joined("itl_ns"), counts, joined("itl_us"),
-                   joined("tpot_us"), in_stall, network)  # fmt: skip
+        return cls(
+            [held.request_id for held in helds],
+            [held.first_gap for held in helds],
+            offsets,
+            joined("starts_wall"),
+            joined("ends_wall"),
+            joined("itl_ns"),
+            counts,
+            joined("itl_us"),
+            joined("tpot_us"),
+            in_stall,
+            network,
+        )
 
     def split(self, sink: SampleSink, user_class: str, *parts: tuple[str, np.ndarray]) -> None:
         """The ITL and TPOT samples of each ``(tag, mask)`` into ``metric@tag``."""
@@ -323,3 +345,18 @@ class _BatchGaps:
             else:
                 tpot = tpot_samples_ns(itl, self.counts[mask])
                 sink.add_samples(user_class, phase_metric("tpot", tag), to_us(tpot))
+
+
+def read_together(gaps_ns: np.ndarray, next_shared: bool = False) -> np.ndarray | None:
+    """The gaps a shared read distorted (None: none): events a read returned together
+    carry one stamp, so the gap before such an event reads long and the next zero; both are
+    marked. ``next_shared``: the gap after the last one here is zero (a live part's, whose
+    successor waits for the next take)."""
+    shared: np.ndarray = gaps_ns == 0
+    if not next_shared and not shared.any():
+        return None
+    together: np.ndarray = shared.copy()
+    together[:-1] |= shared[1:]
+    if next_shared and together.size:
+        together[-1] = True
+    return together

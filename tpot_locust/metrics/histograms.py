@@ -171,8 +171,9 @@ def decode_histogram(encoded: str | bytes) -> HdrHistogram:
     # histogram read as empty (its metric's section vanished from the report)
     total = sum(int(count) for count in counts[counts > 0])
     if total > MAX_BUCKET_COUNT or total != histogram.total_count:
-        raise HistogramDecodeError(f"not a valid histogram (a total of {total:.3g} samples, "
-                                   "beyond any run's)")  # fmt: skip
+        raise HistogramDecodeError(
+            f"not a valid histogram (a total of {total:.3g} samples, beyond any run's)"
+        )
     if histogram.counts_len != _layout().counts_len:
         merged = new_histogram()
         try:

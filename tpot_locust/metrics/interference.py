@@ -51,9 +51,10 @@ def phase_summary(metrics: ClassMetrics, tail_min_samples: int) -> dict[str, Any
                 for p in INTERFERENCE_PERCENTILES
             }
             phases[phase][name]["unmeasured"] = [
-                percentile_key(p) for p in INTERFERENCE_PERCENTILES
+                percentile_key(p)
+                for p in INTERFERENCE_PERCENTILES
                 if phase_stats.count and phase_stats.above[p] < tail_min_samples
-            ]  # fmt: skip
+            ]
         factors[name] = {
             percentile_key(p): round(stats[BURST].percentiles[p] / stats[STEADY].percentiles[p], 2)
             if stats[STEADY].percentiles[p]

@@ -192,9 +192,13 @@ class ClassCounters:
 
 # Where a stream that had a token event was cut, by its category: the counter it adds to
 # (any other failure mid-stream: ``cut_by_error``).
-CUT_WHERE = {INTERRUPTED: "cut_at_stop", TIMEOUT_IDLE: "cut_by_timeout",
-             TIMEOUT_TOTAL: "cut_by_timeout", CONNECTION_RESET: "cut_by_reset",
-             TRUNCATED: "cut_by_reset"}  # fmt: skip
+CUT_WHERE = {
+    INTERRUPTED: "cut_at_stop",
+    TIMEOUT_IDLE: "cut_by_timeout",
+    TIMEOUT_TOTAL: "cut_by_timeout",
+    CONNECTION_RESET: "cut_by_reset",
+    TRUNCATED: "cut_by_reset",
+}
 
 # Plain int counters (not a mapping): they add, merge and are shape-checked as the others.
 COUNT_SOURCE_COUNTERS = {source: f"counted_by_{source}" for source in COUNT_SOURCES}
@@ -202,9 +206,10 @@ ARRIVAL_CLOCK_COUNTERS = {clock: f"stamped_{clock}" for clock in ARRIVAL_CLOCKS}
 # Every int counter adds, but the wall-clock bounds (min and max instead) and ``_max``es.
 _MAX_COUNTERS = tuple(f.name for f in fields(ClassCounters) if f.name.endswith("_max"))
 _SUMMED_COUNTERS = tuple(
-    f.name for f in fields(ClassCounters)
+    f.name
+    for f in fields(ClassCounters)
     if f.type == "int" and not f.name.endswith(("_wall_ns", "_max"))
-)  # fmt: skip
+)
 # How each int counter merges: summed; the largest (``_max``es and the last token's wall
 # time); the earliest that is not 0 (the first send, the first gap)
 _SUM, _LARGEST, _EARLIEST = "sum", "largest", "earliest"
@@ -262,8 +267,9 @@ def count_tokens(counters: ClassCounters, timings: RequestTimings) -> None:
         counters.prompt_compared_requests += 1
         counters.prompt_compared_requested += requested
         counters.prompt_compared_reported += reported
-        counters.prompt_difference_max = max(counters.prompt_difference_max,
-                                             abs(reported - requested))  # fmt: skip
+        counters.prompt_difference_max = max(
+            counters.prompt_difference_max, abs(reported - requested)
+        )
     if timings.cached_prompt_tokens is not None:
         counters.cache_reported_requests += 1
         counters.cached_prompt_tokens += timings.cached_prompt_tokens

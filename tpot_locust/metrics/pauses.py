@@ -126,8 +126,13 @@ class PauseFinder:
             # the whole silence: from the last token heard before it to the first after
             start = int(arrivals[first - 1]) if first else core_start
             end = int(arrivals[first]) if first < arrivals.size else core_end
-            window = CauseWindow(SERVER_PAUSE, f"pause:{PROCESS_TAG}:{next(self._ids)}",
-                                 start, end, float(max(waited, 1)))  # fmt: skip
+            window = CauseWindow(
+                SERVER_PAUSE,
+                f"pause:{PROCESS_TAG}:{next(self._ids)}",
+                start,
+                end,
+                float(max(waited, 1)),
+            )
             self._found.append((start, end))
             found.append(window)
         return found

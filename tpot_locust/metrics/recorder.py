@@ -25,17 +25,16 @@ from tpot_locust.common.cooperation import WorkSlices, let_streams_run
 from tpot_locust.common.errors import INTERRUPTED, TIMEOUT_IDLE, TIMEOUT_TOTAL
 from tpot_locust.common.metric_groups import metric_group
 from tpot_locust.common.timings import RequestTimings, to_us, tpot_samples_ns
-from tpot_locust.metrics.causes import (
-    FAILED_END,
-    PREFILL,
-    CauseWindow,
-)  # fmt: skip
+from tpot_locust.metrics.causes import FAILED_END, PREFILL, CauseWindow
 from tpot_locust.metrics.fluidity import Pace, token_deadlines
-from tpot_locust.metrics.gap_tagging import PREFILL_AT_GAP, GapTagger, HeldGaps, phase_metric
-from tpot_locust.metrics.histograms import (
-    record_many,
-    warm_up,
+from tpot_locust.metrics.gap_tagging import (
+    PREFILL_AT_GAP,
+    GapTagger,
+    HeldGaps,
+    phase_metric,
+    read_together,
 )
+from tpot_locust.metrics.histograms import record_many, warm_up
 from tpot_locust.metrics.metric_set import (
     ARRIVAL_CLOCK_COUNTERS,
     CUT_WHERE,
@@ -49,21 +48,6 @@ from tpot_locust.metrics.token_flow import LiveGaps, TokenFlow
 
 FLUSH_PENDING_VALUES = 100_000
 BUCKET_SLICE = 4096  # values bucketed between two yields
-
-
-def read_together(gaps_ns: np.ndarray, next_shared: bool = False) -> np.ndarray | None:
-    """The gaps a shared read distorted (None: none): events a read returned together
-    carry one stamp, so the gap before such an event reads long and the next zero; both are
-    marked. ``next_shared``: the gap after the last one here is zero (a live part's, whose
-    successor waits for the next take)."""
-    shared: np.ndarray = gaps_ns == 0
-    if not next_shared and not shared.any():
-        return None
-    together: np.ndarray = shared.copy()
-    together[:-1] |= shared[1:]
-    if next_shared and together.size:
-        together[-1] = True
-    return together
 
 
 def _first_token_scalars(timings: RequestTimings) -> dict[str, float]:
@@ -135,9 +119,14 @@ class Recorder:
         self._interval.client.note_stall(start, end, generation)
 
     def on_prefill(
-        self, request_id: str, start_perf_ns: int, end_perf_ns: int | None, prompt_tokens: int,
-        burst: bool = False, **_: Any,
-    ) -> None:  # fmt: skip
+        self,
+        request_id: str,
+        start_perf_ns: int,
+        end_perf_ns: int | None,
+        prompt_tokens: int,
+        burst: bool = False,
+        **_: Any,
+    ) -> None:
         """Listener of ``prefill_window``: a request of this process sent (``end`` None),
         given its first token (``end``: its stamp) or failed before one (``end`` -1)."""
         start = self.to_wall_ns(start_perf_ns)
@@ -288,13 +277,19 @@ class Recorder:
         recovered = timings.stamps_recovered
         counts = timings.tokens_per_event()
         self._hold(
-            group, timings.request_id, timings.t_send_ns, taken, scalars,
-            stamps[taken:], None if counts is None else counts[taken + 1 :],
+            group,
+            timings.request_id,
+            timings.t_send_ns,
+            taken,
+            scalars,
+            stamps[taken:],
+            None if counts is None else counts[taken + 1 :],
             None if recovered else read_together(itl[taken:]),
-            network=timings.retransmits > 0, recovered=recovered,
+            network=timings.retransmits > 0,
+            recovered=recovered,
             first_tokens=timings.token_counts[0] if taken == 0 else 0,
             answer_stamp_ns=timings.answer_stamp_ns,
-        )  # fmt: skip
+        )
 
     def _whole_scalars(
         self, group: str, timings: RequestTimings, stamps: np.ndarray, itl: np.ndarray
@@ -308,8 +303,9 @@ class Recorder:
             scalars["request_tpot"] = request_tpot
         counters = self._interval.for_group(group).counters
         if self.pace is not None:
-            tokens, late, stall_ns = token_deadlines(self.pace, timings.t_send_ns, stamps,
-                                                     timings.tokens_per_event())  # fmt: skip
+            tokens, late, stall_ns = token_deadlines(
+                self.pace, timings.t_send_ns, stamps, timings.tokens_per_event()
+            )
             counters.paced_tokens += tokens
             counters.late_tokens += late
             counters.late_requests += late > 0
@@ -325,17 +321,35 @@ class Recorder:
             together = read_together(np.diff(live.stamps), live.shared_next)
         counts = live.counts if (live.counts != 1).any() else None
         self._hold(
-            live.group, live.request_id, live.t_send_ns, live.first_gap, {}, live.stamps,
-            counts, together, live.network, live.recovered, live.first_tokens,
+            live.group,
+            live.request_id,
+            live.t_send_ns,
+            live.first_gap,
+            {},
+            live.stamps,
+            counts,
+            together,
+            live.network,
+            live.recovered,
+            live.first_tokens,
             live.answer_stamp_ns,
-        )  # fmt: skip
+        )
 
     def _hold(
-        self, group: str, request_id: str, t_send_ns: int, first_gap: int,
-        scalars: dict[str, float], stamps: np.ndarray, counts: np.ndarray | None,
-        read_together: np.ndarray | None, network: bool, recovered: bool, first_tokens: int,
+        self,
+        group: str,
+        request_id: str,
+        t_send_ns: int,
+        first_gap: int,
+        scalars: dict[str, float],
+        stamps: np.ndarray,
+        counts: np.ndarray | None,
+        read_together: np.ndarray | None,
+        network: bool,
+        recovered: bool,
+        first_tokens: int,
         answer_stamp_ns: int | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """The gaps between ``stamps`` (their tokens: ``counts``, one per stamp after the
         first; None: one each) that end inside the window, counted and held for tagging;
         ``first_tokens``: the tokens of ``stamps[0]`` when it is its stream's first event;
@@ -363,11 +377,13 @@ class Recorder:
             counters.window_tokens += itl.size if tokens is None else int(tokens.sum())
             if reasoning.any():
                 counters.window_reasoning_tokens += (
-                    int(np.count_nonzero(reasoning)) if tokens is None
+                    int(np.count_nonzero(reasoning))
+                    if tokens is None
                     else int(tokens[reasoning].sum())
-                )  # fmt: skip
-            counters.first_gap_wall_ns = min(counters.first_gap_wall_ns or NO_END_NS,
-                                             int(starts[0]))  # fmt: skip
+                )
+            counters.first_gap_wall_ns = min(
+                counters.first_gap_wall_ns or NO_END_NS, int(starts[0])
+            )
             counters.last_token_wall_ns = max(counters.last_token_wall_ns, int(ends[-1]))
             if read_together is not None and not recovered:
                 shared = itl == 0

@@ -42,8 +42,17 @@ from tpot_locust.metrics.causes import (
 )
 
 MAX_POINTS = 2000
-SERIES = ("t_wall_s", "running", "waiting", "kv_usage", "preemptions", "prompt_tokens_per_s",
-          "generation_tokens_per_s", "itl_p99_low_ms", "itl_p99_high_ms")  # fmt: skip
+SERIES = (
+    "t_wall_s",
+    "running",
+    "waiting",
+    "kv_usage",
+    "preemptions",
+    "prompt_tokens_per_s",
+    "generation_tokens_per_s",
+    "itl_p99_low_ms",
+    "itl_p99_high_ms",
+)
 # a point's largest: the gauges, and the bounds of the server's own ITL p99 per interval
 _PEAKS = ("running", "waiting", "kv_usage", "itl_p99_low_ms", "itl_p99_high_ms")
 _RATES = ("prompt_tokens_per_s", "generation_tokens_per_s")
@@ -252,7 +261,14 @@ class GpuFigures:
         """``run["gpu_metrics"][label]["gpu"]``; None before any GPU sample."""
         if not self.samples:
             return None
-        return {"samples": self.samples, "gpus": self.gpus, "sm_clock_mhz": self.sm_clock_mhz,
-                "power_w_max": self.power_w, "temp_c_max": self.temp_c,
-                "slowed_samples": self.slowed, "slowing_reasons": self.reasons,
-                "xid_errors": self.xids, "sm_clock_series": self.clock_series}  # fmt: skip
+        return {
+            "samples": self.samples,
+            "gpus": self.gpus,
+            "sm_clock_mhz": self.sm_clock_mhz,
+            "power_w_max": self.power_w,
+            "temp_c_max": self.temp_c,
+            "slowed_samples": self.slowed,
+            "slowing_reasons": self.reasons,
+            "xid_errors": self.xids,
+            "sm_clock_series": self.clock_series,
+        }

@@ -42,8 +42,11 @@ MAX_BLOCK_BYTES = 32 << 20  # their spans inflated (a busy delta's: ~40 kB)
 MAX_NAME_CHARS = 200
 COMPRESSION_LEVEL = 6  # ~0.5 ms a busy delta on the worker; half of level 1's bytes
 _WIDTHS: dict[int, np.dtype[np.unsignedinteger[Any]]] = {
-    1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8"),
-}  # fmt: skip
+    1: np.dtype("<u1"),
+    2: np.dtype("<u2"),
+    4: np.dtype("<u4"),
+    8: np.dtype("<u8"),
+}
 _KEYS = ("owners", "names", "first", "widths", "lengths")
 
 
@@ -108,9 +111,14 @@ def pack_spans(
             let_streams_run()
         data.append(compressor.compress(item.span.astype(_WIDTHS[item.width]).tobytes()))
     data.append(compressor.flush())
-    return {"owners": [item.owner for item in packed], "names": [item.name for item in packed],
-            "first": [item.first for item in packed], "widths": [item.width for item in packed],
-            "lengths": [item.span.size for item in packed], "data": b"".join(data)}  # fmt: skip
+    return {
+        "owners": [item.owner for item in packed],
+        "names": [item.name for item in packed],
+        "first": [item.first for item in packed],
+        "widths": [item.width for item in packed],
+        "lengths": [item.span.size for item in packed],
+        "data": b"".join(data),
+    }
 
 
 def unpack_spans(block: Any, owners: int) -> list[tuple[int, str, BucketSpan]]:
@@ -187,8 +195,12 @@ def _checked_lists(block: dict[str, Any], owners: int) -> tuple[list[int], list[
     if not ((owner >= 0).all() and (owner < owners).all() and powers_of_two.all()):
         raise HistogramDecodeError("histograms: a span that is not one")
     limit = counts_length()
-    if not ((first >= 0).all() and (length > 0).all() and (length <= limit).all()
-            and (first + length <= limit).all()):  # fmt: skip
+    if not (
+        (first >= 0).all()
+        and (length > 0).all()
+        and (length <= limit).all()
+        and (first + length <= limit).all()
+    ):
         raise HistogramDecodeError("histograms: a span outside this tool's layout")
     if not all(type(name) is str and 0 < len(name) <= MAX_NAME_CHARS for name in names):
         raise HistogramDecodeError("histograms: a name that is not a short text")
@@ -196,8 +208,9 @@ def _checked_lists(block: dict[str, Any], owners: int) -> tuple[list[int], list[
         raise HistogramDecodeError("histograms: a histogram twice")
     size = int(np.dot(width, length))
     if size > MAX_BLOCK_BYTES:
-        raise HistogramDecodeError(f"histograms: {size:,} bytes of counts, more than any "
-                                   "delta of this tool")  # fmt: skip
+        raise HistogramDecodeError(
+            f"histograms: {size:,} bytes of counts, more than any delta of this tool"
+        )
     return owner.tolist(), names, numbers
 
 

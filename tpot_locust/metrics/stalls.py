@@ -76,8 +76,7 @@ class StallWindows:
         """What a run saves of this process's windows (wall ns), to line them up with a
         server's own logs and with the requests this process sent."""
         windows = [[start, end] for start, end in zip(self.starts, self.ends, strict=True)]
-        return {"request_id_prefix": PROCESS_TAG, "threshold_ms": threshold_ms,
-                "windows": windows}  # fmt: skip
+        return {"request_id_prefix": PROCESS_TAG, "threshold_ms": threshold_ms, "windows": windows}
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> StallWindows:
@@ -143,9 +142,12 @@ class ClientHealth:
         if gc_generation is not None:
             self.gc_stalls += 1
             self.gc_stalled_ns += end_wall_ns - start_wall_ns
-        stall = {"ms": round((end_wall_ns - start_wall_ns) / 1e6, 3),
-                 "at_wall_s": round(end_wall_ns / 1e9, 3), "worker": None,
-                 "gc": gc_generation}  # fmt: skip
+        stall = {
+            "ms": round((end_wall_ns - start_wall_ns) / 1e6, 3),
+            "at_wall_s": round(end_wall_ns / 1e9, 3),
+            "worker": None,
+            "gc": gc_generation,
+        }
         self._keep_worst([stall])
 
     def name_worker(self, worker: str) -> None:
@@ -177,16 +179,25 @@ class ClientHealth:
 
     def encode(self) -> dict[str, Any]:
         loop_lag = self.loop_lag.encode().decode("ascii") if self.loop_lag.total_count else None
-        return {"loop_lag": loop_lag, "stalls": self.stalls, "stalled_ns": self.stalled_ns,
-                "watched_ns": self.watched_ns, "gc_stalls": self.gc_stalls,
-                "gc_stalled_ns": self.gc_stalled_ns, "worst_stalls": self.worst_stalls}  # fmt: skip
+        return {
+            "loop_lag": loop_lag,
+            "stalls": self.stalls,
+            "stalled_ns": self.stalled_ns,
+            "watched_ns": self.watched_ns,
+            "gc_stalls": self.gc_stalls,
+            "gc_stalled_ns": self.gc_stalled_ns,
+            "worst_stalls": self.worst_stalls,
+        }
 
     @classmethod
     def decode(cls, data: dict[str, Any]) -> ClientHealth:
-        health = cls(stalls=int(data.get("stalls", 0)), stalled_ns=int(data.get("stalled_ns", 0)),
-                     watched_ns=int(data.get("watched_ns", 0)),
-                     gc_stalls=int(data.get("gc_stalls", 0)),
-                     gc_stalled_ns=int(data.get("gc_stalled_ns", 0)))  # fmt: skip
+        health = cls(
+            stalls=int(data.get("stalls", 0)),
+            stalled_ns=int(data.get("stalled_ns", 0)),
+            watched_ns=int(data.get("watched_ns", 0)),
+            gc_stalls=int(data.get("gc_stalls", 0)),
+            gc_stalled_ns=int(data.get("gc_stalled_ns", 0)),
+        )
         health.worst_stalls = list(data.get("worst_stalls", []))
         if data.get("loop_lag"):
             try:

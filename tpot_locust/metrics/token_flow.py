@@ -118,6 +118,16 @@ def _take_gaps(request_id: str, entry: _Live) -> LiveGaps | None:
     tokens = np.asarray(counts[first + 1 : last + 1], dtype=np.int64)
     entry.taken = last
     shared_next = bool(window[-1] == window[-2])
-    return LiveGaps(entry.group, request_id, first, stream.t_send_ns, window[:-1], tokens,
-                    shared_next, stream.stamps_recovered(), stream.retransmitted(),
-                    counts[0] if first == 0 else 0, stream.answer_stamp_ns)  # fmt: skip
+    return LiveGaps(
+        entry.group,
+        request_id,
+        first,
+        stream.t_send_ns,
+        window[:-1],
+        tokens,
+        shared_next,
+        stream.stamps_recovered(),
+        stream.retransmitted(),
+        counts[0] if first == 0 else 0,
+        stream.answer_stamp_ns,
+    )

@@ -96,21 +96,28 @@ def encode_delta(delta: MetricSet, cooperative: bool = False) -> dict[str, Any]:
     (~1 ms for a busy delta, in pieces of ~50 us between yields when ``cooperative``)."""
     client = delta.client
     groups = list(delta.groups.items())
-    histograms = [(owner, name, histogram)
-                  for owner, (_, metrics) in enumerate(groups)
-                  for name, histogram in metrics.histograms.items()]  # fmt: skip
+    histograms = [
+        (owner, name, histogram)
+        for owner, (_, metrics) in enumerate(groups)
+        for name, histogram in metrics.histograms.items()
+    ]
     histograms.append((len(groups), "loop_lag", client.loop_lag))
     return {
         "groups": {
-            group: {"counters": {name: value for name, value
-                                 in metrics.counters.to_dict().items() if value},
-                    "tail_gaps": pack_tail(metrics.tail_gaps)}
+            group: {
+                "counters": {
+                    name: value for name, value in metrics.counters.to_dict().items() if value
+                },
+                "tail_gaps": pack_tail(metrics.tail_gaps),
+            }
             for group, metrics in groups
         },
         "histograms": pack_spans(histograms, cooperative),
-        "client": {"worst_stalls": client.worst_stalls,
-                   **{name: getattr(client, name) for name in CLIENT_SCALARS}},
-    }  # fmt: skip
+        "client": {
+            "worst_stalls": client.worst_stalls,
+            **{name: getattr(client, name) for name in CLIENT_SCALARS},
+        },
+    }
 
 
 def decode_delta(data: Any) -> WireDelta:
@@ -127,9 +134,7 @@ def decode_delta(data: Any) -> WireDelta:
             raise HistogramDecodeError(f"groups.{group}: not a mapping")
         try:
             wire_groups[group] = WireGroup(
-                {},
-                _counters(encoded.get("counters")),
-                unpack_tail(encoded.get("tail_gaps")),
+                {}, _counters(encoded.get("counters")), unpack_tail(encoded.get("tail_gaps"))
             )
         except HistogramDecodeError as error:
             raise HistogramDecodeError(f"groups.{group}: {error}") from None

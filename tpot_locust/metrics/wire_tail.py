@@ -43,11 +43,15 @@ class WireTail:
         gaps = []
         if self.keys:
             sizes = self.columns[self.keys.index("ms")]
-            chosen = range(len(sizes)) if floor is None else [
-                index for index, size in enumerate(sizes) if size > floor]  # fmt: skip
-            gaps = [{key: column[index] for key, column in zip(self.keys, self.columns,
-                                                                strict=True)}
-                    for index in chosen]  # fmt: skip
+            chosen = (
+                range(len(sizes))
+                if floor is None
+                else [index for index, size in enumerate(sizes) if size > floor]
+            )
+            gaps = [
+                {key: column[index] for key, column in zip(self.keys, self.columns, strict=True)}
+                for index in chosen
+            ]
         return gaps + [gap for gap in self.rows if floor is None or gap["ms"] > floor]
 
 
@@ -67,8 +71,9 @@ def unpack_tail(data: Any) -> WireTail:
     if not all(isinstance(column, list) for column in columns):
         raise HistogramDecodeError("tail_gaps: a column that is not a list")
     if len({len(column) for column in columns}) > 1 or len(columns and columns[0]) > TAIL_GAPS_KEPT:
-        raise HistogramDecodeError(f"tail_gaps: columns of different lengths, or past "
-                                   f"{TAIL_GAPS_KEPT}")  # fmt: skip
+        raise HistogramDecodeError(
+            f"tail_gaps: columns of different lengths, or past {TAIL_GAPS_KEPT}"
+        )
     if keys:
         check_sizes(columns[keys.index("ms")], "tail_gaps")
     if not all(isinstance(row, dict) for row in rows):

@@ -39,9 +39,7 @@ def attribution_summary(metrics: ClassMetrics, keep_tail: bool) -> dict[str, Any
     ``keep_tail``: also list every kept largest gap (``tail_gaps``), for the truth's check."""
     if not metrics.histograms.get("itl") or not metrics.histograms["itl"].total_count:
         return None
-    result: dict[str, Any] = {
-        "note": "a gap can overlap several causes: shares do not sum to 1",
-    }
+    result: dict[str, Any] = {"note": "a gap can overlap several causes: shares do not sum to 1"}
     for name in CAUSE_METRICS:
         result[name] = _metric_shares(metrics, name)
     result["prefill_tokens"] = _prefill_tokens(metrics, result["itl"])
@@ -77,8 +75,11 @@ def _metric_shares(metrics: ClassMetrics, name: str) -> dict[str, Any]:
             cause: round(count_above(part, threshold_us) / above, SHARE_DIGITS) if above else None
             for cause, part in parts.items()
         }
-        rows[percentile_key(percentile)] = {"above_ms": threshold_us / 1000, "samples": above,
-                                  "shares": shares}  # fmt: skip
+        rows[percentile_key(percentile)] = {
+            "above_ms": threshold_us / 1000,
+            "samples": above,
+            "shares": shares,
+        }
     return rows
 
 
@@ -98,9 +99,10 @@ def _prefill_tokens(metrics: ClassMetrics, itl_rows: dict[str, Any]) -> dict[str
 
 
 def gap_story(
-    gap: dict[str, Any], origin_wall_s: float | None = None,
+    gap: dict[str, Any],
+    origin_wall_s: float | None = None,
     server_series: dict[str, list[Any]] | None = None,
-) -> str:  # fmt: skip
+) -> str:
     """One line: "118.2 ms at 12.3 s: 3 prompts in prefill (48,000 tokens, ours), KV cache
     97 %, 1 preemption in that interval"; the server's state from its sampled series. A
     prefill that overlapped the gap without explaining it is told as such, last."""
@@ -114,8 +116,9 @@ def gap_story(
         told.append(f"{prompts} in prefill ({tokens:,} tokens, ours)")
     if SERVER_PAUSE in causes:
         streams = gap.get("pause_streams", 0)
-        told.append(f"server pause ({streams} streams waited together)" if streams
-                    else "server pause")  # fmt: skip
+        told.append(
+            f"server pause ({streams} streams waited together)" if streams else "server pause"
+        )
     state = _server_state(server_series, gap) if server_series and at else {}
     for cause in causes:
         if cause in (PREFILL, SERVER_PAUSE):
@@ -158,9 +161,11 @@ def format_why_the_tail(summary: Summary) -> list[str]:
     if not attribution:
         return []
     lines = ["Why the tail: share of the samples above each percentile that overlapped a cause"]
-    causes = [c for c in (*CAUSES, UNEXPLAINED)
-              if any(c in row["shares"] for m in CAUSE_METRICS
-                     for row in attribution[m].values())]  # fmt: skip
+    causes = [
+        c
+        for c in (*CAUSES, UNEXPLAINED)
+        if any(c in row["shares"] for m in CAUSE_METRICS for row in attribution[m].values())
+    ]
     header = "".join(f"{cause:>13}" for cause in causes)
     lines.append(f"  {'':14}{'above ms':>10}{'samples':>9}{header}")
     for name in CAUSE_METRICS:
@@ -170,12 +175,15 @@ def format_why_the_tail(summary: Summary) -> list[str]:
             lines.append(f"  {label:14}{row['above_ms']:10.3f}{row['samples']:9,}{cells}")
     tokens = attribution.get("prefill_tokens") or {}
     tails = ", ".join(
-        f"{key.removesuffix('_median')} {value:,}" for key, value in tokens.items()
+        f"{key.removesuffix('_median')} {value:,}"
+        for key, value in tokens.items()
         if key != "all_gaps_median" and value is not None
-    )  # fmt: skip
+    )
     every = tokens.get("all_gaps_median", 0)
-    lines.append(f"  prompt tokens in prefill (median): every gap {every:,}"
-                 + (f"; ITL tail {tails}" if tails else ""))  # fmt: skip
+    lines.append(
+        f"  prompt tokens in prefill (median): every gap {every:,}"
+        + (f"; ITL tail {tails}" if tails else "")
+    )
     lines.append("  (causes overlap: a row's shares need not sum to 100 %; 'none': no cause)")
     run = summary.get("run") or {}
     origin, series = run.get("start_wall_s"), (run.get("server_metrics") or {}).get("series")

@@ -72,12 +72,19 @@ TAIL_PERCENTILE = 99.9
 LOWER_PERCENTILE = 99.0  # checked too, beside: where a cause is too rare for P99.9
 CHECKED_CAUSES = (PREFILL, SERVER_PAUSE, SERVER_GC, GPU_THROTTLE, KV_OFFLOAD, PREEMPTION)
 # Stated, not enforced (a run does not fail on them): (cause, measure, at least).
-THRESHOLDS = ((PREFILL, "precision", 0.9), (PREFILL, "recall", 0.9),
-              (SERVER_PAUSE, "precision", 0.9), (SERVER_PAUSE, "recall", 0.9),
-              (SERVER_GC, "precision", 0.9), (SERVER_GC, "recall", 0.9),
-              (GPU_THROTTLE, "precision", 0.9), (GPU_THROTTLE, "recall", 0.9),
-              (KV_OFFLOAD, "precision", 0.9), (KV_OFFLOAD, "recall", 0.9),
-              (PREEMPTION, "recall", 0.8))  # fmt: skip
+THRESHOLDS = (
+    (PREFILL, "precision", 0.9),
+    (PREFILL, "recall", 0.9),
+    (SERVER_PAUSE, "precision", 0.9),
+    (SERVER_PAUSE, "recall", 0.9),
+    (SERVER_GC, "precision", 0.9),
+    (SERVER_GC, "recall", 0.9),
+    (GPU_THROTTLE, "precision", 0.9),
+    (GPU_THROTTLE, "recall", 0.9),
+    (KV_OFFLOAD, "precision", 0.9),
+    (KV_OFFLOAD, "recall", 0.9),
+    (PREEMPTION, "recall", 0.8),
+)
 
 
 @dataclass(frozen=True)
@@ -109,8 +116,7 @@ class TrueGaps:
     def prefill(self) -> np.ndarray:
         """The prefill work explains the gap (old truth: any prefill step in it)."""
         timed = self.prefill_ns >= 0
-        return np.where(timed, explains(self.prefill_ns, self.excess_ns),
-                        self.prefill_overlapped)  # fmt: skip
+        return np.where(timed, explains(self.prefill_ns, self.excess_ns), self.prefill_overlapped)
 
     @property
     def server_gc(self) -> np.ndarray:
@@ -195,8 +201,21 @@ def true_gaps(
     late[index], plain[index] = values[4], values[5]
     # cumulative sums with a leading 0: the sum over steps (a, b] is cum[b + 1] - cum[a + 1]
     cum = np.concatenate([np.zeros((10, 1), dtype=np.int64), np.cumsum(table, axis=1)], axis=1)
-    names = ("rid", "gap", "itl", "end", "pre", "pre_ns", "preempt", "stall", "gc", "throttle",
-             "offload", "excess", "unstepped")  # fmt: skip
+    names = (
+        "rid",
+        "gap",
+        "itl",
+        "end",
+        "pre",
+        "pre_ns",
+        "preempt",
+        "stall",
+        "gc",
+        "throttle",
+        "offload",
+        "excess",
+        "unstepped",
+    )
     parts: dict[str, list[np.ndarray]] = {name: [] for name in names}
     for request_id, sends, step_ids, own in requests:
         if len(sends) < 2 or len(step_ids) != len(sends):
@@ -431,8 +450,9 @@ def _figures(causes: dict[str, Any], every: bool = True) -> str:
     truth nor ours named)."""
     return "; ".join(
         f"{cause} {_figure(row, 'precision', 'tagged')} {_figure(row, 'recall', 'true')}"
-        for cause, row in causes.items() if every or row["true"] or row["tagged"]
-    )  # fmt: skip
+        for cause, row in causes.items()
+        if every or row["true"] or row["tagged"]
+    )
 
 
 def format_attribution_check(check: dict[str, Any] | None) -> list[str]:
@@ -463,7 +483,9 @@ def format_attribution_check(check: dict[str, Any] | None) -> list[str]:
         figures = _figures(lower["causes"], every=False)
         none = lower.get("ours_none")
         left = "" if none is None else f"; ours named no cause for {none * 100:.1f} %"
-        lines.append(f"  above true ITL P{lower['percentile']:g} ({lower['threshold_ms']:.3f} ms:"
-                     f" {lower['tail_gaps']}, {lower['present']} in our tail_gaps): "
-                     f"{figures or 'no cause, true or ours'}{left}")  # fmt: skip
+        lines.append(
+            f"  above true ITL P{lower['percentile']:g} ({lower['threshold_ms']:.3f} ms:"
+            f" {lower['tail_gaps']}, {lower['present']} in our tail_gaps): "
+            f"{figures or 'no cause, true or ours'}{left}"
+        )
     return lines

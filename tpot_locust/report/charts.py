@@ -26,8 +26,7 @@ from tpot_locust.common.text_safety import xml_text
 
 WIDTH, HEIGHT = 720, 300
 LEFT, RIGHT, TOP, BOTTOM = 64, 150, 28, 40
-COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
-          "#7f7f7f")  # fmt: skip
+COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 MAX_NINES = 6  # the x axis ends at p99.9999
 TICK_PERCENTILES = (0.0, 90.0, 99.0, 99.9, 99.99, 99.999, 99.9999)
 # The percentiles a distribution curve is drawn through: 20 per decade of 1 / (1 - p).
@@ -107,18 +106,23 @@ def _frame(title: str, plot: _Plot, unit: str, x_ticks: list[tuple[float, str]])
     for step in range(5):
         value = plot.y_max * step / 4
         y = plot.y(value)
-        parts.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{LEFT + plot.inner_w}" '
-                     f'y2="{y:.1f}" class="grid"/>')  # fmt: skip
+        parts.append(
+            f'<line x1="{LEFT}" y1="{y:.1f}" x2="{LEFT + plot.inner_w}" y2="{y:.1f}" class="grid"/>'
+        )
         parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" class="ytick">{_fmt(value)}</text>')
     middle = f"{TOP + plot.inner_h / 2:.0f}"
-    parts.append(f'<text x="14" y="{middle}" class="unit" '
-                 f'transform="rotate(-90 14 {middle})">{escape(unit)}</text>')  # fmt: skip
+    parts.append(
+        f'<text x="14" y="{middle}" class="unit" '
+        f'transform="rotate(-90 14 {middle})">{escape(unit)}</text>'
+    )
     for value, label in x_ticks:
         x = plot.x(value)
-        parts.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{TOP + plot.inner_h}" '
-                     'class="grid"/>')  # fmt: skip
-        parts.append(f'<text x="{x:.1f}" y="{TOP + plot.inner_h + 16}" class="xtick">'
-                     f"{escape(label)}</text>")  # fmt: skip
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{TOP + plot.inner_h}" class="grid"/>'
+        )
+        parts.append(
+            f'<text x="{x:.1f}" y="{TOP + plot.inner_h + 16}" class="xtick">{escape(label)}</text>'
+        )
     return parts
 
 
@@ -132,14 +136,20 @@ def _curves(plot: _Plot, curves: Sequence[Curve], to_x: object = None) -> list[s
         )
         dash = ' stroke-dasharray="5 3"' if curve.dashed else ""
         label = escape(curve.label)
-        parts.append(f'<polyline points="{coords}" fill="none" stroke="{color}" '
-                     f'stroke-width="1.6"{dash} class="curve" data-label="{label}"/>')  # fmt: skip
+        parts.append(
+            f'<polyline points="{coords}" fill="none" stroke="{color}" '
+            f'stroke-width="1.6"{dash} class="curve" data-label="{label}"/>'
+        )
         legend_y = TOP + 12 + index * 16
         legend_x = WIDTH - RIGHT + 12
-        parts.append(f'<line x1="{legend_x}" y1="{legend_y - 4}" x2="{legend_x + 16}" '
-                     f'y2="{legend_y - 4}" stroke="{color}" stroke-width="2"{dash}/>')  # fmt: skip
-        parts.append(f'<text x="{legend_x + 20}" y="{legend_y}" class="legend">'
-                     f"{escape(curve.label[:22])}</text>")  # fmt: skip
+        parts.append(
+            f'<line x1="{legend_x}" y1="{legend_y - 4}" x2="{legend_x + 16}" '
+            f'y2="{legend_y - 4}" stroke="{color}" stroke-width="2"{dash}/>'
+        )
+        parts.append(
+            f'<text x="{legend_x + 20}" y="{legend_y}" class="legend">'
+            f"{escape(curve.label[:22])}</text>"
+        )
     return parts
 
 
@@ -161,8 +171,9 @@ def percentile_chart(title: str, curves: Sequence[Curve], unit: str = "ms") -> s
     reach = max(nines(p) for curve in drawn for p, _ in curve.points)
     x_top = min(MAX_NINES, max(2, math.ceil(reach - 1e-9)))
     plot = _Plot(x_top, top * 1.05)
-    ticks = [(nines(p), "p0" if p == 0 else f"p{p:g}") for p in TICK_PERCENTILES
-             if nines(p) <= x_top]  # fmt: skip
+    ticks = [
+        (nines(p), "p0" if p == 0 else f"p{p:g}") for p in TICK_PERCENTILES if nines(p) <= x_top
+    ]
     parts = _frame(title, plot, unit, ticks)
     parts += _curves(plot, drawn, nines)
     return _svg(parts, title)
@@ -180,10 +191,12 @@ def thinned(
         return points
     size = math.ceil(len(points) / limit)
     return [
-        (points[min(start + size, len(points)) - 1][0],
-         max(y for _, y in points[start : start + size]))
+        (
+            points[min(start + size, len(points)) - 1][0],
+            max(y for _, y in points[start : start + size]),
+        )
         for start in range(0, len(points), size)
-    ]  # fmt: skip
+    ]
 
 
 def timeseries_chart(
@@ -213,13 +226,16 @@ def _shaded(plot: _Plot, shading: Shading) -> list[str]:
     for start, end in shading.spans:
         x0, x1 = plot.x(max(start, 0)), plot.x(min(end, plot.x_max))
         if x1 > x0:
-            parts.append(f'<rect x="{x0:.1f}" y="{TOP}" width="{max(x1 - x0, 1):.1f}" '
-                         f'height="{plot.inner_h}" class="burst"/>')  # fmt: skip
+            parts.append(
+                f'<rect x="{x0:.1f}" y="{TOP}" width="{max(x1 - x0, 1):.1f}" '
+                f'height="{plot.inner_h}" class="burst"/>'
+            )
     for at in shading.marks:
         if 0 <= at <= plot.x_max:
             x = plot.x(at)
-            parts.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{TOP + 8}" '
-                         'class="stall"/>')  # fmt: skip
+            parts.append(
+                f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{TOP + 8}" class="stall"/>'
+            )
     return parts
 
 
@@ -227,20 +243,27 @@ def _shading_legend(shading: Shading, height: int) -> list[str]:
     parts = []
     note_y = height - 6
     if shading.spans:
-        parts.append(f'<rect x="{LEFT}" y="{note_y - 9}" width="12" height="10" class="burst"/>'
-                     f'<text x="{LEFT + 16}" y="{note_y}" class="legend">'
-                     f"{escape(shading.span_label)}</text>")  # fmt: skip
+        parts.append(
+            f'<rect x="{LEFT}" y="{note_y - 9}" width="12" height="10" class="burst"/>'
+            f'<text x="{LEFT + 16}" y="{note_y}" class="legend">'
+            f"{escape(shading.span_label)}</text>"
+        )
     if shading.marks:
-        parts.append(f'<line x1="{LEFT + 130}" y1="{note_y - 9}" x2="{LEFT + 130}" '
-                     f'y2="{note_y + 1}" class="stall"/><text x="{LEFT + 136}" y="{note_y}" '
-                     f'class="legend">{escape(shading.mark_label)}</text>')  # fmt: skip
+        parts.append(
+            f'<line x1="{LEFT + 130}" y1="{note_y - 9}" x2="{LEFT + 130}" '
+            f'y2="{note_y + 1}" class="stall"/><text x="{LEFT + 136}" y="{note_y}" '
+            f'class="legend">{escape(shading.mark_label)}</text>'
+        )
     return parts
 
 
 def load_chart(
-    title: str, curves: Sequence[Curve], unit: str, knee: dict[str, Any] | None = None,
+    title: str,
+    curves: Sequence[Curve],
+    unit: str,
+    knee: dict[str, Any] | None = None,
     limits: Sequence[tuple[str, float]] = (),
-) -> str:  # fmt: skip
+) -> str:
     """Curves of (load, value) over a sweep's steps, the knee marked: where SLOs break;
     ``limits``: the SLOs the knee was found against, each a labelled horizontal line."""
     drawn = [curve for curve in curves if curve.points]
@@ -252,21 +275,27 @@ def load_chart(
     parts = _frame(title, plot, unit, [(x, _fmt(x)) for x in loads])
     for label, value in limits:
         y = plot.y(value)
-        parts.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{LEFT + plot.inner_w}" y2="{y:.1f}" '
-                     f'class="stall" stroke-dasharray="6 3"/><text x="{LEFT + 4}" '
-                     f'y="{y - 4:.1f}" class="legend">{escape(label)}</text>')  # fmt: skip
+        parts.append(
+            f'<line x1="{LEFT}" y1="{y:.1f}" x2="{LEFT + plot.inner_w}" y2="{y:.1f}" '
+            f'class="stall" stroke-dasharray="6 3"/><text x="{LEFT + 4}" '
+            f'y="{y - 4:.1f}" class="legend">{escape(label)}</text>'
+        )
     if knee is not None and plot.x_min <= knee["value"] <= plot.x_max:
         x = plot.x(knee["value"])
-        parts.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{TOP + plot.inner_h}" '
-                     f'class="stall"/><text x="{x + 4:.1f}" y="{TOP + 12}" class="legend">'
-                     "knee</text>")  # fmt: skip
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{TOP + plot.inner_h}" '
+            f'class="stall"/><text x="{x + 4:.1f}" y="{TOP + 12}" class="legend">'
+            "knee</text>"
+        )
     parts += _curves(plot, drawn)
     return _svg(parts, title)
 
 
 def _empty(title: str, height: int = HEIGHT, kind: str = "chart") -> str:
-    parts = [f'<text x="{LEFT}" y="16" class="title">{escape(title)}</text>',
-             f'<text x="{LEFT}" y="60" class="legend">no samples yet</text>']  # fmt: skip
+    parts = [
+        f'<text x="{LEFT}" y="16" class="title">{escape(title)}</text>',
+        f'<text x="{LEFT}" y="60" class="legend">no samples yet</text>',
+    ]
     return _svg(parts, title, height, kind)
 
 
@@ -314,11 +343,19 @@ def _largest_dots(dots: Sequence[Dot], limit: int) -> list[Dot]:
 
 
 def timeline_panel(
-    title: str, curves: Sequence[Curve], unit: str, x_max: float, *,
-    shading: Shading | None = None, dots: Sequence[Dot] = (),
-    dot_legend: Sequence[tuple[str, str]] = (), rules: Sequence[Rule] = (),
-    steps: bool = False, y_max: float | None = None, height: int = PANEL_HEIGHT,
-) -> str:  # fmt: skip
+    title: str,
+    curves: Sequence[Curve],
+    unit: str,
+    x_max: float,
+    *,
+    shading: Shading | None = None,
+    dots: Sequence[Dot] = (),
+    dot_legend: Sequence[tuple[str, str]] = (),
+    rules: Sequence[Rule] = (),
+    steps: bool = False,
+    y_max: float | None = None,
+    height: int = PANEL_HEIGHT,
+) -> str:
     """One panel of the tail's timeline: curves of (seconds since the run's start, value)
     over ``[0, x_max]`` (every panel of one timeline gets the same ``x_max``, so they line
     up), each thinned to ``MAX_TIMELINE_POINTS``; ``dots`` (the largest as many); horizontal
@@ -327,8 +364,7 @@ def timeline_panel(
     for curve in curves:
         points = thinned([p for p in curve.points if 0 <= p[0] <= x_max], MAX_TIMELINE_POINTS)
         if points:
-            drawn.append(Curve(curve.label, step_points(points) if steps else points,
-                               curve.dashed))  # fmt: skip
+            drawn.append(Curve(curve.label, step_points(points) if steps else points, curve.dashed))
     shown = _largest_dots([d for d in dots if 0 <= d.x <= x_max], MAX_TIMELINE_POINTS)
     if not drawn and not shown:
         return _empty(title, height, "chart timeline")
@@ -346,25 +382,32 @@ def timeline_panel(
         if 0 <= rule.value <= plot.y_max:
             y = plot.y(rule.value)
             label = escape(rule.label)
-            parts.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{LEFT + plot.inner_w}" '
-                         f'y2="{y:.1f}" class="rule"/><text x="{LEFT + plot.inner_w - 4}" '
-                         f'y="{y - 3:.1f}" class="rule-label">{label}</text>')  # fmt: skip
+            parts.append(
+                f'<line x1="{LEFT}" y1="{y:.1f}" x2="{LEFT + plot.inner_w}" '
+                f'y2="{y:.1f}" class="rule"/><text x="{LEFT + plot.inner_w - 4}" '
+                f'y="{y - 3:.1f}" class="rule-label">{label}</text>'
+            )
     parts += _curves(plot, drawn)
     for dot in sorted(shown, key=lambda d: d.big):  # the worst on top
         kind = dot.kind if dot.kind in DOT_CLASSES else "gap-none"
         radius = 4 if dot.big else 2.2
-        circle = (f'<circle cx="{plot.x(dot.x):.1f}" cy="{plot.y(dot.y):.1f}" r="{radius}" '
-                  f'class="gap {kind}{" worst" if dot.big else ""}"')  # fmt: skip
-        parts.append(f"{circle}><title>{escape(dot.tip)}</title></circle>" if dot.tip
-                     else f"{circle}/>")  # fmt: skip
+        circle = (
+            f'<circle cx="{plot.x(dot.x):.1f}" cy="{plot.y(dot.y):.1f}" r="{radius}" '
+            f'class="gap {kind}{" worst" if dot.big else ""}"'
+        )
+        parts.append(
+            f"{circle}><title>{escape(dot.tip)}</title></circle>" if dot.tip else f"{circle}/>"
+        )
     legend_x = WIDTH - RIGHT + 12
     for index, (kind, label) in enumerate(dot_legend):
         legend_y = TOP + 12 + (len(drawn) + index) * 16
         if legend_y > height - 4:
             break
-        parts.append(f'<circle cx="{legend_x + 8}" cy="{legend_y - 4}" r="3.5" '
-                     f'class="gap {escape(kind)}"/><text x="{legend_x + 20}" y="{legend_y}" '
-                     f'class="legend">{escape(label[:22])}</text>')  # fmt: skip
+        parts.append(
+            f'<circle cx="{legend_x + 8}" cy="{legend_y - 4}" r="3.5" '
+            f'class="gap {escape(kind)}"/><text x="{legend_x + 20}" y="{legend_y}" '
+            f'class="legend">{escape(label[:22])}</text>'
+        )
     parts += _shading_legend(shading, height)
     return _svg(parts, title, height, "chart timeline")
 

@@ -37,9 +37,9 @@ def client_health(health: ClientHealth, start_wall_s: float | None) -> dict[str,
         at_s = stall["at_wall_s"] - start_wall_s if start_wall_s else None
         worst.append(stall | {"at_s": None if at_s is None else round(at_s, 3)})
     return {
-        "loop_lag": {"count": lag.count} | {
-            percentile_key(p): value / 1000 for p, value in lag.percentiles.items()
-        } | {"max": lag.max / 1000},
+        "loop_lag": {"count": lag.count}
+        | {percentile_key(p): value / 1000 for p, value in lag.percentiles.items()}
+        | {"max": lag.max / 1000},
         "stalls": health.stalls,
         "stalled_ms": round(health.stalled_ns / 1e6, 3),
         # of them, those during this process's own garbage collection (a client GC)
@@ -48,7 +48,7 @@ def client_health(health: ClientHealth, start_wall_s: float | None) -> dict[str,
         "loop_held_share": None if held_share is None else round(held_share, 4),
         "loop_saturated": loop_saturated(held_share),
         "worst_stalls": worst,
-    }  # fmt: skip
+    }
 
 
 def client_check(read_delay: dict[str, Any], token_gap_ms: float = 0.0) -> ClientFigures:
@@ -63,8 +63,11 @@ def client_check(read_delay: dict[str, Any], token_gap_ms: float = 0.0) -> Clien
     if not read_delay["count"]:
         return {"read_delay_p90_ms": None, "read_delay_p99_ms": None, "busy": None}
     p90 = read_delay[percentile_key(BUSY_PERCENTILE)]
-    return {"read_delay_p90_ms": p90, "read_delay_p99_ms": read_delay[percentile_key(99.0)],
-            "busy": client_busy(p90, token_gap_ms)}  # fmt: skip
+    return {
+        "read_delay_p90_ms": p90,
+        "read_delay_p99_ms": read_delay[percentile_key(99.0)],
+        "busy": client_busy(p90, token_gap_ms),
+    }
 
 
 def client_busy(read_delay_p90_ms: float, token_gap_ms: float = 0.0) -> bool:
@@ -86,10 +89,14 @@ def format_busy_workers(summary: Summary) -> list[str]:
         if loop_saturated(share):
             reasons.setdefault(client_id, []).append(f"loop held {share:.0%}")
     if reasons:
-        named = ", ".join(f"{printable(client_id)} ({', '.join(why)})"
-                          for client_id, why in sorted(reasons.items()))  # fmt: skip
-        return [f"! busy workers (read delay P90 > {limit:g} ms, or loop held over "
-                f"{LOOP_SATURATED_SHARE:.0%} of the time): {named}"]  # fmt: skip
+        named = ", ".join(
+            f"{printable(client_id)} ({', '.join(why)})"
+            for client_id, why in sorted(reasons.items())
+        )
+        return [
+            f"! busy workers (read delay P90 > {limit:g} ms, or loop held over "
+            f"{LOOP_SATURATED_SHARE:.0%} of the time): {named}"
+        ]
     return []
 
 
@@ -102,12 +109,16 @@ def format_client_busy(summary: Summary) -> list[str]:
     p90 = client["read_delay_p90_ms"]
     limit = max(CLIENT_BUSY_READ_DELAY_MS, token_gap_ms(summary))
     if p90 is not None and client_busy(p90, token_gap_ms(summary)):
-        why = (f"10 % of reads came more than {p90:.1f} ms after their data arrived (read "
-               f"delay P90 > {limit:g} ms, a token gap)")  # fmt: skip
+        why = (
+            f"10 % of reads came more than {p90:.1f} ms after their data arrived (read "
+            f"delay P90 > {limit:g} ms, a token gap)"
+        )
     else:
-        why = (f"its loop was held in stalls {client.get('loop_held_share') or 0:.0%} of the "
-               f"time (over {LOOP_SATURATED_SHARE:.0%}: too little left to read and send on "
-               "time)")  # fmt: skip
+        why = (
+            f"its loop was held in stalls {client.get('loop_held_share') or 0:.0%} of the "
+            f"time (over {LOOP_SATURATED_SHARE:.0%}: too little left to read and send on "
+            "time)"
+        )
     return [f"! client busy: {why}: the client fell behind the streams. {busy_advice(summary)}"]
 
 
@@ -148,11 +159,15 @@ def format_arrival_clocks(summary: Summary) -> list[str]:
     clocks = summary["client"].get("arrival_clocks") or {}
     if not clocks:
         return []
-    parts = [f"{CLOCK_WORDS.get(clock, printable(clock))} ({count:,} requests)"
-             for clock, count in clocks.items()]  # fmt: skip
+    parts = [
+        f"{CLOCK_WORDS.get(clock, printable(clock))} ({count:,} requests)"
+        for clock, count in clocks.items()
+    ]
     departed = summary["client"].get("departed_from_tap") or 0
-    sends = (f"; sends: the tap's departure ({departed:,} of {sum(clocks.values()):,}), else "
-             "just before the write")  # fmt: skip
+    sends = (
+        f"; sends: the tap's departure ({departed:,} of {sum(clocks.values()):,}), else "
+        "just before the write"
+    )
     return ["arrival stamps: " + ", ".join(parts) + sends, *_format_reads(summary)]
 
 
@@ -164,8 +179,10 @@ def _format_reads(summary: Summary) -> list[str]:
     if not batched:
         return ["reads: each body read as its data came"] if period_ms is not None else []
     period = f"{period_ms:g} ms batches" if period_ms else "batches"
-    return [f"reads: {batched:,} of {ok:,} bodies in {period} after their first read, each "
-            "end heard and read at once; the rest as their data came"]  # fmt: skip
+    return [
+        f"reads: {batched:,} of {ok:,} bodies in {period} after their first read, each "
+        "end heard and read at once; the rest as their data came"
+    ]
 
 
 def format_client_stalls(summary: Summary) -> list[str]:
@@ -188,8 +205,10 @@ def format_client_stalls(summary: Summary) -> list[str]:
     )
     worst = f"  worst {where}; loop lag P99 {lag['p99']:.2f} ms, max {lag['max']:.1f} ms"
     if gc_stalls := client.get("gc_stalls"):
-        held += (f"; {gc_stalls:,} of them ({client['gc_stalled_ms']:.1f} ms) while this "
-                 "client's garbage collector ran: a client GC (tune gc, not workers)")  # fmt: skip
+        held += (
+            f"; {gc_stalls:,} of them ({client['gc_stalled_ms']:.1f} ms) while this "
+            "client's garbage collector ran: a client GC (tune gc, not workers)"
+        )
     if set(clocks) == {SEGMENT_CLOCK}:  # every token kept its own arrival: nothing moved
         return [f"client loop: {held}; every token's stamp was recovered, none moved", worst]
     return [

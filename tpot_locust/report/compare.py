@@ -63,8 +63,9 @@ class ComparisonResult:
         }
 
 
-def parse_choices(text: str | None, allowed: tuple[str, ...], default: tuple[str, ...],
-                  what: str) -> tuple[str, ...]:  # fmt: skip
+def parse_choices(
+    text: str | None, allowed: tuple[str, ...], default: tuple[str, ...], what: str
+) -> tuple[str, ...]:
     """``tpot,ttft`` -> ("tpot", "ttft"); an unknown name is a usage error."""
     if not text:
         return default
@@ -84,9 +85,12 @@ def parse_regression(text: str) -> float:
 
 
 def compare_summaries(
-    base: Summary, candidate: Summary, metrics: tuple[str, ...] = DEFAULT_METRICS,
-    statistics: tuple[str, ...] = DEFAULT_STATISTICS, max_regression: float = 0.10,
-) -> ComparisonResult:  # fmt: skip
+    base: Summary,
+    candidate: Summary,
+    metrics: tuple[str, ...] = DEFAULT_METRICS,
+    statistics: tuple[str, ...] = DEFAULT_STATISTICS,
+    max_regression: float = 0.10,
+) -> ComparisonResult:
     rows = []
     scopes: list[tuple[str, Summary, Summary]] = [(ALL_CLASSES, base, candidate)]
     for name in sorted(set(base.get("classes", {})) & set(candidate.get("classes", {}))):
@@ -95,15 +99,20 @@ def compare_summaries(
     for scope, base_scope, candidate_scope in scopes:
         for metric in metrics:
             for statistic in statistics:
-                rows.append(_row(scope, metric, statistic, base_scope, candidate_scope,
-                                 max_regression))  # fmt: skip
+                rows.append(
+                    _row(scope, metric, statistic, base_scope, candidate_scope, max_regression)
+                )
     return ComparisonResult(rows, max_regression)
 
 
 def _row(
-    scope: str, metric: str, statistic: str, base: Summary, candidate: Summary,
+    scope: str,
+    metric: str,
+    statistic: str,
+    base: Summary,
+    candidate: Summary,
     max_regression: float,
-) -> Comparison:  # fmt: skip
+) -> Comparison:
     old, new = base["metrics"][metric], candidate["metrics"][metric]
     base_value = old[statistic] if old["count"] else None
     candidate_value = new[statistic] if new["count"] else None
@@ -116,8 +125,18 @@ def _row(
     if base_value and candidate_value is not None:
         change = (candidate_value - base_value) / base_value
     regressed = not too_few and change is not None and change > max_regression
-    return Comparison(scope, metric, statistic, base_value, candidate_value, change,
-                      base_above, candidate_above, too_few, regressed)  # fmt: skip
+    return Comparison(
+        scope,
+        metric,
+        statistic,
+        base_value,
+        candidate_value,
+        change,
+        base_above,
+        candidate_above,
+        too_few,
+        regressed,
+    )
 
 
 def _value(value: float | None) -> str:
@@ -131,8 +150,9 @@ def _mark(row: Comparison) -> str:
 
 
 def format_table(result: ComparisonResult) -> str:
-    lines = [f"{'scope':<12}{'metric':<14}{'stat':<8}{'base ms':>11}{'cand. ms':>11}"
-             f"{'change':>9}  mark"]  # fmt: skip
+    lines = [
+        f"{'scope':<12}{'metric':<14}{'stat':<8}{'base ms':>11}{'cand. ms':>11}{'change':>9}  mark"
+    ]
     for row in result.rows:
         lines.append(
             f"{printable(row.scope):<12}{row.metric:<14}{row.statistic:<8}{_value(row.base):>11}"
@@ -143,8 +163,10 @@ def format_table(result: ComparisonResult) -> str:
 
 
 def format_markdown(result: ComparisonResult) -> str:
-    lines = ["| scope | metric | stat | base ms | candidate ms | change | |",
-             "|---|---|---|---:|---:|---:|---|"]  # fmt: skip
+    lines = [
+        "| scope | metric | stat | base ms | candidate ms | change | |",
+        "|---|---|---|---:|---:|---:|---|",
+    ]
     for row in result.rows:
         lines.append(
             f"| {printable(row.scope)} | {row.metric} | {row.statistic} | {_value(row.base)} | "
@@ -162,12 +184,21 @@ def _verdict_line(result: ComparisonResult) -> str:
     limit = f"{result.max_regression * 100:g}%"
     if not result.regressions:
         return f"no gated percentile regressed more than {limit}"
-    named = ", ".join(f"{printable(r.scope)} {r.metric} {r.statistic} {r.change_text}"
-                      for r in result.regressions)  # fmt: skip
+    named = ", ".join(
+        f"{printable(r.scope)} {r.metric} {r.statistic} {r.change_text}" for r in result.regressions
+    )
     return f"REGRESSED beyond {limit}: {named}"
 
 
 __all__ = [
-    "LATENCY_METRICS", "STATISTICS", "Comparison", "ComparisonResult", "compare_summaries",
-    "format_json", "format_markdown", "format_table", "parse_choices", "parse_regression",
-]  # fmt: skip
+    "LATENCY_METRICS",
+    "STATISTICS",
+    "Comparison",
+    "ComparisonResult",
+    "compare_summaries",
+    "format_json",
+    "format_markdown",
+    "format_table",
+    "parse_choices",
+    "parse_regression",
+]

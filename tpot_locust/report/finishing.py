@@ -26,12 +26,7 @@ from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.attribution_check import attribution_check, format_attribution_check
 from tpot_locust.report.gate import EXIT_INVALID, evaluate
 from tpot_locust.report.html import RunView, render_report
-from tpot_locust.report.results_files import (
-    json_safe,
-    load_results,
-    write_histograms,
-    write_json,
-)
+from tpot_locust.report.results_files import json_safe, load_results, write_histograms, write_json
 from tpot_locust.report.summary import build_summary, format_full_report
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.truth_check import format_truth_check, load_stall_windows, truth_check
@@ -156,14 +151,18 @@ def _check_truth(
 ) -> None:
     """The truth check and the attribution check, into the summary and the printed lines."""
     summary = finished.summary
-    check = guarded(errors, "truth check", lambda: truth_check(
-        summary, folder.truth, tolerance_ms, load_stall_windows(folder)))  # fmt: skip
+    check = guarded(
+        errors,
+        "truth check",
+        lambda: truth_check(summary, folder.truth, tolerance_ms, load_stall_windows(folder)),
+    )
     if check is not None:
         summary["truth_check"] = check
         finished.truth_passed = check["passed"]
         finished.check_lines += format_truth_check(check)
-    attribution = guarded(errors, "attribution check",
-                           lambda: attribution_check(summary, folder.truth))  # fmt: skip
+    attribution = guarded(
+        errors, "attribution check", lambda: attribution_check(summary, folder.truth)
+    )
     if attribution is not None:
         summary["attribution_check"] = attribution
         finished.check_lines += format_attribution_check(attribution)

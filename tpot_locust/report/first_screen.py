@@ -47,8 +47,10 @@ def first_screen(
         f"{summary['window_s']:.1f} s"
     )
     if interrupted := requests.get("interrupted"):
-        lines.append(f"requests interrupted by the stop: {interrupted:,} (their gaps in the "
-                     "window count; E2E counts finished requests)")  # fmt: skip
+        lines.append(
+            f"requests interrupted by the stop: {interrupted:,} (their gaps in the "
+            "window count; E2E counts finished requests)"
+        )
     if any((summary.get("window") or {}).get("cut", {}).values()):
         lines += [line for line in format_window(summary) if not line.startswith("gaps after")]
     if workers := summary.get("workers"):
@@ -113,9 +115,15 @@ def _compact(title: str, metric: dict[str, Any] | None) -> str:
     if not metric or not metric.get("count"):
         return ""
     figures = "  ".join(
-        f"{label} {metric[key]:,.3f}" for label, key in
-        (("median", "p50"), ("P90", "p90"), ("P99", "p99"), ("P99.9", "p99.9"), ("max", "max"))
-    )  # fmt: skip
+        f"{label} {metric[key]:,.3f}"
+        for label, key in (
+            ("median", "p50"),
+            ("P90", "p90"),
+            ("P99", "p99"),
+            ("P99.9", "p99.9"),
+            ("max", "max"),
+        )
+    )
     return f"{title + ':':6}{figures} ms  ({metric['count']:,} samples)"
 
 
@@ -126,13 +134,21 @@ def _truth_line(summary: Summary) -> list[str]:
         return []
     coverage = check.get("coverage") or {}
     share = coverage.get("share")
-    gaps = (f"; {coverage.get('measured', 0):,} of {coverage.get('true', 0):,} of the window's "
-            f"gaps ({share:.1%})" if share is not None else "")  # fmt: skip
-    line = (f"truth check: every TPOT, ITL and TTFT figure (P50 ... P99.99, max) within "
-            f"{check['worst_error_ms']:.3f} ms of the simulator's truth{gaps}")  # fmt: skip
+    gaps = (
+        f"; {coverage.get('measured', 0):,} of {coverage.get('true', 0):,} of the window's "
+        f"gaps ({share:.1%})"
+        if share is not None
+        else ""
+    )
+    line = (
+        f"truth check: every TPOT, ITL and TTFT figure (P50 ... P99.99, max) within "
+        f"{check['worst_error_ms']:.3f} ms of the simulator's truth{gaps}"
+    )
     if check.get("passed") is False:
-        return [f"! truth check FAILED: {check['worst_error_ms']:.3f} ms is over the tolerance "
-                f"of {check['tolerance_ms']:g} ms{gaps}"]  # fmt: skip
+        return [
+            f"! truth check FAILED: {check['worst_error_ms']:.3f} ms is over the tolerance "
+            f"of {check['tolerance_ms']:g} ms{gaps}"
+        ]
     return [line]
 
 
@@ -142,14 +158,17 @@ def _why_lines(summary: Summary) -> list[str]:
     row = ((attribution or {}).get("tpot") or {}).get("p99")
     if not row or not row.get("samples"):
         return []
-    shares = sorted(((share, cause) for cause, share in row["shares"].items() if cause != "none"),
-                    reverse=True)  # fmt: skip
+    shares = sorted(
+        ((share, cause) for cause, share in row["shares"].items() if cause != "none"), reverse=True
+    )
     named = [f"{cause} {share:.0%}" for share, cause in shares[:_SHOWN_CAUSES] if share > 0]
     none = row["shares"].get("none")
     if none is not None:
         named.append(f"no cause {none:.0%}")
-    lines = [f"why the tail: of the {row['samples']:,} gaps above TPOT P99 ({row['above_ms']:.3f} "
-             f"ms), overlapped " + ", ".join(named)]  # fmt: skip
+    lines = [
+        f"why the tail: of the {row['samples']:,} gaps above TPOT P99 ({row['above_ms']:.3f} "
+        f"ms), overlapped " + ", ".join(named)
+    ]
     worst = (attribution or {}).get("worst") or []
     if worst:
         run = summary.get("run") or {}
@@ -160,8 +179,9 @@ def _why_lines(summary: Summary) -> list[str]:
 
 def _warnings(summary: Summary) -> list[str]:
     """The full report's warnings (its lines marked ``!`` or in capitals), as it says them."""
-    return [line for line in format_report(summary).splitlines()
-            if line.startswith(_WARNING_OPENINGS)]  # fmt: skip
+    return [
+        line for line in format_report(summary).splitlines() if line.startswith(_WARNING_OPENINGS)
+    ]
 
 
 def _where(full_report: Path | None, html_report: Path | None) -> list[str]:

@@ -49,11 +49,19 @@ class Check:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "name": self.name, "kind": self.kind, "metric": self.metric,
-            "class": self.class_name, "model": self.model, "statistic": self.statistic,
-            "limit": self.limit, "unit": self.unit, "measured": self.measured,
-            "samples_above": self.samples_above, "verdict": self.verdict, "why": self.why,
-        }  # fmt: skip
+            "name": self.name,
+            "kind": self.kind,
+            "metric": self.metric,
+            "class": self.class_name,
+            "model": self.model,
+            "statistic": self.statistic,
+            "limit": self.limit,
+            "unit": self.unit,
+            "measured": self.measured,
+            "samples_above": self.samples_above,
+            "verdict": self.verdict,
+            "why": self.why,
+        }
 
 
 def evaluate(spec: SloSpec, summary: Summary, baseline: Summary | None = None) -> dict[str, Any]:
@@ -93,10 +101,14 @@ def evaluate(spec: SloSpec, summary: Summary, baseline: Summary | None = None) -
 def unmeasured(spec: SloSpec, reason: str) -> dict[str, Any]:
     """The verdict of a run that could not start (a host nothing listens on): invalid."""
     return {
-        "verdict": INVALID, "exit_code": EXIT_INVALID, "checks": [], "run_invalid": [reason],
-        "warnings": [], "insufficient_policy": spec.insufficient,
+        "verdict": INVALID,
+        "exit_code": EXIT_INVALID,
+        "checks": [],
+        "run_invalid": [reason],
+        "warnings": [],
+        "insufficient_policy": spec.insufficient,
         "client_stalls_policy": spec.client_stalls,
-    }  # fmt: skip
+    }
 
 
 def run_validity(summary: Summary) -> list[str]:
@@ -132,8 +144,11 @@ def _scope(summary: Summary, objective: Objective) -> Summary | None:
 def _check(objective: Objective, spec: SloSpec, summary: Summary) -> Check:
     scope = _scope(summary, objective)
     if scope is None:
-        why = ("the class sent no request" if objective.class_name is not None
-               else f"no request went to model {objective.model}")  # fmt: skip
+        why = (
+            "the class sent no request"
+            if objective.class_name is not None
+            else f"no request went to model {objective.model}"
+        )
         return _result(objective, None, None, INSUFFICIENT, why)
     if objective.kind == "latency":
         return _latency(objective, spec, scope)
@@ -234,11 +249,19 @@ def _result(
     objective: Objective, measured: float | None, above: int | None, verdict: str, why: str
 ) -> Check:
     return Check(
-        name=objective.name, kind=objective.kind, metric=objective.metric,
-        class_name=objective.class_name, statistic=objective.statistic,
-        limit=objective.limit, unit=objective.unit, measured=measured,
-        samples_above=above, verdict=verdict, why=why, model=objective.model,
-    )  # fmt: skip
+        name=objective.name,
+        kind=objective.kind,
+        metric=objective.metric,
+        class_name=objective.class_name,
+        statistic=objective.statistic,
+        limit=objective.limit,
+        unit=objective.unit,
+        measured=measured,
+        samples_above=above,
+        verdict=verdict,
+        why=why,
+        model=objective.model,
+    )
 
 
 def _baseline_checks(spec: SloSpec, summary: Summary, baseline: Summary | None) -> list[Check]:
@@ -246,8 +269,21 @@ def _baseline_checks(spec: SloSpec, summary: Summary, baseline: Summary | None) 
     rule = spec.baseline
     name = f"no regression > {rule.max_regression * 100:g}% against {rule.results}"
     if baseline is None:
-        return [Check(name, "baseline", "baseline", None, None, rule.max_regression, "fraction",
-                      None, None, INVALID, f"no saved run in {rule.results}")]  # fmt: skip
+        return [
+            Check(
+                name,
+                "baseline",
+                "baseline",
+                None,
+                None,
+                rule.max_regression,
+                "fraction",
+                None,
+                None,
+                INVALID,
+                f"no saved run in {rule.results}",
+            )
+        ]
     comparison = compare_summaries(
         baseline, summary, rule.metrics, rule.percentiles, rule.max_regression
     )
@@ -264,6 +300,15 @@ def _compared(row: Comparison, threshold: float) -> Check:
         verdict, why = PASS, f"{row.base:g} -> {row.candidate:g} ms ({row.change_text})"
     scope = None if row.scope == ALL_CLASSES else row.scope
     return Check(
-        name, "baseline", row.metric, scope, row.statistic,
-        threshold, "fraction", row.change, row.candidate_above, verdict, why,
-    )  # fmt: skip
+        name,
+        "baseline",
+        row.metric,
+        scope,
+        row.statistic,
+        threshold,
+        "fraction",
+        row.change,
+        row.candidate_above,
+        verdict,
+        why,
+    )

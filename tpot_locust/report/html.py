@@ -117,8 +117,10 @@ def _card(prefix: str, summary: Summary) -> list[str]:
         card = "\n".join(first_screen(summary))
     except (ValueError, TypeError, KeyError, AttributeError):
         return []
-    return [f'<section class="card" id="{_slug(prefix + "summary")}"><h2>'
-            f"{escape(prefix)}Summary</h2><pre>{escape(card)}</pre></section>"]  # fmt: skip
+    return [
+        f'<section class="card" id="{_slug(prefix + "summary")}"><h2>'
+        f"{escape(prefix)}Summary</h2><pre>{escape(card)}</pre></section>"
+    ]
 
 
 def _slug(title: str) -> str:
@@ -149,33 +151,59 @@ def _metadata(summary: Summary) -> list[str]:
         ("host", run.get("host") or "-"),
         ("users", run.get("users")),
         ("duration", f"{run['duration_s']:g} s" if run.get("duration_s") else "-"),
-        ("warm-up / cool-down",
-         f"{run.get('warmup_s') or 0:g} s / {run.get('cooldown_s') or 0:g} s"),
-        ("workers", f"{workers['reported_in_full']} of {workers['seen']} reported in full"
-         if workers else "one process"),
+        (
+            "warm-up / cool-down",
+            f"{run.get('warmup_s') or 0:g} s / {run.get('cooldown_s') or 0:g} s",
+        ),
+        (
+            "workers",
+            f"{workers['reported_in_full']} of {workers['seen']} reported in full"
+            if workers
+            else "one process",
+        ),
         ("arrival clock", run.get("arrival_clock") or "-"),
-        ("complete", "yes" if summary.get("complete", True) else
-         f"NO: {summary.get('report_error') or 'a worker was lost'}"),
+        (
+            "complete",
+            "yes"
+            if summary.get("complete", True)
+            else f"NO: {summary.get('report_error') or 'a worker was lost'}",
+        ),
         ("stopped early", run.get("stopped_because") or "no"),
-        ("requests", f"ok {requests['ok']:,}, failed {requests['failed']:,}, interrupted "
-         f"{requests.get('interrupted', 0):,}; errors "
-         + (", ".join(f"{k} {v}" for k, v in requests["errors"].items()) or "none")),
-        ("throughput", f"{tokens['per_s']:,.1f} tokens/s, {requests['per_s']:.2f} requests/s "
-         f"over {summary['window_s']:.1f} s"),
+        (
+            "requests",
+            f"ok {requests['ok']:,}, failed {requests['failed']:,}, interrupted "
+            f"{requests.get('interrupted', 0):,}; errors "
+            + (", ".join(f"{k} {v}" for k, v in requests["errors"].items()) or "none"),
+        ),
+        (
+            "throughput",
+            f"{tokens['per_s']:,.1f} tokens/s, {requests['per_s']:.2f} requests/s "
+            f"over {summary['window_s']:.1f} s",
+        ),
         ("client", _client_line(client)),
-    ]  # fmt: skip
+    ]
     if goodput := summary.get("goodput"):
         fraction = "-" if goodput["fraction"] is None else f"{goodput['fraction'] * 100:.2f}%"
         items.append(("goodput", f"{goodput['per_s']:.2f} good requests/s, {fraction} good"))
     items += [("tokens", line) for line in format_token_kinds(tokens)]
     if window := summary.get("window"):
-        items.append(("window", f"{window['gaps']:,} token gaps measured inside it, "
-                      "every request's (docs/metrics.md, 'The window')"))  # fmt: skip
+        items.append(
+            (
+                "window",
+                f"{window['gaps']:,} token gaps measured inside it, "
+                "every request's (docs/metrics.md, 'The window')",
+            )
+        )
         items += [("window", line) for line in format_window(summary)]
     if coverage := (summary.get("truth_check") or {}).get("coverage"):
         share = "-" if coverage["share"] is None else f"{coverage['share']:.1%}"
-        items.append(("window's truth", f"measured {coverage['measured']:,} of the "
-                      f"{coverage['true']:,} gaps the server sent ({share})"))  # fmt: skip
+        items.append(
+            (
+                "window's truth",
+                f"measured {coverage['measured']:,} of the "
+                f"{coverage['true']:,} gaps the server sent ({share})",
+            )
+        )
     return [_rows([[escape(str(k)), escape(_for_people(v))] for k, v in items], ["", ""])]
 
 
@@ -192,14 +220,22 @@ def _verdict(verdict: dict[str, Any]) -> list[str]:
     rows = []
     for check in verdict["checks"]:
         mark = escape(check["verdict"])
-        rows.append([escape(check["name"]), f'<span class="{mark}">{mark.upper()}</span>',
-                     escape(check["why"])])  # fmt: skip
+        rows.append(
+            [
+                escape(check["name"]),
+                f'<span class="{mark}">{mark.upper()}</span>',
+                escape(check["why"]),
+            ]
+        )
     for reason in verdict["run_invalid"]:
-        rows.append(["run is a valid measurement", '<span class="invalid">INVALID</span>',
-                     escape(reason)])  # fmt: skip
+        rows.append(
+            ["run is a valid measurement", '<span class="invalid">INVALID</span>', escape(reason)]
+        )
     state = escape(verdict["verdict"])
-    head = (f'<p>Verdict: <span class="{state}">{state.upper()}</span> '
-            f"(exit {verdict['exit_code']})</p>")  # fmt: skip
+    head = (
+        f'<p>Verdict: <span class="{state}">{state.upper()}</span> '
+        f"(exit {verdict['exit_code']})</p>"
+    )
     return [head, _rows(rows, ["SLO", "verdict", "why"])]
 
 
@@ -220,8 +256,11 @@ def _truth(truth: dict[str, Any]) -> list[str]:
 def _client_line(client: ClientFigures) -> str:
     """The client's health for people: its reads, whether it kept up, its loop's stalls."""
     p90, p99 = client.get("read_delay_p90_ms"), client.get("read_delay_p99_ms")
-    reads = (f"read delay p90 {p90:.3f} ms, p99 {p99:.3f} ms" if p90 is not None and p99 is not None
-             else "read delay not measured (no kernel stamps)")  # fmt: skip
+    reads = (
+        f"read delay p90 {p90:.3f} ms, p99 {p99:.3f} ms"
+        if p90 is not None and p99 is not None
+        else "read delay not measured (no kernel stamps)"
+    )
     busy = {True: "busy: the client fell behind", False: "kept up", None: "-"}[client.get("busy")]
     share = client.get("loop_held_share")
     held = f", loop held {share:.1%} of the time" if share is not None else ""
@@ -245,15 +284,18 @@ def _tables(summary: Summary) -> list[str]:
             if metric == "ttfat" and not reasoned(scope["tokens"]):
                 continue  # TTFT itself
             cells = [f"{figures[s]:.3f}" for s in STATISTICS]
-            rows.append([NAMES[metric], f"{figures['count']:,}", *cells,
-                         f"{figures['above']['p99.99']:,}"])  # fmt: skip
+            rows.append(
+                [NAMES[metric], f"{figures['count']:,}", *cells, f"{figures['above']['p99.99']:,}"]
+            )
             if metric in PER_TOKEN_METRICS:  # the terminal's tokens/s column: 1000 / ms
                 rates = [f"{1000 / figures[s]:,.1f}" if figures[s] > 0 else "-" for s in STATISTICS]
                 rows.append([f"{NAMES[metric]} as tokens/s", "", *rates, ""])
         parts.append(f"<h3>{escape(label)}</h3>")
         parts.append(_rows(rows, ["metric", "count", *STATISTICS, "above p99.99"]))
-    parts.append('<p class="note">Fewer than 10 samples above a percentile: that tail is not '
-                 "yet measured (run longer).</p>")  # fmt: skip
+    parts.append(
+        '<p class="note">Fewer than 10 samples above a percentile: that tail is not '
+        "yet measured (run longer).</p>"
+    )
     return parts
 
 
@@ -262,8 +304,9 @@ def distribution_points(metrics: ClassMetrics, name: str) -> list[tuple[float, f
     if histogram is None or not histogram.total_count:
         return []
     stats = histogram_stats(histogram, CURVE_PERCENTILES)
-    points = [(p, stats.percentiles[p] / 1000) for p in CURVE_PERCENTILES
-              if stats.above[p] or p == 0]  # fmt: skip
+    points = [
+        (p, stats.percentiles[p] / 1000) for p in CURVE_PERCENTILES if stats.above[p] or p == 0
+    ]
     # the max is the last sample's: at the percentile one sample in the count stands for
     last = min(100 * (1 - 1 / histogram.total_count), CURVE_PERCENTILES[-1])
     if points and last <= points[-1][0]:
@@ -279,20 +322,30 @@ def distribution_curves(runs: list[RunView], name: str) -> list[Curve]:
         curves = [Curve("all", distribution_points(totals.combined(), name))]
         classes = totals.by_class()
         if len(classes) > 1:
-            curves += [Curve(cls, distribution_points(metrics, name), dashed=True)
-                       for cls, metrics in sorted(classes.items())]  # fmt: skip
-        curves += [Curve(f"model {model}", distribution_points(metrics, name), dashed=True)
-                   for model, metrics in sorted(totals.by_model().items())]  # fmt: skip
+            curves += [
+                Curve(cls, distribution_points(metrics, name), dashed=True)
+                for cls, metrics in sorted(classes.items())
+            ]
+        curves += [
+            Curve(f"model {model}", distribution_points(metrics, name), dashed=True)
+            for model, metrics in sorted(totals.by_model().items())
+        ]
         return curves
     return [Curve(run.name, distribution_points(run.totals.combined(), name)) for run in runs]
 
 
 def _distributions(runs: list[RunView]) -> list[str]:
-    charts = [percentile_chart(f"{NAMES[name]} by percentile", distribution_curves(runs, name))
-              for name in DISTRIBUTION_METRICS]  # fmt: skip
-    return ['<div class="charts">', *charts, "</div>",
-            '<p class="note">x: percentile on a log scale of 1/(1-p), so p99, p99.9 and p99.99 '
-            "get equal room; the curve ends at the max.</p>"]  # fmt: skip
+    charts = [
+        percentile_chart(f"{NAMES[name]} by percentile", distribution_curves(runs, name))
+        for name in DISTRIBUTION_METRICS
+    ]
+    return [
+        '<div class="charts">',
+        *charts,
+        "</div>",
+        '<p class="note">x: percentile on a log scale of 1/(1-p), so p99, p99.9 and p99.99 '
+        "get equal room; the curve ends at the max.</p>",
+    ]
 
 
 # A client stall is marked on the time series when it can reach the tail one reads there:
@@ -323,11 +376,16 @@ def timeseries_charts(summary: Summary) -> list[str]:
     charts = []
     for metric in ("tpot", "ttft"):
         curves = [
-            Curve(f"{NAMES[metric]} {key}", [(p["t"], p[metric][key]) for p in series
-                                             if p.get(metric, {}).get("count")
-                                             and p[metric].get(key) is not None])
+            Curve(
+                f"{NAMES[metric]} {key}",
+                [
+                    (p["t"], p[metric][key])
+                    for p in series
+                    if p.get(metric, {}).get("count") and p[metric].get(key) is not None
+                ],
+            )
             for key in ("p50", "p99", "p99.9")
-        ]  # fmt: skip
+        ]
         charts.append(timeseries_chart(f"{NAMES[metric]} per interval", curves, "ms", shading))
     rate = [(p["t"], p["tokens_per_s"]) for p in series if p.get("tokens_per_s") is not None]
     charts.append(timeseries_chart("Tokens/s", [Curve("tokens/s", rate)], "tokens/s", shading))
@@ -349,11 +407,15 @@ def _interference(summary: Summary) -> list[str] | None:
     for metric in ("tpot", "itl"):
         for phase in ("steady", "burst"):
             figures = interference["phases"][phase][metric]
-            rows.append([f"{NAMES[metric]} {phase}", f"{figures['count']:,}",
-                         *(f"{figures[k]:.3f}" for k in keys)])  # fmt: skip
+            rows.append(
+                [
+                    f"{NAMES[metric]} {phase}",
+                    f"{figures['count']:,}",
+                    *(f"{figures[k]:.3f}" for k in keys),
+                ]
+            )
         factors = interference["interference_factor"][metric]
-        rows.append([f"{NAMES[metric]} factor", "",
-                     *(_factor(factors[k]) for k in keys)])  # fmt: skip
+        rows.append([f"{NAMES[metric]} factor", "", *(_factor(factors[k]) for k in keys)])
     return [_rows(rows, ["", "count", *keys])]
 
 
@@ -362,9 +424,15 @@ def _factor(value: float | None) -> str:
 
 
 def _worst_gaps(summary: Summary) -> list[str]:
-    rows = [[f"{gap['ms']:.1f}", escape(gap.get("phase", "")),
-             "yes" if gap.get("client_stall") else "", escape(str(gap.get("request_id", "")))]
-            for gap in summary.get("worst_gaps", [])]  # fmt: skip
+    rows = [
+        [
+            f"{gap['ms']:.1f}",
+            escape(gap.get("phase", "")),
+            "yes" if gap.get("client_stall") else "",
+            escape(str(gap.get("request_id", ""))),
+        ]
+        for gap in summary.get("worst_gaps", [])
+    ]
     if not rows:
         return ["<p>none</p>"]
     return [_rows(rows, ["ms", "phase", "client stall", "request id"])]

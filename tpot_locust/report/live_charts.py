@@ -50,17 +50,22 @@ def charts_fragment(summary: Summary, totals: MetricSet, running: bool) -> str:
         rows.append(f"<tr><td>{NAMES[name]}</td><td>{figures['count']:,}</td>{cells}</tr>")
     head = "".join(f"<th>{stat}</th>" for stat in LIVE_STATISTICS)
     state = "running" if running else "stopped"
-    table = (f'<p class="note">Test {state}; merged totals of every worker, up to one report '
-             f"interval old (ms).</p><table><tr><th>metric</th><th>count</th>{head}</tr>"
-             + "".join(rows) + "</table>")  # fmt: skip
+    table = (
+        f'<p class="note">Test {state}; merged totals of every worker, up to one report '
+        f"interval old (ms).</p><table><tr><th>metric</th><th>count</th>{head}</tr>"
+        + "".join(rows)
+        + "</table>"
+    )
     run = RunView("live", summary, totals)
-    distributions = [percentile_chart(f"{NAMES[name]} by percentile",
-                                      distribution_curves([run], name))
-                     for name in DISTRIBUTION_METRICS]  # fmt: skip
-    return (table + '<div class="charts">' + "".join(distributions) + "</div>"
-            '<div class="charts">' + "".join(timeseries_charts(summary)) + "</div>"
-            '<div class="timeline" id="tail-timeline">' + "".join(tail_timeline(summary))
-            + "</div>")  # fmt: skip
+    distributions = [
+        percentile_chart(f"{NAMES[name]} by percentile", distribution_curves([run], name))
+        for name in DISTRIBUTION_METRICS
+    ]
+    return (
+        table + '<div class="charts">' + "".join(distributions) + "</div>"
+        '<div class="charts">' + "".join(timeseries_charts(summary)) + "</div>"
+        '<div class="timeline" id="tail-timeline">' + "".join(tail_timeline(summary)) + "</div>"
+    )
 
 
 def charts_page(fragment_url: str, fragment: str) -> str:

@@ -44,12 +44,65 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _TOKEN_BUCKETS_S = (
     *(round(0.0005 * i, 4) for i in range(1, 9)),
     *(0.001 * i for i in range(5, 21)),
-    0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0,
-)  # fmt: skip
-_FIRST_TOKEN_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75,
-                          1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 20.0, 30.0, 60.0, 120.0)  # fmt: skip
-_REQUEST_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0,
-                      60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 1800.0)  # fmt: skip
+    0.025,
+    0.03,
+    0.04,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+)
+_FIRST_TOKEN_BUCKETS_S = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.5,
+    0.75,
+    1.0,
+    1.5,
+    2.0,
+    3.0,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    30.0,
+    60.0,
+    120.0,
+)
+_REQUEST_BUCKETS_S = (
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.0,
+    3.0,
+    5.0,
+    7.5,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    45.0,
+    60.0,
+    90.0,
+    120.0,
+    180.0,
+    300.0,
+    600.0,
+    1800.0,
+)
 
 
 def buckets_s(metric: str) -> tuple[float, ...]:
@@ -139,19 +192,29 @@ def _histograms(scopes: list[Scope]) -> Iterable[Metric]:
 
 
 def _counters(scopes: list[Scope], totals: MetricSet) -> Iterable[Metric]:
-    requests = CounterMetricFamily(f"{PREFIX}_requests", "requests ended, by outcome",
-                                   labels=[*SCOPE_LABELS, "outcome"])  # fmt: skip
-    errors = CounterMetricFamily(f"{PREFIX}_request_errors", "failed requests, by category",
-                                 labels=[*SCOPE_LABELS, "category"])  # fmt: skip
-    tokens = CounterMetricFamily(f"{PREFIX}_output_tokens", "output tokens of ended requests",
-                                 labels=SCOPE_LABELS)  # fmt: skip
-    arrived = CounterMetricFamily(f"{PREFIX}_arrived_tokens",
-                                  "tokens of the token events that arrived, as they arrived",
-                                  labels=SCOPE_LABELS)  # fmt: skip
+    requests = CounterMetricFamily(
+        f"{PREFIX}_requests", "requests ended, by outcome", labels=[*SCOPE_LABELS, "outcome"]
+    )
+    errors = CounterMetricFamily(
+        f"{PREFIX}_request_errors",
+        "failed requests, by category",
+        labels=[*SCOPE_LABELS, "category"],
+    )
+    tokens = CounterMetricFamily(
+        f"{PREFIX}_output_tokens", "output tokens of ended requests", labels=SCOPE_LABELS
+    )
+    arrived = CounterMetricFamily(
+        f"{PREFIX}_arrived_tokens",
+        "tokens of the token events that arrived, as they arrived",
+        labels=SCOPE_LABELS,
+    )
     for labels, metrics in scopes:
         counters = metrics.counters
-        for outcome, count in (("ok", counters.ok), ("failed", counters.failed),
-                               ("interrupted", counters.interrupted)):  # fmt: skip
+        for outcome, count in (
+            ("ok", counters.ok),
+            ("failed", counters.failed),
+            ("interrupted", counters.interrupted),
+        ):
             requests.add_metric([*labels, outcome], count)
         for category, count in sorted(counters.errors.items()):
             errors.add_metric([*labels, category], count)
@@ -161,12 +224,15 @@ def _counters(scopes: list[Scope], totals: MetricSet) -> Iterable[Metric]:
         f"{PREFIX}_client_stalls", "windows when a load process's event loop could not run"
     )
     stalls.add_metric([], totals.client.stalls)
-    stalled = CounterMetricFamily(f"{PREFIX}_client_stalled_seconds",
-                                  "the time those windows lasted")  # fmt: skip
+    stalled = CounterMetricFamily(
+        f"{PREFIX}_client_stalled_seconds", "the time those windows lasted"
+    )
     stalled.add_metric([], totals.client.stalled_ns / 1e9)
-    watched = CounterMetricFamily(f"{PREFIX}_client_watched_seconds",
-                                  "the time the load processes' loops were watched for stalls: "
-                                  "stalled over watched is the held share")  # fmt: skip
+    watched = CounterMetricFamily(
+        f"{PREFIX}_client_watched_seconds",
+        "the time the load processes' loops were watched for stalls: "
+        "stalled over watched is the held share",
+    )
     watched.add_metric([], totals.client.watched_ns / 1e9)
     return [requests, errors, tokens, arrived, stalls, stalled, watched]
 
@@ -174,9 +240,12 @@ def _counters(scopes: list[Scope], totals: MetricSet) -> Iterable[Metric]:
 def _gauges(facts: RunFacts) -> Iterable[Metric]:
     yield GaugeMetricFamily(f"{PREFIX}_running", "1 while a test runs", value=int(facts.running))
     yield GaugeMetricFamily(f"{PREFIX}_users", "users running now", value=facts.users)
-    yield GaugeMetricFamily(f"{PREFIX}_workers_missing", "workers lost during the test",
-                            value=facts.workers_missing)  # fmt: skip
+    yield GaugeMetricFamily(
+        f"{PREFIX}_workers_missing", "workers lost during the test", value=facts.workers_missing
+    )
     if facts.tokens_per_s is not None:
-        yield GaugeMetricFamily(f"{PREFIX}_tokens_per_second",
-                                "output tokens per second over the last interval",
-                                value=facts.tokens_per_s)  # fmt: skip
+        yield GaugeMetricFamily(
+            f"{PREFIX}_tokens_per_second",
+            "output tokens per second over the last interval",
+            value=facts.tokens_per_s,
+        )

@@ -49,8 +49,10 @@ def format_progress(point: dict[str, Any], duration_s: float) -> str:
     saturated = loop_saturated(point.get("loop_held_share"))
     busy = " (client busy)" if check["busy"] or saturated else ""
     if check["busy"] is not None:
-        line += (f"  read delay p90 {check['read_delay_p90_ms']:.2f} "
-                 f"p99 {check['read_delay_p99_ms']:.2f} ms")  # fmt: skip
+        line += (
+            f"  read delay p90 {check['read_delay_p90_ms']:.2f} "
+            f"p99 {check['read_delay_p99_ms']:.2f} ms"
+        )
     if saturated:
         line += f"  loop held {point['loop_held_share']:.0%}"
     return line + busy

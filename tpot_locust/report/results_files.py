@@ -80,8 +80,10 @@ def json_safe(value: Any, key: str, problems: list[str]) -> Any:
         problems.append(f"{key or '(top level)'}: {value} written as null")
         return None
     if isinstance(value, dict):
-        return {str(k): json_safe(v, f"{key}.{k}" if key else str(k), problems)
-                for k, v in value.items()}  # fmt: skip
+        return {
+            str(k): json_safe(v, f"{key}.{k}" if key else str(k), problems)
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
         return [json_safe(v, f"{key}[{i}]", problems) for i, v in enumerate(value)]
     if isinstance(value, str | int | bool) or value is None:

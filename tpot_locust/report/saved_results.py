@@ -76,8 +76,12 @@ def _read_bytes(path: Path, max_bytes: int) -> bytes:
         os.close(descriptor)
         if not stat.S_ISREG(info.st_mode):
             raise ResultsError(path, "", "not a regular file")
-        raise ResultsError(path, "", f"{info.st_size:,} bytes: larger than any results "
-                           f"file ({max_bytes // 2**20} MiB at most)")  # fmt: skip
+        raise ResultsError(
+            path,
+            "",
+            f"{info.st_size:,} bytes: larger than any results "
+            f"file ({max_bytes // 2**20} MiB at most)",
+        )
     with os.fdopen(descriptor, "rb") as file:
         data = file.read(info.st_size + 1)  # read(n) allocates n bytes: the size, not the cap
     if len(data) > info.st_size:
@@ -96,8 +100,12 @@ def _parse(path: Path, data: bytes) -> Any:
     except UnicodeDecodeError as error:
         raise ResultsError(path, "", f"not UTF-8 text (byte {error.start})") from None
     except json.JSONDecodeError as error:
-        raise ResultsError(path, "", f"not valid JSON (line {error.lineno} column "
-                           f"{error.colno}: {error.msg}); is it truncated?") from None  # fmt: skip
+        raise ResultsError(
+            path,
+            "",
+            f"not valid JSON (line {error.lineno} column "
+            f"{error.colno}: {error.msg}); is it truncated?",
+        ) from None
     except RecursionError:
         raise ResultsError(path, "", "nested too deeply to be a results file") from None
 
@@ -110,8 +118,13 @@ Check = Callable[[Any, str], Any]
 def _kind(value: Any) -> str:
     if isinstance(value, _Unusable):
         return value.text
-    return {dict: "an object", list: "a list", str: "a string", bool: "true/false",
-            type(None): "null"}.get(type(value), type(value).__name__)  # fmt: skip
+    return {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "true/false",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
 
 
 def integer(low: int = 0, high: int = MAX_INT) -> Check:
@@ -235,60 +248,125 @@ _COUNTERS = record(
     {f.name: integer() for f in fields(ClassCounters) if f.type == "int"}
     | {"errors": mapping(integer(), 10_000), "interrupted_ids": list_of(text(1000), 10_000)}
 )
-_TAIL_GAP = record({"ms": _NUMBER0, "phase": text(100), "at_wall_s": number(),
-                    "request_id": text(1000), "client_stall": boolean(), "gap": integer(),
-                    "causes": list_of(text(100), 100), "prefill_tokens": integer(),
-                    "prefill_requests": integer(), "prefill_overlapped": boolean(),
-                    "pause_streams": integer()},
-                   required=("ms",))  # fmt: skip
-_CLASS = record({"histograms": mapping(text(MAX_BLOB), 1000), "counters": _COUNTERS,
-                 "tail_gaps": list_of(_TAIL_GAP, TAIL_GAPS_KEPT),
-                 "worst_gaps": list_of(_TAIL_GAP, TAIL_GAPS_KEPT)})  # fmt: skip
-_STALL = record({"ms": _NUMBER0, "at_wall_s": number(), "worker": optional(text(1000)),
-                 "gc": optional(integer(0, 2))},
-                required=("ms", "at_wall_s"))  # fmt: skip
-_CLIENT = record({"loop_lag": optional(text(MAX_BLOB)), "stalls": integer(),
-                  "stalled_ns": integer(), "watched_ns": integer(), "gc_stalls": integer(),
-                  "gc_stalled_ns": integer(), "worst_stalls": list_of(_STALL, 1000)})  # fmt: skip
+_TAIL_GAP = record(
+    {
+        "ms": _NUMBER0,
+        "phase": text(100),
+        "at_wall_s": number(),
+        "request_id": text(1000),
+        "client_stall": boolean(),
+        "gap": integer(),
+        "causes": list_of(text(100), 100),
+        "prefill_tokens": integer(),
+        "prefill_requests": integer(),
+        "prefill_overlapped": boolean(),
+        "pause_streams": integer(),
+    },
+    required=("ms",),
+)
+_CLASS = record(
+    {
+        "histograms": mapping(text(MAX_BLOB), 1000),
+        "counters": _COUNTERS,
+        "tail_gaps": list_of(_TAIL_GAP, TAIL_GAPS_KEPT),
+        "worst_gaps": list_of(_TAIL_GAP, TAIL_GAPS_KEPT),
+    }
+)
+_STALL = record(
+    {
+        "ms": _NUMBER0,
+        "at_wall_s": number(),
+        "worker": optional(text(1000)),
+        "gc": optional(integer(0, 2)),
+    },
+    required=("ms", "at_wall_s"),
+)
+_CLIENT = record(
+    {
+        "loop_lag": optional(text(MAX_BLOB)),
+        "stalls": integer(),
+        "stalled_ns": integer(),
+        "watched_ns": integer(),
+        "gc_stalls": integer(),
+        "gc_stalled_ns": integer(),
+        "worst_stalls": list_of(_STALL, 1000),
+    }
+)
 _POINT = record(
-    {"t": number(), "interval_s": optional(_NUMBER0), "users": integer(),
-     "tokens_per_s": optional(_NUMBER0), "requests_ok": integer(), "requests_failed": integer(),
-     "stalls": integer(), "loop_lag_max_ms": optional(_NUMBER0), "partial": boolean(),
-     "loop_held_share": number(0.0, 1.0),
-     **{name: mapping(number()) for name in catalogue.names("in_timeseries")}},
+    {
+        "t": number(),
+        "interval_s": optional(_NUMBER0),
+        "users": integer(),
+        "tokens_per_s": optional(_NUMBER0),
+        "requests_ok": integer(),
+        "requests_failed": integer(),
+        "stalls": integer(),
+        "loop_lag_max_ms": optional(_NUMBER0),
+        "partial": boolean(),
+        "loop_held_share": number(0.0, 1.0),
+        **{name: mapping(number()) for name in catalogue.names("in_timeseries")},
+    },
     required=("t", "users"),
-)  # fmt: skip
+)
 _WORKERS = record(
-    {"seen": integer(), "reported_in_full": integer(), "missing": list_of(text(1000)),
-     "read_delay_p90_ms": mapping(_NUMBER0), "read_delay_p99_ms": mapping(_NUMBER0),
-     "stalls": mapping(integer()),
-     "loop_lag_max_ms": mapping(_NUMBER0), "loop_held_share": mapping(number(0.0, 1.0)),
-     "ids": mapping(text(1000))},
+    {
+        "seen": integer(),
+        "reported_in_full": integer(),
+        "missing": list_of(text(1000)),
+        "read_delay_p90_ms": mapping(_NUMBER0),
+        "read_delay_p99_ms": mapping(_NUMBER0),
+        "stalls": mapping(integer()),
+        "loop_lag_max_ms": mapping(_NUMBER0),
+        "loop_held_share": mapping(number(0.0, 1.0)),
+        "ids": mapping(text(1000)),
+    },
     required=("seen", "reported_in_full", "missing"),
-)  # fmt: skip
+)
 _SPAN = list_of(number(), 2)
-_BURSTS = record({"windows": integer(), "failed": integer(), "prefill_s": list_of(_NUMBER0),
-                  "spans_s": list_of(_SPAN)})  # fmt: skip
-_PREFILL = record({"windows": integer(), "long_prompt_tokens": integer(),
-                   "tokens_s": list_of(_SPAN)})  # fmt: skip
+_BURSTS = record(
+    {
+        "windows": integer(),
+        "failed": integer(),
+        "prefill_s": list_of(_NUMBER0),
+        "spans_s": list_of(_SPAN),
+    }
+)
+_PREFILL = record(
+    {"windows": integer(), "long_prompt_tokens": integer(), "tokens_s": list_of(_SPAN)}
+)
 RUN = record(
-    {"host": optional(text()), "complete": boolean(), "version": optional(text(100)),
-     "users": optional(integer()), "scenario": optional(text()), "settings": list_of(text()),
-     "report_interval_s": optional(_NUMBER0), "start_wall_s": optional(_NUMBER0),
-     "stopped_because": optional(text()), "stall_threshold_ms": optional(_NUMBER0),
-     "goodput_limits_ms": optional(mapping(_NUMBER0, 100)),
-     "pace_ms": optional(mapping(_NUMBER0, 2)), "arrival_clock": optional(text()),
-     "read_batch_ms": optional(_NUMBER0),
-     "workers": _WORKERS, "timeseries": list_of(_POINT), "bursts": _BURSTS, "prefill": _PREFILL,
-     "test": integer(),
-     "warmup_s": optional(_NUMBER0), "cooldown_s": optional(_NUMBER0),
-     "duration_s": optional(_NUMBER0), "clock_start_wall_ns": optional(integer()),
-     "window_wall_ns": optional(list_of(integer(), 2)),
-     "process_windows_wall_ns": optional(mapping(list_of(integer(), 2), 10_000)),
-     "report_error": optional(text())},
-)  # fmt: skip
-HISTOGRAMS = record({"run": RUN, "classes": mapping(_CLASS, 10_000), "client": _CLIENT},
-                    required=("classes",))  # fmt: skip
+    {
+        "host": optional(text()),
+        "complete": boolean(),
+        "version": optional(text(100)),
+        "users": optional(integer()),
+        "scenario": optional(text()),
+        "settings": list_of(text()),
+        "report_interval_s": optional(_NUMBER0),
+        "start_wall_s": optional(_NUMBER0),
+        "stopped_because": optional(text()),
+        "stall_threshold_ms": optional(_NUMBER0),
+        "goodput_limits_ms": optional(mapping(_NUMBER0, 100)),
+        "pace_ms": optional(mapping(_NUMBER0, 2)),
+        "arrival_clock": optional(text()),
+        "read_batch_ms": optional(_NUMBER0),
+        "workers": _WORKERS,
+        "timeseries": list_of(_POINT),
+        "bursts": _BURSTS,
+        "prefill": _PREFILL,
+        "test": integer(),
+        "warmup_s": optional(_NUMBER0),
+        "cooldown_s": optional(_NUMBER0),
+        "duration_s": optional(_NUMBER0),
+        "clock_start_wall_ns": optional(integer()),
+        "window_wall_ns": optional(list_of(integer(), 2)),
+        "process_windows_wall_ns": optional(mapping(list_of(integer(), 2), 10_000)),
+        "report_error": optional(text()),
+    }
+)
+HISTOGRAMS = record(
+    {"run": RUN, "classes": mapping(_CLASS, 10_000), "client": _CLIENT}, required=("classes",)
+)
 # Histograms one results file may hold over all its classes: each decodes to ~185 KiB
 # whatever its size on disk (1 us .. 1 h at 3 digits), so 500 small classes had taken
 # 1.6 GB; a run of 80 classes (or class and model pairs) with every cause copy fits.
@@ -301,45 +379,78 @@ def refuse_too_many_histograms(path: Path, saved: dict[str, Any]) -> None:
     classes = saved["classes"]
     count = sum(len(part.get("histograms") or {}) for part in classes.values())
     if count > MAX_SAVED_HISTOGRAMS:
-        raise ResultsError(path, "classes", f"{count:,} histograms over {len(classes):,} "
-                           f"classes; at most {MAX_SAVED_HISTOGRAMS:,} (each decodes to "
-                           "~185 KiB)")  # fmt: skip
+        raise ResultsError(
+            path,
+            "classes",
+            f"{count:,} histograms over {len(classes):,} "
+            f"classes; at most {MAX_SAVED_HISTOGRAMS:,} (each decodes to "
+            "~185 KiB)",
+        )
 
 
 _MARKS = ("pass", "fail", "insufficient", "invalid")
-_CHECK = record({"name": text(), "verdict": one_of(*_MARKS), "why": text(),
-                 "measured": optional(number()), "unit": text(100),
-                 "samples_above": optional(integer())},
-                required=("name", "verdict", "why"))  # fmt: skip
+_CHECK = record(
+    {
+        "name": text(),
+        "verdict": one_of(*_MARKS),
+        "why": text(),
+        "measured": optional(number()),
+        "unit": text(100),
+        "samples_above": optional(integer()),
+    },
+    required=("name", "verdict", "why"),
+)
 VERDICT = record(
-    {"verdict": one_of(*_MARKS), "exit_code": integer(0, 255), "checks": list_of(_CHECK),
-     "run_invalid": list_of(text()), "warnings": list_of(text()),
-     "insufficient_policy": optional(text(100))},
+    {
+        "verdict": one_of(*_MARKS),
+        "exit_code": integer(0, 255),
+        "checks": list_of(_CHECK),
+        "run_invalid": list_of(text()),
+        "warnings": list_of(text()),
+        "insufficient_policy": optional(text(100)),
+    },
     required=("verdict", "exit_code", "checks", "run_invalid", "warnings"),
-)  # fmt: skip
+)
 # One row per statistic: measured, true and their error (the count row has no error).
-_TRUTH_ROW = record({"measured": optional(number()), "true": optional(number()),
-                     "error": optional(number())})  # fmt: skip
-_COVERAGE = record({"measured": integer(), "true": integer(), "share": optional(_NUMBER0),
-                    "agrees": boolean()})  # fmt: skip
-TRUTH = record({"metrics": mapping(mapping(_TRUTH_ROW)),
-                "passed": optional(boolean()), "tolerance_ms": optional(number()),
-                "worst_error_ms": optional(number()), "coverage": optional(_COVERAGE)})  # fmt: skip
+_TRUTH_ROW = record(
+    {"measured": optional(number()), "true": optional(number()), "error": optional(number())}
+)
+_COVERAGE = record(
+    {"measured": integer(), "true": integer(), "share": optional(_NUMBER0), "agrees": boolean()}
+)
+TRUTH = record(
+    {
+        "metrics": mapping(mapping(_TRUTH_ROW)),
+        "passed": optional(boolean()),
+        "tolerance_ms": optional(number()),
+        "worst_error_ms": optional(number()),
+        "coverage": optional(_COVERAGE),
+    }
+)
 # What ``report --html`` takes of a saved summary.json (the rest it rebuilds from the
 # histograms): the verdict and the truth check that joined it at the end of the run.
-SUMMARY_EXTRAS = record({"slo": optional(VERDICT), "truth_check": optional(TRUTH),
-                         "report_error": optional(text()), "complete": boolean()})  # fmt: skip
+SUMMARY_EXTRAS = record(
+    {
+        "slo": optional(VERDICT),
+        "truth_check": optional(TRUTH),
+        "report_error": optional(text()),
+        "complete": boolean(),
+    }
+)
 
 # What a sweep reads of each step's summary.json.
 STEP_SUMMARY = record(
-    {"slo": optional(VERDICT), "requests": record({"ok": integer(), "failed": integer()},
-                                                   required=("ok", "failed")),
-     "tokens": record({"per_s": _NUMBER0}, required=("per_s",)),
-     "goodput": optional(record({"per_s": _NUMBER0})),
-     "metrics": mapping(record({"count": integer(), "p50": optional(number()),
-                                "p99": optional(number())}))},
+    {
+        "slo": optional(VERDICT),
+        "requests": record({"ok": integer(), "failed": integer()}, required=("ok", "failed")),
+        "tokens": record({"per_s": _NUMBER0}, required=("per_s",)),
+        "goodput": optional(record({"per_s": _NUMBER0})),
+        "metrics": mapping(
+            record({"count": integer(), "p50": optional(number()), "p99": optional(number())})
+        ),
+    },
     required=("requests", "tokens"),
-)  # fmt: skip
+)
 
 
 def checked(path: Path, document: Any, shape: Check) -> Any:

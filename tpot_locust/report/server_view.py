@@ -45,7 +45,7 @@ def format_server_view(summary: Summary) -> list[str]:
         ours = "".join(
             f"{row[key]['ours_ms']:19.3f} ms" if row[key]["ours_ms"] is not None else f"{'-':>22}"
             for key in PERCENTILE_KEYS
-        )  # fmt: skip
+        )
         theirs = "".join(f"{bucket_text(row[key]['server']):>22}" for key in PERCENTILE_KEYS)
         lines.append(f"  {SHOWN[name] + ' ours':8}{ours}   ({row['ours_count']:,} samples)")
         lines.append(f"  {SHOWN[name] + ' srv':8}{theirs}   ({row['server_count']:,} samples)")
@@ -63,8 +63,9 @@ def format_gpu_state(summary: Summary) -> list[str]:
         gpu = as_dict(sampled).get("gpu")
         name = printable(str(label))[:32]
         if not isinstance(gpu, dict):
-            lines.append(f"GPU {name}: no GPU sample ({_count(as_dict(sampled).get('failed'))} "
-                         "failed)")  # fmt: skip
+            lines.append(
+                f"GPU {name}: no GPU sample ({_count(as_dict(sampled).get('failed'))} failed)"
+            )
             continue
         gpus = _count(gpu.get("gpus"))
         told = [f"{gpus or '?'} GPU{'s' * (gpus != 1)}"]
@@ -78,8 +79,9 @@ def format_gpu_state(summary: Summary) -> list[str]:
             told.append(f"up to {temp:.0f} C")
         named = ", ".join(printable(str(r))[:64] for r in as_list(gpu.get("slowing_reasons"))[:16])
         slowed, samples = _count(gpu.get("slowed_samples")), _count(gpu.get("samples"))
-        told.append(f"clocks held down in {slowed} of {samples} samples"
-                    + (f" ({named})" if named else ""))  # fmt: skip
+        told.append(
+            f"clocks held down in {slowed} of {samples} samples" + (f" ({named})" if named else "")
+        )
         xids = [str(_count(x)) for x in as_list(gpu.get("xid_errors"))[:16]]
         told.append(f"XID errors {', '.join(xids)}" if xids else "no XID error")
         lines.append(f"GPU {name}: " + "; ".join(told))

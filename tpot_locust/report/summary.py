@@ -32,12 +32,7 @@ from tpot_locust.report.client_figures import (
     format_client_stalls,
 )
 from tpot_locust.report.server_view import format_gpu_state, format_server_view
-from tpot_locust.report.summary_types import (
-    ClassSummary,
-    Fluidity,
-    Goodput,
-    Summary,
-)
+from tpot_locust.report.summary_types import ClassSummary, Fluidity, Goodput, Summary
 from tpot_locust.report.token_figures import (
     format_prompt_tokens,
     format_token_kinds,
@@ -105,10 +100,18 @@ def stall_summary(
 
 # A metric whose summary failed at the end of a run: no samples, as the tables skip it.
 _EMPTY_METRIC: dict[str, Any] = {
-    "unit": "ms", "count": 0, "mean": 0.0, **dict.fromkeys(PERCENTILE_KEYS, 0.0), "max": 0.0,
-    "min": 0.0, "above": dict.fromkeys(PERCENTILE_KEYS, 0), "unmeasured_tail": [],
-    "skew_mean_over_median": None, "tail_p99.99_over_median": None, "failed": True,
-}  # fmt: skip
+    "unit": "ms",
+    "count": 0,
+    "mean": 0.0,
+    **dict.fromkeys(PERCENTILE_KEYS, 0.0),
+    "max": 0.0,
+    "min": 0.0,
+    "above": dict.fromkeys(PERCENTILE_KEYS, 0),
+    "unmeasured_tail": [],
+    "skew_mean_over_median": None,
+    "tail_p99.99_over_median": None,
+    "failed": True,
+}
 
 
 def fluidity_summary(counters: ClassCounters) -> Fluidity | None:
@@ -117,9 +120,12 @@ def fluidity_summary(counters: ClassCounters) -> Fluidity | None:
     if not counters.paced_tokens:
         return None
     on_time = counters.paced_tokens - counters.late_tokens
-    return {"tokens": counters.paced_tokens, "late_tokens": counters.late_tokens,
-            "on_time_fraction": round(on_time / counters.paced_tokens, 6),
-            "late_requests": counters.late_requests}  # fmt: skip
+    return {
+        "tokens": counters.paced_tokens,
+        "late_tokens": counters.late_tokens,
+        "on_time_fraction": round(on_time / counters.paced_tokens, 6),
+        "late_requests": counters.late_requests,
+    }
 
 
 def goodput_summary(
@@ -137,9 +143,11 @@ def goodput_summary(
 
 
 def _class_summary(
-    metrics: ClassMetrics, goodput_ms: dict[str, float] | None = None,
-    errors: list[str] | None = None, scope: str = "totals",
-) -> ClassSummary:  # fmt: skip
+    metrics: ClassMetrics,
+    goodput_ms: dict[str, float] | None = None,
+    errors: list[str] | None = None,
+    scope: str = "totals",
+) -> ClassSummary:
     counters = metrics.counters
     window_s = window_seconds(counters)
     tokens_in_window = counters.window_tokens or counters.output_tokens
@@ -147,15 +155,17 @@ def _class_summary(
     summaries = {
         name: built_part(
             errors, f"{scope} {name}", lambda n=name: metric_summary(metrics, n), _EMPTY_METRIC
-        )  # fmt: skip
+        )
         for name in METRICS
     }
     goodput = goodput_summary(counters, window_s, goodput_ms) if goodput_ms else None
-    interference = built_part(errors, f"{scope} interference",
-                         lambda: phase_summary(metrics, TAIL_MIN_SAMPLES))  # fmt: skip
+    interference = built_part(
+        errors, f"{scope} interference", lambda: phase_summary(metrics, TAIL_MIN_SAMPLES)
+    )
     keep_tail = scope == "totals"  # every kept gap once, at the top: the truth's check reads it
-    attribution = built_part(errors, f"{scope} attribution",
-                        lambda: attribution_summary(metrics, keep_tail))  # fmt: skip
+    attribution = built_part(
+        errors, f"{scope} attribution", lambda: attribution_summary(metrics, keep_tail)
+    )
     return {
         "metrics": summaries,
         "client": client_check(summaries["read_delay"], summaries["itl"].get("p90", 0.0))
@@ -228,14 +238,16 @@ def build_summary(
     run = dict(run or {})
     earlier = run.pop("report_error", None)  # a step before the summary failed (run_state)
     goodput_ms = run.get("goodput_limits_ms")
-    summary: Summary = built_part(errors, "totals",
-                    lambda: _class_summary(totals.combined(), goodput_ms, errors), {})  # fmt: skip
+    summary: Summary = built_part(
+        errors, "totals", lambda: _class_summary(totals.combined(), goodput_ms, errors), {}
+    )
     summary["classes"] = _part_summaries("class", totals.by_class(), goodput_ms, errors)
     if models := totals.by_model():  # a class split its traffic over models
         summary["models"] = _part_summaries("model", models, goodput_ms, errors)
     client = summary.setdefault("client", {})
-    client |= built_part(errors, "client health",
-                    lambda: client_health(totals.client, run.get("start_wall_s")), {})  # fmt: skip
+    client |= built_part(
+        errors, "client health", lambda: client_health(totals.client, run.get("start_wall_s")), {}
+    )
     if client.get("loop_saturated"):  # however late its reads seem (``client_check``)
         client["busy"] = True
     client["stall_threshold_ms"] = run.get("stall_threshold_ms")
@@ -345,8 +357,10 @@ def format_report(summary: Summary, scope: str = "all classes") -> str:
     estimated = " (estimated: server reported no usage)" if tokens["estimated"] else ""
     lines.append(f"requests ok {requests['ok']:,}  failed {requests['failed']:,}  errors: {errors}")
     if requests.get("interrupted"):
-        lines.append(f"requests interrupted by the stop: {requests['interrupted']:,} (their "
-                     "gaps in the window count; E2E counts finished requests)")  # fmt: skip
+        lines.append(
+            f"requests interrupted by the stop: {requests['interrupted']:,} (their "
+            "gaps in the window count; E2E counts finished requests)"
+        )
     lines.extend(format_window(summary))
     lines.append(
         f"output tokens {tokens['output']:,}{estimated}  partial (failed requests) "
@@ -361,8 +375,11 @@ def format_report(summary: Summary, scope: str = "all classes") -> str:
     )
     if fluidity := summary.get("fluidity"):
         pace = summary.get("run", {}).get("pace_ms") or {}
-        paced = (f" (first token {pace['ttft']:g} ms, each next {pace['tpot']:g} ms after)"
-                 if pace else "")  # fmt: skip
+        paced = (
+            f" (first token {pace['ttft']:g} ms, each next {pace['tpot']:g} ms after)"
+            if pace
+            else ""
+        )
         lines.append(
             f"fluidity {fluidity['on_time_fraction'] * 100:.2f}% of {fluidity['tokens']:,} tokens "
             f"by their deadline{paced}; {fluidity['late_requests']:,} requests stalled "

@@ -24,8 +24,7 @@ STEP_FIGURES = (("ttft", "p50"), ("ttft", "p99"), ("tpot", "p50"), ("tpot", "p99
 
 def step_row(step: int, value: float, folder: Path, exit_code: int) -> dict[str, Any]:
     """One step as the sweep reports it, read from its run's summary.json."""
-    row: dict[str, Any] = {"step": step, "value": value, "dir": folder.name,
-                           "exit_code": exit_code}  # fmt: skip
+    row: dict[str, Any] = {"step": step, "value": value, "dir": folder.name, "exit_code": exit_code}
     summary_path = ResultsFolder(folder).summary
     if not summary_path.exists():
         return row | {"verdict": "invalid", "why": "the run wrote no summary"}
@@ -65,10 +64,14 @@ def write_sweep(out: Path, document: dict[str, Any]) -> None:
 
 def format_sweep(document: dict[str, Any]) -> list[str]:
     vary = printable(document["vary"])
-    header = (f"  {'step':>4} {vary:>9} {'verdict':>12} {'tokens/s':>10} {'goodput/s':>10}"
-              f" {'TTFT p50':>9} {'p99':>9} {'TPOT p50':>9} {'p99':>9}")  # fmt: skip
-    lines = [f"Sweep of {printable(document['class'])}.{vary} ({printable(document['scenario'])}), "
-             "ms:", header]  # fmt: skip
+    header = (
+        f"  {'step':>4} {vary:>9} {'verdict':>12} {'tokens/s':>10} {'goodput/s':>10}"
+        f" {'TTFT p50':>9} {'p99':>9} {'TPOT p50':>9} {'p99':>9}"
+    )
+    lines = [
+        f"Sweep of {printable(document['class'])}.{vary} ({printable(document['scenario'])}), ms:",
+        header,
+    ]
     for row in document["steps"]:
         goodput = row.get("goodput_per_s")
         figures = "".join(f" {_ms((row.get(m) or {}).get(s)):>9}" for m, s in STEP_FIGURES)
@@ -81,8 +84,10 @@ def format_sweep(document: dict[str, Any]) -> list[str]:
     if point is None:
         lines.append("knee: none (the first step already broke an SLO)")
     else:
-        lines.append(f"knee: {vary} {point['value']:g} (step {point['step']}), the highest "
-                     "step that met every SLO")  # fmt: skip
+        lines.append(
+            f"knee: {vary} {point['value']:g} (step {point['step']}), the highest "
+            "step that met every SLO"
+        )
     if why := document.get("stopped_because"):
         lines.append(f"stopped: {printable(why)}")
     return lines
@@ -93,17 +98,26 @@ def render_sweep(document: dict[str, Any]) -> str:
     charts = []
     for metric in ("tpot", "ttft"):
         curves = [
-            Curve(f"{metric.upper()} {statistic}",
-                  [(row["value"], row[metric][statistic]) for row in rows
-                   if row[metric].get(statistic) is not None])
+            Curve(
+                f"{metric.upper()} {statistic}",
+                [
+                    (row["value"], row[metric][statistic])
+                    for row in rows
+                    if row[metric].get(statistic) is not None
+                ],
+            )
             for statistic in ("p50", "p99")
-        ]  # fmt: skip
+        ]
         limits = [(f"SLO {name}", limit) for name, limit in _limits(document, metric)]
-        charts.append(load_chart(f"{metric.upper()} by {document['vary']}", curves, "ms",
-                                 document["knee"], limits))  # fmt: skip
+        charts.append(
+            load_chart(
+                f"{metric.upper()} by {document['vary']}", curves, "ms", document["knee"], limits
+            )
+        )
     throughput = [Curve("tokens/s", [(row["value"], row["tokens_per_s"]) for row in rows])]
-    charts.append(load_chart(f"tokens/s by {document['vary']}", throughput, "tokens/s",
-                             document["knee"]))  # fmt: skip
+    charts.append(
+        load_chart(f"tokens/s by {document['vary']}", throughput, "tokens/s", document["knee"])
+    )
     title = f"tpot-locust sweep: {document['scenario']}"
     table = "\n".join(escape(line) for line in format_sweep(document))
     return (

@@ -30,14 +30,7 @@ from tpot_locust.metrics.causes import (
 )
 from tpot_locust.metrics.tail_gaps import WORST_GAPS_SHOWN
 from tpot_locust.report.attribution import gap_story
-from tpot_locust.report.charts import (
-    HEIGHT,
-    Curve,
-    Dot,
-    Rule,
-    Shading,
-    timeline_panel,
-)
+from tpot_locust.report.charts import HEIGHT, Curve, Dot, Rule, Shading, timeline_panel
 from tpot_locust.report.server_view import format_gpu_state
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.tail_tables import (
@@ -55,17 +48,27 @@ from tpot_locust.report.tail_tables import (
 
 TIMELINE_CURVES = (("tpot", "p99"), ("itl", "p99"), ("itl", "p99.9"), ("itl", "max"))
 SERVER_SERIES = ("running", "waiting", "kv_usage", "preemptions")
-DOT_LEGEND = {"gap-prefill": "gap: prefill", "gap-server": "gap: server cause",
-              "gap-client": "gap: client/network", "gap-none": "gap: no cause"}  # fmt: skip
+DOT_LEGEND = {
+    "gap-prefill": "gap: prefill",
+    "gap-server": "gap: server cause",
+    "gap-client": "gap: client/network",
+    "gap-none": "gap: no cause",
+}
 
 
 def has_tail_facts(summary: Summary) -> bool:
     """Whether a run has anything for "Why the tail" (results of older versions have not)."""
     run = as_dict(summary.get("run"))
-    return any(isinstance(part, dict) for part in (
-        summary.get("attribution"), summary.get("attribution_check"), run.get("prefill"),
-        run.get("server_metrics"), run.get("gpu_metrics"),
-    ))  # fmt: skip
+    return any(
+        isinstance(part, dict)
+        for part in (
+            summary.get("attribution"),
+            summary.get("attribution_check"),
+            run.get("prefill"),
+            run.get("server_metrics"),
+            run.get("gpu_metrics"),
+        )
+    )
 
 
 def why_the_tail(summary: Summary) -> list[str]:
@@ -82,14 +85,17 @@ def why_the_tail(summary: Summary) -> list[str]:
     charts, flat = timeline_charts(summary)
     parts += ['<div class="timeline">', *charts, "</div>"]
     if flat:
-        parts.append(note("Left out, nothing to show (zero throughout the run): "
-                          + "; ".join(flat) + "."))  # fmt: skip
-    parts.append(note(
-        "x: seconds since the run's start, the same in every panel. Dots: the largest gaps "
-        f"kept (the {WORST_GAPS_SHOWN} worst larger, with their story on hover), coloured "
-        "by what they overlapped; prompt tokens in prefill: the most in flight at once "
-        "(sent, first token not yet back)."
-    ))  # fmt: skip
+        parts.append(
+            note("Left out, nothing to show (zero throughout the run): " + "; ".join(flat) + ".")
+        )
+    parts.append(
+        note(
+            "x: seconds since the run's start, the same in every panel. Dots: the largest gaps "
+            f"kept (the {WORST_GAPS_SHOWN} worst larger, with their story on hover), coloured "
+            "by what they overlapped; prompt tokens in prefill: the most in flight at once "
+            "(sent, first token not yet back)."
+        )
+    )
     parts += server_facts(server)
     parts += [note(line) for line in format_gpu_state(summary)]
     parts += server_own_percentiles(summary, server)
@@ -119,12 +125,15 @@ def _story(gap: Any, origin: float | None, series: dict[str, list[Any]] | None) 
     if not isinstance(gap, dict) or finite(gap.get("ms")) is None:
         return None
     causes = [c for c in as_list(gap.get("causes")) if isinstance(c, str)]
-    clean = {"ms": finite(gap["ms"]), "causes": causes,
-             "at_wall_s": finite(gap.get("at_wall_s")),
-             "prefill_requests": int(finite(gap.get("prefill_requests")) or 0),
-             "prefill_tokens": int(finite(gap.get("prefill_tokens")) or 0),
-             "prefill_overlapped": gap.get("prefill_overlapped") is True,
-             "pause_streams": int(finite(gap.get("pause_streams")) or 0)}  # fmt: skip
+    clean = {
+        "ms": finite(gap["ms"]),
+        "causes": causes,
+        "at_wall_s": finite(gap.get("at_wall_s")),
+        "prefill_requests": int(finite(gap.get("prefill_requests")) or 0),
+        "prefill_tokens": int(finite(gap.get("prefill_tokens")) or 0),
+        "prefill_overlapped": gap.get("prefill_overlapped") is True,
+        "pause_streams": int(finite(gap.get("pause_streams")) or 0),
+    }
     return gap_story(clean, origin, series)
 
 
@@ -181,8 +190,13 @@ def _gpu_panels(
         gpu = as_dict(as_dict(sampled).get("gpu"))
         points = [(x - origin, y) for x, y in _pairs(gpu.get("sm_clock_series"))]
         if points:
-            panels.append((f"GPU {printable(str(label))[:32]}: lowest SM clock",
-                           [Curve("SM clock MHz", points)], {"unit": "MHz"}))  # fmt: skip
+            panels.append(
+                (
+                    f"GPU {printable(str(label))[:32]}: lowest SM clock",
+                    [Curve("SM clock MHz", points)],
+                    {"unit": "MHz"},
+                )
+            )
     return panels
 
 
@@ -275,8 +289,10 @@ def timeline_charts(summary: Summary) -> tuple[list[str], list[str]]:
     origin = finite(run.get("start_wall_s"))
     server = as_dict(run.get("server_metrics"))
     series = as_list(summary.get("timeseries"))
-    curves = [Curve(f"{metric.upper()} {key}", _interval_points(series, metric, key))
-              for metric, key in TIMELINE_CURVES]  # fmt: skip
+    curves = [
+        Curve(f"{metric.upper()} {key}", _interval_points(series, metric, key))
+        for metric, key in TIMELINE_CURVES
+    ]
     dots = _gap_dots(summary, origin)
     prefill = as_dict(run.get("prefill"))
     tokens = _pairs(prefill.get("tokens_s"))
@@ -285,26 +301,41 @@ def timeline_charts(summary: Summary) -> tuple[list[str], list[str]]:
         rules = []
         if (long_prompt := finite(prefill.get("long_prompt_tokens"))) is not None:
             rules.append(Rule(long_prompt, f"long prompt {long_prompt:,.0f}"))
-        panels.append(("Prompt tokens in prefill (ours)",
-                       [Curve("prompt tokens", tokens)],
-                       {"unit": "tokens", "steps": True, "rules": rules}))  # fmt: skip
+        panels.append(
+            (
+                "Prompt tokens in prefill (ours)",
+                [Curve("prompt tokens", tokens)],
+                {"unit": "tokens", "steps": True, "rules": rules},
+            )
+        )
     if as_list(as_dict(server.get("series")).get("t_wall_s")) and origin is not None:
         engine = server.get("engine")
         name = f"Server ({engine})" if isinstance(engine, str) and engine else "Server"
-        panels.append((f"{name}: requests running and waiting",
-                       [Curve("running", _server_points(server, "running", origin)),
-                        Curve("waiting", _server_points(server, "waiting", origin), True)],
-                       {"unit": "requests"}))  # fmt: skip
-        panels.append((f"{name}: KV cache usage",
-                       [Curve("KV usage %", _server_points(server, "kv_usage", origin, 100))],
-                       {"unit": "%", "y_max": 100.0,
-                        "rules": [Rule(KV_PRESSURE_AT * 100,
-                                       f"kv_pressure {KV_PRESSURE_AT * 100:g} %")]}))  # fmt: skip
+        panels.append(
+            (
+                f"{name}: requests running and waiting",
+                [
+                    Curve("running", _server_points(server, "running", origin)),
+                    Curve("waiting", _server_points(server, "waiting", origin), True),
+                ],
+                {"unit": "requests"},
+            )
+        )
+        panels.append(
+            (
+                f"{name}: KV cache usage",
+                [Curve("KV usage %", _server_points(server, "kv_usage", origin, 100))],
+                {
+                    "unit": "%",
+                    "y_max": 100.0,
+                    "rules": [
+                        Rule(KV_PRESSURE_AT * 100, f"kv_pressure {KV_PRESSURE_AT * 100:g} %")
+                    ],
+                },
+            )
+        )
         own_p99 = [
-            Curve(
-                "server p99 low",
-                _server_points(server, "itl_p99_low_ms", origin, spans=True),
-            ),
+            Curve("server p99 low", _server_points(server, "itl_p99_low_ms", origin, spans=True)),
             Curve(
                 "server p99 high",
                 _server_points(server, "itl_p99_high_ms", origin, spans=True),
@@ -313,21 +344,38 @@ def timeline_charts(summary: Summary) -> tuple[list[str], list[str]]:
         ]
         if any(curve.points for curve in own_p99):  # the server exports its ITL histogram
             ours = Curve("our ITL p99", _interval_points(series, "itl", "p99"))
-            panels.append((f"{name}: its own ITL p99 per interval (the bucket it lies in)",
-                           [*own_p99, ours], {"unit": "ms", "steps": True}))  # fmt: skip
-        panels.append((f"{name}: preemptions per interval",
-                       [Curve("preemptions",
-                              _server_points(server, "preemptions", origin, spans=True))],
-                       {"unit": "preemptions", "steps": True}))  # fmt: skip
+            panels.append(
+                (
+                    f"{name}: its own ITL p99 per interval (the bucket it lies in)",
+                    [*own_p99, ours],
+                    {"unit": "ms", "steps": True},
+                )
+            )
+        panels.append(
+            (
+                f"{name}: preemptions per interval",
+                [Curve("preemptions", _server_points(server, "preemptions", origin, spans=True))],
+                {"unit": "preemptions", "steps": True},
+            )
+        )
     panels += _gpu_panels(run, origin)
     xs = [x for curve in curves for x, _ in curve.points] + [dot.x for dot in dots]
     xs += [x for _, panel_curves, _ in panels for curve in panel_curves for x, _ in curve.points]
     x_max = max((x for x in xs if x >= 0), default=1.0)
     kinds = {dot.kind for dot in dots}
     legend = [(kind, label) for kind, label in DOT_LEGEND.items() if kind in kinds]
-    charts = [timeline_panel("The tail's timeline: TPOT and ITL per interval, the largest gaps",
-                             curves, "ms", x_max, shading=_shading(summary), dots=dots,
-                             dot_legend=legend, height=HEIGHT)]  # fmt: skip
+    charts = [
+        timeline_panel(
+            "The tail's timeline: TPOT and ITL per interval, the largest gaps",
+            curves,
+            "ms",
+            x_max,
+            shading=_shading(summary),
+            dots=dots,
+            dot_legend=legend,
+            height=HEIGHT,
+        )
+    ]
     flat = []
     for title, panel_curves, options in panels:
         if _flat(panel_curves):

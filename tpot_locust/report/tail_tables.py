@@ -74,8 +74,7 @@ def shown(text: object) -> str:
 def table(rows: list[list[str]], header: list[str]) -> str:
     """Header cells are escaped here; row cells are HTML their caller escaped."""
     head = "".join(f"<th>{shown(cell)}</th>" for cell in header)
-    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>"
-                   for row in rows)  # fmt: skip
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
@@ -87,8 +86,12 @@ def note(text: str) -> str:
 
 
 def _causes_shown(attribution: dict[str, Any]) -> list[str]:
-    seen = {cause for name in CAUSE_METRICS for row in as_dict(attribution.get(name)).values()
-            for cause in as_dict(as_dict(row).get("shares"))}  # fmt: skip
+    seen = {
+        cause
+        for name in CAUSE_METRICS
+        for row in as_dict(attribution.get(name)).values()
+        for cause in as_dict(as_dict(row).get("shares"))
+    }
     return [cause for cause in (*CAUSES, UNEXPLAINED) if cause in seen]
 
 
@@ -106,18 +109,25 @@ def shares_table(attribution: dict[str, Any]) -> list[str]:
             if not isinstance(row, dict):
                 continue
             shares = as_dict(row.get("shares"))
-            rows.append([shown(f"{name.upper()} {key}"), ms_text(row.get("above_ms")),
-                         count_text(row.get("samples")),
-                         *(_share(shares.get(cause)) for cause in causes)])  # fmt: skip
+            rows.append(
+                [
+                    shown(f"{name.upper()} {key}"),
+                    ms_text(row.get("above_ms")),
+                    count_text(row.get("samples")),
+                    *(_share(shares.get(cause)) for cause in causes),
+                ]
+            )
     if not rows:
         return []
     header = ["", "above ms", "samples", *(cause.replace("_", " ") for cause in causes)]
     return [
         "<h3>Share of the samples above each percentile that overlapped a cause</h3>",
         table(rows, header),
-        note("Causes overlap: a row's shares need not sum to 100 %. 'none': the share that "
-             "overlapped no cause window. Exact at any size (histograms kept per cause)."),
-    ]  # fmt: skip
+        note(
+            "Causes overlap: a row's shares need not sum to 100 %. 'none': the share that "
+            "overlapped no cause window. Exact at any size (histograms kept per cause)."
+        ),
+    ]
 
 
 def prefill_tokens_table(attribution: dict[str, Any]) -> list[str]:
@@ -143,11 +153,14 @@ def server_facts(server: dict[str, Any]) -> list[str]:
     where = url if isinstance(url, str) else "-"
     kind = engine if isinstance(engine, str) and engine else "engine not recognised"
     every = f" every {interval:g} s" if interval is not None else ""
-    line = (f"Server metrics sampled from {where} ({kind}){every}: "
-            f"{count_text(server.get('samples'))} samples, {count_text(server.get('slow'))} "
-            f"slow, {count_text(server.get('failed'))} failed.")  # fmt: skip
-    windows = [f"{name} {count_text(count)}" for name, count in
-               as_dict(server.get("windows")).items()]  # fmt: skip
+    line = (
+        f"Server metrics sampled from {where} ({kind}){every}: "
+        f"{count_text(server.get('samples'))} samples, {count_text(server.get('slow'))} "
+        f"slow, {count_text(server.get('failed'))} failed."
+    )
+    windows = [
+        f"{name} {count_text(count)}" for name, count in as_dict(server.get("windows")).items()
+    ]
     if windows:
         line += f" Server windows: {', '.join(windows)}."
     parts = [note(line)]
@@ -197,8 +210,11 @@ def coarseness(label: str, figures: dict[str, Any]) -> str:
     """How coarse the server's figures are: which percentiles share a bucket, the widest
     bucket among them, and those below its first bound or past its last."""
     shown = [(key, figures.get(key)) for key in OWN_PERCENTILES]
-    buckets = [(key, bucket_text(bounds), bounds) for key, bounds in shown
-               if isinstance(bounds, dict) and bucket_text(bounds) != "-"]  # fmt: skip
+    buckets = [
+        (key, bucket_text(bounds), bounds)
+        for key, bounds in shown
+        if isinstance(bounds, dict) and bucket_text(bounds) != "-"
+    ]
     if not buckets:
         return f"{label}: the server's histogram held nothing."
     told = []
@@ -234,26 +250,35 @@ def server_own_percentiles(summary: Summary, server: dict[str, Any]) -> list[str
         if not isinstance(figures, dict) or not finite(figures.get("count")):
             continue  # the server exports no such histogram, or it held nothing
         ours = as_dict(metrics.get(name))
-        rows.append([f"{label} ours (ms)", count_text(ours.get("count")),
-                     *(ms_text(ours.get(key)) for key in OWN_PERCENTILES)])  # fmt: skip
+        rows.append(
+            [
+                f"{label} ours (ms)",
+                count_text(ours.get("count")),
+                *(ms_text(ours.get(key)) for key in OWN_PERCENTILES),
+            ]
+        )
         server_cells = [shown(bucket_text(figures.get(key))) for key in OWN_PERCENTILES]
         rows.append([f"{label} the server's", count_text(figures.get("count")), *server_cells])
         lines.append(coarseness(label, figures))
         if figures.get("reset") is True:
-            lines.append(f"{label}: the server restarted during the run; its figures count "
-                         "only the observations since then.")  # fmt: skip
+            lines.append(
+                f"{label}: the server restarted during the run; its figures count "
+                "only the observations since then."
+            )
     if not rows:
         return []
     return [
         "<h3>What the server says about itself</h3>",
         table(rows, ["", "count", *OWN_PERCENTILES]),
-        note("Ours: every gap as this client read it (HdrHistogram, 3 significant digits). "
-             "The server's: its own histogram from the first to the last sample, which keeps "
-             "counts per bucket only, so each of its figures is the bucket that percentile "
-             "lies in, never a value. What lies between the two is what the network and the "
-             "client add to what the server measured, within a bucket's width."),
+        note(
+            "Ours: every gap as this client read it (HdrHistogram, 3 significant digits). "
+            "The server's: its own histogram from the first to the last sample, which keeps "
+            "counts per bucket only, so each of its figures is the bucket that percentile "
+            "lies in, never a value. What lies between the two is what the network and the "
+            "client add to what the server measured, within a bucket's width."
+        ),
         *(note(f"How coarse the server's buckets are: {line}") for line in lines),
-    ]  # fmt: skip
+    ]
 
 
 # --- the attribution check -----------------------------------------------------------------
@@ -276,11 +301,13 @@ def attribution_check_parts(check: Any) -> list[str]:
     coverage = as_dict(check.get("coverage"))
     percentile = finite(check.get("percentile"))
     above = "-" if percentile is None else f"{percentile:g}"
-    parts.append(note(
-        f"True gaps above the true ITL P{above} ({ms_text(check.get('threshold_ms'))} ms): "
-        f"{count_text(check.get('tail_gaps'))}, of which "
-        f"{count_text(coverage.get('present'))} are in our kept gaps."
-    ))  # fmt: skip
+    parts.append(
+        note(
+            f"True gaps above the true ITL P{above} ({ms_text(check.get('threshold_ms'))} ms): "
+            f"{count_text(check.get('tail_gaps'))}, of which "
+            f"{count_text(coverage.get('present'))} are in our kept gaps."
+        )
+    )
     parts += _cause_rows(check.get("causes"))
     stated = []
     for row in as_list(check.get("thresholds")):
@@ -288,9 +315,15 @@ def attribution_check_parts(check: Any) -> list[str]:
         met = row.get("met")  # a bool; anything else (hand-edited, a list) is n/a
         marks = {True: ("pass", "met"), False: ("fail", "NOT met")}
         mark = marks[met] if isinstance(met, bool) else ("note", "n/a")
-        stated.append([shown(str(row.get("cause", "-"))), shown(str(row.get("measure", "-"))),
-                       _ratio(row.get("at_least")), _ratio(row.get("value")),
-                       f'<span class="{mark[0]}">{mark[1]}</span>'])  # fmt: skip
+        stated.append(
+            [
+                shown(str(row.get("cause", "-"))),
+                shown(str(row.get("measure", "-"))),
+                _ratio(row.get("at_least")),
+                _ratio(row.get("value")),
+                f'<span class="{mark[0]}">{mark[1]}</span>',
+            ]
+        )
     if stated:
         parts.append(table(stated, ["cause", "measure", "at least", "value", "stated"]))
         parts.append(note("Thresholds stated, not enforced: a run does not fail on them."))
@@ -302,11 +335,13 @@ def attribution_check_parts(check: Any) -> list[str]:
     if lower.get("tail_gaps"):
         none = finite(lower.get("ours_none"))
         left = "" if none is None else f"; ours named no cause for {none * 100:.1f} %"
-        parts.append(note(
-            f"Above the true ITL P99 ({ms_text(lower.get('threshold_ms'))} ms): "
-            f"{count_text(lower.get('tail_gaps'))} true gaps, "
-            f"{count_text(lower.get('present'))} in our kept gaps{left}."
-        ))  # fmt: skip
+        parts.append(
+            note(
+                f"Above the true ITL P99 ({ms_text(lower.get('threshold_ms'))} ms): "
+                f"{count_text(lower.get('tail_gaps'))} true gaps, "
+                f"{count_text(lower.get('present'))} in our kept gaps{left}."
+            )
+        )
         parts += _cause_rows(lower.get("causes"))
     return parts
 
@@ -316,9 +351,16 @@ def _cause_rows(causes: Any) -> list[str]:
     rows = []
     for cause, row in as_dict(causes).items():
         row = as_dict(row)
-        rows.append([shown(str(cause)), count_text(row.get("true")), count_text(row.get("tagged")),
-                     count_text(row.get("both")), _ratio(row.get("precision")),
-                     _ratio(row.get("recall"))])  # fmt: skip
+        rows.append(
+            [
+                shown(str(cause)),
+                count_text(row.get("true")),
+                count_text(row.get("tagged")),
+                count_text(row.get("both")),
+                _ratio(row.get("precision")),
+                _ratio(row.get("recall")),
+            ]
+        )
     if not rows:
         return []
     return [table(rows, ["cause", "true", "tagged by us", "both", "precision", "recall"])]

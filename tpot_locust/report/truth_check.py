@@ -173,8 +173,11 @@ def truth_check(
         for percentile in (*PERCENTILES, None):
             key = percentile_key(percentile) if percentile is not None else "max"
             true_value = _true_value(true, percentile)
-            row = {"measured": measured[key], "true": round(true_value, 4),
-                   "error": round(measured[key] - true_value, 4)}  # fmt: skip
+            row = {
+                "measured": measured[key],
+                "true": round(true_value, 4),
+                "error": round(measured[key] - true_value, 4),
+            }
             if set_aside:
                 free = samples.get(f"{name}@stall_free", true)
                 true_free = _true_value(free, percentile) if free.size else 0.0
@@ -186,8 +189,13 @@ def truth_check(
         metrics[name] = rows
     coverage = window_coverage(summary["metrics"]["itl"]["count"], int(samples["itl"].size))
     passed = None if tolerance_ms is None else worst <= tolerance_ms and coverage["agrees"]
-    return {"tolerance_ms": tolerance_ms, "passed": passed, "worst_error_ms": round(worst, 4),
-            "coverage": coverage, "metrics": metrics}  # fmt: skip
+    return {
+        "tolerance_ms": tolerance_ms,
+        "passed": passed,
+        "worst_error_ms": round(worst, 4),
+        "coverage": coverage,
+        "metrics": metrics,
+    }
 
 
 # The measured gaps of the window agree with the true ones within this share, plus a few
@@ -218,8 +226,10 @@ def format_truth_check(check: dict[str, Any]) -> list[str]:
             lines.append(f"  {'':6}{errors}  (client stalls set aside)")
     if coverage := check.get("coverage"):
         share = "-" if coverage["share"] is None else f"{coverage['share']:.1%}"
-        lines.append(f"  token gaps of the window: measured {coverage['measured']:,} of the "
-                     f"{coverage['true']:,} the server sent ({share}; every request)")  # fmt: skip
+        lines.append(
+            f"  token gaps of the window: measured {coverage['measured']:,} of the "
+            f"{coverage['true']:,} the server sent ({share}; every request)"
+        )
         if coverage["share"] is not None and coverage["share"] < LOW_COVERAGE:
             lines.append(f"! the run measured only {share} of its window's token gaps")
         elif not coverage["agrees"]:

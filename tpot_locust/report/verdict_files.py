@@ -36,19 +36,34 @@ def junit_tree(verdict: dict[str, Any], suite: str) -> ET.ElementTree:
     warn = verdict.get("insufficient_policy") == "warn"
     cases = list(checks)
     if verdict["run_invalid"]:
-        cases.append({"name": "run is a valid measurement", "verdict": "invalid",
-                      "why": "; ".join(verdict["run_invalid"]), "measured": None,
-                      "unit": ""})  # fmt: skip
+        cases.append(
+            {
+                "name": "run is a valid measurement",
+                "verdict": "invalid",
+                "why": "; ".join(verdict["run_invalid"]),
+                "measured": None,
+                "unit": "",
+            }
+        )
     failures = sum(
-        1 for c in cases if c["verdict"] in ("fail", "invalid")
-        or (c["verdict"] == "insufficient" and not warn)
-    )  # fmt: skip
+        1
+        for c in cases
+        if c["verdict"] in ("fail", "invalid") or (c["verdict"] == "insufficient" and not warn)
+    )
     skipped = sum(1 for c in cases if c["verdict"] == "insufficient" and warn)
-    root = ET.Element("testsuites", name="tpot-locust", tests=str(len(cases)),
-                      failures=str(failures))  # fmt: skip
+    root = ET.Element(
+        "testsuites", name="tpot-locust", tests=str(len(cases)), failures=str(failures)
+    )
     suite = xml_text(suite)  # a scenario's name: XML 1.0 forbids most control characters
-    testsuite = ET.SubElement(root, "testsuite", name=suite, tests=str(len(cases)),
-                              failures=str(failures), errors="0", skipped=str(skipped))  # fmt: skip
+    testsuite = ET.SubElement(
+        root,
+        "testsuite",
+        name=suite,
+        tests=str(len(cases)),
+        failures=str(failures),
+        errors="0",
+        skipped=str(skipped),
+    )
     for check in cases:
         name, why = xml_text(check["name"]), xml_text(check["why"])
         case = ET.SubElement(testsuite, "testcase", classname=f"slo.{suite}", name=name)
@@ -86,13 +101,18 @@ def format_verdict(verdict: dict[str, Any], sweep_step: bool = False) -> list[st
 
 def format_markdown(verdict: dict[str, Any], suite: str) -> str:
     suite = printable(suite)
-    lines = [f"### tpot-locust `{suite}`: SLO verdict **{verdict['verdict'].upper()}**", "",
-             "| SLO | measured | samples above | verdict | why |",
-             "|---|---:|---:|---|---|"]  # fmt: skip
+    lines = [
+        f"### tpot-locust `{suite}`: SLO verdict **{verdict['verdict'].upper()}**",
+        "",
+        "| SLO | measured | samples above | verdict | why |",
+        "|---|---:|---:|---|---|",
+    ]
     for check in verdict["checks"]:
         above = "-" if check["samples_above"] is None else f"{check['samples_above']:,}"
-        lines.append(f"| {printable(check['name'])} | {_measured(check)} | {above} | "
-                     f"{_MARKS[check['verdict']]} | {printable(check['why'])} |")  # fmt: skip
+        lines.append(
+            f"| {printable(check['name'])} | {_measured(check)} | {above} | "
+            f"{_MARKS[check['verdict']]} | {printable(check['why'])} |"
+        )
     for reason in verdict["run_invalid"]:
         lines.append(f"| run is a valid measurement | - | - | INVALID | {printable(reason)} |")
     for warning in verdict["warnings"]:

@@ -13,8 +13,11 @@ def burst_summary(counters: ClassCounters) -> BurstCounts | None:
     """Scheduled burst requests: due, sent, sent late (None: the scenario has no bursts)."""
     if not counters.burst_requests_due:
         return None
-    return {"due": counters.burst_requests_due, "sent": counters.burst_requests_sent,
-            "late": counters.burst_requests_late}  # fmt: skip
+    return {
+        "due": counters.burst_requests_due,
+        "sent": counters.burst_requests_sent,
+        "late": counters.burst_requests_late,
+    }
 
 
 def burst_problem(summary: Summary) -> str | None:
@@ -44,14 +47,18 @@ def window_summary(counters: ClassCounters) -> Window:
         "gaps": counters.window_gaps,
         "tokens": counters.window_tokens,
         "gaps_after": counters.gaps_after_window,
-        "cut": {"stop": counters.cut_at_stop, "timeout": counters.cut_by_timeout,
-                "reset": counters.cut_by_reset, "error": counters.cut_by_error},
+        "cut": {
+            "stop": counters.cut_at_stop,
+            "timeout": counters.cut_by_timeout,
+            "reset": counters.cut_by_reset,
+            "error": counters.cut_by_error,
+        },
         "cut_elapsed_s_max": round(counters.cut_elapsed_ns_max / 1e9, 3),
         "waiting_at_stop": counters.waiting_at_stop,
         "waiting_s_max": round(counters.waiting_ns_max / 1e9, 3),
         "censored_gaps": counters.censored_gaps,
         "censored_gap_s_max": round(counters.censored_gap_ns_max / 1e9, 3),
-    }  # fmt: skip
+    }
 
 
 def format_window(summary: Summary) -> list[str]:
@@ -61,8 +68,12 @@ def format_window(summary: Summary) -> list[str]:
         return []
     lines = []
     cut = window["cut"]
-    wheres = (("stop", "by the stop"), ("timeout", "by a timeout"), ("reset", "by a reset"),
-              ("error", "by an error"))  # fmt: skip
+    wheres = (
+        ("stop", "by the stop"),
+        ("timeout", "by a timeout"),
+        ("reset", "by a reset"),
+        ("error", "by an error"),
+    )
     counted = [(cut[name], words) for name, words in wheres if cut[name]]  # type: ignore[literal-required]
     if counted:
         where = ", ".join(f"{count:,} {words}" for count, words in counted)
@@ -71,11 +82,15 @@ def format_window(summary: Summary) -> list[str]:
             f"the window count; E2E of the longest >= {window['cut_elapsed_s_max']:,.1f} s"
         )
     if waiting := window["waiting_at_stop"]:
-        lines.append(f"no first token at the stop: {waiting:,} requests, the longest after "
-                     f"{window['waiting_s_max']:,.1f} s (TTFT >= that, not in TTFT)")  # fmt: skip
+        lines.append(
+            f"no first token at the stop: {waiting:,} requests, the longest after "
+            f"{window['waiting_s_max']:,.1f} s (TTFT >= that, not in TTFT)"
+        )
     if censored := window["censored_gaps"]:
-        lines.append(f"stalls past a timeout: {censored:,}, the longest >= "
-                     f"{window['censored_gap_s_max']:,.1f} s (censored, not in ITL)")  # fmt: skip
+        lines.append(
+            f"stalls past a timeout: {censored:,}, the longest >= "
+            f"{window['censored_gap_s_max']:,.1f} s (censored, not in ITL)"
+        )
     if after := window["gaps_after"]:
         lines.append(f"gaps after the window (the stop's drain, not counted): {after:,}")
     return lines

@@ -42,9 +42,15 @@ def unit_gap(kind: str, burstiness: float, rng: random.Random) -> float:
 
 
 def arrival_times(
-    kind: str, base_rate: float, burstiness: float, stages: list[Stage], class_name: str,
-    duration_s: float, rng: random.Random, scale: float = 1.0,
-) -> Iterator[float]:  # fmt: skip
+    kind: str,
+    base_rate: float,
+    burstiness: float,
+    stages: list[Stage],
+    class_name: str,
+    duration_s: float,
+    rng: random.Random,
+    scale: float = 1.0,
+) -> Iterator[float]:
     """Seconds from the run start of each arrival, until ``duration_s``.
 
     ``scale`` is this process's share of the rate (1 / number of worker processes). Each

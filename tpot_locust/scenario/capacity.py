@@ -111,8 +111,9 @@ def _phases(scenario: Scenario) -> list[tuple[float, dict[str, float]]]:
     for stage in scenario.stages:
         if stage.users is not None:
             users = float(stage.users)
-        phases.append((users, {name: stage.rates.get(name, rate)
-                               for name, rate in base_rates.items()}))  # fmt: skip
+        phases.append(
+            (users, {name: stage.rates.get(name, rate) for name, rate in base_rates.items()})
+        )
     return phases
 
 
@@ -240,8 +241,9 @@ def advice(
 AUTO_WORKERS = -1  # ``--workers auto``, until ``auto_workers`` resolves it for a scenario
 
 
-def auto_workers(scenario: Scenario, host: str | None = None, cpus: int | None = None
-                 ) -> tuple[int, str]:  # fmt: skip
+def auto_workers(
+    scenario: Scenario, host: str | None = None, cpus: int | None = None
+) -> tuple[int, str]:
     """``--workers auto``: one worker a core, less one for the master and one for the
     embedded simulator when it serves the run; under two such workers, one local process
     (a master and one worker would take two cores for one's stamping). Returns the count

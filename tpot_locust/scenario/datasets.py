@@ -97,8 +97,12 @@ def _one_turn(source: str, line: int, entry: Any) -> Conversation:
         return (DatasetTurn(text),)
     tokens = _output_tokens(output)
     if not 0 < tokens <= MAX_TOKENS or str(output).strip() not in (str(tokens), f"{tokens}.0"):
-        raise _error(source, line, f"output_tokens: must be a positive integer <= "
-                     f"{MAX_TOKENS:,}, got {str(output)[:40]!r}")  # fmt: skip
+        raise _error(
+            source,
+            line,
+            f"output_tokens: must be a positive integer <= "
+            f"{MAX_TOKENS:,}, got {str(output)[:40]!r}",
+        )
     return (DatasetTurn(text, output_tokens=tokens),)
 
 

@@ -61,9 +61,11 @@ class ScenarioText:
         self._located = _parsed(path)
 
     def load(
-        self, overrides: list[str] | None = None, labels: dict[str, str] | None = None,
+        self,
+        overrides: list[str] | None = None,
+        labels: dict[str, str] | None = None,
         check_engine: EngineCheck | None = None,
-    ) -> Scenario:  # fmt: skip
+    ) -> Scenario:
         """``labels``: the option each override came from (``--users -1``), named in its
         errors; other overrides are named as ``--set key=value``. ``check_engine``: the
         simulator's own check of ``simulator.profile``/``engine`` (the CLI passes it)."""
@@ -80,9 +82,11 @@ class ScenarioText:
 
 
 def load_scenario(
-    path: Path, overrides: list[str] | None = None, labels: dict[str, str] | None = None,
+    path: Path,
+    overrides: list[str] | None = None,
+    labels: dict[str, str] | None = None,
     check_engine: EngineCheck | None = None,
-) -> Scenario:  # fmt: skip
+) -> Scenario:
     """The file as a validated scenario (``ScenarioText.load`` says what each argument is)."""
     return validate(_overridden(_parsed(path), overrides, labels), check_engine)
 

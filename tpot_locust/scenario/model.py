@@ -34,9 +34,15 @@ __all__ = [
 
 
 def key(
-    default: Any = None, *, check: str, user: str | None = None, flag: str | None = None,
-    factory: Any = None, name: str | None = None, required: bool = False,
-) -> Any:  # fmt: skip
+    default: Any = None,
+    *,
+    check: str,
+    user: str | None = None,
+    flag: str | None = None,
+    factory: Any = None,
+    name: str | None = None,
+    required: bool = False,
+) -> Any:
     """A scenario key: its default, the check ``schema`` runs on it (by name: ``CHECKS``),
     the user-class attribute it sets (``user``), the simulator flag it becomes (``flag``)
     and its name in YAML when that is not the field's (``name``). Adding a key to a section

@@ -65,7 +65,7 @@ class _Exact(Protocol):
 
 def blocks_text(
     blocks: tuple[int, ...], block_tokens: int, tokens: int, exact: _Exact | None = None
-) -> str:  # fmt: skip
+) -> str:
     """A published trace's prompt from its prefix blocks (``trace_formats``): each block's
     text depends on its id alone, so requests (of any process) that share leading block
     ids share exactly that much leading text, as a prefix cache saw them; the last block
@@ -74,8 +74,10 @@ def blocks_text(
     last = max(1, tokens - (len(blocks) - 1) * block_tokens)
     sizes = [block_tokens] * (len(blocks) - 1) + [min(last, block_tokens)]
     if exact is None:
-        return " ".join(" ".join(_block_words(block, block_tokens)[:size])
-                        for block, size in zip(blocks, sizes, strict=True))  # fmt: skip
+        return " ".join(
+            " ".join(_block_words(block, block_tokens)[:size])
+            for block, size in zip(blocks, sizes, strict=True)
+        )
     pairs = zip(blocks, sizes, strict=True)  # each exact block starts with its own space
     return "".join(_exact_block(exact, block, size) for block, size in pairs)
 

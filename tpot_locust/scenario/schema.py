@@ -16,9 +16,7 @@ from tpot_locust.common.tls import client_tls_context
 from tpot_locust.common.tokens import TokenizerError, load_tokenizer
 from tpot_locust.scenario import value_checks as checks
 from tpot_locust.scenario.datasets import load_dataset
-from tpot_locust.scenario.limits import (
-    MAX_BURSTS,
-)
+from tpot_locust.scenario.limits import MAX_BURSTS
 from tpot_locust.scenario.model import (
     Burst,
     BurstSpec,
@@ -34,11 +32,7 @@ from tpot_locust.scenario.model import (
     TrafficClass,
     scenario_keys,
 )
-from tpot_locust.scenario.simulator_section import (
-    EngineCheck,
-    validate_engine,
-    validate_reasoning,
-)
+from tpot_locust.scenario.simulator_section import EngineCheck, validate_engine, validate_reasoning
 from tpot_locust.scenario.slo import SloSpec, parse_slo
 from tpot_locust.scenario.trace_formats import AUTO, FORMATS, load_trace_spec
 from tpot_locust.scenario.yaml_source import Located, did_you_mean
@@ -90,8 +84,7 @@ def validate(located: Located, check_engine: EngineCheck | None = None) -> Scena
     for name, meta in top.items():
         if meta["check"] != "part" and data.get(name) is not None:
             with located.keep_going():
-                simple[meta["field"]] = CHECKS[meta["check"]](located, name, data[name],
-                                                              base_dir)  # fmt: skip
+                simple[meta["field"]] = CHECKS[meta["check"]](located, name, data[name], base_dir)
     server = Server()
     with located.keep_going():
         server, _ = parse_section(located, "server", data.get("server"), Server, base_dir)
@@ -167,8 +160,9 @@ def parse_section(
     for name, value in given.items():
         with located.keep_going():
             meta = allowed[name]
-            values[meta["field"]] = CHECKS[meta["check"]](located, f"{path}.{name}", value,
-                                                          base_dir)  # fmt: skip
+            values[meta["field"]] = CHECKS[meta["check"]](
+                located, f"{path}.{name}", value, base_dir
+            )
     return section(**fixed, **values), given
 
 
@@ -181,18 +175,25 @@ def _validate_class(located: Located, name: str, data: Any, base_dir: Path) -> T
     traffic, spec = parse_section(located, path, data, TrafficClass, base_dir, name=name)
     modes = [key for key in ("users", "rate", "trace") if key in spec]
     if len(modes) > 1:
-        raise located.error(f"{path}.{modes[1]}", "a class is closed loop (users) or open loop "
-                            "(rate, or a trace): one of them")  # fmt: skip
+        raise located.error(
+            f"{path}.{modes[1]}",
+            "a class is closed loop (users) or open loop (rate, or a trace): one of them",
+        )
     if not modes:
-        raise located.error(path, "needs users (closed loop), rate (open loop, per second) or "
-                            "trace (a JSONL file of timed requests)")  # fmt: skip
+        raise located.error(
+            path,
+            "needs users (closed loop), rate (open loop, per second) or "
+            "trace (a JSONL file of timed requests)",
+        )
     if traffic.trace is not None:
         with located.keep_going():  # errors name file:line
             fmt, traffic.trace_requests = load_trace_spec(traffic.trace)
             for option in ("model", "log_type"):
                 if getattr(traffic.trace, option) is not None and fmt != "burstgpt":
-                    raise located.error(f"{path}.trace.{option}", "only for BurstGPT traces "
-                                        f"(this one reads as {fmt})")  # fmt: skip
+                    raise located.error(
+                        f"{path}.trace.{option}",
+                        f"only for BurstGPT traces (this one reads as {fmt})",
+                    )
     for key in ("arrival", "burstiness", "max_in_flight"):
         if key in spec and "rate" not in spec:
             located.problems.append(
@@ -203,8 +204,9 @@ def _validate_class(located: Located, name: str, data: Any, base_dir: Path) -> T
     if "dataset_order" in spec and "dataset" not in spec:
         located.problems.append(located.error(f"{path}.dataset_order", "only with a dataset"))
     if "dataset" in spec and "trace" in spec:
-        located.problems.append(located.error(f"{path}.dataset", "not with a trace (its "
-                                              "lines are the prompts)"))  # fmt: skip
+        located.problems.append(
+            located.error(f"{path}.dataset", "not with a trace (its lines are the prompts)")
+        )
     return traffic
 
 
@@ -312,9 +314,6 @@ def _trace_format(located: Located, path: str, value: Any, base_dir: Path) -> st
     return str(value)
 
 
-SWEEP_VARIABLES = ("users", "rate", "speedup")  # closed-loop users, open-loop rate, a trace's
-
-
 def _validate_sweep(
     located: Located, data: Any, classes: list[TrafficClass], base_dir: Path
 ) -> Sweep:
@@ -322,12 +321,17 @@ def _validate_sweep(
     fitting = [c.name for c in classes if _sweepable(c, sweep.vary)]
     if sweep.class_name is None:
         if len(fitting) != 1:
-            raise located.error("sweep", f"class: is required (which class's {sweep.vary}: "
-                                f"{', '.join(fitting) or 'none fits'})")  # fmt: skip
+            raise located.error(
+                "sweep",
+                f"class: is required (which class's {sweep.vary}: "
+                f"{', '.join(fitting) or 'none fits'})",
+            )
         sweep.class_name = fitting[0]
     elif sweep.class_name not in fitting:
-        raise located.error("sweep.class", f"must name a class with {sweep.vary}: "
-                            f"{', '.join(fitting) or 'none has'}")  # fmt: skip
+        raise located.error(
+            "sweep.class",
+            f"must name a class with {sweep.vary}: {', '.join(fitting) or 'none has'}",
+        )
     if ("values" in given) == ("start" in given):
         raise located.error("sweep", "needs values (a list) or start and limit (doubling)")
     if "start" in given and "limit" not in given:
@@ -347,40 +351,49 @@ def _sweepable(traffic: TrafficClass, vary: str) -> bool:
     return (traffic.rate if vary == "rate" else traffic.trace) is not None
 
 
-def _sweep_variable(located: Located, path: str, value: Any, base_dir: Path) -> str:
-    if value not in SWEEP_VARIABLES:
-        raise located.error(path, f"must be one of {', '.join(SWEEP_VARIABLES)}")
-    return str(value)  # one of the names: a str
-
-
-def _sweep_values(located: Located, path: str, value: Any, base_dir: Path) -> list[float]:
-    if not isinstance(value, list) or not value:
-        raise located.error(path, "must be a list of numbers, in increasing order")
-    numbers = [checks.number(located, f"{path}.{i}", v) for i, v in enumerate(value)]
-    if numbers != sorted(set(numbers)):
-        raise located.error(path, "must increase from step to step")
-    return numbers
-
-
 CHECKS: dict[str, Callable[[Located, str, Any, Path], Any]] = {
-    "api": _api, "arrival": _arrival, "count": checks.count, "dataset": _dataset,
-    "dataset_order": _dataset_order, "distribution": distribution,
+    "api": _api,
+    "arrival": _arrival,
+    "count": checks.count,
+    "dataset": _dataset,
+    "dataset_order": _dataset_order,
+    "distribution": distribution,
     "distribution_or_zero": _distribution_or_zero,
     "event_bytes": checks.event_bytes,
-    "duration": checks.duration_key, "duration_or_zero": checks.duration_or_zero,
-    "env_name": checks.env_name, "flag": checks.flag, "headers": checks.headers,
-    "mapping": checks.mapping, "metrics_interval": checks.metrics_interval,
-    "metrics_url": checks.metrics_url, "gpu_metrics": checks.gpu_metrics,
-    "name": checks.name, "output": checks.output,
-    "positive": checks.positive, "tokens": checks.tokens,
-    "positive_integer": checks.positive_integer, "profile": _as_given, "rate": checks.rate,
-    "ratio": checks.ratio, "seed": checks.seed, "sweep_values": _sweep_values,
-    "sweep_variable": _sweep_variable, "text": checks.plain_text, "time": _time,
-    "timeouts": _timeouts, "tokenizer": _tokenizer, "trace": _trace, "url": checks.url,
-    "wait": _time, "part": _as_given, "tls": _tls, "ca_file": _ca_file,
-    "trace_file": _trace_file, "trace_format": _trace_format,
+    "duration": checks.duration_key,
+    "duration_or_zero": checks.duration_or_zero,
+    "env_name": checks.env_name,
+    "flag": checks.flag,
+    "headers": checks.headers,
+    "mapping": checks.mapping,
+    "metrics_interval": checks.metrics_interval,
+    "metrics_url": checks.metrics_url,
+    "gpu_metrics": checks.gpu_metrics,
+    "name": checks.name,
+    "output": checks.output,
+    "positive": checks.positive,
+    "tokens": checks.tokens,
+    "positive_integer": checks.positive_integer,
+    "profile": _as_given,
+    "rate": checks.rate,
+    "ratio": checks.ratio,
+    "seed": checks.seed,
+    "sweep_values": checks.sweep_values,
+    "sweep_variable": checks.sweep_variable,
+    "text": checks.plain_text,
+    "time": _time,
+    "timeouts": _timeouts,
+    "tokenizer": _tokenizer,
+    "trace": _trace,
+    "url": checks.url,
+    "wait": _time,
+    "part": _as_given,
+    "tls": _tls,
+    "ca_file": _ca_file,
+    "trace_file": _trace_file,
+    "trace_format": _trace_format,
     "model_split": checks.model_split,
-}  # fmt: skip
+}
 
 
 def _validate_stages(located: Located, data: Any, classes: list[TrafficClass]) -> list[Stage]:
@@ -400,8 +413,11 @@ def _validate_stages(located: Located, data: Any, classes: list[TrafficClass]) -
         for name, rate in rates.items():
             checks.number(located, f"{path}.rate.{name}", rate, strict=False)  # <= MAX_NUMBER
         if spec.duration is not None:  # else its error is noted already
-            stages.append(Stage(spec.duration, spec.users,
-                                {name: float(rate) for name, rate in rates.items()}))  # fmt: skip
+            stages.append(
+                Stage(
+                    spec.duration, spec.users, {name: float(rate) for name, rate in rates.items()}
+                )
+            )
     return stages
 
 
@@ -409,8 +425,10 @@ def _count_bursts(located: Located, path: str, so_far: int, count: int) -> int:
     """The burst times of every entry so far, ``count`` more: at most ``MAX_BURSTS`` in all
     (1,000 entries of 100,000 each took 3.9 GB to validate)."""
     if so_far + count > MAX_BURSTS:
-        raise located.error(path, f"brings the bursts to {so_far + count:,} burst times in "
-                            f"all; at most {MAX_BURSTS:,}")  # fmt: skip
+        raise located.error(
+            path,
+            f"brings the bursts to {so_far + count:,} burst times in all; at most {MAX_BURSTS:,}",
+        )
     return so_far + count
 
 
@@ -422,8 +440,9 @@ def _validate_bursts(
     if not isinstance(data, list):
         raise located.error("bursts", "must be a list of bursts")
     if len(data) > MAX_BURSTS:
-        raise located.error("bursts", f"{len(data):,} entries; at most {MAX_BURSTS:,} burst "
-                            "times in all")  # fmt: skip
+        raise located.error(
+            "bursts", f"{len(data):,} entries; at most {MAX_BURSTS:,} burst times in all"
+        )
     bursts = []
     expanded = 0  # burst times of every entry so far: bounded before any list is made
     for index, item in enumerate(data):
@@ -444,8 +463,9 @@ def _validate_bursts(
             start = spec.every if spec.start is None else spec.start
             count = max(0, int((duration_s - start) // spec.every) + 1)
             if count > MAX_BURSTS:
-                raise located.error(f"{path}.every", f"gives {count:,} bursts in the run; "
-                                    f"at most {MAX_BURSTS:,}")  # fmt: skip
+                raise located.error(
+                    f"{path}.every", f"gives {count:,} bursts in the run; at most {MAX_BURSTS:,}"
+                )
             expanded = _count_bursts(located, path, expanded, count)
             times = [start + i * spec.every for i in range(count)]
         else:
@@ -457,6 +477,6 @@ def _validate_bursts(
                 tuple(t for t in sorted(times) if t < duration_s),
                 spec.prompt_tokens,
                 spec.output_tokens,
-            )  # fmt: skip
+            )
         )
     return bursts

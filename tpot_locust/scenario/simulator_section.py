@@ -32,9 +32,8 @@ def validate_reasoning(located: Located, simulator: Simulator, server: Server) -
 
 
 def validate_engine(
-    located: Located, simulator: Simulator, given: dict[str, Any],
-    check_engine: EngineCheck | None,
-) -> None:  # fmt: skip
+    located: Located, simulator: Simulator, given: dict[str, Any], check_engine: EngineCheck | None
+) -> None:
     """``profile`` (a shipped name or a YAML file) and ``engine`` overrides of its keys;
     the profile itself is the simulator's to check (``check_engine``, from the CLI)."""
     if simulator.profile is None:
@@ -47,11 +46,13 @@ def validate_engine(
     if check_engine is None:
         return
     try:
-        check_engine(resolve_profile(simulator.profile, Path(located.source).parent),
-                     dict(simulator.engine))  # fmt: skip
+        check_engine(
+            resolve_profile(simulator.profile, Path(located.source).parent), dict(simulator.engine)
+        )
     except ValueError as error:
-        raise located.error("simulator.engine" if simulator.engine else "simulator.profile",
-                            str(error)) from None  # fmt: skip
+        raise located.error(
+            "simulator.engine" if simulator.engine else "simulator.profile", str(error)
+        ) from None
 
 
 def resolve_profile(profile: Any, base_dir: Path) -> str:

@@ -23,13 +23,14 @@ master's gate and ``tpot-locust validate`` all read the same model.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.percentiles import STATISTICS, UP_TO_P99_9
+from tpot_locust.scenario.slo_fields import count, field_names, parsed, positive
 from tpot_locust.scenario.slo_values import format_value, parse_fraction, parse_time_ms
 from tpot_locust.scenario.yaml_source import Located, did_you_mean
 
@@ -50,8 +51,6 @@ INSUFFICIENT_POLICIES = ("fail", "warn")
 CLIENT_STALL_POLICIES = ("invalid", "decisive")
 # Before the gating issue the block was flat: tpot_p99_ms: 25, ttft_p99_ms: 2000.
 _LEGACY_KEY = re.compile(r"^([a-z_]+?)_(p[0-9.]+|mean|max)_ms$")
-MAX_SLO_NUMBER = 1e12  # a throughput or an interference factor
-MAX_SLO_COUNT = 1_000_000_000  # a count of samples
 
 
 @dataclass(frozen=True)
@@ -81,8 +80,13 @@ class Objective:
 
     @property
     def name(self) -> str:
-        scope = (f"{self.class_name}: " if self.class_name
-                 else f"model {self.model}: " if self.model else "")  # fmt: skip
+        scope = (
+            f"{self.class_name}: "
+            if self.class_name
+            else f"model {self.model}: "
+            if self.model
+            else ""
+        )
         what = f"{self.metric} {self.statistic}" if self.statistic else self.metric
         return f"{scope}{what} {'<=' if self.upper else '>='} {format_limit(self)}"
 
@@ -159,7 +163,7 @@ def parse_slo(
     min_samples = DEFAULT_MIN_SAMPLES_ABOVE
     if "min_samples_above" in data:
         with located.keep_going():
-            min_samples = _count(located, "slo.min_samples_above", data["min_samples_above"])
+            min_samples = count(located, "slo.min_samples_above", data["min_samples_above"])
     insufficient = data.get("insufficient", "fail")
     if insufficient not in INSUFFICIENT_POLICIES:
         located.problems.append(located.error("slo.insufficient", "must be fail or warn"))
@@ -169,8 +173,11 @@ def parse_slo(
     objectives = _scope_objectives(located, "slo", data, None, min_samples, top=True)
     for name, path, spec in _named_scopes(located, data, "classes", class_names, "no such class"):
         objectives += _scope_objectives(located, path, spec, name, min_samples, top=False)
-    named = (f"; the classes name {', '.join(sorted(model_names))}" if model_names
-             else "; no class names a model (classes.<name>.model)")  # fmt: skip
+    named = (
+        f"; the classes name {', '.join(sorted(model_names))}"
+        if model_names
+        else "; no class names a model (classes.<name>.model)"
+    )
     unnamed = "no class names this model"
     for name, path, spec in _named_scopes(located, data, "models", model_names, unnamed, named):
         scoped = _scope_objectives(located, path, spec, None, min_samples, top=False)
@@ -189,14 +196,25 @@ def parse_slo(
         with located.keep_going():
             pace, pace_objectives = _pace(located, data["pace"])
             objectives += pace_objectives
-    return SloSpec(tuple(objectives), goodput, str(insufficient), baseline, str(client_stalls),
-                   dict(data), pace)  # fmt: skip
+    return SloSpec(
+        tuple(objectives),
+        goodput,
+        str(insufficient),
+        baseline,
+        str(client_stalls),
+        dict(data),
+        pace,
+    )
 
 
 def _named_scopes(
-    located: Located, data: dict[str, Any], key: str, known: AbstractSet[str], unknown: str,
+    located: Located,
+    data: dict[str, Any],
+    key: str,
+    known: AbstractSet[str],
+    unknown: str,
     known_words: str = "",
-) -> Iterator[tuple[str, str, dict[str, Any]]]:  # fmt: skip
+) -> Iterator[tuple[str, str, dict[str, Any]]]:
     """``slo.classes`` or ``slo.models``: each known name, its path and its mapping; an
     unknown name (``unknown``, a did-you-mean and ``known_words``) or a spec that is no
     mapping is noted on ``located``."""
@@ -217,8 +235,16 @@ def _named_scopes(
 
 
 _SCOPE_KEYS = {*LATENCY_METRICS, "error_rate", "throughput", "interference"}
-_TOP_KEYS = _SCOPE_KEYS | {"classes", "models", "goodput", "min_samples_above", "insufficient",
-                           "baseline", "client_stalls", "pace"}  # fmt: skip
+_TOP_KEYS = _SCOPE_KEYS | {
+    "classes",
+    "models",
+    "goodput",
+    "min_samples_above",
+    "insufficient",
+    "baseline",
+    "client_stalls",
+    "pace",
+}
 _PACE_KEYS = ("tokens_per_s", "tpot", "ttft", "min_on_time")
 
 
@@ -245,9 +271,13 @@ def _migrate_legacy(located: Located, data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _scope_objectives(
-    located: Located, path: str, data: dict[str, Any], class_name: str | None,
-    min_samples: int, top: bool,
-) -> list[Objective]:  # fmt: skip
+    located: Located,
+    path: str,
+    data: dict[str, Any],
+    class_name: str | None,
+    min_samples: int,
+    top: bool,
+) -> list[Objective]:
     allowed = _TOP_KEYS if top else _SCOPE_KEYS
     objectives: list[Objective] = []
     for key, value in data.items():
@@ -262,7 +292,7 @@ def _scope_objectives(
             if key in LATENCY_METRICS:
                 objectives += _latency(located, key_path, key, value, class_name, min_samples)
             elif key == "error_rate":
-                limit = _parsed(located, key_path, value, parse_fraction)
+                limit = parsed(located, key_path, value, parse_fraction)
                 objectives.append(
                     Objective(
                         "error_rate", "error_rate", None, limit, class_name, True, 0, key_path
@@ -276,15 +306,17 @@ def _scope_objectives(
 
 
 def _latency(
-    located: Located, path: str, metric: str, value: Any, class_name: str | None,
-    min_samples: int,
-) -> list[Objective]:  # fmt: skip
+    located: Located, path: str, metric: str, value: Any, class_name: str | None, min_samples: int
+) -> list[Objective]:
     if not isinstance(value, dict):
-        raise located.error(path, f"must map statistics to times, e.g. {{p99: 15ms}}; "
-                                  f"statistics: {', '.join(STATISTICS)}")  # fmt: skip
+        raise located.error(
+            path,
+            f"must map statistics to times, e.g. {{p99: 15ms}}; "
+            f"statistics: {', '.join(STATISTICS)}",
+        )
     own_min = min_samples
     if "min_samples_above" in value:
-        own_min = _count(located, f"{path}.min_samples_above", value["min_samples_above"])
+        own_min = count(located, f"{path}.min_samples_above", value["min_samples_above"])
     objectives = []
     for statistic, limit in value.items():
         key_path = f"{path}.{statistic}"
@@ -298,9 +330,12 @@ def _latency(
             )
             continue
         with located.keep_going():
-            limit_ms = _parsed(located, key_path, limit, parse_time_ms)
-            objectives.append(Objective("latency", metric, statistic, limit_ms, class_name, True,
-                                        own_min, key_path))  # fmt: skip
+            limit_ms = parsed(located, key_path, limit, parse_time_ms)
+            objectives.append(
+                Objective(
+                    "latency", metric, statistic, limit_ms, class_name, True, own_min, key_path
+                )
+            )
     return objectives
 
 
@@ -326,7 +361,7 @@ def _throughput(located: Located, path: str, value: Any, class_name: str | None)
                 located.error(key_path, f"unknown key{hint}; use {', '.join(THROUGHPUT_KEYS)}")
             )
             continue
-        limit = _positive(located, key_path, minimum)
+        limit = positive(located, key_path, minimum)
         objectives.append(Objective("throughput", key, None, limit, class_name, False, 0, key_path))
     return objectives
 
@@ -347,9 +382,10 @@ def _interference(
             )
             continue
         metric, statistic = str(key).split("_", 1)
-        limit = _positive(located, key_path, maximum)
-        objectives.append(Objective("interference", metric, statistic, limit, class_name, True, 0,
-                                    key_path))  # fmt: skip
+        limit = positive(located, key_path, maximum)
+        objectives.append(
+            Objective("interference", metric, statistic, limit, class_name, True, 0, key_path)
+        )
     return objectives
 
 
@@ -372,17 +408,19 @@ def _goodput(located: Located, value: Any) -> tuple[GoodputRule, list[Objective]
             )
         elif key in GOODPUT_METRICS:
             with located.keep_going():
-                limits[key] = round(_parsed(located, key_path, item, parse_time_ms) * 1e6)
+                limits[key] = round(parsed(located, key_path, item, parse_time_ms) * 1e6)
         elif key == "min_fraction":
             with located.keep_going():
-                limit = _parsed(located, key_path, item, parse_fraction)
-                objectives.append(Objective("goodput", "good_fraction", None, limit, None, False,
-                                            0, key_path))  # fmt: skip
+                limit = parsed(located, key_path, item, parse_fraction)
+                objectives.append(
+                    Objective("goodput", "good_fraction", None, limit, None, False, 0, key_path)
+                )
         else:
             with located.keep_going():
-                limit = _positive(located, key_path, item)
-                objectives.append(Objective("goodput", "goodput_per_s", None, limit, None, False,
-                                            0, key_path))  # fmt: skip
+                limit = positive(located, key_path, item)
+                objectives.append(
+                    Objective("goodput", "goodput_per_s", None, limit, None, False, 0, key_path)
+                )
     if not limits:
         raise located.error(
             path, f"needs at least one per-request limit: {', '.join(GOODPUT_METRICS)}"
@@ -397,24 +435,29 @@ def _pace(located: Located, value: Any) -> tuple[Pace, list[Objective]]:
         value = {"tokens_per_s": value}
     if unknown := [key for key in value if key not in _PACE_KEYS]:
         hint = did_you_mean(str(unknown[0]), _PACE_KEYS)
-        raise located.error(f"{path}.{unknown[0]}", f"unknown key{hint}; use "
-                            f"{', '.join(_PACE_KEYS)}")  # fmt: skip
+        raise located.error(
+            f"{path}.{unknown[0]}", f"unknown key{hint}; use {', '.join(_PACE_KEYS)}"
+        )
     if ("tokens_per_s" in value) == ("tpot" in value):
-        raise located.error(path, "needs one of tokens_per_s (a reading pace) or tpot (when "
-                            "each token after the first is due after the one before)")  # fmt: skip
+        raise located.error(
+            path,
+            "needs one of tokens_per_s (a reading pace) or tpot (when "
+            "each token after the first is due after the one before)",
+        )
     if "tpot" in value:
-        tpot_ms = _parsed(located, f"{path}.tpot", value["tpot"], parse_time_ms)
+        tpot_ms = parsed(located, f"{path}.tpot", value["tpot"], parse_time_ms)
     else:
-        tpot_ms = 1000 / _positive(located, f"{path}.tokens_per_s", value["tokens_per_s"])
+        tpot_ms = 1000 / positive(located, f"{path}.tokens_per_s", value["tokens_per_s"])
     ttft_ms = DEFAULT_PACE_TTFT_MS
     if "ttft" in value:
-        ttft_ms = _parsed(located, f"{path}.ttft", value["ttft"], parse_time_ms)
+        ttft_ms = parsed(located, f"{path}.ttft", value["ttft"], parse_time_ms)
     objectives = []
     if "min_on_time" in value:
         key_path = f"{path}.min_on_time"
-        limit = _parsed(located, key_path, value["min_on_time"], parse_fraction)
-        objectives.append(Objective("fluidity", "on_time_fraction", None, limit, None, False, 0,
-                                    key_path))  # fmt: skip
+        limit = parsed(located, key_path, value["min_on_time"], parse_fraction)
+        objectives.append(
+            Objective("fluidity", "on_time_fraction", None, limit, None, False, 0, key_path)
+        )
     return Pace(max(1, round(ttft_ms * 1e6)), max(1, round(tpot_ms * 1e6))), objectives
 
 
@@ -434,14 +477,17 @@ def _baseline(located: Located, value: Any) -> Baseline:
     baseline = Baseline(str(value["results"]))
     regression = baseline.max_regression
     if "max_regression" in value:
-        regression = _parsed(located, f"{path}.max_regression", value["max_regression"],
-                             parse_fraction)  # fmt: skip
-    metrics = tuple(_names(located, f"{path}.metrics", value.get("metrics"), LATENCY_METRICS)
-                    or baseline.metrics)  # fmt: skip
+        regression = parsed(
+            located, f"{path}.max_regression", value["max_regression"], parse_fraction
+        )
+    metrics = tuple(
+        field_names(located, f"{path}.metrics", value.get("metrics"), LATENCY_METRICS)
+        or baseline.metrics
+    )
     percentiles = (
         tuple(
             _statistic_key(p)
-            for p in _names(located, f"{path}.percentiles", value.get("percentiles"), None)
+            for p in field_names(located, f"{path}.percentiles", value.get("percentiles"), None)
         )
         or baseline.percentiles
     )
@@ -449,37 +495,3 @@ def _baseline(located: Located, value: Any) -> Baseline:
         if statistic not in STATISTICS:
             raise located.error(f"{path}.percentiles", f"{statistic}: use {', '.join(STATISTICS)}")
     return Baseline(baseline.results, regression, metrics, percentiles)
-
-
-def _names(located: Located, path: str, value: Any, allowed: tuple[str, ...] | None) -> list[str]:
-    if value is None:
-        return []
-    items = value if isinstance(value, list) else str(value).split(",")
-    names = [str(item).strip() for item in items]
-    for name in names:
-        if allowed is not None and name not in allowed:
-            raise located.error(path, f"{name}: use {', '.join(allowed)}")
-    return names
-
-
-def _parsed(located: Located, path: str, value: Any, parse: Callable[[Any], float]) -> float:
-    try:
-        return parse(value)
-    except ValueError as error:
-        raise located.error(path, str(error)) from None
-
-
-def _positive(located: Located, path: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise located.error(path, "must be a number > 0")
-    if value > MAX_SLO_NUMBER:  # also infinity
-        raise located.error(path, f"must be <= {MAX_SLO_NUMBER:.0e}")
-    return float(value)
-
-
-def _count(located: Located, path: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise located.error(path, "must be an integer >= 0")
-    if value > MAX_SLO_COUNT:
-        raise located.error(path, f"must be <= {MAX_SLO_COUNT:,}")
-    return value

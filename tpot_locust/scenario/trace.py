@@ -88,8 +88,9 @@ def _request(source: str, number: int, line: str) -> TraceRequest:
         raise error("prompt: must be a non-empty string")
     inputs = _integer(row["input_tokens"], "input_tokens", error) if "input_tokens" in row else None
     session = row.get("session")
-    return TraceRequest(t_s, output, inputs, prompt, None if session is None else str(session),
-                        number)  # fmt: skip
+    return TraceRequest(
+        t_s, output, inputs, prompt, None if session is None else str(session), number
+    )
 
 
 def _refuse_constant(name: str) -> Any:
@@ -111,8 +112,9 @@ def _number(value: Any, key: str, error: Any, minimum: float, maximum: float) ->
         or not minimum <= value <= maximum  # NaN compares false; before float(): no overflow
         or not math.isfinite(value)
     ):
-        raise error(f"{key}: must be a number >= {minimum:g} and <= {maximum:.0f}, "
-                    f"got {_shown(value)}")  # fmt: skip
+        raise error(
+            f"{key}: must be a number >= {minimum:g} and <= {maximum:.0f}, got {_shown(value)}"
+        )
     return float(value)
 
 

@@ -66,9 +66,15 @@ def detect_format(source: str, first_line: str) -> str:
         return "azure"
     if header[: len(BURSTGPT_HEADER)] == BURSTGPT_HEADER:
         return "burstgpt"
-    raise ScenarioError(source, 1, 1, "", "not a trace format we know (a JSONL trace, or a CSV "
-                        f"header of Azure's {','.join(AZURE_HEADER)} or BurstGPT's "
-                        f"{','.join(BURSTGPT_HEADER)}); name it with format:")  # fmt: skip
+    raise ScenarioError(
+        source,
+        1,
+        1,
+        "",
+        "not a trace format we know (a JSONL trace, or a CSV "
+        f"header of Azure's {','.join(AZURE_HEADER)} or BurstGPT's "
+        f"{','.join(BURSTGPT_HEADER)}); name it with format:",
+    )
 
 
 def load_trace_spec(spec: TraceSpec) -> tuple[str, list[TraceRequest]]:
@@ -88,18 +94,27 @@ def load_trace_spec(spec: TraceSpec) -> tuple[str, list[TraceRequest]]:
 
 def _cut_and_scaled(
     source: str, requests: list[TraceRequest], spec: TraceSpec
-) -> list[TraceRequest]:  # fmt: skip
+) -> list[TraceRequest]:
     """The requests in ``[start, start + duration)`` (times from ``start``), the first
     ``max_requests`` of them, lengths scaled (a block's tokens with its prompt's, so that
     requests sharing blocks still share that many leading tokens)."""
     end = math.inf if spec.duration is None else spec.start + spec.duration
-    kept = [replace(request, t_s=request.t_s - spec.start) for request in requests
-            if spec.start <= request.t_s < end]  # fmt: skip
+    kept = [
+        replace(request, t_s=request.t_s - spec.start)
+        for request in requests
+        if spec.start <= request.t_s < end
+    ]
     if spec.max_requests is not None:
         kept = kept[: spec.max_requests]
     if not kept:
-        raise ScenarioError(source, 1, 1, "", f"no request of the trace in its window "
-                            f"(start {spec.start:g} s, duration {spec.duration} s)")  # fmt: skip
+        raise ScenarioError(
+            source,
+            1,
+            1,
+            "",
+            f"no request of the trace in its window "
+            f"(start {spec.start:g} s, duration {spec.duration} s)",
+        )
     if spec.scale_input == 1.0 and spec.scale_output == 1.0:
         return kept
     return [_scaled(request, spec.scale_input, spec.scale_output) for request in kept]
@@ -115,13 +130,12 @@ def _scaled(request: TraceRequest, scale_input: float, scale_output: float) -> T
         block_tokens = max(1, round(block_tokens * scale_input))
         count = len(request.blocks)  # as many blocks, each shorter: prefixes stay shared
         inputs = min(max(inputs, (count - 1) * block_tokens + 1), count * block_tokens)
-    return replace(request, output_tokens=output, input_tokens=inputs,
-                   block_tokens=block_tokens)  # fmt: skip
+    return replace(request, output_tokens=output, input_tokens=inputs, block_tokens=block_tokens)
 
 
 def read_published(
     path: Path, fmt: str, model: str | None = None, log_type: str | None = None
-) -> list[TraceRequest]:  # fmt: skip
+) -> list[TraceRequest]:
     """Every request of a published trace, in time order, times from the trace's start."""
     source = str(path)
     lines = _lines(path)
@@ -136,8 +150,9 @@ def read_published(
 
 def _lines(path: Path) -> list[tuple[int, str]]:
     try:
-        return [(number, line) for number, line in read_lines(path, DATA_FILE_MAX_BYTES)
-                if line.strip()]  # fmt: skip
+        return [
+            (number, line) for number, line in read_lines(path, DATA_FILE_MAX_BYTES) if line.strip()
+        ]
     except BoundedFileError as error:
         raise ScenarioError(str(path), error.line or 1, 1, "", str(error)) from None
 
@@ -149,9 +164,16 @@ def _mooncake(source: str, lines: list[tuple[int, str]], *_: Any) -> list[TraceR
         t_ms = _number(row.get("timestamp"), "timestamp", error, 0.0, MAX_DURATION_S * 1000)
         inputs = _tokens(row.get("input_length"), "input_length", error)
         blocks = _blocks(row.get("hash_ids"), inputs, MOONCAKE_BLOCK_TOKENS, error)
-        requests.append(TraceRequest(t_ms / 1000, _tokens(row.get("output_length"),
-                        "output_length", error), inputs, line=number, blocks=blocks,
-                        block_tokens=MOONCAKE_BLOCK_TOKENS))  # fmt: skip
+        requests.append(
+            TraceRequest(
+                t_ms / 1000,
+                _tokens(row.get("output_length"), "output_length", error),
+                inputs,
+                line=number,
+                blocks=blocks,
+                block_tokens=MOONCAKE_BLOCK_TOKENS,
+            )
+        )
     return requests
 
 
@@ -160,8 +182,9 @@ def _bailian(source: str, lines: list[tuple[int, str]], *_: Any) -> list[TraceRe
     for number, row in _json_rows(source, lines, _BAILIAN_KEYS):
         chat_id = _identifier(row.get("chat_id"), "chat_id", _error(source, number))
         if chat_id in rows:
-            raise _error(source, number)(f"chat_id {chat_id} again (first on line "
-                                         f"{rows[chat_id][0]})")  # fmt: skip
+            raise _error(source, number)(
+                f"chat_id {chat_id} again (first on line {rows[chat_id][0]})"
+            )
         rows[chat_id] = (number, row)
     requests = []
     roots: dict[int, int] = {}  # each chat's conversation's first, found once
@@ -172,17 +195,25 @@ def _bailian(source: str, lines: list[tuple[int, str]], *_: Any) -> list[TraceRe
         blocks = _blocks(row.get("hash_ids"), inputs, BAILIAN_BLOCK_TOKENS, error)
         turn = _identifier(row.get("turn", 1), "turn", error)
         root = _root(chat_id, rows, error, roots)
-        requests.append(TraceRequest(t_s, _tokens(row.get("output_length"), "output_length",
-                        error), inputs, session=f"bailian-{root}", line=number, blocks=blocks,
-                        block_tokens=BAILIAN_BLOCK_TOKENS, whole_context=True,
-                        turn=turn))  # fmt: skip
+        requests.append(
+            TraceRequest(
+                t_s,
+                _tokens(row.get("output_length"), "output_length", error),
+                inputs,
+                session=f"bailian-{root}",
+                line=number,
+                blocks=blocks,
+                block_tokens=BAILIAN_BLOCK_TOKENS,
+                whole_context=True,
+                turn=turn,
+            )
+        )
     return requests
 
 
 def _root(
-    chat_id: int, rows: dict[int, tuple[int, dict[str, Any]]], error: Any,
-    roots: dict[int, int],
-) -> int:  # fmt: skip
+    chat_id: int, rows: dict[int, tuple[int, dict[str, Any]]], error: Any, roots: dict[int, int]
+) -> int:
     """The first chat of ``chat_id``'s conversation, following the parent links; every
     chat on the way remembers it in ``roots``, so a file's chains cost their length once
     (walked again from each chat, a 20,000-turn chain took 31 s)."""
@@ -210,15 +241,20 @@ def _azure(source: str, lines: list[tuple[int, str]], *_: Any) -> list[TraceRequ
     for number, cells in _csv_rows(source, lines, AZURE_HEADER):
         error = _error(source, number)
         stamp = _datetime(cells["TIMESTAMP"], error)
-        requests.append(TraceRequest(stamp, _tokens(_int(cells["GeneratedTokens"]),
-                        "GeneratedTokens", error), _tokens(_int(cells["ContextTokens"]),
-                        "ContextTokens", error), line=number))  # fmt: skip
+        requests.append(
+            TraceRequest(
+                stamp,
+                _tokens(_int(cells["GeneratedTokens"]), "GeneratedTokens", error),
+                _tokens(_int(cells["ContextTokens"]), "ContextTokens", error),
+                line=number,
+            )
+        )
     return requests
 
 
 def _burstgpt(
     source: str, lines: list[tuple[int, str]], model: str | None, log_type: str | None
-) -> list[TraceRequest]:  # fmt: skip
+) -> list[TraceRequest]:
     requests = []
     for number, cells in _csv_rows(source, lines, BURSTGPT_HEADER):
         error = _error(source, number)
@@ -230,9 +266,14 @@ def _burstgpt(
         if response == 0:
             continue  # failed at the source: nothing was generated
         t_s = _number(_float(cells["Timestamp"]), "Timestamp", error, 0.0, MAX_DURATION_S)
-        requests.append(TraceRequest(t_s, _tokens(response, "Response tokens", error),
-                        _tokens(_int(cells["Request tokens"]), "Request tokens", error),
-                        line=number))  # fmt: skip
+        requests.append(
+            TraceRequest(
+                t_s,
+                _tokens(response, "Response tokens", error),
+                _tokens(_int(cells["Request tokens"]), "Request tokens", error),
+                line=number,
+            )
+        )
     return requests
 
 
@@ -254,7 +295,7 @@ def _json_rows(source: str, lines: list[tuple[int, str]], keys: set[str]) -> Ite
 
 def _csv_rows(
     source: str, lines: list[tuple[int, str]], required: tuple[str, ...]
-) -> Iterator[Row]:  # fmt: skip
+) -> Iterator[Row]:
     number, header_line = lines[0]
     header = [cell.strip() for cell in _csv_cells(source, number, header_line.lstrip("\ufeff"))]
     if header[: len(required)] != list(required):
@@ -284,8 +325,10 @@ def _blocks(value: Any, inputs: int, block_tokens: int, error: Any) -> tuple[int
         raise error("hash_ids: must be a list of integers >= 0")
     needed = math.ceil(inputs / block_tokens)
     if value and len(value) != needed:
-        raise error(f"hash_ids: {len(value)} blocks of {block_tokens} tokens do not hold "
-                    f"input_length {inputs} (needs {needed})")  # fmt: skip
+        raise error(
+            f"hash_ids: {len(value)} blocks of {block_tokens} tokens do not hold "
+            f"input_length {inputs} (needs {needed})"
+        )
     return tuple(value)
 
 
@@ -325,10 +368,15 @@ def _identifier(value: Any, key: str, error: Any) -> int:
 
 
 def _number(value: Any, key: str, error: Any, minimum: float, maximum: float) -> float:
-    if (isinstance(value, bool) or not isinstance(value, (int, float))
-            or not minimum <= value <= maximum or not math.isfinite(value)):  # fmt: skip
-        raise error(f"{key}: must be a number >= {minimum:g} and <= {maximum:.0f}, "
-                    f"got {value!r:.40}")  # fmt: skip
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not minimum <= value <= maximum
+        or not math.isfinite(value)
+    ):
+        raise error(
+            f"{key}: must be a number >= {minimum:g} and <= {maximum:.0f}, got {value!r:.40}"
+        )
     return float(value)
 
 
@@ -342,5 +390,8 @@ def _refuse_constant(name: str) -> Any:
 
 _STRICT_JSON = json.JSONDecoder(parse_constant=_refuse_constant)
 _READERS: dict[str, Callable[..., list[TraceRequest]]] = {
-    "mooncake": _mooncake, "bailian": _bailian, "azure": _azure, "burstgpt": _burstgpt,
-}  # fmt: skip
+    "mooncake": _mooncake,
+    "bailian": _bailian,
+    "azure": _azure,
+    "burstgpt": _burstgpt,
+}

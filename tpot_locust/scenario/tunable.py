@@ -12,11 +12,20 @@ import re
 from collections.abc import Iterable
 
 TUNABLE_SETTINGS = (
-    "duration", "warmup", "cooldown", "spawn_rate",
-    "classes.*.users", "classes.*.rate", "classes.*.speedup", "classes.*.think_time",
-    "classes.*.turns", "classes.*.prompt_tokens", "classes.*.output_tokens",
-    "classes.*.burstiness", "classes.*.max_in_flight",
-)  # fmt: skip
+    "duration",
+    "warmup",
+    "cooldown",
+    "spawn_rate",
+    "classes.*.users",
+    "classes.*.rate",
+    "classes.*.speedup",
+    "classes.*.think_time",
+    "classes.*.turns",
+    "classes.*.prompt_tokens",
+    "classes.*.output_tokens",
+    "classes.*.burstiness",
+    "classes.*.max_in_flight",
+)
 CLIENT_ONLY_PREFIX = "sweep."  # a sweep's own keys: the sweeping client reads them
 _SCALAR = re.compile(r"[0-9][0-9A-Za-z_.+-]{0,31}")  # 12, 0.5, 1e3, 90s, 1h30m
 MAX_SETTINGS = 32

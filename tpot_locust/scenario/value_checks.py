@@ -66,9 +66,15 @@ def _limit(value: float) -> str:
 
 
 def number(
-    located: Located, path: str, value: Any, *, integer: bool = False, minimum: float = 0,
-    strict: bool = True, maximum: float = MAX_NUMBER,
-) -> float:  # fmt: skip
+    located: Located,
+    path: str,
+    value: Any,
+    *,
+    integer: bool = False,
+    minimum: float = 0,
+    strict: bool = True,
+    maximum: float = MAX_NUMBER,
+) -> float:
     """A finite number in ``minimum`` .. ``maximum`` (NaN or infinity wedges the event
     loop's timers; the bounds are compared before any conversion, so a 400-digit integer
     is an error here rather than an ``OverflowError`` later)."""
@@ -157,14 +163,31 @@ def gpu_metrics(located: Located, path: str, value: Any, base_dir: Path) -> dict
 
 def metrics_interval(located: Located, path: str, value: Any, base_dir: Path) -> float:
     """``server.metrics_interval``: seconds between samples."""
-    return float(number(located, path, value, minimum=MIN_METRICS_INTERVAL_S, strict=False,
-                        maximum=MAX_METRICS_INTERVAL_S))  # fmt: skip
+    return float(
+        number(
+            located,
+            path,
+            value,
+            minimum=MIN_METRICS_INTERVAL_S,
+            strict=False,
+            maximum=MAX_METRICS_INTERVAL_S,
+        )
+    )
 
 
 def event_bytes(located: Located, path: str, value: Any, base_dir: Path) -> int:
     """``server.max_event_bytes``: one event's size limit, in bytes."""
-    return int(number(located, path, value, integer=True, minimum=MIN_EVENT_BYTES,
-                      strict=False, maximum=MAX_EVENT_BYTES))  # fmt: skip
+    return int(
+        number(
+            located,
+            path,
+            value,
+            integer=True,
+            minimum=MIN_EVENT_BYTES,
+            strict=False,
+            maximum=MAX_EVENT_BYTES,
+        )
+    )
 
 
 def plain_text(located: Located, path: str, value: Any, base_dir: Path) -> str:
@@ -227,10 +250,19 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110's token
 # Headers that frame the request or hop the connection: the client writes them (Host,
 # Content-Length) or never sends them; from a scenario, the wire carried two Hosts and a
 # chunked Transfer-Encoding over an unchunked body.
-FRAMING_HEADERS = frozenset({
-    "host", "content-length", "transfer-encoding", "connection", "upgrade", "te", "trailer",
-    "keep-alive", "proxy-connection",
-})  # fmt: skip
+FRAMING_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "upgrade",
+        "te",
+        "trailer",
+        "keep-alive",
+        "proxy-connection",
+    }
+)
 
 
 def headers(located: Located, path: str, value: Any, base_dir: Path) -> dict[str, Any]:
@@ -242,8 +274,11 @@ def headers(located: Located, path: str, value: Any, base_dir: Path) -> dict[str
         if not _HEADER_NAME.fullmatch(str(name)):
             raise located.error(where, "a header name is letters, digits and -_.!#$%&'*+^`|~")
         if str(name).lower() in FRAMING_HEADERS:
-            raise located.error(where, f"{name} is the client's to set (it frames the request "
-                                "or the connection): refused; remove it")  # fmt: skip
+            raise located.error(
+                where,
+                f"{name} is the client's to set (it frames the request "
+                "or the connection): refused; remove it",
+            )
         if isinstance(item, (dict, list)) or item is None:
             raise located.error(where, "a header value is text or a number")
         text = str(item)
@@ -268,15 +303,19 @@ def model_split(located: Located, path: str, value: Any, base_dir: Path) -> dict
     elif isinstance(value, dict) and 0 < len(value) <= MAX_SPLIT_MODELS:
         weights = value
     else:
-        raise located.error(path, "must be a model name, or a mapping of model names to "
-                            f"weights (at most {MAX_SPLIT_MODELS:,})")  # fmt: skip
+        raise located.error(
+            path,
+            "must be a model name, or a mapping of model names to "
+            f"weights (at most {MAX_SPLIT_MODELS:,})",
+        )
     split = {}
     for name, weight in weights.items():
         where = path if isinstance(value, str) else f"{path}.{name}"
         text = str(name)
         if not 0 < len(text) <= MAX_MODEL_NAME or not text.isprintable():
-            raise located.error(where, f"a model name is 1 to {MAX_MODEL_NAME} printable "
-                                "characters")  # fmt: skip
+            raise located.error(
+                where, f"a model name is 1 to {MAX_MODEL_NAME} printable characters"
+            )
         split[text] = float(number(located, where, weight))
     return split
 
@@ -333,3 +372,21 @@ def duration_or_zero(located: Located, path: str, value: Any, base_dir: Path) ->
 
 
 # What each ``key(check=...)`` of the model runs: (located, path, value, base_dir) -> value.
+
+
+SWEEP_VARIABLES = ("users", "rate", "speedup")  # closed-loop users, open-loop rate, a trace's
+
+
+def sweep_variable(located: Located, path: str, value: Any, base_dir: Path) -> str:
+    if value not in SWEEP_VARIABLES:
+        raise located.error(path, f"must be one of {', '.join(SWEEP_VARIABLES)}")
+    return str(value)  # one of the names: a str
+
+
+def sweep_values(located: Located, path: str, value: Any, base_dir: Path) -> list[float]:
+    if not isinstance(value, list) or not value:
+        raise located.error(path, "must be a list of numbers, in increasing order")
+    numbers = [number(located, f"{path}.{i}", v) for i, v in enumerate(value)]
+    if numbers != sorted(set(numbers)):
+        raise located.error(path, "must increase from step to step")
+    return numbers

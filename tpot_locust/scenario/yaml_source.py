@@ -24,11 +24,7 @@ from typing import Any
 import yaml
 from yaml.composer import ComposerError
 
-from tpot_locust.common.bounded_files import (
-    SCENARIO_FILE_MAX_BYTES,
-    BoundedFileError,
-    read_text,
-)
+from tpot_locust.common.bounded_files import SCENARIO_FILE_MAX_BYTES, BoundedFileError, read_text
 
 MAX_SOURCE_BYTES = SCENARIO_FILE_MAX_BYTES  # 1 MiB: a scenario file, or one --set value
 MAX_DEPTH = 64  # levels of nesting (a scenario needs about 6)
@@ -242,8 +238,9 @@ class _Builder:
             raise self.error(node, path, f"more than {MAX_NODES:,} values (aliases expanded)")
         self.count_chars(node, path, len(path))
         if depth > MAX_DEPTH:
-            raise self.error(node, path, f"nested deeper than {MAX_DEPTH} levels "
-                             "(aliases expanded)")  # fmt: skip
+            raise self.error(
+                node, path, f"nested deeper than {MAX_DEPTH} levels (aliases expanded)"
+            )
         self.positions[path] = _mark(node)
         if not isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
             value = self.scalar(node, path)
@@ -263,18 +260,23 @@ class _Builder:
     def count_chars(self, node: yaml.Node, path: str, count: int) -> None:
         self.chars += count
         if self.chars > MAX_EXPANDED_CHARS:
-            raise self.error(node, path, f"more than {MAX_EXPANDED_CHARS:,} characters of keys "
-                             "and texts (aliases expanded)")  # fmt: skip
+            raise self.error(
+                node,
+                path,
+                f"more than {MAX_EXPANDED_CHARS:,} characters of keys and texts (aliases expanded)",
+            )
 
     def mapping(self, node: yaml.MappingNode, path: str, depth: int) -> dict[str, Any]:
         result: dict[str, Any] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
-                raise self.error(key_node, path, "a key must be a plain value, not a "
-                                 "mapping or a list")  # fmt: skip
+                raise self.error(
+                    key_node, path, "a key must be a plain value, not a mapping or a list"
+                )
             if key_node.tag == "tag:yaml.org,2002:merge":
-                raise self.error(key_node, path, "merge keys (<<) are not supported: "
-                                 "write the keys out")  # fmt: skip
+                raise self.error(
+                    key_node, path, "merge keys (<<) are not supported: write the keys out"
+                )
             key_text = str(self.scalar(key_node, path))
             if len(key_text) > MAX_KEY:
                 raise self.error(key_node, path, f"a key longer than {MAX_KEY:,} characters")

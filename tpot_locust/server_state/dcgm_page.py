@@ -68,9 +68,15 @@ class GpuState:
 
     def line(self) -> dict[str, Any]:
         """The sample line's ``gpu`` fields; ``slowing`` names the slowing reasons set."""
-        return {"gpus": self.gpus, "sm_clock_mhz": self.sm_clock_mhz, "power_w": self.power_w,
-                "temp_c": self.temp_c, "clock_events": self.clock_events,
-                "slowing": slowing_reasons(self.clock_events), "xid": self.xid}  # fmt: skip
+        return {
+            "gpus": self.gpus,
+            "sm_clock_mhz": self.sm_clock_mhz,
+            "power_w": self.power_w,
+            "temp_c": self.temp_c,
+            "clock_events": self.clock_events,
+            "slowing": slowing_reasons(self.clock_events),
+            "xid": self.xid,
+        }
 
 
 def is_dcgm(names: Mapping[str, Any]) -> bool:
@@ -82,8 +88,11 @@ def _values(samples: Samples, names: tuple[str, ...]) -> list[float]:
     """The finite values of the first of ``names`` the page has (one per GPU)."""
     for name in names:
         if name in samples:
-            return [value for _, value in samples[name]
-                    if math.isfinite(value) and abs(value) < NOT_A_READING]  # fmt: skip
+            return [
+                value
+                for _, value in samples[name]
+                if math.isfinite(value) and abs(value) < NOT_A_READING
+            ]
     return []
 
 
@@ -97,8 +106,9 @@ def gpu_state(samples: Samples) -> GpuState:
     mask = 0
     for value in events:
         mask |= value
-    gpus = {labels.get("gpu") or labels.get("UUID") for rows in samples.values()
-            for labels, _ in rows}  # fmt: skip
+    gpus = {
+        labels.get("gpu") or labels.get("UUID") for rows in samples.values() for labels, _ in rows
+    }
     return GpuState(
         gpus=len(gpus - {None}),
         sm_clock_mhz=min(clocks) if clocks else None,

@@ -13,8 +13,13 @@ from types import MappingProxyType
 GAUGES = ("running", "waiting", "kv_usage")
 # kv_loaded_total: KV cache brought back to the GPU from CPU memory (an offloading server's
 # swap-in; bytes for vLLM, tokens for SGLang's HiCache: only its rises are read)
-COUNTERS = ("preemptions_total", "prompt_tokens_total", "generation_tokens_total",
-            "gc_collections_total", "kv_loaded_total")  # fmt: skip
+COUNTERS = (
+    "preemptions_total",
+    "prompt_tokens_total",
+    "generation_tokens_total",
+    "gc_collections_total",
+    "kv_loaded_total",
+)
 SERIES = GAUGES + COUNTERS
 HISTOGRAMS = ("itl", "ttft", "queue_time", "prefill_time", "decode_time")
 

@@ -74,11 +74,29 @@ PERCENTILES = tuple((percentile_key(p), p / 100) for p in PERCENTILE_VALUES)
 INTERVAL_PERCENTILES = (("p50", 0.5), ("p99", 0.99))  # per sample: few observations each
 # failure kinds, each noted once: the parent logs each note once
 MISSING, UNREACHABLE, SLOW, GARBAGE, UNKNOWN, PARTIAL = (
-    "missing", "unreachable", "slow", "garbage", "unknown_engine", "partial",
-)  # fmt: skip
-_STDOUT_KEYS = ("kind", "i", "t_wall_s", "engine", *GAUGES, *COUNTERS, "dt_s", "preemptions",
-                "prompt_tokens_per_s", "generation_tokens_per_s", "itl_p99_low_ms",
-                "itl_p99_high_ms", "resets", "slow")  # fmt: skip
+    "missing",
+    "unreachable",
+    "slow",
+    "garbage",
+    "unknown_engine",
+    "partial",
+)
+_STDOUT_KEYS = (
+    "kind",
+    "i",
+    "t_wall_s",
+    "engine",
+    *GAUGES,
+    *COUNTERS,
+    "dt_s",
+    "preemptions",
+    "prompt_tokens_per_s",
+    "generation_tokens_per_s",
+    "itl_p99_low_ms",
+    "itl_p99_high_ms",
+    "resets",
+    "slow",
+)
 
 
 def deadline_s(interval_s: float) -> float:
@@ -106,8 +124,10 @@ def histogram_figures(
 ) -> dict[str, Any]:
     """A histogram's count, sum (s) and percentiles as bucket bounds."""
     count = histogram.count
-    figures: dict[str, Any] = {"count": int(count) if count.is_integer() else count,
-                               "sum_s": histogram.sum}  # fmt: skip
+    figures: dict[str, Any] = {
+        "count": int(count) if count.is_integer() else count,
+        "sum_s": histogram.sum,
+    }
     for name, q in percentiles:
         figures[name] = bounds_ms(histogram, q)
     return figures
@@ -141,9 +161,12 @@ class Scraper:
     ``emit(line, to_file)`` prints a line for the parent (and writes it to the file)."""
 
     def __init__(
-        self, url: str, interval_s: float, emit: Callable[[dict[str, Any], bool], None],
+        self,
+        url: str,
+        interval_s: float,
+        emit: Callable[[dict[str, Any], bool], None],
         fetch: Callable[[str, float], bytes] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.url = url
         self.shown_url = redact_url(url)
         self.interval_s = interval_s
@@ -178,8 +201,11 @@ class Scraper:
             return
         except ServerMetricsError as error:
             with self.lock:
-                self._failed(GARBAGE, f"{self.shown_url} is not a metrics endpoint: {error}",
-                             time.monotonic() - started)  # fmt: skip
+                self._failed(
+                    GARBAGE,
+                    f"{self.shown_url} is not a metrics endpoint: {error}",
+                    time.monotonic() - started,
+                )
             return
         with self.lock:
             self._sampled(snapshot, time.monotonic() - started)
@@ -207,21 +233,30 @@ class Scraper:
 
     def _line(self, snapshot: Snapshot, slow: bool) -> dict[str, Any]:
         line: dict[str, Any] = {
-            "kind": "sample", "i": self.samples, "t_wall_s": snapshot.wall_time_s,
+            "kind": "sample",
+            "i": self.samples,
+            "t_wall_s": snapshot.wall_time_s,
             "engine": snapshot.engine,
-        }  # fmt: skip
+        }
         for name in (*GAUGES, *COUNTERS):
             line[name] = _number(getattr(snapshot, name))
-        line |= {"dt_s": None, "preemptions": None, "prompt_tokens_per_s": None,
-                 "generation_tokens_per_s": None, "resets": []}  # fmt: skip
+        line |= {
+            "dt_s": None,
+            "preemptions": None,
+            "prompt_tokens_per_s": None,
+            "generation_tokens_per_s": None,
+            "resets": [],
+        }
         histograms: dict[str, Any] = {}
         if self.previous is not None:
             interval = delta(self.previous, snapshot)
             dt = snapshot.wall_time_s - self.previous.wall_time_s
             line["dt_s"] = round(dt, 6)
             line["preemptions"] = _number(interval.preemptions)
-            rates = (("prompt_tokens_per_s", interval.prompt_tokens),
-                     ("generation_tokens_per_s", interval.generation_tokens))  # fmt: skip
+            rates = (
+                ("prompt_tokens_per_s", interval.prompt_tokens),
+                ("generation_tokens_per_s", interval.generation_tokens),
+            )
             for name, tokens in rates:
                 if dt > 0 and tokens is not None:
                     line[name] = _number(tokens / dt, 3)
@@ -240,15 +275,22 @@ class Scraper:
 
     def final(self) -> dict[str, Any]:
         if not self.samples and not self.failed:  # the run ended inside the first scrape
-            self.note(SLOW, f"{self.shown_url}: no scrape finished during the run (each may "
-                      f"take up to {self.deadline_s:g} s); no server figures")  # fmt: skip
+            self.note(
+                SLOW,
+                f"{self.shown_url}: no scrape finished during the run (each may "
+                f"take up to {self.deadline_s:g} s); no server figures",
+            )
         return {
-            "kind": "final", "url": self.shown_url, "interval_s": self.interval_s,
+            "kind": "final",
+            "url": self.shown_url,
+            "interval_s": self.interval_s,
             "engine": None if self.previous is None else self.previous.engine,
-            "samples": self.samples, "slow": self.slow, "failed": self.failed,
+            "samples": self.samples,
+            "slow": self.slow,
+            "failed": self.failed,
             "notes": list(self.noted.values()),
             "own_percentiles": own_percentiles(self.first, self.previous),
-        }  # fmt: skip
+        }
 
 
 class _Failure(Exception):
@@ -268,15 +310,23 @@ def _fetch(url: str, total_s: float) -> bytes:
         text = str(error)
         # the deadline's cut, or the socket's own timeout of the same length beating it
         if "within" in text or time.monotonic() - started >= total_s * 0.9:
-            raise _Failure(SLOW, f"{shown} gave no complete answer within {total_s:g} s; "
-                           "such samples are skipped") from None  # fmt: skip
+            raise _Failure(
+                SLOW,
+                f"{shown} gave no complete answer within {total_s:g} s; such samples are skipped",
+            ) from None
         if "refused" in text and "MiB" in text:
             raise _Failure(GARBAGE, f"{shown}: {text}") from None
-        raise _Failure(UNREACHABLE, f"{shown} cannot be read ({text}): the server serves no "
-                       "metrics there; sampling goes on") from None  # fmt: skip
+        raise _Failure(
+            UNREACHABLE,
+            f"{shown} cannot be read ({text}): the server serves no "
+            "metrics there; sampling goes on",
+        ) from None
     if answer.status != 200:
-        raise _Failure(MISSING, f"{shown} answered {answer.status} {printable(answer.reason)}: "
-                       "the server serves no metrics there; sampling goes on")  # fmt: skip
+        raise _Failure(
+            MISSING,
+            f"{shown} answered {answer.status} {printable(answer.reason)}: "
+            "the server serves no metrics there; sampling goes on",
+        )
     return answer.body
 
 
@@ -388,8 +438,9 @@ def main(argv: list[str] | None = None) -> int:
             os.nice(BACKGROUND_NICENESS)
         except OSError:
             pass
-    parser = argparse.ArgumentParser(prog="python -m tpot_locust.server_state.scraper",
-                                     description=__doc__.split("\n\n")[0])  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m tpot_locust.server_state.scraper", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument(
         "url",
         nargs="?",
@@ -397,8 +448,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the server's metrics URL, e.g. http://127.0.0.1:8000/metrics "
         f"(default: ${env_vars.METRICS_URL}, which keeps a password out of ps)",
     )
-    parser.add_argument("--interval", type=_interval, default=DEFAULT_INTERVAL_S,
-                        help="seconds between samples (default 0.25)")  # fmt: skip
+    parser.add_argument(
+        "--interval",
+        type=_interval,
+        default=DEFAULT_INTERVAL_S,
+        help="seconds between samples (default 0.25)",
+    )
     parser.add_argument("--out", type=Path, help="append the lines to this file (JSONL)")
     options = parser.parse_args(argv)
     if not options.url:

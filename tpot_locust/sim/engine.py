@@ -113,7 +113,7 @@ class Seq:
             "preemptions": [
                 {k: wall(v) if k.endswith("_ns") else v for k, v in p.items()}
                 for p in self.preemptions
-            ],  # fmt: skip
+            ],
         }
 
 
@@ -346,8 +346,9 @@ class EngineCore:
             i += 1
 
         load_ns, loads_before = 0, self.adapters.loads
-        adapters_in_batch = (AdapterSlots.in_batch(seq.adapter for seq in running)
-                             if self._adapters_asked else set())  # fmt: skip
+        adapters_in_batch = (
+            AdapterSlots.in_batch(seq.adapter for seq in running) if self._adapters_asked else set()
+        )
         if not preempted:
             waiting = self.waiting
             max_seqs = params.max_num_seqs

@@ -154,8 +154,9 @@ class RequestReader:
         self._head = None
         keep_alive = _keep_alive(version, headers)
         arrival_ns, self._started_ns = self._started_ns, self._last_ns  # a pipelined next one
-        return HttpRequest(method, target, _path(target), version, headers, body, keep_alive,
-                           arrival_ns)  # fmt: skip
+        return HttpRequest(
+            method, target, _path(target), version, headers, body, keep_alive, arrival_ns
+        )
 
 
 def response_head(
@@ -198,9 +199,12 @@ class HttpConnection(asyncio.Protocol):
     """
 
     def __init__(
-        self, handler: Handler, registry: set[HttpConnection],
-        to_perf_ns: Callable[[int], int] | None = None, stamp_sends: bool = False,
-    ) -> None:  # fmt: skip
+        self,
+        handler: Handler,
+        registry: set[HttpConnection],
+        to_perf_ns: Callable[[int], int] | None = None,
+        stamp_sends: bool = False,
+    ) -> None:
         self._handler = handler
         self._registry = registry
         self._reader = RequestReader()

@@ -34,9 +34,12 @@ class KernelReads:
     """The reads of one connection, each handed on with its kernel stamp (perf ns)."""
 
     def __init__(
-        self, transport: asyncio.Transport, sock: socket.socket, deliver: Deliver,
+        self,
+        transport: asyncio.Transport,
+        sock: socket.socket,
+        deliver: Deliver,
         to_perf_ns: Callable[[int], int],
-    ) -> None:  # fmt: skip
+    ) -> None:
         self._transport = transport
         self._sock = sock
         self._deliver = deliver
@@ -47,9 +50,12 @@ class KernelReads:
 
     @classmethod
     def take_over(
-        cls, transport: asyncio.Transport, deliver: Deliver, to_perf_ns: Callable[[int], int],
+        cls,
+        transport: asyncio.Transport,
+        deliver: Deliver,
+        to_perf_ns: Callable[[int], int],
         stamp_sends: bool = False,
-    ) -> KernelReads | None:  # fmt: skip
+    ) -> KernelReads | None:
         """Read ``transport``'s socket from now on (its own reading paused for good), and
         with ``stamp_sends`` its transmit stamps (before anything was written); None where
         it cannot be (TLS, no kernel stamps): asyncio's reads go on."""

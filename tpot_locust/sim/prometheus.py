@@ -148,12 +148,7 @@ class Histogram(Metric):
     kind = "histogram"
 
     def __init__(
-        self,
-        name: str,
-        help_text: str,
-        labels: Labels,
-        bounds: Sequence[float],
-        scale: int = 1,
+        self, name: str, help_text: str, labels: Labels, bounds: Sequence[float], scale: int = 1
     ) -> None:
         super().__init__(name, help_text, labels)
         self.bounds = tuple(bounds)
@@ -245,46 +240,88 @@ class SimMetrics:
         )
         reasons = [(("finished_reason", reason),) for reason in FINISH_REASONS]
         self.success = Counter(
-            "vllm:request_success", "Count of successfully processed requests.", labels,
+            "vllm:request_success",
+            "Count of successfully processed requests.",
+            labels,
             children=reasons,
-        )  # fmt: skip
+        )
         self.iteration_tokens = Histogram(
-            "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
-            labels, ITERATION_TOKEN_BUCKETS,
-        )  # fmt: skip
+            "vllm:iteration_tokens_total",
+            "Histogram of number of tokens per engine_step.",
+            labels,
+            ITERATION_TOKEN_BUCKETS,
+        )
         self.ttft = Histogram(
-            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-            labels, TTFT_BUCKETS_S, NS,
-        )  # fmt: skip
+            "vllm:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            labels,
+            TTFT_BUCKETS_S,
+            NS,
+        )
         self.itl = Histogram(
-            "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
-            labels, ITL_BUCKETS_S, NS,
-        )  # fmt: skip
+            "vllm:inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
+            labels,
+            ITL_BUCKETS_S,
+            NS,
+        )
         self.e2e = Histogram(
-            "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
-            labels, REQUEST_LATENCY_BUCKETS_S, NS,
-        )  # fmt: skip
+            "vllm:e2e_request_latency_seconds",
+            "Histogram of e2e request latency in seconds.",
+            labels,
+            REQUEST_LATENCY_BUCKETS_S,
+            NS,
+        )
         phases = {  # engine mode: one observation per complete request (vLLM's phases)
-            phase: Histogram(f"vllm:request_{phase}_time_seconds",
-                             f"Histogram of time spent in {state} phase for request.", labels,
-                             REQUEST_LATENCY_BUCKETS_S, NS)
-            for phase, state in (("queue", "WAITING"), ("inference", "RUNNING"),
-                                 ("prefill", "PREFILL"), ("decode", "DECODE"))
-        }  # fmt: skip
+            phase: Histogram(
+                f"vllm:request_{phase}_time_seconds",
+                f"Histogram of time spent in {state} phase for request.",
+                labels,
+                REQUEST_LATENCY_BUCKETS_S,
+                NS,
+            )
+            for phase, state in (
+                ("queue", "WAITING"),
+                ("inference", "RUNNING"),
+                ("prefill", "PREFILL"),
+                ("decode", "DECODE"),
+            )
+        }
         self.phases = phases
-        for metric in (self.running, self.waiting, self.kv_usage, self.preemptions, self.prompt,
-                       self.generation, self.success, self.iteration_tokens, self.ttft, self.itl,
-                       self.e2e, *phases.values()):  # fmt: skip
+        for metric in (
+            self.running,
+            self.waiting,
+            self.kv_usage,
+            self.preemptions,
+            self.prompt,
+            self.generation,
+            self.success,
+            self.iteration_tokens,
+            self.ttft,
+            self.itl,
+            self.e2e,
+            *phases.values(),
+        ):
             r.add(metric)
         # prometheus_client's default collector in vLLM's API server: the engine's planted
         # full collections (generation 2); the younger generations are not simulated
-        self.gc = Counter("python_gc_collections", "Number of times this generation was collected",
-                          (), children=[(("generation", g),) for g in ("0", "1", "2")])  # fmt: skip
+        self.gc = Counter(
+            "python_gc_collections",
+            "Number of times this generation was collected",
+            (),
+            children=[(("generation", g),) for g in ("0", "1", "2")],
+        )
         r.add(self.gc)
         self._gc_read: Callable[[], float] | None = None
         # what this server is, after vLLM's own: a reader is told it measured the simulator
-        r.add(Gauge(SIM_INFO, "The tpot-locust embedded simulator (vLLM-shaped).",
-                    (("emulates", "vllm"), ("profile", profile)), read=lambda: 1.0))  # fmt: skip
+        r.add(
+            Gauge(
+                SIM_INFO,
+                "The tpot-locust embedded simulator (vLLM-shaped).",
+                (("emulates", "vllm"), ("profile", profile)),
+                read=lambda: 1.0,
+            )
+        )
         self._tokens_done = 0  # generation tokens of ended requests
         self._gaps_done = 0  # their token gaps
         self._gap_ns_done = 0  # and the sum of those gaps
@@ -314,8 +351,9 @@ class SimMetrics:
                 ("load", kv_offload[0], "Total bytes loaded from offload storage to GPU."),
                 ("store", kv_offload[1], "Total bytes stored from GPU to offload storage."),
             ):
-                self.registry.add(Counter(f"vllm:kv_offload_{way}_bytes", help_text, labels,
-                                          read=read))  # fmt: skip
+                self.registry.add(
+                    Counter(f"vllm:kv_offload_{way}_bytes", help_text, labels, read=read)
+                )
         if in_flight is not None:
             self._in_flight = in_flight
 

@@ -24,8 +24,15 @@ Api = str  # one of ``tpot_locust.apis.API_NAMES``
 MAX_WHOLE_TOKENS = 100_000
 # Reported to the client as an error JSON with its ``status``.
 RequestError = BadAsk
-__all__ = ["RequestError", "SimRequest", "count_chat_prompt", "count_completion_prompt",
-           "count_words", "decide_length", "parse_request"]  # fmt: skip
+__all__ = [
+    "RequestError",
+    "SimRequest",
+    "count_chat_prompt",
+    "count_completion_prompt",
+    "count_words",
+    "decide_length",
+    "parse_request",
+]
 
 
 @dataclass(slots=True)

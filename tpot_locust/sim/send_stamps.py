@@ -78,8 +78,9 @@ class SendStamps:
         self._read_one()
         return self.written - 1
 
-    def send(self, transport: asyncio.Transport | None, data: bytes, first: int,
-             events: int) -> int:  # fmt: skip
+    def send(
+        self, transport: asyncio.Transport | None, data: bytes, first: int, events: int
+    ) -> int:
         """Write one token write (``events`` token events from the response's ``first``) and
         return when it left (perf ns), as ``wrote`` then ``sent`` would: the hot path, in one
         call. With nothing queued in ``transport`` the bytes go straight to the socket
@@ -166,8 +167,13 @@ class SendStamps:
         # once (~0.3-0.6 us less than the loop below)
         if 2 <= len(ancillary) <= 3:
             (_, kind, stamp), (_, error_kind, error) = ancillary[-2:]
-            if (kind == SO_TIMESTAMPING and error_kind in _RECVERR and len(stamp) >= 16
-                    and len(error) >= 16 and error[4] == _ORIGIN_STAMP):  # fmt: skip
+            if (
+                kind == SO_TIMESTAMPING
+                and error_kind in _RECVERR
+                and len(stamp) >= 16
+                and len(error) >= 16
+                and error[4] == _ORIGIN_STAMP
+            ):
                 seconds, nanoseconds = _TIMESPEC.unpack_from(stamp)
                 key = _KEY.unpack_from(error, 12)[0]
                 self._walls.setdefault(key, seconds * 1_000_000_000 + nanoseconds)

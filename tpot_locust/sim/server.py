@@ -101,9 +101,11 @@ class SimServer:
         self.prefix_cache: PrefixCache | None = None
         if config.prefix_cache:
             engine = config.engine
-            self.prefix_cache = (PrefixCache(engine.block_size,
-                                             engine.kv_cache_tokens // engine.block_size)
-                                 if engine is not None else PrefixCache(16))  # fmt: skip
+            self.prefix_cache = (
+                PrefixCache(engine.block_size, engine.kv_cache_tokens // engine.block_size)
+                if engine is not None
+                else PrefixCache(16)
+            )
         self._counting: ThreadPoolExecutor | None = None
         self.timing: TimingModel = timing or GapModel(config.ttft_ms, config.gap_ms, config.seed)
         self.clock = WallClock()
@@ -161,7 +163,7 @@ class SimServer:
         self._server = await loop.create_server(
             lambda: HttpConnection(
                 self._handle, self._connections, self._kernel_to_perf, stamp_sends=stamp_sends
-            ),  # fmt: skip
+            ),
             self.config.host,
             self.config.port,
             backlog=1024,
@@ -258,15 +260,26 @@ class SimServer:
         if self._counting is None:
             self._counting = ThreadPoolExecutor(1, thread_name_prefix="sim-count")
         request_id = _request_id(http_request)
-        parse = partial(self._parse, http_request, api, arrival, request_id, self._count_unlocked,
-                        self._units_unlocked)  # fmt: skip
+        parse = partial(
+            self._parse,
+            http_request,
+            api,
+            arrival,
+            request_id,
+            self._count_unlocked,
+            self._units_unlocked,
+        )
         future = asyncio.get_running_loop().run_in_executor(self._counting, parse)
         future.add_done_callback(partial(self._counted, conn, http_request, api, request_id))
 
     def _counted(
-        self, conn: HttpConnection, http_request: HttpRequest, api: Api, request_id: str,
+        self,
+        conn: HttpConnection,
+        http_request: HttpRequest,
+        api: Api,
+        request_id: str,
         future: asyncio.Future[SimRequest],
-    ) -> None:  # fmt: skip
+    ) -> None:
         if conn.closing:
             return  # the client went away while its prompt was counted
         try:
@@ -309,9 +322,14 @@ class SimServer:
         self._admit(conn, http_request, api, request, request_id)
 
     def _parse(
-        self, http_request: HttpRequest, api: Api, arrival: int, request_id: str,
-        count_text: Callable[[str], int], units: Units | None = None,
-    ) -> SimRequest:  # fmt: skip
+        self,
+        http_request: HttpRequest,
+        api: Api,
+        arrival: int,
+        request_id: str,
+        count_text: Callable[[str], int],
+        units: Units | None = None,
+    ) -> SimRequest:
         """With a prefix cache, the prompt is counted as the tokens it keeps (``units``)."""
         prompt = PromptUnits(units) if self.prefix_cache is not None and units else None
         request = parse_request(
@@ -329,15 +347,21 @@ class SimServer:
         return request
 
     def _admit(
-        self, conn: HttpConnection, http_request: HttpRequest, api: Api, request: SimRequest,
+        self,
+        conn: HttpConnection,
+        http_request: HttpRequest,
+        api: Api,
+        request: SimRequest,
         request_id: str,
-    ) -> None:  # fmt: skip
+    ) -> None:
         dialect = dialect_named(api)
         reasoning = self.config.reasoning_tokens
         if reasoning is not None and not dialect.sim_reasoning:
-            message = (f"the simulator's --reasoning-tokens (scenario: simulator.reasoning_tokens) "
-                       f"has no form in {dialect.path}: it has no reasoning channel (serve "
-                       f"reasoning over {', '.join(REASONING_PATHS)})")  # fmt: skip
+            message = (
+                f"the simulator's --reasoning-tokens (scenario: simulator.reasoning_tokens) "
+                f"has no form in {dialect.path}: it has no reasoning channel (serve "
+                f"reasoning over {', '.join(REASONING_PATHS)})"
+            )
             self._error(conn, http_request, 400, message)
             return
         if self.engine is not None:

@@ -91,9 +91,14 @@ def run_virtual(
             )
         arrival = round(request.arrival_ms * 1e6)
         seqs.append(
-            Seq(request.request_id, arrival, request.prompt_tokens, request.output_tokens,
-                ready_ns=arrival + frontend_ns)
-        )  # fmt: skip
+            Seq(
+                request.request_id,
+                arrival,
+                request.prompt_tokens,
+                request.output_tokens,
+                ready_ns=arrival + frontend_ns,
+            )
+        )
         streams[request.request_id] = request.stream
     send: dict[str, list[int]] = {s.request_id: [] for s in seqs}
     step_ids: dict[str, list[int]] = {s.request_id: [] for s in seqs}

@@ -83,8 +83,10 @@ def read_batch_s() -> float:
     except ValueError:
         value = float("nan")
     if not 0 <= value <= MAX_READ_BATCH_MS:  # False for NaN too
-        raise ValueError(f"{env_vars.READ_BATCH_MS}={text[:20]!r}: not a number of ms from 0 to "
-                         f"{MAX_READ_BATCH_MS:g}")  # fmt: skip
+        raise ValueError(
+            f"{env_vars.READ_BATCH_MS}={text[:20]!r}: not a number of ms from 0 to "
+            f"{MAX_READ_BATCH_MS:g}"
+        )
     return value / 1000
 
 
@@ -125,13 +127,33 @@ class _LoopRead:
     """The callbacks and state of one body read in the event loop: at once until its first
     read, then (with a batcher) in batches until the end watch hears its end, then at once."""
 
-    __slots__ = ("_batched", "_batcher", "_consume", "_ended", "_failure", "_fileno",
-                 "_heard_ns", "_hub", "_read_at_ns", "_response", "_runs", "_timer", "_waiter",
-                 "_watcher", "key", "was_batched")  # fmt: skip
+    __slots__ = (
+        "_batched",
+        "_batcher",
+        "_consume",
+        "_ended",
+        "_failure",
+        "_fileno",
+        "_heard_ns",
+        "_hub",
+        "_read_at_ns",
+        "_response",
+        "_runs",
+        "_timer",
+        "_waiter",
+        "_watcher",
+        "key",
+        "was_batched",
+    )
 
-    def __init__(self, response: Response, consume: Consume, fileno: int,
-                 runs: PlainRuns | None = None,
-                 batcher: _Batcher | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        response: Response,
+        consume: Consume,
+        fileno: int,
+        runs: PlainRuns | None = None,
+        batcher: _Batcher | None = None,
+    ) -> None:
         self._response = response
         self._consume = consume
         self._runs = runs

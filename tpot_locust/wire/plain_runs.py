@@ -34,11 +34,24 @@ _BACKSLASH = 92
 class PlainRuns:
     """One stream's runs: ``splitter`` for the next read (or None), ``take`` for a run."""
 
-    __slots__ = ("_deadline", "_decoder", "_frame", "_parser", "_response", "_split",
-                 "_total_timeout")  # fmt: skip
+    __slots__ = (
+        "_deadline",
+        "_decoder",
+        "_frame",
+        "_parser",
+        "_response",
+        "_split",
+        "_total_timeout",
+    )
 
-    def __init__(self, response: Response, parser: SSEParser, decoder: StreamDecoder,
-                 deadline: Deadline, total_timeout: float) -> None:  # fmt: skip
+    def __init__(
+        self,
+        response: Response,
+        parser: SSEParser,
+        decoder: StreamDecoder,
+        deadline: Deadline,
+        total_timeout: float,
+    ) -> None:
         self._response = response
         self._parser = parser
         self._decoder = decoder
@@ -121,10 +134,16 @@ def _chunk_splitter(head: bytes, tail: bytes, max_event_bytes: int) -> Split:
             text = part[line_end + text_at :]
             size = fixed + len(text)
             digits = part[:line_end]
-            if (line_end <= 0 or digits.translate(None, HEX_DIGITS)
-                    or int(digits, 16) != size or not part.startswith(head, line_end + _CRLF)
-                    or not text or len(text.translate(None, NOT_IN_EVENT_TEXT)) != len(text)
-                    or text[-1] == _BACKSLASH or size > max_event_bytes):  # fmt: skip
+            if (
+                line_end <= 0
+                or digits.translate(None, HEX_DIGITS)
+                or int(digits, 16) != size
+                or not part.startswith(head, line_end + _CRLF)
+                or not text
+                or len(text.translate(None, NOT_IN_EVENT_TEXT)) != len(text)
+                or text[-1] == _BACKSLASH
+                or size > max_event_bytes
+            ):
                 break  # another frame, or for the chunked decoder or SSE parser to judge
             end += line_end + _CRLF + size
             lasts.append(end - 1)  # the event's last byte: its blank line's

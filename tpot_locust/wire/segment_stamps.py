@@ -53,8 +53,18 @@ class SegmentTrack:
     since the connection opened) and when it arrived (wall ns); and when those we sent it
     left (``sent``, ``departure``)."""
 
-    __slots__ = ("_ahead", "_base", "_departures", "_next_seq", "_sent_base", "covered", "ends",
-                 "key", "stamps", "unrecovered")  # fmt: skip
+    __slots__ = (
+        "_ahead",
+        "_base",
+        "_departures",
+        "_next_seq",
+        "_sent_base",
+        "covered",
+        "ends",
+        "key",
+        "stamps",
+        "unrecovered",
+    )
 
     def __init__(self, key: int = 0) -> None:
         self.key = key  # our port, the server's port and its IPv4 address (``track_key``)
@@ -264,8 +274,9 @@ class SegmentTap:
         if self._tracks.get(track.key) is track:
             del self._tracks[track.key]
 
-    def drain(self, wanted: SegmentTrack | None = None, until: int = 0,
-              limit: int = _NO_LIMIT) -> bool:  # fmt: skip
+    def drain(
+        self, wanted: SegmentTrack | None = None, until: int = 0, limit: int = _NO_LIMIT
+    ) -> bool:
         """File the copies waiting in the tap with their connections' tracks: all of them,
         or (``wanted``) until that track covers ``until`` bytes, which saves the read that
         finds the tap empty (a read of the stream found its copy waiting nearly always);
@@ -446,8 +457,12 @@ def _open_ring(sock: _socket.socket) -> mmap.mmap | None:
         sock.setsockopt(_SOL_PACKET, _PACKET_VERSION, _TPACKET_V2)
         request = struct.pack("IIII", _BLOCK_BYTES, _RING_BLOCKS, _FRAME_BYTES, _RING_FRAMES)
         sock.setsockopt(_SOL_PACKET, _PACKET_RX_RING, request)
-        return mmap.mmap(sock.fileno(), _RING_BLOCKS * _BLOCK_BYTES, mmap.MAP_SHARED,
-                         mmap.PROT_READ | mmap.PROT_WRITE)  # fmt: skip
+        return mmap.mmap(
+            sock.fileno(),
+            _RING_BLOCKS * _BLOCK_BYTES,
+            mmap.MAP_SHARED,
+            mmap.PROT_READ | mmap.PROT_WRITE,
+        )
     except (OSError, ValueError):
         return None
 

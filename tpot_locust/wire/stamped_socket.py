@@ -96,8 +96,9 @@ class StampedSocket:
         self._track = tap.watch(self.sock.getsockname()[1], *self._address[:2])
 
     @classmethod
-    def connect(cls, family: int, address: tuple[Any, ...], clock: str,
-                timeout_s: float) -> StampedSocket:  # fmt: skip
+    def connect(
+        cls, family: int, address: tuple[Any, ...], clock: str, timeout_s: float
+    ) -> StampedSocket:
         """Connected within ``timeout_s``; raises ``TimeoutError`` or ``OSError``."""
         sock = socket.socket(family, socket.SOCK_STREAM)
         stamped = None
@@ -202,8 +203,9 @@ class StampedSocket:
         ``epoll`` from calling the socket readable before that much waits (``loop_reads``'
         batches read without asking)."""
         try:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT,
-                                 _ACK_UNREAD_BYTES if on else 1)  # fmt: skip
+            self.sock.setsockopt(
+                socket.SOL_SOCKET, socket.SO_RCVLOWAT, _ACK_UNREAD_BYTES if on else 1
+            )
         except OSError:
             pass  # closed already, or no such option: nothing to acknowledge
 
@@ -258,8 +260,15 @@ class StampedSocket:
                 return Run(found_in, stamps, self._stamped(rest, wall_ns, now_ns, first=False))
         return self._pieces(data, wall_ns, now_ns, batch)
 
-    def _run_stamps(self, data: bytes, lasts: list[int], used: int, wall_ns: int | None,
-                    now_ns: int, batch: Batch | None) -> list[int] | None:  # fmt: skip
+    def _run_stamps(
+        self,
+        data: bytes,
+        lasts: list[int],
+        used: int,
+        wall_ns: int | None,
+        now_ns: int,
+        batch: Batch | None,
+    ) -> list[int] | None:
         """The stamps of a ``Run`` of the first ``used`` bytes of ``data``: each the one
         its byte's piece would have had."""
         if self.clock == USER_CLOCK:
@@ -308,8 +317,9 @@ class StampedSocket:
         except OSError as error:
             raise StreamError(CONNECTION_ERROR, f"read: {error.strerror or error}") from None
 
-    def _pieces(self, data: bytes, wall_ns: int | None, now_ns: int,
-                batch: Batch | None = None) -> list[Piece]:  # fmt: skip
+    def _pieces(
+        self, data: bytes, wall_ns: int | None, now_ns: int, batch: Batch | None = None
+    ) -> list[Piece]:
         """A read cut into pieces, each with its arrival (plaintext, under TLS)."""
         if self.clock == USER_CLOCK:
             pieces = [(data, now_ns)]
@@ -317,8 +327,14 @@ class StampedSocket:
             pieces = self._stamped(data, wall_ns, now_ns, batch=batch)
         return pieces if self.tls is None else self._decrypt(pieces)
 
-    def _stamped(self, data: bytes, wall_ns: int | None, now_ns: int, first: bool = True,
-                 batch: Batch | None = None) -> list[Piece]:  # fmt: skip
+    def _stamped(
+        self,
+        data: bytes,
+        wall_ns: int | None,
+        now_ns: int,
+        first: bool = True,
+        batch: Batch | None = None,
+    ) -> list[Piece]:
         """The read cut into its segments (where the tap has them), on our clock
         (``first``: the read's first bytes, whose wait is its read delay; ``batch``: a
         batched read's, ``_read_delay``)."""

@@ -99,13 +99,20 @@ class _Collected:
     """The stream decoded so far, kept even when the stream fails midway: also what its
     live counter reads while it goes (``StreamSoFar``)."""
 
-    __slots__ = ("body_start", "connection", "content_type", "deadline", "decoder",
-                 "read_in_batches", "reset", "t_send_ns")  # fmt: skip
+    __slots__ = (
+        "body_start",
+        "connection",
+        "content_type",
+        "deadline",
+        "decoder",
+        "read_in_batches",
+        "reset",
+        "t_send_ns",
+    )
 
     def __init__(
-        self, t_send_ns: int, decoder: StreamDecoder, deadline: Deadline,
-        connection: HTTPConnection,
-    ) -> None:  # fmt: skip
+        self, t_send_ns: int, decoder: StreamDecoder, deadline: Deadline, connection: HTTPConnection
+    ) -> None:
         self.deadline = deadline  # arrived(): the last read that held an event
         self.decoder = decoder
         self.connection = connection
@@ -170,9 +177,11 @@ def _cut(timings: RequestTimings, collected: _Collected) -> RequestTimings:
 
 
 def _stream(
-    connection: HTTPConnection, request: StreamRequest, timings: RequestTimings,
+    connection: HTTPConnection,
+    request: StreamRequest,
+    timings: RequestTimings,
     collected: _Collected,
-) -> tuple[RequestTimings, str]:  # fmt: skip
+) -> tuple[RequestTimings, str]:
     failure: StreamError | None = None
     try:
         _send_and_collect(connection, request, collected)

@@ -16,11 +16,7 @@ from tpot_locust.common import env_vars
 from tpot_locust.common.text_safety import printable
 from tpot_locust.harness.listeners import use_scenario
 from tpot_locust.harness.scenario_users import build_shape_class, build_user_classes
-from tpot_locust.scenario.loader import (
-    ScenarioError,
-    load_scenario,
-    overrides_from_env,
-)
+from tpot_locust.scenario.loader import ScenarioError, load_scenario, overrides_from_env
 
 _scenario_path = env_vars.text(env_vars.SCENARIO) or None
 if not _scenario_path:
