@@ -21,7 +21,7 @@ from typing import Protocol
 import numpy as np
 
 
-class Pace(Protocol):
+class ReadingPace(Protocol):
     """A reading pace in ns (``scenario.slo.Pace``): the first token due ``ttft_ns`` after
     the send, each next one ``tpot_ns`` after the one before."""
 
@@ -33,7 +33,7 @@ class Pace(Protocol):
 
 
 def token_deadlines(
-    pace: Pace, send_ns: int, stamps_ns: np.ndarray, counts: np.ndarray | None
+    pace: ReadingPace, send_ns: int, stamps_ns: np.ndarray, counts: np.ndarray | None
 ) -> tuple[int, int, int]:
     """``(tokens, late tokens, stall ns)`` of one request: event ``i`` arrived at
     ``stamps_ns[i]`` with ``counts[i]`` tokens (None: one each)."""

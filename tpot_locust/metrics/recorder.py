@@ -26,7 +26,7 @@ from tpot_locust.common.errors import INTERRUPTED, TIMEOUT_IDLE, TIMEOUT_TOTAL
 from tpot_locust.common.metric_groups import metric_group
 from tpot_locust.common.timings import RequestTimings, to_us, tpot_samples_ns
 from tpot_locust.metrics.causes import FAILED_END, PREFILL, CauseWindow
-from tpot_locust.metrics.fluidity import Pace, token_deadlines
+from tpot_locust.metrics.fluidity import ReadingPace, token_deadlines
 from tpot_locust.metrics.gap_tagging import (
     PREFILL_AT_GAP,
     GapTagger,
@@ -107,7 +107,7 @@ class Recorder:
         self.collections: CollectionLookup | None = None  # the harness's GC watch, if any
         self.clock: RunClock | None = None
         self.goodput: GoodputRule | None = None  # the scenario's per-request SLOs, if any
-        self.pace: Pace | None = None  # the scenario's reading pace (slo.pace), if any
+        self.pace: ReadingPace | None = None  # the scenario's reading pace (slo.pace), if any
         warm_up()
 
     def on_stall(self, start_perf_ns: int, end_perf_ns: int) -> None:

@@ -1,7 +1,7 @@
 """Engine mode: one response whose tokens come from the engine's steps.
 
 ``emit`` is called by the engine loop at the end of every step that produced a token for
-this request; each call is one write. Wire format and truth line: ``response.Response``,
+this request; each call is one write. Wire format and truth line: ``response.StreamedResponse``,
 plus the engine's fields (steps, preemptions) in the truth line.
 """
 
@@ -12,10 +12,10 @@ from typing import Any
 from .engine import Seq
 from .http import HttpConnection
 from .request import SimRequest
-from .response import Response, ResponseSetup
+from .response import ResponseSetup, StreamedResponse
 
 
-class EngineStream(Response):
+class EngineStream(StreamedResponse):
     __slots__ = ("seq", "_sent", "_total", "_steps")
 
     def __init__(

@@ -71,7 +71,7 @@ def label_text(labels: Labels) -> str:
     return "{" + ",".join(f'{k}="{escape_label(v)}"' for k, v in sorted(labels)) + "}"
 
 
-class Metric:
+class Family:
     """One family with one labelled child (the simulator is one engine, ``engine="0"``)."""
 
     kind = ""
@@ -88,7 +88,7 @@ class Metric:
         raise NotImplementedError
 
 
-class Gauge(Metric):
+class Gauge(Family):
     """A value read when rendered (``read``), or set by its owner (``value``)."""
 
     kind = "gauge"
@@ -106,7 +106,7 @@ class Gauge(Metric):
         out.append(f"{self.name}{label_text(self.labels)} {format_value(value)}")
 
 
-class Counter(Metric):
+class Counter(Family):
     """``name`` without ``_total`` (as prometheus_client takes it); ``value`` is added to by
     the owner on its own path, or ``read`` when rendered. Rendered as ``name_total`` with a
     ``name_created`` gauge, as vLLM's prometheus_client serves it."""
@@ -141,7 +141,7 @@ class Counter(Metric):
             out.append(f"{name}{label_text(labels)} {format_value(created)}")
 
 
-class Histogram(Metric):
+class Histogram(Family):
     """Bucket counts by bisection; ``scale`` divides observed values for rendering (the
     simulator observes integer nanoseconds: exact at every bucket bound, no float per token)."""
 
@@ -185,10 +185,10 @@ class Registry:
     """Metrics in the order they are rendered."""
 
     def __init__(self) -> None:
-        self.metrics: list[Metric] = []
+        self.metrics: list[Family] = []
         self.created = time.time()
 
-    def add(self, metric: Metric) -> Metric:
+    def add(self, metric: Family) -> Family:
         self.metrics.append(metric)
         return metric
 
@@ -213,9 +213,9 @@ class SimMetrics:
     """vLLM's metrics of the one simulated engine.
 
     Fed from the responses' send stamps, so the server's view equals the truth file: a token
-    event adds one to an ``itl.counts`` bucket (``Response._send``, the hot path); a request's
-    first send observes TTFT and counts its prompt (``first_token``), its end adds its tokens
-    and gaps (``finished``). The engine observes ``iteration_tokens`` per step; gauges, the
+    event adds one to an ``itl.counts`` bucket (``StreamedResponse._send``, the hot path); a
+    request's first send observes TTFT and counts its prompt (``first_token``), its end adds its
+    tokens and gaps (``finished``). The engine observes ``iteration_tokens`` per step; gauges, the
     preemption counter and the requests in flight are read through ``bind`` when rendering.
     """
 

@@ -37,7 +37,7 @@ class ResponseSetup:
     metrics: SimMetrics = field(default_factory=SimMetrics)  # the server's /metrics
 
 
-class Response:
+class StreamedResponse:
     """One request from its head to its last write; subclasses decide when tokens go out."""
 
     __slots__ = (

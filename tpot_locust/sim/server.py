@@ -35,7 +35,7 @@ from .prefix_cache import PrefixCache, PromptUnits, Units
 from .profiles import EngineParams
 from .prometheus import CONTENT_TYPE, SimMetrics
 from .request import Api, RequestError, SimRequest, count_words, decide_length, parse_request
-from .response import Response, ResponseSetup
+from .response import ResponseSetup, StreamedResponse
 from .scheduler import Scheduler
 from .stream import Stream
 from .timing import GapModel, TimingModel
@@ -112,7 +112,7 @@ class SimServer:
         self._natural_rng = random.Random(config.seed + 1_000_003)
         self._reasoning_rng = random.Random(config.seed + 2_000_003)  # its own: other draws stay
         self._connections: set[HttpConnection] = set()
-        self._streams: set[Response] = set()
+        self._streams: set[StreamedResponse] = set()
         self._server: asyncio.AbstractServer | None = None
         self._scheduler: Scheduler | None = None
         self._truth: TruthWriter | None = None

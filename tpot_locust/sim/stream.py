@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .http import HttpConnection
 from .request import SimRequest
-from .response import Response, ResponseSetup
+from .response import ResponseSetup, StreamedResponse
 from .timing import TimingModel
 
 
@@ -17,7 +17,7 @@ def s_to_ns(seconds: float) -> int:
     return round(seconds * 1e9)
 
 
-class Stream(Response):
+class Stream(StreamedResponse):
     """Drives one request (streaming or not) from arrival to its last write."""
 
     __slots__ = ("_timing", "_next_gap", "_due", "_sent")
