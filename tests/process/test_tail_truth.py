@@ -222,7 +222,8 @@ def _planted_stall_run(
     summary = json.loads((out / "summary.json").read_text())
     planted = [s for s in summary["client"]["worst_stalls"] if s["ms"] >= 40]
     assert len(planted) >= max(workers, 1), summary["client"]["worst_stalls"]
-    return summary, output
+    # the terminal shows the report's first screen; every line of it is in report.txt
+    return summary, output + (out / "report.txt").read_text()
 
 
 def _tail_errors_ms(summary: dict, truth_path: Path, metric: str = "tpot") -> dict[str, float]:

@@ -73,6 +73,7 @@ def run_scenario(
     (out.parent / f"{out.name}.log").write_text(output)  # beside the results, to look into
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
+    output += (out / "report.txt").read_text()  # every table and check (the terminal: less)
     # the traffic went on through the run (Locust's run-time timer ends it up to ~1 s
     # early on a busy machine: half the duration is plenty)
     last = summary["timeseries"][-1]["t"] if summary["timeseries"] else 0.0
