@@ -10,23 +10,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, run_command
+from tests.helpers.truth_edges import sent_at_the_edges
 from tpot_locust.apis import API_NAMES
 
 # On 2 busy cores the scheduler can hold either process for ~20 ms: the tail is checked
 # in tests/process/test_tail_truth.py; here the body of each distribution.
 TOLERANCE_MS = {"p50": 0.5, "p90": 1.0}
-EDGE_NS = 5_000_000  # a token sent this close to a window edge may arrive across it
-
-
-def sent_at_the_edges(out: Path, window_wall_ns: list[int]) -> int:
-    """The tokens the simulator sent within ``EDGE_NS`` of the window's start or end."""
-    start, end = window_wall_ns
-    count = 0
-    for line in (out / "truth.jsonl").read_text().splitlines():
-        entry = json.loads(line)
-        for sent in entry.get("send_ns") or []:
-            count += abs(sent - start) <= EDGE_NS or abs(sent - end) <= EDGE_NS
-    return count
 
 
 @pytest.mark.parametrize("api", API_NAMES)
@@ -54,7 +43,7 @@ def test_an_api_streams_from_the_simulator_true_to_its_truth(
     assert requests["ok"] >= 8 and requests["failed"] == 0, (requests, summary.get("errors"))
     assert summary["tokens"]["estimated"] is False  # every API reports its output count
     check = summary["truth_check"]["metrics"]
-    edge = sent_at_the_edges(out, summary["run"]["window_wall_ns"])
+    edge = sent_at_the_edges(out / "truth.jsonl", summary["run"]["window_wall_ns"])
     for metric in ("ttft", "itl", "tpot"):
         rows = check[metric]
         # the truth has when each token left, we when it arrived: a token sent in the last

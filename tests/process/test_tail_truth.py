@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import ROOT, run_command
 from tests.helpers.distributed import start_cluster
+from tests.helpers.truth_edges import sent_at_the_edges
 from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.metrics.histograms import exact_percentile
@@ -226,12 +227,17 @@ def _planted_stall_run(
     return summary, output + (out / "report.txt").read_text()
 
 
-def _tail_errors_ms(summary: dict, truth_path: Path, metric: str = "tpot") -> dict[str, float]:
+def _tail_errors_ms(
+    summary: dict, truth_path: Path, metric: str = "tpot", *, on_arrival: bool = False
+) -> dict[str, float]:
     """Measured minus true ``metric`` at P99, P99.9, P99.99 and max (every sample counted),
-    and for TTFT and ITL at P50 and P90 too."""
+    and for TTFT and ITL at P50 and P90 too. Counts are equal on the segment clock (a
+    segment's copy is taken as it leaves); ``on_arrival`` (the kernel's receive stamp) lets
+    them differ by the tokens sent at the window's edges."""
     true = true_samples_ms(truth_path, summary["run"])[metric]
     measured = summary["metrics"][metric]
-    assert measured["count"] == true.size
+    edge = sent_at_the_edges(truth_path, summary["run"]["window_wall_ns"]) if on_arrival else 0
+    assert abs(measured["count"] - true.size) <= edge, (measured["count"], true.size, edge)
     points = [("p99", 99.0), ("p99.9", 99.9), ("p99.99", 99.99)]
     if metric != "tpot":
         points = [("p50", 50.0), ("p90", 90.0), *points]
@@ -269,7 +275,7 @@ def test_planted_stall_is_seen_tagged_and_set_aside(tmp_path: Path, python: str)
     summary, output = _planted_stall_run(tmp_path, python, stamps=KERNEL_CLOCK)
     # What recovery takes away: the 40 ms hold less the true max, which a busy CI machine's
     # simulator raised to ~10 ms once (error 29.7 ms); recovered, it is within 0.1 ms.
-    assert _tail_errors_ms(summary, truth_path)["max"] > 20
+    assert _tail_errors_ms(summary, truth_path, on_arrival=True)["max"] > 20
     client = summary["client"]
     planted = [s for s in client["worst_stalls"] if s["ms"] >= 40 and 4.0 < s["at_s"] < 7.0]
     assert planted, client["worst_stalls"]
