@@ -14,6 +14,7 @@ import math
 import sys
 from typing import Any
 
+import gevent
 import locust.runners
 from locust import events
 from locust.env import Environment
@@ -128,6 +129,14 @@ def _on_init(environment: Environment, **_: Any) -> None:
         _warn_if_open_to_all(environment)
         _serve_live_metrics(environment, state)
     quiet_loop.collect_garbage_now()
+    _count_run_time_from_now()
+
+
+def _count_run_time_from_now() -> None:
+    """Locust's ``--run-time`` is a ``gevent.spawn_later`` counted from the loop's cached
+    clock, which has not moved since the loop last turned (before the imports and this set-up):
+    a 20 s run stopped 0.6 s early, its window 3 % short. Bring that clock to now."""
+    gevent.get_hub().loop.update_now()
 
 
 def _serve_live_metrics(environment: Environment, state: RunState) -> None:
