@@ -16,10 +16,10 @@ from typing import Any
 
 import gevent
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for ``tests.helpers.fault_server``
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for ``tests.helpers``
 
 import tpot_locust.plugin  # noqa: F401  (records and reports our metrics)
-from tests.helpers.fault_server import FAULTS  # noqa: E402
+from tests.helpers.fault_catalogue import FAULTS  # noqa: E402
 from tpot_locust import ChatUser  # noqa: E402
 
 REQUESTS = int(os.environ.get("FAULT_REQUESTS", "3"))

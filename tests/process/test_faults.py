@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, run_command
-from tests.helpers.fault_server import FAULTS, PARTIAL_FAULTS, FaultServer, expected_text
+from tests.helpers.fault_catalogue import FAULTS, PARTIAL_FAULTS, expected_text
+from tests.helpers.fault_server import FaultServer
 from tests.helpers.locust_faults import OUTPUT_TOKENS, REQUESTS
 from tpot_locust.wire.http_client import HTTPConnection, Origin
 from tpot_locust.wire.streaming import StreamRequest, stream_request

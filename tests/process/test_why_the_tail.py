@@ -17,8 +17,9 @@ is missing, slow or garbage.
   which the server's /metrics counts: ``kv_offload`` found above P99;
 - a KV cache too small for its streams: ``preemption`` found for at least 0.8 of the true
   preemption gaps, from the server's own /metrics sampled while the run went;
-- ``--workers 2``: a prefill window of one worker tags the gaps of the other;
-- a bad /metrics costs one warning, never the run or its figures.
+- ``--workers 2``: a prefill window of one worker tags the gaps of the other.
+
+(A bad /metrics: test_why_server_metrics.py.)
 
 The checks against the engine's truth hold only when the simulator kept its own steps'
 time. On a busy 2-core machine a neighbour can hold the simulator's process for a second or
@@ -33,124 +34,11 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.conftest import ROOT, run_command
-from tests.helpers.metrics_server import metrics_server
-
-SCENARIOS = ROOT / "tests/scenarios"
-LONG_PROMPT = 8192  # why_open.yaml's long class
-SERVER_METRICS_LINE = "tpot-locust: server metrics:"
-
-
-def run_scenario(
-    scenario: str, out: Path, *args: str, timeout: float = 180
-) -> tuple[dict[str, Any], str, float]:
-    """``tpot-locust run`` (exit 0 asserted): the summary, stdout and stderr together, and
-    the command's wall time in seconds."""
-    started = time.monotonic()
-    result = run_command(
-        [
-            sys.executable,
-            "-m",
-            "tpot_locust",
-            "run",
-            str(SCENARIOS / scenario),
-            "--out",
-            str(out),
-            *args,
-        ],
-        timeout=timeout,
-    )
-    wall_s = time.monotonic() - started
-    output = result.stdout + result.stderr
-    (out.parent / f"{out.name}.log").write_text(output)  # beside the results, to look into
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    summary = json.loads((out / "summary.json").read_text())
-    output += (out / "report.txt").read_text()  # every table and check (the terminal: less)
-    # the traffic went on through the run (Locust's run-time timer ends it up to ~1 s
-    # early on a busy machine: half the duration is plenty)
-    last = summary["timeseries"][-1]["t"] if summary["timeseries"] else 0.0
-    duration = summary["run"]["duration_s"]
-    assert last >= duration / 2, f"traffic stopped at {last} s of {duration} s:\n{output[-3000:]}"
-    return summary, output, wall_s
-
-
-def truth_lines(out: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines() if line]
-
-
-def simulator_held_ms(out: Path) -> float:
-    """The longest the simulator sent a step's tokens after the step ended (ms): how long
-    its own process was held from sending, as its step lines record."""
-    late = [
-        (line["sent_ns"] - line["end_ns"]) / 1e6
-        for line in truth_lines(out)
-        if line.get("type") == "step" and line.get("sent_ns") and line.get("end_ns")
-    ]
-    return max(late, default=0.0)
-
-
-def held_why(out: Path, summary: dict[str, Any]) -> str | None:
-    """Why the run's true tail is not the engine's, when it is not: the simulator's process
-    was held about as long as the tail's gaps, and the true tail has gaps with no engine
-    cause. None for a run the machine left alone."""
-    check = summary["attribution_check"]
-    held = simulator_held_ms(out)
-    if held >= 0.5 * check["threshold_ms"] and check["true_tail_causes"]["none"] > 0:
-        return (
-            f"the simulator's process was held {held:.0f} ms (a busy machine): "
-            f"{check['true_tail_causes']['none']} of the {check['tail_gaps']} true tail "
-            f"gaps have no engine cause"
-        )
-    return None
-
-
-def run_undisturbed(
-    tmp_path: Path,
-    scenario: str,
-    *args: str,
-    checks: Callable[[dict[str, Any], str, Path], list[str]],
-) -> tuple[dict[str, Any], str, Path]:
-    """Run, and hold the run to ``checks`` (a list of failures); a run whose failures come
-    from a held simulator (``held_why``) is tried once more, then skipped."""
-    why = None
-    for attempt in (1, 2):
-        out = tmp_path / f"out{attempt}"
-        summary, output, _ = run_scenario(scenario, out, *args)
-        failures = checks(summary, output, out)
-        print(f"attempt {attempt}: {_attribution_lines(output)}")  # shown with pytest -rP
-        if not failures:
-            return summary, output, out
-        why = held_why(out, summary)
-        assert why is not None, "; ".join(failures) + "\n" + _attribution_lines(output)
-    pytest.skip(f"both runs disturbed: {why}")
-
-
-def _attribution_lines(output: str) -> str:
-    lines = output.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("Attribution check")), 0)
-    return "\n".join(lines[start : start + 4])
-
-
-def at_least(failures: list[str], name: str, value: float | None, bound: float) -> None:
-    if value is None or value < bound:
-        failures.append(f"{name} {value} < {bound}")
-
-
-def held_to(
-    failures: list[str], level: dict[str, Any], cause: str, precision: float, recall: float
-) -> None:
-    """One cause's precision and recall at one level of the attribution check."""
-    row, where = level["causes"][cause], f"above P{level['percentile']:g}"
-    at_least(failures, f"{cause} precision {where}", row["precision"], precision)
-    at_least(failures, f"{cause} recall {where}", row["recall"], recall)
+from tests.conftest import ROOT
+from tests.helpers.why_runs import LONG_PROMPT, at_least, held_to, run_undisturbed, truth_lines
 
 
 def prefill_checks(summary: dict[str, Any], output: str, out: Path) -> list[str]:
@@ -449,84 +337,3 @@ def test_prefill_window_of_one_worker_tags_gaps_of_the_other(tmp_path: Path) -> 
     assert len(tagged) == len(across), [g for g in across if g not in tagged][:5]
     assert {g["request_id"][:4] for g in tagged} == prefixes  # each way round
     assert any(g["ms"] >= 200 for g in tagged)  # among them the other's 8k prefill steps
-
-
-GARBAGE = bytes(range(256)) * 64  # not UTF-8 (0x80 on), 16 KiB
-
-
-def bad_metrics(mode: str) -> Callable[[int], tuple[int, bytes, float]]:
-    """Every answer of a /metrics that is missing (404), slow (10 s) or garbage."""
-    if mode == "missing":
-        return lambda n: (404, b"not here\n", 0.0)
-    return lambda n: (200, GARBAGE, 10.0 if mode == "slow" else 0.0)
-
-
-# what the one note says, per kind of bad /metrics
-NOTES = {
-    "missing": "answered 404",
-    "slow": "gave no complete answer within",
-    "garbage": "is not a metrics endpoint",
-}
-
-
-def assert_itl_true(summary: dict[str, Any], tolerance_ms: float = 1.0) -> None:
-    """ITL within ``tolerance_ms`` of the truth at each percentile, or samples above it
-    overlap client stalls (a busy machine holds our process; the report says so)."""
-    rows = summary["truth_check"]["metrics"]["itl"]
-    assert rows["count"]["measured"] == rows["count"]["true"]
-    stalls = summary["metrics"]["itl"]["client_stall"]
-    for key in ("p50", "p90", "p99", "p99.9", "max"):
-        if abs(rows[key]["error"]) <= tolerance_ms:
-            continue
-        tagged = stalls["count"] if key == "max" else stalls.get("above", {}).get(key, 0)
-        assert tagged, f"ITL {key} off by {rows[key]['error']} ms and no client stall above it"
-
-
-@pytest.mark.parametrize("mode", ["missing", "slow", "garbage"])
-def test_bad_server_metrics_cost_one_warning_never_the_run(tmp_path: Path, mode: str) -> None:
-    out = tmp_path / "out"
-    with metrics_server(bad_metrics(mode)) as server:
-        summary, output, wall_s = run_scenario(
-            "why_bad_metrics.yaml", out, "--set", f"server.metrics={server.url}", timeout=60
-        )
-        asked = server.requests
-    duration = summary["run"]["duration_s"]
-    assert duration == 6.0
-    assert wall_s < duration + 15, wall_s  # the sampler never held the run up
-    assert asked >= 3  # it was asked, and went on asking after the first failure
-    # One note for the kind of failure, not one per sample. On a busy machine this test's
-    # own server (a thread of the test process) can also miss the 1 s deadline now and
-    # then: that is a second kind, noted once too.
-    warnings = [line for line in output.splitlines() if SERVER_METRICS_LINE in line]
-    assert len([line for line in warnings if NOTES[mode] in line]) == 1, warnings
-    others = [line for line in warnings if NOTES[mode] not in line]
-    assert all(NOTES["slow"] in line for line in others) and len(others) <= 1, warnings
-    sampled = summary["run"]["server_metrics"]
-    assert sampled["samples"] == 0 and sampled["failed"] >= 3
-    assert len([note for note in sampled["notes"] if NOTES[mode] in note]) == 1
-    assert len(sampled["notes"]) == len(warnings)
-    if mode == "slow":
-        assert sampled["slow"] == sampled["failed"]
-    lines = [json.loads(line) for line in (out / "server_metrics.jsonl").read_text().splitlines()]
-    assert {line["kind"] for line in lines} == {"note", "failed", "final"}
-    # the run's figures are still the server's
-    assert summary["requests"]["ok"] > 0 and summary["requests"]["failed"] == 0
-    assert_itl_true(summary)
-
-
-def test_server_metrics_off(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    summary, output, _ = run_scenario(
-        "why_bad_metrics.yaml",
-        out,
-        "--set",
-        "server.metrics=false",
-        "--set",
-        "duration=4s",
-        timeout=60,
-    )
-    assert not (out / "server_metrics.jsonl").exists()
-    assert "server_metrics" not in summary["run"]
-    assert SERVER_METRICS_LINE not in output
-    assert summary["attribution"] is not None  # our own causes still tag the gaps
-    assert_itl_true(summary)
