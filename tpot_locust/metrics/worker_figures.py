@@ -15,8 +15,9 @@ from functools import lru_cache
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
+from tpot_locust.metrics.histogram_names import CAUSE_METRICS
 from tpot_locust.metrics.histograms import counts_view, new_histogram
-from tpot_locust.metrics.metric_set import CAUSE_METRICS, ClassMetrics
+from tpot_locust.metrics.metric_set import ClassMetrics
 from tpot_locust.metrics.span_counts import BucketSpan
 from tpot_locust.metrics.stalls import CLIENT_SCALARS, ClientHealth
 from tpot_locust.metrics.wire_delta import WireDelta

@@ -24,8 +24,9 @@ from tpot_locust.metrics.causes import (
     SERVER_PAUSE,
     UNEXPLAINED,
 )
+from tpot_locust.metrics.histogram_names import CAUSE_METRICS
 from tpot_locust.metrics.histograms import count_above, histogram_stats
-from tpot_locust.metrics.metric_set import CAUSE_METRICS, ClassMetrics
+from tpot_locust.metrics.metric_set import ClassMetrics
 from tpot_locust.metrics.recorder import PREFILL_AT_GAP, phase_metric
 from tpot_locust.metrics.tail_gaps import WORST_GAPS_SHOWN
 from tpot_locust.report.summary_types import Summary

@@ -11,16 +11,10 @@ from typing import Any
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.percentiles import PERCENTILE_KEYS, PERCENTILES, percentile_key
 from tpot_locust.common.text_safety import printable
+from tpot_locust.metrics.histogram_names import METRICS, STALL_METRICS, phase_metric
 from tpot_locust.metrics.histograms import count_above, histogram_stats, without
 from tpot_locust.metrics.interference import format_interference, phase_summary
-from tpot_locust.metrics.metric_set import (
-    METRICS,
-    STALL_METRICS,
-    ClassCounters,
-    ClassMetrics,
-    MetricSet,
-)
-from tpot_locust.metrics.recorder import phase_metric
+from tpot_locust.metrics.metric_set import ClassCounters, ClassMetrics, MetricSet
 from tpot_locust.metrics.stalls import CLIENT_STALL
 from tpot_locust.report.attribution import attribution_summary, format_why_the_tail
 from tpot_locust.report.client_figures import (

@@ -27,7 +27,7 @@ from typing import Any
 from tpot_locust.common.percentiles import PERCENTILE_KEYS, TAIL_KEYS
 from tpot_locust.common.text_safety import printable
 from tpot_locust.metrics.causes import CAUSES, UNEXPLAINED
-from tpot_locust.metrics.metric_set import CAUSE_METRICS
+from tpot_locust.metrics.histogram_names import CAUSE_METRICS
 from tpot_locust.report.charts import escape
 from tpot_locust.report.summary_types import Summary
 
