@@ -5,15 +5,17 @@ report, report.html and the web tab where its record says it goes."""
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import numpy as np
 import pytest
 
 from tests.helpers.every_histogram import every_histogram_run
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.harness import webui
-from tpot_locust.metrics import collector, histogram_names
+from tpot_locust.metrics import collector, histogram_names, metric_set
 from tpot_locust.metrics.histogram_names import DECLARED, UndeclaredHistogram
-from tpot_locust.metrics.metric_set import ClassMetrics, MetricSet
+from tpot_locust.metrics.metric_set import ClassCounters, ClassMetrics, MetricSet
 from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.metrics.samples import GAP_SAMPLES
 from tpot_locust.report import compare, gate, html, summary, truth_check
@@ -101,3 +103,17 @@ def test_every_table_metric_reaches_report_html(run: MetricSet) -> None:
     page = "\n".join(html._tables(built))
     for name in catalogue.names("in_table"):
         assert f"<td>{catalogue.BY_NAME[name].short}</td>" in page, name
+
+
+def test_a_misspelt_counter_fails_and_every_counter_named_in_text_is_declared() -> None:
+    counters = ClassCounters()
+    with pytest.raises(AttributeError):
+        counters.okk = 1  # type: ignore[attr-defined]
+    declared = {f.name for f in fields(ClassCounters)}
+    named = {
+        *metric_set.CUT_WHERE.values(),
+        *metric_set.ARRIVAL_CLOCK_COUNTERS.values(),
+        *metric_set.COUNT_SOURCE_COUNTERS.values(),
+        *metric_set._MERGE_RULES,
+    }
+    assert named <= declared, sorted(named - declared)

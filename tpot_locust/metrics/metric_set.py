@@ -42,8 +42,13 @@ MAX_INTERRUPTED_IDS = 100  # interrupted requests' ids kept, to cross-check with
 BURST_LATE_S = 0.5
 
 
-@dataclass
+@dataclass(slots=True)
 class ClassCounters:
+    """Every counter of a metric group, a total that adds across intervals and processes
+    (``_MERGE_RULES``): its fields are the counters' declaration (the catalogue's records
+    are the histograms), and, slotted, a name it does not declare is an AttributeError
+    where it is first set or read."""
+
     ok: int = 0
     failed: int = 0
     errors: Counter[str] = field(default_factory=Counter)
@@ -169,7 +174,7 @@ class ClassCounters:
         return {source: count for source, count in counts.items() if count}
 
     def to_dict(self) -> dict[str, Any]:
-        data = {k: v for k, v in self.__dict__.items() if k != "errors"}
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "errors"}
         data["errors"] = dict(self.errors)
         return data
 
