@@ -3,9 +3,10 @@
 In the manner of k6's ``metrics/builtin.go``: a metric's name, titles, unit, what one
 sample is, and where it goes (phases, causes, stall tagging, SLOs, goodput, the report's
 tables and charts, the web UI's tab, the truth check) are said here once. The recorder,
-the reports, the SLO schema, the web tab and the truth check take their lists from
-``names(...)``; adding a metric is one record plus the code that measures it (a sample
-method on ``RequestTimings`` or the recorder's own). What each figure means, clock by
+the gap tagger, the reports, the SLO schema, the web tab and the truth check take their
+lists from ``names(...)``, and every histogram's name from ``metrics.histogram_names``,
+which refuses any other; adding a metric is one record plus the code that measures it
+(``metrics.samples``; docs/extending.md, "A metric"). What each figure means, clock by
 clock, is in docs/metrics.md.
 """
 
@@ -22,10 +23,9 @@ ALL_CLASSES = "all"
 # histograms' values whole microseconds (``common.timings.to_us``), the summary's in ms.
 US = "us"
 TOKENS = "tokens"
-# What a record is (``kind``): a histogram per metric group (the counters, every one a
-# total, are the fields of ``metrics.metric_set.ClassCounters``)
+# What a record is (``kind``): a histogram per metric group. The counters, every one a
+# total, are declared as the fields of ``metrics.metric_set.ClassCounters``, not here.
 HISTOGRAM = "histogram"
-COUNTER = "counter"
 # What a client stall must overlap for a sample to be set aside (``stall_span``, of the
 # ``stall_tagged``): its own gap (a sample per gap between token events), any gap of its
 # request, its request's largest gap, or its request's send to send + its value
