@@ -88,14 +88,21 @@ class World:
 
 
 def play(
-    world: World, recorders: list[Recorder], route, tick_ns: int = 100 * MS, relay: bool = False
+    world: World,
+    recorders: list[Recorder],
+    route,
+    tick_ns: int = 100 * MS,
+    relay: bool = False,
+    learning: bool = False,
 ) -> list[MetricSet]:
     """Feed the world to the recorders in time order, as a run does: each request's prefill
-    window at its send and first token (``on_prefill``, perf stamps), its timings at its
-    end, the extra windows as they open and close, and every ``tick_ns`` an interval taken
-    (``final``: every finished request tagged, then the timeline pruned), after relaying
-    the recorders' new windows to all of them when ``relay``. ``route(item)``: the indexes
-    of the recorders that see an item directly. Returns each recorder's totals."""
+        window at its send and first token (``on_prefill``, perf stamps), its timings at its
+        end, the extra windows as they open and close, and every ``tick_ns`` an interval taken
+        (``final``: every finished request tagged, then the timeline pruned), after relaying
+        the recorders' new windows to all of them when ``relay``. ``route(item)``: the indexes
+        of the recorders that see an item directly; ``learning``: the recorders learn their
+    plain step as a run's do (else overlap is taken for cause). Returns each recorder's
+    totals."""
     events: list[tuple[int, int, str, object]] = []
     for req in world.requests:
         events += [
@@ -111,7 +118,7 @@ def play(
     events.sort(key=lambda event: (event[0], event[1]))
     totals = [MetricSet() for _ in recorders]
     for recorder in recorders:  # the brute force takes overlap for cause (explaining apart)
-        recorder.tagger.scale = GapScale(learning=False)
+        recorder.tagger.scale = GapScale(learning=learning)
     if world.stall:
         for index in route(world.stall):
             recorder = recorders[index]

@@ -18,6 +18,7 @@ from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.harness.distributed import MasterLink, pack_delta, unpack_delta
 from tpot_locust.metrics.collector import Collector
+from tpot_locust.metrics.histogram_names import CAUSE_METRICS
 from tpot_locust.metrics.histograms import (
     HIGHEST_US,
     add_into,
@@ -28,7 +29,7 @@ from tpot_locust.metrics.histograms import (
     new_histogram,
     record_many,
 )
-from tpot_locust.metrics.metric_set import CAUSE_METRICS, ClassMetrics, MetricSet
+from tpot_locust.metrics.metric_set import ClassMetrics, MetricSet
 from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.metrics.span_counts import pack_spans, unpack_spans
 from tpot_locust.metrics.stalls import ClientHealth

@@ -18,6 +18,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from tpot_locust.common import metric_catalogue as catalogue
+from tpot_locust.common.metric_catalogue import TPOT
 from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.text_safety import printable
 from tpot_locust.harness import web_guard
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from tpot_locust.harness.server_sampler import ServerSampler
 
 logger = logging.getLogger(__name__)
-TAB_KEY = "tpot"
+TAB_KEY = TPOT.name  # the tab is named after its headline metric
 TAB_METRICS = catalogue.names("in_tab")
 PER_TOKEN = catalogue.names("per_token")
 COLUMNS = (

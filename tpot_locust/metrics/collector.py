@@ -14,8 +14,9 @@ from typing import IO, Any
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.cooperation import let_streams_run
 from tpot_locust.common.results_folder import ResultsFolder
+from tpot_locust.metrics.histogram_names import METRICS
 from tpot_locust.metrics.histograms import histogram_stats
-from tpot_locust.metrics.metric_set import METRICS, ClassMetrics, MetricSet
+from tpot_locust.metrics.metric_set import ClassMetrics, MetricSet
 from tpot_locust.metrics.wire_delta import WireDelta
 
 TIMESERIES_METRICS = catalogue.names("in_timeseries")

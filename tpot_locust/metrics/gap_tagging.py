@@ -22,8 +22,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.cooperation import WorkSlices
-from tpot_locust.common.timings import to_us, tpot_samples_ns
 from tpot_locust.metrics.causes import (
     CAUSES,
     CLIENT_STALL,
@@ -37,18 +37,25 @@ from tpot_locust.metrics.causes import (
     GapCauses,
 )
 from tpot_locust.metrics.explaining import GapScale
+from tpot_locust.metrics.histogram_names import (
+    CAUSE_METRICS,
+    PHASE_METRICS,
+    PREFILL_AT_GAP,
+    phase_metric,
+    stall_spanning,
+)
 from tpot_locust.metrics.pauses import PauseFinder
 from tpot_locust.metrics.phases import BURST, STEADY, TAG_HOLD_S
+from tpot_locust.metrics.samples import gap_samples_us
 from tpot_locust.metrics.stalls import StallWindows
 from tpot_locust.metrics.tail_gaps import TailFloor
 
-# Prompt tokens in prefill (of every process's requests) during each token gap.
-PREFILL_AT_GAP = "prefill_tokens_at_gap"
-
-
-def phase_metric(metric: str, phase: str) -> str:
-    """Histogram name of a metric restricted to one phase or cause, e.g. ``tpot@burst``."""
-    return f"{metric}@{phase}"
+# The stall-tagged metrics by what a stall must overlap to set their samples aside
+# (``catalogue.stall_span``): each gap, any gap of its request, its largest, its send on
+STALL_GAP = stall_spanning(catalogue.GAP)
+STALL_ANY_GAP = stall_spanning(catalogue.ANY_GAP)
+STALL_LARGEST_GAP = stall_spanning(catalogue.LARGEST_GAP)
+STALL_FROM_SEND = stall_spanning(catalogue.FROM_SEND)
 
 
 @dataclass
@@ -66,8 +73,9 @@ class HeldGaps:
     ends_wall: np.ndarray
     itl_ns: np.ndarray
     counts: np.ndarray | None  # tokens per event, None when every event carried one
-    itl_us: np.ndarray  # the request's whole-request samples: a tag's whole samples too
-    tpot_us: np.ndarray  # when every gap of it has the tag (nearly always)
+    # each per-gap metric's samples (us, ``samples.gap_samples_us``): a tag's samples too
+    # when every gap has the tag (nearly always)
+    samples: dict[str, np.ndarray]
     # Gaps a shared read distorted (None: none): a token event read together with a later
     # one carries that one's stamp, so the gap before it reads long and the next one zero.
     read_together: np.ndarray | None = None
@@ -177,13 +185,14 @@ class GapTagger:
         for kind, mask in ((CLIENT_STALL, gaps.in_stall), (NETWORK, gaps.network)):
             if mask is not None:  # with any timeline windows of the kind
                 masks[kind] = mask | masks[kind] if kind in masks else mask
-        gaps.split(sink, user_class, (BURST, causes.in_burst))  # steady: the rest (interference)
+        # steady: the rest (interference)
+        gaps.split(sink, user_class, PHASE_METRICS, (BURST, causes.in_burst))
         explained = np.zeros(gaps.itl_ns.shape, dtype=bool)
         for kind, mask in masks.items():
             explained |= mask
             if kind != CLIENT_STALL:
-                gaps.split(sink, user_class, (kind, mask))
-        gaps.split(sink, user_class, (UNEXPLAINED, ~explained))
+                gaps.split(sink, user_class, CAUSE_METRICS, (kind, mask))
+        gaps.split(sink, user_class, CAUSE_METRICS, (UNEXPLAINED, ~explained))
         sink.add_samples(user_class, PREFILL_AT_GAP, causes.prefill_tokens)
         self._keep_tail(user_class, gaps, causes, overlapped, tails)
 
@@ -232,16 +241,15 @@ class GapTagger:
             in_stall |= held.read_together
         tagged: list[str] = []
         if in_stall.any():
-            itl = held.itl_ns[in_stall]
             counts = None if held.counts is None else held.counts[in_stall]
-            sink.add_samples(user_class, phase_metric("itl", CLIENT_STALL), to_us(itl))
-            tpot = to_us(tpot_samples_ns(itl, counts))
-            sink.add_samples(user_class, phase_metric("tpot", CLIENT_STALL), tpot)
-            tagged.append("request_tpot")
+            samples = gap_samples_us(held.itl_ns[in_stall], counts)
+            for name in STALL_GAP:
+                sink.add_samples(user_class, phase_metric(name, CLIENT_STALL), samples[name])
+            tagged += STALL_ANY_GAP
             if in_stall[int(np.argmax(held.itl_ns))]:
-                tagged.append("worst_gap")
+                tagged += STALL_LARGEST_GAP
         send, scalars = held.send_wall_ns, held.scalars
-        for name in ("ttft", "e2e"):
+        for name in STALL_FROM_SEND:
             if name in scalars:
                 at = np.array([send + scalars[name]])
                 tagged += [name] * bool(self.stalls.overlaps(np.array([send]), at)[0])
@@ -280,8 +288,7 @@ class _BatchGaps:
     ends: np.ndarray
     itl_ns: np.ndarray
     counts: np.ndarray | None  # tokens per event; None when every event carried one
-    itl_us: np.ndarray  # the whole batch's samples, for a tag every gap has
-    tpot_us: np.ndarray
+    samples: dict[str, np.ndarray]  # the whole batch's, for a tag every gap has
     in_stall: np.ndarray | None  # None: no gap of the batch overlapped a stall
     network: np.ndarray | None  # the gaps of requests whose connection retransmitted
 
@@ -311,6 +318,8 @@ class _BatchGaps:
         if any(held.network for held in helds):
             network = np.repeat(np.array([held.network for held in helds]), sizes)
 
+        names = helds[0].samples.keys()
+
         def joined(name: str) -> np.ndarray:
             return np.concatenate([getattr(held, name) for held in helds])
 
@@ -322,29 +331,29 @@ class _BatchGaps:
             joined("ends_wall"),
             joined("itl_ns"),
             counts,
-            joined("itl_us"),
-            joined("tpot_us"),
+            {name: np.concatenate([held.samples[name] for held in helds]) for name in names},
             in_stall,
             network,
         )
 
-    def split(self, sink: SampleSink, user_class: str, *parts: tuple[str, np.ndarray]) -> None:
-        """The ITL and TPOT samples of each ``(tag, mask)`` into ``metric@tag``."""
-        for tag, mask in parts:
-            if not mask.any():
-                continue
-            if mask.all():  # the whole samples, as they are (nearly always)
-                sink.add_samples(user_class, phase_metric("itl", tag), self.itl_us)
-                sink.add_samples(user_class, phase_metric("tpot", tag), self.tpot_us)
-                continue
-            itl = self.itl_ns[mask]
-            itl_us = to_us(itl)
-            sink.add_samples(user_class, phase_metric("itl", tag), itl_us)
-            if self.counts is None:  # one token an event: TPOT's samples are ITL's
-                sink.add_samples(user_class, phase_metric("tpot", tag), itl_us)
-            else:
-                tpot = tpot_samples_ns(itl, self.counts[mask])
-                sink.add_samples(user_class, phase_metric("tpot", tag), to_us(tpot))
+    def split(
+        self,
+        sink: SampleSink,
+        user_class: str,
+        metrics: tuple[str, ...],
+        part: tuple[str, np.ndarray],
+    ) -> None:
+        """The samples of ``metrics`` (per-gap ones) in ``part``'s ``(tag, mask)`` into
+        ``metric@tag``."""
+        tag, mask = part
+        if not mask.any():
+            return
+        samples = self.samples
+        if not mask.all():  # else the whole samples, as they are (nearly always)
+            counts = None if self.counts is None else self.counts[mask]
+            samples = gap_samples_us(self.itl_ns[mask], counts)
+        for name in metrics:
+            sink.add_samples(user_class, phase_metric(name, tag), samples[name])
 
 
 def read_together(gaps_ns: np.ndarray, next_shared: bool = False) -> np.ndarray | None:

@@ -13,9 +13,11 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
+from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.percentiles import percentile_key
+from tpot_locust.metrics.histogram_names import PHASE_METRICS
 from tpot_locust.metrics.histograms import histogram_stats, without
-from tpot_locust.metrics.metric_set import PHASE_METRICS, ClassMetrics
+from tpot_locust.metrics.metric_set import ClassMetrics
 from tpot_locust.metrics.phases import BURST, PHASES, STEADY
 from tpot_locust.metrics.recorder import phase_metric
 
@@ -26,8 +28,10 @@ def phase_histogram(metrics: ClassMetrics, name: str, phase: str) -> HdrHistogra
     """A metric's histogram in one phase: ``burst`` as tagged; ``steady`` every other
     sample (the whole less the burst, exactly; results saved before kept it as tagged)."""
     tagged = metrics.histograms.get(phase_metric(name, phase))
-    if phase == BURST or (tagged is not None and tagged.total_count):
+    if phase == BURST:
         return metrics.histogram(phase_metric(name, phase))
+    if tagged is not None and tagged.total_count:  # saved before: no declared name now
+        return tagged
     return without(metrics.histogram(name), metrics.histogram(phase_metric(name, BURST)))
 
 
@@ -35,7 +39,7 @@ def phase_summary(metrics: ClassMetrics, tail_min_samples: int) -> dict[str, Any
     """Steady vs burst percentiles and their ratios; None when no gap fell in a burst.
     A percentile with fewer than ``tail_min_samples`` samples above it in its phase is
     listed as ``unmeasured`` (a short burst phase's p99.9 is its max)."""
-    burst_count = metrics.histogram(phase_metric("tpot", BURST)).total_count
+    burst_count = metrics.histogram(phase_metric(catalogue.TPOT.name, BURST)).total_count
     if not burst_count:
         return None
     phases: dict[str, Any] = {phase: {} for phase in PHASES}

@@ -15,7 +15,6 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.clock import ARRIVAL_CLOCKS
 from tpot_locust.common.cooperation import let_streams_run
 from tpot_locust.common.errors import (
@@ -27,6 +26,7 @@ from tpot_locust.common.errors import (
 )
 from tpot_locust.common.metric_groups import group_parts
 from tpot_locust.common.timings import COUNT_SOURCES, RequestTimings
+from tpot_locust.metrics.histogram_names import check_declared
 from tpot_locust.metrics.histograms import (
     HistogramDecodeError,
     add_into,
@@ -41,18 +41,14 @@ MAX_INTERRUPTED_IDS = 100  # interrupted requests' ids kept, to cross-check with
 # to prepare than the run lasted, and the run had said nothing)
 BURST_LATE_S = 0.5
 
-METRICS: tuple[str, ...] = catalogue.names()  # every metric, in the catalogue's order
-PHASE_METRICS: tuple[str, ...] = catalogue.names("phased")
-# Metrics whose samples are also kept per cause (``itl@prefill``, ..., ``itl@none``: the
-# samples that overlapped no cause), for the report's "Why the tail".
-CAUSE_METRICS: tuple[str, ...] = catalogue.names("causes")
-# Metrics whose samples are tagged when they overlap a client stall (a copy of each tagged
-# sample goes into ``metric@client_stall``; the report sets those aside).
-STALL_METRICS: tuple[str, ...] = catalogue.names("stall_tagged")
 
-
-@dataclass
+@dataclass(slots=True)
 class ClassCounters:
+    """Every counter of a metric group, a total that adds across intervals and processes
+    (``_MERGE_RULES``): its fields are the counters' declaration (the catalogue's records
+    are the histograms), and, slotted, a name it does not declare is an AttributeError
+    where it is first set or read."""
+
     ok: int = 0
     failed: int = 0
     errors: Counter[str] = field(default_factory=Counter)
@@ -178,7 +174,7 @@ class ClassCounters:
         return {source: count for source, count in counts.items() if count}
 
     def to_dict(self) -> dict[str, Any]:
-        data = {k: v for k, v in self.__dict__.items() if k != "errors"}
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "errors"}
         data["errors"] = dict(self.errors)
         return data
 
@@ -231,6 +227,16 @@ class ClassMetrics:
         return self.tail_gaps[:WORST_GAPS_SHOWN]
 
     def histogram(self, name: str) -> HdrHistogram:
+        """The histogram ``name``, made on first use: a name the catalogue does not declare
+        (``histogram_names``) is an ``UndeclaredHistogram`` at once."""
+        histogram = self.histograms.get(name)
+        if histogram is None:
+            histogram = self.histograms[check_declared(name)] = new_histogram()
+        return histogram
+
+    def merged_into(self, name: str) -> HdrHistogram:
+        """The histogram ``name`` to add one already made into (a worker's delta, saved
+        results), made on first use whatever its name: the version that made it named it."""
         histogram = self.histograms.get(name)
         if histogram is None:
             histogram = self.histograms[name] = new_histogram()
@@ -238,11 +244,12 @@ class ClassMetrics:
 
     def add(self, other: ClassMetrics, cooperative: bool = False) -> None:
         """``cooperative``: yield before each histogram (~50 us each; a set has ~20), for
-        a process whose users stream meanwhile; only where nothing else changes ``other``."""
+        a process whose users stream meanwhile; only where nothing else changes ``other``.
+        """
         for name, histogram in other.histograms.items():
             if cooperative:
                 let_streams_run()
-            add_into(self.histogram(name), histogram)
+            add_into(self.merged_into(name), histogram)
         self.counters.add(other.counters)
         self.add_tail_gaps(other.tail_gaps)
 

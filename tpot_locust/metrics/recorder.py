@@ -20,20 +20,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.clock import ARRIVAL_CLOCKS, WallClock
 from tpot_locust.common.cooperation import WorkSlices, let_streams_run
 from tpot_locust.common.errors import INTERRUPTED, TIMEOUT_IDLE, TIMEOUT_TOTAL
 from tpot_locust.common.metric_groups import metric_group
-from tpot_locust.common.timings import RequestTimings, to_us, tpot_samples_ns
+from tpot_locust.common.timings import RequestTimings, to_us
 from tpot_locust.metrics.causes import FAILED_END, PREFILL, CauseWindow
 from tpot_locust.metrics.fluidity import ReadingPace, token_deadlines
-from tpot_locust.metrics.gap_tagging import (
-    PREFILL_AT_GAP,
-    GapTagger,
-    HeldGaps,
-    phase_metric,
-    read_together,
-)
+from tpot_locust.metrics.gap_tagging import GapTagger, HeldGaps, read_together
+from tpot_locust.metrics.histogram_names import PREFILL_AT_GAP, phase_metric
 from tpot_locust.metrics.histograms import record_many, warm_up
 from tpot_locust.metrics.metric_set import (
     ARRIVAL_CLOCK_COUNTERS,
@@ -44,23 +40,11 @@ from tpot_locust.metrics.metric_set import (
     count_tokens,
 )
 from tpot_locust.metrics.phases import NO_END_NS, PHASES, RunClock
+from tpot_locust.metrics.samples import first_token_scalars, gap_samples_us, whole_scalars
 from tpot_locust.metrics.token_flow import LiveGaps, TokenFlow
 
 FLUSH_PENDING_VALUES = 100_000
 BUCKET_SLICE = 4096  # values bucketed between two yields
-
-
-def _first_token_scalars(timings: RequestTimings) -> dict[str, float]:
-    """The figures of a request's first token (and first answer token), from its send."""
-    ttft, ttft_from_intended = timings.ttft_ns, timings.ttft_from_intended_ns
-    assert ttft is not None and ttft_from_intended is not None  # a first token (_samples)
-    scalars: dict[str, float] = {"ttft": ttft}
-    if (ttfat := timings.ttfat_ns) is not None:
-        scalars["ttfat"] = ttfat
-    if timings.scheduled:
-        scalars["ttft_from_intended"] = ttft_from_intended
-        scalars["schedule_lag"] = timings.t_send_ns - timings.t_intended_ns
-    return scalars
 
 
 class LagSource(Protocol):
@@ -262,7 +246,7 @@ class Recorder:
         tens of thousands of events/s, per-request numpy calls were most of this work."""
         group = metric_group(timings.user_class, timings.model)  # its figures' key
         if timings.read_delays_ns:
-            self._add_pending(group, "read_delay", to_us(timings.read_delays_ns))
+            self._add_pending(group, catalogue.READ_DELAY.name, to_us(timings.read_delays_ns))
         if not timings.token_stamps:
             return
         stamps = np.array(timings.token_stamps, dtype=np.int64)  # a copy: never pins the array
@@ -271,7 +255,7 @@ class Recorder:
         if not whole:
             start, end = self.window_ns()
             if start <= self.to_wall_ns(timings.t_send_ns) <= end:
-                scalars = _first_token_scalars(timings)
+                scalars = first_token_scalars(timings)
         for name, value in scalars.items():
             self._pending_scalars.setdefault((group, name), []).append(value)
         recovered = timings.stamps_recovered
@@ -295,12 +279,7 @@ class Recorder:
         self, group: str, timings: RequestTimings, stamps: np.ndarray, itl: np.ndarray
     ) -> dict[str, float]:
         """A successful request's one-sample figures, its pace and goodput counted."""
-        scalars = _first_token_scalars(timings)
-        scalars["e2e"] = timings.e2e_ns
-        if itl.size:
-            scalars["worst_gap"] = int(itl.max())
-        if (request_tpot := timings.request_tpot_ns) is not None:
-            scalars["request_tpot"] = request_tpot
+        scalars = whole_scalars(timings, itl)
         counters = self._interval.for_group(group).counters
         if self.pace is not None:
             tokens, late, stall_ns = token_deadlines(
@@ -309,7 +288,7 @@ class Recorder:
             counters.paced_tokens += tokens
             counters.late_tokens += late
             counters.late_requests += late > 0
-            scalars["stall_time"] = stall_ns
+            scalars[catalogue.STALL_TIME.name] = stall_ns
         if self.goodput is not None and self.goodput.met_by(scalars):
             counters.good += 1
         return scalars
@@ -391,9 +370,9 @@ class Recorder:
                 counters.multi_event_reads += int(shared[0]) + int(
                     np.count_nonzero(shared[1:] & ~shared[:-1])
                 )
-        itl_us, tpot_us = to_us(itl), to_us(tpot_samples_ns(itl, tokens))
-        self._add_pending(group, "itl", itl_us)
-        self._add_pending(group, "tpot", tpot_us)
+        samples = gap_samples_us(itl, tokens)
+        for name, values in samples.items():
+            self._add_pending(group, name, values)
         if not itl.size and not scalars:
             return
         self.tagger.hold(
@@ -407,8 +386,7 @@ class Recorder:
                 ends_wall=ends,
                 itl_ns=itl,
                 counts=tokens,
-                itl_us=itl_us,
-                tpot_us=tpot_us,
+                samples=samples,
                 read_together=read_together,
                 network=network,
                 recovered=recovered,

@@ -70,7 +70,7 @@ class WireDelta:
         for group, wire in self.groups.items():
             metrics = total.for_group(group)
             for name, counts in wire.histograms.items():
-                counts.add_to(metrics.histogram(name))
+                counts.add_to(metrics.merged_into(name))
             metrics.counters.add_fields(wire.counters)
             floors = [_floor(metrics.tail_gaps)]  # only gaps above can enter a full set
             if bound_for is not None and group in bound_for.groups:

@@ -15,8 +15,10 @@ from functools import lru_cache
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
+from tpot_locust.common.metric_catalogue import READ_DELAY
+from tpot_locust.metrics.histogram_names import CAUSE_METRICS
 from tpot_locust.metrics.histograms import counts_view, new_histogram
-from tpot_locust.metrics.metric_set import CAUSE_METRICS, ClassMetrics
+from tpot_locust.metrics.metric_set import ClassMetrics
 from tpot_locust.metrics.span_counts import BucketSpan
 from tpot_locust.metrics.stalls import CLIENT_SCALARS, ClientHealth
 from tpot_locust.metrics.wire_delta import WireDelta
@@ -85,7 +87,7 @@ class WorkerFigures:
             for name, span in wire.histograms.items():
                 if _is_cause_part(name):
                     self.causes.setdefault(name, GrowingSpan()).add(span)
-            if (read_delay := wire.histograms.get("read_delay")) is not None:
+            if (read_delay := wire.histograms.get(READ_DELAY.name)) is not None:
                 self.read_delay.add(read_delay)
         if delta.client.loop_lag is not None:
             self.loop_lag.add(delta.client.loop_lag)

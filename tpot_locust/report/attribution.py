@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from tpot_locust.common.metric_catalogue import ITL
 from tpot_locust.common.percentiles import percentile_key
 from tpot_locust.metrics.causes import (
     CAUSES,
@@ -24,8 +25,9 @@ from tpot_locust.metrics.causes import (
     SERVER_PAUSE,
     UNEXPLAINED,
 )
+from tpot_locust.metrics.histogram_names import CAUSE_METRICS
 from tpot_locust.metrics.histograms import count_above, histogram_stats
-from tpot_locust.metrics.metric_set import CAUSE_METRICS, ClassMetrics
+from tpot_locust.metrics.metric_set import ClassMetrics
 from tpot_locust.metrics.recorder import PREFILL_AT_GAP, phase_metric
 from tpot_locust.metrics.tail_gaps import WORST_GAPS_SHOWN
 from tpot_locust.report.summary_types import Summary
@@ -37,12 +39,12 @@ SHARE_DIGITS = 4
 def attribution_summary(metrics: ClassMetrics, keep_tail: bool) -> dict[str, Any] | None:
     """The attribution of one class's (or every class's) tail; None before any gap.
     ``keep_tail``: also list every kept largest gap (``tail_gaps``), for the truth's check."""
-    if not metrics.histograms.get("itl") or not metrics.histograms["itl"].total_count:
+    if not metrics.histograms.get(ITL.name) or not metrics.histograms[ITL.name].total_count:
         return None
     result: dict[str, Any] = {"note": "a gap can overlap several causes: shares do not sum to 1"}
     for name in CAUSE_METRICS:
         result[name] = _metric_shares(metrics, name)
-    result["prefill_tokens"] = _prefill_tokens(metrics, result["itl"])
+    result["prefill_tokens"] = _prefill_tokens(metrics, result[ITL.name])
     result["worst"] = [
         gap | {"story": gap_story(gap)} for gap in metrics.tail_gaps[:WORST_GAPS_SHOWN]
     ]
@@ -54,7 +56,7 @@ def attribution_summary(metrics: ClassMetrics, keep_tail: bool) -> dict[str, Any
 def worker_shares(metrics: ClassMetrics) -> dict[str, Any]:
     """One worker's shares (its ITL and TPOT and their per-cause parts), for the master's
     per-worker view; empty before any gap."""
-    itl = metrics.histograms.get("itl")
+    itl = metrics.histograms.get(ITL.name)
     if itl is None or not itl.total_count:
         return {}
     return {name: _metric_shares(metrics, name) for name in CAUSE_METRICS}

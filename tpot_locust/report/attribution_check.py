@@ -204,7 +204,7 @@ def true_gaps(
     names = (
         "rid",
         "gap",
-        "itl",
+        "itl_ns",
         "end",
         "pre",
         "pre_ns",
@@ -233,7 +233,7 @@ def true_gaps(
         inside = window.gaps(stamps, {"request_id": request_id})  # the window in token time
         parts["rid"].append(np.full(int(np.count_nonzero(inside)), request_id, dtype=object))
         parts["gap"].append(np.arange(preempted.size, dtype=np.int64)[inside])
-        parts["itl"].append(np.diff(stamps)[inside])
+        parts["itl_ns"].append(np.diff(stamps)[inside])
         parts["excess"].append(excess[inside])
         parts["gc"].append(sums[7][inside])
         parts["throttle"].append(sums[8][inside])
@@ -249,7 +249,7 @@ def true_gaps(
     return TrueGaps(
         request_id=joined["rid"].astype(object),
         gap=joined["gap"],
-        itl_ns=joined["itl"],
+        itl_ns=joined["itl_ns"],
         end_wall_ns=joined["end"],
         prefill_tokens=joined["pre"],
         prefill_ns=joined["pre_ns"],

@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK, USER_CLOCK
+from tpot_locust.common.metric_catalogue import ITL
 from tpot_locust.common.percentiles import percentile_key
 from tpot_locust.common.text_safety import printable
 from tpot_locust.metrics.histograms import histogram_stats
@@ -142,7 +143,7 @@ def token_gap_ms(summary: Summary) -> float:
     not the median: with gaps as uneven as a server's (a 10 s quickstart here: median
     1.4 ms, P90 3.9 ms), a quiet client's read delay (P99 1.96 ms, from each read's oldest
     data) passes the median."""
-    itl = summary.get("metrics", {}).get("itl") or {}
+    itl = summary.get("metrics", {}).get(ITL.name) or {}
     return float(itl.get("p90") or 0.0) if itl.get("count") else 0.0
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tpot_locust.common.metric_catalogue import E2E, ITL, TPOT, TTFT
 from tpot_locust.common.percentiles import STATISTICS
 from tpot_locust.common.text_safety import printable
 from tpot_locust.report.attribution import gap_story
@@ -57,15 +58,15 @@ def first_screen(
         full, seen = workers["reported_in_full"], workers["seen"]
         lines.append(f"workers: {full} of {seen} reported in full")
     metrics = summary["metrics"]
-    tpot = metrics.get("tpot")
+    tpot = metrics.get(TPOT.name)
     if tpot and tpot["count"]:
-        table = format_metric("tpot", tpot)
+        table = format_metric(TPOT.name, tpot)
         lines += [""] + [line for line in table if not line.lstrip().startswith("skew")]
     else:
         lines.append("TPOT: no samples (no token gap arrived inside the window)")
-    lines.append(_itl_line(metrics.get("itl"), tpot))
-    for name, title in (("ttft", "TTFT"), ("e2e", "E2E")):
-        if line := _compact(title, metrics.get(name)):
+    lines.append(_itl_line(metrics.get(ITL.name), tpot))
+    for metric in (TTFT, E2E):
+        if line := _compact(metric.short, metrics.get(metric.name)):
             lines.append(line)
     lines += _readable(_truth_line, summary)
     lines += _readable(_why_lines, summary)
@@ -155,7 +156,7 @@ def _truth_line(summary: Summary) -> list[str]:
 def _why_lines(summary: Summary) -> list[str]:
     """Why the tail in two lines: the causes above TPOT P99, and the worst gap's story."""
     attribution: dict[str, Any] | None = summary.get("attribution")
-    row = ((attribution or {}).get("tpot") or {}).get("p99")
+    row = ((attribution or {}).get(TPOT.name) or {}).get("p99")
     if not row or not row.get("samples"):
         return []
     shares = sorted(

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tpot_locust.common import metric_catalogue as catalogue
+from tpot_locust.common.metric_catalogue import ITL, TPOT, TTFAT, TTFT
 from tpot_locust.common.percentiles import PERCENTILE_KEYS, STATISTICS, UP_TO_P99_9
 from tpot_locust.common.results_folder import REPORT_FILE
 from tpot_locust.metrics.histograms import histogram_stats
@@ -281,7 +282,7 @@ def _tables(summary: Summary) -> list[str]:
             figures = scope["metrics"].get(metric)
             if not figures or not figures["count"]:
                 continue
-            if metric == "ttfat" and not reasoned(scope["tokens"]):
+            if metric == TTFAT.name and not reasoned(scope["tokens"]):
                 continue  # TTFT itself
             cells = [f"{figures[s]:.3f}" for s in STATISTICS]
             rows.append(
@@ -365,7 +366,7 @@ def _stall_matters(point: dict[str, Any]) -> bool:
     """Whether an interval's longest client stall can reach its TPOT tail."""
     if not point.get("stalls"):
         return False
-    tpot = point.get("tpot") or {}
+    tpot = point.get(TPOT.name) or {}
     bar = tpot.get("p99") if tpot.get("count") else None
     return float(point.get("loop_lag_max_ms") or 0.0) >= (bar or STALL_MARK_MIN_MS)
 
@@ -374,7 +375,7 @@ def timeseries_charts(summary: Summary) -> list[str]:
     series = summary.get("timeseries", [])
     shading = timeseries_shading(summary)
     charts = []
-    for metric in ("tpot", "ttft"):
+    for metric in (TPOT.name, TTFT.name):
         curves = [
             Curve(
                 f"{NAMES[metric]} {key}",
@@ -404,7 +405,7 @@ def _interference(summary: Summary) -> list[str] | None:
         return None
     rows = []
     keys = UP_TO_P99_9
-    for metric in ("tpot", "itl"):
+    for metric in (TPOT.name, ITL.name):
         for phase in ("steady", "burst"):
             figures = interference["phases"][phase][metric]
             rows.append(

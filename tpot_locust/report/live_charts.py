@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+from tpot_locust.common.metric_catalogue import E2E, ITL, TPOT, TTFT
 from tpot_locust.common.percentiles import PERCENTILE_KEYS
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.charts import CHART_CSS, percentile_chart
@@ -41,7 +42,7 @@ LIVE_STATISTICS = (*PERCENTILE_KEYS, "max")
 def charts_fragment(summary: Summary, totals: MetricSet, running: bool) -> str:
     """The live part: a table of the headline figures and every chart."""
     rows = []
-    for name in ("tpot", "itl", "ttft", "e2e"):
+    for name in (TPOT.name, ITL.name, TTFT.name, E2E.name):
         figures = summary["metrics"][name]
         cells = "".join(
             f'<td data-metric="{name}" data-stat="{stat}">{figures[stat]:.3f}</td>'

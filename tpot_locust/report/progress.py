@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from tpot_locust.common.metric_catalogue import ITL, READ_DELAY, TPOT
 from tpot_locust.metrics.collector import Collector
 from tpot_locust.metrics.stalls import loop_saturated
 from tpot_locust.report.client_figures import client_check
@@ -32,7 +33,7 @@ class ProgressPrinter:
 
 
 def format_progress(point: dict[str, Any], duration_s: float) -> str:
-    tpot = point["tpot"]
+    tpot = point[TPOT.name]
     current = (
         f"TPOT p50 {tpot['p50']:.2f} ms p99 {tpot['p99']:.2f} ms" if tpot["count"] else "TPOT -"
     )
@@ -43,9 +44,9 @@ def format_progress(point: dict[str, Any], duration_s: float) -> str:
     )
     if point.get("stalls"):
         line += f"  stalls {point['stalls']} (max {point['loop_lag_max_ms']:.0f} ms)"
-    itl = point.get("itl") or {}
+    itl = point.get(ITL.name) or {}
     token_gap_ms = float(itl.get("p90") or 0.0) if itl.get("count") else 0.0
-    check = client_check(point.get("read_delay") or {"count": 0}, token_gap_ms)
+    check = client_check(point.get(READ_DELAY.name) or {"count": 0}, token_gap_ms)
     saturated = loop_saturated(point.get("loop_held_share"))
     busy = " (client busy)" if check["busy"] or saturated else ""
     if check["busy"] is not None:

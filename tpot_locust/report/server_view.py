@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from tpot_locust.common.metric_catalogue import ITL, TTFT
 from tpot_locust.common.percentiles import PERCENTILE_KEYS
 from tpot_locust.common.text_safety import printable
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.tail_tables import as_dict, as_list, bucket_text, finite
 
-SHOWN = {"itl": "ITL", "ttft": "TTFT"}  # ours and the server's, where both have it
+SHOWN = {ITL.name: ITL.short, TTFT.name: TTFT.short}  # ours and the server's, where both have it
 
 
 def server_view(summary: Summary) -> dict[str, Any] | None:

@@ -9,18 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from tpot_locust.common import metric_catalogue as catalogue
+from tpot_locust.common.metric_catalogue import ITL, READ_DELAY, TPOT, TTFAT, TTFT
 from tpot_locust.common.percentiles import PERCENTILE_KEYS, PERCENTILES, percentile_key
 from tpot_locust.common.text_safety import printable
+from tpot_locust.metrics.histogram_names import METRICS, STALL_METRICS, phase_metric
 from tpot_locust.metrics.histograms import count_above, histogram_stats, without
 from tpot_locust.metrics.interference import format_interference, phase_summary
-from tpot_locust.metrics.metric_set import (
-    METRICS,
-    STALL_METRICS,
-    ClassCounters,
-    ClassMetrics,
-    MetricSet,
-)
-from tpot_locust.metrics.recorder import phase_metric
+from tpot_locust.metrics.metric_set import ClassCounters, ClassMetrics, MetricSet
 from tpot_locust.metrics.stalls import CLIENT_STALL
 from tpot_locust.report.attribution import attribution_summary, format_why_the_tail
 from tpot_locust.report.client_figures import (
@@ -168,7 +163,7 @@ def _class_summary(
     )
     return {
         "metrics": summaries,
-        "client": client_check(summaries["read_delay"], summaries["itl"].get("p90", 0.0))
+        "client": client_check(summaries[READ_DELAY.name], summaries[ITL.name].get("p90", 0.0))
         | {
             "arrival_clocks": counters.arrival_clocks(),
             "departed_from_tap": counters.departed_from_tap,
@@ -330,9 +325,9 @@ def format_metric(name: str, metric: dict[str, Any]) -> list[str]:
 # The seed's figures: when one has no sample, the report says why it may have none
 # rather than leave its section out (a reader took a vanished section for a pass).
 NO_SAMPLES = {
-    "tpot": "no token gap arrived inside the window",
-    "itl": "no token gap arrived inside the window",
-    "ttft": "no request sent inside the window had its first token",
+    TPOT.name: "no token gap arrived inside the window",
+    ITL.name: "no token gap arrived inside the window",
+    TTFT.name: "no request sent inside the window had its first token",
 }
 ALWAYS_SHOWN = tuple(NO_SAMPLES)
 
@@ -376,7 +371,7 @@ def format_report(summary: Summary, scope: str = "all classes") -> str:
     if fluidity := summary.get("fluidity"):
         pace = summary.get("run", {}).get("pace_ms") or {}
         paced = (
-            f" (first token {pace['ttft']:g} ms, each next {pace['tpot']:g} ms after)"
+            f" (first token {pace[TTFT.name]:g} ms, each next {pace[TPOT.name]:g} ms after)"
             if pace
             else ""
         )
@@ -410,7 +405,7 @@ def format_report(summary: Summary, scope: str = "all classes") -> str:
         if metric and not metric["count"] and name in ALWAYS_SHOWN:  # said, never dropped
             lines += ["", f"{catalogue.shorts()[name]}: no samples ({NO_SAMPLES[name]})"]
             continue
-        if not metric or metric["count"] == 0 or (name == "ttfat" and not reasoned(tokens)):
+        if not metric or metric["count"] == 0 or (name == TTFAT.name and not reasoned(tokens)):
             continue
         lines.append("")
         lines.extend(format_metric(name, metric))

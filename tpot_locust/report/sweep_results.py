@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tpot_locust.common.metric_catalogue import TPOT, TTFT
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.text_safety import printable
 from tpot_locust.report.charts import CHART_CSS, Curve, escape, load_chart
@@ -19,7 +20,7 @@ from tpot_locust.report.summary_types import Summary
 
 SWEEP_FILE = "sweep.json"
 SWEEP_HTML = "sweep.html"
-STEP_FIGURES = (("ttft", "p50"), ("ttft", "p99"), ("tpot", "p50"), ("tpot", "p99"))
+STEP_FIGURES = ((TTFT.name, "p50"), (TTFT.name, "p99"), (TPOT.name, "p50"), (TPOT.name, "p99"))
 
 
 def step_row(step: int, value: float, folder: Path, exit_code: int) -> dict[str, Any]:
@@ -94,9 +95,9 @@ def format_sweep(document: dict[str, Any]) -> list[str]:
 
 
 def render_sweep(document: dict[str, Any]) -> str:
-    rows = [row for row in document["steps"] if row.get("tpot")]
+    rows = [row for row in document["steps"] if row.get(TPOT.name)]
     charts = []
-    for metric in ("tpot", "ttft"):
+    for metric in (TPOT.name, TTFT.name):
         curves = [
             Curve(
                 f"{metric.upper()} {statistic}",

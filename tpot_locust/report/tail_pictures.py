@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tpot_locust.common.metric_catalogue import ITL, TPOT
 from tpot_locust.common.text_safety import printable
 from tpot_locust.metrics.causes import (
     CLIENT_STALL,
@@ -46,7 +47,7 @@ from tpot_locust.report.tail_tables import (
     shown,
 )
 
-TIMELINE_CURVES = (("tpot", "p99"), ("itl", "p99"), ("itl", "p99.9"), ("itl", "max"))
+TIMELINE_CURVES = ((TPOT.name, "p99"), (ITL.name, "p99"), (ITL.name, "p99.9"), (ITL.name, "max"))
 SERVER_SERIES = ("running", "waiting", "kv_usage", "preemptions")
 DOT_LEGEND = {
     "gap-prefill": "gap: prefill",
@@ -343,7 +344,7 @@ def timeline_charts(summary: Summary) -> tuple[list[str], list[str]]:
             ),
         ]
         if any(curve.points for curve in own_p99):  # the server exports its ITL histogram
-            ours = Curve("our ITL p99", _interval_points(series, "itl", "p99"))
+            ours = Curve("our ITL p99", _interval_points(series, ITL.name, "p99"))
             panels.append(
                 (
                     f"{name}: its own ITL p99 per interval (the bucket it lies in)",

@@ -24,15 +24,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tpot_locust.common.metric_catalogue import ITL, TTFT
 from tpot_locust.common.percentiles import PERCENTILE_KEYS, TAIL_KEYS
 from tpot_locust.common.text_safety import printable
 from tpot_locust.metrics.causes import CAUSES, UNEXPLAINED
-from tpot_locust.metrics.metric_set import CAUSE_METRICS
+from tpot_locust.metrics.histogram_names import CAUSE_METRICS
 from tpot_locust.report.charts import escape
 from tpot_locust.report.summary_types import Summary
 
 OWN_PERCENTILES = PERCENTILE_KEYS
-OWN_METRICS = (("itl", "ITL"), ("ttft", "TTFT"))
+OWN_METRICS = ((ITL.name, ITL.short), (TTFT.name, TTFT.short))
 
 
 # --- values read from a summary, checked ---------------------------------------------------

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from tpot_locust.common import metric_catalogue as catalogue
+from tpot_locust.common.metric_catalogue import ITL, TPOT, TTFT
 from tpot_locust.common.percentiles import PERCENTILES, percentile_key
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.metrics.histograms import exact_percentile
@@ -114,7 +115,7 @@ def true_samples_ms(
             gaps, tokens = np.diff(stamps)[inside], tokens[inside]
             sent_inside = window.sent_inside(record)
             ttft = stamps[:1] - record["arrival_ns"] if sent_inside else stamps[:0]
-            samples = {"ttft": ttft, "itl": gaps, "tpot": _tpot(gaps, tokens)}
+            samples = {TTFT.name: ttft, ITL.name: gaps, TPOT.name: _tpot(gaps, tokens)}
             for name, values in samples.items():
                 parts[name].append(values)
             if stalls is None:
@@ -123,10 +124,10 @@ def true_samples_ms(
             windows = stalls.get(record["request_id"][: len(PROCESS_TAG)], StallWindows())
             arrival = np.array([record["arrival_ns"]], dtype=np.int64)
             if sent_inside:
-                free["ttft"].append(ttft[~windows.overlaps(arrival, stamps[:1])])
+                free[TTFT.name].append(ttft[~windows.overlaps(arrival, stamps[:1])])
             gaps_free = ~windows.overlaps(stamps[:-1][inside], stamps[1:][inside])
-            free["itl"].append(gaps[gaps_free])
-            free["tpot"].append(_tpot(gaps[gaps_free], tokens[gaps_free]))
+            free[ITL.name].append(gaps[gaps_free])
+            free[TPOT.name].append(_tpot(gaps[gaps_free], tokens[gaps_free]))
     samples_ms = {name: _ms(arrays) for name, arrays in parts.items()}
     if stalls is not None:
         samples_ms |= {f"{name}@stall_free": _ms(arrays) for name, arrays in free.items()}
@@ -187,7 +188,7 @@ def truth_check(
             worst = max(worst, abs(row["error"]))
             rows[key] = row
         metrics[name] = rows
-    coverage = window_coverage(summary["metrics"]["itl"]["count"], int(samples["itl"].size))
+    coverage = window_coverage(summary["metrics"][ITL.name]["count"], int(samples[ITL.name].size))
     passed = None if tolerance_ms is None else worst <= tolerance_ms and coverage["agrees"]
     return {
         "tolerance_ms": tolerance_ms,

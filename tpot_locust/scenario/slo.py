@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tpot_locust.common import metric_catalogue as catalogue
+from tpot_locust.common.metric_catalogue import TPOT, TTFT
 from tpot_locust.common.percentiles import STATISTICS, UP_TO_P99_9
 from tpot_locust.scenario.slo_fields import count, field_names, parsed, positive
 from tpot_locust.scenario.slo_values import format_value, parse_fraction, parse_time_ms
@@ -39,7 +40,7 @@ LATENCY_METRICS = catalogue.names("gateable")
 # Per-request thresholds that make a request "good" (vLLM's and AIPerf's goodput).
 GOODPUT_METRICS = catalogue.names("goodput")
 THROUGHPUT_KEYS = ("tokens_per_s", "requests_per_s")
-INTERFERENCE_METRICS = ("tpot", "itl")
+INTERFERENCE_METRICS = catalogue.names("phased")
 INTERFERENCE_STATISTICS = UP_TO_P99_9
 # Fewer samples than this above a percentile: that tail is not yet measured (the report
 # says so, compare does not gate on it, and an SLO verdict on it is insufficient).
@@ -115,7 +116,7 @@ class Pace:
     tpot_ns: int
 
     def as_ms(self) -> dict[str, float]:
-        return {"ttft": self.ttft_ns / 1e6, "tpot": self.tpot_ns / 1e6}
+        return {TTFT.name: self.ttft_ns / 1e6, TPOT.name: self.tpot_ns / 1e6}
 
 
 DEFAULT_PACE_TTFT_MS = 1000.0  # the first token's deadline when a pace gives only a rate
@@ -127,7 +128,7 @@ class Baseline:
 
     results: str
     max_regression: float = 0.10
-    metrics: tuple[str, ...] = ("tpot", "ttft")
+    metrics: tuple[str, ...] = (TPOT.name, TTFT.name)
     percentiles: tuple[str, ...] = ("p50", "p99")
 
 
@@ -245,7 +246,7 @@ _TOP_KEYS = _SCOPE_KEYS | {
     "client_stalls",
     "pace",
 }
-_PACE_KEYS = ("tokens_per_s", "tpot", "ttft", "min_on_time")
+_PACE_KEYS = ("tokens_per_s", TPOT.name, TTFT.name, "min_on_time")  # deadlines of those
 
 
 def _migrate_legacy(located: Located, data: dict[str, Any]) -> dict[str, Any]:
@@ -438,19 +439,19 @@ def _pace(located: Located, value: Any) -> tuple[Pace, list[Objective]]:
         raise located.error(
             f"{path}.{unknown[0]}", f"unknown key{hint}; use {', '.join(_PACE_KEYS)}"
         )
-    if ("tokens_per_s" in value) == ("tpot" in value):
+    if ("tokens_per_s" in value) == (TPOT.name in value):
         raise located.error(
             path,
             "needs one of tokens_per_s (a reading pace) or tpot (when "
             "each token after the first is due after the one before)",
         )
-    if "tpot" in value:
-        tpot_ms = parsed(located, f"{path}.tpot", value["tpot"], parse_time_ms)
+    if TPOT.name in value:
+        tpot_ms = parsed(located, f"{path}.{TPOT.name}", value[TPOT.name], parse_time_ms)
     else:
         tpot_ms = 1000 / positive(located, f"{path}.tokens_per_s", value["tokens_per_s"])
     ttft_ms = DEFAULT_PACE_TTFT_MS
-    if "ttft" in value:
-        ttft_ms = parsed(located, f"{path}.ttft", value["ttft"], parse_time_ms)
+    if TTFT.name in value:
+        ttft_ms = parsed(located, f"{path}.{TTFT.name}", value[TTFT.name], parse_time_ms)
     objectives = []
     if "min_on_time" in value:
         key_path = f"{path}.min_on_time"

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from tpot_locust.common.metric_catalogue import ITL, TTFT
+
 GAUGES = ("running", "waiting", "kv_usage")
 # kv_loaded_total: KV cache brought back to the GPU from CPU memory (an offloading server's
 # swap-in; bytes for vLLM, tokens for SGLang's HiCache: only its rises are read)
@@ -21,7 +23,7 @@ COUNTERS = (
     "kv_loaded_total",
 )
 SERIES = GAUGES + COUNTERS
-HISTOGRAMS = ("itl", "ttft", "queue_time", "prefill_time", "decode_time")
+HISTOGRAMS = (ITL.name, TTFT.name, "queue_time", "prefill_time", "decode_time")
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,8 @@ VLLM = EngineNames(
     histograms=MappingProxyType(
         {
             # time_per_output_token_seconds was ITL under its old name (deprecated in 0.10)
-            "itl": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
-            "ttft": ("vllm:time_to_first_token_seconds",),
+            ITL.name: ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+            TTFT.name: ("vllm:time_to_first_token_seconds",),
             "queue_time": ("vllm:request_queue_time_seconds",),
             "prefill_time": ("vllm:request_prefill_time_seconds",),
             "decode_time": ("vllm:request_decode_time_seconds",),
@@ -92,8 +94,11 @@ SGLANG = EngineNames(
     histograms=MappingProxyType(
         {
             # older versions export only the per-request TPOT histogram
-            "itl": ("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
-            "ttft": ("sglang:time_to_first_token_seconds",),
+            ITL.name: (
+                "sglang:inter_token_latency_seconds",
+                "sglang:time_per_output_token_seconds",
+            ),
+            TTFT.name: ("sglang:time_to_first_token_seconds",),
             "queue_time": ("sglang:queue_time_seconds",),
         }
     ),
@@ -116,7 +121,7 @@ TGI = EngineNames(
     histograms=MappingProxyType(
         {
             # one mean time per token per request (TPOT), not each gap: coarser than ITL
-            "itl": ("tgi_request_mean_time_per_token_duration",),
+            ITL.name: ("tgi_request_mean_time_per_token_duration",),
             # TGI has no TTFT histogram, and its prefill/decode histograms time batches
             "queue_time": ("tgi_request_queue_duration",),
         }

@@ -49,6 +49,7 @@ from typing import IO, Any, cast
 
 from tpot_locust.common import env_vars
 from tpot_locust.common.bounded_http import ExchangeError, exchange
+from tpot_locust.common.metric_catalogue import ITL
 from tpot_locust.common.percentiles import PERCENTILES as PERCENTILE_VALUES
 from tpot_locust.common.percentiles import percentile_key
 from tpot_locust.common.secrets import redact_url
@@ -265,7 +266,7 @@ class Scraper:
                 if histogram.count > 0:
                     histograms[name] = histogram_figures(histogram, INTERVAL_PERCENTILES)
         # the interval's own ITL p99, as the bucket it lies in (high None: past the last)
-        p99 = (histograms.get("itl") or {}).get("p99") or {}
+        p99 = (histograms.get(ITL.name) or {}).get("p99") or {}
         line["itl_p99_low_ms"], line["itl_p99_high_ms"] = p99.get("low_ms"), p99.get("high_ms")
         line["slow"] = slow
         line["histograms"] = histograms
