@@ -29,7 +29,7 @@ from tpot_locust.harness.gc_watch import CollectorWatch
 from tpot_locust.harness.gpu_samplers import GpuSamplers
 from tpot_locust.harness.loop_probe import LagProbe
 from tpot_locust.harness.metrics_endpoint import MetricsEndpoint
-from tpot_locust.harness.scenario_in_use import scenario_in_use
+from tpot_locust.harness.process_context import scenario_in_use
 from tpot_locust.harness.server_sampler import ServerSampler
 from tpot_locust.harness.traffic import ProcessShare, TrafficDriver
 from tpot_locust.harness.user_context import user_context
