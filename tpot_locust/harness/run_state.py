@@ -41,9 +41,9 @@ from tpot_locust.metrics.stalls import PROCESS_TAG
 from tpot_locust.report.finishing import finish_run, guarded
 from tpot_locust.report.first_screen import first_screen
 from tpot_locust.report.gate import EXIT_INVALID
+from tpot_locust.report.histograms_file import write_histograms
 from tpot_locust.report.live_metrics import RunFacts, render
 from tpot_locust.report.progress import ProgressPrinter
-from tpot_locust.report.results_files import write_histograms
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.verdict_files import format_verdict
 from tpot_locust.scenario.loader import ScenarioError, load_scenario, split_settings
