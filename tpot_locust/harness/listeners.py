@@ -26,7 +26,8 @@ from tpot_locust.harness.loop_probe import StallTracer
 from tpot_locust.harness.metrics_endpoint import parse_address
 from tpot_locust.harness.orphan_watch import watch_parent
 from tpot_locust.harness.process_context import PROCESS, context_of
-from tpot_locust.harness.run_state import DEFAULT_REPORT_INTERVAL_S, RunState, slo_of
+from tpot_locust.harness.run_options import DEFAULT_REPORT_INTERVAL_S, slo_of
+from tpot_locust.harness.run_state import RunState
 
 __all__ = ["get_state"]
 logger = logging.getLogger(__name__)
