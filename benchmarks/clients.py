@@ -16,8 +16,8 @@ from typing import Protocol
 from baseline_client import BaselineClient, Sent
 from hdrh.histogram import HdrHistogram
 
-import tpot_locust.harness  # noqa: F401  (aggregation yields to gevent's loop)
 from tpot_locust.common.clock import KERNEL_CLOCK, USER_CLOCK
+from tpot_locust.harness import loop_yield
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.wire import loop_reads
@@ -25,10 +25,15 @@ from tpot_locust.wire.http_client import HTTPConnection
 from tpot_locust.wire.segment_stamps import arrival_clock
 from tpot_locust.wire.streaming import StreamRequest, stream_request
 
-try:  # a version before the prefill windows (an A/B against an older tree) has none
-    from tpot_locust.harness.prefill_events import PrefillWindow
+try:  # with the other events; an older tree's (an A/B) in the harness, or none at all
+    from tpot_locust.events import PrefillWindow
 except ImportError:
-    PrefillWindow = None
+    try:
+        from tpot_locust.harness.prefill_events import PrefillWindow
+    except ImportError:
+        PrefillWindow = None
+
+loop_yield.install()  # aggregation yields to gevent's loop, as in a Locust process's run
 
 
 # ours: the package's default clock (segment stamps where this process may open the tap,

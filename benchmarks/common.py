@@ -37,7 +37,6 @@ from clients import Client, chat_request, make_client
 from hdrh.histogram import HdrHistogram
 from probes import HubLagProbe, IOLagProbe, pin_other, sched_s
 
-import tpot_locust.harness  # noqa: F401  (aggregation yields to gevent's loop)
 from tpot_locust.common.timings import to_us
 from tpot_locust.metrics.histograms import count_below, histogram_stats, new_histogram, record_many
 from tpot_locust.sim.process import start_simulator

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tpot_locust.harness import loop_yield
+
 # In-process tests stream under gevent as the harness does: aggregation yields to its loop.
-import tpot_locust.harness  # noqa: F401
+loop_yield.install()
 
 ROOT = Path(__file__).resolve().parents[1]
 

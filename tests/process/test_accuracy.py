@@ -10,7 +10,7 @@ import numpy as np
 from tests.conftest import ROOT, run_command
 from tpot_locust.common.clock import SEGMENT_CLOCK
 from tpot_locust.metrics.histograms import count_below
-from tpot_locust.report.results_files import load_results
+from tpot_locust.report.histograms_file import load_results
 from tpot_locust.sim.process import start_simulator
 from tpot_locust.wire.segment_stamps import arrival_clock
 

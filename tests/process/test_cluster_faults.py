@@ -46,7 +46,7 @@ from tests.helpers.netns_cluster import MASTER_PORT, SIM_PORT, Net, build_net
 from tests.helpers.tcp_relay import STATS
 from tests.process.test_distributed import check_exact_merge, wait_for_intervals
 from tpot_locust.metrics.metric_set import MetricSet
-from tpot_locust.report.results_files import load_results
+from tpot_locust.report.histograms_file import load_results
 
 SIM_ARGS = ("--gap-ms", "2", "--ttft-ms", "10")
 USERS = 4  # two per worker

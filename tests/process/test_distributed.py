@@ -12,7 +12,7 @@ from hdrh.log import HistogramLogReader
 from tests.helpers.distributed import assert_window_truth, start_cluster, window_truth_gaps
 from tpot_locust.metrics.histograms import histogram_stats, new_histogram
 from tpot_locust.metrics.metric_set import MetricSet
-from tpot_locust.report.results_files import load_results
+from tpot_locust.report.histograms_file import load_results
 from tpot_locust.sim.process import start_simulator
 
 

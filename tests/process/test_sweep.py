@@ -15,7 +15,7 @@ from tests.helpers.distributed import free_port, start_web_cluster, stop_process
 from tests.process.test_web_ui import post, summary_now, wait_up
 from tpot_locust.cli.run import simulator_args
 from tpot_locust.metrics.histograms import histogram_stats
-from tpot_locust.report.results_files import load_results
+from tpot_locust.report.histograms_file import load_results
 from tpot_locust.scenario.loader import load_scenario
 from tpot_locust.sim.process import start_simulator
 from tpot_locust.sim.profiles import check_engine

@@ -9,9 +9,11 @@ import gevent
 import gevent.socket
 import pytest
 
-import tpot_locust.harness  # noqa: F401  (connects aggregation's yield to gevent)
 from tpot_locust.common import cooperation
 from tpot_locust.common.cooperation import let_streams_run
+from tpot_locust.harness import loop_yield
+
+loop_yield.install()  # aggregation's yield: one poll of gevent's loop
 
 
 def order_of_events(yield_once: Callable[[], None]) -> list[str]:

@@ -10,7 +10,7 @@ from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.metrics.histograms import record_many
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.finishing import finish_saved
-from tpot_locust.report.results_files import write_histograms
+from tpot_locust.report.histograms_file import write_histograms
 from tpot_locust.scenario.loader import load_scenario
 
 

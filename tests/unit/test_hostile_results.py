@@ -39,8 +39,8 @@ from tpot_locust.metrics.histograms import (
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report import summary as summary_module
 from tpot_locust.report.finishing import finish_run
+from tpot_locust.report.histograms_file import load_results
 from tpot_locust.report.html import RunView, render_report, write_html
-from tpot_locust.report.results_files import load_results
 from tpot_locust.report.saved_results import ResultsError
 from tpot_locust.report.summary import build_summary, format_report
 from tpot_locust.report.tail_tables import attribution_check_parts

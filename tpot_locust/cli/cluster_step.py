@@ -23,8 +23,9 @@ from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.finishing import finish_run
 from tpot_locust.report.gate import EXIT_INVALID
-from tpot_locust.report.results_files import load_results, write_json
+from tpot_locust.report.histograms_file import load_results
 from tpot_locust.report.saved_results import STEP_SUMMARY, checked
+from tpot_locust.report.strict_json import write_json
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.verdict_files import format_verdict
 from tpot_locust.scenario.loader import SETTINGS_SEPARATOR, ScenarioText

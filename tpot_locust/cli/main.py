@@ -81,7 +81,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from tpot_locust.report.results_files import load_results
+    from tpot_locust.report.histograms_file import load_results
     from tpot_locust.report.saved_results import VERDICT, read_checked
     from tpot_locust.report.summary import build_summary, format_full_report
     from tpot_locust.report.verdict_files import format_verdict
@@ -125,8 +125,8 @@ _SavedPart = Literal["slo", "truth_check", "attribution_check", "report_error"]
 def _run_view(given: Path) -> RunView:
     """One saved run for the HTML report: its summary rebuilt from the histograms, with the
     verdict and truth check its ``summary.json`` gained at the end, and its scenario."""
+    from tpot_locust.report.histograms_file import load_results
     from tpot_locust.report.html import RunView
-    from tpot_locust.report.results_files import load_results
     from tpot_locust.report.saved_results import SUMMARY_EXTRAS, read_checked, read_text
     from tpot_locust.report.summary import build_summary
 
@@ -149,7 +149,7 @@ def _run_view(given: Path) -> RunView:
 
 def _compare(args: argparse.Namespace) -> int:
     from tpot_locust.report import compare
-    from tpot_locust.report.results_files import load_results
+    from tpot_locust.report.histograms_file import load_results
     from tpot_locust.report.summary import build_summary
 
     metrics = compare.parse_choices(

@@ -1,8 +1,9 @@
 """Yielding from long aggregation work so that streams get read in between.
 
 This module holds only the policy (how often) and the hook; the yield itself comes from the
-harness (``harness.loop_yield``), so the metrics and report layers never import gevent.
-Until a yield is installed (the CLI's supervisor, plain scripts), aggregation runs through.
+harness (``harness.loop_yield``, installed by a process's run), so the metrics and report
+layers never import gevent. Until a yield is installed (the CLI's supervisor, plain
+scripts), aggregation runs through.
 
 Why a yield must poll sockets and not merely switch greenlets: ``harness.loop_yield``.
 """
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+
+from tpot_locust.common.process_wide import ProcessWide
 
 # Work between two yields of a ``WorkSlices`` loop: about a tenth of a fast decode step, so
 # a stream's event waits at most this long behind aggregation (plus one item's work).
@@ -21,18 +24,18 @@ def _run_through() -> None:
     """No event loop to yield to."""
 
 
-_yield: Callable[[], None] = _run_through
+# One per process: the yield of the process's event loop, once its run has one.
+_YIELD: ProcessWide[Callable[[], None]] = ProcessWide(lambda: _run_through)
 
 
 def use_yield(function: Callable[[], None]) -> None:
     """Install the function that lets streams be read (the harness: one poll of gevent's loop)."""
-    global _yield
-    _yield = function
+    _YIELD.replace(function)
 
 
 def let_streams_run() -> None:
     """Pause this greenlet until the event loop has polled sockets once."""
-    _yield()
+    _YIELD.get()()
 
 
 class WorkSlices:

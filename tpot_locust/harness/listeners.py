@@ -21,16 +21,16 @@ from locust.env import Environment
 from locust.runners import STATE_INIT, STATE_STOPPED, MasterRunner, WorkerRunner
 
 from tpot_locust.common import env_vars
-from tpot_locust.harness import quiet_loop, webui
-from tpot_locust.harness.event_hooks import ensure_prefill_window, ensure_token_timings
+from tpot_locust.events import tpot_events
+from tpot_locust.harness import loop_yield, quiet_loop, webui
 from tpot_locust.harness.loop_probe import StallTracer
 from tpot_locust.harness.metrics_endpoint import parse_address
 from tpot_locust.harness.orphan_watch import watch_parent
-from tpot_locust.harness.run_state import DEFAULT_REPORT_INTERVAL_S, RunState, slo_of
-from tpot_locust.harness.scenario_in_use import use_scenario
+from tpot_locust.harness.process_context import PROCESS, context_of
+from tpot_locust.harness.run_options import DEFAULT_REPORT_INTERVAL_S, slo_of
+from tpot_locust.harness.run_state import RunState
 
-__all__ = ["get_state", "use_scenario"]
-_STATES: list[RunState] = []
+__all__ = ["get_state"]
 logger = logging.getLogger(__name__)
 REPORT_INTERVAL_RANGE_S = (0.1, 60.0)
 
@@ -50,22 +50,19 @@ def report_interval(text: str) -> float:
     return seconds
 
 
-# This process's RunState rides on Locust's Environment, which declares no such field: set
-# and read by name, here only (users.py only asks whether it is there).
-_STATE_ATTR = "tpot_state"
-
-
 def get_state(environment: Environment) -> RunState:
-    state: RunState | None = getattr(environment, _STATE_ATTR, None)
-    if state is None:
-        state = RunState(environment)
-        setattr(environment, _STATE_ATTR, state)
-        _STATES.append(state)
-        token_timings = ensure_token_timings(environment.events)
-        token_timings.add_listener(state.recorder.record)
-        token_timings.add_listener(state.client_errors.observe)
-        ensure_prefill_window(environment.events).add_listener(state.recorder.on_prefill)
-    return state
+    """``environment``'s run (``process_context``), made at its first use: the recorder is
+    connected to our events, and aggregation from then on yields to gevent's loop."""
+    context = context_of(environment)
+    if context.run is None:
+        loop_yield.install()
+        context.run = state = RunState(environment)
+        PROCESS.runs.append(state)
+        hooks = tpot_events(environment.events)
+        hooks.token_timings.add_listener(state.recorder.record)
+        hooks.token_timings.add_listener(state.client_errors.observe)
+        hooks.prefill_window.add_listener(state.recorder.on_prefill)
+    return context.run
 
 
 @events.init_command_line_parser.add_listener
@@ -209,7 +206,7 @@ def _on_test_stop(environment: Environment, **_: Any) -> None:
 @events.reset_stats.add_listener
 def _on_reset_stats(**_: Any) -> None:
     # Locust's reset_stats event carries no environment; reset every state we know.
-    for state in _STATES:
+    for state in PROCESS.runs:
         state.reset()
 
 

@@ -1,7 +1,8 @@
 """One process's run: its recorder, collector, traffic driver and the end-of-run results.
 
-A Locust process holds one ``RunState`` (created by ``plugin.get_state``); the listeners in
-``plugin`` call into it at Locust's lifecycle events.
+A Locust process holds one ``RunState`` (created by ``listeners.get_state``); the listeners
+call into it at Locust's lifecycle events. What it reads of Locust's options:
+``run_options``; the server's samplers while a test runs: ``sampling``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import json
 import logging
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import gevent
@@ -26,11 +26,11 @@ from tpot_locust.common.version import __version__
 from tpot_locust.harness.distributed import MasterLink, WorkerHooks, WorkerLink
 from tpot_locust.harness.failures import ClientErrorStreak
 from tpot_locust.harness.gc_watch import CollectorWatch
-from tpot_locust.harness.gpu_samplers import GpuSamplers
 from tpot_locust.harness.loop_probe import LagProbe
 from tpot_locust.harness.metrics_endpoint import MetricsEndpoint
-from tpot_locust.harness.scenario_in_use import scenario_in_use
-from tpot_locust.harness.server_sampler import ServerSampler
+from tpot_locust.harness.process_context import scenario_in_use
+from tpot_locust.harness.run_options import is_headless, report_interval_s, results_folder, slo_of
+from tpot_locust.harness.sampling import ServerSampling
 from tpot_locust.harness.traffic import ProcessShare, TrafficDriver
 from tpot_locust.harness.user_context import user_context
 from tpot_locust.metrics.causes import CauseWindow, PrefillArchive
@@ -41,35 +41,17 @@ from tpot_locust.metrics.stalls import PROCESS_TAG
 from tpot_locust.report.finishing import finish_run, guarded
 from tpot_locust.report.first_screen import first_screen
 from tpot_locust.report.gate import EXIT_INVALID
+from tpot_locust.report.histograms_file import write_histograms
 from tpot_locust.report.live_metrics import RunFacts, render
 from tpot_locust.report.progress import ProgressPrinter
-from tpot_locust.report.results_files import write_histograms
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.verdict_files import format_verdict
-from tpot_locust.scenario.loader import ScenarioError, load_scenario, split_settings
-from tpot_locust.scenario.model import Server
+from tpot_locust.scenario.loader import ScenarioError, split_settings
 from tpot_locust.scenario.slo import SloSpec
 from tpot_locust.wire.loop_reads import read_batch_s
 from tpot_locust.wire.segment_stamps import arrival_clock
 
 logger = logging.getLogger(__name__)
-DEFAULT_REPORT_INTERVAL_S = 1.0
-
-
-def slo_of(options: Any) -> SloSpec | None:
-    """The SLOs this run is gated on: the scenario's (``tpot-locust run``), or those of
-    ``--tpot-slo FILE`` (plain Locust); None when there are none."""
-    if (in_use := scenario_in_use()) is not None:
-        spec = in_use.scenario.slo
-    elif path := getattr(options, "tpot_slo", None):
-        try:
-            spec = load_scenario(Path(path)).slo
-        except ScenarioError as error:
-            print(f"tpot-locust: --tpot-slo: {error}", file=sys.stderr, flush=True)
-            raise SystemExit(2) from None
-    else:
-        return None
-    return None if spec.empty and spec.goodput is None and spec.pace is None else spec
 
 
 class RunState:
@@ -93,8 +75,8 @@ class RunState:
         self.running = False
         self.live_metrics: MetricsEndpoint | None = None  # --tpot-metrics-address
         self.driver: TrafficDriver | None = None
-        self.sampler: ServerSampler | None = None  # the server's /metrics, while a test runs
-        self.gpu_samplers = GpuSamplers()  # the DCGM exporters' (``server.gpu_metrics``)
+        self.sampling = ServerSampling(self._server_windows)  # the server's own, while a test runs
+        self.gpu_samplers = self.sampling.gpu_samplers  # stopped apart at the finish
         self.progress: ProgressPrinter | None = None
         self.client_errors = ClientErrorStreak(self.stop_run)
         self.stopped_because: str | None = None
@@ -133,22 +115,16 @@ class RunState:
 
     @property
     def folder(self) -> ResultsFolder | None:
-        """``--tpot-out``; the second and later tests of one web-UI session each get a
-        folder of their own in it (``test-2``, ...), so none overwrites another's results."""
-        out = getattr(self.environment.parsed_options, "tpot_out", None)
-        if not out:
-            return None
-        root = Path(out) / f"test-{self.tests_started}" if self.tests_started > 1 else Path(out)
-        return ResultsFolder(root)
+        """This test's results folder (``run_options.results_folder``)."""
+        return results_folder(self.environment.parsed_options, self.tests_started)
 
     @property
     def headless(self) -> bool:
-        return bool(getattr(self.environment.parsed_options, "headless", False))
+        return is_headless(self.environment.parsed_options)
 
     @property
     def interval_s(self) -> float:
-        value = getattr(self.environment.parsed_options, "tpot_report_interval", None)
-        return float(value or DEFAULT_REPORT_INTERVAL_S)
+        return report_interval_s(self.environment.parsed_options)
 
     def _users(self) -> int:
         runner = self.environment.runner
@@ -223,7 +199,7 @@ class RunState:
         self.recorder.causes.clear()
         if self.worker is None:  # the reporting process keeps every prefill, to draw them
             self.recorder.causes.archive = PrefillArchive()
-            self._start_sampler()
+            self.sampling.start(self.environment.host, self.folder)
         self.collector.start(self.folder)
         self.summary = None
         self.running = True
@@ -247,38 +223,9 @@ class RunState:
         self._stop_ticking = Event()
         self.ticker = gevent.spawn(self._tick_forever, self._stop_ticking)
 
-    def _start_sampler(self) -> None:
-        """Sample the server's own metrics while the test runs (``server.metrics``): on
-        the master or the single process, in a child process (``harness.server_sampler``)."""
-        self._stop_sampler()
-        in_use = scenario_in_use()
-        server = in_use.scenario.server if in_use is not None else Server()
-        gpu_urls = server.gpu_metrics_urls(self.environment.host)
-        self.gpu_samplers.start(
-            gpu_urls, server.metrics_interval, self.folder, self._server_windows
-        )
-        url = server.metrics_url(self.environment.host)
-        if url is None:
-            return
-        out = self.folder.server_metrics if self.folder is not None else None
-        self.sampler = ServerSampler(url, server.metrics_interval, out, self._server_windows)
-        try:
-            self.sampler.start()
-        except OSError as error:
-            logger.warning("tpot-locust: server metrics: the sampler did not start: %s", error)
-            self.sampler = None
-
     def _server_windows(self, windows: list[CauseWindow]) -> None:
         for window in windows:
             self.recorder.causes.add(window)
-
-    def _stop_sampler(self) -> dict[str, Any] | None:
-        """Stop the sampler (bounded); its summary for the run's facts."""
-        sampler, self.sampler = self.sampler, None
-        if sampler is None:
-            return None
-        sampler.stop()
-        return sampler.summary()
 
     def _use_test_settings(self, settings: list[str]) -> None:
         """This test's own scenario settings (``--tpot-set``: a sweep's step on a running
@@ -341,7 +288,7 @@ class RunState:
         guarded(errors, "traffic stop", self.end_traffic)
         if self.master is not None:
             guarded(errors, "final worker reports", self.master.flush)
-        server_metrics = guarded(errors, "server metrics", self._stop_sampler)
+        server_metrics = guarded(errors, "server metrics", self.sampling.stop_server)
         gpu_metrics = guarded(errors, "gpu metrics", self.gpu_samplers.stop)
         guarded(errors, "ticker stop", self.stop_ticker)
         guarded(errors, "time series", lambda: self._tick(final=True))

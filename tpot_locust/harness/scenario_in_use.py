@@ -1,4 +1,5 @@
-"""The scenario this process runs, and the settings one test adds on top of it.
+"""The scenario this process runs, and the settings one test adds on top of it (which
+scenario it is: ``process_context.PROCESS``).
 
 The scenario locustfile builds the user classes once, at import, and Locust keeps those
 class objects for the whole session. A sweep over a running cluster changes one value per
@@ -14,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tpot_locust.harness.process_context import PROCESS
 from tpot_locust.harness.scenario_users import retune_user_classes
 from tpot_locust.scenario.loader import load_scenario
 from tpot_locust.scenario.model import Scenario
@@ -57,9 +59,6 @@ class ScenarioInUse:
         return scenario
 
 
-_IN_USE: ScenarioInUse | None = None
-
-
 def use_scenario(
     scenario: Scenario,
     classes: dict[str, type],
@@ -67,9 +66,4 @@ def use_scenario(
     overrides: Iterable[str] = (),
 ) -> None:
     """Called by the scenario locustfile: open-loop classes, bursts and phases come from it."""
-    global _IN_USE
-    _IN_USE = ScenarioInUse(scenario, classes, path, tuple(overrides))
-
-
-def scenario_in_use() -> ScenarioInUse | None:
-    return _IN_USE
+    PROCESS.scenario = ScenarioInUse(scenario, classes, path, tuple(overrides))

@@ -33,12 +33,11 @@ from tpot_locust.common.errors import INTERRUPTED, MODEL_LOOKUP, StreamError
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.common.tls import client_tls_context
 from tpot_locust.common.tokens import Tokenizer, load_tokenizer
+from tpot_locust.events import PrefillWindow, ensure_prefill_window, ensure_token_timings
 from tpot_locust.harness.conversation_picks import next_conversation
-from tpot_locust.harness.event_hooks import ensure_prefill_window, ensure_token_timings
 from tpot_locust.harness.failures import Backoff, RequestFailed, ended_unstreamed
 from tpot_locust.harness.model_lookup import first_listed_model, lookup_timeout
 from tpot_locust.harness.model_split import ModelSplit
-from tpot_locust.harness.prefill_events import PrefillWindow
 from tpot_locust.harness.turns import PlannedTurn, PreparedTurn
 from tpot_locust.harness.user_context import user_context, warn_without_plugin
 from tpot_locust.metrics.stalls import PROCESS_TAG

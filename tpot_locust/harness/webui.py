@@ -24,8 +24,8 @@ from tpot_locust.common.text_safety import printable
 from tpot_locust.harness import web_guard
 from tpot_locust.harness.web_form import swarm_refusal, user_settings_refusal
 from tpot_locust.metrics.histograms import histogram_stats
+from tpot_locust.report.histograms_file import histograms_document
 from tpot_locust.report.live_charts import charts_fragment, charts_page
-from tpot_locust.report.results_files import histograms_document
 from tpot_locust.report.summary import build_summary
 from tpot_locust.report.summary_types import Summary
 

@@ -25,8 +25,9 @@ from tpot_locust.common.results_folder import (
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.attribution_check import attribution_check, format_attribution_check
 from tpot_locust.report.gate import EXIT_INVALID, evaluate
+from tpot_locust.report.histograms_file import load_results, write_histograms
 from tpot_locust.report.html import RunView, render_report
-from tpot_locust.report.results_files import json_safe, load_results, write_histograms, write_json
+from tpot_locust.report.strict_json import json_safe, write_json
 from tpot_locust.report.summary import build_summary, format_full_report
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.truth_check import format_truth_check, load_stall_windows, truth_check

@@ -44,6 +44,7 @@ from gevent import get_hub
 from gevent.hub import Waiter
 
 from tpot_locust.common import env_vars
+from tpot_locust.common.process_wide import ProcessWide
 from tpot_locust.wire.end_watch import EndWatch
 from tpot_locust.wire.http_client import ReadTimeout
 from tpot_locust.wire.http_response import Consume, Response
@@ -383,17 +384,21 @@ class _Batcher:
         self._slice.start(self._next_slice)
 
 
-_BATCHER: list[_Batcher | None] = []  # this process's, once asked for
+def _made_batcher(period_s: float | None) -> _Batcher | None:
+    period_s = read_batch_s() if period_s is None else period_s
+    ends = EndWatch.open() if period_s > 0 else None
+    return _Batcher(period_s, ends) if ends is not None else None
+
+
+# One batcher per process: one timer in the event loop reads every batched body.
+_BATCHER: ProcessWide[_Batcher | None] = ProcessWide(lambda: _made_batcher(None))
 
 
 def use_read_batch(period_s: float | None) -> None:
     """Batch this process's later body reads every ``period_s`` (0: read at once; None:
     as ``TPOT_LOCUST_READ_BATCH_MS`` says), e.g. to compare them side by side. Reads in
     progress keep their way. Where no end watch can be opened, reads are at once."""
-    _BATCHER.clear()
-    period_s = read_batch_s() if period_s is None else period_s
-    ends = EndWatch.open() if period_s > 0 else None
-    _BATCHER.append(_Batcher(period_s, ends) if ends is not None else None)
+    _BATCHER.replace(_made_batcher(period_s))
 
 
 def read_batch_period_s() -> float:
@@ -404,6 +409,4 @@ def read_batch_period_s() -> float:
 
 def _batcher() -> _Batcher | None:
     """This process's batcher; None where reads are not batched (a period of 0)."""
-    if not _BATCHER:
-        use_read_batch(None)
-    return _BATCHER[0]
+    return _BATCHER.get()

@@ -31,6 +31,7 @@ from bisect import bisect_right
 from tpot_locust.common import env_vars
 from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK
 from tpot_locust.common.kernel_stamps import ANCILLARY_BYTES, SO_TIMESTAMPNS, wanted_clock
+from tpot_locust.common.process_wide import ProcessWide
 from tpot_locust.wire.tap_filter import PACKET_OUTGOING, attach, tap_filter
 
 # All protocols: such taps get each frame before IP does (one bound to IPv4 alone got its
@@ -467,15 +468,18 @@ def _open_ring(sock: _socket.socket) -> mmap.mmap | None:
         return None
 
 
-_TAP: list[SegmentTap | None] = []  # this process's tap, once tried
+def _wanted_tap() -> SegmentTap | None:
+    return SegmentTap.open() if wanted_clock() == SEGMENT_CLOCK else None
+
+
+# One tap per process: a kernel ring sees every segment of the host, each stream's by key.
+_TAP: ProcessWide[SegmentTap | None] = ProcessWide(_wanted_tap)
 
 
 def process_tap() -> SegmentTap | None:
     """This process's tap, opened at the first call; None where it cannot be, or where
     ``TPOT_LOCUST_STAMPS`` asks for another clock."""
-    if not _TAP:
-        _TAP.append(SegmentTap.open() if wanted_clock() == SEGMENT_CLOCK else None)
-    return _TAP[0]
+    return _TAP.get()
 
 
 def arrival_clock() -> str:

@@ -1,13 +1,11 @@
-"""How a run's results are written (strict JSON, whole or not at all) and read back
-checked (``report.saved_results`` checks what is read); their names and who writes each:
-``common.results_folder``; when: ``report.finishing``.
+"""A run's ``histograms.json``: its totals and facts written (strict JSON, whole or not at
+all: ``report.strict_json``) and read back checked (``report.saved_results`` checks what is
+read); every file's name and who writes it: ``common.results_folder``; when:
+``report.finishing``.
 """
 
 from __future__ import annotations
 
-import json
-import math
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ from tpot_locust.report.saved_results import (
     read_checked,
     refuse_too_many_histograms,
 )
+from tpot_locust.report.strict_json import json_safe, write_json
 from tpot_locust.report.summary import built_part
 
 
@@ -64,34 +63,3 @@ def load_results(out_dir: Path) -> tuple[MetricSet, dict[str, Any]]:
     except HistogramDecodeError as error:
         raise ResultsError(path, "", str(error)) from None
     return totals, saved.get("run") or {}
-
-
-def write_json(path: Path, data: Mapping[str, Any], problems: list[str] | None = None) -> None:
-    """Write ``data`` as strict JSON (via a temporary file, so a reader never sees half of
-    it): a number JSON cannot hold (NaN, infinity) becomes null, named in ``problems``."""
-    temporary = path.with_suffix(path.suffix + ".tmp")
-    safe = json_safe(data, "", [] if problems is None else problems)
-    temporary.write_text(json.dumps(safe, indent=2) + "\n")
-    temporary.replace(path)
-
-
-def json_safe(value: Any, key: str, problems: list[str]) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        problems.append(f"{key or '(top level)'}: {value} written as null")
-        return None
-    if isinstance(value, dict):
-        return {
-            str(k): json_safe(v, f"{key}.{k}" if key else str(k), problems)
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [json_safe(v, f"{key}[{i}]", problems) for i, v in enumerate(value)]
-    if isinstance(value, str | int | bool) or value is None:
-        return value
-    if isinstance(value, float):
-        return value
-    try:  # numpy scalars and the like
-        return json_safe(value.item(), key, problems)
-    except AttributeError:
-        problems.append(f"{key}: {type(value).__name__} written as text")
-        return str(value)

@@ -1,0 +1,55 @@
+"""What a process's run reads from Locust's parsed options: where results go, how often it
+reports, whether it runs headless, and the SLOs it is gated on.
+
+Locust parses our options (``listeners``: ``--tpot-*``) onto its own namespace, which
+declares none of them: they are read by name here, with their defaults.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from tpot_locust.common.results_folder import ResultsFolder
+from tpot_locust.harness.process_context import scenario_in_use
+from tpot_locust.scenario.loader import ScenarioError, load_scenario
+from tpot_locust.scenario.slo import SloSpec
+
+DEFAULT_REPORT_INTERVAL_S = 1.0
+
+
+def slo_of(options: Any) -> SloSpec | None:
+    """The SLOs this run is gated on: the scenario's (``tpot-locust run``), or those of
+    ``--tpot-slo FILE`` (plain Locust); None when there are none."""
+    if (in_use := scenario_in_use()) is not None:
+        spec = in_use.scenario.slo
+    elif path := getattr(options, "tpot_slo", None):
+        try:
+            spec = load_scenario(Path(path)).slo
+        except ScenarioError as error:
+            print(f"tpot-locust: --tpot-slo: {error}", file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
+    else:
+        return None
+    return None if spec.empty and spec.goodput is None and spec.pace is None else spec
+
+
+def results_folder(options: Any, tests_started: int) -> ResultsFolder | None:
+    """``--tpot-out``; the second and later tests of one web-UI session each get a
+    folder of their own in it (``test-2``, ...), so none overwrites another's results."""
+    out = getattr(options, "tpot_out", None)
+    if not out:
+        return None
+    root = Path(out) / f"test-{tests_started}" if tests_started > 1 else Path(out)
+    return ResultsFolder(root)
+
+
+def is_headless(options: Any) -> bool:
+    return bool(getattr(options, "headless", False))
+
+
+def report_interval_s(options: Any) -> float:
+    """``--tpot-report-interval``: seconds between reports and time-series points."""
+    value = getattr(options, "tpot_report_interval", None)
+    return float(value or DEFAULT_REPORT_INTERVAL_S)

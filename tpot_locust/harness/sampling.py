@@ -1,0 +1,54 @@
+"""The server's own metrics while a test runs (``server.metrics``, ``server.gpu_metrics``):
+sampled on the master or the single process, each page in a child process
+(``harness.server_sampler``, ``harness.gpu_samplers``); the cause windows they find go to
+the run's recorder."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from tpot_locust.common.results_folder import ResultsFolder
+from tpot_locust.harness.gpu_samplers import GpuSamplers
+from tpot_locust.harness.process_context import scenario_in_use
+from tpot_locust.harness.server_sampler import ServerSampler
+from tpot_locust.metrics.causes import CauseWindow
+from tpot_locust.scenario.model import Server
+
+logger = logging.getLogger(__name__)
+
+
+class ServerSampling:
+    """One test's samplers of the server: its /metrics page and its GPUs' DCGM pages."""
+
+    def __init__(self, on_windows: Callable[[list[CauseWindow]], None]) -> None:
+        self.sampler: ServerSampler | None = None  # the server's /metrics, while a test runs
+        self.gpu_samplers = GpuSamplers()  # the DCGM exporters' (``server.gpu_metrics``)
+        self._on_windows = on_windows
+
+    def start(self, host: str | None, folder: ResultsFolder | None) -> None:
+        """Sample the server's own metrics while the test runs (``host``: Locust's)."""
+        self.stop_server()
+        in_use = scenario_in_use()
+        server = in_use.scenario.server if in_use is not None else Server()
+        gpu_urls = server.gpu_metrics_urls(host)
+        self.gpu_samplers.start(gpu_urls, server.metrics_interval, folder, self._on_windows)
+        url = server.metrics_url(host)
+        if url is None:
+            return
+        out = folder.server_metrics if folder is not None else None
+        self.sampler = ServerSampler(url, server.metrics_interval, out, self._on_windows)
+        try:
+            self.sampler.start()
+        except OSError as error:
+            logger.warning("tpot-locust: server metrics: the sampler did not start: %s", error)
+            self.sampler = None
+
+    def stop_server(self) -> dict[str, Any] | None:
+        """Stop the /metrics sampler (bounded); its summary for the run's facts."""
+        sampler, self.sampler = self.sampler, None
+        if sampler is None:
+            return None
+        sampler.stop()
+        return sampler.summary()
