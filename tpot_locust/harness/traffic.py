@@ -187,7 +187,7 @@ class TrafficDriver:
         for number, turn in enumerate(turns):
             # every turn is an arrival of the trace: its lateness is schedule lag
             intended = self._sleep_until(start_perf_ns, turn.t_s / traffic.speedup)
-            text, tokens = agent.trace_message(
+            text, tokens = agent.planner.trace_message(
                 turn.prompt, turn.input_tokens, turn.blocks, turn.block_tokens
             )
             yield PlannedTurn(
