@@ -13,10 +13,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tpot_locust.common.distributions import parse_distribution
 from tpot_locust.scenario.limits import MAX_DURATION_S, MAX_TOKENS, MAX_USERS
 from tpot_locust.scenario.loader import load_scenario
 from tpot_locust.scenario.model import Scenario
+from tpot_locust.scenario.parsed_values import ParsedDistribution
 from tpot_locust.scenario.yaml_source import ScenarioError
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
@@ -228,8 +228,8 @@ def _assert_bounded(scenario: Scenario) -> None:
             traffic.wait_time,
             traffic.followup_tokens,
         ):
-            if spec not in (None, 0, 0.0):
-                assert math.isfinite(parse_distribution(spec, scenario.base_dir).mean)
+            if spec not in (None, 0, 0.0):  # else parsed by the schema, once
+                assert isinstance(spec, ParsedDistribution) and math.isfinite(spec.mean)
     timeouts = vars(scenario.server.timeouts).values()
     assert all(t is None or math.isfinite(t) for t in timeouts)
     assert scenario.name.isprintable()

@@ -33,6 +33,7 @@ from tpot_locust.report.verdict_files import format_verdict, write_verdict
 from tpot_locust.scenario.capacity import AUTO_WORKERS, advice, auto_workers
 from tpot_locust.scenario.loader import ScenarioText, overrides_for_env
 from tpot_locust.scenario.model import Scenario, Simulator, scenario_keys
+from tpot_locust.scenario.parsed_values import ParsedDistribution
 from tpot_locust.scenario.simulator_section import resolve_profile
 from tpot_locust.sim.profiles import check_engine
 from tpot_locust.wire.http_client import Origin
@@ -112,7 +113,9 @@ def simulator_args(scenario: Scenario) -> list[str]:
         if meta["check"] == "flag":  # a switch: given when true
             args += [meta["flag"]] if value else []
             continue
-        if meta["check"] in ("distribution", "distribution_or_zero"):
+        if isinstance(value, ParsedDistribution):  # as written: the simulator parses it
+            text = json.dumps(value.written)
+        elif meta["check"] == "distribution_or_zero":  # 0: none
             text = json.dumps(value)
         elif name == "profile":
             text = resolve_profile(value, scenario.base_dir)

@@ -8,8 +8,11 @@ not the user's job (``ChatUser`` plans and sends turns; issue 47, item 4).
 from __future__ import annotations
 
 import logging
+import random
 import time
-from typing import Any
+import weakref
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import gevent
 
@@ -19,17 +22,33 @@ from tpot_locust.scenario.datasets import Conversation
 
 logger = logging.getLogger(__name__)
 PLAN_WAIT_S = 10.0  # a worker's sequential dataset waits this long for its share
+# a sequential dataset's entries taken in this process, by user class (its users share it)
+_TAKEN: weakref.WeakKeyDictionary[type, int] = weakref.WeakKeyDictionary()
 
 
-def next_conversation(user: Any) -> Conversation:
+class DatasetUser(Protocol):
+    """What picking reads of a user: its class's dataset and order, its random stream and
+    where it runs."""
+
+    rng: random.Random
+
+    @property
+    def environment(self) -> Any: ...
+    @property
+    def dataset(self) -> Sequence[Conversation]: ...
+    @property
+    def dataset_order(self) -> str: ...
+
+
+def next_conversation(user: DatasetUser) -> Conversation:
     """``user``'s next conversation of its class's dataset (``dataset_order``)."""
     if user.dataset_order != "sequential":
-        return user.rng.choice(user.dataset)  # type: ignore[no-any-return]
+        return user.rng.choice(user.dataset)
     share = process_share(user.environment)
     cls = type(user)
-    taken = cls.__dict__.get("_dataset_taken", 0)
-    cls._dataset_taken = taken + 1  # shared by the class's users in this process
-    return user.dataset[dataset_position(taken, *share, len(user.dataset))]  # type: ignore[no-any-return]
+    taken = _TAKEN.get(cls, 0)
+    _TAKEN[cls] = taken + 1
+    return user.dataset[dataset_position(taken, *share, len(user.dataset))]
 
 
 def process_share(environment: Any) -> tuple[int, int]:

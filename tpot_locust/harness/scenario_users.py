@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 import gevent
 from locust import LoadTestShape, User, between, constant
 
-from tpot_locust.common.distributions import Fixed, Uniform, as_distribution
+from tpot_locust.common.distributions import Fixed, Uniform
 from tpot_locust.harness.users import ChatUser
-from tpot_locust.scenario.datasets import load_dataset
 from tpot_locust.scenario.model import Scenario, TrafficClass, scenario_keys
+from tpot_locust.scenario.parsed_values import OrZero, ParsedDistribution
 
 
-def _wait_time(spec: object, base_dir: Path) -> Callable[[ChatUser], float]:
-    if not spec:
-        return constant(0)
-    distribution = as_distribution(spec, base_dir)
+def _wait_time(spec: OrZero) -> Callable[[ChatUser], float]:
+    """Locust's ``wait_time`` for a class's time between sessions (its own helpers where
+    they fit, else a draw from the user's random stream)."""
+    if not isinstance(spec, ParsedDistribution):
+        return constant(0)  # 0: none
+    distribution = spec.distribution
     if isinstance(distribution, Fixed):
         return constant(distribution.value)
     if isinstance(distribution, Uniform):
@@ -58,34 +58,15 @@ def class_attributes(scenario: Scenario, traffic: TrafficClass) -> dict[str, obj
             if meta["user"] and value is not None:  # None: the class's default
                 attributes[meta["user"]] = value
     for meta in scenario_keys(TrafficClass).values():
-        if meta["user"]:
-            build = _BUILD.get(meta["check"])
-            value = getattr(traffic, meta["field"])
-            attributes[meta["user"]] = build(value, scenario) if build else value
+        if meta["user"]:  # the value as the schema's check parsed it
+            attributes[meta["user"]] = getattr(traffic, meta["field"])
+    attributes["wait_time"] = _wait_time(traffic.wait_time)  # Locust's, from ours
     if scenario.stages:  # a shape sets the total; closed classes share it by their users
         attributes["weight"] = traffic.users
         attributes["fixed_count"] = 0
     else:
         attributes["fixed_count"] = traffic.users
     return attributes
-
-
-def _distribution(spec: object, scenario: Scenario) -> object:
-    """Made once (an empirical file is read here, not per request)."""
-    return None if spec is None else as_distribution(spec, scenario.base_dir)
-
-
-def _time(spec: object, scenario: Scenario) -> object:
-    return _distribution(spec, scenario) if spec else 0
-
-
-# How a class key's value becomes its attribute, by the key's check (model.key).
-_BUILD: dict[str, Callable[[Any, Scenario], object]] = {
-    "dataset": lambda path, scenario: tuple(load_dataset(Path(path))) if path else (),
-    "distribution": _distribution,
-    "time": _time,
-    "wait": lambda spec, scenario: _wait_time(spec, scenario.base_dir),
-}
 
 
 def _idle_class() -> type[User]:

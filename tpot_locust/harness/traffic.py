@@ -22,7 +22,6 @@ from gevent.pool import Group
 from locust.env import Environment
 
 from tpot_locust.common.cooperation import let_streams_run
-from tpot_locust.common.distributions import as_distribution
 from tpot_locust.harness.turns import PlannedTurn
 from tpot_locust.metrics.metric_set import BURST_LATE_S
 from tpot_locust.scenario.arrivals import arrival_times
@@ -187,7 +186,7 @@ class TrafficDriver:
         for number, turn in enumerate(turns):
             # every turn is an arrival of the trace: its lateness is schedule lag
             intended = self._sleep_until(start_perf_ns, turn.t_s / traffic.speedup)
-            text, tokens = agent.trace_message(
+            text, tokens = agent.planner.trace_message(
                 turn.prompt, turn.input_tokens, turn.blocks, turn.block_tokens
             )
             yield PlannedTurn(
@@ -216,10 +215,7 @@ class TrafficDriver:
 
     def _bursts(self, burst: Burst, number: int) -> None:
         start = self.share.start_perf_ns()
-        lengths = tuple(  # built once: an empirical file is read here, not per request
-            None if spec is None else as_distribution(spec, self.scenario.base_dir)
-            for spec in (burst.prompt_tokens, burst.output_tokens)
-        )
+        lengths = (burst.prompt_tokens, burst.output_tokens)  # as parsed by the schema
         pool = self.pools[burst.class_name]
         for t_s in burst.times_s:
             # Built and connected shortly before the send time, yielding as they go: at

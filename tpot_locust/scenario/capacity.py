@@ -22,11 +22,10 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any
 
 from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK, USER_CLOCK
-from tpot_locust.common.distributions import as_distribution
 from tpot_locust.scenario.model import Scenario, TrafficClass
+from tpot_locust.scenario.parsed_values import OrZero, ParsedDistribution
 
 # Token events/s one worker process stamps truthfully, by the arrival clock it stamps on
 # (``common.clock``; the one in use is ``wire.segment_stamps.arrival_clock``'s):
@@ -64,29 +63,27 @@ class Demand:
         return max(1, math.ceil(self.events_per_s / per_worker))
 
 
-def _mean(spec: Any, base_dir: Any) -> float:
-    """Mean of a distribution spec; 0 and None (no pause) are 0."""
-    if spec is None or (isinstance(spec, (int, float)) and spec <= 0):
-        return 0.0
-    return float(as_distribution(spec, base_dir).mean)
+def _mean(value: OrZero | None) -> float:
+    """Mean of a parsed length or time (``schema``'s); 0 and None (no pause) are 0."""
+    return float(value.mean) if isinstance(value, ParsedDistribution) else 0.0
 
 
-def _streaming_share(traffic: TrafficClass, gap_s: float, tokens: float, base_dir: Any) -> float:
+def _streaming_share(traffic: TrafficClass, gap_s: float, tokens: float) -> float:
     """Share of a session's time spent streaming (TTFT taken as 0: an upper bound)."""
     streaming = traffic.turns * tokens * gap_s
-    pauses = (traffic.turns - 1) * _mean(traffic.think_time, base_dir)
+    pauses = (traffic.turns - 1) * _mean(traffic.think_time)
     if not traffic.open_loop:
-        pauses += _mean(traffic.wait_time, base_dir)
+        pauses += _mean(traffic.wait_time)
     total = streaming + pauses
     return streaming / total if total > 0 else 1.0
 
 
 def _class_demand(
-    traffic: TrafficClass, users: float, rate: float, gap_s: float, base_dir: Any
+    traffic: TrafficClass, users: float, rate: float, gap_s: float
 ) -> tuple[float, float]:
     """(events/s, concurrent streams) of one class at a given user count or rate."""
-    tokens = _mean(traffic.output_tokens, base_dir)
-    share = _streaming_share(traffic, gap_s, tokens, base_dir)
+    tokens = _mean(traffic.output_tokens)
+    share = _streaming_share(traffic, gap_s, tokens)
     if not traffic.open_loop:
         streams = users * share
         return streams / gap_s, streams
@@ -125,7 +122,7 @@ def scenario_gap_ms(scenario: Scenario, host: str | None = None) -> float:
     spec = scenario.simulator.gap_ms
     if spec is None:
         return SIMULATOR_DEFAULT_GAP_MS
-    return _mean(spec, scenario.base_dir) or SIMULATOR_DEFAULT_GAP_MS
+    return _mean(spec) or SIMULATOR_DEFAULT_GAP_MS
 
 
 def demand(
@@ -136,7 +133,6 @@ def demand(
     if gap_ms <= 0:
         raise ValueError("assumed_gap_ms must be > 0")
     gap_s = gap_ms / 1000
-    base_dir = scenario.base_dir
     closed_total = sum(t.users for t in scenario.classes if not t.open_loop)
     burst_events = burst_streams = 0.0
     for burst in scenario.bursts:  # the largest burst, all its requests streaming at once
@@ -151,7 +147,7 @@ def demand(
             if not traffic.open_loop and closed_total:
                 class_users = users * traffic.users / closed_total
             events, class_streams = _class_demand(
-                traffic, class_users, rates.get(traffic.name, 0.0), gap_s, base_dir
+                traffic, class_users, rates.get(traffic.name, 0.0), gap_s
             )
             by_class[traffic.name] = events
             streams += class_streams

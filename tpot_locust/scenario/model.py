@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from tpot_locust.scenario.datasets import Conversation
 from tpot_locust.scenario.limits import DEFAULT_METRICS_INTERVAL_S
+from tpot_locust.scenario.parsed_values import OrZero, ParsedDistribution, fixed
 from tpot_locust.scenario.slo import SloSpec
 from tpot_locust.scenario.yaml_source import ScenarioError
 
@@ -43,8 +45,9 @@ def key(
     name: str | None = None,
     required: bool = False,
 ) -> Any:
-    """A scenario key: its default, the check ``schema`` runs on it (by name: ``CHECKS``),
-    the user-class attribute it sets (``user``), the simulator flag it becomes (``flag``)
+    """A scenario key: its default, the check ``schema`` runs on it (by name: ``CHECKS``;
+    what the check returns, the value parsed once, is the field's value), the user-class
+    attribute it sets to that value (``user``), the simulator flag it becomes (``flag``)
     and its name in YAML when that is not the field's (``name``). Adding a key to a section
     is adding one of these."""
     metadata = {"check": check, "user": user, "flag": flag, "name": name}
@@ -144,15 +147,15 @@ class Server:
 class Simulator:
     """``simulator``: the embedded server's arguments, each the flag it becomes."""
 
-    ttft_ms: Any = key(check="distribution", flag="--ttft-ms")
-    gap_ms: Any = key(check="distribution", flag="--gap-ms")
-    natural_tokens: Any = key(check="distribution", flag="--natural-tokens")
+    ttft_ms: ParsedDistribution | None = key(check="distribution", flag="--ttft-ms")
+    gap_ms: ParsedDistribution | None = key(check="distribution", flag="--gap-ms")
+    natural_tokens: ParsedDistribution | None = key(check="distribution", flag="--natural-tokens")
     seed: int | None = key(check="seed", flag="--seed")  # default: the scenario's seed
     model: str | None = key(check="text", flag="--model")
     profile: str | None = key(check="profile", flag="--profile")  # a name or a file path
     prefix_cache: bool | None = key(check="flag", flag="--prefix-cache")  # sim.prefix_cache
     # reasoning tokens before each answer, drawn per request: 0 (none) or a distribution
-    reasoning_tokens: Any = key(check="distribution_or_zero", flag="--reasoning-tokens")
+    reasoning_tokens: OrZero | None = key(check="distribution_or_zero", flag="--reasoning-tokens")
     engine: dict[str, Any] = key(check="mapping", factory=dict)  # --set KEY=VALUE each
 
 
@@ -168,20 +171,23 @@ class TrafficClass:
     # gamma shape: 1 = Poisson, < 1 burstier, > 1 more even
     burstiness: float = key(1.0, check="positive")
     max_in_flight: int = key(256, check="positive_integer")
-    prompt_tokens: Any = key(256, check="distribution", user="prompt_tokens")
-    followup_tokens: Any = key(None, check="distribution", user="followup_tokens")
-    output_tokens: Any = key(128, check="distribution", user="output_tokens")
+    prompt_tokens: ParsedDistribution = key(fixed(256), check="distribution", user="prompt_tokens")
+    followup_tokens: ParsedDistribution | None = key(
+        None, check="distribution", user="followup_tokens"
+    )
+    output_tokens: ParsedDistribution = key(fixed(128), check="distribution", user="output_tokens")
     turns: int = key(1, check="positive_integer", user="turns")
-    think_time: Any = key(0.0, check="time", user="think_time")
-    wait_time: Any = key(0.0, check="wait", user="wait_time")  # Locust's wait_time
+    think_time: OrZero = key(0.0, check="time", user="think_time")
+    wait_time: OrZero = key(0.0, check="wait", user="wait_time")  # Locust's wait_time
     shared_prefix_tokens: int = key(0, check="tokens", user="shared_prefix_tokens")
     shared_prefix_ratio: float = key(1.0, check="ratio", user="shared_prefix_ratio")
     # the model (or LoRA adapter) of its requests, or several with weights: {a: 3, b: 1}
     # sends three conversations in four to a; the figures are kept per model as well
     model: dict[str, float] | None = key(check="model_split", user="model_split")
     # prompts from a local file (JSONL, CSV, ShareGPT JSON: scenario.datasets), each entry
-    # a session; in ``dataset_order`` (random: seeded sampling; sequential: in file order)
-    dataset: str | None = key(check="dataset", user="dataset")
+    # a session, read by the check; in ``dataset_order`` (random: seeded sampling;
+    # sequential: in file order)
+    dataset: tuple[Conversation, ...] = key((), check="dataset", user="dataset")
     dataset_order: str = key("random", check="dataset_order", user="dataset_order")
     # open loop: a trace replayed as timed, a file name (our JSONL) or ``TraceSpec``
     trace: TraceSpec | None = key(check="trace")
@@ -256,8 +262,8 @@ class BurstSpec:
     at: Any = key(check="part")  # a time or a list of times ...
     every: float | None = key(check="duration")  # ... or a period
     start: float | None = key(check="duration_or_zero")  # with every; default: every
-    prompt_tokens: Any = key(check="distribution")
-    output_tokens: Any = key(check="distribution")
+    prompt_tokens: ParsedDistribution | None = key(check="distribution")
+    output_tokens: ParsedDistribution | None = key(check="distribution")
 
 
 @dataclass(frozen=True)
@@ -274,8 +280,8 @@ class Burst:
     class_name: str
     count: int
     times_s: tuple[float, ...]
-    prompt_tokens: Any = None
-    output_tokens: Any = None
+    prompt_tokens: ParsedDistribution | None = None
+    output_tokens: ParsedDistribution | None = None
 
 
 @dataclass

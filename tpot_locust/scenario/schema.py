@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from tpot_locust.apis import API_NAMES
 from tpot_locust.common.distributions import DistributionError, parse_distribution
@@ -15,7 +15,7 @@ from tpot_locust.common.metric_catalogue import ALL_CLASSES
 from tpot_locust.common.tls import client_tls_context
 from tpot_locust.common.tokens import TokenizerError, load_tokenizer
 from tpot_locust.scenario import value_checks as checks
-from tpot_locust.scenario.datasets import load_dataset
+from tpot_locust.scenario.datasets import Conversation, load_dataset
 from tpot_locust.scenario.limits import MAX_BURSTS
 from tpot_locust.scenario.model import (
     Burst,
@@ -32,6 +32,7 @@ from tpot_locust.scenario.model import (
     TrafficClass,
     scenario_keys,
 )
+from tpot_locust.scenario.parsed_values import OrZero, ParsedDistribution
 from tpot_locust.scenario.simulator_section import EngineCheck, validate_engine, validate_reasoning
 from tpot_locust.scenario.slo import SloSpec, parse_slo
 from tpot_locust.scenario.trace_formats import AUTO, FORMATS, load_trace_spec
@@ -64,12 +65,12 @@ def check_keys(located: Located, path: str, data: Any, allowed: set[str]) -> dic
     return known
 
 
-def distribution(located: Located, path: str, value: Any, base_dir: Path) -> Any:
+def distribution(located: Located, path: str, value: Any, base_dir: Path) -> ParsedDistribution:
+    """A number or a distribution, parsed here once (an empirical file read once)."""
     try:
-        parse_distribution(value, base_dir)
+        return ParsedDistribution(value, parse_distribution(value, base_dir))
     except DistributionError as error:
         raise located.error(f"{path}.{error.key}" if error.key else path, str(error)) from None
-    return value
 
 
 # The simulator's check of a profile and its overrides: raises ValueError with the reason.
@@ -242,15 +243,15 @@ def _arrival(located: Located, path: str, value: Any, base_dir: Path) -> str:
     return str(value)  # one of the names: a str
 
 
-def _time(located: Located, path: str, value: Any, base_dir: Path) -> Any:
+def _time(located: Located, path: str, value: Any, base_dir: Path) -> OrZero:
     """Seconds: 0 (none) or a distribution."""
     return value if value == 0 else distribution(located, path, value, base_dir)
 
 
-def _distribution_or_zero(located: Located, path: str, value: Any, base_dir: Path) -> Any:
+def _distribution_or_zero(located: Located, path: str, value: Any, base_dir: Path) -> OrZero:
     """A length: 0 (none) or a distribution."""
     if value == 0 and not isinstance(value, bool):
-        return value
+        return cast(float, value)  # 0 or 0.0 as written: the simulator's flag repeats it
     return distribution(located, path, value, base_dir)
 
 
@@ -269,12 +270,12 @@ def _tokenizer(located: Located, path: str, value: Any, base_dir: Path) -> str:
     return str(resolved.resolve())
 
 
-def _dataset(located: Located, path: str, value: Any, base_dir: Path) -> str:
-    """A dataset file, read here so that its errors (file:line) stop the run before it."""
+def _dataset(located: Located, path: str, value: Any, base_dir: Path) -> tuple[Conversation, ...]:
+    """A dataset file's conversations, read here once: its errors (file:line) stop the run
+    before it, and the user classes take what was read."""
     given = Path(checks.path_text(located, path, value)).expanduser()
     resolved = given if given.is_absolute() else base_dir / given
-    load_dataset(resolved)
-    return str(resolved)
+    return tuple(load_dataset(resolved))
 
 
 DATASET_ORDERS = ("random", "sequential")

@@ -1,0 +1,128 @@
+"""A user's requests in its API's own words: the body (model, lengths, ``extra_body``), the
+headers (the key from the environment), and the model each conversation names.
+
+Why its own room: ``ChatUser`` is what Locust drives; what a request says is the API's and
+the class's settings' business, the same for every turn that sends it (issue 47, item 4).
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from typing import Any, Protocol
+
+from tpot_locust.apis.dialect import BodyOptions, Dialect
+from tpot_locust.common import env_vars
+from tpot_locust.harness.model_lookup import first_listed_model, lookup_timeout
+from tpot_locust.harness.model_split import ModelSplit
+from tpot_locust.harness.user_context import user_context
+from tpot_locust.wire.http_client import HTTPConnection
+
+# the first listed model, asked once per process for each (host, models path)
+_MODELS: dict[tuple[str, str], str] = {}
+# each user class's split over models (model_split): one round robin per class
+_SPLITS: weakref.WeakKeyDictionary[type, ModelSplit] = weakref.WeakKeyDictionary()
+
+
+class BodySettings(Protocol):
+    """What a request's body and headers read of a user: its class's settings, read at
+    each use (a test's settings retune the class), and where it runs."""
+
+    @property
+    def environment(self) -> Any: ...
+    @property
+    def host(self) -> str | None: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def model_split(self) -> dict[str, float] | None: ...
+    @property
+    def ignore_eos(self) -> bool: ...
+    @property
+    def force_min_tokens(self) -> bool: ...
+    @property
+    def include_usage(self) -> bool: ...
+    @property
+    def extra_body(self) -> dict[str, Any]: ...
+    @property
+    def headers(self) -> dict[str, str]: ...
+    @property
+    def api_key_env(self) -> str | None: ...
+    @property
+    def first_token_timeout(self) -> float: ...
+
+
+class RequestBodies:
+    """One user's requests: its API (``dialect``) over its connection (for the models
+    list), and the model of its current conversation (``session_model``)."""
+
+    def __init__(
+        self, settings: BodySettings, dialect: Dialect, connection: HTTPConnection
+    ) -> None:
+        self.settings = settings
+        self.dialect = dialect
+        self.connection = connection
+        self.session_model: str | None = None  # this conversation's, from model_split
+
+    def choose_model(self) -> None:
+        """The next conversation's model, when the class splits its traffic over models;
+        one round robin per class in this process, begun at this worker's index."""
+        weights = self.settings.model_split
+        if not weights:
+            self.session_model = None
+            return
+        cls = type(self.settings)
+        split = _SPLITS.get(cls)
+        if split is None or split.weights != weights:  # first, or retuned
+            share = user_context(self.settings.environment).process_share
+            split = _SPLITS[cls] = ModelSplit(weights, share[0] if share else 0)
+        self.session_model = split.pick()
+
+    def encoded(self, history: list[dict[str, str]], max_tokens: int) -> bytes:
+        """The body as sent; raises what the model lookup raises (``model_name``)."""
+        return json.dumps(self.body(history, max_tokens)).encode()
+
+    def body(self, history: list[dict[str, str]], max_tokens: int) -> dict[str, Any]:
+        """The request in the API's own words (``apis``), then ``extra_body`` over it."""
+        settings, dialect = self.settings, self.dialect
+        model = self.session_model
+        if model is None and (dialect.models_path or settings.model):
+            model = self.model_name()
+        options = BodyOptions(
+            model=model,
+            max_tokens=max_tokens,
+            ignore_eos=settings.ignore_eos,
+            force_min_tokens=settings.force_min_tokens,
+            include_usage=settings.include_usage,
+        )
+        body = dialect.body(history, options)
+        body.update(settings.extra_body)
+        return body
+
+    def headers(self, request_id: str) -> dict[str, str]:
+        settings = self.settings
+        env_name = settings.api_key_env
+        key = env_vars.named_by_user(env_name) if env_name else None
+        return {
+            "Content-Type": "application/json",
+            "Accept": self.dialect.media_types[0],
+            "X-Request-Id": request_id,
+            **self.dialect.headers(key or None),
+            **settings.headers,
+        }
+
+    def model_name(self) -> str:
+        """The class's model, or the first the server lists; raises ``StreamError``
+        (``model_lookup``)."""
+        if model := self.settings.model:
+            return model
+        where = (self.settings.host or "", self.dialect.models_path or "")
+        cached = _MODELS.get(where)
+        if cached is None:
+            cached = _MODELS[where] = first_listed_model(
+                self.connection,
+                self.dialect,
+                self.headers("models"),
+                lookup_timeout(self.settings.first_token_timeout),
+            )
+        return cached
