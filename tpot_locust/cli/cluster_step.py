@@ -20,6 +20,7 @@ from typing import Any
 from tpot_locust.cli.master_api import BUSY_STATES, MasterAPI, MasterError
 from tpot_locust.cli.run import save_scenario
 from tpot_locust.common.results_folder import ResultsFolder
+from tpot_locust.common.run_facts import NO_FACTS
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.finishing import finish_run
 from tpot_locust.report.gate import EXIT_INVALID
@@ -143,7 +144,7 @@ class ClusterSteps:
             return None
         summary.pop("running", None)  # the web UI's, not the run's
         summary.pop("test", None)
-        totals, run = MetricSet(), summary.get("run") or {}
+        totals, run = MetricSet(), summary.get("run", NO_FACTS)
         try:
             document = self.api.histograms()
             if document.pop("test", None) == test:

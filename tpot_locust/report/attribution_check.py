@@ -55,6 +55,7 @@ from typing import Any
 
 import numpy as np
 
+from tpot_locust.common.run_facts import NO_FACTS, RunFacts
 from tpot_locust.metrics.causes import (
     GPU_THROTTLE,
     KV_OFFLOAD,
@@ -140,9 +141,7 @@ class TrueGaps:
         return np.where(timed, explains(self.stall_ns, self.excess_ns), self.stall_ns > 0)
 
 
-def true_gaps(
-    truth_path: Path, run: dict[str, Any], steps_path: Path | None = None
-) -> TrueGaps | None:
+def true_gaps(truth_path: Path, run: RunFacts, steps_path: Path | None = None) -> TrueGaps | None:
     """The true gaps of a run's counted requests with their true causes; None when the truth
     has no step lines (the simulator ran in gap mode). ``steps_path``: the step lines'
     own file (the simulator's ``--steps``), else they are read from ``truth_path``."""
@@ -317,7 +316,7 @@ def attribution_check(
     """Precision and recall of our ``CHECKED_CAUSES`` tags on the true gaps
     above the true ITL P99.9; ``{"available": False, "why"}`` when it cannot be made."""
     ours = _our_tail(summary)
-    gaps = true_gaps(truth_path, summary.get("run") or {}, steps_path)
+    gaps = true_gaps(truth_path, summary.get("run", NO_FACTS), steps_path)
     if gaps is None:
         return _unavailable(
             "the truth has no engine step lines: the simulator ran without a profile"

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK, USER_CLOCK
 from tpot_locust.common.percentiles import percentile_key
+from tpot_locust.common.run_facts import NO_FACTS, Workers
 from tpot_locust.common.text_safety import printable
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.metrics.stalls import LOOP_SATURATED_SHARE, ClientHealth, loop_saturated
@@ -79,7 +80,7 @@ def client_busy(read_delay_p90_ms: float, token_gap_ms: float = 0.0) -> bool:
 def format_busy_workers(summary: Summary) -> list[str]:
     """A line naming every worker whose own read delay, or its saturated loop, says it fell
     behind."""
-    workers = summary.get("workers") or {}
+    workers: Workers | dict[str, dict[str, float]] = summary.get("workers") or {}
     limit = max(CLIENT_BUSY_READ_DELAY_MS, token_gap_ms(summary))
     reasons: dict[str, list[str]] = {}
     for client_id, p90 in workers.get("read_delay_p90_ms", {}).items():
@@ -125,10 +126,10 @@ def format_client_busy(summary: Summary) -> list[str]:
 def busy_advice(summary: Summary) -> str:
     """What to do about a busy client: a server on this machine takes the same cores (its
     prefills above all), which more workers cannot give back."""
-    run = summary.get("run", {})
-    host = urlsplit(run.get("host") or "").hostname or ""
+    run = summary.get("run", NO_FACTS)
+    host = urlsplit(run.host or "").hostname or ""
     if host == "localhost" or host.startswith("127.") or host == "::1":
-        during = " (its prefills above all)" if run.get("bursts", {}).get("windows") else ""
+        during = " (its prefills above all)" if (run.bursts or {}).get("windows") else ""
         return (
             f"The server shares this machine ({host}) and its work{during} takes the cores "
             "the client reads with, which more workers cannot give back: run the server, or the "
@@ -174,7 +175,7 @@ def format_arrival_clocks(summary: Summary) -> list[str]:
 def _format_reads(summary: Summary) -> list[str]:
     """How the bodies were read (docs/metrics.md, "How bodies are read"); one line."""
     batched = summary["client"].get("read_in_batches") or 0
-    period_ms = summary.get("run", {}).get("read_batch_ms")
+    period_ms = summary.get("run", NO_FACTS).read_batch_ms
     ok = summary["requests"]["ok"]
     if not batched:
         return ["reads: each body read as its data came"] if period_ms is not None else []

@@ -22,6 +22,7 @@ from tpot_locust.common.results_folder import (
     SUMMARY_FILE,
     ResultsFolder,
 )
+from tpot_locust.common.run_facts import NO_FACTS, RunFacts
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.attribution_check import attribution_check, format_attribution_check
 from tpot_locust.report.gate import EXIT_INVALID, evaluate
@@ -66,7 +67,7 @@ class Finished:
 def finish_run(
     folder: ResultsFolder | None,
     totals: MetricSet,
-    run: dict[str, Any],
+    run: RunFacts,
     *,
     slo: SloSpec | None = None,
     suite: str = "run",
@@ -172,7 +173,7 @@ def _render(folder: ResultsFolder, summary: Summary, totals: MetricSet) -> str:
     """``report.html``'s text, the scenario as run at its end."""
     scenario = folder.scenario
     text = scenario.read_text() if scenario.exists() else None
-    name = summary.get("run", {}).get("scenario") or folder.root.name
+    name = summary.get("run", NO_FACTS).scenario or folder.root.name
     return render_report([RunView(name, summary, totals, text)])
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tpot_locust.common.percentiles import STATISTICS
+from tpot_locust.common.run_facts import NO_FACTS
 from tpot_locust.common.text_safety import printable
 from tpot_locust.report.attribution import gap_story
 from tpot_locust.report.summary import format_metric, format_report
@@ -85,8 +86,7 @@ def _readable(part: Callable[[Summary], list[str]], summary: Summary) -> list[st
 
 
 def _headline(summary: Summary, sweep_step: bool) -> str:
-    run = summary.get("run") or {}
-    name = printable(str(run.get("scenario") or "run"))
+    name = printable(str(summary.get("run", NO_FACTS).scenario or "run"))
     verdict: dict[str, Any] | None = summary.get("slo")
     if verdict and sweep_step:
         said = "a step of a sweep (its SLOs below)"
@@ -171,9 +171,9 @@ def _why_lines(summary: Summary) -> list[str]:
     ]
     worst = (attribution or {}).get("worst") or []
     if worst:
-        run = summary.get("run") or {}
-        series = (run.get("server_metrics") or {}).get("series")
-        lines.append(f"  worst {gap_story(worst[0], run.get('start_wall_s'), series)}")
+        run = summary.get("run", NO_FACTS)
+        series = (run.server_metrics or {}).get("series")
+        lines.append(f"  worst {gap_story(worst[0], run.start_wall_s, series)}")
     return lines
 
 

@@ -114,7 +114,8 @@ def unmeasured(spec: SloSpec, reason: str) -> dict[str, Any]:
 def run_validity(summary: Summary) -> list[str]:
     """Why the run as a whole is not a valid measurement (empty: it is)."""
     reasons = []
-    missing = ", ".join((summary.get("workers") or {}).get("missing", []))
+    workers = summary.get("workers")
+    missing = ", ".join(workers.get("missing", []) if workers else [])
     if report_error := summary.get("report_error"):
         reasons.append(f"the report could not be built in full: {report_error}")
     if not summary.get("complete", True) and (missing or not report_error):

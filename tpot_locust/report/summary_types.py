@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from tpot_locust.common.run_facts import RunFacts, TimeseriesPoint, Workers
+
 # A metric's figures in ms: unit, count, mean, min, max, one key per percentile ("p50",
 # "p99.99"), "above", "unmeasured_tail", ... (``report.summary.metric_summary``).
 MetricFigures = dict[str, Any]
@@ -148,21 +150,6 @@ class Goodput(TypedDict):
     fraction: float | None  # of the requests that ended; None when none did
 
 
-class Workers(TypedDict, total=False):
-    """``summary["workers"]``: a distributed run's workers (``harness.distributed``)."""
-
-    seen: int
-    reported_in_full: int
-    missing: list[str]  # those whose final report never came
-    read_delay_p90_ms: dict[str, float]  # per worker: what ``! busy workers`` judges
-    read_delay_p99_ms: dict[str, float]  # per worker
-    stalls: dict[str, int]
-    loop_lag_max_ms: dict[str, float]
-    loop_held_share: dict[str, float]  # per worker: what ``! busy workers`` also judges
-    attribution: dict[str, Any]  # each worker's own cause shares
-    ids: dict[str, str]  # each worker's name (host#index) -> its Locust client id
-
-
 class ClassSummary(TypedDict, total=False):
     """The figures of one scope: the whole run (the top of ``Summary``) or one user class
     (``summary["classes"][name]``); ``report.summary._class_summary`` builds them."""
@@ -190,10 +177,10 @@ class Summary(ClassSummary, total=False):
     classes: dict[str, Summary]  # per class: its ``ClassSummary`` keys only
     # per model, when a class split its traffic over models (``classes.<name>.model``)
     models: dict[str, Summary]
-    timeseries: list[dict[str, Any]]  # one point per report interval
+    timeseries: list[TimeseriesPoint]  # one point per report interval
     complete: bool  # False: a worker was lost or a part failed (``report_error``)
     workers: Workers
-    run: dict[str, Any]  # the run's facts (``harness.run_state.RunState.run_info``)
+    run: RunFacts  # the run's facts (``common.run_facts``)
     report_error: str  # the parts that failed at the end of the run
     # the end of a run (``report.finishing``)
     slo: dict[str, Any]  # the verdict (``report.gate.evaluate``)

@@ -27,6 +27,7 @@ import numpy as np
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.percentiles import PERCENTILES, percentile_key
 from tpot_locust.common.results_folder import ResultsFolder
+from tpot_locust.common.run_facts import NO_FACTS, RunFacts
 from tpot_locust.metrics.histograms import exact_percentile
 from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_KEY, StallWindows
 from tpot_locust.report.summary_types import Summary
@@ -55,20 +56,20 @@ class TruthWindow:
     arrived inside it and had a first token, whatever the request's end (finished, cut by
     the stop, a timeout or a reset: ``aborted``)."""
 
-    def __init__(self, run: dict[str, Any]) -> None:
+    def __init__(self, run: RunFacts) -> None:
         # each measuring process's own, by the prefix of the request ids it sent (a worker's
         # closes at its own stop, a little after the master's)
         self.by_process: dict[str, tuple[int, int]] = {
             str(tag): (int(window[0]), int(window[1]))
-            for tag, window in (run.get("process_windows_wall_ns") or {}).items()
+            for tag, window in (run.process_windows_wall_ns or {}).items()
         }
-        if window := run.get("window_wall_ns"):  # the one the recorder measured in
+        if window := run.window_wall_ns:  # the one the recorder measured in
             self.start_ns, self.end_ns = int(window[0]), int(window[1])
             return
         # older results: the run's planned window, warm-up end to cool-down start
-        start_ns = run.get("clock_start_wall_ns") or int(run.get("start_wall_s", 0) * 1e9)
-        duration, cooldown = run.get("duration_s"), run.get("cooldown_s") or 0
-        self.start_ns = start_ns + int((run.get("warmup_s") or 0) * 1e9)
+        start_ns = run.clock_start_wall_ns or int((run.start_wall_s or 0) * 1e9)
+        duration, cooldown = run.duration_s, run.cooldown_s or 0
+        self.start_ns = start_ns + int((run.warmup_s or 0) * 1e9)
         self.end_ns = start_ns + int((duration - cooldown) * 1e9) if duration else 2**63 - 1
 
     def _of(self, record: dict[str, Any]) -> tuple[int, int]:
@@ -94,7 +95,7 @@ def streamed(record: dict[str, Any]) -> bool:
 
 
 def true_samples_ms(
-    truth_path: Path, run: dict[str, Any], stalls: ProcessStalls | None = None
+    truth_path: Path, run: RunFacts, stalls: ProcessStalls | None = None
 ) -> dict[str, np.ndarray]:
     """The true TTFT, ITL and TPOT samples (ms) of the run's window (``TruthWindow``);
     with ``stalls``, also ``<metric>@stall_free``: those that overlap no client stall (the
@@ -160,7 +161,7 @@ def truth_check(
     too: with the run's ``stalls`` windows, against the true samples that overlap no
     window (a server held at the same moment as the client, as on a busy machine, has its
     long gaps set aside on both sides); without them, against all true samples."""
-    samples = true_samples_ms(truth_path, summary.get("run", {}), stalls)
+    samples = true_samples_ms(truth_path, summary.get("run", NO_FACTS), stalls)
     metrics: dict[str, Any] = {}
     worst = 0.0
     for name in CHECKED_METRICS:
