@@ -15,7 +15,6 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tpot_locust.cli.master_api import BUSY_STATES, MasterAPI, MasterError
 from tpot_locust.cli.run import save_scenario
@@ -26,7 +25,7 @@ from tpot_locust.report.finishing import finish_run
 from tpot_locust.report.gate import EXIT_INVALID
 from tpot_locust.report.results_files import load_results, write_json
 from tpot_locust.report.saved_results import STEP_SUMMARY, checked
-from tpot_locust.report.summary_types import Summary
+from tpot_locust.report.summary_types import Summary, Verdict
 from tpot_locust.report.verdict_files import format_verdict
 from tpot_locust.scenario.loader import SETTINGS_SEPARATOR, ScenarioText
 from tpot_locust.scenario.model import Scenario
@@ -136,7 +135,7 @@ class ClusterSteps:
 
     def _save(
         self, folder: ResultsFolder, test: int, summary: Summary | None, scenario: Scenario
-    ) -> dict[str, Any] | None:
+    ) -> Verdict | None:
         """The step's results as a local step has them (``tpot-locust report`` and
         ``compare`` read the folder), through the one finishing pass: the master's summary,
         gated here, and its histograms while the master still has this test's."""

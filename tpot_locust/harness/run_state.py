@@ -46,7 +46,7 @@ from tpot_locust.report.gate import EXIT_INVALID
 from tpot_locust.report.live_metrics import LiveFacts, render
 from tpot_locust.report.progress import ProgressPrinter
 from tpot_locust.report.results_files import write_histograms
-from tpot_locust.report.summary_types import Summary
+from tpot_locust.report.summary_types import Summary, Verdict
 from tpot_locust.report.verdict_files import format_verdict
 from tpot_locust.scenario.loader import ScenarioError, load_scenario, split_settings
 from tpot_locust.scenario.model import Server
@@ -106,7 +106,7 @@ class RunState:
         self.client_errors = ClientErrorStreak(self.stop_run)
         self.stopped_because: str | None = None
         self.slo: SloSpec | None = None
-        self.verdict: dict[str, Any] | None = None
+        self.verdict: Verdict | None = None
         self.tests_started = 0
         self.reported = False  # this test's report was printed already (web UI: at its stop)
 

@@ -29,7 +29,7 @@ from tpot_locust.report.gate import EXIT_INVALID, evaluate
 from tpot_locust.report.html import RunView, render_report
 from tpot_locust.report.results_files import json_safe, load_results, write_histograms, write_json
 from tpot_locust.report.summary import build_summary, format_full_report
-from tpot_locust.report.summary_types import Summary
+from tpot_locust.report.summary_types import Summary, Verdict
 from tpot_locust.report.truth_check import format_truth_check, load_stall_windows, truth_check
 from tpot_locust.report.verdict_files import format_verdict, write_verdict
 from tpot_locust.scenario.slo import SloSpec
@@ -46,7 +46,7 @@ class Finished:
     printed lines and whether it passed (None: no tolerance, or no truth)."""
 
     summary: Summary
-    verdict: dict[str, Any] | None = None
+    verdict: Verdict | None = None
     truth_passed: bool | None = None
     check_lines: list[str] = field(default_factory=list)
     # parts that failed after the verdict was made (writing a file): the run cannot vouch

@@ -22,7 +22,7 @@ from tpot_locust.common.run_facts import NO_FACTS
 from tpot_locust.common.text_safety import printable
 from tpot_locust.report.attribution import gap_story
 from tpot_locust.report.summary import format_metric, format_report
-from tpot_locust.report.summary_types import Summary
+from tpot_locust.report.summary_types import Summary, TruthCheck, Verdict
 from tpot_locust.report.window_figures import format_window
 
 WIDTH = 100
@@ -87,7 +87,7 @@ def _readable(part: Callable[[Summary], list[str]], summary: Summary) -> list[st
 
 def _headline(summary: Summary, sweep_step: bool) -> str:
     name = printable(str(summary.get("run", NO_FACTS).scenario or "run"))
-    verdict: dict[str, Any] | None = summary.get("slo")
+    verdict: Verdict | None = summary.get("slo")
     if verdict and sweep_step:
         said = "a step of a sweep (its SLOs below)"
     elif verdict:
@@ -129,7 +129,7 @@ def _compact(title: str, metric: dict[str, Any] | None) -> str:
 
 def _truth_line(summary: Summary) -> list[str]:
     """The truth check in a line (the embedded simulator's), with its failure if any."""
-    check: dict[str, Any] | None = summary.get("truth_check")
+    check: TruthCheck | None = summary.get("truth_check")
     if not check:
         return []
     coverage = check.get("coverage") or {}

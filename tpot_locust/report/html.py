@@ -34,7 +34,7 @@ from tpot_locust.report.charts import (
     timeseries_chart,
 )
 from tpot_locust.report.first_screen import first_screen
-from tpot_locust.report.summary_types import ClientFigures, Summary
+from tpot_locust.report.summary_types import ClientFigures, Summary, TruthCheck, Verdict
 from tpot_locust.report.tail_pictures import has_tail_facts, why_the_tail
 from tpot_locust.report.token_figures import format_token_kinds, reasoned
 from tpot_locust.report.window_figures import format_window
@@ -214,7 +214,7 @@ def _for_people(value: Any) -> str:
     return str(value)
 
 
-def _verdict(verdict: dict[str, Any]) -> list[str]:
+def _verdict(verdict: Verdict) -> list[str]:
     rows = []
     for check in verdict["checks"]:
         mark = escape(check["verdict"])
@@ -237,7 +237,7 @@ def _verdict(verdict: dict[str, Any]) -> list[str]:
     return [head, _rows(rows, ["SLO", "verdict", "why"])]
 
 
-def _truth(truth: dict[str, Any]) -> list[str]:
+def _truth(truth: TruthCheck) -> list[str]:
     keys = (*PERCENTILE_KEYS, "max")
     rows = []
     for metric, figures in truth.get("metrics", {}).items():

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import typing
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -31,13 +32,13 @@ from tpot_locust.report.json_checks import (
     list_of,
     mapping,
     number,
-    one_of,
     optional,
     record,
     scrubbed,
     shaped,
     text,
 )
+from tpot_locust.report.summary_types import Summary, TruthCheck, Verdict
 
 MAX_RESULTS_BYTES = 256 * 1024 * 1024
 MAX_BLOB = 1 << 20  # one encoded histogram (the decoder checks the rest)
@@ -178,7 +179,13 @@ _POINT = record(
 )
 # The parts whose keys are chosen at run time, checked by hand; every other part of the
 # run's facts and the summary is checked as its type says (``json_checks.shaped``).
-_BY_HAND = {"timeseries point": _POINT, "unchecked": anything()}
+_BY_HAND = {
+    "timeseries point": _POINT,
+    "metric figures": record(
+        {"count": integer(), "p50": optional(number()), "p99": optional(number())}
+    ),
+    "unchecked": anything(),
+}
 FACTS = shaped(RunFacts, _BY_HAND)  # the run's facts, read back as the dataclass
 
 
@@ -206,69 +213,29 @@ def refuse_too_many_histograms(path: Path, saved: dict[str, Any]) -> None:
         )
 
 
-_MARKS = ("pass", "fail", "insufficient", "invalid")
-_CHECK = record(
-    {
-        "name": text(),
-        "verdict": one_of(*_MARKS),
-        "why": text(),
-        "measured": optional(number()),
-        "unit": text(100),
-        "samples_above": optional(integer()),
-    },
-    required=("name", "verdict", "why"),
-)
-VERDICT = record(
-    {
-        "verdict": one_of(*_MARKS),
-        "exit_code": integer(0, 255),
-        "checks": list_of(_CHECK),
-        "run_invalid": list_of(text()),
-        "warnings": list_of(text()),
-        "insufficient_policy": optional(text(100)),
-    },
-    required=("verdict", "exit_code", "checks", "run_invalid", "warnings"),
-)
-# One row per statistic: measured, true and their error (the count row has no error).
-_TRUTH_ROW = record(
-    {"measured": optional(number()), "true": optional(number()), "error": optional(number())}
-)
-_COVERAGE = record(
-    {"measured": integer(), "true": integer(), "share": optional(_NUMBER0), "agrees": boolean()}
-)
-TRUTH = record(
-    {
-        "metrics": mapping(mapping(_TRUTH_ROW)),
-        "passed": optional(boolean()),
-        "tolerance_ms": optional(number()),
-        "worst_error_ms": optional(number()),
-        "coverage": optional(_COVERAGE),
-    }
-)
-# What ``report --html`` takes of a saved summary.json (the rest it rebuilds from the
-# histograms): the verdict and the truth check that joined it at the end of the run.
-SUMMARY_EXTRAS = record(
-    {
-        "slo": optional(VERDICT),
-        "truth_check": optional(TRUTH),
-        "report_error": optional(text()),
-        "complete": boolean(),
-    }
-)
+VERDICT = shaped(Verdict, _BY_HAND)  # verdict.json, and a summary's "slo"
+TRUTH = shaped(TruthCheck, _BY_HAND)
 
+
+def _summary_part(keys: tuple[str, ...], required: tuple[str, ...] = ()) -> Check:
+    """These keys of a saved summary.json, each checked as ``Summary`` types it; one not
+    required may be null (a part that failed) or missing (an older version's file)."""
+    hints = typing.get_type_hints(Summary, include_extras=True)
+    checks = {key: shaped(hints[key], _BY_HAND) for key in keys}
+    return record(
+        {key: check if key in required else optional(check) for key, check in checks.items()},
+        required,
+    )
+
+
+# What ``report --html`` takes of a saved summary.json (the rest it rebuilds from the
+# histograms): the parts that joined it at the end of the run.
+SUMMARY_EXTRAS = _summary_part(
+    ("slo", "truth_check", "attribution_check", "report_error", "complete")
+)
 # What a sweep reads of each step's summary.json.
-STEP_SUMMARY = record(
-    {
-        "slo": optional(VERDICT),
-        "run": FACTS,
-        "requests": record({"ok": integer(), "failed": integer()}, required=("ok", "failed")),
-        "tokens": record({"per_s": _NUMBER0}, required=("per_s",)),
-        "goodput": optional(record({"per_s": _NUMBER0})),
-        "metrics": mapping(
-            record({"count": integer(), "p50": optional(number()), "p99": optional(number())})
-        ),
-    },
-    required=("requests", "tokens"),
+STEP_SUMMARY = _summary_part(
+    ("slo", "run", "requests", "tokens", "goodput", "metrics"), required=("requests", "tokens")
 )
 
 

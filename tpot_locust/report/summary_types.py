@@ -11,20 +11,24 @@ newer keys. Keys chosen at run time (a metric's ``p99.9``, a class's name) stay
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
+from tpot_locust.common.bounds import Bounds, ByHand, NonNegative, ShortText
 from tpot_locust.common.run_facts import RunFacts, TimeseriesPoint, Workers
 
 # A metric's figures in ms: unit, count, mean, min, max, one key per percentile ("p50",
 # "p99.99"), "above", "unmeasured_tail", ... (``report.summary.metric_summary``).
-MetricFigures = dict[str, Any]
+MetricFigures = Annotated[dict[str, Any], ByHand("metric figures")]
 
 
-class RequestCounts(TypedDict, total=False):
-    """``summary["requests"]``: how the requests ended."""
-
+class _RequestsEnded(TypedDict):
     ok: int
     failed: int
+
+
+class RequestCounts(_RequestsEnded, total=False):
+    """``summary["requests"]``: how the requests ended."""
+
     errors: dict[str, int]  # failed requests per error category
     interrupted: int  # cut off by the stop: counted in neither ok nor failed
     per_s: float  # ok requests per second of the window
@@ -50,14 +54,17 @@ class PromptCache(TypedDict):
     hit_rate: float | None
 
 
-class TokenCounts(TypedDict, total=False):
+class _TokenRate(TypedDict):
+    per_s: NonNegative
+
+
+class TokenCounts(_TokenRate, total=False):
     """``summary["tokens"]``: output, prompt, reasoning and cached tokens."""
 
     output: int
     estimated: bool  # some requests' counts were estimated (no usage from the server)
     estimated_requests: int
     partial: int  # tokens of failed requests
-    per_s: float
     prompt_requested: int
     prompt_reported: int
     window_reasoning: int  # tokens of the window's events before their first answer event
@@ -146,7 +153,7 @@ class Goodput(TypedDict):
 
     limits_ms: dict[str, float]
     good: int
-    per_s: float
+    per_s: NonNegative
     fraction: float | None  # of the requests that ended; None when none did
 
 
@@ -171,6 +178,84 @@ class ClassSummary(TypedDict, total=False):
     fluidity: Fluidity | None  # None: the scenario set no pace
 
 
+Mark = Literal["pass", "fail", "insufficient", "invalid"]  # a check's, a run's verdict
+
+
+class _CheckVerdict(TypedDict):
+    name: str
+    verdict: Mark
+    why: str
+
+
+# ``class`` is a keyword: the functional form
+_CheckFigures = TypedDict(
+    "_CheckFigures",
+    {
+        "kind": str,
+        "metric": str,
+        "class": "str | None",
+        "model": "str | None",
+        "statistic": "str | None",
+        "limit": float,
+        "unit": ShortText,
+        "measured": "float | None",
+        "samples_above": "int | None",
+    },
+    total=False,
+)
+
+
+class CheckRecord(_CheckVerdict, _CheckFigures):
+    """One objective's verdict in ``verdict.json`` (``report.gate.Check.to_dict``)."""
+
+
+class _VerdictCore(TypedDict):
+    verdict: Mark
+    exit_code: Annotated[int, Bounds(0, 255)]
+    checks: list[CheckRecord]
+    run_invalid: list[str]
+    warnings: list[str]
+
+
+class Verdict(_VerdictCore, total=False):
+    """``summary["slo"]`` and ``verdict.json``: the gate's verdict (``report.gate``)."""
+
+    insufficient_policy: ShortText | None
+    client_stalls_policy: ShortText
+
+
+class TruthRow(TypedDict, total=False):
+    """One statistic of ``truth_check["metrics"][name]``: measured, true and their error
+    (the count row has no error); with client stalls set aside, the same again."""
+
+    measured: float | None
+    true: float | None
+    error: float | None
+    stall_free: float | None
+    true_stall_free: float | None
+    stall_free_error: float | None
+
+
+class Coverage(TypedDict, total=False):
+    """``truth_check["coverage"]``: the window's token gaps, measured against true."""
+
+    measured: int
+    true: int
+    share: NonNegative | None
+    agrees: bool
+
+
+class TruthCheck(TypedDict, total=False):
+    """``summary["truth_check"]``: the run against the simulator's truth
+    (``report.truth_check``)."""
+
+    tolerance_ms: float | None
+    passed: bool | None  # None: no tolerance given, nothing to pass
+    worst_error_ms: float | None
+    coverage: Coverage | None
+    metrics: dict[str, dict[str, TruthRow]]  # per metric, per statistic (p50 ... max, count)
+
+
 class Summary(ClassSummary, total=False):
     """``summary.json``: the whole run's figures and, added to them, the run's parts."""
 
@@ -183,8 +268,8 @@ class Summary(ClassSummary, total=False):
     run: RunFacts  # the run's facts (``common.run_facts``)
     report_error: str  # the parts that failed at the end of the run
     # the end of a run (``report.finishing``)
-    slo: dict[str, Any]  # the verdict (``report.gate.evaluate``)
-    truth_check: dict[str, Any]  # ``report.truth_check``
+    slo: Verdict  # the verdict (``report.gate.evaluate``)
+    truth_check: TruthCheck  # ``report.truth_check``
     attribution_check: dict[str, Any]  # ``report.attribution_check``
     # the web UI's /tpot/summary.json (``harness.webui``)
     running: bool

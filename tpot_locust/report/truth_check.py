@@ -30,7 +30,7 @@ from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import NO_FACTS, RunFacts
 from tpot_locust.metrics.histograms import exact_percentile
 from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_KEY, StallWindows
-from tpot_locust.report.summary_types import Summary
+from tpot_locust.report.summary_types import Coverage, Summary, TruthCheck, TruthRow
 
 CHECKED_METRICS = catalogue.names("truth_checked")
 
@@ -153,7 +153,7 @@ def truth_check(
     truth_path: Path,
     tolerance_ms: float | None = None,
     stalls: ProcessStalls | None = None,
-) -> dict[str, Any]:
+) -> TruthCheck:
     """Measured against true at p50 ... p99.99 and max, per metric; ``passed`` when every
     error is within ``tolerance_ms`` (None: no tolerance given, nothing to pass).
 
@@ -162,11 +162,13 @@ def truth_check(
     window (a server held at the same moment as the client, as on a busy machine, has its
     long gaps set aside on both sides); without them, against all true samples."""
     samples = true_samples_ms(truth_path, summary.get("run", NO_FACTS), stalls)
-    metrics: dict[str, Any] = {}
+    metrics: dict[str, dict[str, TruthRow]] = {}
     worst = 0.0
     for name in CHECKED_METRICS:
         measured, true = summary["metrics"][name], samples[name]
-        rows: dict[str, Any] = {"count": {"measured": measured["count"], "true": int(true.size)}}
+        rows: dict[str, TruthRow] = {
+            "count": {"measured": measured["count"], "true": int(true.size)}
+        }
         if not true.size or not measured["count"]:
             metrics[name] = rows
             continue
@@ -174,10 +176,11 @@ def truth_check(
         for percentile in (*PERCENTILES, None):
             key = percentile_key(percentile) if percentile is not None else "max"
             true_value = _true_value(true, percentile)
-            row = {
+            error = round(measured[key] - true_value, 4)
+            row: TruthRow = {
                 "measured": measured[key],
                 "true": round(true_value, 4),
-                "error": round(measured[key] - true_value, 4),
+                "error": error,
             }
             if set_aside:
                 free = samples.get(f"{name}@stall_free", true)
@@ -185,7 +188,7 @@ def truth_check(
                 row["stall_free"] = set_aside[key]
                 row["true_stall_free"] = round(true_free, 4)
                 row["stall_free_error"] = round(set_aside[key] - true_free, 4)
-            worst = max(worst, abs(row["error"]))
+            worst = max(worst, abs(error))
             rows[key] = row
         metrics[name] = rows
     coverage = window_coverage(summary["metrics"]["itl"]["count"], int(samples["itl"].size))
@@ -206,7 +209,7 @@ COUNT_AGREES_GAPS = 100
 LOW_COVERAGE = 0.9  # below this share of the window's gaps, the report says so loudly
 
 
-def window_coverage(measured: int, true: int) -> dict[str, Any]:
+def window_coverage(measured: int, true: int) -> Coverage:
     """How many of the window's true token gaps the run measured, and whether the counts
     agree (``COUNT_AGREES_SHARE``)."""
     share = round(measured / true, 4) if true else None
@@ -214,7 +217,7 @@ def window_coverage(measured: int, true: int) -> dict[str, Any]:
     return {"measured": measured, "true": true, "share": share, "agrees": agrees}
 
 
-def format_truth_check(check: dict[str, Any]) -> list[str]:
+def format_truth_check(check: TruthCheck) -> list[str]:
     keys = [percentile_key(p) for p in PERCENTILES] + ["max"]
     lines = ["Truth check: measured - true (ms), against the simulator's truth.jsonl"]
     lines.append(f"  {'':6}" + "".join(f"{key:>10}" for key in keys))
