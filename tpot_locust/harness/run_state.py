@@ -424,6 +424,7 @@ class RunState:
         scenario = getattr(options, "tpot_scenario_name", None) if options is not None else None
         if not scenario and in_use is not None:
             scenario = in_use.scenario.name
+        named = options is not None or in_use is not None  # else no "scenario" (a library's)
         slo, workers, clock = self.slo, None, self.recorder.clock
         if self.master is not None:
             workers = self.master.summary()
@@ -456,8 +457,8 @@ class RunState:
             start_wall_s=self.collector.start_wall_s,
             stopped_because=self.stopped_because,
             stall_threshold_ms=self.probe.threshold_ns / 1e6,
-            goodput_limits_ms=slo.goodput.as_ms() if slo and slo.goodput else None,
-            pace_ms=slo.pace.as_ms() if slo and slo.pace else None,
+            goodput_limits_ms=None if slo is None or slo.goodput is None else slo.goodput.as_ms(),
+            pace_ms=None if slo is None or slo.pace is None else slo.pace.as_ms(),
             arrival_clock=clock_name,
             read_batch_ms=read_batch_s() * 1000 if clock_name == SEGMENT_CLOCK else 0.0,
             workers=workers,
@@ -474,13 +475,13 @@ class RunState:
             },
             prefill=prefill,
             test=self.tests_started if self.tests_started > 1 else None,  # of this web UI
-            warmup_s=clock.warmup_s if clock else None,
-            cooldown_s=clock.cooldown_s if clock else None,
-            duration_s=clock.duration_s if clock else None,
-            clock_start_wall_ns=clock.start_wall_ns if clock else None,
+            warmup_s=None if clock is None else clock.warmup_s,
+            cooldown_s=None if clock is None else clock.cooldown_s,
+            duration_s=None if clock is None else clock.duration_s,
+            clock_start_wall_ns=None if clock is None else clock.start_wall_ns,
             window_wall_ns=window,
             process_windows_wall_ns=windows,
-            nulls_kept=ALWAYS_WRITTEN - ({"scenario"} if options is None is in_use else set()),
+            nulls_kept=ALWAYS_WRITTEN if named else ALWAYS_WRITTEN - {"scenario"},
         )
 
     def reset(self) -> None:

@@ -7,7 +7,7 @@ own (``client_busy``) that the progress line, the report and per-worker lines sh
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK, USER_CLOCK
@@ -16,7 +16,7 @@ from tpot_locust.common.run_facts import NO_FACTS, Workers
 from tpot_locust.common.text_safety import printable
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.metrics.stalls import LOOP_SATURATED_SHARE, ClientHealth, loop_saturated
-from tpot_locust.report.summary_types import ClientFigures, Summary
+from tpot_locust.report.summary_types import ClientFigures, Summary, WorstStall
 
 # A read delay at most this is on time, whatever the token gap (``client_busy``).
 CLIENT_BUSY_READ_DELAY_MS = 1.0
@@ -33,10 +33,10 @@ def client_health(health: ClientHealth, start_wall_s: float | None) -> dict[str,
     """The recording processes' own event loops: lag, stall windows, the worst of them."""
     lag = histogram_stats(health.loop_lag, (50.0, 99.0, 99.9))
     held_share = health.held_share
-    worst = []
+    worst: list[WorstStall] = []  # the metrics layer's records, as the summary types them
     for stall in health.worst_stalls:
         at_s = stall["at_wall_s"] - start_wall_s if start_wall_s else None
-        worst.append(stall | {"at_s": None if at_s is None else round(at_s, 3)})
+        worst.append(cast(WorstStall, stall | {"at_s": None if at_s is None else round(at_s, 3)}))
     return {
         "loop_lag": {"count": lag.count}
         | {percentile_key(p): value / 1000 for p, value in lag.percentiles.items()}

@@ -38,7 +38,7 @@ from tpot_locust.report.json_checks import (
     shaped,
     text,
 )
-from tpot_locust.report.summary_types import Summary, TruthCheck, Verdict
+from tpot_locust.report.summary_types import Summary, TailGap, TruthCheck, Verdict, WorstStall
 
 MAX_RESULTS_BYTES = 256 * 1024 * 1024
 MAX_BLOB = 1 << 20  # one encoded histogram (the decoder checks the rest)
@@ -117,22 +117,7 @@ _COUNTERS = record(
     {f.name: integer() for f in fields(ClassCounters) if f.type == "int"}
     | {"errors": mapping(integer(), 10_000), "interrupted_ids": list_of(text(1000), 10_000)}
 )
-_TAIL_GAP = record(
-    {
-        "ms": _NUMBER0,
-        "phase": text(100),
-        "at_wall_s": number(),
-        "request_id": text(1000),
-        "client_stall": boolean(),
-        "gap": integer(),
-        "causes": list_of(text(100), 100),
-        "prefill_tokens": integer(),
-        "prefill_requests": integer(),
-        "prefill_overlapped": boolean(),
-        "pause_streams": integer(),
-    },
-    required=("ms",),
-)
+_TAIL_GAP = shaped(TailGap, {})
 _CLASS = record(
     {
         "histograms": mapping(text(MAX_BLOB), 1000),
@@ -141,15 +126,7 @@ _CLASS = record(
         "worst_gaps": list_of(_TAIL_GAP, TAIL_GAPS_KEPT),
     }
 )
-_STALL = record(
-    {
-        "ms": _NUMBER0,
-        "at_wall_s": number(),
-        "worker": optional(text(1000)),
-        "gc": optional(integer(0, 2)),
-    },
-    required=("ms", "at_wall_s"),
-)
+_STALL = shaped(WorstStall, {})
 _CLIENT = record(
     {
         "loop_lag": optional(text(MAX_BLOB)),

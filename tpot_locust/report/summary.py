@@ -6,7 +6,7 @@ percentiles, so ``tpot-locust report OUT`` reproduces the end-of-run report exac
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.percentiles import PERCENTILE_KEYS, PERCENTILES, percentile_key
@@ -33,7 +33,7 @@ from tpot_locust.report.client_figures import (
     format_client_stalls,
 )
 from tpot_locust.report.server_view import format_gpu_state, format_server_view
-from tpot_locust.report.summary_types import ClassSummary, Fluidity, Goodput, Summary
+from tpot_locust.report.summary_types import ClassSummary, Fluidity, Goodput, Summary, TailGap
 from tpot_locust.report.token_figures import (
     format_prompt_tokens,
     format_token_kinds,
@@ -209,7 +209,7 @@ def _class_summary(
         "bursts": burst_summary(counters),
         "interference": interference,
         "attribution": attribution,
-        "worst_gaps": metrics.worst_gaps,
+        "worst_gaps": cast("list[TailGap]", metrics.worst_gaps),  # the recorder's records
         "goodput": goodput,
         "fluidity": fluidity_summary(counters),
     }

@@ -1,19 +1,24 @@
-"""The shape of ``summary.json`` as code reads it: TypedDicts, so that a renamed or
-misspelled key fails the type check (``mypy``, run by CI), not a user's report.
+"""The shape of ``summary.json``, in one home: TypedDicts (the run's facts a dataclass,
+``common.run_facts``), so that a renamed or misspelled key fails the type check (``mypy``,
+run by CI), not a user's report.
 
 At run time a summary is a plain dict (``report.summary.build_summary`` builds it, the end
 of a run adds to it: ``report.finishing``); nothing here is checked then. A saved summary
-read back is checked by ``report.saved_results`` instead. Every key may be missing
-(``total=False``): a part that failed at the end of a run is left out, older files lack
-newer keys. Keys chosen at run time (a metric's ``p99.9``, a class's name) stay
-``dict[str, Any]``.
+read back is checked by ``report.saved_results`` with checks derived from these types
+(``report.json_checks.shaped``: a key added here is checked there; ``Bounds`` in
+``Annotated`` say how much of a value a file may hold), and docs/report.md's key list is
+tested against them (tests/unit/test_report_doc.py). A key is required where a reader of a
+saved file relies on it; every other may be missing (``total=False``): a part that failed
+at the end of a run is left out, older files lack newer keys. Parts whose keys are chosen
+at run time (a metric's ``p99.9``, a cause's share, a class's name) stay
+``dict[str, Any]``: a ``ByHand`` one is checked by a check written by hand.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypedDict
 
-from tpot_locust.common.bounds import Bounds, ByHand, NonNegative, ShortText
+from tpot_locust.common.bounds import Bounds, ByHand, Name, NonNegative, ShortText
 from tpot_locust.common.run_facts import RunFacts, TimeseriesPoint, Workers
 
 # A metric's figures in ms: unit, count, mean, min, max, one key per percentile ("p50",
@@ -86,6 +91,38 @@ class Fluidity(TypedDict):
     late_requests: int
 
 
+class _StallSize(TypedDict):
+    ms: NonNegative
+    at_wall_s: float
+
+
+class WorstStall(_StallSize, total=False):
+    """One of the client's longest stalls (``metrics.stalls``; ``histograms.json``'s too)."""
+
+    worker: Name | None  # the worker it stalled on (a distributed run)
+    gc: Annotated[int, Bounds(0, 2)] | None  # the generation its garbage collector ran
+    at_s: float | None  # since the run's start (the summary's only)
+
+
+class _GapSize(TypedDict):
+    ms: NonNegative
+
+
+class TailGap(_GapSize, total=False):
+    """One of the largest token gaps (``metrics.tail_gaps``; ``histograms.json``'s too)."""
+
+    phase: ShortText
+    at_wall_s: float
+    request_id: Name
+    client_stall: bool
+    gap: int  # its index in its request
+    causes: Annotated[list[ShortText], Bounds(items=100)]
+    prefill_tokens: int
+    prefill_requests: int
+    prefill_overlapped: bool
+    pause_streams: int
+
+
 class ClientFigures(TypedDict, total=False):
     """``summary["client"]``: the load generator's own health (read delays, its loops)."""
 
@@ -105,7 +142,7 @@ class ClientFigures(TypedDict, total=False):
     gc_stalled_ms: float
     loop_held_share: float | None  # of the watched time, held in stalls (``ClientHealth``)
     loop_saturated: bool  # held over ``LOOP_SATURATED_SHARE``: busy, however late its reads
-    worst_stalls: list[dict[str, Any]]
+    worst_stalls: list[WorstStall]
     stall_threshold_ms: float | None
 
 
@@ -173,7 +210,7 @@ class ClassSummary(TypedDict, total=False):
     bursts: BurstCounts | None  # None: the scenario has no bursts
     interference: dict[str, Any] | None  # ``metrics.interference.phase_summary``
     attribution: dict[str, Any] | None  # ``report.attribution.attribution_summary``
-    worst_gaps: list[dict[str, Any]]
+    worst_gaps: list[TailGap]
     goodput: Goodput | None  # None: the scenario set no per-request SLO
     fluidity: Fluidity | None  # None: the scenario set no pace
 
