@@ -83,7 +83,7 @@ class Workers(_WorkersSeen, total=False):
     stalls: dict[str, int]
     loop_lag_max_ms: dict[str, NonNegative]
     loop_held_share: dict[str, Share]  # per worker: what ``! busy workers`` also judges
-    attribution: Annotated[dict[str, Any], UNCHECKED]  # each worker's own cause shares
+    attribution: Annotated[dict[str, object], UNCHECKED]  # each worker's own cause shares
     ids: dict[str, Name]  # each worker's name (host#index) -> its Locust client id
 
 

@@ -236,7 +236,8 @@ def _interference(objective: Objective, scope: Summary) -> Check:
     interference = scope.get("interference")
     if not interference:
         return _result(objective, None, None, INSUFFICIENT, "no token gap fell in a burst")
-    factor = interference["interference_factor"][objective.metric].get(objective.statistic)
+    factors, statistic = interference["interference_factor"][objective.metric], objective.statistic
+    factor = None if statistic is None else factors.get(statistic)
     if factor is None:
         return _result(objective, None, None, INSUFFICIENT, "no steady-phase samples")
     return _bounded(objective, factor, None)

@@ -146,6 +146,16 @@ class ClientFigures(TypedDict, total=False):
     stall_threshold_ms: float | None
 
 
+class Interference(TypedDict):
+    """``summary["interference"]``: steady against burst gaps (``metrics.interference``)."""
+
+    # per phase (steady, burst), per metric (tpot, itl): count, a key per percentile
+    # (p50 ... p99.9) and the percentiles too few samples measured ("unmeasured")
+    phases: dict[str, dict[str, dict[str, float | list[str]]]]
+    # per metric, per percentile: burst over steady; None where steady had no sample
+    interference_factor: dict[str, dict[str, float | None]]
+
+
 class Excluded(TypedDict):
     """``summary["excluded"]``: requests left out of the figures, by phase."""
 
@@ -208,7 +218,7 @@ class ClassSummary(TypedDict, total=False):
     excluded: Excluded
     dropped_arrivals: int
     bursts: BurstCounts | None  # None: the scenario has no bursts
-    interference: dict[str, Any] | None  # ``metrics.interference.phase_summary``
+    interference: Interference | None  # None: no gap fell in a burst
     attribution: dict[str, Any] | None  # ``report.attribution.attribution_summary``
     worst_gaps: list[TailGap]
     goodput: Goodput | None  # None: the scenario set no per-request SLO
