@@ -10,14 +10,21 @@ from typing import Any
 import pytest
 
 from tpot_locust.report.json_checks import Check, shaped
-from tpot_locust.report.saved_results import TRUTH, VERDICT, ResultsError, checked
-from tpot_locust.report.summary_types import TailGap, TruthCheck, Verdict, WorstStall
+from tpot_locust.report.saved_results import SUMMARY_EXTRAS, TRUTH, VERDICT, ResultsError, checked
+from tpot_locust.report.summary_types import (
+    AttributionCheck,
+    TailGap,
+    TruthCheck,
+    Verdict,
+    WorstStall,
+)
 
 SHAPES: list[tuple[Any, Check]] = [
     (Verdict, VERDICT),
     (TruthCheck, TRUTH),
     (TailGap, shaped(TailGap, {})),
     (WorstStall, shaped(WorstStall, {})),
+    (AttributionCheck, shaped(AttributionCheck, {})),
 ]
 
 
@@ -48,3 +55,11 @@ def test_the_required_keys_must_be_there(kind: Any, check: Check) -> None:
         del value[key]
         with pytest.raises(ResultsError, match=f"f.json: {key}: missing"):
             checked(Path("f.json"), value, check)
+
+
+def test_what_report_html_keeps_of_a_saved_summary_is_checked() -> None:
+    """``report --html`` keeps the attribution check of a saved summary.json: checked too."""
+    with pytest.raises(ResultsError, match="summary.json: attribution_check.coverage.of"):
+        checked(
+            Path("summary.json"), {"attribution_check": {"coverage": {"of": -1}}}, SUMMARY_EXTRAS
+        )

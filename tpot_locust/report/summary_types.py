@@ -225,6 +225,72 @@ class ClassSummary(TypedDict, total=False):
     fluidity: Fluidity | None  # None: the scenario set no pace
 
 
+class CauseScore(TypedDict):
+    """One cause in the attribution check: true gaps, ours tagged, both; their ratios."""
+
+    true: int
+    tagged: int
+    both: int
+    precision: float | None
+    recall: float | None
+
+
+class _TailLevel(TypedDict, total=False):
+    percentile: float
+    threshold_ms: float
+    tail_gaps: int
+    causes: dict[str, CauseScore]  # per checked cause
+    true_tail_causes: dict[str, int]  # the truth's gaps per cause, "prefill_overlapped", "none"
+
+
+class LowerLevel(_TailLevel, total=False):
+    """``attribution_check["p99"]``: the same above P99, over the gaps ours listed."""
+
+    present: int
+    ours_none: float | None
+
+
+class TailCoverage(TypedDict, total=False):
+    """``attribution_check["coverage"]``: the true tail's gaps ours listed."""
+
+    present: int
+    of: int
+    share: float | None
+    ours_listed: int
+    worst_ms_error: float | None
+
+
+class TruePrefillTokens(TypedDict, total=False):
+    rule: str
+    tail_median: float | None
+    all_median: float | None
+
+
+class ThresholdMet(TypedDict, total=False):
+    """A stated (not enforced) threshold: a cause's precision or recall at least this."""
+
+    cause: str
+    measure: str
+    at_least: float
+    value: float | None
+    met: bool | None
+
+
+class AttributionCheck(_TailLevel, total=False):
+    """``summary["attribution_check"]``: our causes against the simulator's true ones
+    above the true ITL P99.9 (``report.attribution_check``)."""
+
+    available: bool
+    why: str  # when not available
+    true_gaps: int
+    requests: int
+    coverage: TailCoverage
+    true_prefill_tokens: TruePrefillTokens
+    unstepped_gaps: int
+    thresholds: list[ThresholdMet]
+    p99: LowerLevel
+
+
 Mark = Literal["pass", "fail", "insufficient", "invalid"]  # a check's, a run's verdict
 
 
@@ -317,7 +383,7 @@ class Summary(ClassSummary, total=False):
     # the end of a run (``report.finishing``)
     slo: Verdict  # the verdict (``report.gate.evaluate``)
     truth_check: TruthCheck  # ``report.truth_check``
-    attribution_check: dict[str, Any]  # ``report.attribution_check``
+    attribution_check: AttributionCheck  # ``report.attribution_check``
     # the web UI's /tpot/summary.json (``harness.webui``)
     running: bool
     test: int  # the test of this web-UI session
