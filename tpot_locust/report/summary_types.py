@@ -10,8 +10,8 @@ read back is checked by ``report.saved_results`` with checks derived from these 
 tested against them (tests/unit/test_report_doc.py). A key is required where a reader of a
 saved file relies on it; every other may be missing (``total=False``): a part that failed
 at the end of a run is left out, older files lack newer keys. Parts whose keys are chosen
-at run time (a metric's ``p99.9``, a cause's share, a class's name) stay
-``dict[str, Any]``: a ``ByHand`` one is checked by a check written by hand.
+at run time (a metric's ``p99.9``, a cause's share, a class's name) stay objects of
+``Any``: a ``ByHand`` one is checked by a check written by hand.
 """
 
 from __future__ import annotations
