@@ -66,7 +66,7 @@ class ServerMetrics(TypedDict, total=False):
     notes: list[str]
     series: dict[str, list[float | None]]  # per series name (``server_windows.SERIES``)
     windows: dict[str, int]  # cause windows per server cause
-    own_percentiles: dict[str, Any]  # the server's own, as its engine names them
+    own_percentiles: dict[str, dict[str, object]]  # the server's own, per metric
 
 
 class _WorkersSeen(TypedDict):
