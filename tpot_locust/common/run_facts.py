@@ -164,5 +164,5 @@ def json_default(value: object) -> object:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-FACT_NAMES = tuple(f.name for f in fields(RunFacts) if f.name != "nulls_kept")
+FACT_NAMES = tuple(f.name for f in fields(RunFacts) if f.metadata.get("json", 1))
 NO_FACTS = RunFacts()  # a summary without any (a part that failed, an older file)
