@@ -15,6 +15,7 @@ import numpy as np
 from tests.conftest import ROOT
 from tpot_locust.cli.master_api import MasterAPI
 from tpot_locust.cli.run import free_port
+from tpot_locust.common.run_facts import RunFacts
 from tpot_locust.report.truth_check import TruthWindow
 
 __all__ = [
@@ -172,7 +173,7 @@ EDGE_GAPS_PER_STREAM = 50
 def window_truth_gaps(truth: list[dict], window: list[int], prefix: str = "") -> int:
     """Token gaps the simulator sent inside ``window`` (wall ns) for requests whose id
     starts with ``prefix``, finished or cut (docs/metrics.md, "The window")."""
-    held = TruthWindow({"window_wall_ns": window})  # the truth check's own rule
+    held = TruthWindow(RunFacts(window_wall_ns=window))  # the truth check's own rule
     total = 0
     for entry in truth:
         sends = entry.get("send_ns") or []

@@ -16,6 +16,7 @@ import pytest
 from tests.conftest import run_command
 from tests.unit.test_hostile_results import _bomb
 from tpot_locust.common.results_folder import HISTOGRAMS_FILE, SUMMARY_FILE, ResultsFolder
+from tpot_locust.common.run_facts import RunFacts
 from tpot_locust.metrics.histograms import record_many
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.finishing import finish_run
@@ -31,7 +32,7 @@ def _results(folder: Path) -> Path:
     metrics.counters.first_send_wall_ns, metrics.counters.last_token_wall_ns = 1, 2_000_000_000
     for metric in ("tpot", "itl", "ttft", "e2e"):
         record_many(metrics.histogram(metric), np.arange(1_000, 40_000, 7))
-    finish_run(ResultsFolder(folder), totals, {"scenario": "good", "host": "http://127.0.0.1:1"})
+    finish_run(ResultsFolder(folder), totals, RunFacts(scenario="good", host="http://127.0.0.1:1"))
     return folder
 
 

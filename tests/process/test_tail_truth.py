@@ -14,6 +14,7 @@ from tests.helpers.distributed import start_cluster
 from tests.helpers.truth_edges import sent_at_the_edges
 from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK
 from tpot_locust.common.results_folder import ResultsFolder
+from tpot_locust.common.run_facts import RunFacts
 from tpot_locust.metrics.histograms import exact_percentile
 from tpot_locust.report.truth_check import load_stall_windows, true_samples_ms
 from tpot_locust.sim.process import start_simulator
@@ -238,7 +239,7 @@ def _tail_errors_ms(
     and for TTFT and ITL at P50 and P90 too. Counts are equal on the segment clock (a
     segment's copy is taken as it leaves); ``on_arrival`` (the kernel's receive stamp) lets
     them differ by the tokens sent at the window's edges."""
-    true = true_samples_ms(truth_path, summary["run"])[metric]
+    true = true_samples_ms(truth_path, RunFacts.from_json(summary["run"]))[metric]
     measured = summary["metrics"][metric]
     edge = sent_at_the_edges(truth_path, summary["run"]["window_wall_ns"]) if on_arrival else 0
     assert abs(measured["count"] - true.size) <= edge, (measured["count"], true.size, edge)

@@ -15,6 +15,7 @@ from tests.helpers.truth_edges import sent_at_the_edges
 from tests.process.test_kernel_stamps import held_reader_stamps, true_sends
 from tpot_locust.common.clock import SEGMENT_CLOCK
 from tpot_locust.common.errors import StreamError
+from tpot_locust.common.run_facts import RunFacts
 from tpot_locust.common.tls import client_tls_context
 from tpot_locust.metrics.histograms import exact_percentile
 from tpot_locust.report.truth_check import true_samples_ms
@@ -115,7 +116,7 @@ def test_a_run_over_https_matches_the_truth(
     assert summary["requests"]["failed"] == 0 and summary["requests"]["ok"] >= 8
     assert summary["client"]["arrival_clocks"].keys() == {arrival_clock()}
     assert summary["client"]["read_delay_p99_ms"] is not None  # kernel-stamped reads
-    true = true_samples_ms(truth, summary["run"])["tpot"]
+    true = true_samples_ms(truth, RunFacts.from_json(summary["run"]))["tpot"]
     tpot = summary["metrics"]["tpot"]
     edge = sent_at_the_edges(truth, summary["run"]["window_wall_ns"])  # stamped on arrival
     assert abs(tpot["count"] - true.size) <= edge, (tpot["count"], true.size, edge)

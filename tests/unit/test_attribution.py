@@ -22,6 +22,7 @@ from tests.helpers.attribution_world import (
     play,
     single_run,
 )
+from tpot_locust.common.run_facts import RunFacts
 from tpot_locust.metrics.causes import (
     CAUSES,
     CLIENT_STALL,
@@ -88,7 +89,9 @@ def test_prefill_tokens_and_worst_stories_equal_brute_force() -> None:
 def test_format_why_the_tail_shows_the_rows() -> None:
     world, _, attribution = single_run()
     origin_s = min(r.send for r in world.requests) / 1e9
-    lines = format_why_the_tail({"attribution": attribution, "run": {"start_wall_s": origin_s}})
+    lines = format_why_the_tail(
+        {"attribution": attribution, "run": RunFacts(start_wall_s=origin_s)}
+    )
     text = "\n".join(lines)
     assert lines[0].startswith("Why the tail")
     causes = list(attribution["itl"]["p99"]["shares"])

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tpot_locust.common.results_folder import ResultsFolder
+from tpot_locust.common.run_facts import NO_FACTS, RunFacts
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.attribution_check import (
     attribution_check,
@@ -104,7 +105,7 @@ def test_true_causes_come_from_the_steps_inside_each_gap(tmp_path: Path) -> None
             request("one", [5], [4]),  # one token event: no gap
         ],
     )
-    gaps = true_gaps(truth, {})
+    gaps = true_gaps(truth, NO_FACTS)
     assert gaps is not None and gaps.requests == 3 and gaps.step_lines == 8
     assert causes_of(gaps, "a") == [
         (False, False, 0),  # (0, 1]: plain decode; step 0's prefill ran before token 0
@@ -121,8 +122,8 @@ def test_true_causes_come_from_the_steps_inside_each_gap(tmp_path: Path) -> None
 def test_gaps_over_missing_step_lines_are_counted_and_steps_may_be_apart(tmp_path: Path) -> None:
     truth = write(tmp_path / "truth.jsonl", [request("a", [1, 2, 3], [0, 1, 3])])
     steps = write(tmp_path / "steps.jsonl", [step(0), step(1), step(3, prefill=9)])
-    assert true_gaps(truth, {}) is None  # no step lines in the truth itself
-    gaps = true_gaps(truth, {}, steps_path=steps)
+    assert true_gaps(truth, NO_FACTS) is None  # no step lines in the truth itself
+    gaps = true_gaps(truth, NO_FACTS, steps_path=steps)
     assert gaps is not None and gaps.unstepped == 1  # step 2 has no line
     assert causes_of(gaps, "a") == [(False, False, 0), (True, False, 9)]
 
@@ -158,7 +159,7 @@ def ours(entries: dict[tuple[str, int], list[str]]) -> dict[str, Any]:
         }
         for (rid, g), causes in entries.items()
     ]
-    return {"run": {}, "attribution": {"tail_gaps": tail_gaps}}
+    return {"run": NO_FACTS, "attribution": {"tail_gaps": tail_gaps}}
 
 
 def test_precision_recall_and_coverage(tmp_path: Path) -> None:
@@ -279,7 +280,7 @@ def test_a_prefill_step_inside_a_pause_overlapped_it_and_did_not_cause_it(tmp_pa
     tail[0]["gc"] = True  # that pause was a full collection of the server's Python process
     tail[7] = {"prefill_ns": 0, "throttle_ns": 30 * MS}  # the GPU's clocks held down
     truth = tail_truth(tmp_path, tail)
-    gaps = true_gaps(truth, {})
+    gaps = true_gaps(truth, NO_FACTS)
     assert gaps is not None
     picked = [np.flatnonzero(gaps.request_id == f"r{r}")[-1] for r in range(7)]
     assert gaps.prefill[picked].tolist() == [False] * 4 + [True, True, True]
@@ -318,12 +319,12 @@ def test_the_gaps_sent_inside_the_window_count_as_the_truth_check_counts_them(
             {**request("cut", [6 * MS, 7 * MS], [1, 2], arrival_ns=5 * MS), "aborted": True},
         ],
     )
-    run = {"clock_start_wall_ns": 1, "warmup_s": 0.004, "duration_s": 0.04, "cooldown_s": 0.01}
+    run = RunFacts(clock_start_wall_ns=1, warmup_s=0.004, duration_s=0.04, cooldown_s=0.01)
     gaps = true_gaps(truth, run)
     assert gaps is not None
     kept = sorted(zip(gaps.request_id.tolist(), gaps.gap.tolist(), strict=True))
     assert kept == [("cool", 0), ("cut", 0), ("kept", 0), ("kept", 1), ("warm", 1)]
-    assert len(true_gaps(truth, {}).request_id) == 7  # type: ignore[union-attr]  # no window
+    assert len(true_gaps(truth, NO_FACTS).request_id) == 7  # type: ignore[union-attr]  # no window
 
 
 def test_unavailable_without_step_lines_attribution_or_gaps(tmp_path: Path) -> None:
@@ -334,7 +335,7 @@ def test_unavailable_without_step_lines_attribution_or_gaps(tmp_path: Path) -> N
         "why": "the truth has no engine step lines: the simulator ran without a profile",
     }
     engine = write(tmp_path / "engine.jsonl", [step(0), step(1), request("a", [1, 2], [0, 1])])
-    check = attribution_check({"run": {}}, engine)
+    check = attribution_check({"run": NO_FACTS}, engine)
     assert check == {"available": False, "why": "summary.json has no attribution.tail_gaps"}
     assert format_attribution_check(check) == [
         "Attribution check: unavailable (summary.json has no attribution.tail_gaps)"
@@ -360,7 +361,7 @@ def test_the_finishing_pass_stores_and_prints_both_checks(tmp_path: Path) -> Non
     summary["metrics"] = {name: itl for name in ("ttft", "itl", "tpot")}
     folder = ResultsFolder(tmp_path)
     finished = finish_run(
-        folder, MetricSet(), {}, summary=summary, check_truth=True, save_histograms=False
+        folder, MetricSet(), NO_FACTS, summary=summary, check_truth=True, save_histograms=False
     )
     stored = json.loads(folder.summary.read_text())
     assert stored["attribution_check"]["causes"]["prefill"]["recall"] == 1.0
@@ -406,7 +407,7 @@ def window_attribution(run: VirtualRun, sample_ms: float = 250) -> dict[str, Any
                 }
             )
     listed.sort(key=lambda entry: -entry["ms"])
-    return {"run": {}, "attribution": {"tail_gaps": listed[:1000]}}
+    return {"run": NO_FACTS, "attribution": {"tail_gaps": listed[:1000]}}
 
 
 def open_loop(rng: random.Random, rate_per_s: float, until_ms: float, make: Any) -> list[Any]:
@@ -424,7 +425,7 @@ def test_open_loop_long_prompts_make_the_tail_and_prefill_windows_find_them(tmp_
     longs = open_loop(rng, 0.5, 20_000, lambda i, t: VirtualRequest(f"l{i}", t, 16_000, 16))
     run = run_virtual("h200-llama3-8b", chats + longs, seed=1)
     truth = truth_file(run, tmp_path / "truth.jsonl")
-    gaps = true_gaps(truth, {})
+    gaps = true_gaps(truth, NO_FACTS)
     assert gaps is not None
     threshold = np.percentile(gaps.itl_ns, 99.9, method="inverted_cdf")
     tail = gaps.itl_ns > threshold
@@ -460,7 +461,7 @@ def test_small_kv_cache_preemptions_are_in_the_tail_and_found(tmp_path: Path) ->
     assert check["true_tail_causes"]["preemption"] >= 5
     assert check["causes"]["preemption"]["recall"] >= 0.8, check["causes"]
     # a preempted request's own gap spans its wait and its recompute prefill
-    gaps = true_gaps(truth, {})
+    gaps = true_gaps(truth, NO_FACTS)
     assert gaps is not None
     victim = next(r for r in run.records if r["preemptions"])
     g = victim["preemptions"][0]["generated"] - 1
@@ -473,4 +474,4 @@ def test_small_kv_cache_preemptions_are_in_the_tail_and_found(tmp_path: Path) ->
 @pytest.mark.parametrize("bad", [{"attribution": {"tail_gaps": "x"}}, {"attribution": None}])
 def test_malformed_attribution_is_unavailable(tmp_path: Path, bad: dict[str, Any]) -> None:
     engine = write(tmp_path / "engine.jsonl", [step(0), step(1), request("a", [1, 2], [0, 1])])
-    assert attribution_check({"run": {}, **bad}, engine)["available"] is False
+    assert attribution_check({"run": NO_FACTS, **bad}, engine)["available"] is False

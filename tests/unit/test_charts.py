@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
+from tpot_locust.common.run_facts import NO_FACTS
 from tpot_locust.metrics.histograms import record_many
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.charts import (
@@ -60,7 +61,7 @@ def test_only_stalls_that_can_reach_the_tail_are_marked() -> None:
         {"t": 3.0, "stalls": 1, "loop_lag_max_ms": 12.0, "tpot": {"count": 0}},
         {"t": 4.0, "stalls": 0, "loop_lag_max_ms": 90.0, "tpot": {"count": 900, "p99": 8.0}},
     ]
-    shading = timeseries_shading({"timeseries": points, "run": {}})
+    shading = timeseries_shading({"timeseries": points, "run": NO_FACTS})
     assert shading.marks == [2.0, 3.0] and "TPOT p99" in shading.mark_label
 
 
@@ -71,7 +72,7 @@ def _run(classes: dict[str, float]) -> RunView:
         metrics = totals.for_group(name)
         metrics.counters.ok = 100
         record_many(metrics.histogram("tpot"), rng.exponential(gap_ms * 1000, 20_000) + 1)
-    return RunView("run", build_summary(totals, {}), totals, "name: run\n")
+    return RunView("run", build_summary(totals), totals, "name: run\n")
 
 
 def test_distribution_points_follow_the_histogram_to_its_max() -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from tpot_locust.common.results_folder import ResultsFolder
+from tpot_locust.common.run_facts import RunFacts
 from tpot_locust.metrics.histograms import record_many
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.finishing import finish_saved
@@ -26,7 +27,7 @@ def test_what_the_master_could_not_save_makes_the_gated_run_invalid(tmp_path: Pa
     metrics.counters.first_send_wall_ns, metrics.counters.last_token_wall_ns = 1, 2_000_000_000
     record_many(metrics.histogram("tpot"), np.arange(1_000, 40_000, 3))
     folder = ResultsFolder(tmp_path / "out")
-    problems = write_histograms(folder, totals, {"scenario": "g", "warmup_s": float("nan")})
+    problems = write_histograms(folder, totals, RunFacts(scenario="g", warmup_s=float("nan")))
     assert problems == ["run.warmup_s: nan written as null"]
     finished = finish_saved(folder, slo=load_scenario(scenario).slo, suite="g")
     assert finished.summary["complete"] is False

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tpot_locust.common.run_facts import RunFacts
 from tpot_locust.metrics.histograms import record_many
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.first_screen import WIDTH, first_screen
@@ -26,7 +27,7 @@ def summary_of(itl_like_tpot: bool = True, **counts: int) -> Summary:
     record_many(metrics.histogram("itl"), gaps if itl_like_tpot else gaps * 2)
     record_many(metrics.histogram("ttft"), np.full(40, 25_000))
     record_many(metrics.histogram("e2e"), np.full(40, 280_000))
-    return build_summary(totals, run={"scenario": "quickstart"})
+    return build_summary(totals, run=RunFacts(scenario="quickstart"))
 
 
 def truth(worst_ms: float, passed: bool | None, tolerance_ms: float | None) -> dict:

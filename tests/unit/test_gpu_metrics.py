@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.unit.test_server_windows import scenario
+from tpot_locust.common.run_facts import RunFacts
 from tpot_locust.metrics.causes import GPU_THROTTLE, KV_OFFLOAD
 from tpot_locust.metrics.server_windows import GpuFigures, server_windows
 from tpot_locust.report.server_view import format_gpu_state
@@ -72,12 +73,12 @@ def test_an_interval_with_a_slowing_reason_at_either_end_is_gpu_throttle() -> No
     assert summary["slowing_reasons"] == ["software power cap"] and summary["xid_errors"] == []
     series = summary.pop("sm_clock_series")
     assert [clock for _, clock in series] == [1980.0, 1980.0, 1410.0, 1980.0]
-    run = {
-        "start_wall_s": series[0][0] - 1,
-        "gpu_metrics": {"node7": {"gpu": summary | {"sm_clock_series": series}}},
-    }
+    run = RunFacts(
+        start_wall_s=series[0][0] - 1,
+        gpu_metrics={"node7": {"gpu": summary | {"sm_clock_series": series}}},
+    )
     assert "GPU node7: lowest SM clock" in "".join(tail_timeline({"run": run}))
-    told = format_gpu_state({"run": {"gpu_metrics": {"node7": {"gpu": summary}}}})
+    told = format_gpu_state({"run": RunFacts(gpu_metrics={"node7": {"gpu": summary}})})
     assert told == [
         "GPU node7: 2 GPUs; SM clock 1,410-1,980 MHz; power up to 700 W; up to 71 C; "
         "clocks held down in 1 of 4 samples (software power cap); no XID error"
@@ -150,7 +151,7 @@ def test_an_edited_gpu_summary_is_shown_not_raised() -> None:
             "slowed_samples": True,
         }
     }
-    summary: dict[str, Any] = {"run": {"gpu_metrics": {"a<b": hostile, "c": "?"}}}
+    summary: dict[str, Any] = {"run": RunFacts(gpu_metrics={"a<b": hostile, "c": "?"})}
     lines = format_gpu_state(summary)
     assert lines[0].startswith("GPU a<b: ? GPUs; clocks held down in 0 of 0 samples")
     assert "XID errors 79, 0" in lines[0] and lines[1] == "GPU c: no GPU sample (0 failed)"

@@ -28,6 +28,7 @@ from hdrh.codec import (
 )
 
 from tpot_locust.common.results_folder import HISTOGRAMS_FILE, SUMMARY_FILE, ResultsFolder
+from tpot_locust.common.run_facts import NO_FACTS, RunFacts
 from tpot_locust.common.text_safety import printable, safe_slug, xml_text
 from tpot_locust.metrics.histograms import (
     HIGHEST_US,
@@ -94,7 +95,7 @@ def _totals() -> MetricSet:
 
 def _results(tmp_path: Path) -> Path:
     out = tmp_path / "run"
-    finish_run(ResultsFolder(out), _totals(), {"scenario": "s", "host": "http://127.0.0.1:1"})
+    finish_run(ResultsFolder(out), _totals(), RunFacts(scenario="s", host="http://127.0.0.1:1"))
     return out
 
 
@@ -222,20 +223,20 @@ def test_a_failing_report_part_is_named_and_the_rest_is_written(
 
     monkeypatch.setattr(summary_module, "phase_summary", broken)
     out = tmp_path / "run"
-    run = {"scenario": "s", "warmup_s": float("nan")}
+    run = RunFacts(scenario="s", warmup_s=float("nan"))
     summary = finish_run(ResultsFolder(out), _totals(), run).summary
     saved = json.loads((out / SUMMARY_FILE).read_text(), parse_constant=pytest.fail)
     assert saved["complete"] is False and summary["complete"] is False
     assert "totals interference: OverflowError: int too large" in saved["report_error"]
     assert "class chat interference" in saved["report_error"]
     assert "run.warmup_s: nan written as null" in saved["report_error"]
-    assert summary["run"]["warmup_s"] is None  # what later steps rewrite stays strict JSON
+    assert summary["run"].warmup_s is None  # what later steps rewrite stays strict JSON
     assert saved["requests"]["ok"] == 100 and saved["metrics"]["tpot"]["count"] > 0
     assert set(saved["classes"]) == {"chat", "rag"}
     monkeypatch.undo()
     totals, run = load_results(out)  # histograms.json is whole, and strict JSON
     assert build_summary(totals, run)["requests"]["ok"] == 100
-    assert "REPORT INCOMPLETE" in format_report(saved)
+    assert "REPORT INCOMPLETE" in format_report(saved | {"run": RunFacts.from_json(saved["run"])})
 
 
 def test_a_summary_part_that_fails_whole_leaves_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -244,7 +245,7 @@ def test_a_summary_part_that_fails_whole_leaves_the_others(monkeypatch: pytest.M
 
     monkeypatch.setattr(summary_module, "client_health", broken)
     errors: list[str] = []
-    summary = build_summary(_totals(), {}, errors)
+    summary = build_summary(_totals(), NO_FACTS, errors)
     assert errors == ["client health: ValueError: cannot convert float NaN to integer"]
     assert summary["requests"]["ok"] == 100 and summary["report_error"] == errors[0]
 
@@ -309,7 +310,7 @@ def test_terminal_output_carries_no_escape_sequence() -> None:
     lines = format_verdict(_verdict())
     summary = build_summary(_totals())
     summary["requests"]["errors"] = {HOSTILE: 3}
-    summary["run"]["stopped_because"] = HOSTILE
+    summary["run"] = RunFacts(stopped_because=HOSTILE)
     text = "\n".join(lines) + format_report(summary, scope=f"class {HOSTILE}")
     assert not any(c in text for c in "\x1b\x00\x01\x0b\u202e\ud800")
     assert all("--FAIL" not in line.lstrip()[:6] for line in text.splitlines())

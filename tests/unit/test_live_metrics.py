@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.metrics.histograms import histogram_stats, record_many
 from tpot_locust.metrics.metric_set import MetricSet
-from tpot_locust.report.live_metrics import EXPORTED_METRICS, RunFacts, buckets_s, render
+from tpot_locust.report.live_metrics import EXPORTED_METRICS, LiveFacts, buckets_s, render
 
 
 def _totals() -> tuple[MetricSet, dict[str, np.ndarray]]:
@@ -41,7 +41,7 @@ def _samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float
 
 def test_every_exported_metric_has_buckets_counts_and_percentiles() -> None:
     totals, values = _totals()
-    page = _samples(render(totals, RunFacts(running=True, users=8, tokens_per_s=812.5)))
+    page = _samples(render(totals, LiveFacts(running=True, users=8, tokens_per_s=812.5)))
     assert set(EXPORTED_METRICS) == {"tpot", "itl", "request_tpot", "ttft", "e2e"}
     for metric in EXPORTED_METRICS:
         base = f"tpot_locust_{metric}_seconds"
@@ -91,7 +91,7 @@ def test_the_per_token_buckets_resolve_a_1_to_20_ms_tail() -> None:
 
 
 def test_an_empty_run_renders_without_percentiles() -> None:
-    page = _samples(render(MetricSet(), RunFacts()))
+    page = _samples(render(MetricSet(), LiveFacts()))
     assert page[("tpot_locust_tpot_seconds_count", (("user_class", "all"),))] == 0
     assert not any(name.endswith("_quantile_seconds") for name, _ in page)
     assert ("tpot_locust_tokens_per_second", ()) not in page
@@ -104,11 +104,11 @@ def test_the_grafana_dashboard_reads_only_metrics_the_page_has() -> None:
     from pathlib import Path
 
     totals, _ = _totals()
-    names = {name for name, _ in _samples(render(totals, RunFacts(True, 1, 1.0)))}
+    names = {name for name, _ in _samples(render(totals, LiveFacts(True, 1, 1.0)))}
     names |= {
         family.name
         for family in text_string_to_metric_families(
-            render(totals, RunFacts(True, 1, 1.0)).decode()
+            render(totals, LiveFacts(True, 1, 1.0)).decode()
         )
     }
     path = Path(__file__).resolve().parents[2] / "deploy/grafana/tpot-locust-dashboard.json"
@@ -145,7 +145,7 @@ def test_a_model_has_its_own_series_that_no_class_selector_adds_in() -> None:
         metrics = totals.for_group(group)
         metrics.counters.ok = ok
         record_many(metrics.histogram("tpot"), np.full(ok, gap_us))
-    page = _samples(render(totals, RunFacts(running=True, users=3, tokens_per_s=None)))
+    page = _samples(render(totals, LiveFacts(running=True, users=3, tokens_per_s=None)))
     count = "tpot_locust_tpot_seconds_count"
     assert page[(count, (("model", "lora-b"),))] == 15  # across the classes that name it
     assert page[(count, (("model", "lora-a"),))] == 30

@@ -6,6 +6,7 @@ from array import array
 
 import numpy as np
 
+from tpot_locust.common.run_facts import RunFacts
 from tpot_locust.metrics.histograms import record_many
 from tpot_locust.metrics.metric_set import ClassCounters, MetricSet
 from tpot_locust.report.client_figures import CLIENT_BUSY_READ_DELAY_MS, busy_advice
@@ -132,10 +133,10 @@ def test_progress_line_shows_the_intervals_read_delay() -> None:
 
 
 def test_a_busy_client_beside_its_server_is_told_more_workers_will_not_help() -> None:
-    beside = busy_advice({"run": {"host": "http://127.0.0.1:8000", "bursts": {"windows": 4}}})
+    beside = busy_advice({"run": RunFacts(host="http://127.0.0.1:8000", bursts={"windows": 4})})
     assert "shares this machine" in beside and "prefills" in beside
     assert "more workers cannot give back" in beside
-    remote = busy_advice({"run": {"host": "http://gpu-node-7:8000"}})
+    remote = busy_advice({"run": RunFacts(host="http://gpu-node-7:8000")})
     assert remote == "Use more workers or less load per worker."
 
 
@@ -177,10 +178,10 @@ def test_the_report_says_how_the_bodies_were_read() -> None:
     other_counters = other.for_group("chat").counters
     other_counters.ok, other_counters.stamped_segment, other_counters.read_in_batches = 1, 1, 1
     totals.add(other)
-    summary = build_summary(totals, run={"read_batch_ms": 20.0})
+    summary = build_summary(totals, run=RunFacts(read_batch_ms=20.0))
     assert summary["client"]["read_in_batches"] == 3
     assert "reads: 3 of 4 bodies in 20 ms batches after their first read" in format_report(summary)
     at_once = MetricSet()
     at_once.for_group("chat").counters.ok = at_once.for_group("chat").counters.stamped_kernel = 2
-    summary = build_summary(at_once, run={"read_batch_ms": 0.0})
+    summary = build_summary(at_once, run=RunFacts(read_batch_ms=0.0))
     assert "reads: each body read as its data came" in format_report(summary)

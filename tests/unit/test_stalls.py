@@ -11,6 +11,7 @@ import gevent
 import numpy as np
 from gevent import monkey
 
+from tpot_locust.common.run_facts import NO_FACTS, RunFacts
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.harness.loop_probe import LagProbe
 from tpot_locust.metrics.collector import Collector
@@ -100,7 +101,7 @@ def test_recorder_sets_aside_the_gaps_across_a_stall() -> None:
     assert delta.client.stalls == 1
     assert {round(g["ms"]) for g in metrics.tail_gaps if g["client_stall"]} == {38, 12, 0}
     assert metrics.worst_gaps[0]["causes"] == ["client_stall"]
-    summary = build_summary(delta, {"start_wall_s": time.time(), "stall_threshold_ms": 2.0})
+    summary = build_summary(delta, RunFacts(start_wall_s=time.time(), stall_threshold_ms=2.0))
     assert summary["metrics"]["itl"]["client_stall"]["count"] == 3
     assert summary["client"]["stalls"] == 1
     report = format_report(summary)
@@ -182,7 +183,7 @@ def test_truth_check_compares_every_figure(tmp_path: Path) -> None:
             "itl": {"count": 5000, **figures, "max": 4.5},
             "ttft": {"count": 50, **dict.fromkeys(figures, 20.1)},
         },
-        "run": {},
+        "run": NO_FACTS,
     }
     check = truth_check(summary, truth, tolerance_ms=1.0)
     # the aborted request's gap counts too: the window is in token time (no window given)

@@ -6,11 +6,13 @@ from __future__ import annotations
 import copy
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pytest
 
+from tpot_locust.common.run_facts import RunFacts
 from tpot_locust.metrics.histograms import record_many
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.charts import MAX_TIMELINE_POINTS
@@ -52,7 +54,7 @@ def _gap(index: int, causes: list[str], request_id: str = "") -> dict[str, Any]:
 
 def _summary(server: bool = True) -> dict[str, Any]:
     totals = _totals()
-    summary = build_summary(totals, {"start_wall_s": START})
+    summary = build_summary(totals)
     kinds = [["prefill"], ["preemption", "kv_pressure"], ["client_stall"], []]
     gaps = [_gap(i, kinds[i % 4]) for i in range(40)]
     gaps[0] = _gap(0, ["prefill", HOSTILE], request_id=HOSTILE)
@@ -80,7 +82,7 @@ def _summary(server: bool = True) -> dict[str, Any]:
         "worst": gaps[:10],
         "tail_gaps": gaps,
     }
-    run = summary["run"]
+    run: dict[str, Any] = {"start_wall_s": START}
     run["bursts"] = {"spans_s": [[10.0, 12.0]]}
     run["prefill"] = {
         "windows": 40,
@@ -121,6 +123,7 @@ def _summary(server: bool = True) -> dict[str, Any]:
                 "ttft": {"count": 0, "sum_s": 0.0, "reset": False, "p50": None},
             },
         }
+    summary["run"] = RunFacts.from_json(run)
     return summary
 
 
@@ -159,7 +162,7 @@ def test_the_servers_figure_is_a_bucket_never_a_false_digit(bounds: Any, shown: 
 
 
 def test_the_coarseness_line_says_which_percentiles_share_a_bucket() -> None:
-    figures = _summary()["run"]["server_metrics"]["own_percentiles"]["itl"]
+    figures = _summary()["run"].server_metrics["own_percentiles"]["itl"]
     line = coarseness("ITL", figures)
     assert "p50, p90 below its first bound" in line
     assert "widest bucket shown is 10-25 ms (2.5x" in line
@@ -228,7 +231,7 @@ def test_without_server_metrics_only_our_panels_and_no_servers_table() -> None:
     plain = _summary(server=False)
     for key in ("attribution",):
         plain.pop(key)
-    plain["run"].pop("prefill")
+    plain["run"] = replace(plain["run"], prefill=None)
     assert not has_tail_facts(plain)
     assert "Why the tail" not in _report(plain)  # results of an older version
 
@@ -244,7 +247,7 @@ def test_hostile_strings_in_stories_notes_and_urls_are_escaped() -> None:
 
 def test_garbage_in_a_saved_summary_is_left_out_not_a_traceback() -> None:
     summary = _summary()
-    server = summary["run"]["server_metrics"]
+    server = summary["run"].server_metrics
     server["series"]["t_wall_s"][3] = "soon"
     server["series"]["kv_usage"] = ["full", None, float("nan"), *([0.5] * 117)]
     server["own_percentiles"]["itl"]["p99"] = {"low_ms": "x"}
@@ -253,7 +256,7 @@ def test_garbage_in_a_saved_summary_is_left_out_not_a_traceback() -> None:
     summary["attribution"]["worst"][1] = {"ms": "slow"}
     summary["attribution"]["tail_gaps"].append({"ms": float("inf"), "at_wall_s": None})
     summary["attribution"]["itl"]["p99"]["shares"] = {"prefill": "most"}
-    summary["run"]["prefill"]["tokens_s"] = [[1, 2, 3], "x", [0.5, 100]]
+    summary["run"].prefill["tokens_s"] = [[1, 2, 3], "x", [0.5, 100]]
     summary["attribution_check"] = {
         "available": True,
         "causes": {"prefill": "?"},
@@ -278,8 +281,8 @@ def test_a_long_run_is_drawn_in_bounded_points() -> None:
     summary["attribution"]["tail_gaps"] = [
         _gap(i % 900, ["prefill"]) | {"at_wall_s": START + i * 0.1} for i in range(5000)
     ]
-    summary["run"]["prefill"]["tokens_s"] = [[i * 0.5, i % 7] for i in range(20_000)]
-    series = summary["run"]["server_metrics"]["series"]
+    summary["run"].prefill["tokens_s"] = [[i * 0.5, i % 7] for i in range(20_000)]
+    series = summary["run"].server_metrics["series"]
     for name in series:
         series[name] = (series[name] * 100)[:10_000]
     series["t_wall_s"] = [START + 0.25 * i for i in range(10_000)]
@@ -361,7 +364,7 @@ def test_a_panel_with_nothing_to_show_is_left_out_and_said_so() -> None:
     """Issue 46: a server whose KV cache stayed empty and that preempted nothing gets no
     flat charts, and the section says which it left out."""
     summary = _summary()
-    series = summary["run"]["server_metrics"]["series"]
+    series = summary["run"].server_metrics["series"]
     series["kv_usage"] = [0.0] * 120
     series["preemptions"] = [0] * 120
     titles = [_titles(svg)[0] for svg in _svgs(summary)]

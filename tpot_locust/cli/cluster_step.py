@@ -15,18 +15,18 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tpot_locust.cli.master_api import BUSY_STATES, MasterAPI, MasterError
 from tpot_locust.cli.run import save_scenario
 from tpot_locust.common.results_folder import ResultsFolder
+from tpot_locust.common.run_facts import NO_FACTS
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.finishing import finish_run
 from tpot_locust.report.gate import EXIT_INVALID
 from tpot_locust.report.histograms_file import load_results
 from tpot_locust.report.saved_results import STEP_SUMMARY, checked
 from tpot_locust.report.strict_json import write_json
-from tpot_locust.report.summary_types import Summary
+from tpot_locust.report.summary_types import Summary, Verdict
 from tpot_locust.report.verdict_files import format_verdict
 from tpot_locust.scenario.loader import SETTINGS_SEPARATOR, ScenarioText
 from tpot_locust.scenario.model import Scenario
@@ -136,7 +136,7 @@ class ClusterSteps:
 
     def _save(
         self, folder: ResultsFolder, test: int, summary: Summary | None, scenario: Scenario
-    ) -> dict[str, Any] | None:
+    ) -> Verdict | None:
         """The step's results as a local step has them (``tpot-locust report`` and
         ``compare`` read the folder), through the one finishing pass: the master's summary,
         gated here, and its histograms while the master still has this test's."""
@@ -144,7 +144,7 @@ class ClusterSteps:
             return None
         summary.pop("running", None)  # the web UI's, not the run's
         summary.pop("test", None)
-        totals, run = MetricSet(), summary.get("run") or {}
+        totals, run = MetricSet(), summary.get("run", NO_FACTS)
         try:
             document = self.api.histograms()
             if document.pop("test", None) == test:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 
 from tpot_locust.common.checked_numbers import option_number
 from tpot_locust.common.results_folder import REPORT_FILE, ResultsFolder
+from tpot_locust.common.run_facts import json_default
 from tpot_locust.common.text_safety import printable
 from tpot_locust.common.version import __version__
 from tpot_locust.scenario.capacity import AUTO_WORKERS
@@ -96,7 +97,8 @@ def _report(args: argparse.Namespace) -> int:
     verdict_path = ResultsFolder.of(Path(args.out)).verdict
     verdict = read_checked(verdict_path, VERDICT) if verdict_path.exists() else None
     if args.json:
-        print(json.dumps(summary | ({"slo": verdict} if verdict else {}), indent=2))
+        document = summary | ({"slo": verdict} if verdict else {})
+        print(json.dumps(document, indent=2, default=json_default))
     else:
         print(format_full_report(summary))
         if verdict is not None:
@@ -144,7 +146,7 @@ def _run_view(given: Path) -> RunView:
             summary["complete"] = False
     scenario = folder.scenario
     text = read_text(scenario) if scenario.exists() else None
-    return RunView(run.get("scenario") or folder.root.name, summary, totals, text)
+    return RunView(run.scenario or folder.root.name, summary, totals, text)
 
 
 def _compare(args: argparse.Namespace) -> int:

@@ -323,9 +323,9 @@ def nothing_measured(summary: Summary) -> str | None:
     finished, and no gap of a stream still going arrived inside the window.
     Locust's own exit code does not say so (a scenario whose name Locust read as --version
     exited 0 having run nothing)."""
-    requests = summary.get("requests") or {}
+    requests = summary.get("requests")
     gaps = (summary.get("window") or {}).get("gaps", 0)
-    if not requests.get("ok") and not requests.get("failed") and not gaps:
+    if not (requests and (requests.get("ok") or requests.get("failed"))) and not gaps:
         return "no request finished and no token gap arrived inside the window"
     return None
 

@@ -28,6 +28,7 @@ from gevent.lock import Semaphore
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from tpot_locust.common.results_folder import ResultsFolder
+from tpot_locust.common.run_facts import Workers
 from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.common.version import __version__
 from tpot_locust.harness.traffic import ProcessShare
@@ -358,7 +359,7 @@ class MasterLink:
         worker whose final report is still to come is not lost)."""
         return sorted(self.names(client_id) for client_id in self.seen - self._alive())
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> Workers:
         workers = sorted(
             (self.names(client_id), figures) for client_id, figures in self.by_worker.items()
         )
@@ -378,12 +379,11 @@ class MasterLink:
             "seen": len(self.seen),
             "reported_in_full": len(self.finals),
             "missing": self.missing(),
-            **{
-                f"read_delay_p{percentile:g}_ms": {
-                    client_id: percentiles[percentile] / 1000
-                    for client_id, percentiles in read_delays.items()
-                }
-                for percentile in (90.0, 99.0)
+            "read_delay_p90_ms": {
+                client_id: delays[90.0] / 1000 for client_id, delays in read_delays.items()
+            },
+            "read_delay_p99_ms": {
+                client_id: delays[99.0] / 1000 for client_id, delays in read_delays.items()
             },
             "stalls": stalls,
             "loop_lag_max_ms": lag_max_ms,

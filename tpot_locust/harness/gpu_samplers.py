@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from tpot_locust.common.results_folder import ResultsFolder
+from tpot_locust.common.run_facts import ServerMetrics
 from tpot_locust.harness.server_sampler import ServerSampler
 from tpot_locust.metrics.causes import CauseWindow
 
@@ -44,7 +44,7 @@ class GpuSamplers:
                 continue
             self.samplers[label] = sampler
 
-    def stop(self) -> dict[str, Any] | None:
+    def stop(self) -> dict[str, ServerMetrics] | None:
         """Stop every sampler (bounded); their summaries by label, None when there were none."""
         samplers, self.samplers = self.samplers, {}
         for sampler in samplers.values():

@@ -11,6 +11,7 @@ import json
 import logging
 import sys
 import time
+from dataclasses import replace
 from typing import Any
 
 import gevent
@@ -21,6 +22,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from tpot_locust.common import env_vars
 from tpot_locust.common.clock import SEGMENT_CLOCK
 from tpot_locust.common.results_folder import ResultsFolder
+from tpot_locust.common.run_facts import Prefill, RunFacts
 from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.version import __version__
 from tpot_locust.harness.distributed import MasterLink, WorkerHooks, WorkerLink
@@ -42,9 +44,9 @@ from tpot_locust.report.finishing import finish_run, guarded
 from tpot_locust.report.first_screen import first_screen
 from tpot_locust.report.gate import EXIT_INVALID
 from tpot_locust.report.histograms_file import write_histograms
-from tpot_locust.report.live_metrics import RunFacts, render
+from tpot_locust.report.live_metrics import LiveFacts, render
 from tpot_locust.report.progress import ProgressPrinter
-from tpot_locust.report.summary_types import Summary
+from tpot_locust.report.summary_types import Summary, Verdict
 from tpot_locust.report.verdict_files import format_verdict
 from tpot_locust.scenario.loader import ScenarioError, split_settings
 from tpot_locust.scenario.slo import SloSpec
@@ -52,6 +54,11 @@ from tpot_locust.wire.loop_reads import read_batch_s
 from tpot_locust.wire.segment_stamps import arrival_clock
 
 logger = logging.getLogger(__name__)
+# The facts ``run_info`` writes even when None (``"users": null``): the same bytes as ever.
+ALWAYS_WRITTEN = frozenset(
+    {"host", "complete", "version", "users", "scenario", "report_interval_s", "start_wall_s"}
+    | {"stopped_because", "stall_threshold_ms", "arrival_clock", "read_batch_ms", "timeseries"}
+)
 
 
 class RunState:
@@ -81,7 +88,7 @@ class RunState:
         self.client_errors = ClientErrorStreak(self.stop_run)
         self.stopped_because: str | None = None
         self.slo: SloSpec | None = None
-        self.verdict: dict[str, Any] | None = None
+        self.verdict: Verdict | None = None
         self.tests_started = 0
         self.reported = False  # this test's report was printed already (web UI: at its stop)
 
@@ -157,7 +164,7 @@ class RunState:
         if self.live_metrics is None:
             return
         timeseries = self.collector.timeseries
-        facts = RunFacts(
+        facts = LiveFacts(
             running=self.running,
             users=self._users(),
             tokens_per_s=timeseries[-1].get("tokens_per_s") if timeseries else None,
@@ -295,16 +302,13 @@ class RunState:
         guarded(errors, "interval logs", self.collector.close)
         self.running = False
         self._publish_live()  # the test's last totals, no longer running
-        run = guarded(errors, "run facts", self.run_info) or {"complete": False}
-        if server_metrics is not None:
-            run["server_metrics"] = server_metrics
-        if gpu_metrics is not None:
-            run["gpu_metrics"] = gpu_metrics
+        run = guarded(errors, "run facts", self.run_info) or RunFacts(complete=False)
+        run = replace(run, server_metrics=server_metrics, gpu_metrics=gpu_metrics)
         folder, totals = self.folder, self.collector.totals
         if folder is not None and self.master is None:
             guarded(errors, "client stalls", lambda: self._write_stalls(folder))
         if errors:
-            run["report_error"] = "; ".join(errors)
+            run = replace(run, report_error="; ".join(errors))
         missing_workers = self.master is not None and bool(self.master.missing())
         if folder is not None and env_vars.is_set(env_vars.SUPERVISED):
             # tpot-locust run finishes the run, with the simulator's truth: its input only
@@ -315,7 +319,7 @@ class RunState:
                 self.environment.process_exit_code = 1
             self.summary = None
             return None
-        name = run.get("scenario") or "run"
+        name = run.scenario or "run"
         finished = finish_run(folder, totals, run, slo=self.slo, suite=name)
         summary = self.summary = finished.summary
         self.verdict = finished.verdict
@@ -361,70 +365,71 @@ class RunState:
         worker's ``OUT/workers/<id>.json``)."""
         return self.recorder.stalls.to_record(self.probe.threshold_ns / 1e6)
 
-    def run_info(self) -> dict[str, Any]:
+    def run_info(self) -> RunFacts:
         options = self.environment.parsed_options
-        info: dict[str, Any] = {"host": redact_url(self.environment.host), "complete": True}
-        info["version"] = __version__
-        info["users"] = getattr(options, "num_users", None)
         in_use = scenario_in_use()
-        if options is not None:
-            info["scenario"] = getattr(options, "tpot_scenario_name", None)
-        if not info.get("scenario") and in_use is not None:
-            info["scenario"] = in_use.scenario.name
-        if in_use is not None and in_use.settings:
-            info["settings"] = list(in_use.settings)  # this test's own (--tpot-set)
-        info["report_interval_s"] = self.interval_s
-        info["start_wall_s"] = self.collector.start_wall_s
-        info["stopped_because"] = self.stopped_because
-        info["stall_threshold_ms"] = self.probe.threshold_ns / 1e6
-        if self.slo is not None and self.slo.goodput is not None:  # the recorder's rule
-            info["goodput_limits_ms"] = self.slo.goodput.as_ms()
-        if self.slo is not None and self.slo.pace is not None:  # the recorder's deadlines
-            info["pace_ms"] = self.slo.pace.as_ms()
-        # in the master's environment: workers started with another one may differ
-        info["arrival_clock"] = arrival_clock()
-        info["read_batch_ms"] = (
-            read_batch_s() * 1000 if info["arrival_clock"] == SEGMENT_CLOCK else 0.0
-        )
+        scenario = getattr(options, "tpot_scenario_name", None) if options is not None else None
+        if not scenario and in_use is not None:
+            scenario = in_use.scenario.name
+        named = options is not None or in_use is not None  # else no "scenario" (a library's)
+        slo, workers, clock = self.slo, None, self.recorder.clock
         if self.master is not None:
             workers = self.master.summary()
-            info["workers"] = workers
-            info["complete"] = not workers["missing"]
-        info["timeseries"] = self.collector.timeseries
+        clock_name = arrival_clock()  # the master's: workers started with another may differ
         start_ns = self.collector.start_wall_s * 1e9
         bursts = self.recorder.causes.bursts
-        info["bursts"] = {
-            "windows": len(bursts),
-            "failed": bursts.failed,  # no first token: no prefill, no window
-            "prefill_s": sorted(round(d, 3) for d in bursts.durations_s()),
-            # seconds since the time series' start, to shade on its charts
-            "spans_s": [
-                [round((start - start_ns) / 1e9, 3), round((end - start_ns) / 1e9, 3)]
-                for start, end in bursts.spans_wall_ns()
-            ],
-        }
+        prefill: Prefill | None = None
         if (archive := self.recorder.causes.archive) is not None:
-            info["prefill"] = {  # every request's prefill (send to first token), all processes
+            prefill = {  # every request's prefill (send to first token), all processes
                 "windows": len(archive),
                 "long_prompt_tokens": self.recorder.causes.long_prompt_tokens,
                 # [seconds since the time series' start, most prompt tokens in prefill]
                 "tokens_s": archive.tokens_series(int(start_ns)),
             }
-        if self.tests_started > 1:
-            info["test"] = self.tests_started  # of this web-UI session
-        if self.recorder.clock is not None:
-            info["warmup_s"] = self.recorder.clock.warmup_s
-            info["cooldown_s"] = self.recorder.clock.cooldown_s
-            info["duration_s"] = self.recorder.clock.duration_s
-            info["clock_start_wall_ns"] = self.recorder.clock.start_wall_ns
         window_start, window_end = self.recorder.window_ns()
-        if window_start or window_end != NO_END_NS:  # the window in token time (metrics.md)
-            info["window_wall_ns"] = [window_start, window_end]
-            # each measuring process's own (a worker's closes at its own stop): by the prefix
-            # of the request ids it sent, for the truth check
+        window = None  # the window in token time (metrics.md), when it has an edge
+        windows = None  # each measuring process's own (a worker's closes at its own stop),
+        if window_start or window_end != NO_END_NS:  # by its request ids' prefix: truth
+            window = [window_start, window_end]
             own = {PROCESS_TAG: [window_start, window_end]}
-            info["process_windows_wall_ns"] = own if self.master is None else self.master.windows
-        return info
+            windows = own if self.master is None else self.master.windows
+        return RunFacts(
+            host=redact_url(self.environment.host),
+            complete=not workers["missing"] if workers is not None else True,
+            version=__version__,
+            users=getattr(options, "num_users", None),
+            scenario=scenario,
+            settings=list(in_use.settings) if in_use is not None and in_use.settings else None,
+            report_interval_s=self.interval_s,
+            start_wall_s=self.collector.start_wall_s,
+            stopped_because=self.stopped_because,
+            stall_threshold_ms=self.probe.threshold_ns / 1e6,
+            goodput_limits_ms=None if slo is None or slo.goodput is None else slo.goodput.as_ms(),
+            pace_ms=None if slo is None or slo.pace is None else slo.pace.as_ms(),
+            arrival_clock=clock_name,
+            read_batch_ms=read_batch_s() * 1000 if clock_name == SEGMENT_CLOCK else 0.0,
+            workers=workers,
+            timeseries=self.collector.timeseries,
+            bursts={
+                "windows": len(bursts),
+                "failed": bursts.failed,  # no first token: no prefill, no window
+                "prefill_s": sorted(round(d, 3) for d in bursts.durations_s()),
+                # seconds since the time series' start, to shade on its charts
+                "spans_s": [
+                    [round((start - start_ns) / 1e9, 3), round((end - start_ns) / 1e9, 3)]
+                    for start, end in bursts.spans_wall_ns()
+                ],
+            },
+            prefill=prefill,
+            test=self.tests_started if self.tests_started > 1 else None,  # of this web UI
+            warmup_s=None if clock is None else clock.warmup_s,
+            cooldown_s=None if clock is None else clock.cooldown_s,
+            duration_s=None if clock is None else clock.duration_s,
+            clock_start_wall_ns=None if clock is None else clock.start_wall_ns,
+            window_wall_ns=window,
+            process_windows_wall_ns=windows,
+            nulls_kept=ALWAYS_WRITTEN if named else ALWAYS_WRITTEN - {"scenario"},
+        )
 
     def reset(self) -> None:
         """Locust's Reset Stats: ours restart too, the time series with the totals (the

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from tpot_locust.common.results_folder import ResultsFolder
+from tpot_locust.common.run_facts import ServerMetrics
 from tpot_locust.harness.gpu_samplers import GpuSamplers
 from tpot_locust.harness.process_context import scenario_in_use
 from tpot_locust.harness.server_sampler import ServerSampler
@@ -45,7 +45,7 @@ class ServerSampling:
             logger.warning("tpot-locust: server metrics: the sampler did not start: %s", error)
             self.sampler = None
 
-    def stop_server(self) -> dict[str, Any] | None:
+    def stop_server(self) -> ServerMetrics | None:
         """Stop the /metrics sampler (bounded); its summary for the run's facts."""
         sampler, self.sampler = self.sampler, None
         if sampler is None:

@@ -28,6 +28,7 @@ from gevent import subprocess
 
 from tpot_locust.common import env_vars
 from tpot_locust.common.child_process import child_options
+from tpot_locust.common.run_facts import ServerMetrics
 from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.text_safety import printable
 from tpot_locust.metrics.causes import GPU_THROTTLE, SERVER_CAUSES, CauseWindow
@@ -200,23 +201,27 @@ class ServerSampler:
                 f"(exit code {process.returncode})"
             )
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ServerMetrics:
         """``run["server_metrics"]`` of ``summary.json`` (see the module docstring); a DCGM
         exporter's (``run["gpu_metrics"][label]``) has ``gpu`` too."""
         final = self._final or {}
         gpu = self._gpu.summary()
-        return ({"gpu": gpu} if gpu is not None else {}) | {
-            "url": redact_url(self.url),
-            "engine": self._engine if self._engine is not None else final.get("engine"),
-            "interval_s": self.interval_s,
-            "samples": self._samples,
-            "slow": self._slow,
-            "failed": self._failed,
-            "notes": list(self._notes),
-            "series": self._reducer.series(),
-            "windows": dict(self._windows),
-            "own_percentiles": final.get("own_percentiles") or {},
-        }
+        summary: ServerMetrics = {"gpu": gpu} if gpu is not None else {}
+        summary.update(
+            {
+                "url": redact_url(self.url),
+                "engine": self._engine if self._engine is not None else final.get("engine"),
+                "interval_s": self.interval_s,
+                "samples": self._samples,
+                "slow": self._slow,
+                "failed": self._failed,
+                "notes": list(self._notes),
+                "series": self._reducer.series(),
+                "windows": dict(self._windows),
+                "own_percentiles": final.get("own_percentiles") or {},
+            }
+        )
+        return summary
 
 
 def _wait(process: subprocess.Popen, timeout_s: float) -> bool:

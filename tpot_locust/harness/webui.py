@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.metric_catalogue import TPOT
+from tpot_locust.common.run_facts import NO_FACTS, ServerMetrics, json_default
 from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.text_safety import printable
 from tpot_locust.harness import web_guard
@@ -159,10 +161,10 @@ def install(environment: Environment, state: RunState) -> None:
         """The summary as it would be now, with the server's sampled metrics so far."""
         run = state.run_info()
         if (server := _server_metrics_now()) is not None:
-            run["server_metrics"] = server
+            run = replace(run, server_metrics=server)
         return build_summary(state.collector.totals, run)
 
-    def _server_metrics_now() -> dict[str, Any] | None:
+    def _server_metrics_now() -> ServerMetrics | None:
         """The sampler's summary while a test runs (``run["server_metrics"]`` so far); the
         last test's once it stopped; None where the server's metrics are not sampled."""
         sampler: ServerSampler | None = getattr(state, "sampler", None)
@@ -173,7 +175,7 @@ def install(environment: Environment, state: RunState) -> None:
                 logger.debug("tpot-locust: server metrics for the live page", exc_info=True)
                 return None
         finished = _finished_summary()
-        server = (finished or {}).get("run", {}).get("server_metrics")
+        server = finished.get("run", NO_FACTS).server_metrics if finished is not None else None
         return server if isinstance(server, dict) else None
 
     def _finished_summary() -> Summary | None:
@@ -189,7 +191,8 @@ def install(environment: Environment, state: RunState) -> None:
         summary["test"] = state.tests_started  # of this web-UI session (0: none yet)
         if state.running:
             summary["complete"] = False
-        return Response(json.dumps(summary, indent=2), mimetype="application/json")
+        text = json.dumps(summary, indent=2, default=json_default)
+        return Response(text, mimetype="application/json")
 
     @app.route(f"{base}/tpot/histograms.json")
     @web_ui.auth_required_if_enabled

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tpot_locust.common.run_facts import GpuSummary
 from tpot_locust.metrics.causes import (
     GPU_THROTTLE,
     KV_OFFLOAD,
@@ -257,7 +258,7 @@ class GpuFigures:
         if isinstance(xid, int) and not isinstance(xid, bool) and xid and xid not in self.xids:
             self.xids = [*self.xids, xid][:16]
 
-    def summary(self) -> dict[str, Any] | None:
+    def summary(self) -> GpuSummary | None:
         """``run["gpu_metrics"][label]["gpu"]``; None before any GPU sample."""
         if not self.samples:
             return None

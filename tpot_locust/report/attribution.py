@@ -16,6 +16,7 @@ import numpy as np
 
 from tpot_locust.common.metric_catalogue import ITL
 from tpot_locust.common.percentiles import percentile_key
+from tpot_locust.common.run_facts import NO_FACTS
 from tpot_locust.metrics.causes import (
     CAUSES,
     KV_PRESSURE,
@@ -187,8 +188,8 @@ def format_why_the_tail(summary: Summary) -> list[str]:
         + (f"; ITL tail {tails}" if tails else "")
     )
     lines.append("  (causes overlap: a row's shares need not sum to 100 %; 'none': no cause)")
-    run = summary.get("run") or {}
-    origin, series = run.get("start_wall_s"), (run.get("server_metrics") or {}).get("series")
+    run = summary.get("run", NO_FACTS)
+    origin, series = run.start_wall_s, (run.server_metrics or {}).get("series")
     for gap in attribution.get("worst", [])[:5]:
         lines.append(f"  {gap_story(gap, origin, series)}")
     return lines

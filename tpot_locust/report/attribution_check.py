@@ -51,10 +51,11 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
+from tpot_locust.common.run_facts import NO_FACTS, RunFacts
 from tpot_locust.metrics.causes import (
     GPU_THROTTLE,
     KV_OFFLOAD,
@@ -65,14 +66,20 @@ from tpot_locust.metrics.causes import (
     explains,
 )
 from tpot_locust.metrics.histograms import exact_percentile
-from tpot_locust.report.summary_types import Summary
+from tpot_locust.report.summary_types import (
+    AttributionCheck,
+    CauseScore,
+    LowerLevel,
+    Summary,
+    ThresholdMet,
+)
 from tpot_locust.report.truth_check import TruthWindow, streamed
 
 TAIL_PERCENTILE = 99.9
 LOWER_PERCENTILE = 99.0  # checked too, beside: where a cause is too rare for P99.9
 CHECKED_CAUSES = (PREFILL, SERVER_PAUSE, SERVER_GC, GPU_THROTTLE, KV_OFFLOAD, PREEMPTION)
 # Stated, not enforced (a run does not fail on them): (cause, measure, at least).
-THRESHOLDS = (
+THRESHOLDS: tuple[tuple[str, Literal["precision", "recall"], float], ...] = (
     (PREFILL, "precision", 0.9),
     (PREFILL, "recall", 0.9),
     (SERVER_PAUSE, "precision", 0.9),
@@ -140,9 +147,7 @@ class TrueGaps:
         return np.where(timed, explains(self.stall_ns, self.excess_ns), self.stall_ns > 0)
 
 
-def true_gaps(
-    truth_path: Path, run: dict[str, Any], steps_path: Path | None = None
-) -> TrueGaps | None:
+def true_gaps(truth_path: Path, run: RunFacts, steps_path: Path | None = None) -> TrueGaps | None:
     """The true gaps of a run's counted requests with their true causes; None when the truth
     has no step lines (the simulator ran in gap mode). ``steps_path``: the step lines'
     own file (the simulator's ``--steps``), else they are read from ``truth_path``."""
@@ -282,7 +287,7 @@ def _plain_ns(step: dict[str, Any]) -> int:
     return max(0, took - named)
 
 
-def _unavailable(why: str) -> dict[str, Any]:
+def _unavailable(why: str) -> AttributionCheck:
     return {"available": False, "why": why}
 
 
@@ -313,11 +318,11 @@ def _causes(entry: dict[str, Any]) -> list[Any]:
 
 def attribution_check(
     summary: Summary, truth_path: Path, steps_path: Path | None = None
-) -> dict[str, Any]:
+) -> AttributionCheck:
     """Precision and recall of our ``CHECKED_CAUSES`` tags on the true gaps
     above the true ITL P99.9; ``{"available": False, "why"}`` when it cannot be made."""
     ours = _our_tail(summary)
-    gaps = true_gaps(truth_path, summary.get("run") or {}, steps_path)
+    gaps = true_gaps(truth_path, summary.get("run", NO_FACTS), steps_path)
     if gaps is None:
         return _unavailable(
             "the truth has no engine step lines: the simulator ran without a profile"
@@ -333,7 +338,7 @@ def attribution_check(
         for i, e in zip(tail, entries, strict=True)
         if e is not None and isinstance(e.get("ms"), (int, float)) and math.isfinite(e["ms"])
     ]
-    thresholds = []
+    thresholds: list[ThresholdMet] = []
     for cause, measure, at_least in THRESHOLDS:
         value = causes[cause][measure]
         thresholds.append(
@@ -377,7 +382,7 @@ def _tail_level(
     ours: dict[tuple[str, int], dict[str, Any]],
     percentile: float,
     listed_only: bool = False,
-) -> tuple[float, np.ndarray, list[dict[str, Any] | None], dict[str, Any], dict[str, int]]:
+) -> tuple[float, np.ndarray, list[dict[str, Any] | None], dict[str, CauseScore], dict[str, int]]:
     """The true gaps above ``percentile`` (threshold ns, their indexes, our entry for each)
     and, per checked cause, how ours and the truth's agree; the truth's causes counted.
     ``listed_only``: only the gaps our ``tail_gaps`` list has (a tail wider than it)."""
@@ -395,7 +400,7 @@ def _tail_level(
         KV_OFFLOAD: gaps.kv_offload[tail],
         PREEMPTION: gaps.preemption[tail],
     }
-    causes: dict[str, Any] = {}
+    causes: dict[str, CauseScore] = {}
     for cause in CHECKED_CAUSES:
         true = truly[cause]
         mine = np.array([e is not None and cause in _causes(e) for e in entries], dtype=bool)
@@ -420,7 +425,7 @@ def _tail_level(
 
 def _lower_level(
     gaps: TrueGaps, ours: dict[tuple[str, int], dict[str, Any]], percentile: float
-) -> dict[str, Any]:
+) -> LowerLevel:
     """The same check above a lower percentile, for causes too rare for P99.9 (and the
     gaps ours left with no cause), over the gaps our ``tail_gaps`` list has (the largest
     1,000: a P99 wider than that is checked on its top)."""

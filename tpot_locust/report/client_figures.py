@@ -7,16 +7,17 @@ own (``client_busy``) that the progress line, the report and per-worker lines sh
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK, USER_CLOCK
 from tpot_locust.common.metric_catalogue import ITL
 from tpot_locust.common.percentiles import percentile_key
+from tpot_locust.common.run_facts import NO_FACTS, Workers
 from tpot_locust.common.text_safety import printable
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.metrics.stalls import LOOP_SATURATED_SHARE, ClientHealth, loop_saturated
-from tpot_locust.report.summary_types import ClientFigures, Summary
+from tpot_locust.report.summary_types import ClientFigures, Summary, WorstStall
 
 # A read delay at most this is on time, whatever the token gap (``client_busy``).
 CLIENT_BUSY_READ_DELAY_MS = 1.0
@@ -33,10 +34,10 @@ def client_health(health: ClientHealth, start_wall_s: float | None) -> dict[str,
     """The recording processes' own event loops: lag, stall windows, the worst of them."""
     lag = histogram_stats(health.loop_lag, (50.0, 99.0, 99.9))
     held_share = health.held_share
-    worst = []
+    worst: list[WorstStall] = []  # the metrics layer's records, as the summary types them
     for stall in health.worst_stalls:
         at_s = stall["at_wall_s"] - start_wall_s if start_wall_s else None
-        worst.append(stall | {"at_s": None if at_s is None else round(at_s, 3)})
+        worst.append(cast(WorstStall, stall | {"at_s": None if at_s is None else round(at_s, 3)}))
     return {
         "loop_lag": {"count": lag.count}
         | {percentile_key(p): value / 1000 for p, value in lag.percentiles.items()}
@@ -80,7 +81,7 @@ def client_busy(read_delay_p90_ms: float, token_gap_ms: float = 0.0) -> bool:
 def format_busy_workers(summary: Summary) -> list[str]:
     """A line naming every worker whose own read delay, or its saturated loop, says it fell
     behind."""
-    workers = summary.get("workers") or {}
+    workers: Workers | dict[str, dict[str, float]] = summary.get("workers") or {}
     limit = max(CLIENT_BUSY_READ_DELAY_MS, token_gap_ms(summary))
     reasons: dict[str, list[str]] = {}
     for client_id, p90 in workers.get("read_delay_p90_ms", {}).items():
@@ -126,10 +127,10 @@ def format_client_busy(summary: Summary) -> list[str]:
 def busy_advice(summary: Summary) -> str:
     """What to do about a busy client: a server on this machine takes the same cores (its
     prefills above all), which more workers cannot give back."""
-    run = summary.get("run", {})
-    host = urlsplit(run.get("host") or "").hostname or ""
+    run = summary.get("run", NO_FACTS)
+    host = urlsplit(run.host or "").hostname or ""
     if host == "localhost" or host.startswith("127.") or host == "::1":
-        during = " (its prefills above all)" if run.get("bursts", {}).get("windows") else ""
+        during = " (its prefills above all)" if (run.bursts or {}).get("windows") else ""
         return (
             f"The server shares this machine ({host}) and its work{during} takes the cores "
             "the client reads with, which more workers cannot give back: run the server, or the "
@@ -175,7 +176,7 @@ def format_arrival_clocks(summary: Summary) -> list[str]:
 def _format_reads(summary: Summary) -> list[str]:
     """How the bodies were read (docs/metrics.md, "How bodies are read"); one line."""
     batched = summary["client"].get("read_in_batches") or 0
-    period_ms = summary.get("run", {}).get("read_batch_ms")
+    period_ms = summary.get("run", NO_FACTS).read_batch_ms
     ok = summary["requests"]["ok"]
     if not batched:
         return ["reads: each body read as its data came"] if period_ms is not None else []

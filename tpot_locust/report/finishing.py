@@ -22,6 +22,7 @@ from tpot_locust.common.results_folder import (
     SUMMARY_FILE,
     ResultsFolder,
 )
+from tpot_locust.common.run_facts import NO_FACTS, RunFacts
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.attribution_check import attribution_check, format_attribution_check
 from tpot_locust.report.gate import EXIT_INVALID, evaluate
@@ -29,7 +30,7 @@ from tpot_locust.report.histograms_file import load_results, write_histograms
 from tpot_locust.report.html import RunView, render_report
 from tpot_locust.report.strict_json import json_safe, write_json
 from tpot_locust.report.summary import build_summary, format_full_report
-from tpot_locust.report.summary_types import Summary
+from tpot_locust.report.summary_types import Summary, Verdict
 from tpot_locust.report.truth_check import format_truth_check, load_stall_windows, truth_check
 from tpot_locust.report.verdict_files import format_verdict, write_verdict
 from tpot_locust.scenario.slo import SloSpec
@@ -46,7 +47,7 @@ class Finished:
     printed lines and whether it passed (None: no tolerance, or no truth)."""
 
     summary: Summary
-    verdict: dict[str, Any] | None = None
+    verdict: Verdict | None = None
     truth_passed: bool | None = None
     check_lines: list[str] = field(default_factory=list)
     # parts that failed after the verdict was made (writing a file): the run cannot vouch
@@ -67,7 +68,7 @@ class Finished:
 def finish_run(
     folder: ResultsFolder | None,
     totals: MetricSet,
-    run: dict[str, Any],
+    run: RunFacts,
     *,
     slo: SloSpec | None = None,
     suite: str = "run",
@@ -173,7 +174,7 @@ def _render(folder: ResultsFolder, summary: Summary, totals: MetricSet) -> str:
     """``report.html``'s text, the scenario as run at its end."""
     scenario = folder.scenario
     text = scenario.read_text() if scenario.exists() else None
-    name = summary.get("run", {}).get("scenario") or folder.root.name
+    name = summary.get("run", NO_FACTS).scenario or folder.root.name
     return render_report([RunView(name, summary, totals, text)])
 
 

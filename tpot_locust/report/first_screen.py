@@ -19,10 +19,11 @@ from typing import Any
 
 from tpot_locust.common.metric_catalogue import E2E, ITL, TPOT, TTFT
 from tpot_locust.common.percentiles import STATISTICS
+from tpot_locust.common.run_facts import NO_FACTS
 from tpot_locust.common.text_safety import printable
 from tpot_locust.report.attribution import gap_story
 from tpot_locust.report.summary import format_metric, format_report
-from tpot_locust.report.summary_types import Summary
+from tpot_locust.report.summary_types import Summary, TruthCheck, Verdict
 from tpot_locust.report.window_figures import format_window
 
 WIDTH = 100
@@ -86,9 +87,8 @@ def _readable(part: Callable[[Summary], list[str]], summary: Summary) -> list[st
 
 
 def _headline(summary: Summary, sweep_step: bool) -> str:
-    run = summary.get("run") or {}
-    name = printable(str(run.get("scenario") or "run"))
-    verdict: dict[str, Any] | None = summary.get("slo")
+    name = printable(str(summary.get("run", NO_FACTS).scenario or "run"))
+    verdict: Verdict | None = summary.get("slo")
     if verdict and sweep_step:
         said = "a step of a sweep (its SLOs below)"
     elif verdict:
@@ -130,7 +130,7 @@ def _compact(title: str, metric: dict[str, Any] | None) -> str:
 
 def _truth_line(summary: Summary) -> list[str]:
     """The truth check in a line (the embedded simulator's), with its failure if any."""
-    check: dict[str, Any] | None = summary.get("truth_check")
+    check: TruthCheck | None = summary.get("truth_check")
     if not check:
         return []
     coverage = check.get("coverage") or {}
@@ -172,9 +172,9 @@ def _why_lines(summary: Summary) -> list[str]:
     ]
     worst = (attribution or {}).get("worst") or []
     if worst:
-        run = summary.get("run") or {}
-        series = (run.get("server_metrics") or {}).get("series")
-        lines.append(f"  worst {gap_story(worst[0], run.get('start_wall_s'), series)}")
+        run = summary.get("run", NO_FACTS)
+        series = (run.server_metrics or {}).get("series")
+        lines.append(f"  worst {gap_story(worst[0], run.start_wall_s, series)}")
     return lines
 
 

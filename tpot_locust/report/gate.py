@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.metric_catalogue import ALL_CLASSES
 from tpot_locust.report.compare import Comparison, compare_summaries
-from tpot_locust.report.summary_types import Summary
+from tpot_locust.report.summary_types import CheckRecord, Mark, Summary, Verdict
 from tpot_locust.report.window_figures import burst_problem
 from tpot_locust.scenario.slo import Objective, SloSpec, format_limit
 from tpot_locust.scenario.slo_values import format_value
 
-PASS, FAIL, INSUFFICIENT, INVALID = "pass", "fail", "insufficient", "invalid"
+PASS: Final = "pass"
+FAIL: Final = "fail"
+INSUFFICIENT: Final = "insufficient"
+INVALID: Final = "invalid"
 EXIT_PASS, EXIT_FAIL, EXIT_INVALID = 0, 1, 3
 # Metrics whose samples the recorder tags when they overlap a client stall.
 _TAGGED = catalogue.names("stall_tagged")
@@ -43,11 +46,11 @@ class Check:
     unit: str
     measured: float | None
     samples_above: int | None
-    verdict: str
+    verdict: Mark
     why: str
     model: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> CheckRecord:
         return {
             "name": self.name,
             "kind": self.kind,
@@ -64,7 +67,7 @@ class Check:
         }
 
 
-def evaluate(spec: SloSpec, summary: Summary, baseline: Summary | None = None) -> dict[str, Any]:
+def evaluate(spec: SloSpec, summary: Summary, baseline: Summary | None = None) -> Verdict:
     """The verdict of a run: ``{"verdict", "exit_code", "checks": [...], "run_invalid": [...],
     "warnings": [...]}``. ``baseline``: the summary of ``spec.baseline``'s run, when set."""
     checks = [_check(objective, spec, summary) for objective in spec.objectives]
@@ -81,6 +84,7 @@ def evaluate(spec: SloSpec, summary: Summary, baseline: Summary | None = None) -
         if check.verdict == INSUFFICIENT and spec.insufficient == "warn"
     ]
     verdicts = {check.verdict for check in checks}
+    verdict: Mark
     if run_invalid or INVALID in verdicts:
         verdict, code = INVALID, EXIT_INVALID
     elif FAIL in verdicts or (INSUFFICIENT in verdicts and spec.insufficient == "fail"):
@@ -98,7 +102,7 @@ def evaluate(spec: SloSpec, summary: Summary, baseline: Summary | None = None) -
     }
 
 
-def unmeasured(spec: SloSpec, reason: str) -> dict[str, Any]:
+def unmeasured(spec: SloSpec, reason: str) -> Verdict:
     """The verdict of a run that could not start (a host nothing listens on): invalid."""
     return {
         "verdict": INVALID,
@@ -114,7 +118,8 @@ def unmeasured(spec: SloSpec, reason: str) -> dict[str, Any]:
 def run_validity(summary: Summary) -> list[str]:
     """Why the run as a whole is not a valid measurement (empty: it is)."""
     reasons = []
-    missing = ", ".join((summary.get("workers") or {}).get("missing", []))
+    workers = summary.get("workers")
+    missing = ", ".join(workers.get("missing", []) if workers else [])
     if report_error := summary.get("report_error"):
         reasons.append(f"the report could not be built in full: {report_error}")
     if not summary.get("complete", True) and (missing or not report_error):
@@ -231,7 +236,8 @@ def _interference(objective: Objective, scope: Summary) -> Check:
     interference = scope.get("interference")
     if not interference:
         return _result(objective, None, None, INSUFFICIENT, "no token gap fell in a burst")
-    factor = interference["interference_factor"][objective.metric].get(objective.statistic)
+    factors, statistic = interference["interference_factor"][objective.metric], objective.statistic
+    factor = None if statistic is None else factors.get(statistic)
     if factor is None:
         return _result(objective, None, None, INSUFFICIENT, "no steady-phase samples")
     return _bounded(objective, factor, None)
@@ -246,7 +252,7 @@ def _bounded(objective: Objective, measured: float, above: int | None) -> Check:
 
 
 def _result(
-    objective: Objective, measured: float | None, above: int | None, verdict: str, why: str
+    objective: Objective, measured: float | None, above: int | None, verdict: Mark, why: str
 ) -> Check:
     return Check(
         name=objective.name,
@@ -292,6 +298,7 @@ def _baseline_checks(spec: SloSpec, summary: Summary, baseline: Summary | None) 
 
 def _compared(row: Comparison, threshold: float) -> Check:
     name = f"{row.scope}: {row.metric} {row.statistic} within +{threshold * 100:g}% of baseline"
+    verdict: Mark
     if row.too_few:
         verdict, why = INSUFFICIENT, f"too few samples above {row.statistic} to compare"
     elif row.regressed:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tpot_locust.common.results_folder import ResultsFolder
+from tpot_locust.common.run_facts import NO_FACTS, RunFacts
 from tpot_locust.metrics.histograms import HistogramDecodeError
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.saved_results import (
@@ -22,7 +23,7 @@ from tpot_locust.report.strict_json import json_safe, write_json
 from tpot_locust.report.summary import built_part
 
 
-def write_histograms(folder: ResultsFolder, totals: MetricSet, run: dict[str, Any]) -> list[str]:
+def write_histograms(folder: ResultsFolder, totals: MetricSet, run: RunFacts) -> list[str]:
     """``histograms.json``: the run's totals and facts (all needed to report it again).
     Returns what could not be written as it was: the run's facts are written even when its
     histograms cannot be encoded, a number JSON cannot hold as null."""
@@ -30,7 +31,8 @@ def write_histograms(folder: ResultsFolder, totals: MetricSet, run: dict[str, An
     problems: list[str] = []
     document = built_part(problems, "histograms", lambda: histograms_document(totals, run))
     if document is None:  # the run's facts at least, and why the histograms are missing
-        document = {"format": "hdrhistogram-v2-base64", "unit": "us", "run": run, "classes": {}}
+        document = {"format": "hdrhistogram-v2-base64", "unit": "us", "run": run.to_json()}
+        document["classes"] = {}
     document = json_safe(document, "", problems)
     if problems:  # a reader of the file (the supervisor's finishing pass) learns of them
         run_facts = document.setdefault("run", {})
@@ -41,13 +43,13 @@ def write_histograms(folder: ResultsFolder, totals: MetricSet, run: dict[str, An
     return problems
 
 
-def histograms_document(totals: MetricSet, run: dict[str, Any]) -> dict[str, Any]:
+def histograms_document(totals: MetricSet, run: RunFacts) -> dict[str, Any]:
     """``histograms.json``: the run's totals as HdrHistogram blobs, with the run's facts."""
-    saved = {"format": "hdrhistogram-v2-base64", "unit": "us", "run": run}
+    saved = {"format": "hdrhistogram-v2-base64", "unit": "us", "run": run.to_json()}
     return saved | totals.encode()  # "classes" and "client"
 
 
-def load_results(out_dir: Path) -> tuple[MetricSet, dict[str, Any]]:
+def load_results(out_dir: Path) -> tuple[MetricSet, RunFacts]:
     """A run's saved totals and facts (``out_dir``: its folder, or a file in it), read
     through ``saved_results``: a damaged, edited or hostile ``histograms.json`` is a
     ``ValueError`` naming the file and key, nothing else."""
@@ -62,4 +64,4 @@ def load_results(out_dir: Path) -> tuple[MetricSet, dict[str, Any]]:
         totals = MetricSet.decode(encoded)
     except HistogramDecodeError as error:
         raise ResultsError(path, "", str(error)) from None
-    return totals, saved.get("run") or {}
+    return totals, saved.get("run", NO_FACTS)

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.metric_catalogue import ITL, TPOT, TTFAT, TTFT
 from tpot_locust.common.percentiles import PERCENTILE_KEYS, STATISTICS, UP_TO_P99_9
 from tpot_locust.common.results_folder import REPORT_FILE
+from tpot_locust.common.run_facts import NO_FACTS
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.metrics.metric_set import ClassMetrics, MetricSet
 from tpot_locust.report.charts import (
@@ -34,7 +35,7 @@ from tpot_locust.report.charts import (
     timeseries_chart,
 )
 from tpot_locust.report.first_screen import first_screen
-from tpot_locust.report.summary_types import ClientFigures, Summary
+from tpot_locust.report.summary_types import ClientFigures, Summary, TruthCheck, Verdict
 from tpot_locust.report.tail_pictures import has_tail_facts, why_the_tail
 from tpot_locust.report.token_figures import format_token_kinds, reasoned
 from tpot_locust.report.window_figures import format_window
@@ -143,33 +144,30 @@ def _rows(rows: list[list[str]], header: list[str]) -> str:
 
 
 def _metadata(summary: Summary) -> list[str]:
-    run, requests, tokens = summary.get("run", {}), summary["requests"], summary["tokens"]
+    run, requests, tokens = summary.get("run", NO_FACTS), summary["requests"], summary["tokens"]
     client = summary.get("client", {})
     workers = summary.get("workers")
     items = [
-        ("scenario", run.get("scenario") or "-"),
-        ("tpot-locust", run.get("version") or "-"),
-        ("host", run.get("host") or "-"),
-        ("users", run.get("users")),
-        ("duration", f"{run['duration_s']:g} s" if run.get("duration_s") else "-"),
-        (
-            "warm-up / cool-down",
-            f"{run.get('warmup_s') or 0:g} s / {run.get('cooldown_s') or 0:g} s",
-        ),
+        ("scenario", run.scenario or "-"),
+        ("tpot-locust", run.version or "-"),
+        ("host", run.host or "-"),
+        ("users", run.users),
+        ("duration", f"{run.duration_s:g} s" if run.duration_s else "-"),
+        ("warm-up / cool-down", f"{run.warmup_s or 0:g} s / {run.cooldown_s or 0:g} s"),
         (
             "workers",
             f"{workers['reported_in_full']} of {workers['seen']} reported in full"
             if workers
             else "one process",
         ),
-        ("arrival clock", run.get("arrival_clock") or "-"),
+        ("arrival clock", run.arrival_clock or "-"),
         (
             "complete",
             "yes"
             if summary.get("complete", True)
             else f"NO: {summary.get('report_error') or 'a worker was lost'}",
         ),
-        ("stopped early", run.get("stopped_because") or "no"),
+        ("stopped early", run.stopped_because or "no"),
         (
             "requests",
             f"ok {requests['ok']:,}, failed {requests['failed']:,}, interrupted "
@@ -217,7 +215,7 @@ def _for_people(value: Any) -> str:
     return str(value)
 
 
-def _verdict(verdict: dict[str, Any]) -> list[str]:
+def _verdict(verdict: Verdict) -> list[str]:
     rows = []
     for check in verdict["checks"]:
         mark = escape(check["verdict"])
@@ -240,7 +238,7 @@ def _verdict(verdict: dict[str, Any]) -> list[str]:
     return [head, _rows(rows, ["SLO", "verdict", "why"])]
 
 
-def _truth(truth: dict[str, Any]) -> list[str]:
+def _truth(truth: TruthCheck) -> list[str]:
     keys = (*PERCENTILE_KEYS, "max")
     rows = []
     for metric, figures in truth.get("metrics", {}).items():
@@ -356,8 +354,8 @@ STALL_MARK_MIN_MS = 10.0
 
 
 def timeseries_shading(summary: Summary) -> Shading:
-    run = summary.get("run", {})
-    spans = [tuple(span) for span in run.get("bursts", {}).get("spans_s", [])]
+    bursts = summary.get("run", NO_FACTS).bursts or {}
+    spans = cast("list[tuple[float, float]]", [tuple(span) for span in bursts.get("spans_s", [])])
     marks = [point["t"] for point in summary.get("timeseries", []) if _stall_matters(point)]
     return Shading(spans=spans, marks=marks, mark_label="client stall > that second's TPOT p99")
 

@@ -113,7 +113,7 @@ def buckets_s(metric: str) -> tuple[float, ...]:
 
 
 @dataclass
-class RunFacts:
+class LiveFacts:
     """What the page says beside the histograms: the load and the workers, now."""
 
     running: bool = False
@@ -151,7 +151,7 @@ SCOPE_LABELS = ["user_class", "model"]
 Scope = tuple[tuple[str, str], ClassMetrics]
 
 
-def render(totals: MetricSet, facts: RunFacts) -> bytes:
+def render(totals: MetricSet, facts: LiveFacts) -> bytes:
     """The Prometheus text exposition of ``totals`` and ``facts``."""
     scopes: list[Scope] = [
         ((name, ""), metrics) for name, metrics in sorted(totals.by_class().items())
@@ -237,7 +237,7 @@ def _counters(scopes: list[Scope], totals: MetricSet) -> Iterable[Metric]:
     return [requests, errors, tokens, arrived, stalls, stalled, watched]
 
 
-def _gauges(facts: RunFacts) -> Iterable[Metric]:
+def _gauges(facts: LiveFacts) -> Iterable[Metric]:
     yield GaugeMetricFamily(f"{PREFIX}_running", "1 while a test runs", value=int(facts.running))
     yield GaugeMetricFamily(f"{PREFIX}_users", "users running now", value=facts.users)
     yield GaugeMetricFamily(

@@ -11,23 +11,36 @@ traceback deep in the report.
 from __future__ import annotations
 
 import json
-import math
 import os
 import stat
-from collections.abc import Callable
+import typing
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from tpot_locust.common import metric_catalogue as catalogue
+from tpot_locust.common.run_facts import RunFacts
 from tpot_locust.metrics.metric_set import ClassCounters
 from tpot_locust.metrics.tail_gaps import TAIL_GAPS_KEPT
+from tpot_locust.report.json_checks import (
+    Check,
+    Problem,
+    Unusable,
+    anything,
+    boolean,
+    integer,
+    list_of,
+    mapping,
+    number,
+    optional,
+    record,
+    scrubbed,
+    shaped,
+    text,
+)
+from tpot_locust.report.summary_types import Summary, TailGap, TruthCheck, Verdict, WorstStall
 
 MAX_RESULTS_BYTES = 256 * 1024 * 1024
-MAX_INT = 2**63 - 1
-MAX_NUMBER = 1e18  # no duration, rate or count of a run comes near it
-MAX_ITEMS = 1_000_000
-MAX_TEXT = 100_000
 MAX_BLOB = 1 << 20  # one encoded histogram (the decoder checks the rest)
 MAX_INT_DIGITS = 20
 
@@ -39,21 +52,8 @@ class ResultsError(ValueError):
         super().__init__(f"{path}: {key}: {message}" if key else f"{path}: {message}")
 
 
-class _Problem(Exception):
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(message)
-        self.key, self.message = key, message
-
-
-class _Unusable:
-    """A JSON number kept aside at parsing: NaN, Infinity or an integer of many digits."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text if len(text) <= 24 else f"an integer of {len(text):,} digits"
-
-
-def _parse_int(text: str) -> int | _Unusable:
-    return int(text) if len(text.lstrip("-")) <= MAX_INT_DIGITS else _Unusable(text)
+def _parse_int(text: str) -> int | Unusable:
+    return int(text) if len(text.lstrip("-")) <= MAX_INT_DIGITS else Unusable(text)
 
 
 def read_json(path: Path) -> Any:
@@ -96,7 +96,7 @@ def read_text(path: Path, max_bytes: int = MAX_RESULTS_BYTES) -> str:
 
 def _parse(path: Path, data: bytes) -> Any:
     try:
-        return json.loads(data.decode("utf-8"), parse_int=_parse_int, parse_constant=_Unusable)
+        return json.loads(data.decode("utf-8"), parse_int=_parse_int, parse_constant=Unusable)
     except UnicodeDecodeError as error:
         raise ResultsError(path, "", f"not UTF-8 text (byte {error.start})") from None
     except json.JSONDecodeError as error:
@@ -110,137 +110,6 @@ def _parse(path: Path, data: bytes) -> Any:
         raise ResultsError(path, "", "nested too deeply to be a results file") from None
 
 
-# --- checks: each takes (value, key) and returns the value, or raises _Problem -----------
-
-Check = Callable[[Any, str], Any]
-
-
-def _kind(value: Any) -> str:
-    if isinstance(value, _Unusable):
-        return value.text
-    return {
-        dict: "an object",
-        list: "a list",
-        str: "a string",
-        bool: "true/false",
-        type(None): "null",
-    }.get(type(value), type(value).__name__)
-
-
-def integer(low: int = 0, high: int = MAX_INT) -> Check:
-    def check(value: Any, key: str) -> Any:
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise _Problem(key, f"expected an integer, found {_kind(value)}")
-        if not low <= value <= high:
-            raise _Problem(key, f"{_shown(value)} is out of range ({low} .. {high})")
-        return value
-
-    return check
-
-
-def _shown(value: int | float) -> str:
-    """A number for a message: a huge one by its size, never its 300 digits."""
-    if isinstance(value, int) and abs(value) >= 10**20:
-        return f"an integer of {len(str(abs(value)))} digits ({float(value):.3g})"
-    return f"{value:.6g}" if isinstance(value, float) else str(value)
-
-
-def number(low: float = -MAX_NUMBER, high: float = MAX_NUMBER) -> Check:
-    def check(value: Any, key: str) -> Any:
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            raise _Problem(key, f"expected a finite number, found {_kind(value)}")
-        if not math.isfinite(value) or not low <= value <= high:
-            raise _Problem(key, f"{_shown(value)} is out of range ({low:g} .. {high:g})")
-        return value
-
-    return check
-
-
-def text(max_length: int = MAX_TEXT) -> Check:
-    def check(value: Any, key: str) -> Any:
-        if not isinstance(value, str):
-            raise _Problem(key, f"expected a string, found {_kind(value)}")
-        if len(value) > max_length:
-            raise _Problem(key, f"a string of {len(value):,} characters (at most {max_length:,})")
-        return value
-
-    return check
-
-
-def boolean() -> Check:
-    def check(value: Any, key: str) -> Any:
-        if not isinstance(value, bool):
-            raise _Problem(key, f"expected true or false, found {_kind(value)}")
-        return value
-
-    return check
-
-
-def one_of(*choices: str) -> Check:
-    def check(value: Any, key: str) -> Any:
-        if value not in choices or not isinstance(value, str):
-            raise _Problem(key, f"expected one of {', '.join(choices)}, found {_kind(value)}")
-        return value
-
-    return check
-
-
-def optional(inner: Check) -> Check:
-    def check(value: Any, key: str) -> Any:
-        return None if value is None else inner(value, key)
-
-    return check
-
-
-def list_of(inner: Check, max_items: int = MAX_ITEMS) -> Check:
-    def check(value: Any, key: str) -> Any:
-        if not isinstance(value, list):
-            raise _Problem(key, f"expected a list, found {_kind(value)}")
-        if len(value) > max_items:
-            raise _Problem(key, f"{len(value):,} items (at most {max_items:,})")
-        return [inner(item, f"{key}[{index}]") for index, item in enumerate(value)]
-
-    return check
-
-
-def mapping(inner: Check, max_items: int = MAX_ITEMS) -> Check:
-    """An object with names of its own (classes, histograms, error categories)."""
-
-    def check(value: Any, key: str) -> Any:
-        if not isinstance(value, dict):
-            raise _Problem(key, f"expected an object, found {_kind(value)}")
-        if len(value) > max_items:
-            raise _Problem(key, f"{len(value):,} entries (at most {max_items:,})")
-        return {name: inner(item, _join(key, name)) for name, item in value.items()}
-
-    return check
-
-
-def record(known: dict[str, Check], required: tuple[str, ...] = ()) -> Check:
-    """An object of known keys: each one present is checked, the required ones must be;
-    others pass as they are (a newer version's additions)."""
-
-    def check(value: Any, key: str) -> Any:
-        if not isinstance(value, dict):
-            raise _Problem(key, f"expected an object, found {_kind(value)}")
-        for name in required:
-            if name not in value:
-                raise _Problem(_join(key, name), "missing")
-        checked = dict(value)
-        for name, inner in known.items():
-            if name in value:
-                checked[name] = inner(value[name], _join(key, name))
-        return checked
-
-    return check
-
-
-def _join(key: str, name: str) -> str:
-    return f"{key}.{name}" if key else str(name)
-
-
 # --- the documents ------------------------------------------------------------------------
 
 _NUMBER0 = number(0.0)
@@ -248,22 +117,7 @@ _COUNTERS = record(
     {f.name: integer() for f in fields(ClassCounters) if f.type == "int"}
     | {"errors": mapping(integer(), 10_000), "interrupted_ids": list_of(text(1000), 10_000)}
 )
-_TAIL_GAP = record(
-    {
-        "ms": _NUMBER0,
-        "phase": text(100),
-        "at_wall_s": number(),
-        "request_id": text(1000),
-        "client_stall": boolean(),
-        "gap": integer(),
-        "causes": list_of(text(100), 100),
-        "prefill_tokens": integer(),
-        "prefill_requests": integer(),
-        "prefill_overlapped": boolean(),
-        "pause_streams": integer(),
-    },
-    required=("ms",),
-)
+_TAIL_GAP = shaped(TailGap, {})
 _CLASS = record(
     {
         "histograms": mapping(text(MAX_BLOB), 1000),
@@ -272,15 +126,7 @@ _CLASS = record(
         "worst_gaps": list_of(_TAIL_GAP, TAIL_GAPS_KEPT),
     }
 )
-_STALL = record(
-    {
-        "ms": _NUMBER0,
-        "at_wall_s": number(),
-        "worker": optional(text(1000)),
-        "gc": optional(integer(0, 2)),
-    },
-    required=("ms", "at_wall_s"),
-)
+_STALL = shaped(WorstStall, {})
 _CLIENT = record(
     {
         "loop_lag": optional(text(MAX_BLOB)),
@@ -308,64 +154,20 @@ _POINT = record(
     },
     required=("t", "users"),
 )
-_WORKERS = record(
-    {
-        "seen": integer(),
-        "reported_in_full": integer(),
-        "missing": list_of(text(1000)),
-        "read_delay_p90_ms": mapping(_NUMBER0),
-        "read_delay_p99_ms": mapping(_NUMBER0),
-        "stalls": mapping(integer()),
-        "loop_lag_max_ms": mapping(_NUMBER0),
-        "loop_held_share": mapping(number(0.0, 1.0)),
-        "ids": mapping(text(1000)),
-    },
-    required=("seen", "reported_in_full", "missing"),
-)
-_SPAN = list_of(number(), 2)
-_BURSTS = record(
-    {
-        "windows": integer(),
-        "failed": integer(),
-        "prefill_s": list_of(_NUMBER0),
-        "spans_s": list_of(_SPAN),
-    }
-)
-_PREFILL = record(
-    {"windows": integer(), "long_prompt_tokens": integer(), "tokens_s": list_of(_SPAN)}
-)
-RUN = record(
-    {
-        "host": optional(text()),
-        "complete": boolean(),
-        "version": optional(text(100)),
-        "users": optional(integer()),
-        "scenario": optional(text()),
-        "settings": list_of(text()),
-        "report_interval_s": optional(_NUMBER0),
-        "start_wall_s": optional(_NUMBER0),
-        "stopped_because": optional(text()),
-        "stall_threshold_ms": optional(_NUMBER0),
-        "goodput_limits_ms": optional(mapping(_NUMBER0, 100)),
-        "pace_ms": optional(mapping(_NUMBER0, 2)),
-        "arrival_clock": optional(text()),
-        "read_batch_ms": optional(_NUMBER0),
-        "workers": _WORKERS,
-        "timeseries": list_of(_POINT),
-        "bursts": _BURSTS,
-        "prefill": _PREFILL,
-        "test": integer(),
-        "warmup_s": optional(_NUMBER0),
-        "cooldown_s": optional(_NUMBER0),
-        "duration_s": optional(_NUMBER0),
-        "clock_start_wall_ns": optional(integer()),
-        "window_wall_ns": optional(list_of(integer(), 2)),
-        "process_windows_wall_ns": optional(mapping(list_of(integer(), 2), 10_000)),
-        "report_error": optional(text()),
-    }
-)
+# The parts whose keys are chosen at run time, checked by hand; every other part of the
+# run's facts and the summary is checked as its type says (``json_checks.shaped``).
+_BY_HAND = {
+    "timeseries point": _POINT,
+    "metric figures": record(
+        {"count": integer(), "p50": optional(number()), "p99": optional(number())}
+    ),
+    "unchecked": anything(),
+}
+FACTS = shaped(RunFacts, _BY_HAND)  # the run's facts, read back as the dataclass
+
+
 HISTOGRAMS = record(
-    {"run": RUN, "classes": mapping(_CLASS, 10_000), "client": _CLIENT}, required=("classes",)
+    {"run": FACTS, "classes": mapping(_CLASS, 10_000), "client": _CLIENT}, required=("classes",)
 )
 # Histograms one results file may hold over all its classes: each decodes to ~185 KiB
 # whatever its size on disk (1 us .. 1 h at 3 digits), so 500 small classes had taken
@@ -388,91 +190,40 @@ def refuse_too_many_histograms(path: Path, saved: dict[str, Any]) -> None:
         )
 
 
-_MARKS = ("pass", "fail", "insufficient", "invalid")
-_CHECK = record(
-    {
-        "name": text(),
-        "verdict": one_of(*_MARKS),
-        "why": text(),
-        "measured": optional(number()),
-        "unit": text(100),
-        "samples_above": optional(integer()),
-    },
-    required=("name", "verdict", "why"),
-)
-VERDICT = record(
-    {
-        "verdict": one_of(*_MARKS),
-        "exit_code": integer(0, 255),
-        "checks": list_of(_CHECK),
-        "run_invalid": list_of(text()),
-        "warnings": list_of(text()),
-        "insufficient_policy": optional(text(100)),
-    },
-    required=("verdict", "exit_code", "checks", "run_invalid", "warnings"),
-)
-# One row per statistic: measured, true and their error (the count row has no error).
-_TRUTH_ROW = record(
-    {"measured": optional(number()), "true": optional(number()), "error": optional(number())}
-)
-_COVERAGE = record(
-    {"measured": integer(), "true": integer(), "share": optional(_NUMBER0), "agrees": boolean()}
-)
-TRUTH = record(
-    {
-        "metrics": mapping(mapping(_TRUTH_ROW)),
-        "passed": optional(boolean()),
-        "tolerance_ms": optional(number()),
-        "worst_error_ms": optional(number()),
-        "coverage": optional(_COVERAGE),
-    }
-)
-# What ``report --html`` takes of a saved summary.json (the rest it rebuilds from the
-# histograms): the verdict and the truth check that joined it at the end of the run.
-SUMMARY_EXTRAS = record(
-    {
-        "slo": optional(VERDICT),
-        "truth_check": optional(TRUTH),
-        "report_error": optional(text()),
-        "complete": boolean(),
-    }
-)
+VERDICT = shaped(Verdict, _BY_HAND)  # verdict.json, and a summary's "slo"
+TRUTH = shaped(TruthCheck, _BY_HAND)
 
+
+def _summary_part(keys: tuple[str, ...], required: tuple[str, ...] = ()) -> Check:
+    """These keys of a saved summary.json, each checked as ``Summary`` types it; one not
+    required may be null (a part that failed) or missing (an older version's file)."""
+    hints = typing.get_type_hints(Summary, include_extras=True)
+    checks = {key: shaped(hints[key], _BY_HAND) for key in keys}
+    return record(
+        {key: check if key in required else optional(check) for key, check in checks.items()},
+        required,
+    )
+
+
+# What ``report --html`` takes of a saved summary.json (the rest it rebuilds from the
+# histograms): the parts that joined it at the end of the run.
+SUMMARY_EXTRAS = _summary_part(
+    ("slo", "truth_check", "attribution_check", "report_error", "complete")
+)
 # What a sweep reads of each step's summary.json.
-STEP_SUMMARY = record(
-    {
-        "slo": optional(VERDICT),
-        "requests": record({"ok": integer(), "failed": integer()}, required=("ok", "failed")),
-        "tokens": record({"per_s": _NUMBER0}, required=("per_s",)),
-        "goodput": optional(record({"per_s": _NUMBER0})),
-        "metrics": mapping(
-            record({"count": integer(), "p50": optional(number()), "p99": optional(number())})
-        ),
-    },
-    required=("requests", "tokens"),
+STEP_SUMMARY = _summary_part(
+    ("slo", "run", "requests", "tokens", "goodput", "metrics"), required=("requests", "tokens")
 )
 
 
 def checked(path: Path, document: Any, shape: Check) -> Any:
     """``document`` (read from ``path``) as ``shape`` has it, or ``ResultsError``."""
     try:
-        return _scrubbed(shape(document, ""))
-    except _Problem as problem:
+        return scrubbed(shape(document, ""))
+    except Problem as problem:
         raise ResultsError(path, problem.key or "(top level)", problem.message) from None
     except RecursionError:
         raise ResultsError(path, "", "nested too deeply to be a results file") from None
-
-
-def _scrubbed(value: Any) -> Any:
-    """Numbers kept aside in keys no shape names (a newer version's): null, so that what
-    was read can be written again as JSON."""
-    if isinstance(value, _Unusable):
-        return None
-    if isinstance(value, dict):
-        return {key: _scrubbed(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_scrubbed(item) for item in value]
-    return value
 
 
 def read_checked(path: Path, shape: Check) -> Any:

@@ -13,6 +13,7 @@ from typing import Any
 
 from tpot_locust.common.metric_catalogue import ITL, TTFT
 from tpot_locust.common.percentiles import PERCENTILE_KEYS
+from tpot_locust.common.run_facts import NO_FACTS
 from tpot_locust.common.text_safety import printable
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.tail_tables import as_dict, as_list, bucket_text, finite
@@ -23,7 +24,7 @@ SHOWN = {ITL.name: ITL.short, TTFT.name: TTFT.short}  # ours and the server's, w
 def server_view(summary: Summary) -> dict[str, Any] | None:
     """Rows per metric: ours and the server's bounds per percentile; None when the server
     gave no histogram we read."""
-    own = ((summary.get("run") or {}).get("server_metrics") or {}).get("own_percentiles") or {}
+    own = (summary.get("run", NO_FACTS).server_metrics or {}).get("own_percentiles") or {}
     rows: dict[str, Any] = {}
     for name in SHOWN:
         theirs, ours = own.get(name), (summary.get("metrics") or {}).get(name)
@@ -39,7 +40,7 @@ def format_server_view(summary: Summary) -> list[str]:
     view = server_view(summary)
     if view is None:
         return []
-    engine = (summary["run"].get("server_metrics") or {}).get("engine") or "the server"
+    engine = (summary["run"].server_metrics or {}).get("engine") or "the server"
     lines = [f"What the server says about itself ({engine}: its own histograms; ours beside)"]
     lines.append(f"  {'':8}" + "".join(f"{key:>22}" for key in PERCENTILE_KEYS))
     for name, row in view.items():
@@ -60,7 +61,7 @@ def format_gpu_state(summary: Summary) -> list[str]:
     the samples in which a slowing clock event reason was set, and XID errors. Every value
     is checked here (a summary read back may have been edited)."""
     lines = []
-    for label, sampled in as_dict(as_dict(summary.get("run")).get("gpu_metrics")).items():
+    for label, sampled in as_dict(summary.get("run", NO_FACTS).gpu_metrics).items():
         gpu = as_dict(sampled).get("gpu")
         name = printable(str(label))[:32]
         if not isinstance(gpu, dict):

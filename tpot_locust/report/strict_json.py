@@ -11,17 +11,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tpot_locust.common.run_facts import RunFacts, json_default
+
 
 def write_json(path: Path, data: Mapping[str, Any], problems: list[str] | None = None) -> None:
     """Write ``data`` as strict JSON (via a temporary file, so a reader never sees half of
     it): a number JSON cannot hold (NaN, infinity) becomes null, named in ``problems``."""
     temporary = path.with_suffix(path.suffix + ".tmp")
     safe = json_safe(data, "", [] if problems is None else problems)
-    temporary.write_text(json.dumps(safe, indent=2) + "\n")
+    temporary.write_text(json.dumps(safe, indent=2, default=json_default) + "\n")
     temporary.replace(path)
 
 
 def json_safe(value: Any, key: str, problems: list[str]) -> Any:
+    if isinstance(value, RunFacts):  # the summary's "run": facts still, their numbers safe
+        return RunFacts.from_json(json_safe(value.to_json(), key, problems))
     if isinstance(value, float) and not math.isfinite(value):
         problems.append(f"{key or '(top level)'}: {value} written as null")
         return None

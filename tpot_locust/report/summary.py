@@ -6,11 +6,12 @@ percentiles, so ``tpot-locust report OUT`` reproduces the end-of-run report exac
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.metric_catalogue import ITL, READ_DELAY, TPOT, TTFAT, TTFT
 from tpot_locust.common.percentiles import PERCENTILE_KEYS, PERCENTILES, percentile_key
+from tpot_locust.common.run_facts import NO_FACTS, RunFacts
 from tpot_locust.common.text_safety import printable
 from tpot_locust.metrics.histogram_names import METRICS, STALL_METRICS, phase_metric
 from tpot_locust.metrics.histograms import count_above, histogram_stats, without
@@ -27,7 +28,7 @@ from tpot_locust.report.client_figures import (
     format_client_stalls,
 )
 from tpot_locust.report.server_view import format_gpu_state, format_server_view
-from tpot_locust.report.summary_types import ClassSummary, Fluidity, Goodput, Summary
+from tpot_locust.report.summary_types import ClassSummary, Fluidity, Goodput, Summary, TailGap
 from tpot_locust.report.token_figures import (
     format_prompt_tokens,
     format_token_kinds,
@@ -203,7 +204,7 @@ def _class_summary(
         "bursts": burst_summary(counters),
         "interference": interference,
         "attribution": attribution,
-        "worst_gaps": metrics.worst_gaps,
+        "worst_gaps": cast("list[TailGap]", metrics.worst_gaps),  # the recorder's records
         "goodput": goodput,
         "fluidity": fluidity_summary(counters),
     }
@@ -226,13 +227,12 @@ def _part_summaries(
 
 
 def build_summary(
-    totals: MetricSet, run: dict[str, Any] | None = None, errors: list[str] | None = None
+    totals: MetricSet, run: RunFacts = NO_FACTS, errors: list[str] | None = None
 ) -> Summary:
     """The summary of ``totals``. With ``errors`` (the end of a run), each part is built in
     its own guard: a part that fails is left out and named in ``errors``, the rest stays."""
-    run = dict(run or {})
-    earlier = run.pop("report_error", None)  # a step before the summary failed (run_state)
-    goodput_ms = run.get("goodput_limits_ms")
+    earlier = run.report_error  # a step before the summary failed (run_state)
+    goodput_ms = run.goodput_limits_ms
     summary: Summary = built_part(
         errors, "totals", lambda: _class_summary(totals.combined(), goodput_ms, errors), {}
     )
@@ -241,16 +241,16 @@ def build_summary(
         summary["models"] = _part_summaries("model", models, goodput_ms, errors)
     client = summary.setdefault("client", {})
     client |= built_part(
-        errors, "client health", lambda: client_health(totals.client, run.get("start_wall_s")), {}
+        errors, "client health", lambda: client_health(totals.client, run.start_wall_s), {}
     )
     if client.get("loop_saturated"):  # however late its reads seem (``client_check``)
         client["busy"] = True
-    client["stall_threshold_ms"] = run.get("stall_threshold_ms")
-    summary["timeseries"] = run.pop("timeseries", [])
-    summary["complete"] = run.pop("complete", True)
-    if "workers" in run:
-        summary["workers"] = run.pop("workers")
-    summary["run"] = run
+    client["stall_threshold_ms"] = run.stall_threshold_ms
+    summary["timeseries"] = run.timeseries if run.timeseries is not None else []
+    summary["complete"] = run.complete if run.complete is not None else True
+    if run.workers is not None:
+        summary["workers"] = run.workers
+    summary["run"] = run.without("timeseries", "complete", "workers", "report_error")
     if problems := ([earlier] if earlier else []) + (errors or []):
         summary["complete"] = False
         summary["report_error"] = "; ".join(problems)
@@ -341,11 +341,13 @@ def format_report(summary: Summary, scope: str = "all classes") -> str:
             f"workers: {workers['reported_in_full']} of {workers['seen']} reported in full"
         )
     lines.extend(format_busy_workers(summary))
-    if stopped := summary.get("run", {}).get("stopped_because"):
+    if stopped := summary.get("run", NO_FACTS).stopped_because:
         lines.append(f"RUN STOPPED EARLY: {printable(stopped)}")
     if report_error := summary.get("report_error"):
         lines.append(f"REPORT INCOMPLETE (not a valid measurement): {printable(report_error)}")
-    if not summary.get("complete", True) and (not report_error or (workers or {}).get("missing")):
+    if not summary.get("complete", True) and (
+        not report_error or (workers and workers.get("missing"))
+    ):
         missing = ", ".join(map(printable, workers["missing"])) if workers else "unknown"
         lines.append(f"INCOMPLETE RUN: no final report from worker(s) {missing}")
     errors = ", ".join(f"{printable(k)}={v}" for k, v in requests["errors"].items()) or "none"
@@ -369,7 +371,7 @@ def format_report(summary: Summary, scope: str = "all classes") -> str:
         f"over {summary['window_s']:.1f} s"
     )
     if fluidity := summary.get("fluidity"):
-        pace = summary.get("run", {}).get("pace_ms") or {}
+        pace = summary.get("run", NO_FACTS).pace_ms or {}
         paced = (
             f" (first token {pace[TTFT.name]:g} ms, each next {pace[TPOT.name]:g} ms after)"
             if pace

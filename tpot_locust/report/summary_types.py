@@ -1,28 +1,39 @@
-"""The shape of ``summary.json`` as code reads it: TypedDicts, so that a renamed or
-misspelled key fails the type check (``mypy``, run by CI), not a user's report.
+"""The shape of ``summary.json``, in one home: TypedDicts (the run's facts a dataclass,
+``common.run_facts``), so that a renamed or misspelled key fails the type check (``mypy``,
+run by CI), not a user's report.
 
 At run time a summary is a plain dict (``report.summary.build_summary`` builds it, the end
 of a run adds to it: ``report.finishing``); nothing here is checked then. A saved summary
-read back is checked by ``report.saved_results`` instead. Every key may be missing
-(``total=False``): a part that failed at the end of a run is left out, older files lack
-newer keys. Keys chosen at run time (a metric's ``p99.9``, a class's name) stay
-``dict[str, Any]``.
+read back is checked by ``report.saved_results`` with checks derived from these types
+(``report.json_checks.shaped``: a key added here is checked there; ``Bounds`` in
+``Annotated`` say how much of a value a file may hold), and docs/report.md's key list is
+tested against them (tests/unit/test_report_doc.py). A key is required where a reader of a
+saved file relies on it; every other may be missing (``total=False``): a part that failed
+at the end of a run is left out, older files lack newer keys. Parts whose keys are chosen
+at run time (a metric's ``p99.9``, a cause's share, a class's name) stay objects of
+``Any``: a ``ByHand`` one is checked by a check written by hand.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
+
+from tpot_locust.common.bounds import Bounds, ByHand, Name, NonNegative, ShortText
+from tpot_locust.common.run_facts import RunFacts, TimeseriesPoint, Workers
 
 # A metric's figures in ms: unit, count, mean, min, max, one key per percentile ("p50",
 # "p99.99"), "above", "unmeasured_tail", ... (``report.summary.metric_summary``).
-MetricFigures = dict[str, Any]
+MetricFigures = Annotated[dict[str, Any], ByHand("metric figures")]
 
 
-class RequestCounts(TypedDict, total=False):
-    """``summary["requests"]``: how the requests ended."""
-
+class _RequestsEnded(TypedDict):
     ok: int
     failed: int
+
+
+class RequestCounts(_RequestsEnded, total=False):
+    """``summary["requests"]``: how the requests ended."""
+
     errors: dict[str, int]  # failed requests per error category
     interrupted: int  # cut off by the stop: counted in neither ok nor failed
     per_s: float  # ok requests per second of the window
@@ -48,14 +59,17 @@ class PromptCache(TypedDict):
     hit_rate: float | None
 
 
-class TokenCounts(TypedDict, total=False):
+class _TokenRate(TypedDict):
+    per_s: NonNegative
+
+
+class TokenCounts(_TokenRate, total=False):
     """``summary["tokens"]``: output, prompt, reasoning and cached tokens."""
 
     output: int
     estimated: bool  # some requests' counts were estimated (no usage from the server)
     estimated_requests: int
     partial: int  # tokens of failed requests
-    per_s: float
     prompt_requested: int
     prompt_reported: int
     window_reasoning: int  # tokens of the window's events before their first answer event
@@ -77,6 +91,38 @@ class Fluidity(TypedDict):
     late_requests: int
 
 
+class _StallSize(TypedDict):
+    ms: NonNegative
+    at_wall_s: float
+
+
+class WorstStall(_StallSize, total=False):
+    """One of the client's longest stalls (``metrics.stalls``; ``histograms.json``'s too)."""
+
+    worker: Name | None  # the worker it stalled on (a distributed run)
+    gc: Annotated[int, Bounds(0, 2)] | None  # the generation its garbage collector ran
+    at_s: float | None  # since the run's start (the summary's only)
+
+
+class _GapSize(TypedDict):
+    ms: NonNegative
+
+
+class TailGap(_GapSize, total=False):
+    """One of the largest token gaps (``metrics.tail_gaps``; ``histograms.json``'s too)."""
+
+    phase: ShortText
+    at_wall_s: float
+    request_id: Name
+    client_stall: bool
+    gap: int  # its index in its request
+    causes: Annotated[list[ShortText], Bounds(items=100)]
+    prefill_tokens: int
+    prefill_requests: int
+    prefill_overlapped: bool
+    pause_streams: int
+
+
 class ClientFigures(TypedDict, total=False):
     """``summary["client"]``: the load generator's own health (read delays, its loops)."""
 
@@ -96,8 +142,18 @@ class ClientFigures(TypedDict, total=False):
     gc_stalled_ms: float
     loop_held_share: float | None  # of the watched time, held in stalls (``ClientHealth``)
     loop_saturated: bool  # held over ``LOOP_SATURATED_SHARE``: busy, however late its reads
-    worst_stalls: list[dict[str, Any]]
+    worst_stalls: list[WorstStall]
     stall_threshold_ms: float | None
+
+
+class Interference(TypedDict):
+    """``summary["interference"]``: steady against burst gaps (``metrics.interference``)."""
+
+    # per phase (steady, burst), per metric (tpot, itl): count, a key per percentile
+    # (p50 ... p99.9) and the percentiles too few samples measured ("unmeasured")
+    phases: dict[str, dict[str, dict[str, float | list[str]]]]
+    # per metric, per percentile: burst over steady; None where steady had no sample
+    interference_factor: dict[str, dict[str, float | None]]
 
 
 class Excluded(TypedDict):
@@ -144,23 +200,8 @@ class Goodput(TypedDict):
 
     limits_ms: dict[str, float]
     good: int
-    per_s: float
+    per_s: NonNegative
     fraction: float | None  # of the requests that ended; None when none did
-
-
-class Workers(TypedDict, total=False):
-    """``summary["workers"]``: a distributed run's workers (``harness.distributed``)."""
-
-    seen: int
-    reported_in_full: int
-    missing: list[str]  # those whose final report never came
-    read_delay_p90_ms: dict[str, float]  # per worker: what ``! busy workers`` judges
-    read_delay_p99_ms: dict[str, float]  # per worker
-    stalls: dict[str, int]
-    loop_lag_max_ms: dict[str, float]
-    loop_held_share: dict[str, float]  # per worker: what ``! busy workers`` also judges
-    attribution: dict[str, Any]  # each worker's own cause shares
-    ids: dict[str, str]  # each worker's name (host#index) -> its Locust client id
 
 
 class ClassSummary(TypedDict, total=False):
@@ -177,11 +218,155 @@ class ClassSummary(TypedDict, total=False):
     excluded: Excluded
     dropped_arrivals: int
     bursts: BurstCounts | None  # None: the scenario has no bursts
-    interference: dict[str, Any] | None  # ``metrics.interference.phase_summary``
+    interference: Interference | None  # None: no gap fell in a burst
     attribution: dict[str, Any] | None  # ``report.attribution.attribution_summary``
-    worst_gaps: list[dict[str, Any]]
+    worst_gaps: list[TailGap]
     goodput: Goodput | None  # None: the scenario set no per-request SLO
     fluidity: Fluidity | None  # None: the scenario set no pace
+
+
+class CauseScore(TypedDict):
+    """One cause in the attribution check: true gaps, ours tagged, both; their ratios."""
+
+    true: int
+    tagged: int
+    both: int
+    precision: float | None
+    recall: float | None
+
+
+class _TailLevel(TypedDict, total=False):
+    percentile: float
+    threshold_ms: float
+    tail_gaps: int
+    causes: dict[str, CauseScore]  # per checked cause
+    true_tail_causes: dict[str, int]  # the truth's gaps per cause, "prefill_overlapped", "none"
+
+
+class LowerLevel(_TailLevel, total=False):
+    """``attribution_check["p99"]``: the same above P99, over the gaps ours listed."""
+
+    present: int
+    ours_none: float | None
+
+
+class TailCoverage(TypedDict, total=False):
+    """``attribution_check["coverage"]``: the true tail's gaps ours listed."""
+
+    present: int
+    of: int
+    share: float | None
+    ours_listed: int
+    worst_ms_error: float | None
+
+
+class TruePrefillTokens(TypedDict, total=False):
+    rule: str
+    tail_median: float | None
+    all_median: float | None
+
+
+class ThresholdMet(TypedDict, total=False):
+    """A stated (not enforced) threshold: a cause's precision or recall at least this."""
+
+    cause: str
+    measure: str
+    at_least: float
+    value: float | None
+    met: bool | None
+
+
+class AttributionCheck(_TailLevel, total=False):
+    """``summary["attribution_check"]``: our causes against the simulator's true ones
+    above the true ITL P99.9 (``report.attribution_check``)."""
+
+    available: bool
+    why: str  # when not available
+    true_gaps: int
+    requests: int
+    coverage: TailCoverage
+    true_prefill_tokens: TruePrefillTokens
+    unstepped_gaps: int
+    thresholds: list[ThresholdMet]
+    p99: LowerLevel
+
+
+Mark = Literal["pass", "fail", "insufficient", "invalid"]  # a check's, a run's verdict
+
+
+class _CheckVerdict(TypedDict):
+    name: str
+    verdict: Mark
+    why: str
+
+
+# ``class`` is a keyword: the functional form
+_CheckFigures = TypedDict(
+    "_CheckFigures",
+    {
+        "kind": str,
+        "metric": str,
+        "class": "str | None",
+        "model": "str | None",
+        "statistic": "str | None",
+        "limit": float,
+        "unit": ShortText,
+        "measured": "float | None",
+        "samples_above": "int | None",
+    },
+    total=False,
+)
+
+
+class CheckRecord(_CheckVerdict, _CheckFigures):
+    """One objective's verdict in ``verdict.json`` (``report.gate.Check.to_dict``)."""
+
+
+class _VerdictCore(TypedDict):
+    verdict: Mark
+    exit_code: Annotated[int, Bounds(0, 255)]
+    checks: list[CheckRecord]
+    run_invalid: list[str]
+    warnings: list[str]
+
+
+class Verdict(_VerdictCore, total=False):
+    """``summary["slo"]`` and ``verdict.json``: the gate's verdict (``report.gate``)."""
+
+    insufficient_policy: ShortText | None
+    client_stalls_policy: ShortText
+
+
+class TruthRow(TypedDict, total=False):
+    """One statistic of ``truth_check["metrics"][name]``: measured, true and their error
+    (the count row has no error); with client stalls set aside, the same again."""
+
+    measured: float | None
+    true: float | None
+    error: float | None
+    stall_free: float | None
+    true_stall_free: float | None
+    stall_free_error: float | None
+
+
+class Coverage(TypedDict, total=False):
+    """``truth_check["coverage"]``: the window's token gaps, measured against true."""
+
+    measured: int
+    true: int
+    share: NonNegative | None
+    agrees: bool
+
+
+class TruthCheck(TypedDict, total=False):
+    """``summary["truth_check"]``: the run against the simulator's truth
+    (``report.truth_check``)."""
+
+    tolerance_ms: float | None
+    passed: bool | None  # None: no tolerance given, nothing to pass
+    worst_error_ms: float | None
+    coverage: Coverage | None
+    metrics: dict[str, dict[str, TruthRow]]  # per metric, per statistic (p50 ... max, count)
 
 
 class Summary(ClassSummary, total=False):
@@ -190,15 +375,15 @@ class Summary(ClassSummary, total=False):
     classes: dict[str, Summary]  # per class: its ``ClassSummary`` keys only
     # per model, when a class split its traffic over models (``classes.<name>.model``)
     models: dict[str, Summary]
-    timeseries: list[dict[str, Any]]  # one point per report interval
+    timeseries: list[TimeseriesPoint]  # one point per report interval
     complete: bool  # False: a worker was lost or a part failed (``report_error``)
     workers: Workers
-    run: dict[str, Any]  # the run's facts (``harness.run_state.RunState.run_info``)
+    run: RunFacts  # the run's facts (``common.run_facts``)
     report_error: str  # the parts that failed at the end of the run
     # the end of a run (``report.finishing``)
-    slo: dict[str, Any]  # the verdict (``report.gate.evaluate``)
-    truth_check: dict[str, Any]  # ``report.truth_check``
-    attribution_check: dict[str, Any]  # ``report.attribution_check``
+    slo: Verdict  # the verdict (``report.gate.evaluate``)
+    truth_check: TruthCheck  # ``report.truth_check``
+    attribution_check: AttributionCheck  # ``report.attribution_check``
     # the web UI's /tpot/summary.json (``harness.webui``)
     running: bool
     test: int  # the test of this web-UI session

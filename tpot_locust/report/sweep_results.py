@@ -16,7 +16,7 @@ from tpot_locust.common.text_safety import printable
 from tpot_locust.report.charts import CHART_CSS, Curve, escape, load_chart
 from tpot_locust.report.html import PAGE_CSS
 from tpot_locust.report.saved_results import STEP_SUMMARY, read_checked
-from tpot_locust.report.summary_types import Summary
+from tpot_locust.report.summary_types import Summary, Verdict
 
 SWEEP_FILE = "sweep.json"
 SWEEP_HTML = "sweep.html"
@@ -33,7 +33,7 @@ def step_row(step: int, value: float, folder: Path, exit_code: int) -> dict[str,
         summary: Summary = read_checked(summary_path, STEP_SUMMARY)
     except ValueError as error:  # a damaged summary is that step's result, not a crash
         return row | {"verdict": "invalid", "why": str(error)}
-    verdict = summary.get("slo") or {}
+    verdict: Verdict | dict[str, Any] = summary.get("slo") or {}
     row["verdict"] = verdict.get("verdict", "none")
     row["failed"] = [c["name"] for c in verdict.get("checks", []) if c["verdict"] == "fail"]
     row["run_invalid"] = verdict.get("run_invalid", [])

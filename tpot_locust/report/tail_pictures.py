@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from tpot_locust.common.metric_catalogue import ITL, TPOT
+from tpot_locust.common.run_facts import NO_FACTS, RunFacts
 from tpot_locust.common.text_safety import printable
 from tpot_locust.metrics.causes import (
     CLIENT_STALL,
@@ -59,23 +60,23 @@ DOT_LEGEND = {
 
 def has_tail_facts(summary: Summary) -> bool:
     """Whether a run has anything for "Why the tail" (results of older versions have not)."""
-    run = as_dict(summary.get("run"))
+    run = summary.get("run", NO_FACTS)
     return any(
         isinstance(part, dict)
         for part in (
             summary.get("attribution"),
             summary.get("attribution_check"),
-            run.get("prefill"),
-            run.get("server_metrics"),
-            run.get("gpu_metrics"),
+            run.prefill,
+            run.server_metrics,
+            run.gpu_metrics,
         )
     )
 
 
 def why_the_tail(summary: Summary) -> list[str]:
     """The parts of report.html's "Why the tail" section."""
-    run = as_dict(summary.get("run"))
-    server = as_dict(run.get("server_metrics"))
+    run = summary.get("run", NO_FACTS)
+    server = as_dict(run.server_metrics)
     attribution = as_dict(summary.get("attribution"))
     parts: list[str] = []
     if attribution:
@@ -104,10 +105,10 @@ def why_the_tail(summary: Summary) -> list[str]:
     return parts
 
 
-def worst_stories(attribution: dict[str, Any], run: dict[str, Any]) -> list[str]:
+def worst_stories(attribution: dict[str, Any], run: RunFacts) -> list[str]:
     """Each worst gap's one-line story, with the server's state then where it was sampled."""
-    origin = finite(run.get("start_wall_s"))
-    series = checked_series(as_dict(run.get("server_metrics")))
+    origin = finite(run.start_wall_s)
+    series = checked_series(as_dict(run.server_metrics))
     items = []
     for gap in as_list(attribution.get("worst"))[:WORST_GAPS_SHOWN]:
         story = _story(gap, origin, series)
@@ -180,14 +181,14 @@ def _pairs(values: Any) -> list[tuple[float, float]]:
 
 
 def _gpu_panels(
-    run: dict[str, Any], origin: float | None
+    run: RunFacts, origin: float | None
 ) -> list[tuple[str, list[Curve], dict[str, Any]]]:
     """A panel a DCGM exporter: its GPUs' lowest SM clock over the run (a throttled GPU's
     clock drops; ``gpu_throttle`` windows come from its clock event reasons)."""
     panels: list[tuple[str, list[Curve], dict[str, Any]]] = []
     if origin is None:
         return panels
-    for label, sampled in as_dict(run.get("gpu_metrics")).items():
+    for label, sampled in as_dict(run.gpu_metrics).items():
         gpu = as_dict(as_dict(sampled).get("gpu"))
         points = [(x - origin, y) for x, y in _pairs(gpu.get("sm_clock_series"))]
         if points:
@@ -245,7 +246,7 @@ def _gap_dots(summary: Summary, origin: float | None) -> list[Dot]:
     gaps = as_list(attribution.get("tail_gaps")) or as_list(attribution.get("worst"))
     if origin is None:
         return []
-    series = checked_series(as_dict(as_dict(summary.get("run")).get("server_metrics")))
+    series = checked_series(as_dict(summary.get("run", NO_FACTS).server_metrics))
     found = []
     for gap in gaps:
         gap = as_dict(gap)
@@ -262,8 +263,7 @@ def _gap_dots(summary: Summary, origin: float | None) -> list[Dot]:
 
 
 def _shading(summary: Summary) -> Shading:
-    run = as_dict(summary.get("run"))
-    spans = _pairs(as_dict(run.get("bursts")).get("spans_s"))
+    spans = _pairs(as_dict(summary.get("run", NO_FACTS).bursts).get("spans_s"))
     marks = []
     for point in as_list(summary.get("timeseries")):
         t = finite(as_dict(point).get("t"))
@@ -286,16 +286,16 @@ def _flat(curves: list[Curve]) -> bool:
 
 def timeline_charts(summary: Summary) -> tuple[list[str], list[str]]:
     """``tail_timeline``'s charts, and the titles of the panels left out as flat."""
-    run = as_dict(summary.get("run"))
-    origin = finite(run.get("start_wall_s"))
-    server = as_dict(run.get("server_metrics"))
+    run = summary.get("run", NO_FACTS)
+    origin = finite(run.start_wall_s)
+    server = as_dict(run.server_metrics)
     series = as_list(summary.get("timeseries"))
     curves = [
         Curve(f"{metric.upper()} {key}", _interval_points(series, metric, key))
         for metric, key in TIMELINE_CURVES
     ]
     dots = _gap_dots(summary, origin)
-    prefill = as_dict(run.get("prefill"))
+    prefill = as_dict(run.prefill)
     tokens = _pairs(prefill.get("tokens_s"))
     panels: list[tuple[str, list[Curve], dict[str, Any]]] = []
     if prefill:

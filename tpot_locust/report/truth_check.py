@@ -28,9 +28,10 @@ from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.metric_catalogue import ITL, TPOT, TTFT
 from tpot_locust.common.percentiles import PERCENTILES, percentile_key
 from tpot_locust.common.results_folder import ResultsFolder
+from tpot_locust.common.run_facts import NO_FACTS, RunFacts
 from tpot_locust.metrics.histograms import exact_percentile
 from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_KEY, StallWindows
-from tpot_locust.report.summary_types import Summary
+from tpot_locust.report.summary_types import Coverage, Summary, TruthCheck, TruthRow
 
 CHECKED_METRICS = catalogue.names("truth_checked")
 
@@ -56,20 +57,20 @@ class TruthWindow:
     arrived inside it and had a first token, whatever the request's end (finished, cut by
     the stop, a timeout or a reset: ``aborted``)."""
 
-    def __init__(self, run: dict[str, Any]) -> None:
+    def __init__(self, run: RunFacts) -> None:
         # each measuring process's own, by the prefix of the request ids it sent (a worker's
         # closes at its own stop, a little after the master's)
         self.by_process: dict[str, tuple[int, int]] = {
             str(tag): (int(window[0]), int(window[1]))
-            for tag, window in (run.get("process_windows_wall_ns") or {}).items()
+            for tag, window in (run.process_windows_wall_ns or {}).items()
         }
-        if window := run.get("window_wall_ns"):  # the one the recorder measured in
+        if window := run.window_wall_ns:  # the one the recorder measured in
             self.start_ns, self.end_ns = int(window[0]), int(window[1])
             return
         # older results: the run's planned window, warm-up end to cool-down start
-        start_ns = run.get("clock_start_wall_ns") or int(run.get("start_wall_s", 0) * 1e9)
-        duration, cooldown = run.get("duration_s"), run.get("cooldown_s") or 0
-        self.start_ns = start_ns + int((run.get("warmup_s") or 0) * 1e9)
+        start_ns = run.clock_start_wall_ns or int((run.start_wall_s or 0) * 1e9)
+        duration, cooldown = run.duration_s, run.cooldown_s or 0
+        self.start_ns = start_ns + int((run.warmup_s or 0) * 1e9)
         self.end_ns = start_ns + int((duration - cooldown) * 1e9) if duration else 2**63 - 1
 
     def _of(self, record: dict[str, Any]) -> tuple[int, int]:
@@ -95,7 +96,7 @@ def streamed(record: dict[str, Any]) -> bool:
 
 
 def true_samples_ms(
-    truth_path: Path, run: dict[str, Any], stalls: ProcessStalls | None = None
+    truth_path: Path, run: RunFacts, stalls: ProcessStalls | None = None
 ) -> dict[str, np.ndarray]:
     """The true TTFT, ITL and TPOT samples (ms) of the run's window (``TruthWindow``);
     with ``stalls``, also ``<metric>@stall_free``: those that overlap no client stall (the
@@ -153,7 +154,7 @@ def truth_check(
     truth_path: Path,
     tolerance_ms: float | None = None,
     stalls: ProcessStalls | None = None,
-) -> dict[str, Any]:
+) -> TruthCheck:
     """Measured against true at p50 ... p99.99 and max, per metric; ``passed`` when every
     error is within ``tolerance_ms`` (None: no tolerance given, nothing to pass).
 
@@ -161,12 +162,14 @@ def truth_check(
     too: with the run's ``stalls`` windows, against the true samples that overlap no
     window (a server held at the same moment as the client, as on a busy machine, has its
     long gaps set aside on both sides); without them, against all true samples."""
-    samples = true_samples_ms(truth_path, summary.get("run", {}), stalls)
-    metrics: dict[str, Any] = {}
+    samples = true_samples_ms(truth_path, summary.get("run", NO_FACTS), stalls)
+    metrics: dict[str, dict[str, TruthRow]] = {}
     worst = 0.0
     for name in CHECKED_METRICS:
         measured, true = summary["metrics"][name], samples[name]
-        rows: dict[str, Any] = {"count": {"measured": measured["count"], "true": int(true.size)}}
+        rows: dict[str, TruthRow] = {
+            "count": {"measured": measured["count"], "true": int(true.size)}
+        }
         if not true.size or not measured["count"]:
             metrics[name] = rows
             continue
@@ -174,10 +177,11 @@ def truth_check(
         for percentile in (*PERCENTILES, None):
             key = percentile_key(percentile) if percentile is not None else "max"
             true_value = _true_value(true, percentile)
-            row = {
+            error = round(measured[key] - true_value, 4)
+            row: TruthRow = {
                 "measured": measured[key],
                 "true": round(true_value, 4),
-                "error": round(measured[key] - true_value, 4),
+                "error": error,
             }
             if set_aside:
                 free = samples.get(f"{name}@stall_free", true)
@@ -185,7 +189,7 @@ def truth_check(
                 row["stall_free"] = set_aside[key]
                 row["true_stall_free"] = round(true_free, 4)
                 row["stall_free_error"] = round(set_aside[key] - true_free, 4)
-            worst = max(worst, abs(row["error"]))
+            worst = max(worst, abs(error))
             rows[key] = row
         metrics[name] = rows
     coverage = window_coverage(summary["metrics"][ITL.name]["count"], int(samples[ITL.name].size))
@@ -206,7 +210,7 @@ COUNT_AGREES_GAPS = 100
 LOW_COVERAGE = 0.9  # below this share of the window's gaps, the report says so loudly
 
 
-def window_coverage(measured: int, true: int) -> dict[str, Any]:
+def window_coverage(measured: int, true: int) -> Coverage:
     """How many of the window's true token gaps the run measured, and whether the counts
     agree (``COUNT_AGREES_SHARE``)."""
     share = round(measured / true, 4) if true else None
@@ -214,7 +218,7 @@ def window_coverage(measured: int, true: int) -> dict[str, Any]:
     return {"measured": measured, "true": true, "share": share, "agrees": agrees}
 
 
-def format_truth_check(check: dict[str, Any]) -> list[str]:
+def format_truth_check(check: TruthCheck) -> list[str]:
     keys = [percentile_key(p) for p in PERCENTILES] + ["max"]
     lines = ["Truth check: measured - true (ms), against the simulator's truth.jsonl"]
     lines.append(f"  {'':6}" + "".join(f"{key:>10}" for key in keys))

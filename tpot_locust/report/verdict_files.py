@@ -10,28 +10,28 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-from typing import Any
 
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.text_safety import printable, xml_text
+from tpot_locust.report.summary_types import CheckRecord, Verdict
 from tpot_locust.scenario.slo_values import format_value
 
 _MARKS = {"pass": "PASS", "fail": "FAIL", "insufficient": "INSUFFICIENT", "invalid": "INVALID"}
 
 
-def write_verdict(folder: ResultsFolder, verdict: dict[str, Any], suite: str) -> None:
+def write_verdict(folder: ResultsFolder, verdict: Verdict, suite: str) -> None:
     folder.root.mkdir(parents=True, exist_ok=True)
     folder.verdict.write_text(json.dumps(verdict, indent=2) + "\n")
     junit_tree(verdict, suite).write(folder.junit, encoding="utf-8", xml_declaration=True)
     folder.markdown.write_text(format_markdown(verdict, suite) + "\n")
 
 
-def _measured(check: dict[str, Any]) -> str:
+def _measured(check: CheckRecord) -> str:
     value = check["measured"]
     return "-" if value is None else format_value(value, check["unit"])
 
 
-def junit_tree(verdict: dict[str, Any], suite: str) -> ET.ElementTree:
+def junit_tree(verdict: Verdict, suite: str) -> ET.ElementTree:
     checks = verdict["checks"]
     warn = verdict.get("insufficient_policy") == "warn"
     cases = list(checks)
@@ -80,7 +80,7 @@ def junit_tree(verdict: dict[str, Any], suite: str) -> ET.ElementTree:
     return ET.ElementTree(root)
 
 
-def format_verdict(verdict: dict[str, Any], sweep_step: bool = False) -> list[str]:
+def format_verdict(verdict: Verdict, sweep_step: bool = False) -> list[str]:
     """The verdict table for the terminal (100 columns); ``sweep_step``: a sweep's step,
     whose failing is how the sweep finds its knee, not a failed run."""
     if sweep_step:
@@ -99,7 +99,7 @@ def format_verdict(verdict: dict[str, Any], sweep_step: bool = False) -> list[st
     return lines
 
 
-def format_markdown(verdict: dict[str, Any], suite: str) -> str:
+def format_markdown(verdict: Verdict, suite: str) -> str:
     suite = printable(suite)
     lines = [
         f"### tpot-locust `{suite}`: SLO verdict **{verdict['verdict'].upper()}**",
