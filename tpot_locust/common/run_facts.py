@@ -1,5 +1,5 @@
 """The run's facts (``summary.json``'s and ``histograms.json``'s ``"run"``): one frozen
-dataclass, written by the harness (``RunState.run_info``) and read by attribute in the
+dataclass, gathered by the harness (``harness.run_facts_of``) and read by attribute in the
 report, so that a misspelt fact fails the type check, not a report.
 
 Here, in the lowest layer, because both the harness and the report read it. In JSON it is

@@ -144,7 +144,7 @@ def _serve_live_metrics(environment: Environment, state: RunState) -> None:
         return
     host, port = address
     try:
-        state.serve_live_metrics(host, port)
+        state.ticks.serve_live_metrics(host, port)
     except OSError as error:
         print(
             f"tpot-locust: --tpot-metrics-address {host}:{port}: {error.strerror or error}",
@@ -228,5 +228,5 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
         state.finish()
     if state.summary is not None:
         environment.events.quit.add_listener(lambda **_: state.print_report())
-    if state.live_metrics is not None:  # its port is free again once Locust has quit
-        environment.events.quit.add_listener(lambda **_: state.live_metrics.stop())
+    if (endpoint := state.ticks.live_metrics) is not None:  # its port is free once Locust quit
+        environment.events.quit.add_listener(lambda **_: endpoint.stop())

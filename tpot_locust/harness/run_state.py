@@ -15,50 +15,38 @@ from dataclasses import replace
 from typing import Any
 
 import gevent
-from gevent.event import Event
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from tpot_locust.common import env_vars
-from tpot_locust.common.clock import SEGMENT_CLOCK
 from tpot_locust.common.results_folder import ResultsFolder
-from tpot_locust.common.run_facts import Prefill, RunFacts
-from tpot_locust.common.secrets import redact_url
-from tpot_locust.common.version import __version__
+from tpot_locust.common.run_facts import RunFacts
 from tpot_locust.harness.distributed import MasterLink, WorkerHooks, WorkerLink
 from tpot_locust.harness.failures import ClientErrorStreak
 from tpot_locust.harness.gc_watch import CollectorWatch
 from tpot_locust.harness.loop_probe import LagProbe
-from tpot_locust.harness.metrics_endpoint import MetricsEndpoint
 from tpot_locust.harness.process_context import scenario_in_use
+from tpot_locust.harness.run_facts_of import run_facts_of
 from tpot_locust.harness.run_options import is_headless, report_interval_s, results_folder, slo_of
+from tpot_locust.harness.run_ticks import RunTicks
 from tpot_locust.harness.sampling import ServerSampling
 from tpot_locust.harness.traffic import ProcessShare, TrafficDriver
 from tpot_locust.harness.user_context import user_context
 from tpot_locust.metrics.causes import CauseWindow, PrefillArchive
 from tpot_locust.metrics.collector import Collector
-from tpot_locust.metrics.phases import NO_END_NS, RunClock
+from tpot_locust.metrics.phases import RunClock
 from tpot_locust.metrics.recorder import Recorder
-from tpot_locust.metrics.stalls import PROCESS_TAG
 from tpot_locust.report.finishing import finish_run, guarded
 from tpot_locust.report.first_screen import first_screen
 from tpot_locust.report.gate import EXIT_INVALID
 from tpot_locust.report.histograms_file import write_histograms
-from tpot_locust.report.live_metrics import LiveFacts, render
 from tpot_locust.report.progress import ProgressPrinter
 from tpot_locust.report.summary_types import Summary, Verdict
 from tpot_locust.report.verdict_files import format_verdict
 from tpot_locust.scenario.loader import ScenarioError, split_settings
 from tpot_locust.scenario.slo import SloSpec
-from tpot_locust.wire.loop_reads import read_batch_s
-from tpot_locust.wire.segment_stamps import arrival_clock
 
 logger = logging.getLogger(__name__)
-# The facts ``run_info`` writes even when None (``"users": null``): the same bytes as ever.
-ALWAYS_WRITTEN = frozenset(
-    {"host", "complete", "version", "users", "scenario", "report_interval_s", "start_wall_s"}
-    | {"stopped_because", "stall_threshold_ms", "arrival_clock", "read_batch_ms", "timeseries"}
-)
 
 
 class RunState:
@@ -77,10 +65,8 @@ class RunState:
         self.collector = Collector()
         self.master: MasterLink | None = None
         self.worker: WorkerLink | None = None
-        self.ticker: gevent.Greenlet | None = None
         self.summary: Summary | None = None
         self.running = False
-        self.live_metrics: MetricsEndpoint | None = None  # --tpot-metrics-address
         self.driver: TrafficDriver | None = None
         self.sampling = ServerSampling(self._server_windows)  # the server's own, while a test runs
         self.gpu_samplers = self.sampling.gpu_samplers  # stopped apart at the finish
@@ -91,6 +77,7 @@ class RunState:
         self.verdict: Verdict | None = None
         self.tests_started = 0
         self.reported = False  # this test's report was printed already (web UI: at its stop)
+        self.ticks = RunTicks(self)  # every interval: totals, time series, progress, live page
 
     def attach(self, runner: Any) -> None:
         """Link this process to its master or workers, handing each link what it uses."""
@@ -133,52 +120,6 @@ class RunState:
     def interval_s(self) -> float:
         return report_interval_s(self.environment.parsed_options)
 
-    def _users(self) -> int:
-        runner = self.environment.runner
-        return runner.user_count if runner is not None else 0
-
-    def _tick(self, final: bool = False) -> None:
-        if self.master is None:
-            self.collector.add_delta(self.recorder.take_interval(final=final))
-        self.collector.tick(self._users() + (self.driver.in_flight if self.driver else 0), final)
-        if self.progress is not None and not final:
-            self.progress.maybe_print(self.collector)
-        self._publish_live()
-
-    def serve_live_metrics(self, host: str, port: int) -> None:
-        """``--tpot-metrics-address``: the merged totals for Prometheus, from now on (an
-        ``OSError`` when the address cannot be bound)."""
-        endpoint = MetricsEndpoint(host, port)
-        endpoint.start()
-        self.live_metrics = endpoint
-        self._publish_live()
-
-    def _workers_lost(self) -> int:
-        """While a test runs, workers Locust's heartbeats miss; after, those with no final."""
-        if self.master is None:
-            return 0
-        return len(self.master.unreachable() if self.running else self.master.missing())
-
-    def _publish_live(self) -> None:
-        """The live page of the totals as they stand (``report.live_metrics``)."""
-        if self.live_metrics is None:
-            return
-        timeseries = self.collector.timeseries
-        facts = LiveFacts(
-            running=self.running,
-            users=self._users(),
-            tokens_per_s=timeseries[-1].get("tokens_per_s") if timeseries else None,
-            workers_missing=self._workers_lost(),
-        )
-        try:
-            self.live_metrics.update(render(self.collector.totals, facts))
-        except Exception:  # the page is a view: a failure must not stop the run's ticks
-            logger.exception("tpot-locust: the live metrics page could not be made")
-
-    def _tick_forever(self, stop: Event) -> None:
-        while not stop.wait(timeout=self.interval_s):
-            self._tick()
-
     def stop_run(self, reason: str) -> None:
         """End the run early (exit code 1) because it cannot measure anything; a worker
         asks its master, which stops every worker."""
@@ -201,7 +142,7 @@ class RunState:
         self.tests_started += 1
         self.reported = False
         self.stopped_because = None
-        self.stop_ticker()
+        self.ticks.stop()
         self.recorder.reset()
         self.recorder.causes.clear()
         if self.worker is None:  # the reporting process keeps every prefill, to draw them
@@ -210,7 +151,7 @@ class RunState:
         self.collector.start(self.folder)
         self.summary = None
         self.running = True
-        self._publish_live()
+        self.ticks.publish_live()
         options = self.environment.parsed_options
         settings = split_settings(getattr(options, "tpot_set", None))
         if settings:  # this test's only: the web form's next Start does not send the field
@@ -227,8 +168,7 @@ class RunState:
             self.recorder.clock = self._run_clock(start_wall_ns)  # the timeline, for results
         else:
             self.begin_traffic(ProcessShare(0, 1, start_wall_ns))
-        self._stop_ticking = Event()
-        self.ticker = gevent.spawn(self._tick_forever, self._stop_ticking)
+        self.ticks.start()
 
     def _server_windows(self, windows: list[CauseWindow]) -> None:
         for window in windows:
@@ -275,14 +215,6 @@ class RunState:
             self.driver.stop(self.environment.stop_timeout or 0)
             self.driver = None
 
-    def stop_ticker(self) -> None:
-        """Stop between ticks, never inside one: a tick yields (so stamping goes on), and a
-        tick killed halfway had moved its interval into the totals but not the time series."""
-        if self.ticker is not None:
-            self._stop_ticking.set()
-            self.ticker.join()
-            self.ticker = None
-
     def finish(self) -> Summary | None:
         """Collect every final delta, close the last interval, then the finishing pass
         (``report.finishing``): here, or, under ``tpot-locust run``, in it (this process
@@ -297,11 +229,11 @@ class RunState:
             guarded(errors, "final worker reports", self.master.flush)
         server_metrics = guarded(errors, "server metrics", self.sampling.stop_server)
         gpu_metrics = guarded(errors, "gpu metrics", self.gpu_samplers.stop)
-        guarded(errors, "ticker stop", self.stop_ticker)
-        guarded(errors, "time series", lambda: self._tick(final=True))
+        guarded(errors, "ticker stop", self.ticks.stop)
+        guarded(errors, "time series", lambda: self.ticks.tick(final=True))
         guarded(errors, "interval logs", self.collector.close)
         self.running = False
-        self._publish_live()  # the test's last totals, no longer running
+        self.ticks.publish_live()  # the test's last totals, no longer running
         run = guarded(errors, "run facts", self.run_info) or RunFacts(complete=False)
         run = replace(run, server_metrics=server_metrics, gpu_metrics=gpu_metrics)
         folder, totals = self.folder, self.collector.totals
@@ -366,70 +298,8 @@ class RunState:
         return self.recorder.stalls.to_record(self.probe.threshold_ns / 1e6)
 
     def run_info(self) -> RunFacts:
-        options = self.environment.parsed_options
-        in_use = scenario_in_use()
-        scenario = getattr(options, "tpot_scenario_name", None) if options is not None else None
-        if not scenario and in_use is not None:
-            scenario = in_use.scenario.name
-        named = options is not None or in_use is not None  # else no "scenario" (a library's)
-        slo, workers, clock = self.slo, None, self.recorder.clock
-        if self.master is not None:
-            workers = self.master.summary()
-        clock_name = arrival_clock()  # the master's: workers started with another may differ
-        start_ns = self.collector.start_wall_s * 1e9
-        bursts = self.recorder.causes.bursts
-        prefill: Prefill | None = None
-        if (archive := self.recorder.causes.archive) is not None:
-            prefill = {  # every request's prefill (send to first token), all processes
-                "windows": len(archive),
-                "long_prompt_tokens": self.recorder.causes.long_prompt_tokens,
-                # [seconds since the time series' start, most prompt tokens in prefill]
-                "tokens_s": archive.tokens_series(int(start_ns)),
-            }
-        window_start, window_end = self.recorder.window_ns()
-        window = None  # the window in token time (metrics.md), when it has an edge
-        windows = None  # each measuring process's own (a worker's closes at its own stop),
-        if window_start or window_end != NO_END_NS:  # by its request ids' prefix: truth
-            window = [window_start, window_end]
-            own = {PROCESS_TAG: [window_start, window_end]}
-            windows = own if self.master is None else self.master.windows
-        return RunFacts(
-            host=redact_url(self.environment.host),
-            complete=not workers["missing"] if workers is not None else True,
-            version=__version__,
-            users=getattr(options, "num_users", None),
-            scenario=scenario,
-            settings=list(in_use.settings) if in_use is not None and in_use.settings else None,
-            report_interval_s=self.interval_s,
-            start_wall_s=self.collector.start_wall_s,
-            stopped_because=self.stopped_because,
-            stall_threshold_ms=self.probe.threshold_ns / 1e6,
-            goodput_limits_ms=None if slo is None or slo.goodput is None else slo.goodput.as_ms(),
-            pace_ms=None if slo is None or slo.pace is None else slo.pace.as_ms(),
-            arrival_clock=clock_name,
-            read_batch_ms=read_batch_s() * 1000 if clock_name == SEGMENT_CLOCK else 0.0,
-            workers=workers,
-            timeseries=self.collector.timeseries,
-            bursts={
-                "windows": len(bursts),
-                "failed": bursts.failed,  # no first token: no prefill, no window
-                "prefill_s": sorted(round(d, 3) for d in bursts.durations_s()),
-                # seconds since the time series' start, to shade on its charts
-                "spans_s": [
-                    [round((start - start_ns) / 1e9, 3), round((end - start_ns) / 1e9, 3)]
-                    for start, end in bursts.spans_wall_ns()
-                ],
-            },
-            prefill=prefill,
-            test=self.tests_started if self.tests_started > 1 else None,  # of this web UI
-            warmup_s=None if clock is None else clock.warmup_s,
-            cooldown_s=None if clock is None else clock.cooldown_s,
-            duration_s=None if clock is None else clock.duration_s,
-            clock_start_wall_ns=None if clock is None else clock.start_wall_ns,
-            window_wall_ns=window,
-            process_windows_wall_ns=windows,
-            nulls_kept=ALWAYS_WRITTEN if named else ALWAYS_WRITTEN - {"scenario"},
-        )
+        """The run's facts as they stand (``run_facts_of``)."""
+        return run_facts_of(self)
 
     def reset(self) -> None:
         """Locust's Reset Stats: ours restart too, the time series with the totals (the
