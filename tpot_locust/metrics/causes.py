@@ -42,12 +42,12 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
 PREFILL = "prefill"
-CLIENT_STALL = "client_stall"
+CLIENT_STALL: Final = "client_stall"  # Final: a summary's typed key too
 PREEMPTION = "preemption"
 KV_PRESSURE = "kv_pressure"
 QUEUEING = "queueing"

@@ -14,7 +14,7 @@ from typing import Any
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.metric_catalogue import ALL_CLASSES
-from tpot_locust.common.percentiles import PERCENTILE_KEYS, STATISTICS
+from tpot_locust.common.percentiles import PERCENTILE_KEYS, STATISTICS, is_statistic
 from tpot_locust.common.text_safety import printable
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.scenario.slo import LATENCY_METRICS, TAIL_MIN_SAMPLES
@@ -113,6 +113,8 @@ def _row(
     candidate: Summary,
     max_regression: float,
 ) -> Comparison:
+    if not is_statistic(statistic):  # parse_choices and the scenario's SLO allow no other
+        raise ValueError(f"unknown statistic {statistic!r}")
     old, new = base["metrics"][metric], candidate["metrics"][metric]
     base_value = old[statistic] if old["count"] else None
     candidate_value = new[statistic] if new["count"] else None

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from tpot_locust.common.metric_catalogue import E2E, ITL, TPOT, TTFT
-from tpot_locust.common.percentiles import STATISTICS
+from tpot_locust.common.percentiles import STATISTICS, Statistic
 from tpot_locust.common.run_facts import NO_FACTS
 from tpot_locust.common.text_safety import printable
 from tpot_locust.report.attribution import gap_story
 from tpot_locust.report.summary import format_metric, format_report
-from tpot_locust.report.summary_types import Summary, TruthCheck, Verdict
+from tpot_locust.report.summary_types import MetricFigures, Summary, TruthCheck, Verdict
 from tpot_locust.report.window_figures import format_window
 
 WIDTH = 100
@@ -99,32 +99,32 @@ def _headline(summary: Summary, sweep_step: bool) -> str:
     return f"=== tpot-locust: {name}: {said} ==="
 
 
-def _same(one: dict[str, Any], other: dict[str, Any]) -> bool:
+def _same(one: MetricFigures, other: MetricFigures) -> bool:
     keys = ("count", *STATISTICS)
     return all(one.get(key) == other.get(key) for key in keys)
 
 
-def _itl_line(itl: dict[str, Any] | None, tpot: dict[str, Any] | None) -> str:
+def _itl_line(itl: MetricFigures | None, tpot: MetricFigures | None) -> str:
     """ITL apart only where it differs from TPOT (one token per event: they are the same)."""
     if itl and tpot and _same(itl, tpot):
         return "ITL: the same as TPOT (one token per event)"
     return _compact("ITL", itl) or "ITL: no samples"
 
 
-def _compact(title: str, metric: dict[str, Any] | None) -> str:
+_COMPACT_FIGURES: tuple[tuple[str, Statistic], ...] = (
+    ("median", "p50"),
+    ("P90", "p90"),
+    ("P99", "p99"),
+    ("P99.9", "p99.9"),
+    ("max", "max"),
+)
+
+
+def _compact(title: str, metric: MetricFigures | None) -> str:
     """One metric in one line: median, P90, P99, P99.9, max (ms) and its samples."""
     if not metric or not metric.get("count"):
         return ""
-    figures = "  ".join(
-        f"{label} {metric[key]:,.3f}"
-        for label, key in (
-            ("median", "p50"),
-            ("P90", "p90"),
-            ("P99", "p99"),
-            ("P99.9", "p99.9"),
-            ("max", "max"),
-        )
-    )
+    figures = "  ".join(f"{label} {metric[key]:,.3f}" for label, key in _COMPACT_FIGURES)
     return f"{title + ':':6}{figures} ms  ({metric['count']:,} samples)"
 
 

@@ -14,12 +14,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.metric_catalogue import ALL_CLASSES
+from tpot_locust.common.percentiles import is_statistic
 from tpot_locust.report.compare import Comparison, compare_summaries
-from tpot_locust.report.summary_types import CheckRecord, Mark, Summary, Verdict
+from tpot_locust.report.summary_types import (
+    CheckRecord,
+    Mark,
+    MetricFigures,
+    StallFigures,
+    Summary,
+    Verdict,
+)
 from tpot_locust.report.window_figures import burst_problem
 from tpot_locust.scenario.slo import Objective, SloSpec, format_limit
 from tpot_locust.scenario.slo_values import format_value
@@ -186,6 +194,8 @@ def _check(objective: Objective, spec: SloSpec, summary: Summary) -> Check:
 def _latency(objective: Objective, spec: SloSpec, scope: Summary) -> Check:
     metric = scope["metrics"][objective.metric]
     statistic = str(objective.statistic)
+    if not is_statistic(statistic):  # the scenario's SLO allows no other
+        raise ValueError(f"unknown statistic {statistic!r}")
     if not metric["count"]:
         return _result(objective, None, 0, INSUFFICIENT, "no samples")
     measured = metric[statistic]
@@ -198,7 +208,7 @@ def _latency(objective: Objective, spec: SloSpec, scope: Summary) -> Check:
         return _result(objective, measured, above, INSUFFICIENT, why)
     stalls = metric.get("client_stall") or {}
     tagged = _tagged_above(stalls, statistic) if objective.metric in _TAGGED else 0
-    if tagged:
+    if tagged and statistic != "mean":  # none is tagged above the mean
         clean = stalls["set_aside"][statistic]
         outcome, clean_outcome = measured <= objective.limit, clean <= objective.limit
         if spec.client_stalls == "invalid" or outcome != clean_outcome:
@@ -211,7 +221,7 @@ def _latency(objective: Objective, spec: SloSpec, scope: Summary) -> Check:
     return _bounded(objective, measured, above)
 
 
-def _tagged_above(stalls: dict[str, Any], statistic: str) -> int:
+def _tagged_above(stalls: StallFigures, statistic: str) -> int:
     if not stalls.get("count"):
         return 0
     if statistic == "max":
@@ -221,7 +231,7 @@ def _tagged_above(stalls: dict[str, Any], statistic: str) -> int:
     return int(stalls["above"].get(statistic, 0))
 
 
-def _longer(metric: dict[str, Any], statistic: str, needed: int, scope: Summary) -> str:
+def _longer(metric: MetricFigures, statistic: str, needed: int, scope: Summary) -> str:
     """How much longer to run for ``needed`` samples above the percentile, at this rate."""
     fraction_above = 1 - float(statistic[1:]) / 100
     total_needed = math.ceil(needed / fraction_above)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from tpot_locust.common.metric_catalogue import E2E, ITL, TPOT, TTFT
-from tpot_locust.common.percentiles import PERCENTILE_KEYS
+from tpot_locust.common.percentiles import PERCENTILE_KEYS, Statistic
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.charts import CHART_CSS, percentile_chart
 from tpot_locust.report.html import (
@@ -36,7 +36,7 @@ body.dashboard .charts { display: grid; gap: 12px;
   grid-template-columns: repeat(auto-fill, minmax(440px, 1fr)); }
 body.dashboard .charts svg.chart { max-width: none; }
 """
-LIVE_STATISTICS = (*PERCENTILE_KEYS, "max")
+LIVE_STATISTICS: tuple[Statistic, ...] = (*PERCENTILE_KEYS, "max")
 
 
 def charts_fragment(summary: Summary, totals: MetricSet, running: bool) -> str:

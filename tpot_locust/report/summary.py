@@ -10,7 +10,7 @@ from typing import Any, cast
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.metric_catalogue import ITL, READ_DELAY, TPOT, TTFAT, TTFT
-from tpot_locust.common.percentiles import PERCENTILE_KEYS, PERCENTILES, percentile_key
+from tpot_locust.common.percentiles import PERCENTILE_KEYS, PERCENTILES, key_of, percentile_key
 from tpot_locust.common.run_facts import NO_FACTS, RunFacts
 from tpot_locust.common.text_safety import printable
 from tpot_locust.metrics.histogram_names import METRICS, STALL_METRICS, phase_metric
@@ -28,7 +28,14 @@ from tpot_locust.report.client_figures import (
     format_client_stalls,
 )
 from tpot_locust.report.server_view import format_gpu_state, format_server_view
-from tpot_locust.report.summary_types import ClassSummary, Fluidity, Goodput, Summary, TailGap
+from tpot_locust.report.summary_types import (
+    ClassSummary,
+    Fluidity,
+    Goodput,
+    MetricFigures,
+    Summary,
+    TailGap,
+)
 from tpot_locust.report.token_figures import (
     format_prompt_tokens,
     format_token_kinds,
@@ -276,7 +283,7 @@ def _tokens_per_s(value_ms: float) -> str:
     return f"{1000 / value_ms:10.1f}" if value_ms > 0 else f"{'-':>10}"
 
 
-def format_metric(name: str, metric: dict[str, Any]) -> list[str]:
+def format_metric(name: str, metric: MetricFigures) -> list[str]:
     """One metric's table; where samples overlap client stalls, a column with them set
     aside and a warning next to every percentile with any of them above it."""
     per_token = name in PER_TOKEN_METRICS
@@ -288,7 +295,7 @@ def format_metric(name: str, metric: dict[str, Any]) -> list[str]:
     )
     rows: list[tuple[str, float, str]] = [("mean", metric["mean"], "")]
     for percentile in PERCENTILES:
-        key = percentile_key(percentile)
+        key = key_of(percentile)
         label = "median" if percentile == 50.0 else f"P{percentile:g}"
         above = metric["above"][key]
         unmeasured = key in metric["unmeasured_tail"]

@@ -9,21 +9,62 @@ read back is checked by ``report.saved_results`` with checks derived from these 
 ``Annotated`` say how much of a value a file may hold), and docs/report.md's key list is
 tested against them (tests/unit/test_report_doc.py). A key is required where a reader of a
 saved file relies on it; every other may be missing (``total=False``): a part that failed
-at the end of a run is left out, older files lack newer keys. Parts whose keys are chosen
-at run time (a metric's ``p99.9``, a cause's share, a class's name) stay objects of
-``Any``: a ``ByHand`` one is checked by a check written by hand.
+at the end of a run is left out, older files lack newer keys. Keys that are no
+identifier (a metric's ``p99.9``) take the functional form; their readers index with a
+``common.percentiles.PercentileKey`` or ``Statistic``. Parts keyed by names chosen at run
+time (a metric's, a cause's, a class's) are ``dict[str, ...]``.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypedDict
 
-from tpot_locust.common.bounds import Bounds, ByHand, Name, NonNegative, ShortText
+from tpot_locust.common.bounds import Bounds, Name, NonNegative, ShortText
 from tpot_locust.common.run_facts import RunFacts, TimeseriesPoint, Workers
 
-# A metric's figures in ms: unit, count, mean, min, max, one key per percentile ("p50",
-# "p99.99"), "above", "unmeasured_tail", ... (``report.summary.metric_summary``).
-MetricFigures = Annotated[dict[str, Any], ByHand("metric figures")]
+# The functional form: a percentile's key ("p99.9") is no identifier.
+_Percentiles = TypedDict(
+    "_Percentiles",
+    {"p50": float, "p90": float, "p99": float, "p99.9": float, "p99.99": float},
+    total=False,
+)
+
+
+class SetAside(_Percentiles, total=False):
+    """``client_stall["set_aside"]``: a metric's figures with its stalled samples left out."""
+
+    count: int
+    max: float
+
+
+class StallFigures(TypedDict, total=False):
+    """``metrics[name]["client_stall"]``: the samples that overlapped client stalls."""
+
+    count: int
+    above: dict[str, int]  # per percentile key: how many lie above it
+    max: float
+    set_aside: SetAside
+
+
+_RatioToMedian = TypedDict(
+    "_RatioToMedian",
+    {"skew_mean_over_median": "float | None", "tail_p99.99_over_median": "float | None"},
+    total=False,
+)
+
+
+class MetricFigures(_Percentiles, _RatioToMedian, total=False):
+    """A metric's figures in ms (``report.summary.metric_summary``)."""
+
+    unit: ShortText
+    count: int
+    mean: float
+    max: float
+    min: float
+    above: dict[str, int]  # per percentile key: the samples above it
+    unmeasured_tail: list[str]  # the percentile keys too few samples measured
+    client_stall: StallFigures
+    failed: bool  # its summary failed at the end of the run: no samples
 
 
 class _RequestsEnded(TypedDict):

@@ -26,7 +26,7 @@ import numpy as np
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.metric_catalogue import ITL, TPOT, TTFT
-from tpot_locust.common.percentiles import PERCENTILES, percentile_key
+from tpot_locust.common.percentiles import PERCENTILES, key_of, percentile_key
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import NO_FACTS, RunFacts
 from tpot_locust.metrics.histograms import exact_percentile
@@ -175,7 +175,7 @@ def truth_check(
             continue
         set_aside = (measured.get("client_stall") or {}).get("set_aside")
         for percentile in (*PERCENTILES, None):
-            key = percentile_key(percentile) if percentile is not None else "max"
+            key = key_of(percentile) if percentile is not None else "max"
             true_value = _true_value(true, percentile)
             error = round(measured[key] - true_value, 4)
             row: TruthRow = {
