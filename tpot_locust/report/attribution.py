@@ -10,7 +10,8 @@ gaps (from the kept largest gaps) stand beside the same at every gap's median.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 import numpy as np
 
@@ -31,27 +32,35 @@ from tpot_locust.metrics.histograms import count_above, histogram_stats
 from tpot_locust.metrics.metric_set import ClassMetrics
 from tpot_locust.metrics.recorder import PREFILL_AT_GAP, phase_metric
 from tpot_locust.metrics.tail_gaps import WORST_GAPS_SHOWN
-from tpot_locust.report.summary_types import Summary
+from tpot_locust.report.summary_types import Attribution, Summary, TailShares
 
 TAIL_PERCENTILES = (99.0, 99.9, 99.99)
 SHARE_DIGITS = 4
 
 
-def attribution_summary(metrics: ClassMetrics, keep_tail: bool) -> dict[str, Any] | None:
+def attribution_summary(metrics: ClassMetrics, keep_tail: bool) -> Attribution | None:
     """The attribution of one class's (or every class's) tail; None before any gap.
     ``keep_tail``: also list every kept largest gap (``tail_gaps``), for the truth's check."""
     if not metrics.histograms.get(ITL.name) or not metrics.histograms[ITL.name].total_count:
         return None
-    result: dict[str, Any] = {"note": "a gap can overlap several causes: shares do not sum to 1"}
-    for name in CAUSE_METRICS:
-        result[name] = _metric_shares(metrics, name)
-    result["prefill_tokens"] = _prefill_tokens(metrics, result[ITL.name])
-    result["worst"] = [
-        gap | {"story": gap_story(gap)} for gap in metrics.tail_gaps[:WORST_GAPS_SHOWN]
-    ]
+    tails = {name: _metric_shares(metrics, name) for name in CAUSE_METRICS}
+    result: dict[str, object] = {
+        "note": "a gap can overlap several causes: shares do not sum to 1",
+        **tails,
+        "prefill_tokens": _prefill_tokens(metrics, tails[ITL.name]),
+        "worst": [gap | {"story": gap_story(gap)} for gap in metrics.tail_gaps[:WORST_GAPS_SHOWN]],
+    }
     if keep_tail:
         result["tail_gaps"] = metrics.tail_gaps
-    return result
+    # the metrics' keys beside the declared ones: what ``Attribution`` cannot declare
+    return cast(Attribution, result)
+
+
+def metric_tails(attribution: Attribution, name: str) -> dict[str, TailShares]:
+    """One metric's tails (``name`` one of ``CAUSE_METRICS``), by tail percentile key;
+    empty where the attribution has none (an older file)."""
+    # the per-metric keys ``Attribution`` cannot declare (its docstring): as built above
+    return cast("dict[str, TailShares]", attribution.get(name) or {})
 
 
 def worker_shares(metrics: ClassMetrics) -> dict[str, Any]:
@@ -63,7 +72,7 @@ def worker_shares(metrics: ClassMetrics) -> dict[str, Any]:
     return {name: _metric_shares(metrics, name) for name in CAUSE_METRICS}
 
 
-def _metric_shares(metrics: ClassMetrics, name: str) -> dict[str, Any]:
+def _metric_shares(metrics: ClassMetrics, name: str) -> dict[str, TailShares]:
     whole = metrics.histogram(name)
     stats = histogram_stats(whole, TAIL_PERCENTILES)
     parts = {
@@ -71,7 +80,7 @@ def _metric_shares(metrics: ClassMetrics, name: str) -> dict[str, Any]:
         for cause in (*CAUSES, UNEXPLAINED)
         if phase_metric(name, cause) in metrics.histograms
     }
-    rows: dict[str, Any] = {}
+    rows: dict[str, TailShares] = {}
     for percentile in TAIL_PERCENTILES:
         threshold_us, above = stats.percentiles[percentile], stats.above[percentile]
         shares = {
@@ -86,12 +95,14 @@ def _metric_shares(metrics: ClassMetrics, name: str) -> dict[str, Any]:
     return rows
 
 
-def _prefill_tokens(metrics: ClassMetrics, itl_rows: dict[str, Any]) -> dict[str, Any]:
+def _prefill_tokens(
+    metrics: ClassMetrics, itl_rows: dict[str, TailShares]
+) -> dict[str, int | None]:
     """Prompt tokens in prefill at every gap's median, and at the median gap of each tail
     (from the kept largest gaps; None where the tail has more gaps than were kept)."""
     at_gaps = metrics.histograms.get(PREFILL_AT_GAP)
     median_all = histogram_stats(at_gaps, (50.0,)).percentiles[50.0] if at_gaps else 0
-    tokens: dict[str, Any] = {"all_gaps_median": median_all}
+    tokens: dict[str, int | None] = {"all_gaps_median": median_all}
     kept = metrics.tail_gaps
     for key, row in itl_rows.items():
         tail = [gap for gap in kept if gap["ms"] > row["above_ms"]]
@@ -102,7 +113,7 @@ def _prefill_tokens(metrics: ClassMetrics, itl_rows: dict[str, Any]) -> dict[str
 
 
 def gap_story(
-    gap: dict[str, Any],
+    gap: Mapping[str, Any],
     origin_wall_s: float | None = None,
     server_series: dict[str, list[Any]] | None = None,
 ) -> str:
@@ -140,7 +151,7 @@ def gap_story(
     return f"{gap['ms']:.1f} ms{when}: {', '.join(told) if told else 'no cause overlapped'}"
 
 
-def _server_state(series: dict[str, list[Any]], gap: dict[str, Any]) -> dict[str, Any]:
+def _server_state(series: dict[str, list[Any]], gap: Mapping[str, Any]) -> dict[str, Any]:
     """The server's state over the samples whose intervals overlap the gap: the largest
     KV usage and queue at either end of them, the preemptions they counted."""
     times = np.asarray(series.get("t_wall_s") or [], dtype=np.float64)
@@ -167,12 +178,16 @@ def format_why_the_tail(summary: Summary) -> list[str]:
     causes = [
         c
         for c in (*CAUSES, UNEXPLAINED)
-        if any(c in row["shares"] for m in CAUSE_METRICS for row in attribution[m].values())
+        if any(
+            c in row["shares"]
+            for m in CAUSE_METRICS
+            for row in metric_tails(attribution, m).values()
+        )
     ]
     header = "".join(f"{cause:>13}" for cause in causes)
     lines.append(f"  {'':14}{'above ms':>10}{'samples':>9}{header}")
     for name in CAUSE_METRICS:
-        for key, row in attribution[name].items():
+        for key, row in metric_tails(attribution, name).items():
             cells = "".join(_share(row["shares"].get(cause)) for cause in causes)
             label = f"{name.upper()} {key}"
             lines.append(f"  {label:14}{row['above_ms']:10.3f}{row['samples']:9,}{cells}")

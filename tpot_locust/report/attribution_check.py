@@ -298,7 +298,8 @@ def _ratio(part: int, whole: int) -> float | None:
 def _our_tail(summary: Summary) -> dict[tuple[str, int], dict[str, Any]] | None:
     """Our listed tail gaps by (request_id, gap); None when the summary has none."""
     attribution = summary.get("attribution")
-    listed = attribution.get("tail_gaps") if isinstance(attribution, dict) else None
+    # read as it comes (its entries each checked below), whatever its type says
+    listed: object = attribution.get("tail_gaps") if isinstance(attribution, dict) else None
     if not isinstance(listed, list):
         return None
     ours: dict[tuple[str, int], dict[str, Any]] = {}

@@ -15,13 +15,12 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from tpot_locust.common.metric_catalogue import E2E, ITL, TPOT, TTFT
 from tpot_locust.common.percentiles import STATISTICS, Statistic
 from tpot_locust.common.run_facts import NO_FACTS
 from tpot_locust.common.text_safety import printable
-from tpot_locust.report.attribution import gap_story
+from tpot_locust.report.attribution import gap_story, metric_tails
 from tpot_locust.report.summary import format_metric, format_report
 from tpot_locust.report.summary_types import MetricFigures, Summary, TruthCheck, Verdict
 from tpot_locust.report.window_figures import format_window
@@ -155,12 +154,17 @@ def _truth_line(summary: Summary) -> list[str]:
 
 def _why_lines(summary: Summary) -> list[str]:
     """Why the tail in two lines: the causes above TPOT P99, and the worst gap's story."""
-    attribution: dict[str, Any] | None = summary.get("attribution")
-    row = ((attribution or {}).get(TPOT.name) or {}).get("p99")
+    attribution = summary.get("attribution")
+    row = metric_tails(attribution, TPOT.name).get("p99") if attribution else None
     if not row or not row.get("samples"):
         return []
     shares = sorted(
-        ((share, cause) for cause, share in row["shares"].items() if cause != "none"), reverse=True
+        (
+            (share, cause)
+            for cause, share in row["shares"].items()
+            if cause != "none" and share is not None  # None only where no sample was above
+        ),
+        reverse=True,
     )
     named = [f"{cause} {share:.0%}" for share, cause in shares[:_SHOWN_CAUSES] if share > 0]
     none = row["shares"].get("none")

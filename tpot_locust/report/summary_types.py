@@ -17,7 +17,7 @@ time (a metric's, a cause's, a class's) are ``dict[str, ...]``.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Literal, TypedDict
 
 from tpot_locust.common.bounds import Bounds, Name, NonNegative, ShortText
 from tpot_locust.common.run_facts import RunFacts, TimeseriesPoint, Workers
@@ -164,6 +164,34 @@ class TailGap(_GapSize, total=False):
     pause_streams: int
 
 
+class StoriedGap(TailGap, total=False):
+    """One of ``attribution["worst"]``: a largest gap and its one-line story."""
+
+    story: str
+
+
+class TailShares(TypedDict):
+    """``attribution[metric][percentile key]``: the samples above one tail's threshold and
+    the share of them that overlapped each cause (``report.attribution``)."""
+
+    above_ms: float
+    samples: int
+    shares: dict[str, float | None]  # per cause, and "none"; None: no sample above
+
+
+class Attribution(TypedDict, total=False):
+    """``summary["attribution"]``: "Why the tail" (``report.attribution``). Beside these
+    keys, one per metric kept per cause (``catalogue.names("causes")``: tpot, itl), each a
+    ``dict[str, TailShares]`` per tail percentile key: keys a TypedDict cannot declare
+    without naming the metrics (PEP 728's ``extra_items``, which mypy does not read yet), so
+    ``report.attribution.metric_tails`` reads them."""
+
+    note: str
+    prefill_tokens: dict[str, int | None]  # "all_gaps_median", and "<tail key>_median"
+    worst: list[StoriedGap]
+    tail_gaps: list[TailGap]  # every kept largest gap (for the truth's check)
+
+
 class ClientFigures(TypedDict, total=False):
     """``summary["client"]``: the load generator's own health (read delays, its loops)."""
 
@@ -260,7 +288,7 @@ class ClassSummary(TypedDict, total=False):
     dropped_arrivals: int
     bursts: BurstCounts | None  # None: the scenario has no bursts
     interference: Interference | None  # None: no gap fell in a burst
-    attribution: dict[str, Any] | None  # ``report.attribution.attribution_summary``
+    attribution: Attribution | None  # None: no token gap yet
     worst_gaps: list[TailGap]
     goodput: Goodput | None  # None: the scenario set no per-request SLO
     fluidity: Fluidity | None  # None: the scenario set no pace
