@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, TypedDict, cast
 
 from tpot_locust.common.bounds import Bounds, ByHand, Name, NonNegative, Share, ShortText
 
@@ -87,9 +87,45 @@ class Workers(_WorkersSeen, total=False):
     ids: dict[str, Name]  # each worker's name (host#index) -> its Locust client id
 
 
-# One point of the time series per report interval (``metrics.collector``): t, users,
-# tokens_per_s, ... and the interval's figures per metric.
-TimeseriesPoint = Annotated[dict[str, Any], ByHand("timeseries point")]
+# A metric's figures over one interval: its count and, the functional form as "p99.9" is no
+# identifier, its percentiles up to P99.9 (``metrics.collector.TIMESERIES_PERCENTILES``).
+IntervalFigures = TypedDict(
+    "IntervalFigures",
+    {"count": int, "p50": float, "p90": float, "p99": float, "p99.9": float},
+    total=False,
+)
+
+
+class _PointTime(TypedDict):
+    t: float  # since the run's start
+    users: int
+
+
+class _TimeseriesPoint(_PointTime, total=False):
+    """One point of the time series per report interval (``metrics.collector``). Beside
+    these keys, one per metric in the time series (``catalogue.names("in_timeseries")``)
+    holds its ``IntervalFigures``: keys a TypedDict cannot declare without naming the
+    metrics (PEP 728's ``extra_items``, which mypy does not read yet); ``interval_figures``
+    reads them, and ``report.saved_results`` checks them by hand."""
+
+    interval_s: NonNegative | None
+    tokens_per_s: NonNegative | None  # None: a partial last interval, too short for a rate
+    requests_ok: int
+    requests_failed: int
+    stalls: int
+    loop_lag_max_ms: NonNegative | None
+    partial: bool  # the run's last interval, shorter than the collector's least
+    loop_held_share: Share
+
+
+TimeseriesPoint = Annotated[_TimeseriesPoint, ByHand("timeseries point")]
+
+
+def interval_figures(point: TimeseriesPoint, name: str) -> IntervalFigures:
+    """A metric's figures in one point (``name`` one of ``catalogue.names("in_timeseries")``);
+    empty where the point has none (an older file)."""
+    # the per-metric keys ``_TimeseriesPoint`` cannot declare (its docstring)
+    return cast(IntervalFigures, point.get(name) or {})
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,12 @@ HdrHistogram interval log, as Java's ``HistogramLogWriter`` does.
 from __future__ import annotations
 
 import time
-from typing import IO, Any
+from typing import IO, cast
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.cooperation import let_streams_run
 from tpot_locust.common.results_folder import ResultsFolder
+from tpot_locust.common.run_facts import TimeseriesPoint
 from tpot_locust.metrics.histogram_names import METRICS
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.metrics.metric_set import ClassMetrics, MetricSet
@@ -66,7 +67,7 @@ class Collector:
         self.totals = MetricSet()
         self.pending = MetricSet()
         self._pending_empty = True  # the next delta can become ``pending`` as it is
-        self.timeseries: list[dict[str, Any]] = []
+        self.timeseries: list[TimeseriesPoint] = []
         self.logs: IntervalLogs | None = None
         self.start_wall_s = time.time()
         self.last_tick_wall_s = self.start_wall_s
@@ -125,9 +126,9 @@ class Collector:
             self.logs.write(combined, self.last_tick_wall_s, now)
         self.last_tick_wall_s = now
 
-    def _point(self, combined: ClassMetrics, now: float, users: int) -> dict[str, Any]:
+    def _point(self, combined: ClassMetrics, now: float, users: int) -> TimeseriesPoint:
         length = max(now - self.last_tick_wall_s, 1e-9)
-        point: dict[str, Any] = {
+        point: dict[str, object] = {
             "t": round(now - self.start_wall_s, 3),
             "interval_s": round(length, 3),
             "users": users,
@@ -142,7 +143,8 @@ class Collector:
             point[name] = {"count": stats.count} | {
                 f"p{p:g}": stats.percentiles[p] / 1000 for p in TIMESERIES_PERCENTILES
             }
-        return point
+        # the metrics' keys beside the declared ones: what ``TimeseriesPoint`` cannot declare
+        return cast(TimeseriesPoint, point)
 
     def close(self) -> None:
         if self.logs is not None:

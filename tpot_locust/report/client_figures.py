@@ -7,6 +7,7 @@ own (``client_busy``) that the progress line, the report and per-worker lines sh
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -53,7 +54,7 @@ def client_health(health: ClientHealth, start_wall_s: float | None) -> dict[str,
     }
 
 
-def client_check(read_delay: dict[str, Any], token_gap_ms: float = 0.0) -> ClientFigures:
+def client_check(read_delay: Mapping[str, Any], token_gap_ms: float = 0.0) -> ClientFigures:
     """Whether the load generator kept up, from how late it read data that had arrived.
 
     A late read moves no token's stamp (a kernel stamp is when the data arrived, and the

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.metric_catalogue import ITL, TPOT, TTFAT, TTFT
 from tpot_locust.common.percentiles import PERCENTILE_KEYS, STATISTICS, UP_TO_P99_9
 from tpot_locust.common.results_folder import REPORT_FILE
-from tpot_locust.common.run_facts import NO_FACTS
+from tpot_locust.common.run_facts import NO_FACTS, TimeseriesPoint, interval_figures
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.metrics.metric_set import ClassMetrics, MetricSet
 from tpot_locust.report.charts import (
@@ -360,13 +360,16 @@ def timeseries_shading(summary: Summary) -> Shading:
     return Shading(spans=spans, marks=marks, mark_label="client stall > that second's TPOT p99")
 
 
-def _stall_matters(point: dict[str, Any]) -> bool:
+def _stall_matters(point: TimeseriesPoint) -> bool:
     """Whether an interval's longest client stall can reach its TPOT tail."""
     if not point.get("stalls"):
         return False
-    tpot = point.get(TPOT.name) or {}
+    tpot = interval_figures(point, TPOT.name)
     bar = tpot.get("p99") if tpot.get("count") else None
     return float(point.get("loop_lag_max_ms") or 0.0) >= (bar or STALL_MARK_MIN_MS)
+
+
+_CHART_KEYS: tuple[Literal["p50", "p99", "p99.9"], ...] = ("p50", "p99", "p99.9")
 
 
 def timeseries_charts(summary: Summary) -> list[str]:
@@ -378,17 +381,18 @@ def timeseries_charts(summary: Summary) -> list[str]:
             Curve(
                 f"{NAMES[metric]} {key}",
                 [
-                    (p["t"], p[metric][key])
+                    (p["t"], figures[key])
                     for p in series
-                    if p.get(metric, {}).get("count") and p[metric].get(key) is not None
+                    if (figures := interval_figures(p, metric)).get("count")
+                    and figures.get(key) is not None
                 ],
             )
-            for key in ("p50", "p99", "p99.9")
+            for key in _CHART_KEYS
         ]
         charts.append(timeseries_chart(f"{NAMES[metric]} per interval", curves, "ms", shading))
-    rate = [(p["t"], p["tokens_per_s"]) for p in series if p.get("tokens_per_s") is not None]
+    rate = [(p["t"], per_s) for p in series if (per_s := p.get("tokens_per_s")) is not None]
     charts.append(timeseries_chart("Tokens/s", [Curve("tokens/s", rate)], "tokens/s", shading))
-    users = [(p["t"], p["users"]) for p in series]
+    users: list[tuple[float, float]] = [(p["t"], p["users"]) for p in series]
     charts.append(timeseries_chart("Users", [Curve("users", users)], "users", shading))
     return charts
 

@@ -4,9 +4,9 @@ and how late this interval's reads came (the load generator's own health)."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from tpot_locust.common.metric_catalogue import ITL, READ_DELAY, TPOT
+from tpot_locust.common.run_facts import TimeseriesPoint, interval_figures
 from tpot_locust.metrics.collector import Collector
 from tpot_locust.metrics.stalls import loop_saturated
 from tpot_locust.report.client_figures import client_check
@@ -32,8 +32,8 @@ class ProgressPrinter:
         print(line, flush=True)
 
 
-def format_progress(point: dict[str, Any], duration_s: float) -> str:
-    tpot = point[TPOT.name]
+def format_progress(point: TimeseriesPoint, duration_s: float) -> str:
+    tpot = interval_figures(point, TPOT.name)
     current = (
         f"TPOT p50 {tpot['p50']:.2f} ms p99 {tpot['p99']:.2f} ms" if tpot["count"] else "TPOT -"
     )
@@ -44,9 +44,9 @@ def format_progress(point: dict[str, Any], duration_s: float) -> str:
     )
     if point.get("stalls"):
         line += f"  stalls {point['stalls']} (max {point['loop_lag_max_ms']:.0f} ms)"
-    itl = point.get(ITL.name) or {}
+    itl = interval_figures(point, ITL.name)
     token_gap_ms = float(itl.get("p90") or 0.0) if itl.get("count") else 0.0
-    check = client_check(point.get(READ_DELAY.name) or {"count": 0}, token_gap_ms)
+    check = client_check(interval_figures(point, READ_DELAY.name) or {"count": 0}, token_gap_ms)
     saturated = loop_saturated(point.get("loop_held_share"))
     busy = " (client busy)" if check["busy"] or saturated else ""
     if check["busy"] is not None:

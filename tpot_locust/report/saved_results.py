@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tpot_locust.common import metric_catalogue as catalogue
-from tpot_locust.common.run_facts import RunFacts
+from tpot_locust.common.run_facts import RunFacts, TimeseriesPoint
 from tpot_locust.metrics.metric_set import ClassCounters
 from tpot_locust.metrics.tail_gaps import TAIL_GAPS_KEPT
 from tpot_locust.report.json_checks import (
@@ -27,7 +27,6 @@ from tpot_locust.report.json_checks import (
     Problem,
     Unusable,
     anything,
-    boolean,
     integer,
     list_of,
     mapping,
@@ -138,25 +137,19 @@ _CLIENT = record(
         "worst_stalls": list_of(_STALL, 1000),
     }
 )
-_POINT = record(
-    {
-        "t": number(),
-        "interval_s": optional(_NUMBER0),
-        "users": integer(),
-        "tokens_per_s": optional(_NUMBER0),
-        "requests_ok": integer(),
-        "requests_failed": integer(),
-        "stalls": integer(),
-        "loop_lag_max_ms": optional(_NUMBER0),
-        "partial": boolean(),
-        "loop_held_share": number(0.0, 1.0),
-        **{name: mapping(number()) for name in catalogue.names("in_timeseries")},
-    },
-    required=("t", "users"),
-)
+_POINT_DECLARED = shaped(typing.get_args(TimeseriesPoint)[0], {})  # t, users, ...
+_POINT_METRICS = record({name: mapping(number()) for name in catalogue.names("in_timeseries")})
+
+
+def _point(value: Any, key: str) -> Any:
+    """A time series point: its declared keys as its type says; its metrics', which its
+    type cannot declare (``common.run_facts.interval_figures``), here."""
+    return _POINT_METRICS(_POINT_DECLARED(value, key), key)
+
+
 # The parts whose keys are chosen at run time, checked by hand; every other part of the
 # run's facts and the summary is checked as its type says (``json_checks.shaped``).
-_BY_HAND = {"timeseries point": _POINT, "unchecked": anything()}
+_BY_HAND = {"timeseries point": _point, "unchecked": anything()}
 FACTS = shaped(RunFacts, _BY_HAND)  # the run's facts, read back as the dataclass
 
 
