@@ -33,6 +33,8 @@ from tpot_locust.report.summary_types import (
     Fluidity,
     Goodput,
     MetricFigures,
+    SetAside,
+    StallFigures,
     Summary,
     TailGap,
 )
@@ -56,15 +58,15 @@ PER_TOKEN_METRICS = catalogue.names("per_token")
 TITLES = catalogue.titles()
 
 
-def metric_summary(metrics: ClassMetrics, name: str) -> dict[str, Any]:
+def metric_summary(metrics: ClassMetrics, name: str) -> MetricFigures:
     stats = histogram_stats(metrics.histogram(name))
-    summary: dict[str, Any] = {
+    summary: MetricFigures = {
         "unit": "ms",
         "count": stats.count,
         "mean": round(stats.mean / 1000, 4),
     }
     for percentile in PERCENTILES:
-        summary[percentile_key(percentile)] = stats.percentiles[percentile] / 1000
+        summary[key_of(percentile)] = stats.percentiles[percentile] / 1000
     summary["max"] = stats.max / 1000
     summary["min"] = stats.min / 1000
     summary["above"] = {percentile_key(p): stats.above[p] for p in PERCENTILES}
@@ -81,17 +83,16 @@ def metric_summary(metrics: ClassMetrics, name: str) -> dict[str, Any]:
     return summary
 
 
-def stall_summary(
-    metrics: ClassMetrics, name: str, percentiles: dict[float, int]
-) -> dict[str, Any]:
+def stall_summary(metrics: ClassMetrics, name: str, percentiles: dict[float, int]) -> StallFigures:
     """The samples of ``name`` that overlap client stalls: how many, how many lie above
     each printed percentile, and every figure again with them set aside."""
     tagged = metrics.histograms.get(phase_metric(name, CLIENT_STALL))
     if tagged is None or not tagged.total_count:
         return {"count": 0}
     clean = histogram_stats(without(metrics.histogram(name), tagged))
-    set_aside: dict[str, Any] = {"count": clean.count}
-    set_aside |= {percentile_key(p): clean.percentiles[p] / 1000 for p in PERCENTILES}
+    set_aside: SetAside = {"count": clean.count}
+    for p in PERCENTILES:
+        set_aside[key_of(p)] = clean.percentiles[p] / 1000
     set_aside["max"] = clean.max / 1000
     return {
         "count": tagged.total_count,
