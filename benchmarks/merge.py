@@ -60,17 +60,55 @@ def master_state(collector):
     return SimpleNamespace(collector=collector, rows={}, names=str)
 
 
-def rows_of(deltas) -> list[dict]:
-    """The worker's row as of each of its deltas, as ``WorkerLink`` makes them."""
+def with_every_cause(delta):
+    """A busy delta as a run with every cause window has it: each group's ITL and TPOT
+    copied as a part per cause, and its ITL as read delays (the largest row, the most
+    work for the worker and for the master's check)."""
+    from tpot_locust.metrics.causes import CAUSES, UNEXPLAINED
+    from tpot_locust.metrics.histograms import add_into
+
+    for metrics in delta.groups.values():
+        for metric in ("itl", "tpot"):
+            for cause in (*CAUSES, UNEXPLAINED):
+                if f"{metric}@{cause}" not in metrics.histograms:  # ``@none``: all of it
+                    add_into(metrics.merged_into(f"{metric}@{cause}"), metrics.histogram(metric))
+        add_into(metrics.merged_into("read_delay"), metrics.histogram("itl"))
+    return delta
+
+
+def rows_of(deltas) -> tuple[list[dict], dict]:
+    """The worker's row as of each of its deltas (every cause present), as ``WorkerLink``
+    makes them, cooperatively; and its cost per report (median us): adding the delta to its
+    figures, making the row, and the longest piece between two yields."""
+    from tpot_locust.common.cooperation import WorkSlices, use_yield
     from tpot_locust.metrics.wire_delta import decode_delta
     from tpot_locust.metrics.worker_figures import WorkerFigures
     from tpot_locust.report.worker_rows import worker_row
 
-    figures, rows = WorkerFigures(), []
-    for delta in deltas:
-        figures.add(decode_delta(delta).to_metric_set())
-        rows.append(worker_row(figures))
-    return rows
+    pieces = [0]
+    last = [time.perf_counter_ns()]
+
+    def pause() -> None:
+        now = time.perf_counter_ns()
+        pieces.append(now - last[0])
+        last[0] = now
+
+    use_yield(pause)
+    figures, rows, cost = WorkerFigures(), [], {"add": [], "row": [], "piece": []}
+    for number in range(REPORTS // 10):
+        delta = with_every_cause(decode_delta(deltas[number % len(deltas)]).to_metric_set())
+        pieces[:] = [0]
+        last[0] = time.perf_counter_ns()
+        slices = WorkSlices()  # as ``WorkerLink._take_delta``
+        cost["add"].append(timed_us(figures.add, delta, slices.after_item)[1])
+        row, row_us = timed_us(worker_row, figures, slices.after_item)
+        pieces.append(time.perf_counter_ns() - last[0])
+        cost["row"].append(row_us)
+        cost["piece"].append(max(pieces) / 1000)
+        if number < len(deltas):
+            rows.append(row)
+    use_yield(lambda: None)
+    return rows, {name: float(np.median(values)) for name, values in cost.items()}
 
 
 def measure(args) -> dict:
@@ -86,7 +124,7 @@ def measure(args) -> dict:
     classes = [f"class{i}" for i in range(args.classes)]
     deltas = encoded_deltas(8, args.tokens, args.requests, classes, after=args.after)
     # as a worker's report carries it (harness.distributed.pack_delta, its metrics encoded)
-    rows = rows_of(deltas)
+    rows, worker_cost = rows_of(deltas)
     packed = [
         pack_delta(MetricSet(), row) | {"metrics": delta}
         for delta, row in zip(deltas, rows, strict=True)
@@ -99,6 +137,7 @@ def measure(args) -> dict:
         * len(classes),
         "histograms": len(deltas[0]["histograms"]["names"]),
         "row_bytes": float(np.mean([len(msgpack.packb(row)) for row in rows])),
+        "worker": worker_cost,
     }
     with tempfile.TemporaryDirectory(prefix="tpot-merge-") as folder:
         collector = Collector()
@@ -186,7 +225,10 @@ def main() -> None:
             f"{first['histograms']} histograms, {first['bytes']:,.0f} bytes as a msgpack "
             f"message ({first['tail_bytes']:,.0f} of them the new tail gaps, "
             f"{first['row_bytes']:,.0f} the worker's row), a worker "
-            f"{args.after} s into its run; {REPORTS} reports, a tick every 20"
+            f"{args.after} s into its run; {REPORTS} reports, a tick every 20",
+            f"the worker, per report (every cause present): its figures "
+            f"{first['worker']['add']:,.0f} us, its row {first['worker']['row']:,.0f} us, "
+            f"the longest piece between yields {first['worker']['piece']:,.0f} us (medians)",
         ],
     )
     table = Table(

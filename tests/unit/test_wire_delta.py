@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from hdrh.histogram import HdrHistogram
 
+from tpot_locust.common.cooperation import WorkSlices
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.harness.distributed import MasterLink, pack_delta, unpack_delta, unpack_row
@@ -240,8 +241,9 @@ def test_each_workers_own_figures_are_as_they_were(tmp_path: Path, cooperative: 
     for number, delta in enumerate(worker_deltas(6, seed=9) + worker_deltas(4, seed=11)):
         worker = f"w{number % 3}"
         reference = MetricSet.decode(delta.encode())
-        figures[worker].add(delta, cooperative)
-        packed = over_the_wire(delta, worker_row(figures[worker], cooperative))
+        pause = WorkSlices(slice_ns=0).after_item if cooperative else None  # a yield each
+        figures[worker].add(delta, pause)
+        packed = over_the_wire(delta, worker_row(figures[worker], pause))
         MasterLink._merge(fast, worker, unpack_delta(worker, packed), unpack_row(packed))
         old_merge(slow, worker, reference)
     fast.seen, fast.finals, fast.missing = set(), set(), list

@@ -12,8 +12,10 @@ import msgpack
 import pytest
 
 from tests.unit.test_wire_delta import worker_deltas
+from tpot_locust.common.percentiles import TAIL_KEYS
 from tpot_locust.harness.distributed import MasterLink, pack_delta
 from tpot_locust.metrics.causes import CAUSES
+from tpot_locust.metrics.histogram_names import CAUSE_METRICS
 from tpot_locust.metrics.histograms import add_into, new_histogram
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.metrics.worker_figures import WorkerFigures
@@ -91,7 +93,8 @@ HOSTILE = {
     "a tail without samples": changed(("attribution", "itl", "p99", "samples"), ...),
     "an unknown cause": changed(("attribution", "itl", "p99", "shares", "x" * 300), 0.5),
     "a share NaN": changed(("attribution", "itl", "p99", "shares", "none"), math.nan),
-    "a share over 1": changed(("attribution", "itl", "p99", "shares", "none"), 2.0),
+    "a share negative": changed(("attribution", "itl", "p99", "shares", "none"), -0.1),
+    "a share infinite": changed(("attribution", "itl", "p99", "shares", "none"), math.inf),
     "shares a list": changed(("attribution", "itl", "p99", "shares"), [0.5] * 10**5),
     "above_ms huge": changed(("attribution", "tpot", "p99.9", "above_ms"), 1e300),
 }
@@ -132,3 +135,15 @@ def test_a_histogram_a_delta_holds_empty_makes_no_part() -> None:
     figures.add(delta)
     assert "itl@prefill" not in figures.causes.histograms
     assert "prefill" not in worker_row(figures)["attribution"]["itl"]["p99"]["shares"]
+
+
+def test_a_row_made_cooperatively_yields_between_its_histograms() -> None:
+    """On a worker the row is made as streams are read: a yield before each histogram
+    read (read delays, loop lag, each metric's whole and each of its tails)."""
+    figures = WorkerFigures()
+    for delta in worker_deltas(2, seed=6):
+        figures.add(delta)
+    yields: list[int] = []
+    row = worker_row(figures, lambda: yields.append(1))
+    assert row == worker_row(figures)
+    assert len(yields) == 3 + len(CAUSE_METRICS) * len(TAIL_KEYS)

@@ -31,6 +31,7 @@ import gevent
 from gevent.lock import Semaphore
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
+from tpot_locust.common.cooperation import WorkSlices
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.common.version import __version__
@@ -171,14 +172,15 @@ class WorkerLink:
 
     def _take_delta(self, final: bool = False) -> dict[str, Any]:
         """The delta since the last, packed with this worker's row as of it (~0.6 ms a busy
-        worker's row, in pieces of ~0.1 ms between yields: every report, so a worker
-        that dies leaves the master the figures of all it delivered)."""
+        worker's row, in slices of 0.2 ms of work between yields: every report, so a
+        worker that dies leaves the master the figures of all it delivered)."""
         with self._taking:
             figures = self.figures  # a new test's plan may come while this one yields
             delta = self.recorder.take_interval(final=final)
             self.sent.add(delta)
-            figures.add(delta, cooperative=True)
-            row = worker_row(figures, cooperative=True)
+            slices = WorkSlices()  # a yield each 0.2 ms of work
+            figures.add(delta, slices.after_item)
+            row = worker_row(figures, slices.after_item)
             return pack_delta(delta, row, cooperative=True)
 
     def _on_plan(self, environment: Any, msg: Any, **_: Any) -> None:
