@@ -38,7 +38,7 @@ class RowError(ValueError):
 
 
 def worker_row(figures: WorkerFigures, pause: Callable[[], None] | None = None) -> dict[str, Any]:
-    """The worker's figures as the master's summary shows them (``ROW_KEYS``), ~0.6 ms for
+    """The worker's figures as the master's summary shows them (``ROW_KEYS``), ~0.8 ms for
     a busy worker with every cause; ``pause``: called before each histogram read and each
     tail's shares (~0.1 ms apart; a worker passes ``WorkSlices.after_item``)."""
     pause = pause or _no_pause
