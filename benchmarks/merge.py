@@ -6,12 +6,13 @@ Usage: python benchmarks/merge.py [--quick] [--workers 100] [--seconds 10] [--af
 A report is what a worker ships each second: one encoded delta (``wire_delta.encode_delta``;
 here ``--requests`` finished requests of ``--tokens`` token events, ``--classes`` user
 classes, every metric present: ~25k token gaps, a worker near capacity), inside Locust's
-msgpack message, read as Locust's master reads it (``Message.unserialize``). ``--after S``:
-the reports of a worker S seconds into its run (its first ones ship its whole kept tail of
-gaps; later ones only the gaps new to it). Per report the master unpacks the message,
-decodes the delta (``unpack_delta``: its format checked, then ``decode_delta``) and merges
-it as ``MasterLink._merge`` does (the pending interval, and the worker's own loop health,
-read delays and per-cause ITL/TPOT; 20 workers in the timed loop, ``--workers`` in the CPU
+msgpack message with the worker's row (``report.worker_rows``, as of its deltas), read as
+Locust's master reads it (``Message.unserialize``). ``--after S``: the reports of a worker
+S seconds into its run (its first ones ship its whole kept tail of gaps; later ones only
+the gaps new to it). Per report the master unpacks the message, decodes the delta
+(``unpack_delta``: its format checked, then ``decode_delta``) and checks the row
+(``unpack_row``), and merges them as ``MasterLink._merge`` does (the pending interval, and
+the worker's latest row; 20 workers in the timed loop, ``--workers`` in the CPU
 loop); once a second it closes the interval (``Collector.tick``: add to totals, time-series
 point, interval histogram log). Each memory variant (``common.VARIANTS``: as a run does,
 and with the glibc mmap limit of an earlier workaround) runs in a fresh process. Columns:
@@ -40,6 +41,13 @@ from synthetic import VARIANTS, apply_variant, encoded_deltas, rss_mb
 REPORTS = 400
 
 
+def unpack(packed):
+    """What ``MasterLink._add_delta`` reads of a report: the delta and the row, checked."""
+    from tpot_locust.harness.distributed import unpack_delta, unpack_row
+
+    return unpack_delta("worker", packed), unpack_row(packed)
+
+
 def timed_us(function, *args):
     started = time.perf_counter_ns()
     result = function(*args)
@@ -47,11 +55,60 @@ def timed_us(function, *args):
 
 
 def master_state(collector):
-    """What ``MasterLink._merge`` reads and fills: the collector and each worker's own
-    figures (before 2026-12-05: ``client_health``, ``causes_by_worker``, ``read_delays``)."""
-    return SimpleNamespace(
-        collector=collector, by_worker={}, client_health={}, causes_by_worker={}, read_delays={}
-    )
+    """What ``MasterLink._merge`` reads and fills: the collector and each worker's latest
+    row (before 2026-12-05: each worker's figures as buckets, ``by_worker``)."""
+    return SimpleNamespace(collector=collector, rows={}, names=str)
+
+
+def with_every_cause(delta):
+    """A busy delta as a run with every cause window has it: each group's ITL and TPOT
+    copied as a part per cause, and its ITL as read delays (the largest row, the most
+    work for the worker and for the master's check)."""
+    from tpot_locust.metrics.causes import CAUSES, UNEXPLAINED
+    from tpot_locust.metrics.histograms import add_into
+
+    for metrics in delta.groups.values():
+        for metric in ("itl", "tpot"):
+            for cause in (*CAUSES, UNEXPLAINED):
+                if f"{metric}@{cause}" not in metrics.histograms:  # ``@none``: all of it
+                    add_into(metrics.merged_into(f"{metric}@{cause}"), metrics.histogram(metric))
+        add_into(metrics.merged_into("read_delay"), metrics.histogram("itl"))
+    return delta
+
+
+def rows_of(deltas) -> tuple[list[dict], dict]:
+    """The worker's row as of each of its deltas (every cause present), as ``WorkerLink``
+    makes them, cooperatively; and its cost per report (median us): adding the delta to its
+    figures, making the row, and the longest piece between two yields."""
+    from tpot_locust.common.cooperation import WorkSlices, use_yield
+    from tpot_locust.metrics.wire_delta import decode_delta
+    from tpot_locust.metrics.worker_figures import WorkerFigures
+    from tpot_locust.report.worker_rows import worker_row
+
+    pieces = [0]
+    last = [time.perf_counter_ns()]
+
+    def pause() -> None:
+        now = time.perf_counter_ns()
+        pieces.append(now - last[0])
+        last[0] = now
+
+    use_yield(pause)
+    figures, rows, cost = WorkerFigures(), [], {"add": [], "row": [], "piece": []}
+    for number in range(REPORTS // 10):
+        delta = with_every_cause(decode_delta(deltas[number % len(deltas)]).to_metric_set())
+        pieces[:] = [0]
+        last[0] = time.perf_counter_ns()
+        slices = WorkSlices()  # as ``WorkerLink._take_delta``
+        cost["add"].append(timed_us(figures.add, delta, slices.after_item)[1])
+        row, row_us = timed_us(worker_row, figures, slices.after_item)
+        pieces.append(time.perf_counter_ns() - last[0])
+        cost["row"].append(row_us)
+        cost["piece"].append(max(pieces) / 1000)
+        if number < len(deltas):
+            rows.append(row)
+    use_yield(lambda: None)
+    return rows, {name: float(np.median(values)) for name, values in cost.items()}
 
 
 def measure(args) -> dict:
@@ -59,14 +116,19 @@ def measure(args) -> dict:
     from locust.rpc.protocol import Message
 
     from tpot_locust.common.results_folder import ResultsFolder
-    from tpot_locust.harness.distributed import DELTA_FORMAT, DELTA_KEY, MasterLink, unpack_delta
+    from tpot_locust.harness.distributed import DELTA_KEY, MasterLink, pack_delta
     from tpot_locust.metrics.collector import Collector
+    from tpot_locust.metrics.metric_set import MetricSet
 
     apply_variant(args.variant)
     classes = [f"class{i}" for i in range(args.classes)]
     deltas = encoded_deltas(8, args.tokens, args.requests, classes, after=args.after)
-    # as a worker's report carries it (harness.distributed.pack_delta, from encoded sets)
-    packed = [{"format": DELTA_FORMAT, "version": "bench", "metrics": d} for d in deltas]
+    # as a worker's report carries it (harness.distributed.pack_delta, its metrics encoded)
+    rows, worker_cost = rows_of(deltas)
+    packed = [
+        pack_delta(MetricSet(), row) | {"metrics": delta}
+        for delta, row in zip(deltas, rows, strict=True)
+    ]
     messages = [Message("stats", {"stats": {}, DELTA_KEY: p}, "worker").serialize() for p in packed]
     groups = [group for d in deltas for group in d["groups"].values()]
     result: dict = {
@@ -74,6 +136,8 @@ def measure(args) -> dict:
         "tail_bytes": float(np.mean([len(msgpack.packb(g["tail_gaps"])) for g in groups]))
         * len(classes),
         "histograms": len(deltas[0]["histograms"]["names"]),
+        "row_bytes": float(np.mean([len(msgpack.packb(row)) for row in rows])),
+        "worker": worker_cost,
     }
     with tempfile.TemporaryDirectory(prefix="tpot-merge-") as folder:
         collector = Collector()
@@ -83,8 +147,8 @@ def measure(args) -> dict:
         for number in range(REPORTS):
             message, unpack_us = timed_us(Message.unserialize, messages[number % len(messages)])
             data = message.data
-            delta, decode_us = timed_us(unpack_delta, "worker", data[DELTA_KEY])
-            _, add_us = timed_us(MasterLink._merge, master, f"w{number % 20}", delta)
+            (delta, row), decode_us = timed_us(unpack, data[DELTA_KEY])
+            _, add_us = timed_us(MasterLink._merge, master, f"w{number % 20}", delta, row)
             steps["unpack"].append(unpack_us)
             steps["decode"].append(decode_us)
             steps["add"].append(add_us)
@@ -104,8 +168,8 @@ def measure(args) -> dict:
         for second in range(args.seconds):
             for worker in range(args.workers):
                 data = Message.unserialize(messages[(second + worker) % len(messages)]).data
-                delta = unpack_delta("worker", data[DELTA_KEY])
-                MasterLink._merge(master, f"worker{worker}", delta)
+                delta, row = unpack(data[DELTA_KEY])
+                MasterLink._merge(master, f"worker{worker}", delta, row)
             collector.tick(args.workers)
         result["cpu_share"] = (time.process_time() - cpu0) / args.seconds
         collector.close()
@@ -159,8 +223,12 @@ def main() -> None:
             f"one delta: {args.requests} requests x {args.tokens} token events "
             f"({args.requests * (args.tokens - 1):,} gaps), {args.classes} classes, "
             f"{first['histograms']} histograms, {first['bytes']:,.0f} bytes as a msgpack "
-            f"message ({first['tail_bytes']:,.0f} of them the new tail gaps), a worker "
-            f"{args.after} s into its run; {REPORTS} reports, a tick every 20"
+            f"message ({first['tail_bytes']:,.0f} of them the new tail gaps, "
+            f"{first['row_bytes']:,.0f} the worker's row), a worker "
+            f"{args.after} s into its run; {REPORTS} reports, a tick every 20",
+            f"the worker, per report (every cause present): its figures "
+            f"{first['worker']['add']:,.0f} us, its row {first['worker']['row']:,.0f} us, "
+            f"the longest piece between yields {first['worker']['piece']:,.0f} us (medians)",
         ],
     )
     table = Table(

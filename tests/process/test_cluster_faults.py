@@ -238,7 +238,8 @@ def test_worker_partitioned_from_master_and_back(tmp_path: Path) -> None:
     truth = every_truth(truth_path)
     for client_id in ids.values():
         truth_matches(found[client_id], truth)
-    assert count <= sum(len(entry["send_ns"]) - 1 for entry in truth)
+    # (a request stopped before its first token sent none: no gap, not -1)
+    assert count <= sum(max(len(entry["send_ns"]) - 1, 0) for entry in truth)
     # the cut-off worker went on measuring (the simulator stayed reachable), and the
     # requests it sent while cut off are in its audit and the merge (above)
     cut_off = [

@@ -12,6 +12,7 @@ from hdrh.log import HistogramLogReader
 from tests.helpers.distributed import assert_window_truth, start_cluster, window_truth_gaps
 from tpot_locust.metrics.histograms import histogram_stats, new_histogram
 from tpot_locust.metrics.metric_set import MetricSet
+from tpot_locust.report.attribution import worker_shares
 from tpot_locust.report.histograms_file import load_results
 from tpot_locust.sim.process import start_simulator
 
@@ -75,7 +76,23 @@ def check_exact_merge(out: Path, truth_path: Path, workers: int, streams: int = 
     # and each worker's own read delay, judged apart from the others
     per_worker_delay = summary["workers"]["read_delay_p99_ms"]
     assert len(per_worker_delay) == workers and all(v >= 0 for v in per_worker_delay.values())
+    check_own_figures(out, summary)
     return summary
+
+
+def check_own_figures(out: Path, summary: dict) -> None:
+    """Each worker's own figures (the row it made) are those of everything it sent (its
+    audit), as the master made them from its deltas before: read delays and attribution
+    (its loop health also counts its idle reports before the test: not compared)."""
+    workers = summary["workers"]
+    names = {client_id: name for name, client_id in workers["ids"].items()}
+    for path in sorted((out / "workers").glob("*.json")):
+        saved = json.loads(path.read_text())
+        name, sent = names[saved["client_id"]], MetricSet.decode(saved).combined()
+        assert workers["attribution"][name] == worker_shares(sent), name
+        delays = histogram_stats(sent.histograms["read_delay"], (90.0, 99.0)).percentiles
+        assert workers["read_delay_p90_ms"][name] == delays[90.0] / 1000, name
+        assert workers["read_delay_p99_ms"][name] == delays[99.0] / 1000, name
 
 
 def test_two_workers_merge_exactly(tmp_path: Path) -> None:

@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 from hdrh.histogram import HdrHistogram
 
+from tpot_locust.common.cooperation import WorkSlices
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.timings import RequestTimings
-from tpot_locust.harness.distributed import MasterLink, pack_delta, unpack_delta
+from tpot_locust.harness.distributed import MasterLink, pack_delta, unpack_delta, unpack_row
 from tpot_locust.metrics.collector import Collector
 from tpot_locust.metrics.histogram_names import CAUSE_METRICS
 from tpot_locust.metrics.histograms import (
@@ -34,8 +35,9 @@ from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.metrics.span_counts import pack_spans, unpack_spans
 from tpot_locust.metrics.stalls import ClientHealth
 from tpot_locust.metrics.wire_delta import decode_delta, encode_delta
-from tpot_locust.metrics.worker_figures import GrowingSpan
+from tpot_locust.metrics.worker_figures import WorkerFigures
 from tpot_locust.report.attribution import worker_shares
+from tpot_locust.report.worker_rows import worker_row
 
 CLASSES = ("chat", "arrivals", "chat@model-b")
 
@@ -87,9 +89,10 @@ def worker_deltas(count: int, seed: int) -> list[MetricSet]:
     return deltas
 
 
-def over_the_wire(delta: MetricSet) -> Any:
+def over_the_wire(delta: MetricSet, row: dict[str, Any] | None = None) -> Any:
     """What the master's ``unpack_delta`` gets: the packed delta through msgpack."""
-    return msgpack.unpackb(msgpack.packb(pack_delta(delta)), raw=False, strict_map_key=False)
+    packed = msgpack.packb(pack_delta(delta, row))
+    return msgpack.unpackb(packed, raw=False, strict_map_key=False)
 
 
 def old_merge(master: SimpleNamespace, worker: str, delta: MetricSet) -> None:
@@ -114,7 +117,7 @@ def a_master(folder: Path) -> SimpleNamespace:
     collector.start(ResultsFolder(folder))
     return SimpleNamespace(
         collector=collector,
-        by_worker={},
+        rows={},
         client_health={},
         causes_by_worker={},
         read_delays={},
@@ -175,13 +178,15 @@ def log_rows(folder: Path) -> dict[str, list[list[str]]]:
 
 
 def test_many_workers_deltas_merge_exactly_as_the_v2_form(tmp_path: Path) -> None:
-    """Three workers' deltas, merged both ways with ticks in between: totals, each interval
-    (time series, interval logs) and each worker's own figures are identical."""
+    """Three workers' deltas, merged both ways with ticks in between: totals and each
+    interval (time series, interval logs) are identical."""
     workers = {f"w{i}": worker_deltas(9, seed=i) for i in range(3)}
     fast, slow = a_master(tmp_path / "fast"), a_master(tmp_path / "slow")
     for number in range(9):
         for worker, deltas in workers.items():
-            MasterLink._merge(fast, worker, unpack_delta(worker, over_the_wire(deltas[number])))
+            MasterLink._merge(
+                fast, worker, unpack_delta(worker, over_the_wire(deltas[number])), None
+            )
             old_merge(slow, worker, MetricSet.decode(deltas[number].encode()))
         if number % 3 != 1:  # intervals of one and of two reports per worker
             fast.collector.tick(5)
@@ -197,14 +202,6 @@ def test_many_workers_deltas_merge_exactly_as_the_v2_form(tmp_path: Path) -> Non
     slow.collector.close()
     assert log_rows(tmp_path / "fast") == log_rows(tmp_path / "slow")
     assert any(log_rows(tmp_path / "fast").values())
-    for worker in workers:
-        figures = fast.by_worker[worker]
-        same_metrics(figures.cause_metrics(), slow.causes_by_worker[worker], worker)
-        same_histogram(figures.read_delay.to_histogram(), slow.read_delays[worker], worker)
-        health, reference = figures.health(), slow.client_health[worker]
-        assert reference.worst_stalls  # the run's, named by worker: not kept per worker
-        reference.worst_stalls = []
-        same_health(health, reference, worker)
 
 
 def old_summary(master: SimpleNamespace) -> dict[str, Any]:
@@ -234,20 +231,28 @@ def old_summary(master: SimpleNamespace) -> dict[str, Any]:
     }
 
 
-def test_each_workers_own_figures_are_as_they_were(tmp_path: Path) -> None:
-    """The summary's per-worker view (read delays, loop health, attribution) from the
-    spans each worker's figures keep equals the one from whole histograms."""
+@pytest.mark.parametrize("cooperative", [False, True])
+def test_each_workers_own_figures_are_as_they_were(tmp_path: Path, cooperative: bool) -> None:
+    """The summary's per-worker view (read delays, loop health, attribution) from the rows
+    the workers made of what they sent, through msgpack, equals the one the master made
+    of every worker's whole histograms (what its spans made since, exactly)."""
     fast, slow = a_master(tmp_path / "fast"), a_master(tmp_path / "slow")
+    figures = {f"w{i}": WorkerFigures() for i in range(3)}
     for number, delta in enumerate(worker_deltas(6, seed=9) + worker_deltas(4, seed=11)):
         worker = f"w{number % 3}"
-        MasterLink._merge(fast, worker, unpack_delta(worker, over_the_wire(delta)))
-        old_merge(slow, worker, MetricSet.decode(delta.encode()))
+        reference = MetricSet.decode(delta.encode())
+        pause = WorkSlices(slice_ns=0).after_item if cooperative else None  # a yield each
+        figures[worker].add(delta, pause)
+        packed = over_the_wire(delta, worker_row(figures[worker], pause))
+        MasterLink._merge(fast, worker, unpack_delta(worker, packed), unpack_row(packed))
+        old_merge(slow, worker, reference)
     fast.seen, fast.finals, fast.missing = set(), set(), list
     summary = MasterLink.summary(fast)  # type: ignore[arg-type]
     assert {
         k: v for k, v in summary.items() if k not in ("seen", "reported_in_full", "missing", "ids")
     } == old_summary(slow)
     assert summary["attribution"]["w1"] and summary["read_delay_p99_ms"]["w2"] > 0
+    assert summary["loop_held_share"]["w0"] > 0 and summary["stalls"]["w1"] > 0
 
 
 def test_a_delta_read_back_is_the_delta(tmp_path: Path) -> None:
@@ -283,29 +288,3 @@ def test_every_width_and_both_ends_of_the_layout_read_back_exactly(largest: int)
         assert (ours.min_value, ours.max_value) == (decoded.min_value, decoded.max_value), name
         if largest < 2**32:
             same_histogram(ours, decode_histogram(histogram.encode()), name)
-
-
-def test_a_growing_span_adds_as_a_whole_histogram_does() -> None:
-    """Spans that reach below, above and inside what it holds; the first and last bucket."""
-    rng = np.random.default_rng(4)
-    growing, whole = GrowingSpan(), new_histogram()
-    for low, high in [(5000, 9000), (100, 200), (7000, 23_552), (0, 1), (3000, 6000)]:
-        histogram = new_histogram()
-        np.add.at(counts_view(histogram), rng.integers(low, high, 300), 1)
-        counts_view(histogram)[[low, high - 1]] += 2
-        histogram.total_count += 304
-        ((_, _, span),) = unpack_spans(pack_spans([(0, "h", histogram)]), owners=1)
-        growing.add(span)
-        span.add_to(whole)
-    same_histogram(growing.to_histogram(), whole, "growing")
-    assert growing.counts.size == counts_length() and growing.counts.dtype == np.uint32
-    big = new_histogram()  # its samples could fill one bucket past 2**32: 8 bytes a bucket
-    counts_view(big)[6000] = 2**32
-    big.total_count = 2**32
-    ((_, _, span),) = unpack_spans(pack_spans([(0, "h", big)]), owners=1)
-    growing.add(span)
-    growing.add(span)
-    span.add_to(whole)
-    span.add_to(whole)
-    same_histogram(growing.to_histogram(), whole, "promoted")
-    assert growing.counts.dtype == np.uint64 and int(growing.counts[6000]) >= 2**33

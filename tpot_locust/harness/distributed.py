@@ -12,6 +12,10 @@ Cause windows (``metrics.causes``: every request's prefill, the server's windows
 batches: each worker sends its new windows to the master every ``CAUSES_EVERY_S``, and the
 master sends everything it received, with its own (the server's), to every worker, so each
 process tags its token gaps with every process's windows (``TAG_HOLD_S`` leaves the time).
+
+Each report also carries the worker's row of the summary's per-worker view, made by the
+worker from everything it sent this test (``report.worker_rows``): the master keeps the
+latest row of each worker, a few hundred bytes, never the worker's buckets.
 """
 
 from __future__ import annotations
@@ -27,18 +31,18 @@ import gevent
 from gevent.lock import Semaphore
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
+from tpot_locust.common.cooperation import WorkSlices
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import Workers
 from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.common.version import __version__
 from tpot_locust.harness.traffic import ProcessShare
 from tpot_locust.harness.worker_names import WorkerNames
-from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_KEY
 from tpot_locust.metrics.wire_delta import WireDelta, decode_delta, encode_delta
 from tpot_locust.metrics.worker_figures import WorkerFigures
-from tpot_locust.report.attribution import worker_shares
+from tpot_locust.report.worker_rows import check_row, worker_row, workers_view
 
 if TYPE_CHECKING:
     from locust.env import Environment
@@ -64,20 +68,27 @@ MASTER_KEEPS_WINDOWS_S = 120.0  # the master tags no gaps: it keeps recent windo
 # a change means a master could misread a delta of the previous form: then a master and a
 # worker of different versions refuse each other with a message instead of a wrong merge.
 # 4: ``tail_gaps`` (with causes) for ``worst_gaps``; 5: histograms as spans of buckets and
-# new tail gaps as columns (``metrics.wire_delta``), added without a histogram per report
-DELTA_FORMAT = 5
+# new tail gaps as columns (``metrics.wire_delta``), added without a histogram per report;
+# 6: the worker's own row (``ROW_KEY``) beside its delta, the master keeping no buckets
+DELTA_FORMAT = 6
+ROW_KEY = "row"  # in a packed delta: the worker's row of the per-worker view, as of it
 
 
 class DeltaFormatError(ValueError):
     """A delta this master cannot merge: it comes from another version of tpot-locust."""
 
 
-def pack_delta(delta: MetricSet, cooperative: bool = False) -> dict[str, Any]:
-    return {
+def pack_delta(
+    delta: MetricSet, row: dict[str, Any] | None = None, cooperative: bool = False
+) -> dict[str, Any]:
+    packed = {
         "format": DELTA_FORMAT,
         "version": __version__,
         "metrics": encode_delta(delta, cooperative=cooperative),
     }
+    if row is not None:
+        packed[ROW_KEY] = row
+    return packed
 
 
 def unpack_delta(client_id: str, packed: Any) -> WireDelta:
@@ -93,6 +104,13 @@ def unpack_delta(client_id: str, packed: Any) -> WireDelta:
             "Install the same tpot-locust version on the master and every worker"
         )
     return decode_delta(packed["metrics"])
+
+
+def unpack_row(packed: dict[str, Any]) -> dict[str, Any] | None:
+    """The worker's row beside a delta ``unpack_delta`` read (None: it sent none), checked
+    (``RowError``, a ``ValueError``: refused with its delta, before either is merged)."""
+    row = packed.get(ROW_KEY)
+    return None if row is None else check_row(row)
 
 
 def _every(seconds: float, job: Callable[[], None]) -> None:
@@ -141,6 +159,7 @@ class WorkerLink:
         self.recorder = recorder
         self.hooks = hooks
         self.sent = MetricSet()  # everything shipped, for the worker's own audit file
+        self.figures = WorkerFigures()  # of this test: its row of the per-worker view
         # Taking a delta yields (so stamping goes on): one at a time, so the final delta
         # cannot overtake a periodic report still being assembled.
         self._taking = Semaphore()
@@ -153,14 +172,23 @@ class WorkerLink:
         self._publisher = gevent.spawn(_every, CAUSES_EVERY_S, self.publish_causes)
 
     def _take_delta(self, final: bool = False) -> dict[str, Any]:
+        """The delta since the last, packed with this worker's row as of it (~1.4 ms a busy
+        report with every cause, figures and row, in slices of 0.2 ms of work between
+        yields: every report, so a worker that dies leaves the master the figures of all
+        it delivered)."""
         with self._taking:
+            figures = self.figures  # a new test's plan may come while this one yields
             delta = self.recorder.take_interval(final=final)
             self.sent.add(delta)
-            return pack_delta(delta, cooperative=True)
+            slices = WorkSlices()  # a yield each 0.2 ms of work
+            figures.add(delta, slices.after_item)
+            row = worker_row(figures, slices.after_item)
+            return pack_delta(delta, row, cooperative=True)
 
     def _on_plan(self, environment: Any, msg: Any, **_: Any) -> None:
         self._final_sent = False  # a new test
         self._asked_to_stop = False
+        self.figures = WorkerFigures()
         plan = msg.data
         if plan.get("host") and not self.environment.host:
             self.environment.host = plan["host"]
@@ -237,10 +265,10 @@ class MasterLink:
         self.seen: set[str] = set()
         self.finals: set[str] = set()
         self.refused: set[str] = set()  # workers of another version: nothing of theirs merged
-        # each worker's own read delays (one overloaded worker among many barely moves the
-        # merged histogram, so the report judges every worker by its own), loop lag and
-        # stalls, and ITL/TPOT and their per-cause parts, all classes: its own attribution
-        self.by_worker: dict[str, WorkerFigures] = {}
+        # each worker's latest row (``report.worker_rows``): its own read delays (one
+        # overloaded worker among many barely moves the merged histogram, so the report
+        # judges every worker by its own), loop lag and stalls, and its own attribution
+        self.rows: dict[str, dict[str, Any]] = {}
         self.names = WorkerNames()  # host#index a worker, kept for the session
         # each worker's window in token time, by the prefix of its request ids: the truth
         # check holds each request to the window of the process that measured it
@@ -254,7 +282,7 @@ class MasterLink:
     def reset(self) -> None:
         self.seen = {client.id for client in self.runner.clients.all}
         self.finals = set()
-        self.by_worker = {}
+        self.rows = {}
         self.windows = {}
 
     def send_plans(self, start_wall_ns: int, settings: list[str]) -> None:
@@ -309,7 +337,7 @@ class MasterLink:
     def _add_delta(self, client_id: str, packed: Any) -> None:
         """Merge a worker's delta; one of another version is refused, once, with the run."""
         try:
-            delta = unpack_delta(client_id, packed)
+            delta, row = unpack_delta(client_id, packed), unpack_row(packed)
         except (ValueError, TypeError, KeyError, AttributeError) as error:  # format, or damage
             refusal = (
                 str(error)
@@ -324,12 +352,13 @@ class MasterLink:
                 logger.error("tpot-locust: %s", refusal)
                 self.on_stop_run(refusal)
             return
-        self._merge(client_id, delta)
+        self._merge(client_id, delta, row)
 
-    def _merge(self, client_id: str, delta: WireDelta) -> None:
+    def _merge(self, client_id: str, delta: WireDelta, row: dict[str, Any] | None) -> None:
         delta.client.name_worker(self.names(client_id))
         self.collector.add_delta(delta)
-        self.by_worker.setdefault(client_id, WorkerFigures()).add(delta)
+        if row is not None:
+            self.rows[client_id] = row
 
     def _alive(self) -> set[str]:
         return {c.id for c in self.runner.clients.all if c.state != STATE_MISSING}
@@ -360,39 +389,20 @@ class MasterLink:
         return sorted(self.names(client_id) for client_id in self.seen - self._alive())
 
     def summary(self) -> Workers:
-        workers = sorted(
-            (self.names(client_id), figures) for client_id, figures in self.by_worker.items()
-        )
-        stalls, lag_max_ms, held_share = {}, {}, {}
-        for client_id, figures in workers:  # one histogram made at a time
-            own = figures.health()
-            stalls[client_id] = own.stalls
-            lag_max_ms[client_id] = histogram_stats(own.loop_lag, ()).max / 1000
-            if own.held_share is not None:
-                held_share[client_id] = round(own.held_share, 4)
-        read_delays = {
-            client_id: histogram_stats(figures.read_delay.to_histogram(), (90.0, 99.0)).percentiles
-            for client_id, figures in workers
-            if figures.read_delay.total_count
-        }
+        """The workers' part of the summary: who reported, and each worker's own figures
+        from its latest row (in ``attribution`` its own shares, its gaps against every
+        process's windows: one whose tail is its own, a slow client, stands apart)."""
+        view = workers_view({self.names(client_id): row for client_id, row in self.rows.items()})
         return {
             "seen": len(self.seen),
             "reported_in_full": len(self.finals),
             "missing": self.missing(),
-            "read_delay_p90_ms": {
-                client_id: delays[90.0] / 1000 for client_id, delays in read_delays.items()
-            },
-            "read_delay_p99_ms": {
-                client_id: delays[99.0] / 1000 for client_id, delays in read_delays.items()
-            },
-            "stalls": stalls,
-            "loop_lag_max_ms": lag_max_ms,
-            "loop_held_share": held_share,
-            # each worker's own shares (its gaps, every process's windows): one whose tail
-            # is its own (a slow client, a far network) stands apart here
-            "attribution": {
-                client_id: worker_shares(figures.cause_metrics()) for client_id, figures in workers
-            },
+            "read_delay_p90_ms": view["read_delay_p90_ms"],
+            "read_delay_p99_ms": view["read_delay_p99_ms"],
+            "stalls": view["stalls"],
+            "loop_lag_max_ms": view["loop_lag_max_ms"],
+            "loop_held_share": view["loop_held_share"],
+            "attribution": view["attribution"],
             "ids": self.names.ids(),  # each name's Locust client id
         }
 

@@ -1,70 +1,23 @@
-"""What a master keeps of each worker for its per-worker view: the worker's own read
-delays, loop health and per-cause ITL/TPOT, in the memory of the buckets they span.
+"""A worker's own figures of a test, kept by the worker itself: its read delays, loop
+health and per-cause ITL/TPOT, every class merged, from every delta it sent.
 
-As ``HdrHistogram``s they took 184 KiB each, six or more a worker: a master of 1,000
-workers held over a GB for them alone. A ``GrowingSpan`` holds only the buckets from the
-lowest to the highest a worker has had (~20 kB for a busy worker's ITL) and is made an
-``HdrHistogram`` only when the summary reads it, one at a time.
+The master's per-worker view (``report.worker_rows``) is made from them on the worker and
+sent as a few hundred bytes, so a master of 1,000 workers keeps a row each rather than
+their buckets (~90 kB a busy worker when it kept them). The master's view was built from
+the same deltas: the figures are the same, exactly. The worker holds them as whole
+histograms (184 KiB each, ~30 with every cause: ~5 MB), one set per process.
 """
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Callable
 from functools import lru_cache
-
-import numpy as np
-from hdrh.histogram import HdrHistogram
 
 from tpot_locust.common.metric_catalogue import READ_DELAY
 from tpot_locust.metrics.histogram_names import CAUSE_METRICS
-from tpot_locust.metrics.histograms import counts_view, new_histogram
-from tpot_locust.metrics.metric_set import ClassMetrics
-from tpot_locust.metrics.span_counts import BucketSpan
-from tpot_locust.metrics.stalls import CLIENT_SCALARS, ClientHealth
-from tpot_locust.metrics.wire_delta import WireDelta
-
-_NARROW_MAX = 2**32 - 1
-
-
-class GrowingSpan:
-    """A histogram's counts from its lowest nonzero bucket to its highest; adds exactly as
-    ``BucketSpan.add_to`` into a whole histogram does."""
-
-    def __init__(self) -> None:
-        self.first = 0
-        # 4 bytes a bucket while no bucket can pass 2**32 (all its samples fewer), then 8
-        self.counts = np.zeros(0, dtype=np.uint32)
-        self._wide = False
-        self.total_count = 0
-        self.min_value = sys.maxsize  # as an empty ``HdrHistogram``'s
-        self.max_value = 0
-
-    def add(self, span: BucketSpan) -> None:
-        low, high = span.first, span.first + span.counts.size
-        if self.total_count + span.total_count > _NARROW_MAX and not self._wide:
-            self.counts, self._wide = (
-                self.counts.astype(np.uint64),
-                True,
-            )  # a bucket could pass 2**32 now
-        if not self.counts.size:
-            self.first, self.counts = low, span.counts.astype(self.counts.dtype)
-        else:
-            first, last = self.first, self.first + self.counts.size
-            if low < first or high > last:  # rare once a worker's range is known
-                grown = np.zeros(max(high, last) - min(low, first), dtype=self.counts.dtype)
-                grown[first - min(low, first) : last - min(low, first)] = self.counts
-                self.first, self.counts = min(low, first), grown
-            self.counts[low - self.first : high - self.first] += span.counts
-        self.total_count += span.total_count
-        self.min_value = min(self.min_value, span.min_value)
-        self.max_value = max(self.max_value, span.max_value)
-
-    def to_histogram(self) -> HdrHistogram:
-        histogram = new_histogram()
-        counts_view(histogram)[self.first : self.first + self.counts.size] = self.counts
-        histogram.total_count = self.total_count
-        histogram.min_value, histogram.max_value = self.min_value, self.max_value
-        return histogram
+from tpot_locust.metrics.histograms import add_into, new_histogram
+from tpot_locust.metrics.metric_set import ClassMetrics, MetricSet
+from tpot_locust.metrics.stalls import ClientHealth
 
 
 @lru_cache(maxsize=1024)
@@ -74,34 +27,29 @@ def _is_cause_part(name: str) -> bool:
 
 
 class WorkerFigures:
-    """One worker's own figures, from every delta of it the master merged."""
+    """One worker's own figures, from every delta it sent this test (all classes)."""
 
     def __init__(self) -> None:
-        self.read_delay = GrowingSpan()
-        self.loop_lag = GrowingSpan()
-        self.scalars = dict.fromkeys(CLIENT_SCALARS, 0)  # ``ClientHealth``'s counts
-        self.causes: dict[str, GrowingSpan] = {}  # ITL, TPOT and their parts, all classes
+        self.read_delay = new_histogram()
+        self.health = ClientHealth()  # its worst stalls too, though its row reads none
+        self.causes = ClassMetrics()  # ITL, TPOT and their parts
 
-    def add(self, delta: WireDelta) -> None:
-        for wire in delta.groups.values():
-            for name, span in wire.histograms.items():
+    def add(self, delta: MetricSet, pause: Callable[[], None] | None = None) -> None:
+        """``pause``: called after each histogram added (~25 us each; a worker whose users
+        stream meanwhile passes ``WorkSlices.after_item``). A histogram a delta holds
+        empty is not added (a delta on the wire leaves it out, and a part's presence is
+        read: ``worker_shares``)."""
+        for metrics in delta.groups.values():
+            for name, histogram in metrics.histograms.items():
+                if not histogram.total_count:
+                    continue
                 if _is_cause_part(name):
-                    self.causes.setdefault(name, GrowingSpan()).add(span)
-            if (read_delay := wire.histograms.get(READ_DELAY.name)) is not None:
-                self.read_delay.add(read_delay)
-        if delta.client.loop_lag is not None:
-            self.loop_lag.add(delta.client.loop_lag)
-        for name in CLIENT_SCALARS:
-            self.scalars[name] += delta.client.scalars[name]
-
-    def health(self) -> ClientHealth:
-        """Its loop health as one ``ClientHealth`` (without its worst stalls: those are in
-        the run's, named by worker)."""
-        health = ClientHealth(loop_lag=self.loop_lag.to_histogram())
-        health.add_scalars(self.scalars, [])
-        return health
-
-    def cause_metrics(self) -> ClassMetrics:
-        return ClassMetrics(
-            histograms={name: span.to_histogram() for name, span in self.causes.items()}
-        )
+                    into = self.causes.merged_into(name)
+                elif name == READ_DELAY.name:
+                    into = self.read_delay
+                else:
+                    continue
+                add_into(into, histogram)
+                if pause is not None:
+                    pause()
+        self.health.add(delta.client)
