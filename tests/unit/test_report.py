@@ -130,6 +130,8 @@ def test_progress_line_shows_the_intervals_read_delay() -> None:
     assert "busy" not in format_progress(point, 60)
     point["loop_held_share"] = 0.62
     assert format_progress(point, 60).endswith("loop held 62% (client busy)")
+    point["tokens_per_s"] = None  # a final point too short for rates
+    assert "tokens/s         -  " in format_progress(point, 60)
 
 
 def test_a_busy_client_beside_its_server_is_told_more_workers_will_not_help() -> None:

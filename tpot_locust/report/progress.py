@@ -37,9 +37,11 @@ def format_progress(point: TimeseriesPoint, duration_s: float) -> str:
     current = (
         f"TPOT p50 {tpot['p50']:.2f} ms p99 {tpot['p99']:.2f} ms" if tpot["count"] else "TPOT -"
     )
+    rate = point["tokens_per_s"]  # None: a final point too short for rates
+    tokens_per_s = f"{rate:9,.0f}" if rate is not None else f"{'-':>9}"
     line = (
         f"[{point['t']:6.0f}s / {duration_s:g}s] users {point['users']:4d}  "
-        f"tokens/s {point['tokens_per_s']:9,.0f}  {current}  "
+        f"tokens/s {tokens_per_s}  {current}  "
         f"ok {point['requests_ok']} failed {point['requests_failed']}"
     )
     if point.get("stalls"):
