@@ -170,9 +170,9 @@ def throttle_checks(summary: dict[str, Any], output: str, out: Path) -> list[str
     assert check["available"], check
     failures: list[str] = []
     at_least(failures, "true tail gaps", check["tail_gaps"], 20)
-    # measured 2026-12-05: 1.00 / 1.00 in 7 runs alone; 0.69 precision, 0.64 recall in two
-    # runs beside the whole suite, the simulator's process held (26 true server pauses in a
-    # scenario that plants none) without the held-simulator check catching it
+    # measured 2026-12-05: 1.00 / 1.00 in 8 runs alone; recall 0.09-0.64 in four runs beside
+    # the whole suite, the simulator's process held (26-52 true server pauses in a scenario
+    # that plants none): such a run is the machine's (``unplanned`` below)
     held_to(failures, check, "gpu_throttle", 0.6, 0.6)
     if check["causes"]["server_pause"]["tagged"]:
         at_least(
@@ -182,7 +182,9 @@ def throttle_checks(summary: dict[str, Any], output: str, out: Path) -> list[str
 
 
 def test_gpu_throttling_named_from_a_dcgm_exporters_page(tmp_path: Path) -> None:
-    summary, output, out = run_undisturbed(tmp_path, "why_throttle.yaml", checks=throttle_checks)
+    summary, output, out = run_undisturbed(
+        tmp_path, "why_throttle.yaml", checks=throttle_checks, unplanned=("server_pause",)
+    )
     sampled = summary["run"]["gpu_metrics"]["sim"]
     assert sampled["engine"] == "dcgm-exporter" and sampled["windows"]["gpu_throttle"] > 0
     gpu = sampled["gpu"]

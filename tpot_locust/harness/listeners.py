@@ -125,6 +125,8 @@ def _on_init(environment: Environment, **_: Any) -> None:
         webui.install(environment, state)
         _warn_if_open_to_all(environment)
         _serve_live_metrics(environment, state)
+    if not isinstance(runner, MasterRunner):
+        quiet_loop.open_readers()
     quiet_loop.collect_garbage_now()
     _count_run_time_from_now()
 
