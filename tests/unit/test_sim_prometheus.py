@@ -195,11 +195,11 @@ def test_values_from_the_send_stamps(fake_clock: list[int]) -> None:
     # done: TTFT 30 ms, gaps 2 ms, 10 ms (bound: le=0.01), 600 ms
     for at_ms in (30, 32, 42, 642):
         fake_clock[0] = arrival + at_ms * MS
-        done.emit(0)
+        done.emit(0, fake_clock[0])
     # live: TTFT 50 ms, one gap of 20 ms, still streaming
     for at_ms in (50, 70):
         fake_clock[0] = arrival + at_ms * MS
-        live.emit(0)
+        live.emit(0, fake_clock[0])
     values = samples(metrics.render().decode())
 
     def bucket(name: str, le: str) -> float:
@@ -259,7 +259,7 @@ def test_text_parses_with_prometheus_client(fake_clock: list[int]) -> None:
     stream = make_stream(metrics, "r", fake_clock[0], 3)
     for _ in range(3):
         fake_clock[0] += 3 * MS
-        stream.emit(0)
+        stream.emit(0, fake_clock[0])
     metrics.iteration_tokens.observe(20)
     families = {f.name: f for f in parser.text_string_to_metric_families(metrics.render().decode())}
     assert families["vllm:generation_tokens"].type == "counter"

@@ -23,6 +23,7 @@ from tpot_locust.common.text_safety import printable
 from tpot_locust.report.attribution import gap_story, metric_tails
 from tpot_locust.report.summary import format_metric, format_report
 from tpot_locust.report.summary_types import MetricFigures, Summary, TruthCheck, Verdict
+from tpot_locust.report.truth_check import behind_warning
 from tpot_locust.report.window_figures import format_window
 
 WIDTH = 100
@@ -128,7 +129,8 @@ def _compact(title: str, metric: MetricFigures | None) -> str:
 
 
 def _truth_line(summary: Summary) -> list[str]:
-    """The truth check in a line (the embedded simulator's), with its failure if any."""
+    """The truth check in a line (the embedded simulator's), with its failure if any, and
+    a warning when the simulator fell behind its own schedule."""
     check: TruthCheck | None = summary.get("truth_check")
     if not check:
         return []
@@ -145,11 +147,12 @@ def _truth_line(summary: Summary) -> list[str]:
         f"{check['worst_error_ms']:.3f} ms of the simulator's truth{gaps}"
     )
     if check.get("passed") is False:
-        return [
+        line = (
             f"! truth check FAILED: {check['worst_error_ms']:.3f} ms is over the tolerance "
             f"of {check['tolerance_ms']:g} ms{gaps}"
-        ]
-    return [line]
+        )
+    schedule = check.get("schedule")
+    return [line, behind_warning(schedule)] if schedule and schedule["behind"] else [line]
 
 
 def _why_lines(summary: Summary) -> list[str]:

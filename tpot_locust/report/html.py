@@ -38,6 +38,7 @@ from tpot_locust.report.first_screen import first_screen
 from tpot_locust.report.summary_types import ClientFigures, Summary, TruthCheck, Verdict
 from tpot_locust.report.tail_pictures import has_tail_facts, why_the_tail
 from tpot_locust.report.token_figures import format_token_kinds, reasoned
+from tpot_locust.report.truth_check import format_schedule
 from tpot_locust.report.window_figures import format_window
 
 TABLE_METRICS = catalogue.names("in_table")
@@ -249,7 +250,8 @@ def _truth(truth: TruthCheck) -> list[str]:
         said = "shown, not gated (--truth-tolerance-ms gates it)"
     else:
         said = f"{'passed' if passed else 'FAILED'}: every error within {tolerance:g} ms"
-    return [f"<p>{escape(said)}</p>", _rows(rows, ["metric", *keys])]
+    schedule = [f"<p>{escape(line.strip())}</p>" for line in format_schedule(truth.get("schedule"))]
+    return [f"<p>{escape(said)}</p>", _rows(rows, ["metric", *keys]), *schedule]
 
 
 def _client_line(client: ClientFigures) -> str:

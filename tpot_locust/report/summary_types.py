@@ -427,6 +427,19 @@ class Coverage(TypedDict, total=False):
     agrees: bool
 
 
+class SimSchedule(TypedDict):
+    """``truth_check["schedule"]``: the embedded simulator against its own schedule over the
+    window (``common.sim_schedule``): its token events, those that left late, and whether it
+    fell behind."""
+
+    events: int
+    late: int
+    late_share: float | None
+    late_max_ms: float
+    late_after_ms: float
+    behind: bool
+
+
 class TruthCheck(TypedDict, total=False):
     """``summary["truth_check"]``: the run against the simulator's truth
     (``report.truth_check``)."""
@@ -436,6 +449,7 @@ class TruthCheck(TypedDict, total=False):
     worst_error_ms: float | None
     coverage: Coverage | None
     metrics: dict[str, dict[str, TruthRow]]  # per metric, per statistic (p50 ... max, count)
+    schedule: SimSchedule | None  # None: a truth from a simulator that did not record it
 
 
 class Summary(ClassSummary, total=False):

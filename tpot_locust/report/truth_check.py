@@ -29,9 +29,10 @@ from tpot_locust.common.metric_catalogue import ITL, TPOT, TTFT
 from tpot_locust.common.percentiles import PERCENTILES, key_of, percentile_key
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import NO_FACTS, RunFacts
+from tpot_locust.common.sim_schedule import LATE_AFTER_NS, simulator_behind
 from tpot_locust.metrics.histograms import exact_percentile
 from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_KEY, StallWindows
-from tpot_locust.report.summary_types import Coverage, Summary, TruthCheck, TruthRow
+from tpot_locust.report.summary_types import Coverage, SimSchedule, Summary, TruthCheck, TruthRow
 
 CHECKED_METRICS = catalogue.names("truth_checked")
 
@@ -84,10 +85,49 @@ class TruthWindow:
         ends = sends[1:]
         return (ends >= start) & (ends <= end)
 
+    def events(self, sends: np.ndarray, record: dict[str, Any]) -> np.ndarray:
+        """Which of ``sends`` (``record``'s token events) left inside the window."""
+        start, end = self._of(record)
+        return (sends >= start) & (sends <= end)
+
     def sent_inside(self, record: dict[str, Any]) -> bool:
         start, end = self._of(record)
         arrival: int = record["arrival_ns"]
         return start <= arrival <= end
+
+
+class ScheduleCount:
+    """The simulator against its own schedule over the window: its token events, and those
+    that left over ``LATE_AFTER_NS`` after they were due (the truth's ``late_us``)."""
+
+    def __init__(self) -> None:
+        self.events = self.late = 0
+        self.late_max_us = 0
+        self.recorded = False  # False: the truth predates ``late_us`` (an older simulator)
+
+    def add(self, record: dict[str, Any], inside: np.ndarray) -> None:
+        """``record``'s events, ``inside`` the window's (``TruthWindow.events``)."""
+        late = record.get("late_us")
+        if late is None:
+            return
+        self.recorded = True
+        self.events += int(inside.sum())
+        for index, late_us in late:
+            if 0 <= index < inside.size and inside[index]:
+                self.late += 1
+                self.late_max_us = max(self.late_max_us, int(late_us))
+
+    def figures(self) -> SimSchedule | None:
+        if not self.recorded:
+            return None
+        return {
+            "events": self.events,
+            "late": self.late,
+            "late_share": round(self.late / self.events, 4) if self.events else None,
+            "late_max_ms": round(self.late_max_us / 1000, 3),
+            "late_after_ms": LATE_AFTER_NS / 1e6,
+            "behind": simulator_behind(self.late, self.events),
+        }
 
 
 def streamed(record: dict[str, Any]) -> bool:
@@ -96,11 +136,15 @@ def streamed(record: dict[str, Any]) -> bool:
 
 
 def true_samples_ms(
-    truth_path: Path, run: RunFacts, stalls: ProcessStalls | None = None
+    truth_path: Path,
+    run: RunFacts,
+    stalls: ProcessStalls | None = None,
+    schedule: ScheduleCount | None = None,
 ) -> dict[str, np.ndarray]:
     """The true TTFT, ITL and TPOT samples (ms) of the run's window (``TruthWindow``);
     with ``stalls``, also ``<metric>@stall_free``: those that overlap no client stall (the
-    true counterpart of the report's stall-free figures)."""
+    true counterpart of the report's stall-free figures); ``schedule`` counts the window's
+    late token events."""
     window = TruthWindow(run)
     parts: dict[str, list[np.ndarray]] = {name: [] for name in CHECKED_METRICS}
     free: dict[str, list[np.ndarray]] = {name: [] for name in CHECKED_METRICS}
@@ -113,6 +157,8 @@ def true_samples_ms(
             stamps = np.asarray(sends, dtype=np.int64)
             tokens = np.asarray(record.get("tokens") or [1] * len(sends), dtype=np.int64)[1:]
             inside = window.gaps(stamps, record)
+            if schedule is not None:
+                schedule.add(record, window.events(stamps, record))
             gaps, tokens = np.diff(stamps)[inside], tokens[inside]
             sent_inside = window.sent_inside(record)
             ttft = stamps[:1] - record["arrival_ns"] if sent_inside else stamps[:0]
@@ -162,7 +208,8 @@ def truth_check(
     too: with the run's ``stalls`` windows, against the true samples that overlap no
     window (a server held at the same moment as the client, as on a busy machine, has its
     long gaps set aside on both sides); without them, against all true samples."""
-    samples = true_samples_ms(truth_path, summary.get("run", NO_FACTS), stalls)
+    schedule = ScheduleCount()
+    samples = true_samples_ms(truth_path, summary.get("run", NO_FACTS), stalls, schedule)
     metrics: dict[str, dict[str, TruthRow]] = {}
     worst = 0.0
     for name in CHECKED_METRICS:
@@ -200,6 +247,7 @@ def truth_check(
         "worst_error_ms": round(worst, 4),
         "coverage": coverage,
         "metrics": metrics,
+        "schedule": schedule.figures(),
     }
 
 
@@ -239,9 +287,37 @@ def format_truth_check(check: TruthCheck) -> list[str]:
             lines.append(f"! the run measured only {share} of its window's token gaps")
         elif not coverage["agrees"]:
             lines.append("! the measured and true counts of the window's gaps disagree")
+    lines += format_schedule(check.get("schedule"))
     if check["passed"] is False:
         lines.append(
             f"! truth check failed: an error of {check['worst_error_ms']:.3f} ms is above the "
             f"tolerance of {check['tolerance_ms']:g} ms"
         )
     return lines
+
+
+def format_schedule(schedule: SimSchedule | None) -> list[str]:
+    """The simulator against its own schedule: a line, and a warning when it fell behind."""
+    if not schedule or not schedule["events"]:
+        return []
+    share, limit = schedule["late_share"] or 0.0, schedule["late_after_ms"]
+    line = (
+        f"  the simulator's own schedule: {share:.1%} of its {schedule['events']:,} token "
+        f"events left over {limit:g} ms late"
+    )
+    if schedule["late"]:
+        line += f" (the latest {schedule['late_max_ms']:.1f} ms)"
+    lines = [line]
+    if schedule["behind"]:
+        lines.append(behind_warning(schedule))
+    return lines
+
+
+def behind_warning(schedule: SimSchedule) -> str:
+    """The one line that says the embedded simulator could not keep its timing model."""
+    return (
+        f"! simulator behind: {schedule['late_share'] or 0:.0%} of its token events left over "
+        f"{schedule['late_after_ms']:g} ms late (the latest {schedule['late_max_ms']:.1f} ms): "
+        "the gaps measured are what it sent (the truth check holds them), not what its timing "
+        "model asked for; give it a core of its own, or fewer users"
+    )

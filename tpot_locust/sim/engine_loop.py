@@ -97,14 +97,14 @@ class EngineLoop:
             self._arm(ready)
 
     def _emit(self, step: Step) -> None:
-        index = step.index
+        index, due = step.index, step.end_ns
         sent = time.perf_counter_ns()
         if self._iteration_tokens is not None:  # vLLM: prompts that got their first token + new
             self._iteration_tokens.observe(step.first_prompt_tokens + len(step.emitted))
         for seq in step.emitted:
             sink = seq.sink
             if sink is not None and sink.active:
-                sink.emit(index)
+                sink.emit(index, due)
         if self._steps_out is not None:
             done = time.perf_counter_ns()
             record: dict[str, Any] = step.record(self._offset_ns)

@@ -32,18 +32,19 @@ class EngineStream(StreamedResponse):
         """Send the response head now (streaming), as vLLM's server does before any token."""
         self._send_head()
 
-    def emit(self, step: int) -> None:
-        """The engine produced this request's next token: one write (the hot path)."""
+    def emit(self, step: int, due_ns: int) -> None:
+        """The engine produced this request's next token in ``step``, which was to end at
+        ``due_ns`` (perf ns): one write (the hot path)."""
         sent = self._sent = self._sent + 1
         last = sent >= self._total
         if not self.request.stream:
             if last:
                 self._steps.append(step)
-                self._send_whole()
+                self._send_whole(due_ns)
             return
         chunk = self._token_chunk(sent)
         self._steps.append(step)
-        self._send(chunk + self._encoder.finish() if last else chunk)
+        self._send(chunk + self._encoder.finish() if last else chunk, due_ns)
         if last:
             self._complete()
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..common.clock import WallClock
+from ..common.sim_schedule import LATE_AFTER_NS
 from .chunks import StreamEncoder, full_body
 from .http import HttpConnection, full_response, response_head
 from .prometheus import ITL_BOUNDS_NS, ITL_FIRST_NS, SimMetrics
@@ -55,6 +56,7 @@ class StreamedResponse:
         "_created",
         "_send_ns",
         "_tokens",
+        "_late",
         "_metrics",
         "_itl",
         "_sends",
@@ -79,6 +81,8 @@ class StreamedResponse:
         self._plain_lo, self._plain_hi, self._plain_chunk = self._encoder.plain()
         self._send_ns: list[int] = []
         self._tokens: list[int] = []
+        # [event index, us] for each token event that left over LATE_AFTER_NS after it was due
+        self._late: list[list[int]] = []
         self._metrics = setup.metrics
         self._itl = setup.metrics.itl.counts
         self._sends = conn.send_stamps  # the kernel's transmit stamps, where kept
@@ -103,8 +107,9 @@ class StreamedResponse:
         chunk = self._encoder.content(ESCAPED[(index - 1) % N_WORDS], index)
         return self._encoder.opening() + chunk if index == 1 else chunk
 
-    def _send(self, data: bytes, tokens: int = 1, events: int = 1) -> None:
-        """Write, and stamp the truth: ``events`` token events of ``tokens`` tokens each.
+    def _send(self, data: bytes, due_ns: int, tokens: int = 1, events: int = 1) -> int:
+        """Write, and stamp the truth: ``events`` token events of ``tokens`` tokens each, the
+        first due at ``due_ns`` (perf ns); returns when the write left (perf ns).
 
         The same stamps feed ``/metrics`` (TTFT, ITL, tokens), so the server's view is the truth.
         """
@@ -114,6 +119,8 @@ class StreamedResponse:
         else:
             now = time.perf_counter_ns()
             self._write(data)
+        if now - due_ns > LATE_AFTER_NS:  # the simulator fell behind its own schedule
+            self._late.append([len(send_ns), (now - due_ns) // 1000])
         stamp = now + self._offset_ns
         if send_ns:  # the ITL bucket; sum and count follow from the stamps (SimMetrics.render)
             gap = stamp - send_ns[-1]  # most gaps are under the first bound: no bisection
@@ -129,6 +136,13 @@ class StreamedResponse:
             self._itl[0] += events - 1  # one write: the later events' gaps are 0
             send_ns.extend([stamp] * events)
             self._tokens.extend([tokens] * events)
+        return now
+
+    def _late_too(self, index: int, due_ns: int, sent_ns: int) -> None:
+        """Event ``index``, due at ``due_ns``, left in an earlier event's write at
+        ``sent_ns`` (a wake late by a gap or more sends all that is due at once)."""
+        if sent_ns - due_ns > LATE_AFTER_NS:
+            self._late.append([index, (sent_ns - due_ns) // 1000])
 
     @property
     def last_send_perf_ns(self) -> int | None:
@@ -140,13 +154,14 @@ class StreamedResponse:
         send_ns = self._send_ns
         return (len(send_ns), send_ns[-1] - send_ns[0]) if send_ns else (0, 0)
 
-    def _send_whole(self) -> None:
-        """Non-streaming: all tokens reach the client in one body, when the last is due."""
+    def _send_whole(self, due_ns: int) -> None:
+        """Non-streaming: all tokens reach the client in one body, when the last is due
+        (at ``due_ns``)."""
         request = self.request
         total = request.completion_tokens
         body = full_body(request, self._response_id, self._created)
         headers = [("x-request-id", request.request_id)]
-        self._send(full_response(200, body, self._keep_alive, headers=headers), tokens=total)
+        self._send(full_response(200, body, self._keep_alive, headers=headers), due_ns, total)
         self._complete()
 
     def _complete(self) -> None:
@@ -175,4 +190,5 @@ class StreamedResponse:
         kernel_sends = 0 if sends is None else sends.settle(self._send_ns, self._offset_ns)
         record = request_truth(self.request, self._clock, self._send_ns, self._tokens, aborted)
         record["kernel_sends"] = kernel_sends
+        record["late_us"] = self._late
         return record

@@ -45,29 +45,34 @@ class Stream(StreamedResponse):
     def on_due(self, now_ns: int) -> int | None:
         """Send every token event due by ``now_ns`` in one write (the hot path)."""
         request = self.request
+        first_due = self._due
         if not request.stream:
-            self._send_whole()
+            self._send_whole(first_due)
             return None
         next_gap = self._next_gap
-        sent, total, due = self._sent + 1, request.completion_tokens, self._due
+        sent, total, due = self._sent + 1, request.completion_tokens, first_due
         chunk = self._token_chunk(sent)
         if sent < total:  # nearly always one event, neither the last nor late by a gap
             due += round(next_gap(request, sent) * 1e9)
             if due > now_ns:
                 self._sent, self._due = sent, due
-                self._send(chunk)
+                self._send(chunk, first_due)
                 return due
         parts = [chunk]
+        later_dues = []  # the due times of the events after the first in this write
         while sent < total and due <= now_ns:  # a wake late by a gap or more: all due
             sent += 1
+            later_dues.append(due)
             parts.append(self._token_chunk(sent))
             if sent < total:
                 due += round(next_gap(request, sent) * 1e9)
         if sent >= total:
             parts.append(self._encoder.finish())
-        events = sent - self._sent
+        first, events = self._sent, sent - self._sent
         self._sent, self._due = sent, due
-        self._send(b"".join(parts), events=events)
+        left = self._send(b"".join(parts), first_due, events=events)
+        for offset, later_due in enumerate(later_dues, start=1):
+            self._late_too(first + offset, later_due, left)
         if sent < total:
             return due
         self._complete()

@@ -1,0 +1,102 @@
+"""The simulator against its own schedule (``truth_check["schedule"]``): its token events of
+the window that left over ``LATE_AFTER_NS`` after they were due (the truth's ``late_us``),
+and the one rule that calls it behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.unit.test_first_screen import summary_of, truth
+from tpot_locust.common.run_facts import NO_FACTS, RunFacts
+from tpot_locust.common.sim_schedule import BEHIND_SHARE, LATE_AFTER_NS, simulator_behind
+from tpot_locust.report.first_screen import WIDTH, first_screen
+from tpot_locust.report.summary_types import Summary
+from tpot_locust.report.truth_check import format_truth_check, truth_check
+
+START_NS = 10**9
+FIGURES = dict.fromkeys(("p50", "p90", "p99", "p99.9", "p99.99", "max"), 2.0)
+
+
+def write_truth(path: Path, late_of: dict[int, list[list[int]] | None]) -> None:
+    """Ten requests of 101 events 2 ms apart, all inside a window from START_NS + 1 s;
+    request 0's first 50 events before it; ``late_of``: each request's ``late_us``."""
+    lines = []
+    for index in range(10):
+        first = START_NS + 10**9 + (-100 if index == 0 else 20) * 10**6
+        record = {
+            "request_id": f"r{index}",
+            "arrival_ns": first - 20 * 10**6,
+            "send_ns": [first + k * 2 * 10**6 for k in range(101)],
+            "tokens": [1] * 101,
+            "aborted": False,
+        }
+        if (late := late_of.get(index, [])) is not None:
+            record["late_us"] = late
+        lines.append(record)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def checked(path: Path) -> Summary:
+    summary: Summary = {  # type: ignore[typeddict-item]
+        "metrics": {
+            "tpot": {"count": 1000, **FIGURES},
+            "itl": {"count": 1000, **FIGURES},
+            "ttft": {"count": 10, **dict.fromkeys(FIGURES, 20.0)},
+        },
+        "run": RunFacts(window_wall_ns=[START_NS + 10**9, START_NS + 10 * 10**9]),
+    }
+    summary["truth_check"] = truth_check(summary, path)
+    return summary
+
+
+def test_only_the_windows_late_events_count(tmp_path: Path) -> None:
+    path = tmp_path / "truth.jsonl"
+    # request 0: 40 late events before the window, 2 inside (events 60 and 70); request 1: 3
+    late = [[k, 30_000] for k in range(40)] + [[60, 2_500], [70, 9_000]]
+    write_truth(path, {0: late, 1: [[0, 2_100], [1, 2_200], [100, 2_300]]})
+    schedule = checked(path)["truth_check"]["schedule"]
+    assert schedule is not None
+    # request 0 has 51 events inside (50 to 100), the nine others all 101
+    assert schedule["events"] == 51 + 9 * 101
+    assert schedule["late"] == 5 and schedule["late_max_ms"] == 9.0
+    assert schedule["late_after_ms"] == LATE_AFTER_NS / 1e6
+    assert schedule["behind"] is False
+    lines = format_truth_check(checked(path)["truth_check"])
+    assert any("the simulator's own schedule: 0.5% of its 960 token events" in s for s in lines)
+    assert not any(line.startswith("! simulator behind") for line in lines)
+
+
+def test_a_simulator_late_with_a_tenth_of_its_events_is_behind(tmp_path: Path) -> None:
+    path = tmp_path / "truth.jsonl"
+    late = {index: [[k, 4_000 + k] for k in range(11, 101)] for index in range(1, 10)}
+    write_truth(path, late)
+    summary = checked(path)
+    schedule = summary["truth_check"]["schedule"]
+    assert schedule is not None and schedule["behind"] is True
+    assert schedule["late"] == 9 * 90 and schedule["late_max_ms"] == 4.1
+    report = format_truth_check(summary["truth_check"])
+    assert any(line.startswith("! simulator behind: 84% of its token events") for line in report)
+    # the first screen says it too, beside the truth check's line
+    screen_summary = summary_of()
+    screen_summary["truth_check"] = {**truth(0.01, None, None), "schedule": schedule}
+    screen = first_screen(screen_summary)
+    assert any(line.startswith("! simulator behind: 84%") for line in screen)
+    assert max(map(len, screen)) <= WIDTH
+
+
+def test_a_truth_without_late_us_has_no_schedule(tmp_path: Path) -> None:
+    """An older simulator's truth says nothing of its schedule: no figure, not a zero."""
+    path = tmp_path / "truth.jsonl"
+    write_truth(path, dict.fromkeys(range(10)))
+    summary = checked(path)
+    assert summary["truth_check"]["schedule"] is None
+    assert not any("own schedule" in line for line in format_truth_check(summary["truth_check"]))
+    plain: Summary = {**summary, "run": NO_FACTS}  # type: ignore[typeddict-item]
+    assert truth_check(plain, path)["schedule"] is None
+
+
+def test_the_rule() -> None:
+    assert not simulator_behind(0, 0)
+    assert not simulator_behind(10, 100) and simulator_behind(11, 100)
+    assert BEHIND_SHARE == 0.10
