@@ -100,3 +100,13 @@ def test_the_rule() -> None:
     assert not simulator_behind(0, 0)
     assert not simulator_behind(10, 100) and simulator_behind(11, 100)
     assert BEHIND_SHARE == 0.10
+
+
+def test_a_malformed_late_us_says_nothing_and_breaks_nothing(tmp_path: Path) -> None:
+    """A hand-edited truth: pairs out of range are not counted, a list not of pairs is
+    ignored; the events still count and the check still runs."""
+    path = tmp_path / "truth.jsonl"
+    write_truth(path, {1: [[-1, 9_000], [101, 9_000], [5, 3_000]], 2: [["x", 1]], 3: [[1]]})
+    schedule = checked(path)["truth_check"]["schedule"]
+    assert schedule is not None
+    assert schedule["events"] == 960 and schedule["late"] == 1 and schedule["late_max_ms"] == 3.0

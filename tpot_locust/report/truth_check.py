@@ -107,15 +107,20 @@ class ScheduleCount:
 
     def add(self, record: dict[str, Any], inside: np.ndarray) -> None:
         """``record``'s events, ``inside`` the window's (``TruthWindow.events``)."""
-        late = record.get("late_us")
-        if late is None:
+        if (late := record.get("late_us")) is None:
             return
         self.recorded = True
         self.events += int(inside.sum())
-        for index, late_us in late:
-            if 0 <= index < inside.size and inside[index]:
-                self.late += 1
-                self.late_max_us = max(self.late_max_us, int(late_us))
+        try:  # [[event index, us], ...]; anything else says nothing of the schedule
+            pairs = np.asarray(late, dtype=np.int64).reshape(-1, 2)
+        except (TypeError, ValueError, OverflowError):
+            return
+        indices = pairs[:, 0]
+        known = pairs[(indices >= 0) & (indices < inside.size)]
+        counted = known[inside[known[:, 0]], 1]
+        if counted.size:
+            self.late += int(counted.size)
+            self.late_max_us = max(self.late_max_us, int(counted.max()))
 
     def figures(self) -> SimSchedule | None:
         if not self.recorded:

@@ -139,8 +139,8 @@ class StreamedResponse:
         return now
 
     def _late_too(self, index: int, due_ns: int, sent_ns: int) -> None:
-        """Event ``index``, due at ``due_ns``, left in an earlier event's write at
-        ``sent_ns`` (a wake late by a gap or more sends all that is due at once)."""
+        """Event ``index``, due at ``due_ns``, left at ``sent_ns`` in the write of an event
+        before it (a wake late by a gap or more sends all that is due at once)."""
         if sent_ns - due_ns > LATE_AFTER_NS:
             self._late.append([index, (sent_ns - due_ns) // 1000])
 
