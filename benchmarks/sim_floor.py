@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import math
 import multiprocessing
 import os
 import select
@@ -32,8 +33,8 @@ import struct
 import sys
 import time
 
-SO_TIMESTAMPING = 37
-_FLAGS = (1 << 1) | (1 << 4) | (1 << 7) | (1 << 11)  # TX_SOFTWARE, SOFTWARE, OPT_ID, TSONLY
+from tpot_locust.sim.send_stamps import _FLAGS, SO_TIMESTAMPING  # the simulator's own stamps
+
 CHUNK = (
     b'data: {"id":"chatcmpl-0000000000","object":"chat.completion.chunk","created":0,'
     b'"model":"sim","choices":[{"index":0,"delta":{"content":" word"}}]}\n\n'
@@ -162,7 +163,7 @@ def main() -> None:
                 row = run_case(
                     mode, streams, args.gap_ms, args.seconds, args.client_nap_ms, args.tick_us
                 )
-                stamped = "" if row["stamped"] != row["stamped"] else f"{row['stamped']:.1%}"
+                stamped = "" if math.isnan(row["stamped"]) else f"{row['stamped']:.1%}"
                 print(
                     f"| {round_index} | {streams} | {mode} | {row['writes_per_s']:,.0f} | "
                     f"{row['cpu']:.0%} | {row['us_per_write']:.1f} | "

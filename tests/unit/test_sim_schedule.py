@@ -7,12 +7,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.unit.test_first_screen import summary_of, truth
+from tests.unit.test_sim_prometheus import MS, FakeConn, FakeTruth, fake_clock  # noqa: F401
+from tpot_locust.common.clock import WallClock
 from tpot_locust.common.run_facts import NO_FACTS, RunFacts
 from tpot_locust.common.sim_schedule import BEHIND_SHARE, LATE_AFTER_NS, simulator_behind
 from tpot_locust.report.first_screen import WIDTH, first_screen
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.truth_check import format_truth_check, truth_check
+from tpot_locust.sim.engine import Seq
+from tpot_locust.sim.engine_stream import EngineStream
+from tpot_locust.sim.prometheus import SimMetrics
+from tpot_locust.sim.request import SimRequest
+from tpot_locust.sim.response import ResponseSetup
 
 START_NS = 10**9
 FIGURES = dict.fromkeys(("p50", "p90", "p99", "p99.9", "p99.99", "max"), 2.0)
@@ -76,12 +85,12 @@ def test_a_simulator_late_with_a_tenth_of_its_events_is_behind(tmp_path: Path) -
     assert schedule is not None and schedule["behind"] is True
     assert schedule["late"] == 9 * 90 and schedule["late_max_ms"] == 4.1
     report = format_truth_check(summary["truth_check"])
-    assert any(line.startswith("! simulator behind: 84% of its token events") for line in report)
+    assert any(line.startswith("! simulator behind: 84.4% of its token events") for line in report)
     # the first screen says it too, beside the truth check's line
     screen_summary = summary_of()
     screen_summary["truth_check"] = {**truth(0.01, None, None), "schedule": schedule}
     screen = first_screen(screen_summary)
-    assert any(line.startswith("! simulator behind: 84%") for line in screen)
+    assert any(line.startswith("! simulator behind: 84.4%") for line in screen)
     assert max(map(len, screen)) <= WIDTH
 
 
@@ -110,3 +119,35 @@ def test_a_malformed_late_us_says_nothing_and_breaks_nothing(tmp_path: Path) -> 
     schedule = checked(path)["truth_check"]["schedule"]
     assert schedule is not None
     assert schedule["events"] == 960 and schedule["late"] == 1 and schedule["late_max_ms"] == 3.0
+
+
+def engine_stream(rid: str, tokens: int, stream: bool) -> EngineStream:
+    """An engine-mode response on a fake connection (``test_sim_prometheus``'s)."""
+    request = SimRequest(
+        rid, "chat", "m", 12, tokens, 0, True, stream, False, False, 0, tokens, "length"
+    )
+    setup = ResponseSetup(WallClock(), FakeTruth(), True, rid, lambda *a: None, SimMetrics("m"))
+    response = EngineStream(FakeConn(), request, setup, Seq(rid, 0, 12, tokens))
+    response.start()
+    return response
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_each_late_event_is_named_with_its_lateness(
+    fake_clock: list[int],  # noqa: F811 (test_sim_prometheus's fixture)
+    stream: bool,
+) -> None:
+    """Engine mode on a fake clock: an event late by more than LATE_AFTER_NS is listed,
+    to the microsecond; one within it is not; a non-streaming answer is one event."""
+    response = engine_stream("r", 4, stream)
+    start = fake_clock[0]
+    lateness_us = [0, 2_000, 2_001, 30_500]  # the third and fourth: late
+    for step, late_us in enumerate(lateness_us):
+        due = start + step * 2 * MS
+        fake_clock[0] = due + late_us * 1000
+        response.emit(step, due)
+    record = response.truth_record(aborted=False)
+    if stream:
+        assert record["late_us"] == [[2, 2_001], [3, 30_500]]
+    else:  # the body went out with the last token, 30.5 ms after that step's end
+        assert record["late_us"] == [[0, 30_500]]

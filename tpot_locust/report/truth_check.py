@@ -123,6 +123,7 @@ class ScheduleCount:
             self.late_max_us = max(self.late_max_us, int(counted.max()))
 
     def figures(self) -> SimSchedule | None:
+        """``truth_check["schedule"]``; None where no truth line recorded its lateness."""
         if not self.recorded:
             return None
         return {
@@ -321,7 +322,7 @@ def format_schedule(schedule: SimSchedule | None) -> list[str]:
 def behind_warning(schedule: SimSchedule) -> str:
     """The one line that says the embedded simulator could not keep its timing model."""
     return (
-        f"! simulator behind: {schedule['late_share'] or 0:.0%} of its token events left over "
+        f"! simulator behind: {schedule['late_share'] or 0:.1%} of its token events left over "
         f"{schedule['late_after_ms']:g} ms late (the latest {schedule['late_max_ms']:.1f} ms): "
         "the gaps measured are what it sent (the truth check holds them), not what its timing "
         "model asked for; give it a core of its own, or fewer users"
