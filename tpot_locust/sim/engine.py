@@ -31,12 +31,23 @@ from __future__ import annotations
 import random
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .adapters import AdapterSlots
 from .profiles import EngineParams
 
 WAITING, RUNNING, DONE = 0, 1, 2
+
+
+class TokenSink(Protocol):
+    """Where a sequence's tokens go in real time (``engine_stream.EngineStream``): the
+    engine loop calls ``emit`` at the end of each step that gave it a token."""
+
+    @property
+    def active(self) -> bool: ...
+
+    def emit(self, step: int, due_ns: int) -> None:
+        """The token of ``step``, which was to end at ``due_ns`` (perf ns)."""
 
 
 class Seq:
@@ -70,7 +81,7 @@ class Seq:
         prompt_tokens: int,
         output_tokens: int,
         ready_ns: int | None = None,
-        sink: Any = None,
+        sink: TokenSink | None = None,
         adapter: str | None = None,
         cached: int = 0,
     ) -> None:
