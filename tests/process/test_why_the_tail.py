@@ -52,8 +52,11 @@ def prefill_checks(summary: dict[str, Any], output: str, out: Path) -> list[str]
     at_least(failures, "prefill precision", prefill["precision"], 0.9)
     at_least(failures, "prefill recall", prefill["recall"], 0.9)
     at_least(failures, "coverage", check["coverage"]["share"], 0.9)
-    shares = summary["attribution"]["itl"]["p99.9"]["shares"]
-    at_least(failures, "our ITL p99.9 prefill share", shares.get("prefill"), 0.9)
+    # our tail's share at P99.9; at P99 where no gap lies above our P99.9 (the longest gaps,
+    # each an 8k prompt's prefill, tie in its HDR bucket: seen once, 0 above 240.1 ms)
+    level = "p99.9" if summary["attribution"]["itl"]["p99.9"]["samples"] else "p99"
+    shares = summary["attribution"]["itl"][level]["shares"]
+    at_least(failures, f"our ITL {level} prefill share", shares.get("prefill"), 0.9)
     return failures
 
 
