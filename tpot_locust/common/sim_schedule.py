@@ -6,9 +6,9 @@ step's scheduled end (engine mode). asyncio's timers wake up to 1 ms late by des
 milliseconds) and a virtual machine adds 0.1-0.5 ms to a wake-up, so an event that left
 within ``LATE_AFTER_NS`` of its due time is on time. Past that, the gaps the client received
 are still true (the truth is when each event left), but they are no longer what the timing
-model asked for: the simulator's own CPU shaped them. On 2 cores, 32-64 streams x 2 ms: 0.7 %
-of the events left later than this; 256 streams with the simulator on one core: all of them
-(benchmarks/README.md, sim_floor).
+model asked for: the simulator's own CPU shaped them. On 2 cores (``sim_cost``), 32-64
+streams x 2 ms: 0.7 % of the events left later than this, 256 streams 99.98 %; the 256-user
+quickstart with the simulator alone on a core, 78 % (benchmarks/README.md, sim_floor).
 """
 
 from __future__ import annotations

@@ -79,16 +79,15 @@ class TruthWindow:
         tag = str(record.get("request_id", ""))[: len(PROCESS_TAG)]
         return self.by_process.get(tag, (self.start_ns, self.end_ns))
 
-    def gaps(self, sends: np.ndarray, record: dict[str, Any]) -> np.ndarray:
-        """Which gaps between ``sends`` (``record``'s) end inside the window."""
-        start, end = self._of(record)
-        ends = sends[1:]
-        return (ends >= start) & (ends <= end)
-
     def events(self, sends: np.ndarray, record: dict[str, Any]) -> np.ndarray:
         """Which of ``sends`` (``record``'s token events) left inside the window."""
         start, end = self._of(record)
         return (sends >= start) & (sends <= end)
+
+    def gaps(self, sends: np.ndarray, record: dict[str, Any]) -> np.ndarray:
+        """Which gaps between ``sends`` (``record``'s) end inside the window: those whose
+        later event left inside it."""
+        return self.events(sends, record)[1:]
 
     def sent_inside(self, record: dict[str, Any]) -> bool:
         start, end = self._of(record)
@@ -162,9 +161,10 @@ def true_samples_ms(
             sends = record["send_ns"]
             stamps = np.asarray(sends, dtype=np.int64)
             tokens = np.asarray(record.get("tokens") or [1] * len(sends), dtype=np.int64)[1:]
-            inside = window.gaps(stamps, record)
+            sent = window.events(stamps, record)
+            inside = sent[1:]  # the gaps whose later event left inside (``TruthWindow.gaps``)
             if schedule is not None:
-                schedule.add(record, window.events(stamps, record))
+                schedule.add(record, sent)
             gaps, tokens = np.diff(stamps)[inside], tokens[inside]
             sent_inside = window.sent_inside(record)
             ttft = stamps[:1] - record["arrival_ns"] if sent_inside else stamps[:0]
