@@ -48,7 +48,7 @@ def python() -> str:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """``unit``: tests/unit (no process or server started: seconds); ``process``:
+    """``unit``: tests/unit (no process or server started: minutes); ``process``:
     tests/process (real processes and servers on 127.0.0.1: minutes); ``real_engine``:
     tests/real_engine (vLLM's CPU build and transformers serve: their environments are
     built on first use, ~5 minutes, then cached)."""

@@ -27,7 +27,12 @@ from tpot_locust.metrics.histograms import new_histogram, record_many
 from tpot_locust.metrics.metric_set import ClassMetrics, MetricSet
 from tpot_locust.metrics.recorder import PREFILL_AT_GAP, Recorder
 from tpot_locust.metrics.wire_delta import decode_delta, encode_delta
-from tpot_locust.report.attribution import TAIL_PERCENTILES, attribution_summary, gap_story
+from tpot_locust.report.attribution import (
+    TAIL_PERCENTILES,
+    attribution_summary,
+    cause_title,
+    gap_story,
+)
 
 MS = 1_000_000
 US = 1_000
@@ -292,9 +297,20 @@ def check_prefill_tokens(gaps: list[Gap], attribution: dict, metrics: ClassMetri
     assert at_gaps.total_count == len(gaps)
     assert at_gaps.get_value_at_percentile(50) == reference.get_value_at_percentile(50)
     assert tokens["all_gaps_median"] == reference.get_value_at_percentile(50)
+    overlapping = [gap.prefill_tokens for gap in gaps if gap.prefill_tokens > 0]
+    assert (tokens["all_gaps"], tokens["all_gaps_in_prefill"]) == (len(gaps), len(overlapping))
+    if overlapping:  # the median of the gaps that overlapped a prefill, as a histogram says
+        some = new_histogram()
+        record_many(some, np.array(overlapping, dtype=np.int64))
+        lower = some.get_value_at_percentile(100 * ((len(overlapping) + 1) // 2) / len(overlapping))
+        assert tokens["all_gaps_in_prefill_median"] == lower
     for key, row in attribution["itl"].items():
         tail = [gap.prefill_tokens for gap in gaps if gap.itl_us > round(row["above_ms"] * 1000)]
         assert tokens[f"{key}_median"] == (int(np.median(tail)) if tail else None)
+        some_tail = [tokens for tokens in tail if tokens > 0]
+        assert tokens[f"{key}_in_prefill"] == (len(some_tail) if tail else None)
+        median = int(np.median(some_tail)) if some_tail else None
+        assert tokens[f"{key}_in_prefill_median"] == median
 
 
 def check_worst(gaps: list[Gap], attribution: dict) -> None:
@@ -314,7 +330,7 @@ def check_worst(gaps: list[Gap], attribution: dict) -> None:
             prompts = "1 prompt" if gap.prefill_requests == 1 else f"{gap.prefill_requests} prompts"
             assert f"{prompts} in prefill ({gap.prefill_tokens:,} tokens" in story
         for cause in gap.causes - {PREFILL}:
-            assert cause.replace("_", " ") in story
+            assert cause_title(cause) in story
         if not gap.causes:
             assert story.endswith("no cause overlapped")
 

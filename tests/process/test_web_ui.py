@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -76,7 +77,10 @@ def test_reset_stats_resets_our_histograms_and_stop_writes_results(tmp_path: Pat
             # every metric the catalogue puts in the tab is a row of the live tab
             shown = {row["metric"] for row in tab["data"]}
             assert shown == {catalogue.shorts()[name] for name in catalogue.names("in_tab")}
-            assert tpot_row["count"] > 0 and tpot_row["p50"] > 0 and tpot_row["tokens_per_s"]
+            # shown as the terminal writes them: 12,422 and 2.000 (a bare 2 beside 1.999)
+            assert int(tpot_row["count"].replace(",", "")) > 0 and tpot_row["tokens_per_s"]
+            assert re.fullmatch(r"[\d,]+\.\d{3}", tpot_row["mean"]), tpot_row
+            assert float(tpot_row["p50"].replace(",", "")) > 0
             now = json.loads(urllib.request.urlopen(ui + "/tpot/summary.json", timeout=10).read())
             assert now["metrics"]["tpot"]["count"] > 0
             assert now["running"] is True and now["complete"] is False  # not final yet

@@ -115,7 +115,7 @@ def test_engine_pauses_named_from_the_streams_that_waited_together(tmp_path: Pat
     # the story says how many streams waited, and that the prefill beside it was too small
     assert re.search(r"ms at [\d.]+ s: server pause \(\d+ streams waited together\)", output)
     assert "Attribution check (true gaps above true ITL P99.9" in output
-    assert "server_pause precision >= 0.9 met; server_pause recall >= 0.9 met" in output
+    assert "server pause precision >= 0.9 met; server pause recall >= 0.9 met" in output
     assert "  above true ITL P99 (" in output
 
 
@@ -160,7 +160,7 @@ def test_server_gc_named_from_its_own_count_of_full_collections(tmp_path: Path) 
     assert server["windows"]["server_gc"] > 0
     collected = sum(1 for line in truth_lines(out) if line.get("type") == "step" and line["gc"])
     assert collected > 0
-    assert "server_gc precision >= 0.9 met" in output
+    assert "server GC precision >= 0.9 met" in output
     assert re.search(
         r"ms at [\d.]+ s: server pause \(\d+ streams waited together\).*server gc", output
     )
@@ -200,7 +200,7 @@ def test_gpu_throttling_named_from_a_dcgm_exporters_page(tmp_path: Path) -> None
         r"\d+ samples \(software power cap\); no XID error",
         output,
     )
-    assert "gpu_throttle precision >= 0.9 met; gpu_throttle recall >= 0.9 met" in output
+    assert "GPU throttling precision >= 0.9 met; GPU throttling recall >= 0.9 met" in output
 
 
 # A pause or a throttled step that falls inside a burst (8k prompts queued for ~1 s) has

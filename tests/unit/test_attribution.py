@@ -4,6 +4,7 @@ tokens in prefill, the worst gaps' stories, the prune horizon, and the merge of 
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 
@@ -35,7 +36,13 @@ from tpot_locust.metrics.causes import (
 )
 from tpot_locust.metrics.metric_set import ClassMetrics, MetricSet
 from tpot_locust.metrics.recorder import PREFILL_AT_GAP, Recorder
-from tpot_locust.report.attribution import attribution_summary, format_why_the_tail, gap_story
+from tpot_locust.report.attribution import (
+    attribution_summary,
+    cause_title,
+    format_why_the_tail,
+    gap_story,
+    shares_of_100,
+)
 
 
 def test_shares_above_each_tail_percentile_equal_brute_force() -> None:
@@ -93,22 +100,26 @@ def test_format_why_the_tail_shows_the_rows() -> None:
         {"attribution": attribution, "run": RunFacts(start_wall_s=origin_s)}
     )
     text = "\n".join(lines)
-    assert lines[0].startswith("Why the tail")
+    assert lines[0].startswith("Why the tail: share of the samples above each percentile")
     causes = list(attribution["itl"]["p99"]["shares"])
     header = lines[1]
-    assert all(cause in header for cause in causes)
+    assert all(cause_title(cause) in header for cause in causes)
+    assert "_" not in header  # people's names: server pause, not server_pause
     for name in ("tpot", "itl"):
         for key, row in attribution[name].items():
             label = f"{name.upper()} {key}"
             line = next(line for line in lines if line.strip().startswith(label + " "))
             assert f"{row['above_ms']:.3f}" in line and f"{row['samples']:,}" in line
+            parts = shares_of_100(row["shares"], digits=1)
             for cause in causes:
-                share = row["shares"].get(cause)
-                assert (f"{share * 100:.1f}%" if share is not None else "-") in line
+                assert (f"{parts[cause]:.1f}%" if cause in parts else "-") in line
+            if parts:  # a row adds up to 100 %, whatever the causes overlapped
+                shown = [float(cell) for cell in re.findall(r"([\d.]+)%", line)]
+                assert round(sum(shown), 1) == 100.0, line
     tokens = attribution["prefill_tokens"]
-    assert f"every gap {tokens['all_gaps_median']:,}" in text
-    assert f"p99 {tokens['p99_median']:,}" in text
-    assert "need not sum to 100 %" in text
+    share = tokens["all_gaps_in_prefill"] / tokens["all_gaps"]
+    assert f"gaps with a prompt in prefill: every gap {share:.1%}" in text
+    assert "a row adds up to 100 %" in text
     for gap in attribution["worst"][:5]:
         story = gap_story(gap, origin_s)
         assert f" at {gap['at_wall_s'] - origin_s:.1f} s: " in story
@@ -152,9 +163,9 @@ def test_stories_of_single_gaps() -> None:
     assert attribution is not None and "tail_gaps" not in attribution
     stories = [gap["story"] for gap in attribution["worst"]]
     assert stories == [
-        "300.0 ms: 2 prompts in prefill (24,000 tokens, ours), preemption, kv pressure",
-        "200.0 ms: 1 prompt in prefill (3,000 tokens, ours), kv pressure",
-        "2.0 ms: kv pressure",
+        "300.0 ms: 2 prompts in prefill (24,000 tokens, ours), preemption, KV pressure",
+        "200.0 ms: 1 prompt in prefill (3,000 tokens, ours), KV pressure",
+        "2.0 ms: KV pressure",
     ]
     assert gap_story({"ms": 5.0}) == "5.0 ms: no cause overlapped"
     at = attribution["worst"][0]["at_wall_s"]
@@ -162,7 +173,11 @@ def test_stories_of_single_gaps() -> None:
     assert attribution["worst"][0]["phase"] == "burst"  # 16k >= the long-prompt threshold
     assert attribution["worst"][1]["phase"] == "burst"  # 3000 too
     # [24000, 0, 3000]: the median from a histogram, the highest value of its bucket
-    assert attribution["prefill_tokens"]["all_gaps_median"] == 3001
+    tokens = attribution["prefill_tokens"]
+    assert tokens["all_gaps_median"] == 3001
+    # two of the three overlapped a prefill: the median of those (the lower of two)
+    assert (tokens["all_gaps"], tokens["all_gaps_in_prefill"]) == (3, 2)
+    assert tokens["all_gaps_in_prefill_median"] == 3001
 
 
 def test_stories_tell_the_servers_state_over_the_gap() -> None:
@@ -185,7 +200,7 @@ def test_stories_tell_the_servers_state_over_the_gap() -> None:
         "2 preemptions in that interval, KV cache 97 %, 3 waiting"
     )
     late = gap | {"at_wall_s": 11.5}  # after the last sample: the causes' names only
-    assert gap_story(late, None, series).endswith("ours), preemption, kv pressure, queueing")
+    assert gap_story(late, None, series).endswith("ours), preemption, KV pressure, queueing")
     one = gap | {"causes": [PREEMPTION], "at_wall_s": 10.2, "ms": 100.0}  # [10.1, 10.2]
     assert gap_story(one, None, series) == "100.0 ms: 1 preemption in that interval"
     quiet = gap | {"causes": [PREEMPTION], "at_wall_s": 10.4, "ms": 100.0}  # (10.25, 10.5]

@@ -240,10 +240,10 @@ def test_precision_recall_and_coverage(tmp_path: Path) -> None:
     assert lines[0] == (
         "Attribution check (true gaps above true ITL P99.9 of 1.000 ms: 10, 9 in our "
         "tail_gaps): prefill precision 0.80 (4/5) recall 0.67 (4/6); "
-        "server_pause precision n/a (0/0) recall 0.00 (0/1); "
-        "server_gc precision n/a (0/0) recall n/a (0/0); "
-        "gpu_throttle precision n/a (0/0) recall n/a (0/0); "
-        "kv_offload precision n/a (0/0) recall n/a (0/0); "
+        "server pause precision n/a (0/0) recall 0.00 (0/1); "
+        "server GC precision n/a (0/0) recall n/a (0/0); "
+        "GPU throttling precision n/a (0/0) recall n/a (0/0); "
+        "KV cache offload precision n/a (0/0) recall n/a (0/0); "
         "preemption precision 1.00 (2/2) recall 0.50 (2/4)"
     )
     assert "prefill precision >= 0.9 NOT met" in lines[2]

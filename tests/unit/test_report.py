@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from array import array
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -10,7 +11,7 @@ from tpot_locust.common.run_facts import RunFacts
 from tpot_locust.metrics.histograms import record_many
 from tpot_locust.metrics.metric_set import ClassCounters, MetricSet
 from tpot_locust.report.client_figures import CLIENT_BUSY_READ_DELAY_MS, busy_advice
-from tpot_locust.report.progress import format_progress
+from tpot_locust.report.progress import WIDTH, format_progress
 from tpot_locust.report.summary import build_summary, format_report
 from tpot_locust.report.token_figures import format_prompt_tokens, prompt_comparison
 
@@ -117,21 +118,64 @@ def test_progress_line_shows_the_intervals_read_delay() -> None:
         "tpot": {"count": 900, "p50": 5.0, "p99": 7.0},
         "read_delay": {"count": 950, "p50": 0.1, "p90": 0.2, "p99": 0.4},
     }
-    assert format_progress(point, 60).endswith("read delay p90 0.20 p99 0.40 ms")
+    assert format_progress(point, 60) == (
+        "[    12s / 60s]  users 8  1,500 tokens/s  TPOT p50 5.00 p99 7.00 ms  ok 40  "
+        "read delay p99 0.40 ms"
+    )
     point["read_delay"]["p99"] = 2.5  # now and then late: the OS
-    assert format_progress(point, 60).endswith("read delay p90 0.20 p99 2.50 ms")
-    point["read_delay"]["p90"] = 2.4  # late read after read
-    assert format_progress(point, 60).endswith("read delay p90 2.40 p99 2.50 ms (client busy)")
+    assert format_progress(point, 60).endswith("read delay p99 2.50 ms")
+    point["read_delay"]["p90"] = 2.4  # late read after read: busy, and the p90 where it fits
+    assert format_progress(point, 60).endswith("ok 40 (client busy)")
+    no_tpot = point | {"tpot": {"count": 0}}
+    assert format_progress(no_tpot, 60).endswith("ok 40 (client busy: read delay p90 2.40 ms)")
     point["itl"] = {"count": 900, "p90": 3.0}  # but within the interval's own token gap
-    assert format_progress(point, 60).endswith("read delay p90 2.40 p99 2.50 ms")
+    assert format_progress(point, 60).endswith("read delay p99 2.50 ms")
     point["read_delay"]["count"] = 0  # no kernel stamps: nothing to show
     assert "read delay" not in format_progress(point, 60)
     point["loop_held_share"] = 0.3  # the loop held a third of the interval: not saturated
     assert "busy" not in format_progress(point, 60)
     point["loop_held_share"] = 0.62
-    assert format_progress(point, 60).endswith("loop held 62% (client busy)")
+    assert format_progress(point, 60).endswith("(client busy)")
+    assert format_progress(point | {"tpot": {"count": 0}}, 60).endswith("loop held 62%)")
     point["tokens_per_s"] = None  # a final point too short for rates
-    assert "tokens/s         -  " in format_progress(point, 60)
+    assert "  - tokens/s  " in format_progress(point, 60)
+    point["requests_failed"] = 3  # failures are said; none, not
+    assert "ok 40 failed 3" in format_progress(point, 60)
+
+
+def test_the_progress_line_fits_100_columns() -> None:
+    """A terminal of 100 columns wrapped the old line (148 columns in a quickstart run)."""
+    quickstart = {
+        "t": 1.0,
+        "users": 8,
+        "tokens_per_s": 2732.0,
+        "requests_ok": 16,
+        "requests_failed": 0,
+        "tpot": {"count": 900, "p50": 1.39, "p99": 7.48},
+        "itl": {"count": 900, "p90": 3.8},
+        "read_delay": {"count": 950, "p50": 0.1, "p90": 0.89, "p99": 1.92},
+        "stalls": 7,
+        "loop_lag_max_ms": 10.0,
+    }
+    line = format_progress(quickstart, 5)
+    assert len(line) <= WIDTH == 100, line
+    assert line.startswith("[     1s / 5s]  users 8  2,732 tokens/s  TPOT p50 1.39 p99 7.48 ms")
+    assert "stalls 7 (max 10 ms)" in line  # the read delay's p99 gave way first
+    assert format_progress(quickstart, 5, warmup=True).endswith("(warm-up: not recorded)")
+    huge = quickstart | {
+        "t": 86_399.0,
+        "users": 100_000,
+        "tokens_per_s": 12_345_678.0,
+        "requests_ok": 1_234_567,
+        "requests_failed": 7_654_321,
+        "tpot": {"count": 9, "p50": 12_345.67, "p99": 98_765.43},
+        "read_delay": {"count": 950, "p50": 90.0, "p90": 2_000.0, "p99": 3_000.0},
+        "loop_held_share": 0.9,
+    }
+    for warmup in (False, True):
+        busy = format_progress(huge, 86_400, warmup)
+        assert len(busy) <= WIDTH and "TPOT p50 12345.67" in busy, busy
+        assert busy.endswith("(client busy)"), busy  # said, where its figures cannot fit
 
 
 def test_a_busy_client_beside_its_server_is_told_more_workers_will_not_help() -> None:
@@ -187,3 +231,16 @@ def test_the_report_says_how_the_bodies_were_read() -> None:
     at_once.for_group("chat").counters.ok = at_once.for_group("chat").counters.stamped_kernel = 2
     summary = build_summary(at_once, run=RunFacts(read_batch_ms=0.0))
     assert "reads: each body read as its data came" in format_report(summary)
+
+
+def test_the_tpot_tab_shows_figures_as_the_terminal_writes_them() -> None:
+    """Locust's table prints a value bare: a mean of 2 beside 1.999, a count of 12422."""
+    from tpot_locust.harness.webui import tab_rows
+
+    totals = MetricSet()
+    metrics = totals.for_group("chat")
+    record_many(metrics.histogram("tpot"), np.full(12_422, 2_000))
+    state = SimpleNamespace(collector=SimpleNamespace(totals=totals))
+    (row,) = [row for row in tab_rows(state) if row["metric"] == "TPOT"]  # type: ignore[arg-type]
+    assert row["count"] == "12,422" and row["mean"] == "2.000" and row["p50"] == "2.000"
+    assert row["max"] == "2.000" and row["tokens_per_s"] == "500.0"

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import ROOT
+from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.report.gate import evaluate
+from tpot_locust.report.verdict_files import format_verdict, write_verdict
 from tpot_locust.scenario.loader import load_scenario
 from tpot_locust.scenario.slo import SloSpec, parse_slo
 from tpot_locust.scenario.yaml_source import ScenarioErrors, parse_located
@@ -222,3 +225,48 @@ def test_an_slo_for_a_model_no_class_names_is_an_error() -> None:
         slo("slo: {models: {lora-c: {tpot: {p99: 10ms}}}}")
     with pytest.raises(ScenarioErrors, match="slo.models: must map model names"):
         slo("slo: {models: [lora-a]}", models=("lora-a",))
+
+
+# --- what a person reads of a verdict (issue 53) ----------------------------------------------
+
+
+def test_junit_says_measured_once_and_ends_with_a_newline(tmp_path: Path) -> None:
+    spec = slo("slo: {tpot: {p99: 1ms}, ttft: {p99: 2s}}")
+    summary = summary_with(tpot(2.333, 1000))
+    summary["metrics"]["ttft"] = {"count": 100, "p99": 30.0, "above": {"p99": 1}}
+    verdict = evaluate(spec, summary)
+    write_verdict(ResultsFolder.of(tmp_path), verdict, "gate")
+    text = (tmp_path / "junit.xml").read_text()
+    assert text.endswith("</testsuites>\n") and text.startswith("<?xml version=")
+    failures = [f.text or "" for f in ET.fromstring(text).iter("failure")]
+    assert "measured 2.333 ms > limit 1 ms" in failures  # not "measured 2.333 ms; measured ..."
+    assert all(f.count("measured") <= 1 for f in failures), failures
+    # a check whose why says no figure still gets one
+    assert "measured 30 ms; 1 sample above p99 (needs 10): " in failures[1], failures
+    for name in ("verdict.json", "summary.md"):
+        assert (tmp_path / name).read_text().endswith("\n")
+
+
+def test_a_rate_objective_says_its_unit_and_one_sample_is_singular() -> None:
+    spec = slo("slo: {throughput: {tokens_per_s: 100, requests_per_s: 2000}}")
+    summary = summary_with(tpot(5, 1000), tokens={"per_s": 1921.5})
+    summary["requests"]["per_s"] = 1234.0
+    whys = [check["why"] for check in evaluate(spec, summary)["checks"]]
+    assert whys == [
+        "measured 1,921.5 tokens/s >= limit 100 tokens/s",
+        "measured 1,234 requests/s < limit 2,000 requests/s",
+    ]
+    one = evaluate(slo("slo: {tpot: {p99: 10ms}}"), summary_with(tpot(5, 1)))
+    assert one["checks"][0]["why"].startswith("1 sample above p99 (needs 10)")
+
+
+def test_the_terminals_verdict_fits_100_columns_and_the_full_one_is_whole() -> None:
+    spec = slo("slo: {tpot: {p50: 5ms, p99: 1ms}, throughput: {tokens_per_s: 100}}")
+    figures = tpot(2.333, 1000) | {"p50": 1.0, "above": {"p99": 1000, "p50": 50_000}}
+    verdict = evaluate(spec, summary_with(figures, tokens={"per_s": 500.0}))
+    screen = format_verdict(verdict)
+    assert all(len(line) <= 100 for line in screen) and len(screen) <= 12
+    assert screen[1].startswith("  PASS          2 of 3: tpot p50 <= 5 ms (1 ms), tokens_per_s")
+    assert screen[2] == "  FAIL          tpot p99 <= 1 ms: measured 2.333 ms > limit 1 ms"
+    full = format_verdict(verdict, full=True)
+    assert full[1:3] == ["  PASS         tpot p50 <= 5 ms", f"  {'':13}measured 1 ms <= limit 5 ms"]

@@ -15,7 +15,7 @@ import pytest
 from tpot_locust.common.run_facts import RunFacts
 from tpot_locust.metrics.histograms import record_many
 from tpot_locust.metrics.metric_set import MetricSet
-from tpot_locust.report.charts import MAX_TIMELINE_POINTS
+from tpot_locust.report.charts import MAX_TIMELINE_POINTS, RIGHT, WIDTH
 from tpot_locust.report.html import RunView, render_report
 from tpot_locust.report.live_charts import charts_fragment
 from tpot_locust.report.summary import build_summary
@@ -173,11 +173,14 @@ def test_the_coarseness_line_says_which_percentiles_share_a_bucket() -> None:
 
 def test_the_section_shows_shares_tokens_stories_timeline_and_the_servers_view() -> None:
     html = _report(_summary())
-    section = html.split('<details id="why-the-tail">')[1].split("</details>")[0]
+    section = html.split('<details id="why-the-tail" open>')[1].split("</details>")[0]
     assert "<summary><h2>Why the tail</h2></summary>" in html
-    assert "<td>ITL p99</td><td>9.200</td><td>200</td><td>50.0 %</td><td>12.5 %</td>" in section
-    assert "<th>none</th>" in section and "need not sum to 100 %" in section
-    assert "<td>prompt tokens</td><td>0</td><td>16,000</td><td>-</td>" in section
+    # shares of 0.5, 0.125 and 0.4 (a gap of both causes counted in each): parts of 100 %
+    row = "<td>ITL p99</td><td>9.200</td><td>200</td><td>48.0 %</td><td>12.0 %</td><td>40.0 %</td>"
+    assert row in section
+    assert "<th>no cause</th>" in section and "Each row adds up to 100 %" in section
+    assert "<td>prompt tokens in prefill, median of all</td><td>0</td><td>16,000</td>" in section
+    assert "request r" not in section  # a request's id says nothing to a reader
     assert section.count("<li>") >= 10  # the worst gaps' stories (and the server's note)
     assert "200.0 ms at 1.0 s: 2 prompts in prefill (16,000 tokens, ours)" in section
     # the server's state in the story, from its sampled series
@@ -213,10 +216,12 @@ def test_the_timeline_panels_share_one_time_axis_and_mark_the_gaps() -> None:
     assert kinds == {"gap-prefill", "gap-server", "gap-client", "gap-none"}
     assert len(dots) == 40 + len(kinds)  # every kept gap, and the legend's
     assert any(r.get("class") == "burst" for r in svgs[0].iter(f"{SVG}rect"))
-    rules = [
-        t.text for svg in svgs for t in svg.iter(f"{SVG}text") if t.get("class") == "rule-label"
+    labels = [
+        t for svg in svgs for t in svg.iter(f"{SVG}text") if "rule-label" in t.get("class", "")
     ]
-    assert rules == ["long prompt 2,048", "kv_pressure 95 %"]
+    assert [t.text for t in labels] == ["long prompt 2,048", "KV pressure 95 %"]
+    # in the legend, right of the plot: a label drawn inside it sat on the curve
+    assert all(float(t.get("x", 0)) > WIDTH - RIGHT for t in labels)
     # a step line: every value holds until the next point (x repeats, y changes)
     steps = svgs[1].find(f"{SVG}polyline").get("points").split()  # type: ignore[union-attr]
     assert len(steps) == 2 * 60 - 1 and steps[1].split(",")[0] == steps[2].split(",")[0]
@@ -342,7 +347,7 @@ def test_the_attribution_check_is_shown_with_its_thresholds() -> None:
         "Above the true ITL P99 (9.000 ms): 300 true gaps, 290 in our kept gaps; ours "
         "named no cause for 2.0 %"
     ) in section
-    assert "<td>server_pause</td><td>40</td><td>36</td><td>36</td><td>1.00</td>" in section
+    assert "<td>server pause</td><td>40</td><td>36</td><td>36</td><td>1.00</td>" in section
     assert "<td>prefill</td><td>20</td><td>19</td><td>19</td><td>1.00</td><td>0.95</td>" in section
     assert '<span class="pass">met</span>' in section and "n/a" in section
     unavailable = copy.deepcopy(summary)

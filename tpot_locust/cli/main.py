@@ -54,6 +54,7 @@ def _run(args: argparse.Namespace) -> int:
         locust_args=args.locust_args or [],
         truth_tolerance_ms=args.truth_tolerance_ms,
         full_report=args.report == "full",
+        web_port=int(args.web_port) if args.web else None,
     )
     return run_scenario(options)
 
@@ -242,7 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tpot-locust {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    run = commands.add_parser("run", help="run a scenario headless (simulator if no host)")
+    run = commands.add_parser(
+        "run", help="run a scenario headless, or in Locust's web UI (simulator if no host)"
+    )
     run.add_argument("scenario", help="scenario YAML file")
     run.add_argument("--host", help="server base URL, e.g. http://127.0.0.1:8000")
     run.add_argument("--users", type=int, help="users (single-class scenarios)")
@@ -279,6 +282,18 @@ def build_parser() -> argparse.ArgumentParser:
         default="summary",
         help="summary (default): the report's first screen (the verdict, the TPOT table, a "
         "line each for the rest; every table in OUT/report.txt); full: every table here",
+    )
+    run.add_argument(
+        "--web",
+        action="store_true",
+        help="Locust's web UI on 127.0.0.1 instead of a headless run: its form filled with "
+        "the scenario's load; each test started there writes its results and report",
+    )
+    run.add_argument(
+        "--web-port",
+        type=option_number(1, 65535, whole=True),
+        default=8089,
+        help="with --web: the web UI's port (8089, as Locust's)",
     )
     run.set_defaults(handler=_run, locust_args=[])
     run.epilog = "Arguments after -- go to Locust unchanged, e.g. -- --csv results/run"

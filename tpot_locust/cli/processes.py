@@ -7,9 +7,10 @@ should this process die without doing so (``PR_SET_PDEATHSIG``), so none is orph
 
 On SIGINT or SIGTERM, ``Supervisor`` asks the Locust master (or local runner) to stop with
 SIGTERM: Locust stops the users, the flush handshake collects every worker's final delta,
-the results and the report are written. A second signal kills the workers, so the master
-stops waiting for their finals and writes what it has (marked incomplete); a third kills
-everything. The run's exit code is then 128 + the first signal's number (130, 143).
+the results and the report are written. A second signal stops it at once: every Locust
+process kills its users (``STOP_NOW_SIGNAL``, see ``harness/stop_now.py``), whose requests
+in flight count as interrupted, and the results are written as after the first; a third
+kills everything. The run's exit code is then 128 + the first signal's number (130, 143).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sys
 from dataclasses import dataclass
 from types import FrameType
 
-from tpot_locust.common.child_process import child_options
+from tpot_locust.common.child_process import STOP_NOW_SIGNAL, child_options
 
 WORKER_EXIT_S = 30.0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -92,9 +93,14 @@ class Supervisor:
             )
             self._send(self.master, signal.SIGTERM)
         elif count == 2:
-            print("tpot-locust: stopping the workers now", file=sys.stderr, flush=True)
-            for worker in self.workers:
-                self._send(worker, signal.SIGKILL)
+            print(
+                "tpot-locust: stopping now: requests in flight count as interrupted "
+                "(signal again to end without writing results)",
+                file=sys.stderr,
+                flush=True,
+            )
+            for process in [self.master, *self.workers]:
+                self._send(process, STOP_NOW_SIGNAL)
         else:
             for process in [self.master, *self.workers]:
                 self._send(process, signal.SIGKILL)

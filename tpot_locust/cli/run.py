@@ -1,4 +1,6 @@
-"""``tpot-locust run``: a scenario as a headless Locust run, with the simulator if needed.
+"""``tpot-locust run``: a scenario as a headless Locust run, with the simulator if needed
+(``--web``: Locust's web UI on 127.0.0.1 instead, each test started from its form writing a
+results folder and report of its own).
 
 This process only supervises (``processes``): Locust runs in a child process (it
 monkey-patches with gevent on import), and so does the embedded simulator when no host is
@@ -69,6 +71,7 @@ class RunOptions:
     full_report: bool = (
         False  # ``--report full``: every table in the terminal, not the first screen
     )
+    web_port: int | None = None  # ``--web``: the web UI's port on 127.0.0.1; None: headless
 
 
 def _overrides(options: RunOptions, scenario: Scenario) -> dict[str, str]:
@@ -145,25 +148,36 @@ def headless_options(scenario: Scenario, name: str | None = None) -> list[str]:
     as an option of its own (a scenario named --version gated nothing)."""
     if scenario.duration_s != int(scenario.duration_s):
         raise ValueError(f"run time {scenario.duration_s:g} s: Locust runs whole seconds")
+    return ["--headless", "--only-summary", *_load_options(scenario, name)]
+
+
+def _load_options(scenario: Scenario, name: str | None = None) -> list[str]:
+    """The scenario's load, run time, name and stop timeout, as Locust's options."""
     spawn_rate = scenario.spawn_rate or max(scenario.users, 1)
     return [
-        "--headless",
         f"--users={scenario.users}",
         f"--spawn-rate={spawn_rate:g}",
         f"--run-time={scenario.duration_s:g}s",
         f"--tpot-scenario-name={name or scenario.name}",
-        "--only-summary",
         f"--stop-timeout={scenario.stop_timeout_s:g}",
     ]
 
 
+def web_options(scenario: Scenario, port: int) -> list[str]:
+    """Locust's options for a web-UI session of ``scenario``: the UI on 127.0.0.1 only (the
+    form starts load against the host we chose: nobody else may), its form filled with the
+    scenario's load and run time."""
+    return ["--web-host=127.0.0.1", f"--web-port={port}", *_load_options(scenario)]
+
+
 def locust_commands(
-    scenario: Scenario, out: Path, workers: int, extra: list[str]
+    scenario: Scenario, out: Path, workers: int, extra: list[str], web_port: int | None = None
 ) -> LocustProcesses:
     locust = [sys.executable, "-m", "locust", "-f", locustfile()]
     # the host is in the environment (LOCUST_HOST, see run_scenario): a password in it
     # stays out of ps
-    master = [*locust, *headless_options(scenario), f"--tpot-out={out}"]
+    how = headless_options(scenario) if web_port is None else web_options(scenario, web_port)
+    master = [*locust, *how, f"--tpot-out={out}"]
     if workers <= 0:
         return LocustProcesses(master + extra, [])
     port = free_port()
@@ -247,8 +261,18 @@ def run_scenario(options: RunOptions) -> int:
             host = simulator.url
             print(f"tpot-locust: embedded simulator at {host} (truth: {folder.truth})")
         env["LOCUST_HOST"] = host
-        commands = locust_commands(scenario, folder.root, options.workers, options.locust_args)
+        commands = locust_commands(
+            scenario, folder.root, options.workers, options.locust_args, options.web_port
+        )
         workers = f" on {options.workers} worker processes" if options.workers else ""
+        if options.web_port is not None:
+            print(
+                f"tpot-locust: {scenario.name}: web UI at http://127.0.0.1:{options.web_port} "
+                f"against {redact_url(host)}{workers}; each test's results in {folder.root} "
+                "(the second in test-2/, ...); Ctrl-C ends the session",
+                flush=True,
+            )
+            return Supervisor(commands, env).run()  # each test wrote and printed its own
         print(
             f"tpot-locust: {scenario.name}: {scenario.users} users for "
             f"{scenario.duration_s:g} s against {redact_url(host)}{workers}; results in "

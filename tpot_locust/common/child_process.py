@@ -1,8 +1,15 @@
-"""How every child process of ours starts: in its own process group, dying with its parent.
+"""How every child process of ours starts: in its own process group, dying with its parent,
+its standard input closed.
 
 Its own group: a terminal's Ctrl-C (SIGINT to the foreground group) reaches only the parent,
 which stops its children in order. On Linux each child gets SIGTERM should the parent die
 without doing so (``PR_SET_PDEATHSIG``), so none is orphaned.
+
+Standard input from ``/dev/null``: a child in a background process group that touches the
+terminal is stopped by the kernel (SIGTTOU, SIGTTIN). Locust's keyboard listener puts a
+terminal on its standard input in cbreak mode, which stopped the whole run in an interactive
+terminal; with no terminal there, it stays off, as under ``nohup``, in CI or a container.
+A child that reads our input (the server sampler) overrides ``stdin``.
 """
 
 from __future__ import annotations
@@ -10,10 +17,13 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
 import sys
 from typing import Any
 
 _PR_SET_PDEATHSIG = 1
+# what a Locust process of ours takes as "stop your users now" (harness/stop_now.py)
+STOP_NOW_SIGNAL = getattr(signal, "SIGUSR1", signal.SIGTERM)
 
 
 def _child_setup() -> None:
@@ -25,5 +35,5 @@ def _child_setup() -> None:
 def child_options() -> dict[str, Any]:
     """``subprocess.Popen`` options for a child of a run (see the module docstring)."""
     if os.name != "posix":
-        return {}
-    return {"preexec_fn": _child_setup, "process_group": 0}
+        return {"stdin": subprocess.DEVNULL}
+    return {"stdin": subprocess.DEVNULL, "preexec_fn": _child_setup, "process_group": 0}

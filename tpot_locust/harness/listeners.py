@@ -22,7 +22,7 @@ from locust.runners import STATE_INIT, STATE_STOPPED, MasterRunner, WorkerRunner
 
 from tpot_locust.common import env_vars
 from tpot_locust.events import tpot_events
-from tpot_locust.harness import loop_yield, quiet_loop, webui
+from tpot_locust.harness import loop_yield, quiet_loop, stop_now, webui
 from tpot_locust.harness.loop_probe import StallTracer
 from tpot_locust.harness.metrics_endpoint import parse_address
 from tpot_locust.harness.orphan_watch import watch_parent
@@ -33,6 +33,7 @@ from tpot_locust.harness.run_state import RunState
 __all__ = ["get_state"]
 logger = logging.getLogger(__name__)
 REPORT_INTERVAL_RANGE_S = (0.1, 60.0)
+LOCUST_TABLES_LOGGER = "locust.stats_logger"  # locust.stats.console_logger
 
 
 def report_interval(text: str) -> float:
@@ -121,6 +122,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
     locust.runners.WORKER_REPORT_INTERVAL = state.interval_s
     runner = environment.runner
     state.attach(runner)
+    stop_now.install(environment)
     if not isinstance(runner, WorkerRunner):
         webui.install(environment, state)
         _warn_if_open_to_all(environment)
@@ -228,6 +230,10 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
         runner.stop()  # fires test_stop: the run finishes there
     if state.running:
         state.finish()
+    # our screen (printed on quit, or by `tpot-locust run` after its truth check) replaces
+    # Locust's own request and percentile tables, printed between this event and quit; its
+    # CSV and HTML files still hold them, where asked for
+    logging.getLogger(LOCUST_TABLES_LOGGER).disabled = True
     if state.summary is not None:
         environment.events.quit.add_listener(lambda **_: state.print_report())
     if (endpoint := state.ticks.live_metrics) is not None:  # its port is free once Locust quit

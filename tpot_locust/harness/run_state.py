@@ -242,8 +242,9 @@ class RunState:
         if errors:
             run = replace(run, report_error="; ".join(errors))
         missing_workers = self.master is not None and bool(self.master.missing())
-        if folder is not None and env_vars.is_set(env_vars.SUPERVISED):
+        if folder is not None and env_vars.is_set(env_vars.SUPERVISED) and self.headless:
             # tpot-locust run finishes the run, with the simulator's truth: its input only
+            # (a test of its --web session finishes here, as plain Locust's does)
             saving = lambda: write_histograms(folder, totals, run)  # noqa: E731
             if guarded(errors, "histograms", saving) or errors:
                 self.environment.process_exit_code = EXIT_INVALID

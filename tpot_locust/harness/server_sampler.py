@@ -94,7 +94,10 @@ class ServerSampler:
         env[env_vars.METRICS_URL] = self.url  # not in argv: a password in it stays out of ps
         # its own process group, dying with us (PR_SET_PDEATHSIG; and its stdin closes)
         self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, **child_options()
+            command,
+            stdout=subprocess.PIPE,
+            env=env,
+            **{**child_options(), "stdin": subprocess.PIPE},
         )
         self._reader = gevent.spawn(self._read)
 

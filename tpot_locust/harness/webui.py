@@ -70,15 +70,23 @@ def tab_rows(state: RunState) -> list[dict[str, Any]]:
                 continue
             stats = histogram_stats(histogram)
             label = catalogue.BY_NAME[name].short  # the terminal's and report.html's names
-            row: dict[str, Any] = {"name": scope, "metric": label, "count": stats.count}
-            row["mean"] = round(stats.mean / 1000, 3)
+            # shown as they come: text as the terminal writes it (Locust's table prints a
+            # number bare: a mean of 2 beside 1.999, a count of 12422)
+            row: dict[str, Any] = {"name": scope, "metric": label, "count": f"{stats.count:,}"}
+            row["mean"] = _ms(stats.mean)
             for percentile, value in stats.percentiles.items():
-                row[f"p{percentile:g}"] = value / 1000
-            row["max"] = stats.max / 1000
+                row[f"p{percentile:g}"] = _ms(value)
+            row["max"] = _ms(stats.max)
             median = stats.percentiles[50.0]
-            row["tokens_per_s"] = round(1e6 / median, 1) if name in PER_TOKEN and median else ""
+            per_token = name in PER_TOKEN and median
+            row["tokens_per_s"] = f"{1e6 / median:,.1f}" if per_token else ""
             rows.append(row)
     return rows
+
+
+def _ms(microseconds: float) -> str:
+    """A figure of the tab: ms to three decimals, every column alike."""
+    return f"{microseconds / 1000:,.3f}"
 
 
 def install(environment: Environment, state: RunState) -> None:

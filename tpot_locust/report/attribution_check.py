@@ -66,6 +66,7 @@ from tpot_locust.metrics.causes import (
     explains,
 )
 from tpot_locust.metrics.histograms import exact_percentile
+from tpot_locust.report.attribution import cause_title
 from tpot_locust.report.summary_types import (
     AttributionCheck,
     CauseScore,
@@ -455,7 +456,8 @@ def _figures(causes: dict[str, Any], every: bool = True) -> str:
     """Each cause's precision and recall in one line (``every``: also those neither the
     truth nor ours named)."""
     return "; ".join(
-        f"{cause} {_figure(row, 'precision', 'tagged')} {_figure(row, 'recall', 'true')}"
+        f"{cause_title(cause)} {_figure(row, 'precision', 'tagged')} "
+        f"{_figure(row, 'recall', 'true')}"
         for cause, row in causes.items()
         if every or row["true"] or row["tagged"]
     )
@@ -476,13 +478,13 @@ def format_attribution_check(check: dict[str, Any] | None) -> list[str]:
     true_tail = check["true_tail_causes"]
     lines.append(
         "  true causes of those gaps: "
-        + ", ".join(f"{k} {v}" for k, v in true_tail.items())
+        + ", ".join(f"{cause_title(k)} {v}" for k, v in true_tail.items())
         + " (causes overlap)"
     )
     stated = []
     for row in check["thresholds"]:
         met = {True: "met", False: "NOT met", None: "n/a"}[row["met"]]
-        stated.append(f"{row['cause']} {row['measure']} >= {row['at_least']:g} {met}")
+        stated.append(f"{cause_title(row['cause'])} {row['measure']} >= {row['at_least']:g} {met}")
     lines.append("  thresholds (stated, not enforced): " + "; ".join(stated))
     lower = check.get("p99")
     if isinstance(lower, dict) and lower.get("tail_gaps"):

@@ -27,6 +27,7 @@ from tpot_locust.common.text_safety import xml_text
 WIDTH, HEIGHT = 720, 300
 LEFT, RIGHT, TOP, BOTTOM = 64, 150, 28, 40
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+LEGEND_STEP = 17  # px between legend entries (a line of 13 px text and its gap)
 MAX_NINES = 6  # the x axis ends at p99.9999
 TICK_PERCENTILES = (0.0, 90.0, 99.0, 99.9, 99.99, 99.999, 99.9999)
 # The percentiles a distribution curve is drawn through: 20 per decade of 1 / (1 - p).
@@ -140,7 +141,7 @@ def _curves(plot: _Plot, curves: Sequence[Curve], to_x: object = None) -> list[s
             f'<polyline points="{coords}" fill="none" stroke="{color}" '
             f'stroke-width="1.6"{dash} class="curve" data-label="{label}"/>'
         )
-        legend_y = TOP + 12 + index * 16
+        legend_y = TOP + 12 + index * LEGEND_STEP
         legend_x = WIDTH - RIGHT + 12
         parts.append(
             f'<line x1="{legend_x}" y1="{legend_y - 4}" x2="{legend_x + 16}" '
@@ -378,15 +379,12 @@ def timeline_panel(
     parts = _frame(title, plot, unit, ticks)
     shading = shading or Shading()
     parts += _shaded(plot, shading)
-    for rule in rules:
-        if 0 <= rule.value <= plot.y_max:
-            y = plot.y(rule.value)
-            label = escape(rule.label)
-            parts.append(
-                f'<line x1="{LEFT}" y1="{y:.1f}" x2="{LEFT + plot.inner_w}" '
-                f'y2="{y:.1f}" class="rule"/><text x="{LEFT + plot.inner_w - 4}" '
-                f'y="{y - 3:.1f}" class="rule-label">{label}</text>'
-            )
+    shown_rules = [rule for rule in rules if 0 <= rule.value <= plot.y_max]
+    for rule in shown_rules:  # labelled in the legend: a label inside the plot sat on a curve
+        y = plot.y(rule.value)
+        parts.append(
+            f'<line x1="{LEFT}" y1="{y:.1f}" x2="{LEFT + plot.inner_w}" y2="{y:.1f}" class="rule"/>'
+        )
     parts += _curves(plot, drawn)
     for dot in sorted(shown, key=lambda d: d.big):  # the worst on top
         kind = dot.kind if dot.kind in DOT_CLASSES else "gap-none"
@@ -399,10 +397,22 @@ def timeline_panel(
             f"{circle}><title>{escape(dot.tip)}</title></circle>" if dot.tip else f"{circle}/>"
         )
     legend_x = WIDTH - RIGHT + 12
-    for index, (kind, label) in enumerate(dot_legend):
-        legend_y = TOP + 12 + (len(drawn) + index) * 16
+    entries = len(drawn)
+    for rule in shown_rules:
+        legend_y = TOP + 12 + entries * LEGEND_STEP
         if legend_y > height - 4:
             break
+        entries += 1
+        parts.append(
+            f'<line x1="{legend_x}" y1="{legend_y - 4}" x2="{legend_x + 16}" '
+            f'y2="{legend_y - 4}" class="rule"/><text x="{legend_x + 20}" y="{legend_y}" '
+            f'class="legend rule-label">{escape(rule.label[:22])}</text>'
+        )
+    for kind, label in dot_legend:
+        legend_y = TOP + 12 + entries * LEGEND_STEP
+        if legend_y > height - 4:
+            break
+        entries += 1
         parts.append(
             f'<circle cx="{legend_x + 8}" cy="{legend_y - 4}" r="3.5" '
             f'class="gap {escape(kind)}"/><text x="{legend_x + 20}" y="{legend_y}" '
@@ -414,8 +424,9 @@ def timeline_panel(
 
 # Shared by the HTML report and the web UI's charts page (inline, so both work offline).
 CHART_CSS = """
-svg.chart { width: 100%; max-width: 720px; height: auto; font: 11px sans-serif; }
-svg.chart .title { font-weight: bold; font-size: 13px; }
+svg.chart { width: 100%; max-width: 720px; height: auto; font: 13px sans-serif; }
+svg.chart .title { font-weight: bold; font-size: 14px; }
+svg.chart .legend { font-size: 12px; }
 svg.chart .frame { fill: none; stroke: #888; }
 svg.chart .grid { stroke: #e4e4e4; }
 svg.chart .ytick { text-anchor: end; fill: #444; }
@@ -425,7 +436,7 @@ svg.chart .legend { fill: #222; }
 svg.chart .burst { fill: #f5a623; fill-opacity: 0.18; }
 svg.chart .stall { stroke: #c00; stroke-width: 2; }
 svg.chart .rule { stroke: #b00020; stroke-dasharray: 4 3; }
-svg.chart .rule-label { text-anchor: end; fill: #b00020; }
+svg.chart .rule-label { fill: #b00020; }
 svg.chart .gap { fill-opacity: 0.75; stroke: none; }
 svg.chart .gap.worst { fill-opacity: 1; stroke: #000; stroke-width: 0.8; }
 svg.chart .gap-prefill { fill: #ff7f0e; } svg.chart .gap-server { fill: #9467bd; }

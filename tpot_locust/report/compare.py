@@ -17,6 +17,7 @@ from tpot_locust.common.metric_catalogue import ALL_CLASSES
 from tpot_locust.common.percentiles import PERCENTILE_KEYS, STATISTICS, is_statistic
 from tpot_locust.common.text_safety import printable
 from tpot_locust.report.summary_types import Summary
+from tpot_locust.report.truth_check import signed
 from tpot_locust.scenario.slo import LATENCY_METRICS, TAIL_MIN_SAMPLES
 from tpot_locust.scenario.slo_values import parse_fraction
 
@@ -39,7 +40,7 @@ class Comparison:
 
     @property
     def change_text(self) -> str:
-        return "-" if self.change is None else f"{self.change * 100:+.1f}%"
+        return "-" if self.change is None else f"{signed(self.change * 100, 1)}%"
 
 
 @dataclass

@@ -126,7 +126,7 @@ def full_text(finished: Finished) -> str:
     if finished.check_lines:
         parts.append("\n".join(finished.check_lines))
     if finished.verdict is not None:
-        parts.append("\n".join(format_verdict(finished.verdict)))
+        parts.append("\n".join(format_verdict(finished.verdict, full=True)))
     return "\n\n".join(parts) + "\n"
 
 

@@ -39,6 +39,21 @@ INVALID: Final = "invalid"
 EXIT_PASS, EXIT_FAIL, EXIT_INVALID = 0, 1, 3
 # Metrics whose samples the recorder tags when they overlap a client stall.
 _TAGGED = catalogue.names("stall_tagged")
+# What a rate objective counts, for people: "7,663.6 tokens/s", never a bare "7663.6".
+_RATE_UNITS = {
+    "tokens_per_s": "tokens/s",
+    "requests_per_s": "requests/s",
+    "goodput_per_s": "good requests/s",
+}
+
+
+def format_measured(value: float, unit: str, metric: str) -> str:
+    """A measured figure or a limit with its unit, as every verdict shows it (the terminal,
+    junit.xml, summary.md, report.html): a rate with thousands separators and what it
+    counts, the rest as the scenario's own values read (``slo_values.format_value``)."""
+    if unit == "per_s":
+        return f"{value:,.1f} {_RATE_UNITS.get(metric, 'per s')}".replace(".0 ", " ")
+    return format_value(value, unit)
 
 
 @dataclass
@@ -202,7 +217,8 @@ def _latency(objective: Objective, spec: SloSpec, scope: Summary) -> Check:
     above = metric["above"].get(statistic) if statistic.startswith("p") else None
     if above is not None and above < objective.min_samples_above:
         why = (
-            f"{above} samples above {statistic} (needs {objective.min_samples_above}): "
+            f"{above:,} sample{'s' * (above != 1)} above {statistic} (needs "
+            f"{objective.min_samples_above:,}): "
             f"{_longer(metric, statistic, objective.min_samples_above, scope)}"
         )
         return _result(objective, measured, above, INSUFFICIENT, why)
@@ -255,9 +271,14 @@ def _interference(objective: Objective, scope: Summary) -> Check:
 
 def _bounded(objective: Objective, measured: float, above: int | None) -> Check:
     ok = measured <= objective.limit if objective.upper else measured >= objective.limit
-    shown = format_value(measured, objective.unit)
+    shown = format_measured(measured, objective.unit, objective.metric)
+    limit = (
+        format_measured(objective.limit, objective.unit, objective.metric)
+        if objective.unit == "per_s"
+        else format_limit(objective)
+    )
     relation = ("<=" if ok else ">") if objective.upper else (">=" if ok else "<")
-    why = f"measured {shown} {relation} limit {format_limit(objective)}"
+    why = f"measured {shown} {relation} limit {limit}"
     return _result(objective, measured, above, PASS if ok else FAIL, why)
 
 

@@ -3,7 +3,10 @@
 Inline CSS and SVG (``charts``), no script and no link to anything outside the file: it
 opens from disk in any browser, offline, and prints (one section a page where it fits).
 It opens on a summary card, the terminal's first screen (``first_screen``); each section
-after it is a ``<details>`` a reader opens (the SLO verdict and the latency tables open).
+after it is a ``<details>`` a reader opens or closes (the SLO verdict, the latency tables
+and every section of charts open: a report whose every chart had to be opened first read as
+one without charts). The Run table has one row a name (the window's lines share one), and
+people's names throughout (TPOT, server pause), never the summary's keys or request ids.
 Sections: run metadata, SLO verdict, truth check, the seed-style table per class, the
 percentile distributions, the time series (bursts shaded, client stalls marked), why the
 tail (``tail_pictures``: the causes the slowest gaps overlapped, the tail's timeline with the
@@ -38,8 +41,8 @@ from tpot_locust.report.first_screen import first_screen
 from tpot_locust.report.summary_types import ClientFigures, Summary, TruthCheck, Verdict
 from tpot_locust.report.tail_pictures import has_tail_facts, why_the_tail
 from tpot_locust.report.token_figures import format_token_kinds, reasoned
-from tpot_locust.report.truth_check import format_schedule
-from tpot_locust.report.window_figures import format_window
+from tpot_locust.report.truth_check import format_schedule, signed
+from tpot_locust.report.window_figures import format_window, throughput
 
 TABLE_METRICS = catalogue.names("in_table")
 DISTRIBUTION_METRICS = catalogue.names("in_charts")
@@ -94,12 +97,12 @@ def render_report(runs: list[RunView]) -> str:
         if truth := run.summary.get("truth_check"):
             body += _section(f"{prefix}Truth check (measured - true, ms)", _truth(truth))
         body += _section(f"{prefix}Latency (ms)", _tables(run.summary), opened=True)
-    body += _section("Percentile distributions", _distributions(runs))
+    body += _section("Percentile distributions", _distributions(runs), opened=True)
     for run in runs:
         prefix = f"{run.name}: " if len(runs) > 1 else ""
-        body += _section(f"{prefix}Over time", _timeseries(run.summary))
+        body += _section(f"{prefix}Over time", _timeseries(run.summary), opened=True)
         if has_tail_facts(run.summary):
-            body += _section(f"{prefix}Why the tail", why_the_tail(run.summary))
+            body += _section(f"{prefix}Why the tail", why_the_tail(run.summary), opened=True)
         if interference := _interference(run.summary):
             body += _section(f"{prefix}Interference: steady vs prefill burst", interference)
         if not has_tail_facts(run.summary):  # else Why the tail lists them, with their stories
@@ -148,7 +151,7 @@ def _metadata(summary: Summary) -> list[str]:
     run, requests, tokens = summary.get("run", NO_FACTS), summary["requests"], summary["tokens"]
     client = summary.get("client", {})
     workers = summary.get("workers")
-    items = [
+    items: list[tuple[str, Any]] = [
         ("scenario", run.scenario or "-"),
         ("tpot-locust", run.version or "-"),
         ("host", run.host or "-"),
@@ -175,11 +178,7 @@ def _metadata(summary: Summary) -> list[str]:
             f"{requests.get('interrupted', 0):,}; errors "
             + (", ".join(f"{k} {v}" for k, v in requests["errors"].items()) or "none"),
         ),
-        (
-            "throughput",
-            f"{tokens['per_s']:,.1f} tokens/s, {requests['per_s']:.2f} requests/s "
-            f"over {summary['window_s']:.1f} s",
-        ),
+        ("throughput", throughput(summary)),
         ("client", _client_line(client)),
     ]
     if goodput := summary.get("goodput"):
@@ -204,7 +203,11 @@ def _metadata(summary: Summary) -> list[str]:
                 f"{coverage['true']:,} gaps the server sent ({share})",
             )
         )
-    return [_rows([[escape(str(k)), escape(_for_people(v))] for k, v in items], ["", ""])]
+    merged: dict[str, list[str]] = {}  # one row a name: "window" twice read as two windows
+    for name, value in items:
+        merged.setdefault(str(name), []).append(_for_people(value))
+    rows = [[escape(name), escape("; ".join(values))] for name, values in merged.items()]
+    return [_rows(rows, ["", ""])]
 
 
 def _for_people(value: Any) -> str:
@@ -243,14 +246,15 @@ def _truth(truth: TruthCheck) -> list[str]:
     keys = (*PERCENTILE_KEYS, "max")
     rows = []
     for metric, figures in truth.get("metrics", {}).items():
-        cells = [f"{figures[k]['error']:+.3f}" if k in figures else "-" for k in keys]
-        rows.append([escape(metric), *cells])
+        cells = [signed(figures[k]["error"]) if k in figures else "-" for k in keys]
+        rows.append([escape(NAMES.get(metric, metric)), *cells])
     tolerance, passed = truth.get("tolerance_ms"), truth.get("passed")
     if tolerance is None:
         said = "shown, not gated (--truth-tolerance-ms gates it)"
     else:
         said = f"{'passed' if passed else 'FAILED'}: every error within {tolerance:g} ms"
-    schedule = [f"<p>{escape(line.strip())}</p>" for line in format_schedule(truth.get("schedule"))]
+    told = format_schedule(truth.get("schedule"), passed is False)
+    schedule = [f"<p>{escape(line.strip())}</p>" for line in told]
     return [f"<p>{escape(said)}</p>", _rows(rows, ["metric", *keys]), *schedule]
 
 
@@ -430,17 +434,12 @@ def _factor(value: float | None) -> str:
 
 def _worst_gaps(summary: Summary) -> list[str]:
     rows = [
-        [
-            f"{gap['ms']:.1f}",
-            escape(gap.get("phase", "")),
-            "yes" if gap.get("client_stall") else "",
-            escape(str(gap.get("request_id", ""))),
-        ]
+        [f"{gap['ms']:.1f}", escape(gap.get("phase", "")), "yes" if gap.get("client_stall") else ""]
         for gap in summary.get("worst_gaps", [])
     ]
     if not rows:
         return ["<p>none</p>"]
-    return [_rows(rows, ["ms", "phase", "client stall", "request id"])]
+    return [_rows(rows, ["ms", "phase", "client stall"])]
 
 
 def write_html(path: Path, runs: list[RunView]) -> Path:

@@ -28,12 +28,13 @@ from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.tail_pictures import tail_timeline
 
 REFRESH_MS = 2000
-# A dashboard: the headline table on top, then the charts two or three a row on a wide
-# screen (one on a narrow one); the tail's timeline keeps one column (one time axis).
+# A dashboard: the headline table on top, then the charts two a row on a wide screen (one on
+# a narrow one), none narrower than 560 px (a chart is drawn 720 px wide: its 13 px text is
+# ~10 px there; 11 px text at 440 px read as ~7); the tail's timeline keeps one column.
 DASHBOARD_CSS = """
 body.dashboard { max-width: 1600px; }
 body.dashboard .charts { display: grid; gap: 12px;
-  grid-template-columns: repeat(auto-fill, minmax(440px, 1fr)); }
+  grid-template-columns: repeat(auto-fill, minmax(560px, 1fr)); }
 body.dashboard .charts svg.chart { max-width: none; }
 """
 LIVE_STATISTICS: tuple[Statistic, ...] = (*PERCENTILE_KEYS, "max")

@@ -49,6 +49,7 @@ from tpot_locust.report.window_figures import (
     burst_problem,
     burst_summary,
     format_window,
+    throughput,
     window_seconds,
     window_summary,
 )
@@ -374,10 +375,7 @@ def format_report(summary: Summary, scope: str = "all classes") -> str:
     if prompt := format_prompt_tokens(tokens):
         lines.append(prompt)
     lines.extend(format_token_kinds(tokens))
-    lines.append(
-        f"throughput {tokens['per_s']:,.1f} tokens/s, {requests['per_s']:.2f} requests/s "
-        f"over {summary['window_s']:.1f} s"
-    )
+    lines.append(f"throughput {throughput(summary)}")
     if fluidity := summary.get("fluidity"):
         pace = summary.get("run", NO_FACTS).pace_ms or {}
         paced = (

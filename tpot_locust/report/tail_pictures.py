@@ -18,11 +18,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.metric_catalogue import ITL, TPOT
 from tpot_locust.common.run_facts import NO_FACTS, RunFacts
 from tpot_locust.common.text_safety import printable
 from tpot_locust.metrics.causes import (
     CLIENT_STALL,
+    KV_PRESSURE,
     KV_PRESSURE_AT,
     NETWORK,
     PREEMPTION,
@@ -31,7 +33,7 @@ from tpot_locust.metrics.causes import (
     SERVER_PAUSE,
 )
 from tpot_locust.metrics.tail_gaps import WORST_GAPS_SHOWN
-from tpot_locust.report.attribution import gap_story
+from tpot_locust.report.attribution import cause_title, gap_story
 from tpot_locust.report.charts import HEIGHT, Curve, Dot, Rule, Shading, timeline_panel
 from tpot_locust.report.server_view import format_gpu_state
 from tpot_locust.report.summary_types import Summary
@@ -48,6 +50,7 @@ from tpot_locust.report.tail_tables import (
     shown,
 )
 
+SHORTS = catalogue.shorts()
 TIMELINE_CURVES = ((TPOT.name, "p99"), (ITL.name, "p99"), (ITL.name, "p99.9"), (ITL.name, "max"))
 SERVER_SERIES = ("running", "waiting", "kv_usage", "preemptions")
 DOT_LEGEND = {
@@ -112,11 +115,8 @@ def worst_stories(attribution: dict[str, Any], run: RunFacts) -> list[str]:
     items = []
     for gap in as_list(attribution.get("worst"))[:WORST_GAPS_SHOWN]:
         story = _story(gap, origin, series)
-        if story is None:
-            continue
-        request = as_dict(gap).get("request_id")
-        who = f" (request {request})" if isinstance(request, str) else ""
-        items.append(f"<li>{shown(story + who)}</li>")
+        if story is not None:  # a request's id says nothing to a reader: summary.json has it
+            items.append(f"<li>{shown(story)}</li>")
     if not items:
         return []
     return ["<h3>The worst gaps</h3>", '<ol class="stories">', *items, "</ol>"]
@@ -291,7 +291,7 @@ def timeline_charts(summary: Summary) -> tuple[list[str], list[str]]:
     server = as_dict(run.server_metrics)
     series = as_list(summary.get("timeseries"))
     curves = [
-        Curve(f"{metric.upper()} {key}", _interval_points(series, metric, key))
+        Curve(f"{SHORTS.get(metric, metric)} {key}", _interval_points(series, metric, key))
         for metric, key in TIMELINE_CURVES
     ]
     dots = _gap_dots(summary, origin)
@@ -330,7 +330,10 @@ def timeline_charts(summary: Summary) -> tuple[list[str], list[str]]:
                     "unit": "%",
                     "y_max": 100.0,
                     "rules": [
-                        Rule(KV_PRESSURE_AT * 100, f"kv_pressure {KV_PRESSURE_AT * 100:g} %")
+                        Rule(
+                            KV_PRESSURE_AT * 100,
+                            f"{cause_title(KV_PRESSURE)} {KV_PRESSURE_AT * 100:g} %",
+                        )
                     ],
                 },
             )

@@ -1,9 +1,9 @@
 """Why the tail, in tables: report.html's shares, the server's own percentiles, the check.
 
 - ``shares_table``: the share of the samples above P99, P99.9 and P99.99 of TPOT and ITL
-  that overlapped each cause (as the terminal's ``attribution.format_why_the_tail``), and
-  ``prefill_tokens_table``: the prompt tokens in prefill at the tail's gaps beside every
-  gap's median.
+  by the cause they overlapped, each row adding up to 100 % (as the terminal's
+  ``attribution.format_why_the_tail``), and ``prefill_tokens_table``: how many of the gaps
+  (every gap, each tail's) overlapped a prefill, with the prompt tokens in prefill then.
 - ``server_own_percentiles``: our ITL and TTFT percentiles beside the server's own, which a
   bucketed histogram knows only as the bounds of the bucket each lies in ("below 10 ms",
   "10-25 ms", "above 80 s"; ``bucket_text``), never a digit it does not have, with a line
@@ -24,15 +24,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.metric_catalogue import ITL, TTFT
-from tpot_locust.common.percentiles import PERCENTILE_KEYS, TAIL_KEYS
+from tpot_locust.common.percentiles import PERCENTILE_KEYS
 from tpot_locust.common.text_safety import printable
 from tpot_locust.metrics.causes import CAUSES, UNEXPLAINED
 from tpot_locust.metrics.histogram_names import CAUSE_METRICS
+from tpot_locust.report.attribution import cause_title, prefill_scopes, shares_of_100
 from tpot_locust.report.charts import escape
 from tpot_locust.report.summary_types import Summary
 
 OWN_PERCENTILES = PERCENTILE_KEYS
+SHORTS = catalogue.shorts()
 OWN_METRICS = ((ITL.name, ITL.short), (TTFT.name, TTFT.short))
 
 
@@ -96,53 +99,71 @@ def _causes_shown(attribution: dict[str, Any]) -> list[str]:
     return [cause for cause in (*CAUSES, UNEXPLAINED) if cause in seen]
 
 
-def _share(value: Any) -> str:
-    number = finite(value)
-    return "-" if number is None else f"{number * 100:.1f} %"
-
-
 def shares_table(attribution: dict[str, Any]) -> list[str]:
-    """Share of the samples above each percentile that overlapped each cause."""
+    """Share of the samples above each percentile by the cause they overlapped, each row
+    in parts that add up to 100 % (``attribution.shares_of_100``)."""
     causes = _causes_shown(attribution)
+    causes += [] if UNEXPLAINED in causes else [UNEXPLAINED]  # a row's rest: what none took
     rows = []
     for name in CAUSE_METRICS:
         for key, row in as_dict(attribution.get(name)).items():
             if not isinstance(row, dict):
                 continue
-            shares = as_dict(row.get("shares"))
+            parts = shares_of_100(as_dict(row.get("shares")), digits=1)
             rows.append(
                 [
-                    shown(f"{name.upper()} {key}"),
+                    shown(f"{SHORTS.get(name, name)} {key}"),
                     ms_text(row.get("above_ms")),
                     count_text(row.get("samples")),
-                    *(_share(shares.get(cause)) for cause in causes),
+                    *(f"{parts[c]:.1f} %" if c in parts else "-" for c in causes),
                 ]
             )
     if not rows:
         return []
-    header = ["", "above ms", "samples", *(cause.replace("_", " ") for cause in causes)]
+    header = ["", "above ms", "samples", *(cause_title(cause) for cause in causes)]
     return [
-        "<h3>Share of the samples above each percentile that overlapped a cause</h3>",
+        "<h3>Share of the samples above each percentile that overlapped a cause, or none</h3>",
         table(rows, header),
         note(
-            "Causes overlap: a row's shares need not sum to 100 %. 'none': the share that "
-            "overlapped no cause window. Exact at any size (histograms kept per cause)."
+            "Each row adds up to 100 %: a gap that overlapped several causes is split between "
+            "them, in proportion to their shares (summary.json keeps each cause's own share "
+            "of the gaps it overlapped). 'no cause': the share that overlapped no cause "
+            "window. Exact at any size (histograms kept per cause)."
         ),
     ]
 
 
 def prefill_tokens_table(attribution: dict[str, Any]) -> list[str]:
-    tokens = as_dict(attribution.get("prefill_tokens"))
-    if not tokens:
+    """The prompt tokens in prefill at the gaps: the share of each scope's gaps that
+    overlapped a prefill and the median of those, beside the median of all of them (0
+    where most overlapped none, as most gaps do: the chart below draws what was in flight
+    at every moment, which a gap rarely meets)."""
+    scopes = prefill_scopes(attribution.get("prefill_tokens"))
+    if all(share is None and median is None for _, share, _, median in scopes):
         return []
-    cells = [count_text(tokens.get("all_gaps_median"))]
-    cells += [count_text(tokens.get(f"{key}_median")) for key in TAIL_KEYS]
-    header = ["", "every gap", *(f"ITL above {key}" for key in TAIL_KEYS)]
-    return [
-        "<h3>Prompt tokens in prefill at the gaps (median)</h3>",
-        table([["prompt tokens", *cells]], header),
-        note("'-': the tail has more gaps than were kept (1,000), or none."),
+    header = [
+        "",
+        *(scope if scope == "every gap" else f"ITL above {scope}" for scope, *_ in scopes),
     ]
+    rows = [
+        ["gaps that overlapped a prefill", *(_share(share) for _, share, _, _ in scopes)],
+        ["prompt tokens in prefill, median of those", *(count_text(m) for _, _, m, _ in scopes)],
+        ["prompt tokens in prefill, median of all", *(count_text(m) for *_, m in scopes)],
+    ]
+    return [
+        "<h3>Prompt tokens in prefill at the gaps</h3>",
+        table(rows, header),
+        note(
+            "A gap overlapped a prefill when a prompt's prefill ran during it. Most gaps "
+            "overlap none, so the median of all is often 0 while the chart below, the prompt "
+            "tokens in flight at every moment, may reach thousands. '-': the tail has more gaps "
+            "than were kept (1,000), or none."
+        ),
+    ]
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f} %"
 
 
 def server_facts(server: dict[str, Any]) -> list[str]:
@@ -160,7 +181,8 @@ def server_facts(server: dict[str, Any]) -> list[str]:
         f"slow, {count_text(server.get('failed'))} failed."
     )
     windows = [
-        f"{name} {count_text(count)}" for name, count in as_dict(server.get("windows")).items()
+        f"{cause_title(str(name))} {count_text(count)}"
+        for name, count in as_dict(server.get("windows")).items()
     ]
     if windows:
         line += f" Server windows: {', '.join(windows)}."
@@ -318,7 +340,7 @@ def attribution_check_parts(check: Any) -> list[str]:
         mark = marks[met] if isinstance(met, bool) else ("note", "n/a")
         stated.append(
             [
-                shown(str(row.get("cause", "-"))),
+                shown(cause_title(str(row.get("cause", "-")))),
                 shown(str(row.get("measure", "-"))),
                 _ratio(row.get("at_least")),
                 _ratio(row.get("value")),
@@ -330,7 +352,9 @@ def attribution_check_parts(check: Any) -> list[str]:
         parts.append(note("Thresholds stated, not enforced: a run does not fail on them."))
     true_tail = as_dict(check.get("true_tail_causes"))
     if true_tail:
-        told = ", ".join(f"{name} {count_text(count)}" for name, count in true_tail.items())
+        told = ", ".join(
+            f"{cause_title(str(name))} {count_text(count)}" for name, count in true_tail.items()
+        )
         parts.append(note(f"True causes of those gaps: {told} (causes overlap)."))
     lower = as_dict(check.get("p99"))
     if lower.get("tail_gaps"):
@@ -354,7 +378,7 @@ def _cause_rows(causes: Any) -> list[str]:
         row = as_dict(row)
         rows.append(
             [
-                shown(str(cause)),
+                shown(cause_title(str(cause))),
                 count_text(row.get("true")),
                 count_text(row.get("tagged")),
                 count_text(row.get("both")),

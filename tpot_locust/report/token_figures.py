@@ -8,6 +8,7 @@ from tpot_locust.common.text_safety import printable
 from tpot_locust.common.timings import ESTIMATED_COUNT_SOURCE
 from tpot_locust.metrics.metric_set import ClassCounters
 from tpot_locust.report.summary_types import PromptCache, PromptComparison, TokenCounts
+from tpot_locust.report.truth_check import signed
 
 
 def prompt_comparison(counters: ClassCounters) -> PromptComparison | None:
@@ -88,6 +89,6 @@ def format_prompt_tokens(tokens: TokenCounts) -> str | None:
     return (
         f"prompt tokens: requested {prompt['requested']:,}, the server counted "
         f"{prompt['reported']:,} ({prompt['ratio']:.2f}x; per request "
-        f"{prompt['mean_difference']:+,.1f} on average, at most {prompt['max_difference']:,} "
-        "apart)"
+        f"{signed(prompt['mean_difference'], 1)} on average, at most "
+        f"{prompt['max_difference']:,} apart)"
     )

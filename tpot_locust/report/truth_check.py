@@ -35,6 +35,16 @@ from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_KEY, StallWindows
 from tpot_locust.report.summary_types import Coverage, SimSchedule, Summary, TruthCheck, TruthRow
 
 CHECKED_METRICS = catalogue.names("truth_checked")
+SHORTS = catalogue.shorts()  # a row's name as people read it: TPOT, not tpot
+
+
+def signed(value: float | None, digits: int = 3) -> str:
+    """``+0.021``, ``-0.004``: a difference to ``digits`` decimals, never ``-0.000`` (a
+    difference that rounds to nothing has no sign to tell); ``-`` for none."""
+    if value is None:
+        return "-"
+    rounded = round(value, digits)
+    return f"{0.0 if rounded == 0 else rounded:+,.{digits}f}"
 
 
 ProcessStalls = dict[str, StallWindows]  # request id prefix (the process) -> its windows
@@ -279,9 +289,10 @@ def format_truth_check(check: TruthCheck) -> list[str]:
     for name, rows in check["metrics"].items():
         if "max" not in rows:
             continue
-        lines.append(f"  {name:6}" + "".join(f"{rows[key]['error']:+10.3f}" for key in keys))
+        errors = "".join(f"{signed(rows[key]['error']):>10}" for key in keys)
+        lines.append(f"  {SHORTS.get(name, name):6}{errors}")
         if "stall_free_error" in rows["max"]:
-            errors = "".join(f"{rows[key]['stall_free_error']:+10.3f}" for key in keys)
+            errors = "".join(f"{signed(rows[key]['stall_free_error']):>10}" for key in keys)
             lines.append(f"  {'':6}{errors}  (client stalls set aside)")
     if coverage := check.get("coverage"):
         share = "-" if coverage["share"] is None else f"{coverage['share']:.1%}"
@@ -293,17 +304,18 @@ def format_truth_check(check: TruthCheck) -> list[str]:
             lines.append(f"! the run measured only {share} of its window's token gaps")
         elif not coverage["agrees"]:
             lines.append("! the measured and true counts of the window's gaps disagree")
-    lines += format_schedule(check.get("schedule"))
     if check["passed"] is False:
         lines.append(
             f"! truth check failed: an error of {check['worst_error_ms']:.3f} ms is above the "
             f"tolerance of {check['tolerance_ms']:g} ms"
         )
+    lines += format_schedule(check.get("schedule"), check["passed"] is False)
     return lines
 
 
-def format_schedule(schedule: SimSchedule | None) -> list[str]:
-    """The simulator against its own schedule: a line, and a warning when it fell behind."""
+def format_schedule(schedule: SimSchedule | None, truth_failed: bool = False) -> list[str]:
+    """The simulator against its own schedule: a line, and a warning when it fell behind
+    (``truth_failed``: the truth check beside it failed, and the warning says so)."""
     if not schedule or not schedule["events"]:
         return []
     share, limit = schedule["late_share"] or 0.0, schedule["late_after_ms"]
@@ -315,15 +327,24 @@ def format_schedule(schedule: SimSchedule | None) -> list[str]:
         line += f" (the latest {schedule['late_max_ms']:.1f} ms)"
     lines = [line]
     if schedule["behind"]:
-        lines.append(behind_warning(schedule))
+        lines.append(behind_warning(schedule, truth_failed))
     return lines
 
 
-def behind_warning(schedule: SimSchedule) -> str:
-    """The one line that says the embedded simulator could not keep its timing model."""
+def behind_warning(schedule: SimSchedule, truth_failed: bool = False) -> str:
+    """The one line that says the embedded simulator could not keep its timing model, read
+    with the truth check beside it: where the check held the measured gaps to what the
+    simulator sent, they are true figures of a late server; where it failed, not even that
+    (the line under "! truth check FAILED" must not say the check holds)."""
+    held = (
+        "the gaps it sent are not what its timing model asked for, and the measured ones "
+        "failed the truth check"
+        if truth_failed
+        else "the gaps measured are what it sent (the truth check holds them), not what its "
+        "timing model asked for"
+    )
     return (
         f"! simulator behind: {schedule['late_share'] or 0:.1%} of its token events left over "
         f"{schedule['late_after_ms']:g} ms late (the latest {schedule['late_max_ms']:.1f} ms): "
-        "the gaps measured are what it sent (the truth check holds them), not what its timing "
-        "model asked for; give it a core of its own, or fewer users"
+        f"{held}; give it a core of its own, or fewer users"
     )

@@ -4,6 +4,10 @@ and the table the terminal shows last.
 ``junit.xml`` holds one testcase per SLO (a failure for fail, insufficient-that-fails and
 invalid; a skip for insufficient under ``insufficient: warn``), which the test reporters of
 Jenkins, GitLab and GitHub read as they are.
+
+The terminal's table (``format_verdict``) is printed under the first screen, and the two
+together fit 30 lines of 100 columns (``first_screen.verdict_screen``); the full table, two
+lines a check, is ``report.txt``'s (``full=True``).
 """
 
 from __future__ import annotations
@@ -13,22 +17,20 @@ import xml.etree.ElementTree as ET
 
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.text_safety import printable, xml_text
-from tpot_locust.report.summary_types import CheckRecord, Verdict
-from tpot_locust.scenario.slo_values import format_value
-
-_MARKS = {"pass": "PASS", "fail": "FAIL", "insufficient": "INSUFFICIENT", "invalid": "INVALID"}
+from tpot_locust.report.first_screen import MARKS as _MARKS
+from tpot_locust.report.first_screen import measured_text, verdict_headline, verdict_screen
+from tpot_locust.report.summary_types import Verdict
 
 
 def write_verdict(folder: ResultsFolder, verdict: Verdict, suite: str) -> None:
     folder.root.mkdir(parents=True, exist_ok=True)
     folder.verdict.write_text(json.dumps(verdict, indent=2) + "\n")
-    junit_tree(verdict, suite).write(folder.junit, encoding="utf-8", xml_declaration=True)
+    # ends with a newline, as a text file does (ElementTree.write leaves it off)
+    root = junit_tree(verdict, suite).getroot()
+    assert root is not None  # junit_tree made it
+    junit = ET.tostring(root, encoding="unicode")
+    folder.junit.write_text(f"<?xml version='1.0' encoding='utf-8'?>\n{junit}\n", "utf-8")
     folder.markdown.write_text(format_markdown(verdict, suite) + "\n")
-
-
-def _measured(check: CheckRecord) -> str:
-    value = check["measured"]
-    return "-" if value is None else format_value(value, check["unit"])
 
 
 def junit_tree(verdict: Verdict, suite: str) -> ET.ElementTree:
@@ -75,20 +77,21 @@ def junit_tree(verdict: Verdict, suite: str) -> ET.ElementTree:
             continue
         message = f"{_MARKS[status]}: {why}"
         element = ET.SubElement(case, "failure", message=message, type=status)
-        element.text = f"measured {xml_text(_measured(check))}; {why}"
+        # the why says what was measured where there was a figure: once, not twice
+        said = check["measured"] is None or why.startswith("measured ")
+        element.text = why if said else f"measured {xml_text(measured_text(check))}; {why}"
     ET.indent(root)
     return ET.ElementTree(root)
 
 
-def format_verdict(verdict: Verdict, sweep_step: bool = False) -> list[str]:
-    """The verdict table for the terminal (100 columns); ``sweep_step``: a sweep's step,
-    whose failing is how the sweep finds its knee, not a failed run."""
-    if sweep_step:
-        where = {"pass": "within its SLOs", "fail": "over its SLOs: the knee's far side"}
-        said = where.get(verdict["verdict"], verdict["verdict"].upper())
-        lines = [f"=== sweep step: {said} ==="]
-    else:
-        lines = [f"=== SLO verdict: {verdict['verdict'].upper()} (exit {verdict['exit_code']}) ==="]
+def format_verdict(verdict: Verdict, sweep_step: bool = False, full: bool = False) -> list[str]:
+    """The verdict table for the terminal; ``sweep_step``: a sweep's step, whose failing
+    is how the sweep finds its knee, not a failed run. Printed under the first screen, it
+    is the screen's own compact table (``first_screen.verdict_screen``: the passed checks
+    share a line or two); ``full``: two lines a check, every why whole (``report.txt``)."""
+    if not full:
+        return verdict_screen(verdict, sweep_step)
+    lines = [verdict_headline(verdict, sweep_step)]
     for check in verdict["checks"]:
         lines.append(f"  {_MARKS[check['verdict']]:<13}{printable(check['name'])}")
         lines.append(f"  {'':13}{printable(check['why'])}")
@@ -110,7 +113,7 @@ def format_markdown(verdict: Verdict, suite: str) -> str:
     for check in verdict["checks"]:
         above = "-" if check["samples_above"] is None else f"{check['samples_above']:,}"
         lines.append(
-            f"| {printable(check['name'])} | {_measured(check)} | {above} | "
+            f"| {printable(check['name'])} | {measured_text(check)} | {above} | "
             f"{_MARKS[check['verdict']]} | {printable(check['why'])} |"
         )
     for reason in verdict["run_invalid"]:

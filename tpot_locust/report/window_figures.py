@@ -61,6 +61,18 @@ def window_summary(counters: ClassCounters) -> Window:
     }
 
 
+def throughput(summary: Summary) -> str:
+    """The run's rates over its window: tokens/s and requests/s; where no request finished
+    (every answer outlasts the run), 0.00 requests/s would say nothing, so the window's
+    tokens stand in its place (what was measured)."""
+    requests, tokens = summary["requests"], summary["tokens"]
+    over = f"over {summary['window_s']:.1f} s"
+    if requests["ok"] or requests["failed"]:
+        return f"{tokens['per_s']:,.1f} tokens/s, {requests['per_s']:.2f} requests/s {over}"
+    measured = (summary.get("window") or {}).get("tokens") or tokens["output"]
+    return f"{measured:,} tokens, {tokens['per_s']:,.1f} tokens/s {over}"
+
+
 def format_window(summary: Summary) -> list[str]:
     """The window's lines: cut streams, first tokens still awaited, censored stalls."""
     window = summary.get("window")
@@ -77,9 +89,11 @@ def format_window(summary: Summary) -> list[str]:
     counted = [(cut[name], words) for name, words in wheres if cut[name]]  # type: ignore[literal-required]
     if counted:
         where = ", ".join(f"{count:,} {words}" for count, words in counted)
+        longest = window["cut_elapsed_s_max"]  # 0: not timed (a stop that came first)
+        lasted = f", E2E of the longest >= {longest:,.1f} s" if round(longest, 1) > 0 else ""
         lines.append(
-            f"streams cut mid-answer {sum(c for c, _ in counted):,} ({where}): their gaps in "
-            f"the window count; E2E of the longest >= {window['cut_elapsed_s_max']:,.1f} s"
+            f"streams cut mid-answer {sum(c for c, _ in counted):,} ({where}): their gaps "
+            f"count{lasted}"
         )
     if waiting := window["waiting_at_stop"]:
         lines.append(

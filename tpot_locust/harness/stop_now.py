@@ -1,0 +1,43 @@
+"""Stop now: the users of this process stop at once, and the run finishes with what it has.
+
+A run asked to stop (SIGTERM, a first Ctrl-C) lets each user finish its request, for up to
+the scenario's ``stop_timeout``: a long answer can hold it there for a minute. A second Ctrl-C
+must end the run at once and still keep its results, so ``tpot-locust run`` then sends
+``STOP_NOW_SIGNAL`` to the master (or local runner) and every worker: each kills its users,
+whose requests in flight count as interrupted, and the run finishes as usual (the workers'
+finals, the results folder, the report). ``kill -USR1`` does the same to any Locust process of
+ours.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+
+import gevent
+from locust.env import Environment
+
+from tpot_locust.common.child_process import STOP_NOW_SIGNAL
+
+logger = logging.getLogger(__name__)
+
+
+def install(environment: Environment) -> None:
+    """Stop ``environment``'s users at once on ``STOP_NOW_SIGNAL`` (POSIX only)."""
+    if hasattr(signal, "SIGUSR1"):
+        gevent.signal_handler(STOP_NOW_SIGNAL, stop_users_now, environment)
+
+
+def stop_users_now(environment: Environment) -> None:
+    """Kills every user of this process now; any later stop waits for none (a stopping
+    worker also waits ``stop_timeout`` before it says it is ready again)."""
+    environment.stop_timeout = 0.0
+    runner = environment.runner
+    if runner is None:
+        return
+    if users := len(runner.user_greenlets):
+        logger.info("stopping %d users now", users)
+        runner.user_greenlets.kill(block=False)
+
+
+__all__ = ["install", "stop_users_now"]
