@@ -15,6 +15,7 @@ from tpot_locust.common.clock import WallClock
 from tpot_locust.common.run_facts import NO_FACTS, RunFacts
 from tpot_locust.common.sim_schedule import BEHIND_SHARE, LATE_AFTER_NS, simulator_behind
 from tpot_locust.report.first_screen import WIDTH, first_screen
+from tpot_locust.report.gate import run_validity
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.truth_check import format_truth_check, truth_check
 from tpot_locust.sim.engine import Seq
@@ -151,3 +152,46 @@ def test_each_late_event_is_named_with_its_lateness(
         assert record["late_us"] == [[2, 2_001], [3, 30_500]]
     else:  # the body went out with the last token, 30.5 ms after that step's end
         assert record["late_us"] == [[0, 30_500]]
+
+
+def _with_kernel_sends(path: Path, kernel_sends: dict[int, int]) -> None:
+    """The truth of ``write_truth`` with each request's ``kernel_sends`` (default all 101)."""
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    for index, line in enumerate(lines):
+        line["kernel_sends"] = kernel_sends.get(index, 101)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def test_writes_sent_at_once_are_counted_and_a_held_server_invalidates_a_gated_run(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "truth.jsonl"
+    write_truth(path, {})
+    _with_kernel_sends(path, {3: 101 - 5})  # 5 of 1,010 held: 99.5 %, on the line
+    schedule = checked(path)["truth_check"]["schedule"]
+    assert schedule is not None
+    assert schedule["sent_at_once"] == 1005 and schedule["sent_at_once_share"] == 0.995
+    assert schedule["client_held"] is False
+    _with_kernel_sends(path, {3: 101 - 6})  # one more: under 99.5 %
+    summary = checked(path)
+    schedule = summary["truth_check"]["schedule"]
+    assert schedule is not None and schedule["client_held"] is True
+    lines = format_truth_check(summary["truth_check"])
+    assert any(line.startswith("! client held the server: only 99.4%") for line in lines)
+    assert any("client held the server" in reason for reason in run_validity(summary))
+    screen_summary = summary_of()
+    screen_summary["truth_check"] = {**truth(0.01, None, None), "schedule": schedule}
+    screen = first_screen(screen_summary)
+    assert any(line.startswith("! client held the server") for line in screen)
+    assert max(map(len, screen)) <= WIDTH
+
+
+def test_a_truth_without_kernel_stamps_says_nothing_of_holding(tmp_path: Path) -> None:
+    """``--truth-loop-sends`` (or an older simulator): no kernel stamp at all is not a
+    server held on every write."""
+    path = tmp_path / "truth.jsonl"
+    write_truth(path, {})
+    _with_kernel_sends(path, dict.fromkeys(range(10), 0))
+    schedule = checked(path)["truth_check"]["schedule"]
+    assert schedule is not None
+    assert schedule["client_held"] is None and schedule["sent_at_once_share"] is None

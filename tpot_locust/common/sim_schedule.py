@@ -19,6 +19,18 @@ LATE_AFTER_NS = 2_000_000
 BEHIND_SHARE = 0.10
 
 
+# Held: fewer than this share of the token events left when the simulator wrote them (a
+# kernel transmit stamp from within the write's own call, the truth's ``kernel_sends``); the
+# rest waited in its socket for the client's TCP acknowledgements (docs/metrics.md, "What the
+# client does to the server's TCP").
+SENT_AT_ONCE_SHARE = 0.995
+
+
+def client_held(sent_at_once: int, events: int) -> bool:
+    """The one rule: fewer than ``SENT_AT_ONCE_SHARE`` of the token events left when written."""
+    return events > 0 and sent_at_once < SENT_AT_ONCE_SHARE * events
+
+
 def simulator_behind(late_events: int, events: int) -> bool:
     """The one rule: more than ``BEHIND_SHARE`` of the token events left late."""
     return events > 0 and late_events > BEHIND_SHARE * events

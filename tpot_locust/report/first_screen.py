@@ -40,7 +40,7 @@ from tpot_locust.report.summary_types import (
     TruthCheck,
     Verdict,
 )
-from tpot_locust.report.truth_check import behind_warning
+from tpot_locust.report.truth_check import behind_warning, held_warning
 from tpot_locust.report.window_figures import format_window, throughput
 
 WIDTH = 100  # columns of every line
@@ -267,7 +267,12 @@ def _truth_lines(summary: Summary) -> list[str]:
             f"{check['tolerance_ms']:g} ms){gaps}"
         )
     schedule = check.get("schedule")
-    return [line, behind_warning(schedule, failed)] if schedule and schedule["behind"] else [line]
+    lines = [line]
+    if schedule and schedule["behind"]:
+        lines.append(behind_warning(schedule, failed))
+    if schedule and schedule.get("client_held"):
+        lines.append(held_warning(schedule))
+    return lines
 
 
 def _why_lines(summary: Summary) -> list[str]:

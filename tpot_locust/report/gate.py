@@ -153,6 +153,13 @@ def run_validity(summary: Summary) -> list[str]:
             f"the self-check against the simulator's truth failed (worst error "
             f"{truth.get('worst_error_ms')} ms, tolerance {truth.get('tolerance_ms')} ms)"
         )
+    schedule = truth.get("schedule") if truth else None
+    if schedule and schedule.get("client_held"):
+        reasons.append(
+            f"the client held the server's sending: only "
+            f"{schedule.get('sent_at_once_share') or 0:.1%} of the simulator's token writes "
+            "left when written (its TCP acknowledgements came late)"
+        )
     requests = summary.get("requests", {})
     gaps = (summary.get("window") or {}).get("gaps")
     if not requests.get("ok") and not requests.get("failed") and not gaps:

@@ -427,7 +427,19 @@ class Coverage(TypedDict, total=False):
     agrees: bool
 
 
-class SimSchedule(TypedDict):
+class _SentAtOnce(TypedDict, total=False):
+    """``SimSchedule``'s figures of the client holding the server (absent from results
+    saved before they were counted)."""
+
+    # the token events of the window's requests that left when written (kernel-stamped within
+    # their write), their share, and whether the client held the server (``client_held``);
+    # None where the truth kept no kernel stamps (older, or ``--truth-loop-sends``)
+    sent_at_once: int | None
+    sent_at_once_share: float | None
+    client_held: bool | None
+
+
+class SimSchedule(_SentAtOnce):
     """``truth_check["schedule"]``: the embedded simulator against its own schedule over the
     window (``common.sim_schedule``): its token events, those that left late, and whether it
     fell behind."""

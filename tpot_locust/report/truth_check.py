@@ -29,7 +29,12 @@ from tpot_locust.common.metric_catalogue import ITL, TPOT, TTFT
 from tpot_locust.common.percentiles import PERCENTILES, key_of, percentile_key
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import NO_FACTS, RunFacts
-from tpot_locust.common.sim_schedule import LATE_AFTER_NS, simulator_behind
+from tpot_locust.common.sim_schedule import (
+    LATE_AFTER_NS,
+    SENT_AT_ONCE_SHARE,
+    client_held,
+    simulator_behind,
+)
 from tpot_locust.metrics.histograms import exact_percentile
 from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_KEY, StallWindows
 from tpot_locust.report.summary_types import Coverage, SimSchedule, Summary, TruthCheck, TruthRow
@@ -113,6 +118,9 @@ class ScheduleCount:
         self.events = self.late = 0
         self.late_max_us = 0
         self.recorded = False  # False: the truth predates ``late_us`` (an older simulator)
+        # the events of the requests with an event in the window, and those of them the
+        # kernel stamped within their own write (the truth's ``kernel_sends``)
+        self.written = self.sent_at_once = 0
 
     def add(self, record: dict[str, Any], inside: np.ndarray) -> None:
         """``record``'s events, ``inside`` the window's (``TruthWindow.events``)."""
@@ -120,6 +128,10 @@ class ScheduleCount:
             return
         self.recorded = True
         self.events += int(inside.sum())
+        kernel_sends = record.get("kernel_sends")
+        if inside.any() and isinstance(kernel_sends, int) and 0 <= kernel_sends <= inside.size:
+            self.written += int(inside.size)
+            self.sent_at_once += kernel_sends
         try:  # [[event index, us], ...]; anything else says nothing of the schedule
             pairs = np.asarray(late, dtype=np.int64).reshape(-1, 2)
         except (TypeError, ValueError, OverflowError):
@@ -135,6 +147,7 @@ class ScheduleCount:
         """``truth_check["schedule"]``; None where no truth line recorded its lateness."""
         if not self.recorded:
             return None
+        stamped = self.sent_at_once > 0  # none at all: the truth kept no kernel stamps
         return {
             "events": self.events,
             "late": self.late,
@@ -142,6 +155,11 @@ class ScheduleCount:
             "late_max_ms": round(self.late_max_us / 1000, 3),
             "late_after_ms": LATE_AFTER_NS / 1e6,
             "behind": simulator_behind(self.late, self.events),
+            "sent_at_once": self.sent_at_once if stamped else None,
+            "sent_at_once_share": (
+                round(self.sent_at_once / self.written, 4) if stamped and self.written else None
+            ),
+            "client_held": client_held(self.sent_at_once, self.written) if stamped else None,
         }
 
 
@@ -326,9 +344,28 @@ def format_schedule(schedule: SimSchedule | None, truth_failed: bool = False) ->
     if schedule["late"]:
         line += f" (the latest {schedule['late_max_ms']:.1f} ms)"
     lines = [line]
+    if (at_once := schedule.get("sent_at_once_share")) is not None:
+        lines.append(
+            f"  its token writes that left when written (a kernel send stamp within the "
+            f"write): {at_once:.1%}"
+        )
     if schedule["behind"]:
         lines.append(behind_warning(schedule, truth_failed))
+    if schedule.get("client_held"):
+        lines.append(held_warning(schedule))
     return lines
+
+
+def held_warning(schedule: SimSchedule) -> str:
+    """The one line that says this client held the server's sending: its TCP
+    acknowledgements came too late for the server's congestion window."""
+    share = schedule.get("sent_at_once_share") or 0.0
+    return (
+        f"! client held the server: only {share:.1%} of the simulator's token writes left "
+        f"when written (under {SENT_AT_ONCE_SHARE:.1%}); the rest waited for this client's TCP "
+        'acknowledgements, and the truth shows them late (docs/metrics.md, "What the client '
+        "does to the server's TCP\")"
+    )
 
 
 def behind_warning(schedule: SimSchedule, truth_failed: bool = False) -> str:

@@ -156,6 +156,9 @@ class Simulator:
     prefix_cache: bool | None = key(check="flag", flag="--prefix-cache")  # sim.prefix_cache
     # reasoning tokens before each answer, drawn per request: 0 (none) or a distribution
     reasoning_tokens: OrZero | None = key(check="distribution_or_zero", flag="--reasoning-tokens")
+    # a non-token event of filler_bytes after every filler_every-th token (sim.chunks)
+    filler_bytes: int | None = key(check="count", flag="--filler-bytes")
+    filler_every: int | None = key(check="positive_integer", flag="--filler-every")
     engine: dict[str, Any] = key(check="mapping", factory=dict)  # --set KEY=VALUE each
 
 

@@ -41,6 +41,16 @@ def frame_of(framing: str, name: str | None) -> tuple[bytes, bytes]:
     return head + b"data: ", b"\n\n"
 
 
+def filler_chunk(framing: str, size: int) -> bytes:
+    """A non-token event of ``size`` bytes that every client must read past: an SSE comment
+    (``: ...``), a blank NDJSON line. It stands for what real streams send between tokens
+    (tool-call arguments, reasoning summaries, usage objects: 4-16 KiB): large writes that
+    move TCP's segment sizes and congestion window, which token events alone never do."""
+    if framing == "ndjson":
+        return http_chunk(b" " * max(size - 1, 0) + b"\n")
+    return http_chunk(b": " + b"x" * max(size - 4, 0) + b"\n\n")
+
+
 def event_bytes(framing: str, event: SimEvent) -> bytes:
     """One whole event (no slots) as one HTTP chunk."""
     name, obj = event
@@ -112,6 +122,10 @@ class StreamEncoder:
             Template(framing, dialect.sim_reasoning_token(context)) if reasoning else None
         )
         self._shift = 0  # events between the reasoning and the answer (SEQUENCE slots)
+
+    @property
+    def framing(self) -> str:
+        return self._framing
 
     def opening(self) -> bytes:
         """The events before the first token (a chat role chunk; none for completions)."""

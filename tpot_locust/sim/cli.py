@@ -19,6 +19,8 @@ from ..common.tokens import TokenizerError, load_tokenizer
 from .profiles import ProfileError, engine_params, parse_assignment, profile_names, profile_text
 from .server import SimConfig, serve
 
+MAX_FILLER_BYTES = 1 << 20  # a filler event of at most 1 MiB
+
 READY_PREFIX = "tpot-sim listening on "
 
 
@@ -87,6 +89,22 @@ def build_arg_parser(prog: str = "python -m tpot_locust.sim") -> argparse.Argume
         type=distribution_arg,
         default='{"dist": "lognormal", "mean": 400, "stddev": 200}',
         help="natural output length when ignore_eos is false (default lognormal 400/200)",
+    )
+    add(
+        "--filler-bytes",
+        type=option_number(0, MAX_FILLER_BYTES, whole=True),
+        default=0,
+        metavar="N",
+        help="after every --filler-every-th token, a non-token event of N bytes (an SSE "
+        "comment, a blank NDJSON line) in the same write, as tool-call arguments, reasoning "
+        "summaries or usage objects are sent between tokens (default 0: none)",
+    )
+    add(
+        "--filler-every",
+        type=option_number(1, 1_000_000, whole=True),
+        default=16,
+        metavar="K",
+        help="with --filler-bytes: the filler follows every K-th token (default 16)",
     )
     add(
         "--reasoning-tokens",
@@ -265,6 +283,8 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         tls_key=args.tls_key,
         prefix_cache=args.prefix_cache,
         reasoning_tokens=args.reasoning_tokens,
+        filler_bytes=args.filler_bytes,
+        filler_every=args.filler_every,
     )
 
 

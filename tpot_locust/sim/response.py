@@ -16,7 +16,7 @@ from typing import Any
 
 from ..common.clock import WallClock
 from ..common.sim_schedule import LATE_AFTER_NS
-from .chunks import StreamEncoder, full_body
+from .chunks import StreamEncoder, filler_chunk, full_body
 from .http import HttpConnection, full_response, response_head
 from .prometheus import ITL_BOUNDS_NS, ITL_FIRST_NS, SimMetrics
 from .request import SimRequest
@@ -36,6 +36,10 @@ class ResponseSetup:
     response_id: str
     on_end: Callable[[Any, bool], None]  # (response, aborted): the server forgets it
     metrics: SimMetrics = field(default_factory=SimMetrics)  # the server's /metrics
+    # a non-token event of this many bytes after every ``filler_every``-th token (0: none;
+    # ``chunks.filler_chunk``)
+    filler_bytes: int = 0
+    filler_every: int = 16
 
 
 class StreamedResponse:
@@ -63,6 +67,8 @@ class StreamedResponse:
         "_plain_lo",
         "_plain_hi",
         "_plain_chunk",
+        "_filler",
+        "_filler_every",
     )
 
     def __init__(self, conn: HttpConnection, request: SimRequest, setup: ResponseSetup) -> None:
@@ -79,6 +85,9 @@ class StreamedResponse:
         self._created = int(time.time())
         self._encoder = StreamEncoder(request, response_id, self._created)
         self._plain_lo, self._plain_hi, self._plain_chunk = self._encoder.plain()
+        framing = self._encoder.framing
+        self._filler = filler_chunk(framing, setup.filler_bytes) if setup.filler_bytes else b""
+        self._filler_every = max(setup.filler_every, 1)
         self._send_ns: list[int] = []
         self._tokens: list[int] = []
         # [event index, us] for each token event that left over LATE_AFTER_NS after it was due
@@ -102,6 +111,11 @@ class StreamedResponse:
 
     def _token_chunk(self, index: int) -> bytes:
         """The chunk of token ``index`` (from 1), with the opening events before the first."""
+        if self._filler and index % self._filler_every == 0:  # the token, then the filler
+            return self._bare_token_chunk(index) + self._filler
+        return self._bare_token_chunk(index)
+
+    def _bare_token_chunk(self, index: int) -> bytes:
         if self._plain_lo < index < self._plain_hi and index > 1:  # nearly every token
             return self._plain_chunk(ESCAPED[(index - 1) % N_WORDS])
         chunk = self._encoder.content(ESCAPED[(index - 1) % N_WORDS], index)

@@ -81,6 +81,9 @@ class SimConfig:
     prefix_cache: bool = False  # prompts looked up in a prefix cache (sim.prefix_cache)
     # reasoning tokens before each answer, drawn per request; None: none
     reasoning_tokens: Distribution | None = None
+    # a non-token event of this many bytes after every filler_every-th token (0: none)
+    filler_bytes: int = 0
+    filler_every: int = 16
 
 
 class SimServer:
@@ -393,6 +396,8 @@ class SimServer:
             prefix + request_id,
             self._stream_end,
             self.metrics,
+            self.config.filler_bytes,
+            self.config.filler_every,
         )
         stream = Stream(conn, request, setup, self.timing)
         self._streams.add(stream)
@@ -421,6 +426,8 @@ class SimServer:
             rid,
             self._engine_stream_end,
             self.metrics,
+            self.config.filler_bytes,
+            self.config.filler_every,
         )
         stream = EngineStream(conn, request, setup, seq)
         self._streams.add(stream)

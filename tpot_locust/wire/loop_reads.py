@@ -31,7 +31,10 @@ client stall. While its body is read in batches a socket asks the kernel to ackn
 segment as it arrives (``ack_on_arrival``), not when it is read: else a server whose
 unacknowledged segments fill its congestion window holds the next ones back until a read's
 acknowledgement comes (40 ms batches, 8 streams of ~2 ms gaps: 5 % of tokens held 1-15 ms,
-each one seen late by the truth check). A batched read's read delay is how late its batch
+each one seen late by the truth check); and such a connection offers Ethernet's segment
+size (``stamped_socket.ACK_MSS``), so one large event cannot raise the kernel's
+receive-MSS estimate, by which it counts "unacknowledged enough", to kilobytes (docs/metrics.md,
+"What the client does to the server's TCP"). A batched read's read delay is how late its batch
 began; a read after the end was heard, how long after the hearing.
 """
 

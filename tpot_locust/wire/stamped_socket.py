@@ -35,6 +35,15 @@ RECV_BYTES = 65536
 # the default receive buffer (tcp_rmem's 128 KiB), so setting it changes neither the buffer
 # nor the window (a larger mark raises both).
 _ACK_UNREAD_BYTES = 65536
+# The segment size a connection read in batches offers its server, before it connects
+# (``ack_on_arrival``): Ethernet's (1500-byte MTU, timestamps on), which any real path
+# already has. Linux acknowledges on arrival once more than one receive-MSS is unacknowledged,
+# and its estimate grows to the largest segment seen: on loopback (64 KiB MTU) one large
+# event made it ~5 KB and the server's window filled between acknowledgements. TCP's 536
+# would shrink the bytes a congestion window holds, which across a 20 ms round trip held a
+# server more than reading at once does (docs/metrics.md, "What the client does to the
+# server's TCP").
+ACK_MSS = 1448
 # The wall clock's offset from ours is read once a request (~0.1 us of jitter): a departure
 # this much before the stamp taken before the send is that, not a stale copy.
 _CLOCK_SLACK_NS = 20_000
@@ -104,6 +113,8 @@ class StampedSocket:
         stamped = None
         try:
             sock.settimeout(timeout_s)
+            if clock == SEGMENT_CLOCK:  # its body may be read in batches: ``ack_on_arrival``
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, ACK_MSS)
             if clock == SEGMENT_CLOCK and family == socket.AF_INET:
                 sock.bind(("0.0.0.0", 0))  # the local port, for the tap, before the SYN
             stamped = cls(sock, clock, address)
