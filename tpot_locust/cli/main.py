@@ -56,7 +56,13 @@ def _run(args: argparse.Namespace) -> int:
         full_report=args.report == "full",
         web_port=int(args.web_port) if args.web else None,
     )
-    return run_scenario(options)
+    if args.web:
+        if args.repeat is not None:
+            raise ValueError("--repeat runs headless: not with --web")
+        return run_scenario(options)
+    from tpot_locust.cli.repeat import run_series
+
+    return run_series(options, None if args.repeat is None else int(args.repeat))
 
 
 def _with_tokenizer(args: argparse.Namespace) -> list[str]:
@@ -83,9 +89,9 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from tpot_locust.report.histograms_file import load_results
+    from tpot_locust.report.finishing import saved_summary
     from tpot_locust.report.saved_results import VERDICT, read_checked
-    from tpot_locust.report.summary import build_summary, format_full_report
+    from tpot_locust.report.summary import format_full_report
     from tpot_locust.report.verdict_files import format_verdict
 
     if args.html:
@@ -93,8 +99,7 @@ def _report(args: argparse.Namespace) -> int:
     if len(args.out) > 1:
         raise ValueError("several results folders: only with --html (their runs overlaid)")
     args.out = args.out[0]
-    totals, run = load_results(Path(args.out))
-    summary = build_summary(totals, run)
+    summary = saved_summary(Path(args.out))
     verdict_path = ResultsFolder.of(Path(args.out)).verdict
     verdict = read_checked(verdict_path, VERDICT) if verdict_path.exists() else None
     if args.json:
@@ -152,8 +157,7 @@ def _run_view(given: Path) -> RunView:
 
 def _compare(args: argparse.Namespace) -> int:
     from tpot_locust.report import compare
-    from tpot_locust.report.histograms_file import load_results
-    from tpot_locust.report.summary import build_summary
+    from tpot_locust.report.finishing import saved_summary
 
     metrics = compare.parse_choices(
         args.metrics, compare.LATENCY_METRICS, compare.DEFAULT_METRICS, "metrics"
@@ -162,9 +166,7 @@ def _compare(args: argparse.Namespace) -> int:
         args.percentiles, compare.STATISTICS, compare.DEFAULT_STATISTICS, "percentiles"
     )
     threshold = compare.parse_regression(args.max_regression)
-    base, candidate = (
-        build_summary(*load_results(Path(folder))) for folder in (args.base, args.candidate)
-    )
+    base, candidate = (saved_summary(Path(folder)) for folder in (args.base, args.candidate))
     result = compare.compare_summaries(base, candidate, metrics, statistics, threshold)
     if args.json:
         print(compare.format_json(result))
@@ -282,6 +284,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="summary",
         help="summary (default): the report's first screen (the verdict, the TPOT table, a "
         "line each for the rest; every table in OUT/report.txt); full: every table here",
+    )
+    run.add_argument(
+        "--repeat",
+        type=option_number(1, 100, whole=True),
+        metavar="N",
+        help="run the scenario N times with fresh seeds (OUT/run-1 ...; scenario key repeat), "
+        "then show how far apart they landed beside each run's own 95%% intervals",
     )
     run.add_argument(
         "--web",

@@ -4,13 +4,24 @@ Both come from their saved histograms (``tpot-locust report`` would print the sa
 figures), so a percentile is compared exactly as measured. A tail with fewer than
 ``TAIL_MIN_SAMPLES`` samples above it in either run is marked, never gated: its value
 moves with a handful of samples.
+
+Where both runs have a percentile's 95 % interval (``ci95``, from their time sections:
+``metrics.intervals``), the change is judged with its own interval, not its value alone:
+on the log of the ratio, the two half-widths add in quadrature (the delta method), widened
+for the number of figures judged together (Bonferroni: a gate of 10 figures must not flap
+at 10 x 5 %). ``regressed`` only where the whole interval of the change lies above the
+threshold, ``within`` where it lies below it, ``improved`` where it lies below minus the
+threshold, ``inconclusive`` where it straddles the threshold (with about how much longer
+both runs would need to be to decide).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from statistics import NormalDist
+from typing import Any, Literal
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.metric_catalogue import ALL_CLASSES
@@ -23,6 +34,8 @@ from tpot_locust.scenario.slo_values import parse_fraction
 
 DEFAULT_METRICS = catalogue.names("in_compare")
 DEFAULT_STATISTICS = PERCENTILE_KEYS
+FAMILY_ALPHA = 0.05  # the chance that any figure of a whole comparison is flagged by noise
+Verdict = Literal["regressed", "within", "improved", "inconclusive", "too few"]
 
 
 @dataclass
@@ -37,6 +50,9 @@ class Comparison:
     candidate_above: int | None
     too_few: bool
     regressed: bool
+    verdict: Verdict = "within"
+    ci95: list[float] | None = None  # the change's interval, as fractions (family-wide)
+    longer: float | None = None  # inconclusive: about how many times longer both runs
 
     @property
     def change_text(self) -> str:
@@ -103,7 +119,57 @@ def compare_summaries(
                 rows.append(
                     _row(scope, metric, statistic, base_scope, candidate_scope, max_regression)
                 )
+    _judge_with_intervals(rows, scopes, max_regression)
     return ComparisonResult(rows, max_regression)
+
+
+def _judge_with_intervals(
+    rows: list[Comparison], scopes: list[tuple[str, Summary, Summary]], max_regression: float
+) -> None:
+    """Each row both of whose runs have an interval is judged by its change's interval."""
+    by_scope = {scope: (base, candidate) for scope, base, candidate in scopes}
+    judged = []
+    for row in rows:
+        base, candidate = by_scope[row.scope]
+        bounds = (_bounds(base, row), _bounds(candidate, row))
+        if not row.too_few and row.base and row.candidate and None not in bounds:
+            judged.append((row, bounds))
+    if not judged:
+        return
+    # Bonferroni over the figures judged: each at FAMILY_ALPHA / m, two-sided
+    widen = NormalDist().inv_cdf(1 - FAMILY_ALPHA / (2 * len(judged))) / 1.96
+    limit = math.log1p(max_regression)
+    for row, (base_bounds, candidate_bounds) in judged:
+        assert row.base and row.candidate and base_bounds and candidate_bounds
+        half = widen * math.hypot(
+            _relative_half(row.base, base_bounds), _relative_half(row.candidate, candidate_bounds)
+        )
+        change = math.log(row.candidate / row.base)
+        low, high = change - half, change + half
+        row.ci95 = [round(math.expm1(low), 4), round(math.expm1(high), 4)]
+        if low > limit:
+            row.verdict = "regressed"
+        elif high < -limit:
+            row.verdict = "improved"
+        elif high <= limit:
+            row.verdict = "within"
+        else:  # the interval must shrink to |change - limit|: ~1/sqrt(run length)
+            row.verdict = "inconclusive"
+            needed = abs(change - limit)
+            row.longer = round((half / needed) ** 2, 1) if needed > 0 else None
+        row.regressed = row.verdict == "regressed"
+
+
+def _bounds(scope: Summary, row: Comparison) -> list[float] | None:
+    figures = scope["metrics"].get(row.metric) or {}
+    intervals = figures.get("ci95") or {}
+    return intervals.get(row.statistic)
+
+
+def _relative_half(value: float, bounds: list[float]) -> float:
+    """A figure's 95 % half-width as a fraction of it (on the log scale: the wider side)."""
+    low, high = bounds
+    return max(math.log(max(high, value) / value), math.log(value / max(low, value * 1e-3)))
 
 
 def _row(
@@ -128,6 +194,7 @@ def _row(
     if base_value and candidate_value is not None:
         change = (candidate_value - base_value) / base_value
     regressed = not too_few and change is not None and change > max_regression
+    verdict: Verdict = "too few" if too_few else ("regressed" if regressed else "within")
     return Comparison(
         scope,
         metric,
@@ -139,6 +206,7 @@ def _row(
         candidate_above,
         too_few,
         regressed,
+        verdict,
     )
 
 
@@ -149,7 +217,16 @@ def _value(value: float | None) -> str:
 def _mark(row: Comparison) -> str:
     if row.too_few:
         return f"too few samples above (< {TAIL_MIN_SAMPLES})"
-    return "REGRESSED" if row.regressed else ""
+    interval = ""
+    if row.ci95 is not None:
+        low, high = (f"{signed(bound * 100, 1)}%" for bound in row.ci95)
+        interval = f" ({low} .. {high})"
+    if row.verdict == "inconclusive":
+        longer = f"; runs ~{row.longer:g}x as long would decide" if row.longer else ""
+        return f"inconclusive{interval}{longer}"
+    if row.verdict == "regressed":
+        return f"REGRESSED{interval}"
+    return f"{row.verdict}{interval}" if row.ci95 is not None else ""
 
 
 def format_table(result: ComparisonResult) -> str:
@@ -186,7 +263,9 @@ def format_json(result: ComparisonResult) -> str:
 def _verdict_line(result: ComparisonResult) -> str:
     limit = f"{result.max_regression * 100:g}%"
     if not result.regressions:
-        return f"no gated percentile regressed more than {limit}"
+        undecided = sum(row.verdict == "inconclusive" for row in result.rows)
+        more = f" ({undecided} inconclusive: longer runs would decide them)" if undecided else ""
+        return f"no gated percentile regressed more than {limit}{more}"
     named = ", ".join(
         f"{printable(r.scope)} {r.metric} {r.statistic} {r.change_text}" for r in result.regressions
     )

@@ -28,6 +28,7 @@ from tpot_locust.report.attribution_check import attribution_check, format_attri
 from tpot_locust.report.gate import EXIT_INVALID, evaluate
 from tpot_locust.report.histograms_file import load_results, write_histograms
 from tpot_locust.report.html import RunView, render_report
+from tpot_locust.report.run_intervals import add_intervals
 from tpot_locust.report.strict_json import json_safe, write_json
 from tpot_locust.report.summary import build_summary, format_full_report
 from tpot_locust.report.summary_types import Summary, Verdict
@@ -92,6 +93,9 @@ def finish_run(
         summary = build_summary(totals, run, errors)
     elif errors:
         _note(summary, errors)
+    built = summary
+    if folder is not None:  # each percentile's interval, from the run's time slices
+        guarded(errors, "intervals", lambda: add_intervals(built, folder))
     finished = Finished(summary)
     if folder is not None and check_truth and folder.truth.exists():
         _check_truth(finished, folder, truth_tolerance_ms, errors)
@@ -137,15 +141,23 @@ def finish_saved(folder: ResultsFolder, **options: Any) -> Finished:
     return finish_run(folder, totals, run, save_histograms=False, **options)
 
 
+def saved_summary(out_dir: Path) -> Summary:
+    """The summary of a run's folder as its saved histograms and interval logs make it (no
+    truth check: ``report`` and ``compare`` read a folder as it was left)."""
+    totals, run = load_results(out_dir)
+    summary = build_summary(totals, run)
+    add_intervals(summary, ResultsFolder.of(out_dir))
+    return summary
+
+
 def baseline_summary(spec: SloSpec) -> Summary | None:
     """The summary of the scenario's baseline run (from its saved histograms), or None."""
     if spec.baseline is None:
         return None
     try:
-        totals, run = load_results(Path(spec.baseline.results))
+        return saved_summary(Path(spec.baseline.results))
     except (OSError, ValueError, KeyError):
         return None
-    return build_summary(totals, run)
 
 
 def _check_truth(

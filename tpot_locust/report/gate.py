@@ -339,6 +339,10 @@ def _compared(row: Comparison, threshold: float) -> Check:
     verdict: Mark
     if row.too_few:
         verdict, why = INSUFFICIENT, f"too few samples above {row.statistic} to compare"
+    elif row.verdict == "inconclusive":
+        interval = f" ({row.ci95[0]:+.1%} .. {row.ci95[1]:+.1%})" if row.ci95 else ""
+        verdict = INSUFFICIENT
+        why = f"{row.base:g} -> {row.candidate:g} ms ({row.change_text}{interval}): inconclusive"
     elif row.regressed:
         verdict, why = FAIL, f"{row.base:g} -> {row.candidate:g} ms ({row.change_text})"
     else:

@@ -281,6 +281,17 @@ def _ms(value: float) -> str:
     return f"{value:10.3f}"
 
 
+INTERVAL_TITLE = "95% interval"  # metrics.<metric>.ci95: report.run_intervals
+WIDTH = 100  # the terminal's columns our lines fit
+
+
+def _interval_text(bounds: list[float] | None) -> str:
+    """A percentile's 95 % interval, ``low-high`` ms; ``not measured`` where it has none."""
+    if bounds is None:
+        return "not measured"
+    return f"{bounds[0]:.3f}-{bounds[1]:.3f}"
+
+
 def _tokens_per_s(value_ms: float) -> str:
     return f"{1000 / value_ms:10.1f}" if value_ms > 0 else f"{'-':>10}"
 
@@ -290,11 +301,11 @@ def format_metric(name: str, metric: MetricFigures) -> list[str]:
     aside and a warning next to every percentile with any of them above it."""
     per_token = name in PER_TOKEN_METRICS
     stalls = metric.get(CLIENT_STALL) or {"count": 0}
+    intervals = metric.get("ci95")
     lines = [f"{TITLES[name]}   count {metric['count']:,}"]
     header = f"  {'':8}{'ms':>10}" + (f"{'tokens/s':>10}" if per_token else "")
-    lines.append(
-        header + f"{'samples above':>16}" + (f"{'stall-free':>12}" if stalls["count"] else "")
-    )
+    header += f"{'samples above':>16}" + (f"{INTERVAL_TITLE:>22}" if intervals else "")
+    lines.append(header + (f"{'stall-free':>12}" if stalls["count"] else ""))
     rows: list[tuple[str, float, str]] = [("mean", metric["mean"], "")]
     for percentile in PERCENTILES:
         key = key_of(percentile)
@@ -302,6 +313,8 @@ def format_metric(name: str, metric: MetricFigures) -> list[str]:
         above = metric["above"][key]
         unmeasured = key in metric["unmeasured_tail"]
         rest = f"{above:14,}" + (" *" if unmeasured else "  ")
+        if intervals:
+            rest += f"{_interval_text(intervals.get(key)):>22}"
         if stalls["count"]:
             rest += _ms(stalls["set_aside"][key]).rjust(12)
             if tagged := stalls["above"][key]:
@@ -313,6 +326,10 @@ def format_metric(name: str, metric: MetricFigures) -> list[str]:
     for label, value, rest in rows:
         line = f"  {label:8}{_ms(value)}" + (_tokens_per_s(value) if per_token else "")
         lines.append((line + rest).rstrip())
+    if intervals and (reasons := metric.get("ci95_not_measured")):
+        first, why = next(iter(reasons.items()))
+        note = f"  {first.upper()}'s interval {why}"
+        lines.append(note if len(note) <= WIDTH else note[: WIDTH - 3] + "...")
     if metric["unmeasured_tail"]:
         lines.append(
             f"  * fewer than {TAIL_MIN_SAMPLES} samples above: that tail is not yet measured "

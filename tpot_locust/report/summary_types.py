@@ -65,6 +65,10 @@ class MetricFigures(_Percentiles, _RatioToMedian, total=False):
     unmeasured_tail: list[str]  # the percentile keys too few samples measured
     client_stall: StallFigures
     failed: bool  # its summary failed at the end of the run: no samples
+    # each percentile's 95 % interval [low, high] in ms, None where not measured
+    # (``report.run_intervals``); the reason and how much longer, per key
+    ci95: dict[str, list[float] | None]
+    ci95_not_measured: dict[str, str]
 
 
 class _RequestsEnded(TypedDict):

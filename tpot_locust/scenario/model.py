@@ -299,6 +299,7 @@ class Scenario:
     classes: list[TrafficClass] = key(check="part", required=True)
     spawn_rate: float | None = key(check="positive")
     seed: int | None = key(check="seed")
+    repeat: int | None = key(check="positive_integer")  # runs, each seed one more (cli.repeat)
     output: str | None = key(check="output")
     server: Server = key(check="part", factory=Server)
     simulator: Simulator = key(check="part", factory=Simulator)

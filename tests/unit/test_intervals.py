@@ -1,0 +1,147 @@
+"""A percentile's 95 % interval from a run's time sections (``metrics.intervals``): it
+covers the server's percentile as often as it says where gaps come in correlated episodes
+(a burst stretches every stream's gaps at once), where an interval that counts gaps does
+not; it says "not measured" where a section holds too few samples above the percentile;
+and ``compare`` judges a change by its interval."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tpot_locust.metrics.histograms import histogram_stats, new_histogram, record_many
+from tpot_locust.metrics.intervals import MIN_SECTIONS, percentile_interval, sections_of
+from tpot_locust.report.compare import compare_summaries
+
+SLICES = 12  # a 12 s run, one histogram a second
+GAPS_A_SLICE = 2000
+
+
+def _run(rng: np.random.Generator, bursty: bool) -> list[np.ndarray]:
+    """One run's gaps (us) a second: lognormal around 2 ms; bursty, every second holds a
+    burst with probability 1/3 that stretches 5 % of that second's gaps to ~15 ms, all
+    at once: the tail's events come in episodes, not gap by gap."""
+    slices = []
+    for _ in range(SLICES):
+        gaps = rng.lognormal(np.log(2000), 0.5, GAPS_A_SLICE)
+        if bursty and rng.random() < 1 / 3:
+            stretched = rng.random(GAPS_A_SLICE) < 0.05
+            gaps[stretched] = rng.lognormal(np.log(15000), 0.2, int(stretched.sum()))
+        slices.append(gaps.astype(np.int64))
+    return slices
+
+
+def _histograms(slices: list[np.ndarray]) -> list:
+    histograms = []
+    for gaps in slices:
+        histogram = new_histogram()
+        record_many(histogram, gaps)
+        histograms.append(histogram)
+    return histograms
+
+
+def _naive(gaps: np.ndarray, percentile: float) -> tuple[float, float]:
+    """The binomial order-statistic interval, as if every gap were independent."""
+    ordered, n, q = np.sort(gaps), gaps.size, percentile / 100
+    spread = 1.96 * np.sqrt(n * q * (1 - q))
+    low, high = int(max(n * q - spread, 0)), int(min(n * q + spread, n - 1))
+    return float(ordered[low]), float(ordered[high])
+
+
+@pytest.mark.parametrize("percentile", [50.0, 90.0, 99.0])
+def test_sections_cover_a_bursty_servers_percentile_where_counting_gaps_does_not(
+    percentile: float,
+) -> None:
+    rng = np.random.default_rng(55)
+    runs = [_run(rng, bursty=True) for _ in range(60)]
+    population = np.percentile(np.concatenate([np.concatenate(run) for run in runs]), percentile)
+    ours = naive = 0
+    for run in runs:
+        histograms = _histograms(run)
+        whole = new_histogram()
+        for histogram in histograms:
+            whole.add(histogram)
+        value = histogram_stats(whole, (percentile,)).percentiles[percentile]
+        interval = percentile_interval(histograms, percentile, value, float(SLICES))
+        assert interval.measured, interval
+        assert interval.low_ms is not None and interval.high_ms is not None
+        ours += interval.low_ms * 1000 <= population <= interval.high_ms * 1000
+        low, high = _naive(np.concatenate(run), percentile)
+        naive += low <= population <= high
+    assert ours >= 0.85 * len(runs), (ours, naive)  # 95 % nominal; 60 runs, and HDR's 0.1 %
+    if percentile >= 90:  # where the bursts decide the percentile
+        assert naive <= 0.7 * len(runs), (ours, naive)
+
+
+def test_a_tail_with_too_few_samples_a_section_is_not_measured() -> None:
+    rng = np.random.default_rng(1)
+    histograms = _histograms(_run(rng, bursty=False))  # 24,000 gaps: 2.4 above P99.99
+    interval = percentile_interval(histograms, 99.99, 20_000.0, float(SLICES))
+    assert not interval.measured and interval.why_not is not None
+    assert interval.longer_s is not None and interval.longer_s > 0
+    few = percentile_interval(histograms[: MIN_SECTIONS - 1], 50.0, 2000.0, 4.0)
+    assert not few.measured and "report intervals" in (few.why_not or "")
+
+
+def test_sections_are_contiguous_and_whole() -> None:
+    rng = np.random.default_rng(2)
+    histograms = _histograms(_run(rng, bursty=False))
+    parts = sections_of(histograms, 5)
+    assert len(parts) == 5
+    assert sum(p.total_count for p in parts) == SLICES * GAPS_A_SLICE
+
+
+def _summary(value: float, half: float) -> dict:
+    figures = {"count": 10_000, "above": {"p50": 5000}, "p50": value}
+    figures["ci95"] = {"p50": [value - half, value + half]}
+    return {"metrics": {"tpot": figures}}
+
+
+@pytest.mark.parametrize(
+    ("candidate", "half", "verdict"),
+    [
+        (1.10, 0.01, "regressed"),  # +10 %, +-1 %: wholly above 3 %
+        (1.00, 0.01, "within"),
+        (0.90, 0.01, "improved"),
+        (1.03, 0.02, "inconclusive"),  # straddles 3 %
+    ],
+)
+def test_compare_judges_a_change_by_its_interval(
+    candidate: float, half: float, verdict: str
+) -> None:
+    result = compare_summaries(
+        _summary(1.0, half), _summary(candidate, half), ("tpot",), ("p50",), 0.03
+    )
+    (row,) = result.rows
+    assert row.verdict == verdict, row
+    assert row.regressed is (verdict == "regressed")
+    assert row.ci95 is not None and row.ci95[0] < row.change < row.ci95[1]  # type: ignore[operator]
+    if verdict == "inconclusive":
+        assert row.longer is not None and row.longer > 1
+
+
+def test_a_wider_family_of_figures_widens_each_change_interval() -> None:
+    """Bonferroni: ten figures judged together each get a wider interval than one alone."""
+    one = compare_summaries(_summary(1.0, 0.02), _summary(1.05, 0.02), ("tpot",), ("p50",), 0.03)
+    base = _summary(1.0, 0.02)
+    candidate = _summary(1.05, 0.02)
+    for summary in (base, candidate):
+        figures = summary["metrics"]["tpot"]
+        for key in ("p90", "p99"):
+            figures[key] = figures["p50"]
+            figures["above"][key] = 100
+            figures["ci95"][key] = list(figures["ci95"]["p50"])
+    many = compare_summaries(base, candidate, ("tpot",), ("p50", "p90", "p99"), 0.03)
+    (alone,) = one.rows
+    assert alone.ci95 is not None and many.rows[0].ci95 is not None
+    assert many.rows[0].ci95[1] - many.rows[0].ci95[0] > alone.ci95[1] - alone.ci95[0]
+
+
+def test_runs_scatter_more_than_one_run_says_only_past_the_chi_square_line() -> None:
+    from tpot_locust.report.repeats import scatters_more
+
+    assert not scatters_more(1.0, 1.0, 3)  # as one run says
+    assert not scatters_more(1.6, 1.0, 3)  # 2 x 2.56 = 5.1 < 5.99
+    assert scatters_more(1.8, 1.0, 3)  # 6.5 > 5.99
+    assert scatters_more(1.3, 1.0, 30)  # 29 x 1.69 = 49 > 42.6
+    assert not scatters_more(1.0, 0.0, 3)

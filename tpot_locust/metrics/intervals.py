@@ -1,0 +1,112 @@
+"""How sure is a percentile of one run: a 95 % confidence interval from its time sections.
+
+Token gaps are not independent samples: a prefill burst or an engine pause stretches every
+stream's gap at once, so a 20,000-gap run may hold only a handful of independent tail
+events, and an interval that counts gaps (the binomial order statistic) is far too narrow.
+Time is what separates independent events, so the run's window is cut into ``k`` contiguous
+sections of whole report intervals (the per-interval histograms, merged exactly across
+workers), the percentile is read in each, and their spread says how far the run's own
+figure may be from the server's (sectioning, or batch means: Asmussen and Glynn, *Stochastic
+Simulation*, IV.5): the interval is the whole run's figure +/- t(k-1, 0.975) x s / sqrt(k),
+``s`` the sections' standard deviation. It holds where the sections are about independent
+(each longer than the run's correlated episodes: a burst, a pause) and a section's
+estimate varies about normally; benchmarks/README.md, "intervals", measures its coverage.
+
+Where a section is expected to hold too few samples above the percentile for its estimate
+to move with the tail (``MIN_ABOVE_PER_SECTION``), the percentile is **not measured**: no
+interval, with about how much longer the run would have had to be.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from hdrh.histogram import HdrHistogram
+
+from tpot_locust.metrics.histograms import add_into, histogram_stats, new_histogram
+
+SECTIONS = 10  # k, where the run has that many report intervals
+MIN_SECTIONS = 5  # fewer: no interval (t's 0.975 quantile with 4 degrees of freedom is 2.78)
+# A section's percentile moves with the tail only where it holds a few samples above it
+MIN_ABOVE_PER_SECTION = 2.0
+# t(k - 1, 0.975), k = 2 .. 30 (scipy.stats.t.ppf); over 30, the normal's 1.96
+_T_975 = {
+    1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+    9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120,
+    17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064,
+    25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045,
+}  # fmt: skip
+
+
+def t_975(degrees: int) -> float:
+    """Student's t 0.975 quantile (a two-sided 95 % interval)."""
+    return _T_975.get(degrees, 1.96)
+
+
+@dataclass(frozen=True)
+class PercentileInterval:
+    """One percentile's 95 % interval (ms), or why there is none (``low_ms`` None)."""
+
+    low_ms: float | None
+    high_ms: float | None
+    sections: int
+    why_not: str | None = None
+    longer_s: float | None = None  # not measured: about how much longer the run needs
+
+    @property
+    def measured(self) -> bool:
+        return self.low_ms is not None
+
+
+def sections_of(slices: list[HdrHistogram], sections: int = SECTIONS) -> list[HdrHistogram]:
+    """``slices`` (one histogram a report interval, in time order) merged into ``sections``
+    contiguous sections of as equal a number of slices as they divide into."""
+    count = min(sections, len(slices))
+    merged = []
+    for part in np.array_split(np.arange(len(slices)), count) if count else []:
+        histogram = new_histogram()
+        for index in part:
+            add_into(histogram, slices[int(index)])
+        merged.append(histogram)
+    return merged
+
+
+def percentile_interval(
+    slices: list[HdrHistogram], percentile: float, whole_us: float, window_s: float
+) -> PercentileInterval:
+    """The 95 % interval of ``percentile`` around the whole run's figure ``whole_us``, from
+    the run's per-interval histograms ``slices`` (its window, ``window_s`` long)."""
+    parts = [part for part in sections_of(slices) if part.total_count]
+    total = sum(part.total_count for part in parts)
+    if len(parts) < MIN_SECTIONS:
+        return _not_measured(len(parts), f"fewer than {MIN_SECTIONS} report intervals", None)
+    above_per_section = total * (1 - percentile / 100) / len(parts)
+    if above_per_section < MIN_ABOVE_PER_SECTION:
+        need = MIN_ABOVE_PER_SECTION / max(above_per_section, 1e-9)
+        longer = window_s * (need - 1) if window_s > 0 else None
+        why = (
+            f"{above_per_section:.1f} samples above it a section (needs {MIN_ABOVE_PER_SECTION:g})"
+        )
+        return _not_measured(len(parts), why, longer)
+    values = np.array([histogram_stats(p, (percentile,)).percentiles[percentile] for p in parts])
+    spread = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+    half = t_975(len(values) - 1) * spread / math.sqrt(len(values))
+    low = max(whole_us - half, 0.0)
+    return PercentileInterval(round(low / 1000, 4), round((whole_us + half) / 1000, 4), len(parts))
+
+
+def _not_measured(sections: int, why: str, longer_s: float | None) -> PercentileInterval:
+    return PercentileInterval(None, None, sections, why, longer_s)
+
+
+__all__ = [
+    "MIN_ABOVE_PER_SECTION",
+    "MIN_SECTIONS",
+    "SECTIONS",
+    "PercentileInterval",
+    "percentile_interval",
+    "sections_of",
+    "t_975",
+]
