@@ -292,6 +292,9 @@ def _tables(summary: Summary) -> list[str]:
             rows.append(
                 [NAMES[metric], f"{figures['count']:,}", *cells, f"{figures['above']['p99.99']:,}"]
             )
+            if intervals := figures.get("ci95"):  # metrics.md, "How sure is each number"
+                shown = [_interval_cell(intervals, s) for s in STATISTICS]
+                rows.append([f"{NAMES[metric]} 95% interval", "", *shown, ""])
             if metric in PER_TOKEN_METRICS:  # the terminal's tokens/s column: 1000 / ms
                 rates = [f"{1000 / figures[s]:,.1f}" if figures[s] > 0 else "-" for s in STATISTICS]
                 rows.append([f"{NAMES[metric]} as tokens/s", "", *rates, ""])
@@ -299,9 +302,19 @@ def _tables(summary: Summary) -> list[str]:
         parts.append(_rows(rows, ["metric", "count", *STATISTICS, "above p99.99"]))
     parts.append(
         '<p class="note">Fewer than 10 samples above a percentile: that tail is not '
-        "yet measured (run longer).</p>"
+        "yet measured (run longer). 95% interval: where another run of the same scenario on "
+        "the same system would land, from the run's time sections (not measured: too few "
+        "samples above it a section).</p>"
     )
     return parts
+
+
+def _interval_cell(intervals: dict[str, list[float] | None], statistic: str) -> str:
+    """A percentile's 95 % interval (``low-high`` ms), ``not measured``, or blank (mean, max)."""
+    if statistic not in intervals:
+        return ""
+    bounds = intervals[statistic]
+    return "not measured" if bounds is None else f"{bounds[0]:.3f}-{bounds[1]:.3f}"
 
 
 def distribution_points(metrics: ClassMetrics, name: str) -> list[tuple[float, float]]:
