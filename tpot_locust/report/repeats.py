@@ -22,7 +22,7 @@ from tpot_locust.common.percentiles import PERCENTILES, key_of
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import RunFacts
 from tpot_locust.metrics.histograms import add_into, histogram_stats, new_histogram
-from tpot_locust.metrics.intervals import percentile_interval, t_975
+from tpot_locust.metrics.intervals import SECTIONS, percentile_interval, t_975
 from tpot_locust.report.run_intervals import INTERVAL_METRICS, read_slices
 from tpot_locust.report.summary_types import Summary
 
@@ -67,8 +67,8 @@ def _row(
         mean, spread = statistics.fmean(values), statistics.stdev(values)
         half = t_975(len(values) - 1) * spread / math.sqrt(len(values))
         row["across_runs"] = [round(mean - half, 4), round(mean + half, 4)]
-        if halves:  # one run's standard error, from its own interval (k = 10 sections)
-            one_se = statistics.median(halves) / t_975(9)
+        if halves:  # one run's standard error, from its own interval (k sections at most)
+            one_se = statistics.median(halves) / t_975(SECTIONS - 1)
             row["drift"] = scatters_more(spread, one_se, len(values))
     slices, window_s = pooled
     if slices:
