@@ -172,3 +172,41 @@ def test_runs_scatter_more_than_one_run_says_only_past_the_chi_square_line() -> 
     assert scatters_more(1.8, 1.0, 3)  # 6.5 > 5.99
     assert scatters_more(1.3, 1.0, 30)  # 29 x 1.69 = 49 > 42.6
     assert not scatters_more(1.0, 0.0, 3)
+
+
+def test_a_figure_without_an_interval_where_its_runs_make_them_is_inconclusive() -> None:
+    """A tail not measured (or an interval clipped at 0) is not judged by its value alone:
+    that is where noise is largest (+20 % here)."""
+    base, candidate = _summary(1.0, 0.01), _summary(1.2, 0.01)
+    candidate["metrics"]["tpot"]["ci95"]["p50"] = None
+    (row,) = compare_summaries(base, candidate, ("tpot",), ("p50",), 0.03).rows
+    assert row.verdict == "inconclusive" and row.regressed is False
+    clipped = _summary(1.2, 0.01)
+    clipped["metrics"]["tpot"]["ci95"]["p50"] = [0.0, 2.4]
+    (row,) = compare_summaries(base, clipped, ("tpot",), ("p50",), 0.03).rows
+    assert row.verdict == "inconclusive" and row.regressed is False
+
+
+def test_a_damaged_interval_log_is_a_slice_fewer_never_an_error(tmp_path) -> None:  # noqa: ANN001
+    from tpot_locust.common.run_facts import RunFacts
+    from tpot_locust.report.run_intervals import read_slices
+
+    histogram = new_histogram()
+    record_many(histogram, np.full(100, 2000, dtype=np.int64))
+    good = histogram.encode().decode()
+    lines = [
+        "#[StartTime: 100.000 (seconds since epoch), x]",
+        f"0.000,1.000,2.0,{good}",
+        f"inf,1.000,2.0,{good}",
+        f"1.000,nan,2.0,{good}",
+        "2.000,1.000,2.0,not-base64",
+        "3.000,1.000",
+        f"4.000,1.000,2.0,{good}",
+    ]
+    path = tmp_path / "tpot.hlog"
+    path.write_text("\n".join(lines) + "\n")
+    run = RunFacts(window_wall_ns=[100 * 10**9, 106 * 10**9])
+    slices, window_s = read_slices(path, run)
+    assert sum(s.total_count for s in slices) == 200 and window_s == 6.0
+    path.write_text("#[StartTime: abc (seconds since epoch), x]\n" + f"0.000,1.000,2.0,{good}\n")
+    assert read_slices(path, run) == ([], 6.0)

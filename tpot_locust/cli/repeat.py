@@ -21,6 +21,8 @@ def run_series(options: RunOptions, count: int | None) -> int:
     """One run, or ``count`` (``--repeat``; else the scenario's ``repeat``) in a series."""
     scenario = load_scenario(options.scenario_path, options.overrides, check_engine=check_engine)
     count = count or scenario.repeat or 1
+    if count > MAX_REPEATS:
+        raise ValueError(f"repeat {count}: at most {MAX_REPEATS} runs in a series")
     return run_scenario(options) if count == 1 else run_repeated(options, count)
 
 

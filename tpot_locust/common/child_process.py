@@ -27,9 +27,13 @@ STOP_NOW_SIGNAL = getattr(signal, "SIGUSR1", signal.SIGTERM)
 
 
 def _child_setup() -> None:
-    """Runs in each child before it executes: die with the parent (Linux)."""
+    """Runs in each child before it executes: die with the parent (Linux); take no
+    ``STOP_NOW_SIGNAL`` until a Locust process of ours installs its handler (its default
+    action ends a process: a quick second Ctrl-C at start would kill a worker with its
+    results; an ignored signal stays ignored across ``exec``)."""
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    signal.signal(STOP_NOW_SIGNAL, signal.SIG_IGN)
 
 
 def child_options() -> dict[str, Any]:

@@ -6,6 +6,7 @@ While the run goes (each file by one process, as it learns its part):
   (``tpot-locust run`` before Locust starts; a ``--master-url`` sweep before each step);
 - ``truth.jsonl``: every token as the embedded simulator sent it (the simulator);
 - ``histograms/<metric>.hlog``: HdrHistogram interval logs (the master, or a local runner);
+  with several classes, each class's too: ``histograms/class-<name>/<metric>.hlog``;
 - ``server_metrics.jsonl``: the server's ``/metrics`` sampled while the run went (the same);
 - ``gpu_metrics/<label>.jsonl``: each DCGM exporter of ``server.gpu_metrics``, likewise;
 - ``client_stalls/local.json``: a local runner's stall windows, at its end;
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
+from tpot_locust.common.text_safety import safe_slug
 
 SUMMARY_FILE = "summary.json"
 HISTOGRAMS_FILE = "histograms.json"
@@ -100,8 +103,11 @@ class ResultsFolder:
     def interval_logs(self) -> Path:
         return self.root / INTERVAL_LOGS_FOLDER
 
-    def interval_log(self, metric: str) -> Path:
-        return self.interval_logs / f"{metric}.hlog"
+    def interval_log(self, metric: str, class_name: str | None = None) -> Path:
+        """``metric``'s interval log: all classes merged, or ``class_name``'s alone."""
+        if class_name is None:
+            return self.interval_logs / f"{metric}.hlog"
+        return self.interval_logs / f"class-{safe_slug(class_name)}" / f"{metric}.hlog"
 
     @property
     def client_stalls(self) -> Path:

@@ -36,6 +36,16 @@ REPORT_INTERVAL_RANGE_S = (0.1, 60.0)
 LOCUST_TABLES_LOGGER = "locust.stats_logger"  # locust.stats.console_logger
 
 
+def _until_error_report(record: logging.LogRecord) -> bool:
+    """Locust's request and percentile tables are dropped; its error report, printed after
+    them, is kept (from its first line on)."""
+    if not _until_error_report.__dict__.get("passing"):
+        if not str(record.getMessage()).startswith("Error report"):
+            return False
+        _until_error_report.__dict__["passing"] = True
+    return True
+
+
 def report_interval(text: str) -> float:
     """``--tpot-report-interval``/``TPOT_REPORT_INTERVAL``: finite seconds in range (NaN
     would wedge every gevent timer; 0 or less would tick without pause)."""
@@ -233,7 +243,7 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
     # our screen (printed on quit, or by `tpot-locust run` after its truth check) replaces
     # Locust's own request and percentile tables, printed between this event and quit; its
     # CSV and HTML files still hold them, where asked for
-    logging.getLogger(LOCUST_TABLES_LOGGER).disabled = True
+    logging.getLogger(LOCUST_TABLES_LOGGER).addFilter(_until_error_report)
     if state.summary is not None:
         environment.events.quit.add_listener(lambda **_: state.print_report())
     if (endpoint := state.ticks.live_metrics) is not None:  # its port is free once Locust quit

@@ -5,8 +5,8 @@ the scenario's ``stop_timeout``: a long answer can hold it there for a minute. A
 must end the run at once and still keep its results, so ``tpot-locust run`` then sends
 ``STOP_NOW_SIGNAL`` to the master (or local runner) and every worker: each kills its users,
 whose requests in flight count as interrupted, and the run finishes as usual (the workers'
-finals, the results folder, the report). ``kill -USR1`` does the same to any Locust process of
-ours.
+finals, the results folder, the report). ``kill -USR1`` to a Locust process of ours whose
+stop is under way cuts its wait the same way (before a stop, it ends its users' requests).
 """
 
 from __future__ import annotations

@@ -22,30 +22,61 @@ from tpot_locust.metrics.wire_delta import WireDelta
 
 TIMESERIES_METRICS = catalogue.names("in_timeseries")
 TIMESERIES_PERCENTILES = (50.0, 90.0, 99.0, 99.9)
+# a class's own interval logs: the metrics whose percentiles get intervals (and a gate compares)
+INTERVAL_METRICS = catalogue.names("in_compare")
 MIN_FINAL_POINT_S = 0.5
 
 
 class IntervalLogs:
-    """One ``OUT/histograms/<metric>.hlog`` per metric, all classes merged, tagged ``all``."""
+    """One ``OUT/histograms/<metric>.hlog`` per metric, all classes merged; with several
+    classes, each class's ``OUT/histograms/class-<name>/<metric>.hlog`` as well (the time
+    slices of its percentiles' intervals: ``metrics.intervals``), opened as it first reports."""
 
     def __init__(self, folder: ResultsFolder, start_wall_s: float) -> None:
         folder.interval_logs.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
         self.start_wall_s = start_wall_s
-        self.files: dict[str, IO[str]] = {}
-        stamp = time.strftime("%a %b %d %H:%M:%S %Z %Y", time.localtime(start_wall_s))
-        for name in METRICS:
-            handle = open(folder.interval_log(name), "w")  # noqa: SIM115 - closed in close()
-            # hdrhistogram 0.10.8's output_start_time is broken: write the header ourselves.
-            handle.write("#[Histogram log format version 1.2]\n")
-            handle.write(f"#[StartTime: {start_wall_s:.3f} (seconds since epoch), {stamp}]\n")
-            handle.write(f"#[Metric: {name}, values in microseconds]\n")
-            handle.write(
-                '"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"\n'
-            )
-            self.files[name] = handle
+        self.files: dict[str, IO[str]] = {name: self._open(name, None) for name in METRICS}
+        self.class_files: dict[str, dict[str, IO[str]]] = {}
+
+    def _open(self, name: str, class_name: str | None) -> IO[str]:
+        path = self.folder.interval_log(name, class_name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "w")  # noqa: SIM115 - closed in close()
+        stamp = time.strftime("%a %b %d %H:%M:%S %Z %Y", time.localtime(self.start_wall_s))
+        # hdrhistogram 0.10.8's output_start_time is broken: write the header ourselves.
+        handle.write("#[Histogram log format version 1.2]\n")
+        handle.write(f"#[StartTime: {self.start_wall_s:.3f} (seconds since epoch), {stamp}]\n")
+        handle.write(f"#[Metric: {name}, values in microseconds]\n")
+        handle.write(
+            '"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"\n'
+        )
+        return handle
+
+    def write_classes(
+        self, by_class: dict[str, ClassMetrics], start_wall_s: float, end_wall_s: float
+    ) -> None:
+        """Each class's interval, where the run has several (one is the merged log)."""
+        if len(by_class) < 2:
+            return
+        for class_name, metrics in by_class.items():
+            files = self.class_files.get(class_name)
+            if files is None:
+                files = {name: self._open(name, class_name) for name in INTERVAL_METRICS}
+                self.class_files[class_name] = files
+            self._write(files, metrics, start_wall_s, end_wall_s)
 
     def write(self, combined: ClassMetrics, start_wall_s: float, end_wall_s: float) -> None:
-        for name, handle in self.files.items():
+        self._write(self.files, combined, start_wall_s, end_wall_s)
+
+    def _write(
+        self,
+        files: dict[str, IO[str]],
+        combined: ClassMetrics,
+        start_wall_s: float,
+        end_wall_s: float,
+    ) -> None:
+        for name, handle in files.items():
             let_streams_run()  # encoding takes ~0.5 ms: let streams be stamped in between
             histogram = combined.histograms.get(name)
             if histogram is None or not histogram.total_count:
@@ -59,7 +90,10 @@ class IntervalLogs:
     def close(self) -> None:
         for handle in self.files.values():
             handle.close()
-        self.files = {}
+        for files in self.class_files.values():
+            for handle in files.values():
+                handle.close()
+        self.files, self.class_files = {}, {}
 
 
 class Collector:
@@ -124,6 +158,7 @@ class Collector:
         self.timeseries.append(point)
         if self.logs is not None:
             self.logs.write(combined, self.last_tick_wall_s, now)
+            self.logs.write_classes(interval.by_class(), self.last_tick_wall_s, now)
         self.last_tick_wall_s = now
 
     def _point(self, combined: ClassMetrics, now: float, users: int) -> TimeseriesPoint:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
@@ -49,7 +50,22 @@ _T_975 = {
 
 def t_975(degrees: int) -> float:
     """Student's t 0.975 quantile (a two-sided 95 % interval)."""
-    return _T_975.get(degrees, 1.96)
+    return _T_975.get(degrees) or t_quantile(0.975, degrees)
+
+
+def t_quantile(probability: float, degrees: int) -> float:
+    """Student's t quantile, by its Cornish-Fisher expansion about the normal's (Abramowitz
+    and Stegun 26.7.5): within 0.1 % of the table at 0.975 from 3 degrees of freedom, a
+    little low far in the tail with few (a family-wide bound at 5 % / 40, 4 degrees: ~8)."""
+    z = NormalDist().inv_cdf(probability)
+    terms = (
+        (z**3 + z) / 4,
+        (5 * z**5 + 16 * z**3 + 3 * z) / 96,
+        (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384,
+        (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160,
+    )
+    expansion: float = sum(term / degrees ** (power + 1) for power, term in enumerate(terms))
+    return z + expansion
 
 
 @dataclass(frozen=True)
@@ -114,4 +130,5 @@ __all__ = [
     "percentile_interval",
     "sections_of",
     "t_975",
+    "t_quantile",
 ]

@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from statistics import NormalDist
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.metric_catalogue import ALL_CLASSES
 from tpot_locust.common.percentiles import PERCENTILE_KEYS, STATISTICS, is_statistic
 from tpot_locust.common.text_safety import printable
+from tpot_locust.metrics.intervals import SECTIONS, t_975, t_quantile
 from tpot_locust.report.summary_types import Summary
 from tpot_locust.report.truth_check import signed
 from tpot_locust.scenario.slo import LATENCY_METRICS, TAIL_MIN_SAMPLES
@@ -126,24 +127,26 @@ def compare_summaries(
 def _judge_with_intervals(
     rows: list[Comparison], scopes: list[tuple[str, Summary, Summary]], max_regression: float
 ) -> None:
-    """Each row both of whose runs have an interval is judged by its change's interval."""
+    """Each row both of whose runs have an interval is judged by its change's interval; a
+    row without one where its runs make intervals (a tail not measured) is inconclusive: its
+    value alone is where noise is largest."""
     by_scope = {scope: (base, candidate) for scope, base, candidate in scopes}
-    judged = []
+    judged: list[tuple[Comparison, _Spread, _Spread]] = []
     for row in rows:
-        base, candidate = by_scope[row.scope]
-        bounds = (_bounds(base, row), _bounds(candidate, row))
-        if not row.too_few and row.base and row.candidate and None not in bounds:
-            judged.append((row, bounds))
-    if not judged:
-        return
-    # Bonferroni over the figures judged: each at FAMILY_ALPHA / m, two-sided
-    widen = NormalDist().inv_cdf(1 - FAMILY_ALPHA / (2 * len(judged))) / 1.96
+        if row.too_few or not row.base or not row.candidate:
+            continue
+        base, candidate = (_spread(scope, row) for scope in by_scope[row.scope])
+        if base is not None and candidate is not None:
+            judged.append((row, base, candidate))
+        elif _has_intervals(*by_scope[row.scope], row.metric):
+            row.verdict, row.regressed = "inconclusive", False
     limit = math.log1p(max_regression)
-    for row, (base_bounds, candidate_bounds) in judged:
-        assert row.base and row.candidate and base_bounds and candidate_bounds
-        half = widen * math.hypot(
-            _relative_half(row.base, base_bounds), _relative_half(row.candidate, candidate_bounds)
-        )
+    # Bonferroni over the figures judged: each at FAMILY_ALPHA / m, two-sided, on each run's
+    # own t (k - 1 degrees of freedom) in place of the 0.975 quantile its interval has
+    level = 1 - FAMILY_ALPHA / (2 * max(len(judged), 1))
+    for row, base, candidate in judged:
+        assert row.base and row.candidate
+        half = math.hypot(base.widened(level), candidate.widened(level))
         change = math.log(row.candidate / row.base)
         low, high = change - half, change + half
         row.ci95 = [round(math.expm1(low), 4), round(math.expm1(high), 4)]
@@ -160,16 +163,33 @@ def _judge_with_intervals(
         row.regressed = row.verdict == "regressed"
 
 
-def _bounds(scope: Summary, row: Comparison) -> list[float] | None:
-    figures = scope["metrics"].get(row.metric) or {}
-    intervals = figures.get("ci95") or {}
-    return intervals.get(row.statistic)
+@dataclass(frozen=True)
+class _Spread:
+    """A figure's 95 % half-width on the log scale and the sections it came from."""
+
+    half: float
+    sections: int
+
+    def widened(self, level: float) -> float:
+        degrees = max(self.sections - 1, 1)
+        return self.half * t_quantile(level, degrees) / t_975(degrees)
 
 
-def _relative_half(value: float, bounds: list[float]) -> float:
-    """A figure's 95 % half-width as a fraction of it (on the log scale: the wider side)."""
+def _spread(scope: Summary, row: Comparison) -> _Spread | None:
+    """The run's interval of ``row``'s figure, relative (None: none, or clipped at 0)."""
+    figures = cast(Mapping[str, Any], scope["metrics"].get(row.metric) or {})
+    bounds = (figures.get("ci95") or {}).get(row.statistic)
+    value = figures.get(row.statistic)
+    if not bounds or not value or bounds[0] <= 0:
+        return None
     low, high = bounds
-    return max(math.log(max(high, value) / value), math.log(value / max(low, value * 1e-3)))
+    half = max(math.log(max(high, value) / value), math.log(value / min(low, value)))
+    return _Spread(half, int(figures.get("ci95_sections") or SECTIONS))
+
+
+def _has_intervals(base: Summary, candidate: Summary, metric: str) -> bool:
+    """Whether both runs made intervals for ``metric`` (some may be not measured)."""
+    return all((scope["metrics"].get(metric) or {}).get("ci95") for scope in (base, candidate))
 
 
 def _row(

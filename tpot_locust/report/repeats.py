@@ -62,13 +62,16 @@ def _row(
         for s in summaries
         if (bounds := (s["metrics"].get(metric, {}).get("ci95") or {}).get(key)) is not None
     ]
+    sections = [
+        int(s["metrics"].get(metric, {}).get("ci95_sections") or SECTIONS) for s in summaries
+    ]
     row["one_run_half_ms"] = round(statistics.median(halves), 4) if halves else None
     if len(values) >= 2:
         mean, spread = statistics.fmean(values), statistics.stdev(values)
         half = t_975(len(values) - 1) * spread / math.sqrt(len(values))
         row["across_runs"] = [round(mean - half, 4), round(mean + half, 4)]
-        if halves:  # one run's standard error, from its own interval (k sections at most)
-            one_se = statistics.median(halves) / t_975(SECTIONS - 1)
+        if halves:  # one run's standard error, from its own interval (its k sections)
+            one_se = statistics.median(halves) / t_975(max(min(sections) - 1, 1))
             row["drift"] = scatters_more(spread, one_se, len(values))
     slices, window_s = pooled
     if slices:

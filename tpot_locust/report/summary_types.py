@@ -69,6 +69,7 @@ class MetricFigures(_Percentiles, _RatioToMedian, total=False):
     # (``report.run_intervals``); the reason and how much longer, per key
     ci95: dict[str, list[float] | None]
     ci95_not_measured: dict[str, str]
+    ci95_sections: int  # k: the sections the intervals were made of (t with k - 1 degrees)
 
 
 class _RequestsEnded(TypedDict):
