@@ -56,6 +56,13 @@ def test_a_sweep_stops_at_the_first_broken_slo_and_names_the_knee(tmp_path: Path
     assert page.count("<svg") == 3 and "knee" in page
     assert "SLO tpot p99 &lt;= 55 ms" in page  # the line the knee was found against
     assert "knee: users 16 (step 3)" in result.stdout
+    # the sure knee: no higher than the knee, every gated figure's interval below its limit
+    sure = document["sure_knee"]
+    assert sure is None or sure["step"] <= 3, sure
+    if sure is not None:
+        low, high = steps[sure["step"] - 1]["tpot"]["ci95"]["p99"]
+        assert low <= steps[sure["step"] - 1]["tpot"]["p99"] <= high <= 55
+    assert "sure knee: " in result.stdout
     # the step over the SLO is the knee's far side, not a failed verdict (issue 46, item 5)
     assert "=== sweep step: over its SLOs: the knee's far side ===" in result.stdout
     assert "SLO verdict: FAIL" not in result.stdout

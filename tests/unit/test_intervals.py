@@ -210,3 +210,18 @@ def test_a_damaged_interval_log_is_a_slice_fewer_never_an_error(tmp_path) -> Non
     assert sum(s.total_count for s in slices) == 200 and window_s == 6.0
     path.write_text("#[StartTime: abc (seconds since epoch), x]\n" + f"0.000,1.000,2.0,{good}\n")
     assert read_slices(path, run) == ([], 6.0)
+
+
+def test_the_sure_knee_is_where_an_interval_first_reaches_a_limit() -> None:
+    from tpot_locust.report.sweep_results import sure_knee
+
+    limits = [{"metric": "tpot", "statistic": "p99", "limit": 55.0}]
+    rows = [
+        {"step": 1, "value": 4, "verdict": "pass", "tpot": {"p99": 20, "ci95": {"p99": [18, 22]}}},
+        {"step": 2, "value": 8, "verdict": "pass", "tpot": {"p99": 40, "ci95": {"p99": [35, 45]}}},
+        {"step": 3, "value": 16, "verdict": "pass", "tpot": {"p99": 52, "ci95": {"p99": [48, 57]}}},
+        {"step": 4, "value": 32, "verdict": "fail", "tpot": {"p99": 70, "ci95": {"p99": [60, 80]}}},
+    ]
+    assert sure_knee(rows, limits) == {"step": 2, "value": 8}  # step 3's reaches 57 > 55
+    rows[0]["tpot"]["ci95"]["p99"] = None  # not measured: not sure
+    assert sure_knee(rows, limits) is None

@@ -26,7 +26,7 @@ from tpot_locust.cli.master_api import MasterAPI
 from tpot_locust.cli.run import RunOptions, run_scenario
 from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.report.gate import EXIT_FAIL, EXIT_INVALID, EXIT_PASS
-from tpot_locust.report.sweep_results import format_sweep, knee, step_row, write_sweep
+from tpot_locust.report.sweep_results import format_sweep, knee, step_row, sure_knee, write_sweep
 from tpot_locust.scenario.loader import load_scenario
 from tpot_locust.sim.profiles import check_engine
 
@@ -103,6 +103,7 @@ def run_sweep(options: SweepOptions) -> int:
         row = step_row(number, shown, folder, code)
         steps.append(row)
         document["knee"] = knee(steps)
+        document["sure_knee"] = sure_knee(steps, document["slo_limits_ms"])
         write_sweep(out, document)  # after every step: an interrupted sweep keeps its steps
         if code >= 128:
             document["stopped_because"] = f"step {number} was interrupted (signal {code - 128})"

@@ -2,6 +2,9 @@
 
 The *knee* is the highest step that met every SLO while every step below it did too: the
 most load this server carries within the scenario's objectives, to the sweep's resolution.
+The *sure knee* is the highest step, from the first, where every gated latency figure's 95 %
+interval (metrics.md, "How sure is each number") lies below its limit: past it, another run
+of the same step could break an SLO that this one met.
 """
 
 from __future__ import annotations
@@ -45,7 +48,27 @@ def step_row(step: int, value: float, folder: Path, exit_code: int) -> dict[str,
     for metric, statistic in STEP_FIGURES:
         value_ms = summary["metrics"].get(metric, {}).get(statistic)
         row.setdefault(metric, {})[statistic] = value_ms
+    for metric in {metric for metric, _ in STEP_FIGURES}:
+        intervals = summary["metrics"].get(metric, {}).get("ci95")
+        if intervals is not None:
+            row[metric]["ci95"] = intervals
     return row
+
+
+def sure_knee(rows: list[dict[str, Any]], limits: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The last step, from the first, that passed with every gated latency figure's interval
+    wholly below its limit (a figure with no interval, a tail not measured: not sure)."""
+    best = None
+    for row in rows:
+        if row.get("verdict") != "pass" or not all(_surely_below(row, o) for o in limits):
+            break
+        best = row
+    return None if best is None else {"step": best["step"], "value": best["value"]}
+
+
+def _surely_below(row: dict[str, Any], objective: dict[str, Any]) -> bool:
+    bounds = ((row.get(objective["metric"]) or {}).get("ci95") or {}).get(objective["statistic"])
+    return bounds is not None and bounds[1] <= objective["limit"]
 
 
 def knee(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -88,6 +111,14 @@ def format_sweep(document: dict[str, Any]) -> list[str]:
         lines.append(
             f"knee: {vary} {point['value']:g} (step {point['step']}), the highest "
             "step that met every SLO"
+        )
+    if "sure_knee" in document and point is not None:
+        sure = document["sure_knee"]
+        lines.append(
+            "sure knee: none (the first step's intervals already reach a limit)"
+            if sure is None
+            else f"sure knee: {vary} {sure['value']:g} (step {sure['step']}), the highest "
+            "whose every gated latency figure's 95% interval lies below its limit"
         )
     if why := document.get("stopped_because"):
         lines.append(f"stopped: {printable(why)}")
