@@ -162,7 +162,7 @@ def test_server_gc_named_from_its_own_count_of_full_collections(tmp_path: Path) 
     assert collected > 0
     assert "server GC precision >= 0.9 met" in output
     assert re.search(
-        r"ms at [\d.]+ s: server pause \(\d+ streams waited together\).*server gc", output
+        r"ms at [\d.]+ s: server pause \(\d+ streams waited together\).*server GC", output
     )
 
 
