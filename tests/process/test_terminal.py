@@ -196,3 +196,22 @@ def test_plain_locust_in_a_terminal_stops_on_one_ctrl_c(tmp_path: Path) -> None:
     finally:
         simulator.terminate()
         simulator.wait(10)
+
+
+def test_two_quick_ctrl_cs_at_the_start_end_the_run_at_once(tmp_path: Path) -> None:
+    """Ctrl-C twice before Locust is up (the stop-now signal reaches children that have no
+    handler yet: they ignore it until theirs is in): the run ends at once, without a
+    traceback."""
+    out = tmp_path / "out"
+    terminal = Terminal(
+        _run("scenarios/quickstart.yaml", "--run-time", "60s", "--workers", "2")
+        + ["--out", str(out)],
+        cwd=ROOT,
+    )
+    assert terminal.read_until("tpot-locust: quickstart:", 60), terminal.text[-3000:]
+    terminal.type(CTRL_C)
+    time.sleep(0.3)
+    terminal.type(CTRL_C)
+    assert terminal.wait(60) == 130, terminal.text[-3000:]
+    assert "Traceback" not in terminal.text, terminal.text[-3000:]
+    assert "User defined signal" not in terminal.text, terminal.text[-3000:]
