@@ -6,7 +6,8 @@ must end the run at once and still keep its results, so ``tpot-locust run`` then
 ``STOP_NOW_SIGNAL`` to the master (or local runner) and every worker: each kills its users,
 whose requests in flight count as interrupted, and the run finishes as usual (the workers'
 finals, the results folder, the report). ``kill -USR1`` to a Locust process of ours whose
-stop is under way cuts its wait the same way (before a stop, it ends its users' requests).
+stop is under way cuts its wait the same way (before a stop it kills its users too, and the
+run waits out its run time with none).
 """
 
 from __future__ import annotations
