@@ -225,3 +225,10 @@ def test_the_sure_knee_is_where_an_interval_first_reaches_a_limit() -> None:
     assert sure_knee(rows, limits) == {"step": 2, "value": 8}  # step 3's reaches 57 > 55
     rows[0]["tpot"]["ci95"]["p99"] = None  # not measured: not sure
     assert sure_knee(rows, limits) is None
+
+
+def test_a_mean_or_max_is_judged_by_its_value_beside_intervals() -> None:
+    base, candidate = _summary(1.0, 0.01), _summary(1.0, 0.01)
+    base["metrics"]["tpot"]["max"], candidate["metrics"]["tpot"]["max"] = 10.0, 12.0
+    (row,) = compare_summaries(base, candidate, ("tpot",), ("max",), 0.03).rows
+    assert row.verdict == "regressed" and row.regressed and row.ci95 is None

@@ -138,7 +138,7 @@ def _judge_with_intervals(
         base, candidate = (_spread(scope, row) for scope in by_scope[row.scope])
         if base is not None and candidate is not None:
             judged.append((row, base, candidate))
-        elif _has_intervals(*by_scope[row.scope], row.metric):
+        elif _has_intervals(*by_scope[row.scope], row.metric, row.statistic):
             row.verdict, row.regressed = "inconclusive", False
     limit = math.log1p(max_regression)
     # Bonferroni over the figures judged: each at FAMILY_ALPHA / m, two-sided, on each run's
@@ -187,9 +187,13 @@ def _spread(scope: Summary, row: Comparison) -> _Spread | None:
     return _Spread(half, int(figures.get("ci95_sections") or SECTIONS))
 
 
-def _has_intervals(base: Summary, candidate: Summary, metric: str) -> bool:
-    """Whether both runs made intervals for ``metric`` (some may be not measured)."""
-    return all((scope["metrics"].get(metric) or {}).get("ci95") for scope in (base, candidate))
+def _has_intervals(base: Summary, candidate: Summary, metric: str, statistic: str) -> bool:
+    """Whether both runs made ``statistic``'s interval for ``metric``, measured or not (a
+    mean or a max never has one: judged by its value, as before)."""
+    return all(
+        statistic in ((scope["metrics"].get(metric) or {}).get("ci95") or {})
+        for scope in (base, candidate)
+    )
 
 
 def _row(
