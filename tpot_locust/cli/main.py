@@ -133,14 +133,16 @@ _SavedPart = Literal["slo", "truth_check", "attribution_check", "report_error"]
 def _run_view(given: Path) -> RunView:
     """One saved run for the HTML report: its summary rebuilt from the histograms, with the
     verdict and truth check its ``summary.json`` gained at the end, and its scenario."""
-    from tpot_locust.report.finishing import saved_summary
     from tpot_locust.report.histograms_file import load_results
     from tpot_locust.report.html import RunView
+    from tpot_locust.report.run_intervals import add_intervals
     from tpot_locust.report.saved_results import SUMMARY_EXTRAS, read_checked, read_text
+    from tpot_locust.report.summary import build_summary
 
     folder = ResultsFolder.of(given)
-    totals, run = load_results(folder.root)
-    summary = saved_summary(folder.root)
+    totals, run = load_results(folder.root)  # read once: the summary and the page's curves
+    summary = build_summary(totals, run)
+    add_intervals(summary, folder)
     saved = folder.summary
     if saved.exists():
         extras = read_checked(saved, SUMMARY_EXTRAS)

@@ -385,20 +385,11 @@ class SimServer:
             request.cached_tokens = self.prefix_cache.cached_tokens(request.prompt_units)
             request.prompt_units = None  # looked up: the cache keeps only its hashes
         prefix = dialect.sim_id_prefix
-        assert self._scheduler is not None and self._truth is not None
+        assert self._scheduler is not None
         if self.engine is not None:
             self._engine_completion(conn, http_request, request, prefix + request_id)
             return
-        setup = ResponseSetup(
-            self.clock,
-            self._truth,
-            http_request.keep_alive,
-            prefix + request_id,
-            self._stream_end,
-            self.metrics,
-            self.config.filler_bytes,
-            self.config.filler_every,
-        )
+        setup = self._setup(http_request, prefix + request_id, self._stream_end)
         stream = Stream(conn, request, setup, self.timing)
         self._streams.add(stream)
         self._scheduler.add(stream, stream.start())
@@ -407,7 +398,7 @@ class SimServer:
         self, conn: HttpConnection, http_request: HttpRequest, request: SimRequest, rid: str
     ) -> None:
         engine = self.engine
-        assert engine is not None and self._truth is not None
+        assert engine is not None
         arrival = request.arrival_perf_ns
         frontend_ns = round(engine.core.params.frontend_ms * 1e6)
         seq = Seq(
@@ -419,20 +410,28 @@ class SimServer:
             adapter=None if request.model == self.config.model else request.model,
             cached=request.cached_tokens or 0,
         )
-        setup = ResponseSetup(
-            self.clock,
-            self._truth,
-            http_request.keep_alive,
-            rid,
-            self._engine_stream_end,
-            self.metrics,
-            self.config.filler_bytes,
-            self.config.filler_every,
-        )
+        setup = self._setup(http_request, rid, self._engine_stream_end)
         stream = EngineStream(conn, request, setup, seq)
         self._streams.add(stream)
         stream.start()
         engine.submit(seq)
+
+    def _setup(
+        self, http_request: HttpRequest, response_id: str, on_end: Callable[[Any, bool], None]
+    ) -> ResponseSetup:
+        """What every response of this server is told besides its request."""
+        assert self._truth is not None
+        config = self.config
+        return ResponseSetup(
+            self.clock,
+            self._truth,
+            http_request.keep_alive,
+            response_id,
+            on_end,
+            self.metrics,
+            config.filler_bytes,
+            config.filler_every,
+        )
 
     def _stream_end(self, stream: Stream, aborted: bool) -> None:
         self._streams.discard(stream)
