@@ -36,14 +36,18 @@ REPORT_INTERVAL_RANGE_S = (0.1, 60.0)
 LOCUST_TABLES_LOGGER = "locust.stats_logger"  # locust.stats.console_logger
 
 
-def _until_error_report(record: logging.LogRecord) -> bool:
+class _UntilErrorReport(logging.Filter):
     """Locust's request and percentile tables are dropped; its error report, printed after
     them, is kept (from its first line on)."""
-    if not _until_error_report.__dict__.get("passing"):
-        if not str(record.getMessage()).startswith("Error report"):
-            return False
-        _until_error_report.__dict__["passing"] = True
-    return True
+
+    passing = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.passing = self.passing or record.getMessage().startswith("Error report")
+        return self.passing
+
+
+_until_error_report = _UntilErrorReport()
 
 
 def report_interval(text: str) -> float:
