@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tpot_locust.metrics.causes import (
+    GPU_THROTTLE,
     KV_OFFLOAD,
     PREEMPTION,
     PREFILL,
@@ -188,3 +189,18 @@ def test_once_learnt_a_prompt_counts_as_in_prefill_only_at_the_end_of_its_window
     assert timeline.tags(early, late).prefill_tokens.tolist() == [0, 100]
     scale = learnt_scale(24_000)
     assert scale.prefill_span() == 48_000.0  # twice the cost learnt, 3 digits
+
+
+def test_a_throttled_prefill_step_is_throttling_and_prefill_not_a_pause() -> None:
+    """The GPU held to 1/1.6 of its clock slows the whole step, its prefill work too: an 8k
+    prompt's 200 ms prefill then takes 320 ms, and every stream waits through it."""
+    scale = learnt_scale(24_000)
+    plain, prefill = STEP, 8192 * 24_000
+    gaps = np.array([1.6 * (plain + prefill), 1.6 * plain + 40 * MS], dtype=np.float64)
+    found = causes([8192, 0], [30, 30], {GPU_THROTTLE: [True, True]})
+    scale.weigh(gaps, found, np.array([gaps[0] * 0.9, 40 * MS]), slowdown=np.array([0.6, 0.6]))
+    # throttling is named by what it adds to a plain step (3 ms of a 320 ms prefill step, of
+    # a 40 ms pause): its DCGM window may reach past the episode
+    assert found.masks[PREFILL].tolist() == [True, False]
+    assert GPU_THROTTLE not in found.masks
+    assert found.masks[SERVER_PAUSE].tolist() == [False, True]
