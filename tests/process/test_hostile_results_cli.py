@@ -97,6 +97,18 @@ EDITS: dict[str, tuple[Edit, str]] = {
         ),
         "classes: 2,400 histograms over 600 classes; at most 2,000",
     ),
+    # issue 57, item 6: the server's and the GPU's sampled series were read unchecked
+    "server-series-text": (
+        _json_edit(HISTOGRAMS_FILE, _set(("run", "server_metrics"), {"series": {"kv": ["x"]}})),
+        "run.server_metrics.series.kv",
+    ),
+    "gpu-clock-huge": (
+        _json_edit(
+            HISTOGRAMS_FILE,
+            _set(("run", "gpu_metrics"), {"sim": {"gpu": {"sm_clock_series": [[1, 1e300]]}}}),
+        ),
+        "run.gpu_metrics.sim.gpu.sm_clock_series",
+    ),
     "zlib-bomb": (
         _json_edit(
             HISTOGRAMS_FILE, lambda d: _set(("classes", "chat", "histograms", "tpot"), _bomb())(d)
@@ -144,7 +156,8 @@ def test_report_html_and_compare_refuse_edited_histograms(
     folder = _edited(good, tmp_path, edit)
     file = folder / HISTOGRAMS_FILE
     _assert_one_clear_line(_cli("report", str(folder)), file, key)
-    if case in ("classes-list", "counter-huge", "truncated", "zlib-bomb", "many-classes"):
+    html_too = ("classes-list", "counter-huge", "truncated", "zlib-bomb", "many-classes")
+    if case in (*html_too, "server-series-text", "gpu-clock-huge"):
         _assert_one_clear_line(_cli("report", str(folder), "--html"), file, key)
         _assert_one_clear_line(_cli("compare", str(good), str(folder)), file, key)
 
@@ -167,3 +180,68 @@ def test_report_html_into_a_folder_writes_report_html_there(good: Path, tmp_path
 def test_the_good_results_still_report_and_compare(good: Path) -> None:
     assert _cli("report", str(good)).returncode == 0
     assert _cli("compare", str(good), str(good)).returncode == 0
+
+
+PLANTED = (
+    "truth.jsonl",
+    "report.html",
+    "report.txt",
+    "scenario.yaml",
+    "summary.json",
+    "summary.json.tmp",
+    "histograms.json",
+    "verdict.json",
+    "junit.xml",
+    "summary.md",
+    "server_metrics.jsonl",
+)
+
+
+def test_a_run_into_a_folder_of_planted_links_writes_none_through_them(tmp_path: Path) -> None:
+    """Issue 57, item 3: every results name a link to a file outside the folder (and the
+    interval logs' folder a link to another): the run replaces each link with its own file,
+    every target is untouched, and ``report --html`` does the same."""
+    outside, out = tmp_path / "outside", tmp_path / "out"
+    outside.mkdir()
+    out.mkdir()
+    for name in PLANTED:
+        (outside / name).write_text(f"private {name}\n")
+        (out / name).symlink_to(outside / name)
+    (outside / "logs").mkdir()
+    (out / "histograms").symlink_to(outside / "logs")
+    args = ["run", "scenarios/release-gate.yaml", "--run-time", "5s", "--set", "warmup=1s"]
+    args += ["--set", "cooldown=0s", "--out", str(out)]
+    result = run_command([sys.executable, "-m", "tpot_locust", *args], 180)
+    assert result.returncode in (0, 1), result.stdout[-2000:] + result.stderr[-2000:]
+    report = run_command([sys.executable, "-m", "tpot_locust", "report", str(out), "--html"], 60)
+    assert report.returncode == 0, report.stderr
+    for name in PLANTED:
+        assert (outside / name).read_text() == f"private {name}\n", name
+    assert not any((outside / "logs").iterdir())
+    written = [out / name for name in PLANTED if name != "summary.json.tmp"]
+    written += [out / "histograms"]
+    assert not [path for path in written if path.is_symlink()]
+    assert json.loads((out / "summary.json").read_text())["metrics"]["tpot"]["count"] > 0
+    assert "private" not in (out / "report.html").read_text()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_results_name_held_by_a_fifo_or_folder_is_refused_before_the_run(
+    tmp_path: Path, kind: str
+) -> None:
+    """Issue 57, item 7: a FIFO named truth.jsonl held the simulator 20 s, then the run
+    ended in a traceback; now one line and exit 2, before anything starts."""
+    import os
+    import time
+
+    out = tmp_path / "out"
+    out.mkdir()
+    if kind == "fifo":
+        os.mkfifo(out / "truth.jsonl")
+    else:
+        (out / "truth.jsonl").mkdir()
+    started = time.monotonic()
+    result = _cli("run", "scenarios/quickstart.yaml", "--run-time", "2s", "--out", str(out))
+    assert result.returncode == 2 and time.monotonic() - started < 20, result.stderr
+    assert "Traceback" not in result.stderr
+    assert f"{out / 'truth.jsonl'}: cannot write the results file" in result.stderr

@@ -113,3 +113,24 @@ def test_a_password_in_the_host_url_and_secret_headers_are_in_no_output(
     assert (out / "summary.json").exists(), result.stdout[-2000:] + result.stderr[-2000:]
     said = {"stdout": result.stdout, "stderr": result.stderr}
     assert_nowhere([password, *SECRETS.values()], {**outputs(out), **said})
+
+
+def test_a_server_that_ignores_max_tokens_is_named_and_its_answers_kept_bounded(
+    tmp_path: Path, python: str
+) -> None:
+    """Issue 57, item 4: each answer 2,000 tokens for ``max_tokens`` 4, two turns a session:
+    every request counts, the report says the server ignored max_tokens."""
+    out = tmp_path / "out"
+    scenario = scenario_file(tmp_path, "ignores-max-tokens", {"model": MODEL})
+    document = json.loads(scenario.read_text())
+    document["classes"]["chat"]["turns"] = 2
+    scenario.write_text(json.dumps(document))
+    with HostileStreamServer(("good",), tokens=2000) as server:
+        result = run(python, scenario, server.url, out)
+    said = result.stdout + result.stderr
+    assert result.returncode == 0, said[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    ok = summary["requests"]["ok"]
+    assert ok > 0 and summary["tokens"]["over_max_tokens"] == ok
+    report = (out / "report.txt").read_text()
+    assert f"! {ok:,} requests got more output tokens than their max_tokens asked for" in report

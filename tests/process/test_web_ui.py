@@ -14,6 +14,7 @@ from pathlib import Path
 from tests.conftest import ROOT
 from tests.helpers.distributed import free_port, start_web_cluster, stop_processes, wait_for_workers
 from tpot_locust.common import metric_catalogue as catalogue
+from tpot_locust.metrics.collector import INTERVAL_METRICS
 from tpot_locust.sim.process import start_simulator
 
 
@@ -74,9 +75,12 @@ def test_reset_stats_resets_our_histograms_and_stop_writes_results(tmp_path: Pat
             live = json.loads(urllib.request.urlopen(ui + "/stats/requests", timeout=10).read())
             (tab,) = [t for t in live["extended_stats"] if t["key"] == "tpot"]
             tpot_row = next(row for row in tab["data"] if row["metric"] == "TPOT")
-            # every metric the catalogue puts in the tab is a row of the live tab
+            # every metric the catalogue puts in the tab is a row of the live tab, and each
+            # with an interval has a row of its percentiles' 95 % intervals under it
             shown = {row["metric"] for row in tab["data"]}
-            assert shown == {catalogue.shorts()[name] for name in catalogue.names("in_tab")}
+            figures = {catalogue.shorts()[name] for name in catalogue.names("in_tab")}
+            with_intervals = {catalogue.shorts()[name] for name in INTERVAL_METRICS}
+            assert shown == figures | {f"{short} 95% interval" for short in with_intervals}
             # shown as the terminal writes them: 12,422 and 2.000 (a bare 2 beside 1.999)
             assert int(tpot_row["count"].replace(",", "")) > 0 and tpot_row["tokens_per_s"]
             assert re.fullmatch(r"[\d,]+\.\d{3}", tpot_row["mean"]), tpot_row

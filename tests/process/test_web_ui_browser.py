@@ -7,6 +7,7 @@ Playwright drives that browser and never downloads one of its own.
 from __future__ import annotations
 
 import http.server
+import re
 import threading
 import time
 from pathlib import Path
@@ -41,8 +42,15 @@ def test_tpot_tab_shows_live_percentiles_in_the_browser(tmp_path: Path) -> None:
                     # the table fills from the stats the page polls every couple of seconds
                     row = page.get_by_role("row").filter(has_text="TPOT").first
                     row.wait_for(timeout=30_000)
+                    # under it, each percentile's 95 % interval: one once 5 report intervals
+                    # (1 s) have closed
+                    shown = page.get_by_role("row").filter(has_text="TPOT 95% interval").first
+                    shown.filter(has_text=re.compile(r"\d\.\d{3}-\d")).wait_for(timeout=30_000)
                     headers = page.get_by_role("columnheader").all_inner_texts()
-                    cells = row.get_by_role("cell").all_inner_texts()
+                    # both rows of one poll: read together, the figure inside its interval
+                    cells, intervals = (
+                        found.get_by_role("cell").all_inner_texts() for found in (row, shown)
+                    )
                     page.screenshot(path=str(tmp_path / "tpot-tab.png"))
                 finally:
                     browser.close()
@@ -55,6 +63,9 @@ def test_tpot_tab_shows_live_percentiles_in_the_browser(tmp_path: Path) -> None:
     assert by_column["Metric"] == "TPOT"
     assert int(by_column["Samples"].replace(",", "")) > 0
     assert 1.0 < float(by_column["Median ms"]) < 50  # the simulator's 2 ms gaps, roughly
+    median_interval = dict(zip(headers, intervals, strict=False))["Median ms"]
+    low, high = (float(bound) for bound in median_interval.split("-"))
+    assert low <= float(by_column["Median ms"]) <= high
 
 
 def test_the_page_starts_a_test_and_another_site_cannot(tmp_path: Path) -> None:

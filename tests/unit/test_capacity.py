@@ -216,3 +216,27 @@ def test_advice_takes_the_capacity_of_the_clock_in_use(tmp_path: Path) -> None:
     more = closed(tmp_path, int(segment * 2.5 * 5 / 1000))
     line = advice(more, 1, host=host, assumed_gap_ms=5, cpus=16, clock="segment")
     assert line is not None and "--workers 3" in line and "segment clock" in line
+
+
+def test_auto_workers_count_the_cpus_this_process_may_use_not_the_machines() -> None:
+    """Issue 57, item 7: a 2-core cpuset on a 64-core node would have started 62 workers."""
+    import subprocess
+    import sys
+
+    code = "from tpot_locust.scenario.capacity import usable_cpus; print(usable_cpus())"
+    pinned = subprocess.run(
+        ["taskset", "-c", "0", sys.executable, "-c", code], capture_output=True, text=True
+    )
+    assert pinned.returncode == 0, pinned.stderr
+    assert pinned.stdout.strip() == "1"
+
+
+def test_compare_refuses_a_list_that_names_no_metric() -> None:
+    """``compare --metrics ,`` gated nothing and exited 0 (issue 57, item 7)."""
+    import pytest
+
+    from tpot_locust.report.compare import DEFAULT_METRICS, LATENCY_METRICS, parse_choices
+
+    for given in (",", " , ,"):
+        with pytest.raises(ValueError, match="names none"):
+            parse_choices(given, LATENCY_METRICS, DEFAULT_METRICS, "metrics")

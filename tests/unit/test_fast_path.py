@@ -197,3 +197,34 @@ def test_one_event_reads_skip_the_parser_only_where_it_would_agree() -> None:
     assert parser.pending
     assert feed_read(parser, decoder, 6, event("h"))
     assert not parser.pending
+
+
+def test_an_answer_kept_for_the_next_turn_stops_at_its_limit_on_every_path() -> None:
+    """Issue 57, item 4: a server that ignores max_tokens sent 200 MB answers, which a
+    multi-turn user kept whole (1.6 GB for two users). Past ``MAX_KEPT_TEXT`` no more of
+    the answer is kept, on the fast path, a run of events and the parser's path alike;
+    every event still counts as a token."""
+    from tpot_locust.wire.stream_decoder import MAX_KEPT_TEXT
+
+    def event(content: str) -> bytes:
+        choice = {"index": 0, "delta": {"content": content}, "finish_reason": None}
+        return (
+            b"data: " + json.dumps({"choices": [choice]}, separators=(",", ":")).encode() + b"\n\n"
+        )
+
+    text = "x" * 4096
+    events = MAX_KEPT_TEXT // len(text) + 50
+    parser, decoder, fed = SSEParser(), StreamDecoder("chat"), 0
+    for stamp in range(events // 2):
+        assert feed_read(parser, decoder, stamp, event(text))  # one event a read
+        fed += 1
+    for stamp in range(events // 2, events, 2):
+        assert feed_read(parser, decoder, stamp, event(text) + event(text))  # the parser
+        fed += 2
+    decoder.feed_run([events, events + 1], [text.encode(), text.encode()])  # a run
+    assert len(decoder.result.token_stamps) == fed + 2
+    assert decoder.result.text_cut and MAX_KEPT_TEXT < len(
+        decoder.result.text
+    ) <= MAX_KEPT_TEXT + 2 * len(text)
+    whole = StreamDecoder("chat", want_text=False)
+    assert not whole.result.text_cut

@@ -431,3 +431,36 @@ def test_a_class_may_not_take_the_name_of_every_class(tmp_path: Path) -> None:
     """``all`` is every class together in the reports, compare, gates and live metrics."""
     message = refused(scenario(tmp_path, "name: s\nclasses:\n  all: {users: 1}\n"))
     assert "s.yaml:3:3: classes.all: 'all' names every class together" in message
+
+
+@pytest.mark.parametrize("stop_timeout", ["1.5", "0.5s", "2m0.5s"])
+def test_a_stop_timeout_locust_cannot_read_is_refused_by_validate(
+    tmp_path: Path, stop_timeout: str
+) -> None:
+    """Locust's --stop-timeout takes whole seconds: 1.5 passed validate, started the
+    simulator, then Locust refused it (issue 57, item 1)."""
+    text = refused(scenario(tmp_path, BASE + f"stop_timeout: {stop_timeout}\n"))
+    assert ":5:" in text and "stop_timeout" in text and "whole seconds" in text, text
+
+
+def test_long_durations_reach_locust_as_plain_digits(tmp_path: Path) -> None:
+    """A 12-day run and stop timeout: Locust's parser reads 1036800, never 1.0368e+06."""
+    from locust.util.timespan import parse_timespan
+
+    from tpot_locust.cli.run import headless_options
+
+    path = scenario(
+        tmp_path, "duration: 288h\nstop_timeout: 288h\nclasses:\n  chat:\n    users: 1\n"
+    )
+    options = dict(option.split("=", 1) for option in headless_options(load_scenario(path))[2:])
+    assert options["--run-time"] == "1036800s" and options["--stop-timeout"] == "1036800"
+    assert parse_timespan(options["--run-time"]) == parse_timespan("1036800") == 1_036_800
+
+
+@pytest.mark.parametrize(
+    "value", ["/dcgm/my metrics", "{sim: /dcgm/a b}", "http://127.0.0.1:9400/a b"]
+)
+def test_a_gpu_metrics_url_or_path_with_a_space_is_refused(tmp_path: Path, value: str) -> None:
+    """Issue 57, item 7: it passed validate, and would have gone into the request line raw."""
+    text = refused(scenario(tmp_path, BASE + f"server:\n  gpu_metrics: {value}\n"))
+    assert "gpu_metrics" in text and "no spaces" in text, text

@@ -232,3 +232,70 @@ def test_a_mean_or_max_is_judged_by_its_value_beside_intervals() -> None:
     base["metrics"]["tpot"]["max"], candidate["metrics"]["tpot"]["max"] = 10.0, 12.0
     (row,) = compare_summaries(base, candidate, ("tpot",), ("max",), 0.03).rows
     assert row.verdict == "regressed" and row.regressed and row.ci95 is None
+
+
+def test_a_running_tests_sections_stay_bounded_and_lose_no_sample() -> None:
+    """The live tab's sections (``metrics.live_sections``): 2 x SECTIONS blocks at most,
+    merged pairwise as the test grows, every sample of every interval kept, each scope's
+    blocks aligned; its intervals those of the finished run's sections, near enough."""
+    from tpot_locust.metrics.live_sections import MAX_BLOCKS, LiveSections, _unpacked
+    from tpot_locust.metrics.metric_set import MetricSet
+
+    rng = np.random.default_rng(57)
+    sections = LiveSections(("tpot",))
+    slices = [gaps for _ in range(6) for gaps in _run(rng, bursty=False)][:61]
+    for index, gaps in enumerate(slices):
+        interval = MetricSet()
+        record_many(interval.for_group("a").histogram("tpot"), gaps)
+        if index % 2:  # class b reports every other interval only
+            record_many(interval.for_group("b").histogram("tpot"), gaps[:100])
+        sections.add(interval.combined(), interval.by_class())
+        assert len(sections._full[(None, "tpot")]) < MAX_BLOCKS
+        assert len({len(blobs) for blobs in sections._full.values()}) <= 1  # aligned
+    assert sections.width == 4  # 24 blocks of 1, then of 2, now 15 of 4 and one under way
+    whole = new_histogram()
+    for histogram in _histograms(slices):
+        whole.add(histogram)
+    figures = histogram_stats(whole, (50.0, 99.0, 99.99)).percentiles
+    live = sections.intervals(None, "tpot", figures)
+    finished = {p: percentile_interval(_histograms(slices), p, v, 61.0) for p, v in figures.items()}
+    for percentile in (50.0, 99.0):
+        ours, theirs = live[percentile], finished[percentile]
+        assert ours.measured and theirs.measured and ours.sections == theirs.sections == 12
+        assert ours.low_ms is not None and theirs.low_ms is not None
+        assert ours.low_ms * 1000 <= figures[percentile] <= ours.high_ms * 1000  # type: ignore[operator]
+        half, their_half = ours.high_ms - ours.low_ms, theirs.high_ms - theirs.low_ms  # type: ignore[operator]
+        assert 0.3 * their_half <= half <= 3 * their_half  # other sections, the same spread
+    # read again before a block closed: the same spread, around the figure now
+    moved = sections.intervals(None, "tpot", {**figures, 50.0: figures[50.0] + 100})[50.0]
+    assert moved.low_ms == pytest.approx(live[50.0].low_ms + 0.1, abs=2e-4)  # type: ignore[operator]
+    assert moved.high_ms == pytest.approx(live[50.0].high_ms + 0.1, abs=2e-4)  # type: ignore[operator]
+    kept = sections.intervals("b", "tpot", {50.0: 2000.0})[50.0]
+    assert kept.sections >= 5  # class b's blocks: every other interval, none lost
+    full = [_unpacked(block) for block in sections._full[(None, "tpot")] if block]
+    total = sum(int(counts.sum()) for _, counts in full)
+    total += sections._open[(None, "tpot")].total_count
+    assert total == sum(gaps.size for gaps in slices) + 30 * 100
+
+
+def test_the_tpot_tab_shows_each_percentiles_interval_below_its_figures() -> None:
+    from types import SimpleNamespace
+
+    from tpot_locust.harness.webui import tab_rows
+    from tpot_locust.metrics.collector import INTERVAL_METRICS
+    from tpot_locust.metrics.live_sections import LiveSections
+    from tpot_locust.metrics.metric_set import MetricSet
+
+    rng = np.random.default_rng(58)
+    totals, sections = MetricSet(), LiveSections(INTERVAL_METRICS)
+    for gaps in _run(rng, bursty=False):
+        interval = MetricSet()
+        record_many(interval.for_group("chat").histogram("tpot"), gaps)
+        totals.add(interval)
+        sections.add(interval.combined(), interval.by_class())
+    state = SimpleNamespace(collector=SimpleNamespace(totals=totals, sections=sections))
+    rows = {row["metric"]: row for row in tab_rows(state)}  # type: ignore[arg-type]
+    figures, shown = rows["TPOT"], rows["TPOT 95% interval"]
+    low, high = (float(bound) for bound in shown["p50"].split("-"))
+    assert low < float(figures["p50"]) < high and shown["name"] == "chat"
+    assert shown["p99.99"] == "not measured" and shown["count"] == shown["max"] == ""

@@ -18,6 +18,7 @@ from tpot_locust.harness.model_split import ModelSplit
 from tpot_locust.harness.scenario_users import build_user_classes
 from tpot_locust.harness.webui import tab_rows
 from tpot_locust.metrics.histograms import histogram_stats
+from tpot_locust.metrics.live_sections import LiveSections
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.report.html import RunView, render_report
@@ -208,6 +209,8 @@ def test_the_simulator_serves_its_adapters_and_refuses_other_names() -> None:
 
 def test_the_tpot_tab_has_rows_per_model() -> None:
     totals = _recorded({("chat", "lora-a"): 3, ("chat", "lora-b"): 1})
-    state = SimpleNamespace(collector=SimpleNamespace(totals=totals))
+    state = SimpleNamespace(
+        collector=SimpleNamespace(totals=totals, sections=LiveSections(("tpot",)))
+    )
     scopes = {row["name"] for row in tab_rows(state)}  # type: ignore[arg-type]
     assert scopes == {"All", "chat", "model lora-a", "model lora-b"}

@@ -9,6 +9,7 @@ import numpy as np
 
 from tpot_locust.common.run_facts import RunFacts
 from tpot_locust.metrics.histograms import record_many
+from tpot_locust.metrics.live_sections import LiveSections
 from tpot_locust.metrics.metric_set import ClassCounters, MetricSet
 from tpot_locust.report.client_figures import CLIENT_BUSY_READ_DELAY_MS, busy_advice
 from tpot_locust.report.progress import WIDTH, format_progress
@@ -240,7 +241,9 @@ def test_the_tpot_tab_shows_figures_as_the_terminal_writes_them() -> None:
     totals = MetricSet()
     metrics = totals.for_group("chat")
     record_many(metrics.histogram("tpot"), np.full(12_422, 2_000))
-    state = SimpleNamespace(collector=SimpleNamespace(totals=totals))
+    state = SimpleNamespace(
+        collector=SimpleNamespace(totals=totals, sections=LiveSections(("tpot",)))
+    )
     (row,) = [row for row in tab_rows(state) if row["metric"] == "TPOT"]  # type: ignore[arg-type]
     assert row["count"] == "12,422" and row["mean"] == "2.000" and row["p50"] == "2.000"
     assert row["max"] == "2.000" and row["tokens_per_s"] == "500.0"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import time
 
 import numpy as np
 import pytest
@@ -161,3 +162,39 @@ def test_multi_token_chunks_from_per_chunk_usage() -> None:
     tpot = timings.tpot_ns()
     assert tpot.size == 5  # one sample per token after the first
     assert timings.decode_tokens == 5
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        pytest.param([], id="kept-open"),
+        pytest.param(
+            [(0.05, b"0\r\n")] + [(0.1 + i * 0.05, b"X-Trailer: more\r\n") for i in range(100)],
+            id="trailers",
+        ),
+        pytest.param(
+            [(0.1, b"ffffffffffffffff\r\n")] + [(0.15 + i * 0.05, b"z" * 64) for i in range(100)],
+            id="endless-chunk",
+        ),
+    ],
+)
+def test_the_end_of_a_stream_is_its_done_whatever_the_body_does_after(
+    after: list[tuple[float, bytes]],
+) -> None:
+    """Issue 57, item 5: ``[DONE]`` came but the chunked body never ended (kept open, endless
+    trailers, a 2^64-byte chunk): the request is complete at once, not after its idle
+    timeout (60 s by default, which held each user's next request); its connection closed."""
+    done_without_end = chunk(b"data: [DONE]\n\n")
+    steps = [(0.0, sse_head() + token(" a") + token(" b") + FINISH + done_without_end)]
+    steps += after
+    started = time.perf_counter()
+    (timings,) = run([Script([*steps], keep_open_s=6.0)], idle_timeout=5.0)
+    assert timings.ok, timings.error_message
+    assert timings.output_tokens == 2 and timings.body_after_end
+    assert time.perf_counter() - started < 4.0  # the 1 s grace, not the 5 s idle timeout
+
+
+def test_a_body_that_ends_after_its_done_is_not_marked() -> None:
+    steps = [(0.0, sse_head() + token(" a") + FINISH + DONE)]
+    (timings,) = run([Script(steps)])
+    assert timings.ok and not timings.body_after_end

@@ -63,7 +63,7 @@ class ClusterSteps:
         form = {
             "user_count": str(scenario.users),
             "spawn_rate": f"{spawn_rate:g}",
-            "run_time": f"{scenario.duration_s:g}s",
+            "run_time": f"{int(scenario.duration_s)}s",  # plain digits, as Locust reads
             "tpot_set": SETTINGS_SEPARATOR.join(sent),
         }
         if self.host:

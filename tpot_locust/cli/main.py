@@ -89,7 +89,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from tpot_locust.report.finishing import saved_summary
+    from tpot_locust.report.finishing import finish_saved, saved_summary
     from tpot_locust.report.saved_results import VERDICT, read_checked
     from tpot_locust.report.summary import format_full_report
     from tpot_locust.report.verdict_files import format_verdict
@@ -99,6 +99,10 @@ def _report(args: argparse.Namespace) -> int:
     if len(args.out) > 1:
         raise ValueError("several results folders: only with --html (their runs overlaid)")
     args.out = args.out[0]
+    folder = ResultsFolder.of(Path(args.out))
+    if not folder.histograms.exists():  # a crash left it: rebuilt from what survived
+        finish_saved(folder)
+        print(f"tpot-locust: {folder.root}: rebuilt from its workers' records", file=sys.stderr)
     summary = saved_summary(Path(args.out))
     verdict_path = ResultsFolder.of(Path(args.out)).verdict
     verdict = read_checked(verdict_path, VERDICT) if verdict_path.exists() else None
@@ -133,10 +137,11 @@ _SavedPart = Literal["slo", "truth_check", "attribution_check", "report_error"]
 def _run_view(given: Path) -> RunView:
     """One saved run for the HTML report: its summary rebuilt from the histograms, with the
     verdict and truth check its ``summary.json`` gained at the end, and its scenario."""
+    from tpot_locust.report.finishing import shown_scenario
     from tpot_locust.report.histograms_file import load_results
     from tpot_locust.report.html import RunView
     from tpot_locust.report.run_intervals import add_intervals
-    from tpot_locust.report.saved_results import SUMMARY_EXTRAS, read_checked, read_text
+    from tpot_locust.report.saved_results import SUMMARY_EXTRAS, read_checked
     from tpot_locust.report.summary import build_summary
 
     folder = ResultsFolder.of(given)
@@ -152,9 +157,10 @@ def _run_view(given: Path) -> RunView:
                 summary[key] = extras[key]
         if extras.get("complete") is False:
             summary["complete"] = False
-    scenario = folder.scenario
-    text = read_text(scenario) if scenario.exists() else None
-    return RunView(run.scenario or folder.root.name, summary, totals, text)
+    # a link there is not followed, a hand-placed scenario's secrets redacted
+    return RunView(
+        run.scenario or folder.root.name, summary, totals, shown_scenario(folder.scenario)
+    )
 
 
 def _compare(args: argparse.Namespace) -> int:

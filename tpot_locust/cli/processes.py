@@ -11,6 +11,12 @@ the results and the report are written. A second signal stops it at once: every 
 process kills its users (``STOP_NOW_SIGNAL``, see ``harness/stop_now.py``), whose requests
 in flight count as interrupted, and the results are written as after the first; a third
 kills everything. The run's exit code is then 128 + the first signal's number (130, 143).
+
+A master that dies (OOM-killed, evicted, SIGKILL) is noticed at once: its wait returns. The
+workers still running it did not tell to quit are stopped now (their users killed at once,
+then SIGTERM): each sends its last delta and writes ``workers/<id>.json``, all it recorded,
+from which the run's results are rebuilt (``report.recovery``). They waited out Locust's
+60 s heartbeat before, and the run saved nothing.
 """
 
 from __future__ import annotations
@@ -18,12 +24,14 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from types import FrameType
 
 from tpot_locust.common.child_process import STOP_NOW_SIGNAL, child_options
 
 WORKER_EXIT_S = 30.0
+WORKER_QUIT_S = 2.0  # a master that ended as it should has told its workers to quit by then
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -71,7 +79,18 @@ class Supervisor:
         return 128 + self.signals[0] if self.signals else code
 
     def _wait_for_workers(self) -> None:
-        """Workers leave when the master quits; one that does not is killed."""
+        """Workers leave when the master quits. Ones still running ``WORKER_QUIT_S`` after it
+        ended were not told to (it died): their users are stopped at once and they are asked
+        to quit, which saves what each recorded; one that does not leave is killed."""
+        if self.master is not None and self.workers:
+            deadline = time.monotonic() + WORKER_QUIT_S
+            while any(w.poll() is None for w in self.workers) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            left = [worker for worker in self.workers if worker.poll() is None]
+            for worker in left:
+                self._send(worker, STOP_NOW_SIGNAL)
+            for worker in left:
+                self._send(worker, signal.SIGTERM)
         for worker in self.workers:
             if self.signals and self.master is None:
                 worker.terminate()

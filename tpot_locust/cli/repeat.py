@@ -1,6 +1,7 @@
 """``tpot-locust run --repeat N``: the scenario N times with fresh seeds, each a whole run of
 its own (its warm-up, its folder ``OUT/run-K``, its report), then how far apart they landed
-(``report.repeats``: ``OUT/repeats.json`` and a table)."""
+(``report.repeats``: ``OUT/repeats.json`` and a table) and the series as one run (``OUT``'s
+own ``histograms.json``, ``summary.json`` and reports: every run's histograms merged)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from tpot_locust.cli.run import RunOptions, output_dir, run_scenario
-from tpot_locust.report.finishing import saved_summary
-from tpot_locust.report.repeats import format_repeats, repeat_figures, write_repeats
+from tpot_locust.common.results_folder import ResultsFolder
+from tpot_locust.report.finishing import finish_run, saved_summary
+from tpot_locust.report.repeats import format_repeats, merged_results, repeat_figures, write_repeats
 from tpot_locust.scenario.loader import load_scenario
 from tpot_locust.sim.profiles import check_engine
 
@@ -49,6 +51,9 @@ def run_repeated(options: RunOptions, count: int) -> int:
         path = write_repeats(out, figures)
         print("\n" + "\n".join(format_repeats(figures)), flush=True)
         print(f"tpot-locust: every run's figures in {path}", flush=True)
+        totals, facts = merged_results(folders)
+        finish_run(ResultsFolder(out), totals, facts)
+        print(f"tpot-locust: the runs merged into one report in {out}", flush=True)
     else:
         print("tpot-locust: no run saved results: nothing to compare", file=sys.stderr)
     return max(codes) if codes else 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -23,7 +24,9 @@ import yaml
 
 from tpot_locust.cli.processes import LocustProcesses, Supervisor
 from tpot_locust.common import env_vars
-from tpot_locust.common.results_folder import ResultsFolder
+from tpot_locust.common.results_files import check_writable, write_file
+from tpot_locust.common.results_folder import RESULTS_FILES, ResultsFolder
+from tpot_locust.common.run_facts import NO_FACTS
 from tpot_locust.common.secrets import redact_mapping, redact_url
 from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.report.finishing import Finished, finish_saved
@@ -157,9 +160,10 @@ def _load_options(scenario: Scenario, name: str | None = None) -> list[str]:
     return [
         f"--users={scenario.users}",
         f"--spawn-rate={spawn_rate:g}",
-        f"--run-time={scenario.duration_s:g}s",
+        # plain digits: Locust's parser reads no 1e+06 (30 days is 2,592,000 s)
+        f"--run-time={int(scenario.duration_s)}s",
         f"--tpot-scenario-name={name or scenario.name}",
-        f"--stop-timeout={scenario.stop_timeout_s:g}",
+        f"--stop-timeout={int(scenario.stop_timeout_s)}",
     ]
 
 
@@ -237,6 +241,7 @@ def run_scenario(options: RunOptions) -> int:
     folder = ResultsFolder(output_dir(options, scenario))
     try:
         folder.root.mkdir(parents=True, exist_ok=True)
+        check_writable([folder.root / name for name in RESULTS_FILES])
     except OSError as error:
         raise ValueError(f"results folder {folder.root}: {error.strerror or error}") from None
     save_scenario(folder.scenario, source, overrides)
@@ -299,9 +304,25 @@ def run_scenario(options: RunOptions) -> int:
         print("\n" + "\n".join(lines), flush=True)
     if code >= 128:
         return code  # stopped by a signal: say so
+    if code < 0:  # Locust's master was killed (-9: SIGKILL): what survived is no whole run
+        run = finished.summary.get("run", NO_FACTS)
+        what = run.recovered or "its results are incomplete"
+        print(
+            f"tpot-locust: the Locust master was killed ({_signal_name(-code)}); {what}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_INVALID
     if why and finished.verdict is None:
         return EXIT_INVALID
     return finished.exit_code(code) or 0
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _finish(
@@ -370,4 +391,4 @@ def save_scenario(path: Path, source: ScenarioText, overrides: list[str]) -> Non
     document = redact_mapping(source.document(overrides))
     keys = ", ".join(override.partition("=")[0] for override in overrides)
     header = f"# {source.path} as run" + (f"; set on the command line: {keys}" if keys else "")
-    path.write_text(header + "\n" + yaml.safe_dump(document, sort_keys=False))
+    write_file(path, header + "\n" + yaml.safe_dump(document, sort_keys=False))

@@ -56,20 +56,22 @@ def _size_text(size: int) -> str:
     return f"{size // MIB} MiB" if size % MIB == 0 else f"{size} bytes"
 
 
-def _open_regular(path: Path, max_bytes: int) -> BinaryIO:
-    """The file opened for reading, if it is a regular file within ``max_bytes``.
+def _open_regular(path: Path, max_bytes: int, follow_links: bool = True) -> BinaryIO:
+    """The file opened for reading, if it is a regular file within ``max_bytes``
+    (``follow_links`` False: not a link either, as a file of a results folder is read).
 
     Checked before opening (opening a FIFO blocks until a writer comes) and again on the
     open descriptor (the path may have been replaced in between)."""
     try:
-        before = os.stat(path)
+        before = os.stat(path) if follow_links else os.lstat(path)
     except (OSError, ValueError) as error:  # ValueError: a NUL in the name
         raise BoundedFileError(
             f"cannot read: {getattr(error, 'strerror', None) or error}"
         ) from None
     _check_kind(before.st_mode, before.st_size, max_bytes)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+        fd = os.open(path, flags if follow_links else flags | getattr(os, "O_NOFOLLOW", 0))
     except (OSError, ValueError) as error:  # ValueError: a NUL in the name
         raise BoundedFileError(
             f"cannot read: {getattr(error, 'strerror', None) or error}"
@@ -86,6 +88,8 @@ def _open_regular(path: Path, max_bytes: int) -> BinaryIO:
 
 
 def _check_kind(mode: int, size: int, max_bytes: int) -> None:
+    if stat.S_ISLNK(mode):
+        raise BoundedFileError("cannot read: a link, not a file (links are not followed here)")
     if stat.S_ISDIR(mode):
         raise BoundedFileError("cannot read: is a directory, not a file")
     if not stat.S_ISREG(mode):
@@ -102,9 +106,10 @@ def _decode(data: bytes, line: int = 0) -> str:
         raise BoundedFileError(f"{where}not UTF-8 text ({error.reason})", line) from None
 
 
-def read_text(path: Path, max_bytes: int) -> str:
-    """The whole file as UTF-8 text, refused past ``max_bytes`` (also if it grows while read)."""
-    with _open_regular(path, max_bytes) as file:
+def read_text(path: Path, max_bytes: int, follow_links: bool = True) -> str:
+    """The whole file as UTF-8 text, refused past ``max_bytes`` (also if it grows while read);
+    ``follow_links`` False: a link in its place is refused, not followed."""
+    with _open_regular(path, max_bytes, follow_links) as file:
         chunks, total = [], 0
         while chunk := file.read(min(_CHUNK, max_bytes + 1 - total)):
             chunks.append(chunk)

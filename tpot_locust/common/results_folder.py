@@ -38,6 +38,19 @@ VERDICT_FILE = "verdict.json"
 JUNIT_FILE = "junit.xml"
 MARKDOWN_FILE = "summary.md"
 SERVER_METRICS_FILE = "server_metrics.jsonl"
+# the files a run writes at the folder's top: each must be free, a file or a link to replace
+RESULTS_FILES = (
+    SUMMARY_FILE,
+    HISTOGRAMS_FILE,
+    REPORT_FILE,
+    REPORT_TEXT_FILE,
+    SCENARIO_FILE,
+    TRUTH_FILE,
+    VERDICT_FILE,
+    JUNIT_FILE,
+    MARKDOWN_FILE,
+    SERVER_METRICS_FILE,
+)
 GPU_METRICS_FOLDER = "gpu_metrics"
 INTERVAL_LOGS_FOLDER = "histograms"
 STALLS_FOLDER = "client_stalls"

@@ -66,7 +66,7 @@ class ServerMetrics(TypedDict, total=False):
     notes: list[str]
     series: dict[str, list[float | None]]  # per series name (``server_windows.SERIES``)
     windows: dict[str, int]  # cause windows per server cause
-    own_percentiles: dict[str, dict[str, object]]  # the server's own, per metric
+    own_percentiles: dict[str, dict[str, Any]]  # the server's own, per metric (read as found)
 
 
 class _WorkersSeen(TypedDict):
@@ -160,9 +160,10 @@ class RunFacts:
     window_wall_ns: Window | None = None  # the window in token time (metrics.md)
     # each process's own, by its request ids' prefix
     process_windows_wall_ns: Annotated[dict[str, Window], Bounds(items=10_000)] | None = None
-    server_metrics: Annotated[ServerMetrics, UNCHECKED] | None = None
-    gpu_metrics: Annotated[dict[str, ServerMetrics], UNCHECKED] | None = None  # by label
+    server_metrics: ServerMetrics | None = None  # checked by its shape: readers trust it
+    gpu_metrics: Annotated[dict[str, ServerMetrics], Bounds(items=100)] | None = None  # by label
     report_error: str | None = None  # in the summary, its top level's
+    recovered: str | None = None  # what a crashed run's results were rebuilt from (recovery)
     nulls_kept: frozenset[str] = field(default=frozenset(), repr=False, metadata={"json": 0})
 
     def __post_init__(self) -> None:

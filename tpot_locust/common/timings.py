@@ -55,6 +55,11 @@ def int_array() -> array[int]:
     return array("q")
 
 
+# A body may go on this long after its stream's final event ([DONE]): its last chunk and
+# trailers; a server that never ends it (an endless chunk) holds its user no longer.
+BODY_END_GRACE_S = 1.0
+
+
 @dataclass(slots=True)
 class RequestTimings:
     """One request as the client saw it: what ``token_timings`` listeners receive.
@@ -121,6 +126,10 @@ class RequestTimings:
     arrival_clock: str = ""
     departed: bool = False  # t_send_ns is its first segment's departure, seen by the tap
     read_in_batches: bool = False  # its body read in batches after its first read (loop_reads)
+    # its body went on past its final event ([DONE]): complete, its connection closed
+    # ``BODY_END_GRACE_S`` after that event at most
+    body_after_end: bool = False
+    max_tokens: int | None = None  # the output tokens it asked for, where ours (``max_tokens``)
     count_source: str = ESTIMATED_COUNT_SOURCE  # where k_i came from (COUNT_SOURCES)
     answer_stamp_ns: int | None = None  # arrival of the first answer (not reasoning) event
     reasoning_tokens: int = 0  # of output_tokens: those of reasoning events

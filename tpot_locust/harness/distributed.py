@@ -32,6 +32,7 @@ from gevent.lock import Semaphore
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from tpot_locust.common.cooperation import WorkSlices
+from tpot_locust.common.results_files import make_folder, write_file
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import Workers
 from tpot_locust.common.text_safety import safe_slug
@@ -213,7 +214,7 @@ class WorkerLink:
 
     def write_audit(self, folder: ResultsFolder) -> None:
         """``OUT/workers/<id>.json``: what this worker recorded and sent, to check merges."""
-        folder.workers.mkdir(parents=True, exist_ok=True)
+        make_folder(folder.workers)
         audit = {
             "client_id": self.runner.client_id,
             **self.sent.encode(),
@@ -221,7 +222,7 @@ class WorkerLink:
             "window_wall_ns": list(self.recorder.window_ns()),
         }
         name = safe_slug(self.runner.client_id, max_length=200)  # an id never picks the folder
-        folder.worker(name).write_text(json.dumps(audit))
+        write_file(folder.worker(name), json.dumps(audit))
 
     def _on_flush(self, environment: Any, msg: Any, **_: Any) -> None:
         self.send_final()

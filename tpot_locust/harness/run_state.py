@@ -19,6 +19,7 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from tpot_locust.common import env_vars
+from tpot_locust.common.results_files import make_folder, write_file
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import RunFacts
 from tpot_locust.harness.distributed import MasterLink, WorkerHooks, WorkerLink
@@ -269,8 +270,8 @@ class RunState:
         return summary
 
     def _write_stalls(self, folder: ResultsFolder) -> None:
-        folder.client_stalls.mkdir(parents=True, exist_ok=True)
-        folder.local_stalls.write_text(json.dumps(self.stall_record()))
+        make_folder(folder.client_stalls)
+        write_file(folder.local_stalls, json.dumps(self.stall_record()))
 
     def print_report(self) -> None:
         """The end-of-test report and the SLO verdict, once per test (under ``tpot-locust

@@ -28,6 +28,7 @@ from gevent import subprocess
 
 from tpot_locust.common import env_vars
 from tpot_locust.common.child_process import child_options
+from tpot_locust.common.results_files import make_folder
 from tpot_locust.common.run_facts import ServerMetrics
 from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.text_safety import printable
@@ -84,7 +85,7 @@ class ServerSampler:
             repr(self.interval_s),
         ]
         if self.out_path is not None:
-            self.out_path.parent.mkdir(parents=True, exist_ok=True)
+            make_folder(self.out_path.parent)
             command += ["--out", str(self.out_path)]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(

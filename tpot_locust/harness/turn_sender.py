@@ -67,11 +67,13 @@ class TurnSender:
         t_intended_ns: int | None,
         keep_answer: bool,
         burst: bool,
+        max_tokens: int | None = None,
     ) -> tuple[RequestTimings, str]:
         """Stream one request (its body from ``encode``, which may look the model up),
         fire ``token_timings`` and Locust's ``request`` event; ``keep_answer``: rebuild the
         answer's text (a later turn needs it); ``burst``: a request of the scenario's
-        ``bursts:`` (its prefill makes the burst phase)."""
+        ``bursts:`` (its prefill makes the burst phase); ``max_tokens``: the output tokens
+        it asks for (more in its answer: a server that ignores it, counted)."""
         user, bodies, connection = self.user, self.bodies, self.bodies.connection
         self._requests_sent += 1
         request_id = f"{self._tag}-{self._requests_sent}"
@@ -128,6 +130,7 @@ class TurnSender:
                 raise
             prefill.end(timings.token_stamps[0] if timings.token_stamps else None)
         timings.scheduled = t_intended_ns is not None
+        timings.max_tokens = max_tokens
         timings.refuse_out_of_range()  # nothing out of range reaches an int64 array
         self._token_timings.fire(timings=timings, user=user)
         user.environment.events.request.fire(

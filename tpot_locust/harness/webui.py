@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tpot_locust.common import metric_catalogue as catalogue
+from tpot_locust.common.cooperation import let_streams_run
 from tpot_locust.common.metric_catalogue import TPOT
 from tpot_locust.common.run_facts import NO_FACTS, ServerMetrics, json_default
 from tpot_locust.common.secrets import redact_url
@@ -26,6 +27,7 @@ from tpot_locust.common.text_safety import printable
 from tpot_locust.harness import web_guard
 from tpot_locust.harness.web_form import swarm_refusal, user_settings_refusal
 from tpot_locust.metrics.histograms import histogram_stats
+from tpot_locust.metrics.intervals import PercentileInterval
 from tpot_locust.report.histograms_file import histograms_document
 from tpot_locust.report.live_charts import charts_fragment, charts_page
 from tpot_locust.report.summary import build_summary
@@ -56,14 +58,20 @@ COLUMNS = (
 )
 
 
-def tab_rows(state: RunState) -> list[dict[str, Any]]:
+def tab_rows(state: RunState, intervals: bool = True) -> list[dict[str, Any]]:
+    """The tab's rows: per scope and metric its figures and, below them, each percentile's
+    95 % interval so far (``metrics.live_sections``; ``intervals`` False: none)."""
     rows: list[dict[str, Any]] = []
     totals = state.collector.totals
     classes, models = totals.by_class(), totals.by_model()
     scopes = [("All", totals.combined())] if len(classes) > 1 or models else []
     scopes += sorted(classes.items())
     scopes += [(f"model {name}", metrics) for name, metrics in sorted(models.items())]
+    sections = state.collector.sections
     for scope, metrics in scopes:
+        # the sections' scope: every class merged, or a class's own where there are several
+        kept = None if scope == "All" or len(classes) < 2 else scope
+        with_intervals = intervals and not scope.startswith("model ")
         for name in TAB_METRICS:
             histogram = metrics.histograms.get(name)
             if histogram is None or not histogram.total_count:
@@ -81,7 +89,21 @@ def tab_rows(state: RunState) -> list[dict[str, Any]]:
             per_token = name in PER_TOKEN and median
             row["tokens_per_s"] = f"{1e6 / median:,.1f}" if per_token else ""
             rows.append(row)
+            if with_intervals and name in sections.metrics:
+                found = sections.intervals(kept, name, stats.percentiles)
+                rows.append(_interval_row(scope, label, found))
+                let_streams_run()  # ~10 ms a metric: the users' reads go on between
     return rows
+
+
+def _interval_row(scope: str, label: str, found: dict[float, PercentileInterval]) -> dict[str, Any]:
+    """A metric's 95 % intervals, as report.html's row below its figures."""
+    row: dict[str, Any] = {"name": scope, "metric": f"{label} 95% interval"}
+    row |= dict.fromkeys(("count", "mean", "max", "tokens_per_s"), "")
+    for percentile, interval in found.items():
+        low, high = interval.low_ms, interval.high_ms
+        row[f"p{percentile:g}"] = "not measured" if low is None else f"{low:,.3f}-{high:,.3f}"
+    return row
 
 
 def _ms(microseconds: float) -> str:

@@ -13,10 +13,12 @@ from typing import IO, cast
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.cooperation import let_streams_run
+from tpot_locust.common.results_files import make_folder, open_for_writing
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import TimeseriesPoint
 from tpot_locust.metrics.histogram_names import METRICS
 from tpot_locust.metrics.histograms import histogram_stats
+from tpot_locust.metrics.live_sections import LiveSections
 from tpot_locust.metrics.metric_set import ClassMetrics, MetricSet
 from tpot_locust.metrics.wire_delta import WireDelta
 
@@ -33,7 +35,7 @@ class IntervalLogs:
     slices of its percentiles' intervals: ``metrics.intervals``), opened as it first reports."""
 
     def __init__(self, folder: ResultsFolder, start_wall_s: float) -> None:
-        folder.interval_logs.mkdir(parents=True, exist_ok=True)
+        make_folder(folder.interval_logs)
         self.folder = folder
         self.start_wall_s = start_wall_s
         self.files: dict[str, IO[str]] = {name: self._open(name, None) for name in METRICS}
@@ -41,8 +43,8 @@ class IntervalLogs:
 
     def _open(self, name: str, class_name: str | None) -> IO[str]:
         path = self.folder.interval_log(name, class_name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path, "w")  # noqa: SIM115 - closed in close()
+        make_folder(path.parent)
+        handle = open_for_writing(path)  # closed in close()
         stamp = time.strftime("%a %b %d %H:%M:%S %Z %Y", time.localtime(self.start_wall_s))
         # hdrhistogram 0.10.8's output_start_time is broken: write the header ourselves.
         handle.write("#[Histogram log format version 1.2]\n")
@@ -103,6 +105,7 @@ class Collector:
         self._pending_empty = True  # the next delta can become ``pending`` as it is
         self.timeseries: list[TimeseriesPoint] = []
         self.logs: IntervalLogs | None = None
+        self.sections = LiveSections(INTERVAL_METRICS)
         self.start_wall_s = time.time()
         self.last_tick_wall_s = self.start_wall_s
 
@@ -111,6 +114,7 @@ class Collector:
         self.close()
         self.totals, self.pending, self.timeseries = MetricSet(), MetricSet(), []
         self._pending_empty = True
+        self.sections = LiveSections(INTERVAL_METRICS)
         self.start_wall_s = self.last_tick_wall_s = time.time()
         if folder is not None:
             self.logs = IntervalLogs(folder, self.start_wall_s)
@@ -120,6 +124,7 @@ class Collector:
         over (a series that began before the reset would not add up to the totals)."""
         self.totals, self.pending, self._pending_empty = MetricSet(), MetricSet(), True
         self.timeseries = []
+        self.sections = LiveSections(INTERVAL_METRICS)
         self.last_tick_wall_s = time.time()
 
     def add_delta(self, delta: MetricSet | WireDelta) -> None:
@@ -156,9 +161,11 @@ class Collector:
         elif (held := interval.client.held_share) is not None:  # a few ms at the stop: none
             point["loop_held_share"] = round(held, 4)
         self.timeseries.append(point)
+        by_class = interval.by_class()
+        self.sections.add(combined, by_class)
         if self.logs is not None:
             self.logs.write(combined, self.last_tick_wall_s, now)
-            self.logs.write_classes(interval.by_class(), self.last_tick_wall_s, now)
+            self.logs.write_classes(by_class, self.last_tick_wall_s, now)
         self.last_tick_wall_s = now
 
     def _point(self, combined: ClassMetrics, now: float, users: int) -> TimeseriesPoint:

@@ -242,6 +242,13 @@ def bucket_bounds(first: list[int], last: list[int]) -> tuple[list[int], list[in
     return lowest, highest
 
 
+def bucket_highest(indexes: np.ndarray) -> np.ndarray:
+    """The highest value of each bucket in ``indexes``: a percentile's figure when its
+    sample lies there (``histogram_stats``' rounding)."""
+    highest: np.ndarray = _layout().highest[indexes]
+    return highest
+
+
 def counts_indexes(values: np.ndarray) -> np.ndarray:
     """Vectorised ``HdrHistogram._counts_index_for`` for non-negative int64 values."""
     layout = _layout()
@@ -383,7 +390,12 @@ def without(histogram: HdrHistogram, part: HdrHistogram) -> HdrHistogram:
         add_into(result, histogram)
         return result
     counts = counts_view(histogram).astype(np.int64) - counts_view(part).astype(np.int64)
-    counts = np.maximum(counts, 0)
+    return histogram_of_counts(np.maximum(counts, 0))
+
+
+def histogram_of_counts(counts: np.ndarray) -> HdrHistogram:
+    """A histogram holding ``counts``: one count a bucket of our layout (``counts_view``)."""
+    result = new_histogram()
     counts_view(result)[:] = counts
     result.total_count = int(counts.sum())
     if result.total_count:

@@ -23,13 +23,20 @@ half-widths of 29-62 %, and this rule says "not measured" in all 20 runs
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from tpot_locust.metrics.histograms import add_into, count_above, histogram_stats, new_histogram
+from tpot_locust.metrics.histograms import (
+    add_into,
+    bucket_highest,
+    counts_indexes,
+    counts_view,
+    new_histogram,
+)
 
 # k, where the run has that many report intervals: a 12 s run's 1 s intervals each a section
 # (as measured: benchmarks/README.md, "intervals"); a longer run's sections longer, so that
@@ -87,6 +94,8 @@ def sections_of(slices: list[HdrHistogram], sections: int = SECTIONS) -> list[Hd
     """``slices`` (one histogram a report interval, in time order) merged into ``sections``
     contiguous sections of as equal a number of slices as they divide into."""
     count = min(sections, len(slices))
+    if count == len(slices):
+        return list(slices)  # each already a section (read, never written)
     merged = []
     for part in np.array_split(np.arange(len(slices)), count) if count else []:
         histogram = new_histogram()
@@ -101,21 +110,58 @@ def percentile_interval(
 ) -> PercentileInterval:
     """The 95 % interval of ``percentile`` around the whole run's figure ``whole_us``, from
     the run's per-interval histograms ``slices`` (its window, ``window_s`` long)."""
-    parts = [part for part in sections_of(slices) if part.total_count]
-    if len(parts) < MIN_SECTIONS:
-        return _not_measured(len(parts), f"fewer than {MIN_SECTIONS} report intervals", None)
-    holding = sum(1 for part in parts if count_above(part, int(whole_us)) > 0)
-    needed = math.ceil(MIN_SECTIONS_ABOVE * len(parts))
+    return percentile_intervals(slices, {percentile: whole_us}, window_s)[percentile]
+
+
+def percentile_intervals(
+    slices: list[HdrHistogram], figures_us: Mapping[float, float], window_s: float
+) -> dict[float, PercentileInterval]:
+    """``percentile_interval`` of each percentile in ``figures_us`` (percentile: the whole
+    run's figure), the slices put in sections and read once."""
+    parts = [counts_view(part) for part in sections_of(slices) if part.total_count]
+    counts = np.array(parts, dtype=np.int64) if parts else np.zeros((0, 1), dtype=np.int64)
+    return section_intervals(counts, figures_us, window_s)
+
+
+def section_intervals(
+    counts: np.ndarray, figures_us: Mapping[float, float], window_s: float
+) -> dict[float, PercentileInterval]:
+    """Each percentile's interval from its sections' bucket counts (``counts``: one row a
+    section, our histograms' layout), read together: the live tab's way
+    (``metrics.live_sections``) and a finished run's."""
+    counts = counts[counts.sum(axis=1) > 0]
+    sections = len(counts)
+    if sections < MIN_SECTIONS:
+        why = f"fewer than {MIN_SECTIONS} report intervals"
+        return {p: _not_measured(sections, why, None) for p in figures_us}
+    cumulative = np.cumsum(counts, axis=1)
+    totals = cumulative[:, -1]
+    found = {}
+    for percentile, whole_us in figures_us.items():
+        ranks = np.maximum((percentile * totals / 100 + 0.5).astype(np.int64), 1)  # HDR's
+        at = [int(np.searchsorted(row, rank)) for row, rank in zip(cumulative, ranks, strict=True)]
+        values = bucket_highest(np.array(at, dtype=np.int64)).astype(np.float64)
+        bucket = int(counts_indexes(np.array([int(whole_us)], dtype=np.int64))[0])
+        holding = int(np.count_nonzero(totals - cumulative[:, bucket] > 0))  # above its bucket
+        found[percentile] = _interval(sections, holding, values, whole_us, window_s)
+    return found
+
+
+def _interval(
+    sections: int, holding: int, values_us: np.ndarray, whole_us: float, window_s: float
+) -> PercentileInterval:
+    """One percentile's interval from its value in each section (``values_us``), where
+    ``holding`` sections hold a sample above the whole run's figure."""
+    needed = math.ceil(MIN_SECTIONS_ABOVE * sections)
     if holding < needed:
         # the tail's episodes come about as often in a longer run: ``needed`` of them
         longer = window_s * (needed / max(holding, 1) - 1) if window_s > 0 else None
-        why = f"samples above it in {holding} of {len(parts)} sections (needs {needed})"
-        return _not_measured(len(parts), why, longer)
-    values = np.array([histogram_stats(p, (percentile,)).percentiles[percentile] for p in parts])
-    spread = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
-    half = t_975(len(values) - 1) * spread / math.sqrt(len(values))
+        why = f"samples above it in {holding} of {sections} sections (needs {needed})"
+        return _not_measured(sections, why, longer)
+    spread = float(np.std(values_us, ddof=1)) if sections > 1 else 0.0
+    half = t_975(sections - 1) * spread / math.sqrt(sections)
     low = max(whole_us - half, 0.0)
-    return PercentileInterval(round(low / 1000, 4), round((whole_us + half) / 1000, 4), len(parts))
+    return PercentileInterval(round(low / 1000, 4), round((whole_us + half) / 1000, 4), sections)
 
 
 def _not_measured(sections: int, why: str, longer_s: float | None) -> PercentileInterval:
@@ -128,6 +174,8 @@ __all__ = [
     "SECTIONS",
     "PercentileInterval",
     "percentile_interval",
+    "percentile_intervals",
+    "section_intervals",
     "sections_of",
     "t_975",
     "t_quantile",

@@ -100,6 +100,8 @@ class ClassCounters:
     stamped_user: int = 0
     departed_from_tap: int = 0  # requests whose t_send is their departure seen by the tap
     read_in_batches: int = 0  # requests whose body was read in batches (``loop_reads``)
+    bodies_after_end: int = 0  # requests whose body went on past their final event
+    over_max_tokens: int = 0  # successful requests that got more tokens than they asked for
     shared_stamp_events: int = 0  # token events read together with the one before them
     multi_event_reads: int = 0  # reads that returned more than one token event
     good: int = 0  # successful requests that met every per-request SLO (goodput)

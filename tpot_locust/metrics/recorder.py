@@ -195,6 +195,9 @@ class Recorder:
         counters.retransmitting_requests += timings.retransmits > 0
         counters.departed_from_tap += timings.departed
         counters.read_in_batches += timings.read_in_batches
+        counters.bodies_after_end += timings.body_after_end
+        asked = timings.max_tokens
+        counters.over_max_tokens += bool(asked and timings.ok and timings.output_tokens > asked)
         if timings.arrival_clock in ARRIVAL_CLOCKS:
             clock_counter = ARRIVAL_CLOCK_COUNTERS[timings.arrival_clock]
             setattr(counters, clock_counter, getattr(counters, clock_counter) + 1)

@@ -16,6 +16,7 @@ from tpot_locust.common.metric_catalogue import ITL
 from tpot_locust.common.percentiles import percentile_key
 from tpot_locust.common.run_facts import NO_FACTS, Workers
 from tpot_locust.common.text_safety import printable
+from tpot_locust.common.timings import BODY_END_GRACE_S
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.metrics.stalls import LOOP_SATURATED_SHARE, ClientHealth, loop_saturated
 from tpot_locust.report.summary_types import ClientFigures, Summary, WorstStall
@@ -179,12 +180,20 @@ def _format_reads(summary: Summary) -> list[str]:
     batched = summary["client"].get("read_in_batches") or 0
     period_ms = summary.get("run", NO_FACTS).read_batch_ms
     ok = summary["requests"]["ok"]
+    went_on = summary["client"].get("bodies_after_end") or 0
+    lines = []
+    if went_on:  # the server's bug, seen: each such request held its user up to this long
+        lines.append(
+            f"! {went_on:,} of {ok:,} bodies went on after their final event ([DONE]): each "
+            f"complete there, its connection closed {BODY_END_GRACE_S:g} s later at most"
+        )
     if not batched:
-        return ["reads: each body read as its data came"] if period_ms is not None else []
+        return (["reads: each body read as its data came"] if period_ms is not None else []) + lines
     period = f"{period_ms:g} ms batches" if period_ms else "batches"
     return [
         f"reads: {batched:,} of {ok:,} bodies in {period} after their first read, each "
-        "end heard and read at once; the rest as their data came"
+        "end heard and read at once; the rest as their data came",
+        *lines,
     ]
 
 

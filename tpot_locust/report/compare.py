@@ -88,6 +88,8 @@ def parse_choices(
     if not text:
         return default
     names = tuple(name.strip().lower() for name in text.split(",") if name.strip())
+    if not names:  # "--metrics ," gated nothing and passed
+        raise ValueError(f"--{what} {text!r}: names none; use {', '.join(allowed)}")
     for name in names:
         if name not in allowed:
             raise ValueError(f"--{what} {name}: use {', '.join(allowed)}")

@@ -10,12 +10,17 @@ nothing more). Each step runs in its own guard: one that fails is named in the s
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+import yaml
+
+from tpot_locust.common.bounded_files import BoundedFileError, read_text
+from tpot_locust.common.results_files import write_file
 from tpot_locust.common.results_folder import (
     REPORT_FILE,
     REPORT_TEXT_FILE,
@@ -23,11 +28,13 @@ from tpot_locust.common.results_folder import (
     ResultsFolder,
 )
 from tpot_locust.common.run_facts import NO_FACTS, RunFacts
+from tpot_locust.common.secrets import redact_mapping
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.attribution_check import attribution_check, format_attribution_check
 from tpot_locust.report.gate import EXIT_INVALID, evaluate
 from tpot_locust.report.histograms_file import load_results, write_histograms
 from tpot_locust.report.html import RunView, render_report
+from tpot_locust.report.recovery import recovered_results
 from tpot_locust.report.run_intervals import add_intervals
 from tpot_locust.report.strict_json import json_safe, write_json
 from tpot_locust.report.summary import build_summary, format_full_report
@@ -35,6 +42,7 @@ from tpot_locust.report.summary_types import Summary, Verdict
 from tpot_locust.report.truth_check import format_truth_check, load_stall_windows, truth_check
 from tpot_locust.report.verdict_files import format_verdict, write_verdict
 from tpot_locust.scenario.slo import SloSpec
+from tpot_locust.scenario.yaml_source import MAX_SOURCE_BYTES, ScenarioError, parse_located
 
 SLO_KEY: Final = "slo"  # the verdict's place in summary.json (Final: a TypedDict key)
 # Set by ``tpot-locust run`` for its Locust processes: their master saves histograms.json
@@ -114,10 +122,10 @@ def finish_run(
         guarded(late, "verdict files", lambda: write_verdict(folder, verdict, suite))
     page = guarded(late, REPORT_FILE, lambda: _render(folder, summary, totals))
     if page is not None:
-        guarded(late, REPORT_FILE, lambda: folder.report.write_text(page, encoding="utf-8"))
+        guarded(late, REPORT_FILE, lambda: write_file(folder.report, page))
     text = guarded(late, REPORT_TEXT_FILE, lambda: full_text(finished))
     if text is not None:
-        guarded(late, REPORT_TEXT_FILE, lambda: folder.report_text.write_text(text, "utf-8"))
+        guarded(late, REPORT_TEXT_FILE, lambda: write_file(folder.report_text, text))
     _note(summary, late)
     guarded(late, SUMMARY_FILE, lambda: write_json(folder.summary, summary))
     return finished
@@ -136,8 +144,14 @@ def full_text(finished: Finished) -> str:
 
 def finish_saved(folder: ResultsFolder, **options: Any) -> Finished:
     """The finishing pass of a folder whose ``histograms.json`` a Locust master saved
-    (``tpot-locust run``); ``options`` as ``finish_run``'s."""
-    totals, run = load_results(folder.root)
+    (``tpot-locust run``); ``options`` as ``finish_run``'s. Where the master died before
+    saving it, the workers' records make it (``report.recovery``), written here: the folder
+    is whole again, marked incomplete."""
+    try:
+        totals, run = load_results(folder.root)
+    except FileNotFoundError:
+        totals, run = recovered_results(folder, options.get("suite"))
+        return finish_run(folder, totals, run, **options)
     return finish_run(folder, totals, run, save_histograms=False, **options)
 
 
@@ -184,10 +198,23 @@ def _check_truth(
 
 def _render(folder: ResultsFolder, summary: Summary, totals: MetricSet) -> str:
     """``report.html``'s text, the scenario as run at its end."""
-    scenario = folder.scenario
-    text = scenario.read_text() if scenario.exists() else None
     name = summary.get("run", NO_FACTS).scenario or folder.root.name
-    return render_report([RunView(name, summary, totals, text)])
+    return render_report([RunView(name, summary, totals, shown_scenario(folder.scenario))])
+
+
+def shown_scenario(path: Path) -> str | None:
+    """The scenario as ``report.html`` embeds it: a regular file of the folder (a link in its
+    place is not followed: a planted one embedded a private key), parsed with the scenario's
+    own bounds, and its secrets redacted again (a hand-placed one's as well as ours); None
+    where there is no such file or it does not parse."""
+    try:
+        text = read_text(path, MAX_SOURCE_BYTES, follow_links=False)
+        document = parse_located(text, str(path)).data
+    except (OSError, BoundedFileError, ScenarioError):
+        return None
+    header = list(itertools.takewhile(lambda line: line.startswith("#"), text.splitlines()))
+    shown = yaml.safe_dump(redact_mapping(document), sort_keys=False)
+    return "\n".join([*header, shown])
 
 
 def _note(summary: Summary, errors: list[str]) -> None:

@@ -24,6 +24,7 @@ from typing import Any, Literal, cast
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.metric_catalogue import ITL, TPOT, TTFAT, TTFT
 from tpot_locust.common.percentiles import PERCENTILE_KEYS, STATISTICS, UP_TO_P99_9
+from tpot_locust.common.results_files import write_file
 from tpot_locust.common.results_folder import REPORT_FILE
 from tpot_locust.common.run_facts import NO_FACTS, TimeseriesPoint, interval_figures
 from tpot_locust.metrics.histograms import histogram_stats
@@ -459,5 +460,5 @@ def write_html(path: Path, runs: list[RunView]) -> Path:
     """Write the report to ``path``; an existing folder gets ``report.html`` inside it."""
     if path.is_dir():
         path = path / REPORT_FILE
-    path.write_text(render_report(runs), encoding="utf-8")
+    write_file(path, render_report(runs))
     return path

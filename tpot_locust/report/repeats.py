@@ -15,18 +15,36 @@ import json
 import math
 import statistics
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
 from tpot_locust.common.percentiles import PERCENTILES, key_of
+from tpot_locust.common.results_files import write_file
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import RunFacts
 from tpot_locust.metrics.histograms import add_into, histogram_stats, new_histogram
 from tpot_locust.metrics.intervals import SECTIONS, percentile_interval, t_975
+from tpot_locust.metrics.metric_set import MetricSet
+from tpot_locust.report.histograms_file import load_results
 from tpot_locust.report.run_intervals import INTERVAL_METRICS, read_slices
 from tpot_locust.report.summary_types import Summary
 
 REPEATS_FILE = "repeats.json"
+# facts of one run only: the series has no one window, clock, timeline or server's samples
+ONE_RUN_FACTS = (
+    "timeseries",
+    "window_wall_ns",
+    "process_windows_wall_ns",
+    "clock_start_wall_ns",
+    "start_wall_s",
+    "server_metrics",
+    "gpu_metrics",
+    "bursts",
+    "prefill",
+    "stopped_because",
+    "test",
+)
 DRIFT_LEVEL = 0.05  # the chance that runs of a steady server are called drifting
 SHOWN_METRICS = ("tpot", "ttft")
 
@@ -120,6 +138,31 @@ def _pooled_slices(
     return slices, window_s
 
 
+def merged_results(folders: list[Path]) -> tuple[MetricSet, RunFacts]:
+    """The series as one run: every run's totals merged exactly (their histograms added), and
+    the facts they share; its duration the runs' together (rates are over all of them).
+    Its percentiles have no interval of their own: ``repeats.json`` has the runs'."""
+    totals = MetricSet()
+    facts: list[RunFacts] = []
+    for folder in folders:
+        run_totals, run = load_results(folder)
+        totals.add(run_totals)
+        facts.append(run)
+    durations = [run.duration_s for run in facts]
+    errors = [
+        f"{folder.name}: {run.report_error}"
+        for folder, run in zip(folders, facts, strict=True)
+        if run.report_error
+    ]
+    merged = replace(
+        facts[0].without(*ONE_RUN_FACTS),
+        duration_s=None if None in durations else round(sum(d or 0.0 for d in durations), 3),
+        complete=all(run.complete is not False for run in facts),
+        report_error="; ".join(errors) or None,
+    )
+    return totals, merged
+
+
 def format_repeats(figures: dict[str, Any]) -> list[str]:
     """The terminal's table of the repeated runs: TPOT and TTFT (every metric in the file)."""
     runs = len(figures["runs"])
@@ -150,8 +193,15 @@ def _pair(bounds: list[float] | None) -> str:
 
 def write_repeats(out: Path, figures: dict[str, Any]) -> Path:
     path = out / REPEATS_FILE
-    path.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    write_file(path, json.dumps(figures, indent=2) + "\n")
     return path
 
 
-__all__ = ["REPEATS_FILE", "format_repeats", "repeat_figures", "scatters_more", "write_repeats"]
+__all__ = [
+    "REPEATS_FILE",
+    "format_repeats",
+    "merged_results",
+    "repeat_figures",
+    "scatters_more",
+    "write_repeats",
+]

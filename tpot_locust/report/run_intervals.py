@@ -24,7 +24,7 @@ from tpot_locust.metrics.histograms import (
     decode_histogram,
     new_histogram,
 )
-from tpot_locust.metrics.intervals import SECTIONS, PercentileInterval, percentile_interval
+from tpot_locust.metrics.intervals import SECTIONS, PercentileInterval, percentile_intervals
 from tpot_locust.report.summary_types import Summary
 
 MAX_LOG_BYTES = 256 * 1024 * 1024  # as every saved results file
@@ -109,9 +109,9 @@ def _add_to(scope: Summary, folder: ResultsFolder, run: RunFacts, class_name: st
             continue
         intervals: dict[str, list[float] | None] = {}
         reasons: dict[str, str] = {}
-        for percentile in PERCENTILES:
+        whole = {percentile: figures[key_of(percentile)] * 1000 for percentile in PERCENTILES}
+        for percentile, interval in percentile_intervals(slices, whole, window_s).items():
             key = key_of(percentile)
-            interval = percentile_interval(slices, percentile, figures[key] * 1000, window_s)
             intervals[key] = _bounds(interval)
             if interval.why_not is not None:
                 reasons[key] = _reason(interval)

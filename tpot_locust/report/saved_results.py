@@ -156,6 +156,17 @@ FACTS = shaped(RunFacts, _BY_HAND)  # the run's facts, read back as the dataclas
 HISTOGRAMS = record(
     {"run": FACTS, "classes": mapping(_CLASS, 10_000), "client": _CLIENT}, required=("classes",)
 )
+# ``workers/<id>.json``: what one worker recorded and sent (``report.recovery`` adds them up
+# where the master's results were lost); its stall windows are the truth check's to read
+WORKER_AUDIT = record(
+    {
+        "client_id": text(1000),
+        "classes": mapping(_CLASS, 10_000),
+        "client": _CLIENT,
+        "window_wall_ns": list_of(integer(), 2),
+    },
+    required=("classes",),
+)
 # Histograms one results file may hold over all its classes: each decodes to ~185 KiB
 # whatever its size on disk (1 us .. 1 h at 3 digits), so 500 small classes had taken
 # 1.6 GB; a run of 80 classes (or class and model pairs) with every cause copy fits.

@@ -11,16 +11,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tpot_locust.common.results_files import write_file
 from tpot_locust.common.run_facts import RunFacts, json_default
 
 
 def write_json(path: Path, data: Mapping[str, Any], problems: list[str] | None = None) -> None:
     """Write ``data`` as strict JSON (via a temporary file, so a reader never sees half of
     it): a number JSON cannot hold (NaN, infinity) becomes null, named in ``problems``."""
-    temporary = path.with_suffix(path.suffix + ".tmp")
     safe = json_safe(data, "", [] if problems is None else problems)
-    temporary.write_text(json.dumps(safe, indent=2, default=json_default) + "\n")
-    temporary.replace(path)
+    write_file(path, json.dumps(safe, indent=2, default=json_default) + "\n")
 
 
 def json_safe(value: Any, key: str, problems: list[str]) -> Any:

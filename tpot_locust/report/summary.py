@@ -178,6 +178,7 @@ def _class_summary(
             "arrival_clocks": counters.arrival_clocks(),
             "departed_from_tap": counters.departed_from_tap,
             "read_in_batches": counters.read_in_batches,
+            "bodies_after_end": counters.bodies_after_end,
             "shared_stamp_events": counters.shared_stamp_events,
             "multi_event_reads": counters.multi_event_reads,
         },
@@ -192,6 +193,7 @@ def _class_summary(
             "output": counters.output_tokens,
             "estimated": counters.estimated_requests > 0,
             "estimated_requests": counters.estimated_requests,
+            "over_max_tokens": counters.over_max_tokens,
             "partial": counters.partial_tokens,
             "per_s": round(per_s, 1),
             "prompt_requested": counters.prompt_tokens_requested,
@@ -371,7 +373,9 @@ def format_report(summary: Summary, scope: str = "all classes") -> str:
         lines.append(f"RUN STOPPED EARLY: {printable(stopped)}")
     if report_error := summary.get("report_error"):
         lines.append(f"REPORT INCOMPLETE (not a valid measurement): {printable(report_error)}")
-    if not summary.get("complete", True) and (
+    if recovered := summary.get("run", NO_FACTS).recovered:  # the master died (recovery)
+        lines.append(f"INCOMPLETE RUN: {printable(recovered)}")
+    elif not summary.get("complete", True) and (
         not report_error or (workers and workers.get("missing"))
     ):
         missing = ", ".join(map(printable, workers["missing"])) if workers else "unknown"
@@ -389,6 +393,11 @@ def format_report(summary: Summary, scope: str = "all classes") -> str:
         f"output tokens {tokens['output']:,}{estimated}  partial (failed requests) "
         f"{tokens['partial']:,}"
     )
+    if over := tokens.get("over_max_tokens"):  # a server that ignores max_tokens
+        lines.append(
+            f"! {over:,} requests got more output tokens than their max_tokens asked for: the "
+            "server ignores it (a next turn kept 1 MiB of such an answer at most)"
+        )
     if prompt := format_prompt_tokens(tokens):
         lines.append(prompt)
     lines.extend(format_token_kinds(tokens))

@@ -115,6 +115,7 @@ class TokenCounts(_TokenRate, total=False):
     output: int
     estimated: bool  # some requests' counts were estimated (no usage from the server)
     estimated_requests: int
+    over_max_tokens: int  # successful requests that got more tokens than their max_tokens
     partial: int  # tokens of failed requests
     prompt_requested: int
     prompt_reported: int
@@ -206,6 +207,7 @@ class ClientFigures(TypedDict, total=False):
     arrival_clocks: dict[str, int]  # requests per clock their tokens were stamped on
     departed_from_tap: int  # requests whose t_send is their departure seen by the tap
     read_in_batches: int  # requests whose body was read in batches (run.read_batch_ms)
+    bodies_after_end: int  # requests whose body went on past their final event ([DONE])
     shared_stamp_events: int
     multi_event_reads: int
     # the whole run only (``client_health``):

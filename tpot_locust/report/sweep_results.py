@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tpot_locust.common.metric_catalogue import TPOT, TTFT
+from tpot_locust.common.results_files import write_file
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.text_safety import printable
 from tpot_locust.report.charts import CHART_CSS, Curve, escape, load_chart
@@ -82,8 +83,8 @@ def knee(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def write_sweep(out: Path, document: dict[str, Any]) -> None:
-    (out / SWEEP_FILE).write_text(json.dumps(document, indent=2) + "\n")
-    (out / SWEEP_HTML).write_text(render_sweep(document))
+    write_file(out / SWEEP_FILE, json.dumps(document, indent=2) + "\n")
+    write_file(out / SWEEP_HTML, render_sweep(document))
 
 
 def format_sweep(document: dict[str, Any]) -> list[str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+from tpot_locust.common.results_files import write_file
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.text_safety import printable, xml_text
 from tpot_locust.report.first_screen import MARKS as _MARKS
@@ -24,13 +25,13 @@ from tpot_locust.report.summary_types import Verdict
 
 def write_verdict(folder: ResultsFolder, verdict: Verdict, suite: str) -> None:
     folder.root.mkdir(parents=True, exist_ok=True)
-    folder.verdict.write_text(json.dumps(verdict, indent=2) + "\n")
+    write_file(folder.verdict, json.dumps(verdict, indent=2) + "\n")
     # ends with a newline, as a text file does (ElementTree.write leaves it off)
     root = junit_tree(verdict, suite).getroot()
     assert root is not None  # junit_tree made it
     junit = ET.tostring(root, encoding="unicode")
-    folder.junit.write_text(f"<?xml version='1.0' encoding='utf-8'?>\n{junit}\n", "utf-8")
-    folder.markdown.write_text(format_markdown(verdict, suite) + "\n")
+    write_file(folder.junit, f"<?xml version='1.0' encoding='utf-8'?>\n{junit}\n")
+    write_file(folder.markdown, format_markdown(verdict, suite) + "\n")
 
 
 def junit_tree(verdict: Verdict, suite: str) -> ET.ElementTree:

@@ -63,6 +63,15 @@ class Demand:
         return max(1, math.ceil(self.events_per_s / per_worker))
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity: a container's cpuset, ``taskset``),
+    not the machine's: a 2-core cpuset on a 64-core node is 2."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # no affinity on this platform
+        return os.cpu_count() or 1
+
+
 def _mean(value: OrZero | None) -> float:
     """Mean of a parsed length or time (``schema``'s); 0 and None (no pause) are 0."""
     return float(value.mean) if isinstance(value, ParsedDistribution) else 0.0
@@ -187,12 +196,12 @@ def advice(
     ``--host`` given on the command line, if any; without one here or in the scenario the
     embedded simulator serves the run (its gap is assumed, its own limit checked, and it
     takes a core). Local workers beyond this machine's cores (``cpus``, default
-    ``os.cpu_count()``) add no capacity. ``clock``: the arrival clock the processes stamp
+    ``usable_cpus``) add no capacity. ``clock``: the arrival clock the processes stamp
     on (their capacity is that clock's, ``EVENTS_PER_S_BY_CLOCK``).
     """
     need = demand(scenario, assumed_gap_ms, host)
     simulated = not (host or scenario.host)
-    cpus = cpus if cpus is not None else (os.cpu_count() or 1)
+    cpus = cpus if cpus is not None else usable_cpus()
     free_cores = max(1, cpus - (1 if simulated else 0))  # the simulator takes one
     processes = max(1, workers)
     usable = min(processes, free_cores)
@@ -244,7 +253,7 @@ def auto_workers(
     embedded simulator when it serves the run; under two such workers, one local process
     (a master and one worker would take two cores for one's stamping). Returns the count
     and a line that says how it was chosen."""
-    cpus = cpus if cpus is not None else (os.cpu_count() or 1)
+    cpus = cpus if cpus is not None else usable_cpus()
     simulated = not (host or scenario.host)
     kept = 1 + (1 if simulated else 0)
     workers = cpus - kept

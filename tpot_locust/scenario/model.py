@@ -311,7 +311,7 @@ class Scenario:
     cooldown_s: float = key(0.0, check="duration_or_zero", name="cooldown")
     # a graceful stop: requests in flight at the stop may finish this long, for their E2E
     # (Locust's --stop-timeout; k6's gracefulStop); their gaps after the stop do not count
-    stop_timeout_s: float = key(5.0, check="duration_or_zero", name="stop_timeout")
+    stop_timeout_s: float = key(5.0, check="whole_seconds", name="stop_timeout")
     sweep: Sweep | None = key(check="part")
 
     @property

@@ -363,6 +363,7 @@ CHECKS: dict[str, Callable[[Located, str, Any, Path], Any]] = {
     "event_bytes": checks.event_bytes,
     "duration": checks.duration_key,
     "duration_or_zero": checks.duration_or_zero,
+    "whole_seconds": checks.whole_seconds,
     "env_name": checks.env_name,
     "flag": checks.flag,
     "headers": checks.headers,

@@ -122,6 +122,8 @@ def metrics_url(located: Located, path: str, value: Any, base_dir: Path) -> bool
         raise located.error(path, shape) from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise located.error(path, shape)
+    if " " in value:  # it would go into the request line raw
+        raise located.error(path, "a URL has no spaces: percent-encode them (%20)")
     return value
 
 
@@ -146,6 +148,8 @@ def gpu_metrics(located: Located, path: str, value: Any, base_dir: Path) -> dict
         where = path if isinstance(value, str) else f"{path}.{label}"
         if not isinstance(label, str) or not GPU_LABEL.fullmatch(label):
             raise located.error(where, shape)
+        if isinstance(url, str) and " " in url:  # it would go into the request line raw
+            raise located.error(where, "a URL or path has no spaces: percent-encode them (%20)")
         try:
             on_host = isinstance(url, str) and url.startswith("/") and url.isprintable()
             checked_url = (
@@ -369,6 +373,17 @@ def duration_key(located: Located, path: str, value: Any, base_dir: Path) -> flo
 
 def duration_or_zero(located: Located, path: str, value: Any, base_dir: Path) -> float:
     return duration(located, path, value, positive=False)
+
+
+def whole_seconds(located: Located, path: str, value: Any, base_dir: Path) -> float:
+    """A duration Locust itself reads (``--stop-timeout``): whole seconds, none after the
+    point (its parser refused 1.5 after the simulator had started)."""
+    seconds = duration(located, path, value, positive=False)
+    if seconds != int(seconds):
+        raise located.error(
+            path, f"{seconds:g} s: Locust takes whole seconds (e.g. {math.ceil(seconds)}s)"
+        )
+    return seconds
 
 
 # What each ``key(check=...)`` of the model runs: (located, path, value, base_dir) -> value.

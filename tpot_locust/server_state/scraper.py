@@ -52,6 +52,7 @@ from tpot_locust.common.bounded_http import ExchangeError, exchange
 from tpot_locust.common.metric_catalogue import ITL
 from tpot_locust.common.percentiles import PERCENTILES as PERCENTILE_VALUES
 from tpot_locust.common.percentiles import percentile_key
+from tpot_locust.common.results_files import open_for_writing
 from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.text_safety import printable
 from tpot_locust.server_state.engines import COUNTERS, GAUGES, HISTOGRAMS
@@ -463,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     terminated: list[int] = []  # the handler only notes it: Event.set could deadlock there
     signal.signal(signal.SIGTERM, lambda signum, _: terminated.append(signum))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us, in order
-    out = options.out.open("a", encoding="utf-8") if options.out is not None else None
+    out = open_for_writing(options.out, "a") if options.out is not None else None
     output = _Output(out, sys.stdout.fileno())
     scraper = Scraper(options.url, options.interval, output.emit)
     threading.Thread(target=_watch_stdin, args=(stop,), daemon=True).start()

@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tpot_locust.common.results_files import open_for_writing
+
 if TYPE_CHECKING:
     from ..common.clock import WallClock
     from .request import SimRequest
@@ -29,7 +31,7 @@ class TruthWriter:
         self._file = None
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            self._file = open_for_writing(path)  # never through a link planted there
 
     @property
     def enabled(self) -> bool:

@@ -52,6 +52,14 @@ class Deadline:
         next_ns = stamp_ns + self._idle_ns
         self.at_ns = next_ns if next_ns < self.end_ns else self.end_ns
 
+    def ending(self, stamp_ns: int, grace_s: float) -> None:
+        """The stream's final event came at ``stamp_ns``: the body may go on (its last chunk,
+        trailers) ``grace_s`` more at most; a server that never ends it holds nobody longer."""
+        end_ns = stamp_ns + _limit_ns(grace_s)
+        if end_ns < self.end_ns:
+            self.end_ns = end_ns
+            self.at_ns = min(self.at_ns, end_ns)
+
     def timeout_s(self, now_ns: int) -> float:
         """Seconds left until ``at_ns`` (<= 0: it has passed)."""
         return (self.at_ns - now_ns) / 1e9

@@ -42,6 +42,9 @@ from tpot_locust.wire.sse import SSEParser
 # per-chunk counts are then ignored (one token per event), so a lying server cannot make
 # the TPOT histogram allocate billions of samples.
 MAX_TOKENS_PER_EVENT = 4096
+# answer text kept for a conversation's next turn (~250k tokens): a server that ignores
+# max_tokens holds no user's memory past it
+MAX_KEPT_TEXT = 1 << 20
 _BACKSLASH = 92
 _NOT_IN_TEXT = b'"'  # a quote would end the JSON string: the text is not all of it
 NOT_IN_EVENT_TEXT = b'"\r\n'  # nor, in a whole SSE event, a line break
@@ -111,6 +114,7 @@ class DecodedStream:
     reasoning_tokens: int = 0
     cached_prompt_tokens: int | None = None
     error: StreamError | None = None
+    text_cut: bool = False  # the answer's text was kept only up to MAX_KEPT_TEXT
 
     @property
     def text(self) -> str:
@@ -155,6 +159,7 @@ class StreamDecoder:
         self._done_marker = dialect.done_marker
         self._fast = fast
         self._want_text = want_text
+        self._kept = 0  # answer text kept so far (``_keep``)
         self._usage_seen_on_all = True
         self._usage_believable = True
         self._last_usage_count = 0
@@ -189,6 +194,16 @@ class StreamDecoder:
                 result.answer_stamp_ns = stamp
             if self._want_text:
                 result.text_parts.append(text)
+                self._keep(len(text))
+
+    def _keep(self, size: int) -> None:
+        """``size`` more characters (or bytes) of answer kept: past ``MAX_KEPT_TEXT`` the
+        rest is not (a server that ignores ``max_tokens`` sent 200 MB answers, which a
+        multi-turn user kept and sent back: 1.6 GB for two users)."""
+        self._kept += size
+        if self._kept > MAX_KEPT_TEXT:
+            self._want_text = False
+            self.result.text_cut = True
 
     def feed_event_bytes(self, stamp: int, data: bytes) -> bool:
         """A read that is exactly one SSE event ``data: <plain token event in the stream's
@@ -211,6 +226,7 @@ class StreamDecoder:
             result.answer_stamp_ns = stamp
         if self._want_text:
             result.text_parts.append(text)
+            self._keep(len(text))
         return True
 
     @property
@@ -233,6 +249,7 @@ class StreamDecoder:
             result.answer_stamp_ns = stamps[0]
         if self._want_text:
             result.text_parts.extend(texts)
+            self._keep(sum(map(len, texts)))
 
     def _framed_text(self, payload: bytes) -> bytes | None:
         """The raw text of a plain token event in the stream's frame, else None."""

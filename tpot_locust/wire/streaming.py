@@ -41,7 +41,7 @@ from tpot_locust.common.errors import (
 )
 from tpot_locust.common.metric_groups import metric_group
 from tpot_locust.common.text_safety import printable
-from tpot_locust.common.timings import RequestTimings, StreamSoFar
+from tpot_locust.common.timings import BODY_END_GRACE_S, RequestTimings, StreamSoFar
 from tpot_locust.wire.deadline import Deadline
 from tpot_locust.wire.http_client import HTTPConnection, ReadTimeout
 from tpot_locust.wire.http_response import Response
@@ -185,17 +185,18 @@ def _stream(
     failure: StreamError | None = None
     try:
         _send_and_collect(connection, request, collected)
-    except StreamError as error:
-        connection.close()
-        failure = error
-    except ReadTimeout:
-        connection.close()
-        if not collected.decoder.result.done:
-            failure = _timeout_error(request, collected)
-        # else: [DONE] had come and the server kept the body open; the stream is complete
     except Exception as error:  # noqa: BLE001 - a user greenlet must never die of a request
         connection.close()
-        failure = StreamError(CLIENT_ERROR, f"{error.__class__.__name__}: {error}")
+        if collected.decoder.result.done:
+            # [DONE] (or the API's final event) had come: the stream is complete, whatever
+            # the body did after it (kept open, endless trailers, a chunk that never ends)
+            timings.body_after_end = True
+        elif isinstance(error, StreamError):
+            failure = error
+        elif isinstance(error, ReadTimeout):
+            failure = _timeout_error(request, collected)
+        else:
+            failure = StreamError(CLIENT_ERROR, f"{error.__class__.__name__}: {error}")
     timings.t_send_ns = collected.t_send_ns
     timings.t_end_ns = time.perf_counter_ns()
     timings.read_delays_ns = connection.read_delays_ns
@@ -273,11 +274,11 @@ def _send_and_collect(
     collected.content_type = response.content_type
     decoder = collected.decoder
     parser = event_parser(decoder.dialect, request.max_event_bytes)
-    end_ns = deadline.end_ns
     first_token = request.on_first_token
+    ending = False
 
     def consume(stamp: int, data: bytes) -> None:
-        nonlocal first_token
+        nonlocal first_token, ending
         if not decoder.events and len(collected.body_start) < BODY_START_KEPT:
             collected.body_start += data[:BODY_START_KEPT]
         if feed_read(parser, decoder, stamp, data):
@@ -287,7 +288,10 @@ def _send_and_collect(
                 first_token = None
             if parser.failure is not None:  # an oversized event came after these
                 raise parser.failure
-        if stamp >= end_ns:
+            if decoder.result.done and not ending:  # [DONE], or the API's final event
+                deadline.ending(stamp, BODY_END_GRACE_S)
+                ending = True
+        if stamp >= deadline.end_ns:
             raise StreamError(TIMEOUT_TOTAL, f"stream exceeded {request.total_timeout:g} s")
 
     runs = None

@@ -1,0 +1,94 @@
+"""Results files are written without following what was planted in their place (issue 57,
+item 3): a link named like a results file is replaced, its target untouched; a directory,
+FIFO or device in its place is an error that says so, never a hang; what a report embeds is
+read the same way, its secrets redacted."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tpot_locust.common.results_files import make_folder, open_for_writing, write_file
+from tpot_locust.report.finishing import shown_scenario
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A file outside the results folder a planted link points at."""
+    target = tmp_path / "authorized_keys"
+    target.write_text("ssh-ed25519 AAAA keep me\n")
+    return target
+
+
+def planted(folder: Path, name: str, target: Path) -> Path:
+    folder.mkdir(exist_ok=True)
+    link = folder / name
+    link.symlink_to(target)
+    return link
+
+
+def test_a_whole_file_replaces_a_link_and_leaves_its_target(tmp_path: Path, outside: Path) -> None:
+    link = planted(tmp_path / "out", "report.html", outside)
+    write_file(link, "<html>ours</html>")
+    assert outside.read_text() == "ssh-ed25519 AAAA keep me\n"
+    assert not link.is_symlink() and link.read_text() == "<html>ours</html>"
+    assert oct(link.stat().st_mode & 0o777) == "0o644"  # readable, as a results file is
+    assert [p.name for p in link.parent.iterdir()] == ["report.html"]  # no temporary left
+
+
+@pytest.mark.parametrize("mode", ["w", "a"])
+def test_a_file_written_as_the_run_goes_replaces_a_link(
+    tmp_path: Path, outside: Path, mode: str
+) -> None:
+    link = planted(tmp_path / "out", "truth.jsonl", outside)
+    with open_for_writing(link, mode) as handle:  # type: ignore[arg-type]
+        handle.write("{}\n")
+    assert outside.read_text() == "ssh-ed25519 AAAA keep me\n"
+    assert not link.is_symlink() and link.read_text() == "{}\n"
+
+
+def test_appending_keeps_what_a_regular_file_held(tmp_path: Path) -> None:
+    path = tmp_path / "server_metrics.jsonl"
+    path.write_text("first\n")
+    with open_for_writing(path, "a") as handle:
+        handle.write("second\n")
+    assert path.read_text() == "first\nsecond\n"
+
+
+def test_a_link_in_place_of_a_folder_of_ours_is_replaced(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = planted(tmp_path / "out", "histograms", elsewhere)
+    make_folder(link)
+    write_file(link / "tpot.hlog", "x")
+    assert link.is_dir() and not link.is_symlink() and not any(elsewhere.iterdir())
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_a_directory_or_fifo_in_its_place_is_an_error_not_a_hang(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "truth.jsonl"
+    if kind == "directory":
+        path.mkdir()
+    else:
+        os.mkfifo(path)
+    for write in (lambda: write_file(path, "x"), lambda: open_for_writing(path)):
+        with pytest.raises(OSError, match="cannot write the results file"):
+            write()
+
+
+def test_a_report_embeds_no_linked_scenario_and_redacts_a_hand_placed_one(
+    tmp_path: Path, outside: Path
+) -> None:
+    link = planted(tmp_path / "out", "scenario.yaml", outside)
+    assert shown_scenario(link) is None  # a private key is never embedded
+    placed = tmp_path / "placed.yaml"
+    placed.write_text(
+        "# as run\nserver:\n  headers: {Authorization: Bearer sk-secret-123}\nduration: 5s\n"
+    )
+    shown = shown_scenario(placed)
+    assert shown is not None and shown.startswith("# as run\n") and "duration: 5s" in shown
+    assert "sk-secret-123" not in shown
+    placed.write_text("a: [unclosed\n")
+    assert shown_scenario(placed) is None
