@@ -92,3 +92,31 @@ def test_a_report_embeds_no_linked_scenario_and_redacts_a_hand_placed_one(
     assert "sk-secret-123" not in shown
     placed.write_text("a: [unclosed\n")
     assert shown_scenario(placed) is None
+
+
+def test_a_full_disk_stops_the_interval_logs_and_says_which(tmp_path: Path) -> None:
+    """ENOSPC while a run writes its interval logs (``/dev/full``, a real full device): the
+    logs stop with the error kept for the run's ``report_error``; the totals go on."""
+    import time
+
+    import numpy as np
+
+    from tpot_locust.common.results_folder import ResultsFolder
+    from tpot_locust.metrics.collector import IntervalLogs
+    from tpot_locust.metrics.histograms import record_many
+    from tpot_locust.metrics.metric_set import MetricSet
+
+    now = time.time()
+    logs = IntervalLogs(ResultsFolder(tmp_path), now)
+    logs.files["tpot"].close()
+    logs.files["tpot"] = open("/dev/full", "w")  # noqa: SIM115 - closed by the logs
+    interval = MetricSet()
+    for name in ("tpot", "itl"):
+        record_many(interval.for_group("a").histogram(name), np.arange(1_000, 2_000))
+    record_many(interval.for_group("b").histogram("tpot"), np.arange(1_000, 2_000))
+    logs.write(interval.combined(), now, now + 1)
+    assert logs.error is not None and "No space left on device" in logs.error
+    assert logs.files == {} and logs.class_files == {}
+    logs.write(interval.combined(), now + 1, now + 2)  # nothing more, no error raised
+    logs.write_classes(interval.by_class(), now + 1, now + 2)
+    assert logs.class_files == {}

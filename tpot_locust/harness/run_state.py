@@ -232,6 +232,8 @@ class RunState:
         gpu_metrics = guarded(errors, "gpu metrics", self.gpu_samplers.stop)
         guarded(errors, "ticker stop", self.ticks.stop)
         guarded(errors, "time series", lambda: self.ticks.tick(final=True))
+        if self.collector.logs is not None and (failed := self.collector.logs.error):
+            errors.append(f"interval logs: {failed}")
         guarded(errors, "interval logs", self.collector.close)
         self.running = False
         self.ticks.publish_live()  # the test's last totals, no longer running

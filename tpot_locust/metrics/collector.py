@@ -38,6 +38,7 @@ class IntervalLogs:
         make_folder(folder.interval_logs)
         self.folder = folder
         self.start_wall_s = start_wall_s
+        self.error: str | None = None  # the write that failed (a full disk): none after it
         self.files: dict[str, IO[str]] = {name: self._open(name, None) for name in METRICS}
         self.class_files: dict[str, dict[str, IO[str]]] = {}
 
@@ -59,12 +60,17 @@ class IntervalLogs:
         self, by_class: dict[str, ClassMetrics], start_wall_s: float, end_wall_s: float
     ) -> None:
         """Each class's interval, where the run has several (one is the merged log)."""
-        if len(by_class) < 2:
+        if len(by_class) < 2 or self.error is not None:
             return
         for class_name, metrics in by_class.items():
             files = self.class_files.get(class_name)
             if files is None:
-                files = {name: self._open(name, class_name) for name in INTERVAL_METRICS}
+                try:
+                    files = {name: self._open(name, class_name) for name in INTERVAL_METRICS}
+                except OSError as error:
+                    self.error = f"{class_name}'s logs: {error.strerror or error}"
+                    self.close()
+                    return
                 self.class_files[class_name] = files
             self._write(files, metrics, start_wall_s, end_wall_s)
 
@@ -86,15 +92,25 @@ class IntervalLogs:
             max_ms = histogram.get_max_value() / 1000
             payload = histogram.encode().decode("ascii")
             start = start_wall_s - self.start_wall_s
-            handle.write(f"{start:.3f},{end_wall_s - start_wall_s:.3f},{max_ms:.3f},{payload}\n")
-            handle.flush()
+            try:
+                handle.write(
+                    f"{start:.3f},{end_wall_s - start_wall_s:.3f},{max_ms:.3f},{payload}\n"
+                )
+                handle.flush()
+            except OSError as error:  # a full disk: the totals go on in memory, said at the end
+                self.error = f"{handle.name}: {error.strerror or error} (no interval after it)"
+                self.close()
+                return
 
     def close(self) -> None:
-        for handle in self.files.values():
-            handle.close()
-        for files in self.class_files.values():
-            for handle in files.values():
+        for handle in [
+            *self.files.values(),
+            *(h for f in self.class_files.values() for h in f.values()),
+        ]:
+            try:
                 handle.close()
+            except OSError:  # its last flush on a full disk: said by the write that failed
+                pass
         self.files, self.class_files = {}, {}
 
 
