@@ -18,7 +18,7 @@ def test_a_series_of_runs_and_how_far_apart_they_land(tmp_path: Path) -> None:
     args = ["run", "scenarios/quickstart.yaml", "--run-time", "6s", "--repeat", "2"]
     result = run_command([sys.executable, "-m", "tpot_locust", *args, "--out", str(out)], 240)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    seeds, counts = [], []
+    seeds, counts, rates = [], [], []
     for index in (1, 2):
         folder = out / f"run-{index}"
         summary = json.loads((folder / "summary.json").read_text())
@@ -30,6 +30,7 @@ def test_a_series_of_runs_and_how_far_apart_they_land(tmp_path: Path) -> None:
         )
         seeds.append(yaml.safe_load((folder / "scenario.yaml").read_text()).get("seed"))
         counts.append(tpot["count"])
+        rates.append(summary["tokens"]["per_s"])
     assert seeds == [1, 2], seeds  # fresh seeds, the scenario's first
     figures = json.loads((out / "repeats.json").read_text())
     p50 = figures["metrics"]["tpot"]["p50"]
@@ -40,6 +41,8 @@ def test_a_series_of_runs_and_how_far_apart_they_land(tmp_path: Path) -> None:
     # the series as one run: every run's histograms merged, reported again by `report`
     merged = json.loads((out / "summary.json").read_text())
     assert merged["metrics"]["tpot"]["count"] == sum(counts)
+    # rates over the runs' windows end to end, not over the time between them too
+    assert abs(merged["tokens"]["per_s"] / (sum(rates) / 2) - 1) < 0.1, (merged["tokens"], rates)
     assert merged["metrics"]["tpot"]["p50"] is not None and "ci95" not in merged["metrics"]["tpot"]
     assert (out / "report.html").is_file() and (out / "report.txt").is_file()
     again = run_command([sys.executable, "-m", "tpot_locust", "report", str(out), "--json"], 60)

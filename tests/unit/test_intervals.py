@@ -276,6 +276,10 @@ def test_a_running_tests_sections_stay_bounded_and_lose_no_sample() -> None:
     total = sum(int(counts.sum()) for _, counts in full)
     total += sections._open[(None, "tpot")].total_count
     assert total == sum(gaps.size for gaps in slices) + 30 * 100
+    # class a alone in half the intervals: every one of them is still its own
+    own = [_unpacked(block) for block in sections._full[("a", "tpot")] if block]
+    own_total = sum(int(counts.sum()) for _, counts in own)
+    assert own_total + sections._open[("a", "tpot")].total_count == sum(g.size for g in slices)
 
 
 def test_the_tpot_tab_shows_each_percentiles_interval_below_its_figures() -> None:

@@ -34,7 +34,9 @@ def test_a_whole_file_replaces_a_link_and_leaves_its_target(tmp_path: Path, outs
     write_file(link, "<html>ours</html>")
     assert outside.read_text() == "ssh-ed25519 AAAA keep me\n"
     assert not link.is_symlink() and link.read_text() == "<html>ours</html>"
-    assert oct(link.stat().st_mode & 0o777) == "0o644"  # readable, as a results file is
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert link.stat().st_mode & 0o777 == 0o666 & ~umask  # as a plain write makes it
     assert [p.name for p in link.parent.iterdir()] == ["report.html"]  # no temporary left
 
 
@@ -54,6 +56,7 @@ def test_appending_keeps_what_a_regular_file_held(tmp_path: Path) -> None:
     path.write_text("first\n")
     with open_for_writing(path, "a") as handle:
         handle.write("second\n")
+        assert handle.name == str(path)  # an error names the file, not a descriptor
     assert path.read_text() == "first\nsecond\n"
 
 
@@ -85,11 +88,12 @@ def test_a_report_embeds_no_linked_scenario_and_redacts_a_hand_placed_one(
     assert shown_scenario(link) is None  # a private key is never embedded
     placed = tmp_path / "placed.yaml"
     placed.write_text(
-        "# as run\nserver:\n  headers: {Authorization: Bearer sk-secret-123}\nduration: 5s\n"
+        "# s.yaml as run\n# token: sk-in-a-comment\n"
+        "server:\n  headers: {Authorization: Bearer sk-secret-123}\nduration: 5s\n"
     )
     shown = shown_scenario(placed)
-    assert shown is not None and shown.startswith("# as run\n") and "duration: 5s" in shown
-    assert "sk-secret-123" not in shown
+    assert shown is not None and shown.startswith("# s.yaml as run\n") and "duration: 5s" in shown
+    assert "sk-secret-123" not in shown and "sk-in-a-comment" not in shown
     placed.write_text("a: [unclosed\n")
     assert shown_scenario(placed) is None
 
@@ -120,3 +124,24 @@ def test_a_full_disk_stops_the_interval_logs_and_says_which(tmp_path: Path) -> N
     logs.write(interval.combined(), now + 1, now + 2)  # nothing more, no error raised
     logs.write_classes(interval.by_class(), now + 1, now + 2)
     assert logs.class_files == {}
+
+
+def test_a_reused_folders_last_results_are_cleared_never_what_a_link_points_at(
+    tmp_path: Path, outside: Path
+) -> None:
+    """A reused ``--out``: the last run's histograms, summary and workers' records go before
+    this run starts (a crash would have rebuilt this run from them too); links go, their
+    targets stay; a killed writer's temporary files go."""
+    from tpot_locust.common.results_files import clear_results, clear_temporaries
+
+    out = tmp_path / "out"
+    (out / "workers").mkdir(parents=True)
+    (out / "workers" / "old-worker.json").write_text("{}")
+    (out / "summary.json").write_text("{}")
+    planted(out, "histograms.json", outside)
+    (out / ".summary.json.abc123.tmp").write_text("half")
+    (out / "keep.txt").write_text("the user's")
+    clear_results(out / "histograms.json", out / "summary.json", out / "workers")
+    clear_temporaries(out)
+    assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
+    assert outside.read_text() == "ssh-ed25519 AAAA keep me\n"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tpot_locust.cli.master_api import BUSY_STATES, MasterAPI, MasterError
-from tpot_locust.cli.run import save_scenario
+from tpot_locust.cli.run import locust_seconds, save_scenario
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import NO_FACTS
 from tpot_locust.metrics.metric_set import MetricSet
@@ -63,7 +63,7 @@ class ClusterSteps:
         form = {
             "user_count": str(scenario.users),
             "spawn_rate": f"{spawn_rate:g}",
-            "run_time": f"{int(scenario.duration_s)}s",  # plain digits, as Locust reads
+            "run_time": f"{locust_seconds(scenario.duration_s)}s",
             "tpot_set": SETTINGS_SEPARATOR.join(sent),
         }
         if self.host:

@@ -79,10 +79,12 @@ class Supervisor:
         return 128 + self.signals[0] if self.signals else code
 
     def _wait_for_workers(self) -> None:
-        """Workers leave when the master quits. Ones still running ``WORKER_QUIT_S`` after it
-        ended were not told to (it died): their users are stopped at once and they are asked
-        to quit, which saves what each recorded; one that does not leave is killed."""
-        if self.master is not None and self.workers:
+        """Workers leave when the master quits. Where it was killed (a signal we did not send:
+        OOM, eviction), ones still running ``WORKER_QUIT_S`` later were not told to: their
+        users are stopped at once and they are asked to quit, which saves what each
+        recorded; one that does not leave is killed."""
+        killed = self.master is not None and (self.master.returncode or 0) < 0
+        if killed and self.workers and not self.signals:
             deadline = time.monotonic() + WORKER_QUIT_S
             while any(w.poll() is None for w in self.workers) and time.monotonic() < deadline:
                 time.sleep(0.05)

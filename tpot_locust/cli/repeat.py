@@ -51,9 +51,12 @@ def run_repeated(options: RunOptions, count: int) -> int:
         path = write_repeats(out, figures)
         print("\n" + "\n".join(format_repeats(figures)), flush=True)
         print(f"tpot-locust: every run's figures in {path}", flush=True)
-        totals, facts = merged_results(folders)
-        finish_run(ResultsFolder(out), totals, facts)
-        print(f"tpot-locust: the runs merged into one report in {out}", flush=True)
+        try:
+            totals, facts = merged_results(folders)
+            finish_run(ResultsFolder(out), totals, facts)
+            print(f"tpot-locust: the runs merged into one report in {out}", flush=True)
+        except (OSError, ValueError) as error:  # a run's files unreadable: each run's stand
+            print(f"tpot-locust: the runs could not be merged: {error}", file=sys.stderr)
     else:
         print("tpot-locust: no run saved results: nothing to compare", file=sys.stderr)
     return max(codes) if codes else 1

@@ -24,7 +24,12 @@ import yaml
 
 from tpot_locust.cli.processes import LocustProcesses, Supervisor
 from tpot_locust.common import env_vars
-from tpot_locust.common.results_files import check_writable, write_file
+from tpot_locust.common.results_files import (
+    check_writable,
+    clear_results,
+    clear_temporaries,
+    write_file,
+)
 from tpot_locust.common.results_folder import RESULTS_FILES, ResultsFolder
 from tpot_locust.common.run_facts import NO_FACTS
 from tpot_locust.common.secrets import redact_mapping, redact_url
@@ -149,9 +154,15 @@ def headless_options(scenario: Scenario, name: str | None = None) -> list[str]:
     """Locust's options for a headless run of ``scenario``: its load, run time and name
     (``name``: another label). Values travel as --option=value, so that none can be read
     as an option of its own (a scenario named --version gated nothing)."""
-    if scenario.duration_s != int(scenario.duration_s):
-        raise ValueError(f"run time {scenario.duration_s:g} s: Locust runs whole seconds")
     return ["--headless", "--only-summary", *_load_options(scenario, name)]
+
+
+def locust_seconds(seconds: float, what: str = "run time") -> int:
+    """A duration as Locust's parser reads it: whole seconds, written in plain digits (not
+    1e+06; 0.5 s cut to 0 would have been no limit at all)."""
+    if seconds != int(seconds):
+        raise ValueError(f"{what} {seconds:g} s: Locust takes whole seconds")
+    return int(seconds)
 
 
 def _load_options(scenario: Scenario, name: str | None = None) -> list[str]:
@@ -160,10 +171,9 @@ def _load_options(scenario: Scenario, name: str | None = None) -> list[str]:
     return [
         f"--users={scenario.users}",
         f"--spawn-rate={spawn_rate:g}",
-        # plain digits: Locust's parser reads no 1e+06 (30 days is 2,592,000 s)
-        f"--run-time={int(scenario.duration_s)}s",
+        f"--run-time={locust_seconds(scenario.duration_s)}s",
         f"--tpot-scenario-name={name or scenario.name}",
-        f"--stop-timeout={int(scenario.stop_timeout_s)}",
+        f"--stop-timeout={locust_seconds(scenario.stop_timeout_s, 'stop timeout')}",
     ]
 
 
@@ -242,6 +252,9 @@ def run_scenario(options: RunOptions) -> int:
     try:
         folder.root.mkdir(parents=True, exist_ok=True)
         check_writable([folder.root / name for name in RESULTS_FILES])
+        # a reused folder's last results: never this run's, nor rebuilt into it after a crash
+        clear_results(folder.histograms, folder.summary, folder.workers)
+        clear_temporaries(folder.root)
     except OSError as error:
         raise ValueError(f"results folder {folder.root}: {error.strerror or error}") from None
     save_scenario(folder.scenario, source, overrides)
@@ -291,7 +304,12 @@ def run_scenario(options: RunOptions) -> int:
         if code == EXIT_USAGE:
             print("tpot-locust: Locust refused its command line (see above)", file=sys.stderr)
             return EXIT_USAGE  # an argument after -- it could not take: nothing ran
-        invalid = _unmeasured(scenario, folder, f"the run saved no results (Locust exited {code})")
+        if code == EXIT_INVALID:  # it measured, and could not save (a full disk): shown above
+            why = f"the results could not be saved (Locust exited {code}): the figures above"
+            invalid = _unmeasured(scenario, folder, why, "not a valid measurement")
+        else:
+            why = f"the run saved no results (Locust exited {code})"
+            invalid = _unmeasured(scenario, folder, why)
         return code if code >= 128 else invalid  # stopped by a signal: say so
     if why := nothing_measured(finished.summary):
         print(
@@ -375,12 +393,17 @@ def nothing_measured(summary: Summary) -> str | None:
     return None
 
 
-def _unmeasured(scenario: Scenario, folder: ResultsFolder, why: str) -> int:
+def _unmeasured(
+    scenario: Scenario, folder: ResultsFolder, why: str, headline: str = "nothing was measured"
+) -> int:
     """Exit 3 (not a valid measurement), with the verdict files when the run is gated."""
-    print(f"tpot-locust: nothing was measured: {why}", file=sys.stderr, flush=True)
+    print(f"tpot-locust: {headline}: {why}", file=sys.stderr, flush=True)
     if not scenario.slo.empty:
-        verdict = unmeasured(scenario.slo, f"nothing was measured: {why}")
-        write_verdict(folder, verdict, scenario.name)
+        verdict = unmeasured(scenario.slo, f"{headline}: {why}")
+        try:
+            write_verdict(folder, verdict, scenario.name)
+        except OSError as error:  # a full disk: the verdict is on the terminal still
+            print(f"tpot-locust: the verdict files: {error}", file=sys.stderr, flush=True)
         print("\n".join(format_verdict(verdict)), flush=True)
     return EXIT_INVALID
 

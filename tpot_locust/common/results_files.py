@@ -18,6 +18,7 @@ made a run overwrite that file. Every file we write there goes through here:
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import tempfile
 from pathlib import Path
@@ -25,7 +26,22 @@ from typing import IO, Literal
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-MODE = 0o644
+MODE = 0o666  # less the process's umask, as ``open`` makes a file
+
+
+def _umask() -> int:
+    """The process's umask: Linux says it in /proc; elsewhere it is read by setting it and
+    back (no call only reads it; a thread creating a file meanwhile would get 0)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_file(path: Path, data: str | bytes) -> None:
@@ -33,9 +49,9 @@ def write_file(path: Path, data: str | bytes) -> None:
     _refuse_non_regular(path)
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, MODE & ~_umask())  # mkstemp's 0600: as a plain write's, the umask's
         with os.fdopen(fd, "wb") as handle:
             handle.write(data.encode("utf-8") if isinstance(data, str) else data)
-        os.chmod(temporary, MODE)  # mkstemp's 0600: a results file is read by others too
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -52,11 +68,12 @@ def open_for_writing(path: Path, mode: Literal["w", "a"] = "w") -> IO[str]:
         flags |= os.O_EXCL  # a link planted since the unlink: EEXIST, not followed
     else:
         flags |= os.O_APPEND
-    fd = os.open(path, flags, MODE)
+    fd = os.open(path, flags, MODE)  # the umask applies
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(f"{path}: not a regular file")
-        return os.fdopen(fd, mode, encoding="utf-8")
+        # opened by path so that its name is the path (an error names the file, not a number)
+        return open(path, mode, encoding="utf-8", opener=lambda *_: fd)
     except BaseException:
         os.close(fd)
         raise
@@ -67,7 +84,32 @@ def make_folder(path: Path) -> None:
     replaced by a folder of ours (the results folder itself is the user's to choose)."""
     if path.is_symlink():
         path.unlink()
-    path.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(path)
+    except FileExistsError:  # ours from before, or a link planted since the unlink: which
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            raise OSError(
+                f"{path}: not a folder of ours (a link or a file holds its name)"
+            ) from None
+
+
+def clear_results(*paths: Path) -> None:
+    """A previous run's results in a reused folder, removed before this one starts: a file,
+    a link (never its target) or a folder of ours (``shutil.rmtree`` follows no link)."""
+    for path in paths:
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        elif path.is_dir():
+            shutil.rmtree(path)
+
+
+def clear_temporaries(folder: Path) -> None:
+    """The temporary files a writer killed mid-write left in ``folder`` (``write_file``'s
+    ``.NAME.XXXXXXXX.tmp``: a rename that never came)."""
+    for path in folder.glob(".*.tmp"):
+        if path.is_file() and not path.is_symlink():
+            path.unlink(missing_ok=True)
 
 
 def check_writable(paths: list[Path]) -> None:
@@ -91,4 +133,11 @@ def _refuse_non_regular(path: Path) -> None:
     raise OSError(f"{path}: cannot write the results file: {kind} holds its name")
 
 
-__all__ = ["check_writable", "make_folder", "open_for_writing", "write_file"]
+__all__ = [
+    "check_writable",
+    "clear_results",
+    "clear_temporaries",
+    "make_folder",
+    "open_for_writing",
+    "write_file",
+]

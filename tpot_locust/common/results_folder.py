@@ -6,7 +6,7 @@ While the run goes (each file by one process, as it learns its part):
   (``tpot-locust run`` before Locust starts; a ``--master-url`` sweep before each step);
 - ``truth.jsonl``: every token as the embedded simulator sent it (the simulator);
 - ``histograms/<metric>.hlog``: HdrHistogram interval logs (the master, or a local runner);
-  with several classes, each class's too: ``histograms/class-<name>/<metric>.hlog``;
+  each class's too (the metrics with intervals): ``histograms/class-<name>/<metric>.hlog``;
 - ``server_metrics.jsonl``: the server's ``/metrics`` sampled while the run went (the same);
 - ``gpu_metrics/<label>.jsonl``: each DCGM exporter of ``server.gpu_metrics``, likewise;
 - ``client_stalls/local.json``: a local runner's stall windows, at its end;

@@ -29,6 +29,7 @@ from tpot_locust.harness.orphan_watch import watch_parent
 from tpot_locust.harness.process_context import PROCESS, context_of
 from tpot_locust.harness.run_options import DEFAULT_REPORT_INTERVAL_S, slo_of
 from tpot_locust.harness.run_state import RunState
+from tpot_locust.report.finishing import guarded
 
 __all__ = ["get_state"]
 logger = logging.getLogger(__name__)
@@ -237,8 +238,9 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
     runner = environment.runner
     if state.worker is not None:
         state.worker.send_final()  # a worker told to quit on its own (e.g. SIGTERM)
-        if state.folder is not None:
-            state.worker.write_audit(state.folder)
+        folder, worker = state.folder, state.worker
+        if folder is not None:  # a full disk loses the record, not the run's end
+            guarded([], "this worker's record (workers/*.json)", lambda: worker.write_audit(folder))
         return
     if state.running and runner is not None and runner.state not in (STATE_STOPPED, STATE_INIT):
         runner.stop()  # fires test_stop: the run finishes there

@@ -99,6 +99,15 @@ class RequestBodies:
         body.update(settings.extra_body)
         return body
 
+    def asked_tokens(self, max_tokens: int) -> int | None:
+        """The output tokens a request asks for: ``max_tokens``, unless ``extra_body`` sets
+        a length of its own (``max_completion_tokens``, ``num_predict``, ...): then unknown."""
+        for key in self.settings.extra_body:
+            name = str(key).lower()
+            if ("max" in name and "token" in name) or name == "num_predict":
+                return None
+        return max_tokens
+
     def headers(self, request_id: str) -> dict[str, str]:
         settings = self.settings
         env_name = settings.api_key_env

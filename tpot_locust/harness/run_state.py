@@ -35,6 +35,7 @@ from tpot_locust.harness.traffic import ProcessShare, TrafficDriver
 from tpot_locust.harness.user_context import user_context
 from tpot_locust.metrics.causes import CauseWindow, PrefillArchive
 from tpot_locust.metrics.collector import Collector
+from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.metrics.phases import RunClock
 from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.report.finishing import finish_run, guarded
@@ -42,6 +43,7 @@ from tpot_locust.report.first_screen import first_screen
 from tpot_locust.report.gate import EXIT_INVALID
 from tpot_locust.report.histograms_file import write_histograms
 from tpot_locust.report.progress import ProgressPrinter
+from tpot_locust.report.summary import format_full_report
 from tpot_locust.report.summary_types import Summary, Verdict
 from tpot_locust.report.verdict_files import format_verdict
 from tpot_locust.scenario.loader import ScenarioError, split_settings
@@ -251,6 +253,8 @@ class RunState:
             saving = lambda: write_histograms(folder, totals, run)  # noqa: E731
             if guarded(errors, "histograms", saving) or errors:
                 self.environment.process_exit_code = EXIT_INVALID
+            if not folder.histograms.exists():  # a full disk: nothing to finish, shown here
+                self._print_unsaved(totals, run, errors)
             elif missing_workers:
                 self.environment.process_exit_code = 1
             self.summary = None
@@ -270,6 +274,14 @@ class RunState:
         if not self.headless and self.environment.runner is not None:
             guarded([], "report", self.print_report)  # a web-UI test: its own, now
         return summary
+
+    def _print_unsaved(self, totals: MetricSet, run: RunFacts, errors: list[str]) -> None:
+        """The run's figures on the terminal where its results could not be saved (a full
+        disk): what was measured is not lost with the files."""
+        unsaved = "; ".join(errors) or "histograms.json is missing"
+        finished = finish_run(None, totals, replace(run, report_error=unsaved))
+        print("\n" + format_full_report(finished.summary), flush=True)
+        print(f"tpot-locust: the results could not be saved: {unsaved}", file=sys.stderr)
 
     def _write_stalls(self, folder: ResultsFolder) -> None:
         make_folder(folder.client_stalls)

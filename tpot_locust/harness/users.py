@@ -200,7 +200,8 @@ class ChatUser(User):
         def encode() -> bytes:
             return body if body is not None else self.bodies.encoded(history, max_tokens)
 
-        return self.sender.send(encode, served, t_intended_ns, keep_answer, burst, max_tokens)
+        asked = self.bodies.asked_tokens(max_tokens)
+        return self.sender.send(encode, served, t_intended_ns, keep_answer, burst, asked)
 
 
 class CompletionsUser(ChatUser):

@@ -28,6 +28,7 @@ from tpot_locust.harness import web_guard
 from tpot_locust.harness.web_form import swarm_refusal, user_settings_refusal
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.metrics.intervals import PercentileInterval
+from tpot_locust.metrics.metric_set import ClassMetrics
 from tpot_locust.report.histograms_file import histograms_document
 from tpot_locust.report.live_charts import charts_fragment, charts_page
 from tpot_locust.report.summary import build_summary
@@ -56,6 +57,7 @@ COLUMNS = (
     ("max", "Max ms"),
     ("tokens_per_s", "Tokens/s at median"),
 )
+NO_SECTIONS = "\0model"  # no class is named so: a model's row has no live sections
 
 
 def tab_rows(state: RunState, intervals: bool = True) -> list[dict[str, Any]]:
@@ -64,14 +66,16 @@ def tab_rows(state: RunState, intervals: bool = True) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     totals = state.collector.totals
     classes, models = totals.by_class(), totals.by_model()
-    scopes = [("All", totals.combined())] if len(classes) > 1 or models else []
-    scopes += sorted(classes.items())
-    scopes += [(f"model {name}", metrics) for name, metrics in sorted(models.items())]
+    # each row's label, figures and the live sections' scope (None: every class merged;
+    # NO_SECTIONS: none kept, a model's)
+    scopes: list[tuple[str, ClassMetrics, str | None]] = []
+    if len(classes) > 1 or models:
+        scopes.append(("All", totals.combined(), None))
+    scopes += [(name, metrics, name) for name, metrics in sorted(classes.items())]
+    scopes += [(f"model {name}", m, NO_SECTIONS) for name, m in sorted(models.items())]
     sections = state.collector.sections
-    for scope, metrics in scopes:
-        # the sections' scope: every class merged, or a class's own where there are several
-        kept = None if scope == "All" or len(classes) < 2 else scope
-        with_intervals = intervals and not scope.startswith("model ")
+    for scope, metrics, kept in scopes:
+        with_intervals = intervals and kept != NO_SECTIONS
         for name in TAB_METRICS:
             histogram = metrics.histograms.get(name)
             if histogram is None or not histogram.total_count:

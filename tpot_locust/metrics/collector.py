@@ -30,9 +30,10 @@ MIN_FINAL_POINT_S = 0.5
 
 
 class IntervalLogs:
-    """One ``OUT/histograms/<metric>.hlog`` per metric, all classes merged; with several
-    classes, each class's ``OUT/histograms/class-<name>/<metric>.hlog`` as well (the time
-    slices of its percentiles' intervals: ``metrics.intervals``), opened as it first reports."""
+    """One ``OUT/histograms/<metric>.hlog`` per metric, all classes merged; each class's
+    ``OUT/histograms/class-<name>/<metric>.hlog`` as well (the time slices of its
+    percentiles' intervals: ``metrics.intervals``; read where a run has several classes),
+    opened as it first reports and written each interval it reports in, alone or not."""
 
     def __init__(self, folder: ResultsFolder, start_wall_s: float) -> None:
         make_folder(folder.interval_logs)
@@ -59,8 +60,9 @@ class IntervalLogs:
     def write_classes(
         self, by_class: dict[str, ClassMetrics], start_wall_s: float, end_wall_s: float
     ) -> None:
-        """Each class's interval, where the run has several (one is the merged log)."""
-        if len(by_class) < 2 or self.error is not None:
+        """Each class's interval: every class's, from its first report on (a class alone in
+        an interval is still its own slice; a one-class run's are the merged log's)."""
+        if self.error is not None:
             return
         for class_name, metrics in by_class.items():
             files = self.class_files.get(class_name)
@@ -73,6 +75,8 @@ class IntervalLogs:
                     return
                 self.class_files[class_name] = files
             self._write(files, metrics, start_wall_s, end_wall_s)
+            if self.error is not None:  # the disk filled: no class's log is opened anew
+                return
 
     def write(self, combined: ClassMetrics, start_wall_s: float, end_wall_s: float) -> None:
         self._write(self.files, combined, start_wall_s, end_wall_s)

@@ -36,6 +36,7 @@ from tpot_locust.metrics.histograms import (
     counts_indexes,
     counts_view,
     new_histogram,
+    percentile_rank,
 )
 
 # k, where the run has that many report intervals: a 12 s run's 1 s intervals each a section
@@ -138,7 +139,7 @@ def section_intervals(
     totals = cumulative[:, -1]
     found = {}
     for percentile, whole_us in figures_us.items():
-        ranks = np.maximum((percentile * totals / 100 + 0.5).astype(np.int64), 1)  # HDR's
+        ranks = [percentile_rank(percentile, int(total)) for total in totals]
         at = [int(np.searchsorted(row, rank)) for row, rank in zip(cumulative, ranks, strict=True)]
         values = bucket_highest(np.array(at, dtype=np.int64)).astype(np.float64)
         bucket = int(counts_indexes(np.array([int(whole_us)], dtype=np.int64))[0])

@@ -47,11 +47,9 @@ class LiveSections:
         self._read: dict[tuple[Scope, str], _Read] = {}
 
     def add(self, combined: ClassMetrics, by_class: dict[str, ClassMetrics]) -> None:
-        """One closed report interval: all classes merged, and each class's own (kept only
-        where there are several: one class's figures are the merged ones)."""
-        scopes: list[tuple[Scope, ClassMetrics]] = [(None, combined)]
-        if len(by_class) > 1:
-            scopes += list(by_class.items())
+        """One closed report interval: all classes merged, and each class's own (a class
+        alone in an interval still has its slice: its sections are all its intervals)."""
+        scopes: list[tuple[Scope, ClassMetrics]] = [(None, combined), *by_class.items()]
         for scope, metrics in scopes:
             for name in self.metrics:
                 histogram = metrics.histograms.get(name)

@@ -16,6 +16,7 @@ the workers' own (the earliest start to the latest end).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import RunFacts
@@ -34,7 +35,8 @@ MAX_AUDITS = 10_000  # as many workers as a run has (``RunFacts.process_windows_
 def recovered_results(folder: ResultsFolder, scenario: str | None) -> tuple[MetricSet, RunFacts]:
     """The run's totals from its workers' records, and its facts as far as they tell;
     ``FileNotFoundError`` where the folder has none, ``ResultsError`` for a damaged one."""
-    audits = sorted(folder.workers.glob("*.json"))[:MAX_AUDITS] if folder.workers.is_dir() else []
+    found = folder.workers.glob("*.json") if folder.workers.is_dir() else []
+    audits = sorted(path for path in found if not path.is_symlink())[:MAX_AUDITS]
     if not audits:
         raise FileNotFoundError(
             f"{folder.histograms}: no saved histograms, and no worker's record to rebuild "
@@ -44,8 +46,9 @@ def recovered_results(folder: ResultsFolder, scenario: str | None) -> tuple[Metr
     starts: list[int] = []
     ends: list[int] = []
     for path in audits:
-        totals.add(_worker_totals(path))
-        window = read_checked(path, WORKER_AUDIT).get("window_wall_ns") or []
+        saved = read_checked(path, WORKER_AUDIT)
+        totals.add(_worker_totals(path, saved))
+        window = saved.get("window_wall_ns") or []
         if len(window) == 2 and 0 < window[0] <= window[1]:
             starts.append(window[0])
             ends.append(window[1])
@@ -59,8 +62,7 @@ def recovered_results(folder: ResultsFolder, scenario: str | None) -> tuple[Metr
     return totals, facts
 
 
-def _worker_totals(path: Path) -> MetricSet:
-    saved = read_checked(path, WORKER_AUDIT)
+def _worker_totals(path: Path, saved: dict[str, Any]) -> MetricSet:
     refuse_too_many_histograms(path, saved)
     try:
         return MetricSet.decode(saved)

@@ -29,6 +29,7 @@ from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.histograms_file import load_results
 from tpot_locust.report.run_intervals import INTERVAL_METRICS, read_slices
 from tpot_locust.report.summary_types import Summary
+from tpot_locust.report.window_figures import window_seconds
 
 REPEATS_FILE = "repeats.json"
 # facts of one run only: the series has no one window, clock, timeline or server's samples
@@ -140,14 +141,24 @@ def _pooled_slices(
 
 def merged_results(folders: list[Path]) -> tuple[MetricSet, RunFacts]:
     """The series as one run: every run's totals merged exactly (their histograms added), and
-    the facts they share; its duration the runs' together (rates are over all of them).
+    the facts they share; its duration and window the runs' together (rates are over them).
     Its percentiles have no interval of their own: ``repeats.json`` has the runs'."""
     totals = MetricSet()
     facts: list[RunFacts] = []
+    spans_ns: dict[str, int] = {}  # per group: its runs' windows, end to end
     for folder in folders:
         run_totals, run = load_results(folder)
+        for group, metrics in run_totals.groups.items():
+            span = round(window_seconds(metrics.counters) * 1e9)
+            spans_ns[group] = spans_ns.get(group, 0) + span
         totals.add(run_totals)
         facts.append(run)
+    for group, metrics in totals.groups.items():
+        # the series' window is its runs' windows end to end, not the first run's start to
+        # the last's end (the time between runs held no traffic): rates over the runs
+        counters = metrics.counters
+        if firsts := [t for t in (counters.first_send_wall_ns, counters.first_gap_wall_ns) if t]:
+            counters.last_token_wall_ns = min(firsts) + spans_ns.get(group, 0)
     durations = [run.duration_s for run in facts]
     errors = [
         f"{folder.name}: {run.report_error}"

@@ -1,0 +1,149 @@
+"""Any process of a run dies (issue 57's fault matrix): the run ends in bounded time, its
+exit code and report say what happened, no process is left, and what reached a surviving
+process is counted once.
+
+Each case is a real ``tpot-locust run`` of the quickstart against the embedded simulator
+with two local workers (12 s), one of its processes killed 5 s in:
+
+- a **worker**: the master counts what it delivered and says it never sent its final
+  report (exit 1, ``INCOMPLETE RUN``); never more gaps than the truth sent;
+- the **simulator**: every request from then on fails (``connection_error``, its reason
+  named) and the results are written (exit 1, Locust's for failed requests); the truth it
+  had not flushed died with it, so no count is held to it;
+- the **supervisor** (``tpot-locust`` itself): its children die with it (SIGTERM from the
+  kernel, ``PR_SET_PDEATHSIG``), the master saves what it merged on its way out, and
+  ``tpot-locust report`` makes the folder's report from what was saved.
+
+The master's own death: ``test_master_death.py``; a full disk: ``test_full_disk`` below.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import ROOT, run_command
+from tests.helpers.distributed import window_truth_gaps
+from tpot_locust.common.child_process import child_options
+
+KILL_AFTER_S = 5.0
+RUN_S = 12
+
+
+def _start(out: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]:
+    args = ["run", "scenarios/quickstart.yaml", "--workers", "2", "--run-time", f"{RUN_S}s"]
+    with log.open("w") as output:  # the child holds its own copy
+        return subprocess.Popen(
+            [sys.executable, "-m", "tpot_locust", *args, "--out", str(out), *extra],
+            cwd=ROOT,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            **child_options(),
+        )
+
+
+def _role(supervisor: psutil.Process, role: str) -> psutil.Process:
+    """The first child whose command line holds ``role`` (--worker, tpot_locust.sim)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for child in supervisor.children(recursive=True):
+            try:
+                if any(role in part for part in child.cmdline()):
+                    return child
+            except psutil.NoSuchProcess:
+                continue
+        time.sleep(0.2)
+    raise AssertionError(f"no {role} process started")
+
+
+def _left_running(out: Path) -> list[str]:
+    left = []
+    for process in psutil.process_iter(["cmdline"]):
+        line = " ".join(process.info["cmdline"] or [])
+        if str(out) in line:
+            left.append(line[:200])
+    return left
+
+
+@pytest.mark.parametrize("role", ["--worker", "tpot_locust.sim"])
+def test_a_killed_worker_or_simulator_ends_the_run_in_bounded_time_and_says_so(
+    tmp_path: Path, role: str
+) -> None:
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    run = _start(out, log)
+    try:
+        victim = _role(psutil.Process(run.pid), role)
+        time.sleep(KILL_AFTER_S)
+        victim.send_signal(signal.SIGKILL)
+        code = run.wait(timeout=RUN_S + 60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    said = log.read_text()
+    assert "Traceback" not in said, said[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    truth = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines() if line]
+    window = summary["run"]["window_wall_ns"]
+    if role == "--worker":
+        assert code == 1, said[-3000:]
+        assert summary["complete"] is False and len(summary["workers"]["missing"]) == 1
+        assert "INCOMPLETE RUN: no final report from worker(s)" in said
+        # what the dead worker delivered and all the other's: never a gap twice
+        assert 0 < summary["metrics"]["itl"]["count"] <= window_truth_gaps(truth, window)
+    else:  # Locust's code for failed requests; the report names why
+        assert code == 1, said[-3000:]
+        requests = summary["requests"]
+        assert requests["ok"] > 0 and requests["errors"].get("connection_error", 0) > 0
+        assert "connection_error: connect to 127.0.0.1" in said and "Connection refused" in said
+        # its truth.jsonl lost its last buffered lines with it: no count to hold ours to
+        assert summary["metrics"]["itl"]["count"] > 0
+    assert not _left_running(out)
+
+
+def test_a_killed_supervisor_takes_its_children_and_report_makes_the_folder(tmp_path: Path) -> None:
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    run = _start(out, log)
+    _role(psutil.Process(run.pid), "--master")
+    time.sleep(KILL_AFTER_S)
+    run.send_signal(signal.SIGKILL)
+    run.wait(timeout=10)
+    deadline = time.monotonic() + 30
+    while _left_running(out) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _left_running(out), _left_running(out)
+    made = run_command([sys.executable, "-m", "tpot_locust", "report", str(out), "--json"], 60)
+    assert made.returncode == 0, made.stderr
+    summary = json.loads(made.stdout)
+    assert summary["metrics"]["itl"]["count"] > 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+def test_full_disk(tmp_path: Path) -> None:
+    """ENOSPC while a run writes (a 1 MiB tmpfs): the run ends in bounded time, one clear
+    line names the file and the error, no traceback, exit 3, nothing left running."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], check=True)
+    try:
+        out, log = disk / "out", tmp_path / "run.log"
+        started = time.monotonic()
+        run = _start(out, log)
+        code = run.wait(timeout=RUN_S + 90)
+        took = time.monotonic() - started
+        said = log.read_text()
+        assert code == 3 and took < RUN_S + 60, (code, took, said[-3000:])
+        assert "No space left on device" in said, said[-3000:]
+        assert "Traceback" not in said, said[-3000:]
+        # what was measured is on the terminal all the same
+        assert "TPOT: gap of every output token after the first" in said, said[-3000:]
+        assert not _left_running(out)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
