@@ -131,7 +131,11 @@ def test_full_disk(tmp_path: Path) -> None:
     line names the file and the error, no traceback, exit 3, nothing left running."""
     disk = tmp_path / "disk"
     disk.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], check=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True
+    )
+    if mounted.returncode != 0:  # a container without the right to mount
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace')[:200]}")
     try:
         out, log = disk / "out", tmp_path / "run.log"
         started = time.monotonic()
