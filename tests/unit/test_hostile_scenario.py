@@ -464,3 +464,12 @@ def test_a_gpu_metrics_url_or_path_with_a_space_is_refused(tmp_path: Path, value
     """Issue 57, item 7: it passed validate, and would have gone into the request line raw."""
     text = refused(scenario(tmp_path, BASE + f"server:\n  gpu_metrics: {value}\n"))
     assert "gpu_metrics" in text and "no spaces" in text, text
+
+
+@pytest.mark.parametrize(
+    "burst", ["{class: chat, count: 1, every: 30s}", "{class: chat, count: 1, at: [5s, 9s]}"]
+)
+def test_a_burst_that_never_fires_within_the_run_is_refused(tmp_path: Path, burst: str) -> None:
+    """Issue 57, item 7: a burst past the run's end never fired, and the run passed."""
+    text = refused(scenario(tmp_path, BASE.replace("2s", "4s") + f"bursts:\n  - {burst}\n"))
+    assert "bursts.0" in text and "it never fires" in text, text

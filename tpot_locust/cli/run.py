@@ -161,7 +161,7 @@ def locust_seconds(seconds: float, what: str = "run time") -> int:
     """A duration as Locust's parser reads it: whole seconds, written in plain digits (not
     1e+06; 0.5 s cut to 0 would have been no limit at all)."""
     if seconds != int(seconds):
-        raise ValueError(f"{what} {seconds:g} s: Locust takes whole seconds")
+        raise ValueError(f"{what} {seconds:g} s: Locust runs whole seconds")
     return int(seconds)
 
 

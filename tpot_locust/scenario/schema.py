@@ -472,6 +472,9 @@ def _validate_bursts(
             times = [start + i * spec.every for i in range(count)]
         else:
             continue  # its every was wrong: noted already
+        if not any(t < duration_s for t in times):  # a run that never burst had passed
+            first = f"its first at {min(times):g} s, " if times else ""
+            raise located.error(path, f"{first}past the run's {duration_s:g} s: it never fires")
         bursts.append(
             Burst(
                 spec.class_name,
