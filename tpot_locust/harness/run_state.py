@@ -253,10 +253,10 @@ class RunState:
             saving = lambda: write_histograms(folder, totals, run)  # noqa: E731
             if guarded(errors, "histograms", saving) or errors:
                 self.environment.process_exit_code = EXIT_INVALID
-            if not folder.histograms.exists():  # a full disk: nothing to finish, shown here
-                self._print_unsaved(totals, run, errors)
             elif missing_workers:
                 self.environment.process_exit_code = 1
+            if not folder.histograms.exists():  # a full disk: nothing to finish, shown here
+                self._print_unsaved(totals, run, errors)
             self.summary = None
             return None
         name = run.scenario or "run"
