@@ -204,7 +204,7 @@ def test_an_answer_kept_for_the_next_turn_stops_at_its_limit_on_every_path() -> 
     multi-turn user kept whole (1.6 GB for two users). Past ``MAX_KEPT_TEXT`` no more of
     the answer is kept, on the fast path, a run of events and the parser's path alike;
     every event still counts as a token."""
-    from tpot_locust.wire.stream_decoder import MAX_KEPT_TEXT
+    from tpot_locust.common.timings import MAX_KEPT_TEXT
 
     def event(content: str) -> bytes:
         choice = {"index": 0, "delta": {"content": content}, "finish_reason": None}

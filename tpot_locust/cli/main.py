@@ -103,8 +103,8 @@ def _report(args: argparse.Namespace) -> int:
     if not folder.histograms.exists():  # a crash left it: rebuilt from what survived
         finish_saved(folder)
         print(f"tpot-locust: {folder.root}: rebuilt from its workers' records", file=sys.stderr)
-    summary = saved_summary(Path(args.out))
-    verdict_path = ResultsFolder.of(Path(args.out)).verdict
+    summary = saved_summary(folder.root)
+    verdict_path = folder.verdict
     verdict = read_checked(verdict_path, VERDICT) if verdict_path.exists() else None
     if args.json:
         document = summary | ({"slo": verdict} if verdict else {})

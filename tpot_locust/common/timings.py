@@ -58,6 +58,9 @@ def int_array() -> array[int]:
 # A body may go on this long after its stream's final event ([DONE]): its last chunk and
 # trailers; a server that never ends it (an endless chunk) holds its user no longer.
 BODY_END_GRACE_S = 1.0
+# Answer text kept for a conversation's next turn (~250k tokens): a server that ignores
+# max_tokens holds no user's memory past it (wire.stream_decoder).
+MAX_KEPT_TEXT = 1 << 20
 
 
 @dataclass(slots=True)

@@ -100,8 +100,7 @@ class LiveSections:
         counts = np.zeros((max(len(parts), under_way is not None), counts_length()), np.int64)
         for row, part in zip(counts, parts, strict=False):
             for index in part:
-                indexes, values = _unpacked(blocks[int(index)])
-                row[indexes] += values  # a block's indexes are distinct
+                _add_packed(row, blocks[int(index)])
         if under_way is not None:
             counts[-1] += under_way
         elapsed_s = time.time() - self.started_wall_s
@@ -136,12 +135,17 @@ def _unpacked(block: bytes) -> tuple[np.ndarray, np.ndarray]:
     return indexes, np.frombuffer(raw[2 * size :], dtype=np.int64)
 
 
+def _add_packed(counts: np.ndarray, block: bytes) -> None:
+    """A packed block's counts added into ``counts`` (b"": none)."""
+    if block:
+        indexes, values = _unpacked(block)
+        counts[indexes] += values  # a block's indexes are distinct
+
+
 def _merged(first: bytes, second: bytes) -> bytes:
     counts = np.zeros(counts_length(), dtype=np.int64)
-    for block in (first, second):
-        if block:
-            indexes, values = _unpacked(block)
-            counts[indexes] += values
+    _add_packed(counts, first)
+    _add_packed(counts, second)
     return _packed(counts)
 
 

@@ -13,6 +13,7 @@ from tpot_locust.common.metric_catalogue import ITL, READ_DELAY, TPOT, TTFAT, TT
 from tpot_locust.common.percentiles import PERCENTILE_KEYS, PERCENTILES, key_of, percentile_key
 from tpot_locust.common.run_facts import NO_FACTS, RunFacts
 from tpot_locust.common.text_safety import printable
+from tpot_locust.common.timings import MAX_KEPT_TEXT
 from tpot_locust.metrics.histogram_names import METRICS, STALL_METRICS, phase_metric
 from tpot_locust.metrics.histograms import count_above, histogram_stats, without
 from tpot_locust.metrics.interference import format_interference, phase_summary
@@ -396,7 +397,8 @@ def format_report(summary: Summary, scope: str = "all classes") -> str:
     if over := tokens.get("over_max_tokens"):  # a server that ignores max_tokens
         lines.append(
             f"! {over:,} requests got more output tokens than their max_tokens asked for: the "
-            "server ignores it (a next turn kept 1 MiB of such an answer at most)"
+            f"server ignores it (a next turn kept {MAX_KEPT_TEXT >> 20} MiB of such an answer "
+            "at most)"
         )
     if prompt := format_prompt_tokens(tokens):
         lines.append(prompt)

@@ -34,7 +34,7 @@ from tpot_locust.common.errors import (
     TRUNCATED,
     StreamError,
 )
-from tpot_locust.common.timings import int_array
+from tpot_locust.common.timings import MAX_KEPT_TEXT, int_array
 from tpot_locust.wire.ndjson import NDJSONParser
 from tpot_locust.wire.sse import SSEParser
 
@@ -42,9 +42,6 @@ from tpot_locust.wire.sse import SSEParser
 # per-chunk counts are then ignored (one token per event), so a lying server cannot make
 # the TPOT histogram allocate billions of samples.
 MAX_TOKENS_PER_EVENT = 4096
-# answer text kept for a conversation's next turn (~250k tokens): a server that ignores
-# max_tokens holds no user's memory past it
-MAX_KEPT_TEXT = 1 << 20
 _BACKSLASH = 92
 _NOT_IN_TEXT = b'"'  # a quote would end the JSON string: the text is not all of it
 NOT_IN_EVENT_TEXT = b'"\r\n'  # nor, in a whole SSE event, a line break
