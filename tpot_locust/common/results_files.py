@@ -72,8 +72,9 @@ def open_for_writing(path: Path, mode: Literal["w", "a"] = "w") -> IO[str]:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(f"{path}: not a regular file")
-        # opened by path so that its name is the path (an error names the file, not a number)
-        return open(path, mode, encoding="utf-8", opener=lambda *_: fd)
+        opened = os.fdopen(fd, mode, encoding="utf-8")  # one open of the file, not two
+        opened.buffer.raw.name = str(path)  # type: ignore[attr-defined]  # named, not numbered
+        return opened
     except BaseException:
         os.close(fd)
         raise
