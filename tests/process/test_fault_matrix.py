@@ -14,7 +14,10 @@ with two local workers (12 s), one of its processes killed 5 s in:
   kernel, ``PR_SET_PDEATHSIG``), the master saves what it merged on its way out, and
   ``tpot-locust report`` makes the folder's report from what was saved.
 
-The master's own death: ``test_master_death.py``; a full disk: ``test_full_disk`` below.
+- the **master** as it spawns or drains (its steady state: ``test_master_death.py``);
+- a **local run's** Locust process: rebuilt from its ``checkpoint.json``.
+
+A full disk: ``test_full_disk`` below.
 """
 
 from __future__ import annotations
@@ -38,8 +41,9 @@ KILL_AFTER_S = 5.0
 RUN_S = 12
 
 
-def _start(out: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]:
-    args = ["run", "scenarios/quickstart.yaml", "--workers", "2", "--run-time", f"{RUN_S}s"]
+def _start(out: Path, log: Path, *extra: str, workers: int = 2) -> subprocess.Popen[bytes]:
+    args = ["run", "scenarios/quickstart.yaml", "--run-time", f"{RUN_S}s"]
+    args += ["--workers", str(workers)] if workers else []
     with log.open("w") as output:  # the child holds its own copy
         return subprocess.Popen(
             [sys.executable, "-m", "tpot_locust", *args, "--out", str(out), *extra],
@@ -51,17 +55,36 @@ def _start(out: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]:
 
 
 def _role(supervisor: psutil.Process, role: str) -> psutil.Process:
-    """The first child whose command line holds ``role`` (--worker, tpot_locust.sim)."""
+    """The first child whose command line has the argument ``role`` (--worker,
+    tpot_locust.sim)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         for child in supervisor.children(recursive=True):
             try:
-                if any(role in part for part in child.cmdline()):
+                if role in child.cmdline():  # a whole argument: --master is not --master-host
                     return child
             except psutil.NoSuchProcess:
                 continue
         time.sleep(0.2)
     raise AssertionError(f"no {role} process started")
+
+
+def _when_said(log: Path, words: str, within_s: float = 60) -> None:
+    """Back once the run's output holds ``words`` (Locust's log line of a phase)."""
+    deadline = time.monotonic() + within_s
+    while words not in log.read_text(errors="replace"):
+        assert time.monotonic() < deadline, f"never said {words!r}: {log.read_text()[-3000:]}"
+        time.sleep(0.05)
+
+
+def _kill_and_wait(run: subprocess.Popen[bytes], victim: psutil.Process) -> tuple[int, int, float]:
+    """SIGKILL ``victim``; the wall time of the kill, the run's exit code and the seconds it
+    took to end after it."""
+    kill_wall_ns = time.time_ns()
+    victim.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    code = run.wait(timeout=60)
+    return kill_wall_ns, code, time.monotonic() - killed
 
 
 def _left_running(out: Path) -> list[str]:
@@ -123,6 +146,75 @@ def test_a_killed_supervisor_takes_its_children_and_report_makes_the_folder(tmp_
     assert made.returncode == 0, made.stderr
     summary = json.loads(made.stdout)
     assert summary["metrics"]["itl"]["count"] > 0
+
+
+def test_a_killed_local_run_is_rebuilt_from_its_checkpoint(tmp_path: Path) -> None:
+    """No workers to ask: the Locust process's ``checkpoint.json`` (its totals each report
+    interval) makes the folder. Within 20 s of the kill, exit 3, marked incomplete, with
+    every gap the truth sent up to 4 s before the kill and never more than it sent."""
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    run = _start(out, log, workers=0)
+    try:
+        locust = _role(psutil.Process(run.pid), "--headless")
+        _when_said(log, "Ramping to 8 users")
+        time.sleep(KILL_AFTER_S)
+        kill_wall_ns, code, took = _kill_and_wait(run, locust)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    said = log.read_text()
+    assert took < 20 and code == 3, (took, code, said[-3000:])
+    assert "the Locust process was killed (SIGKILL)" in said, said[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is False
+    assert "rebuilt from its last checkpoint" in summary["run"]["recovered"]
+    assert not (out / "checkpoint.json").exists()  # histograms.json holds it now
+    truth = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines() if line]
+    window = summary["run"]["window_wall_ns"]
+    assert window[1] <= kill_wall_ns  # the window the checkpoint holds, not the planned one
+    up_to = window_truth_gaps(truth, [window[0], kill_wall_ns - 4_000_000_000])
+    counted = summary["metrics"]["itl"]["count"]
+    assert 1000 < up_to <= counted <= window_truth_gaps(truth, [window[0], kill_wall_ns])
+    assert not _left_running(out)
+
+
+@pytest.mark.parametrize(
+    "phase",
+    [
+        pytest.param("Sending spawn jobs", id="spawn"),
+        pytest.param("--run-time limit reached", id="drain"),
+    ],
+)
+def test_a_master_killed_while_spawning_or_draining(tmp_path: Path, phase: str) -> None:
+    """The master SIGKILLed as it sends the workers their users, or as the run time ends
+    (the steady state: ``test_master_death.py``): the run ends within 20 s, exit 3, a
+    summary marked incomplete that never counts a gap the truth did not send (or, killed
+    before any user streamed, "nothing was measured"), no process left, and no partial
+    file (every results file reads whole)."""
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    run = _start(out, log)
+    try:
+        master = _role(psutil.Process(run.pid), "--master")
+        _when_said(log, phase)
+        kill_wall_ns, code, took = _kill_and_wait(run, master)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    said = log.read_text()
+    assert took < 20 and code == 3, (took, code, said[-3000:])
+    assert "Traceback" not in said, said[-3000:]
+    assert not _left_running(out)
+    for saved in [*out.glob("*.json"), *out.glob("workers/*.json")]:
+        json.loads(saved.read_text())  # whole: written via a rename, or not at all
+    if not (out / "summary.json").exists():  # killed before a worker had a user: none saved
+        assert phase == "Sending spawn jobs", said[-3000:]
+        assert "nothing was measured: the run saved no results (Locust exited -9)" in said
+        return
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is False
+    truth = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines() if line]
+    window = summary["run"]["window_wall_ns"] or [0, kill_wall_ns]
+    assert summary["metrics"]["itl"]["count"] <= window_truth_gaps(truth, [window[0], 2**63])
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")

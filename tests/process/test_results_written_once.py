@@ -4,7 +4,9 @@ Every Python process of the run (``tpot-locust run``, the simulator, the Locust 
 workers) gets an audit hook from a ``sitecustomize`` on ``PYTHONPATH``: it logs each file
 opened for writing and each rename into the results folder, with its process id. A file
 written twice (a summary rewritten after the truth check, a verdict gated in two processes)
-fails here, naming the file and the processes.
+fails here, naming the file and the processes. The one file rewritten by design,
+``checkpoint.json`` (``report.checkpoint``), is held to one process and to being gone once the
+run saved whole.
 """
 
 from __future__ import annotations
@@ -63,7 +65,8 @@ slo:
 
 def writes(tmp_path: Path, args: list[str], out: Path) -> dict[str, set[str]]:
     """Run ``args`` with the hook; each file under ``out`` -> the process ids of its
-    writes, one entry a write."""
+    writes, one entry a write (``checkpoint.json``, rewritten each interval by one
+    process, left out)."""
     site = tmp_path / "site"
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(HOOK)
@@ -83,11 +86,15 @@ def writes(tmp_path: Path, args: list[str], out: Path) -> dict[str, set[str]]:
         pid, name = line.split(" ", 1)
         seen[name].append(pid)
     assert seen, "the hook saw no write: it did not load"
+    checkpoints = set(seen.pop(CHECKPOINT, []))  # rewritten each interval, by design
+    assert len(checkpoints) <= 1, f"{CHECKPOINT} written by several processes: {checkpoints}"
+    assert not (out / CHECKPOINT).exists(), "the run saved whole: its checkpoint is removed"
     twice = {name: pids for name, pids in seen.items() if len(pids) > 1}
     assert not twice, f"written more than once (file: writing process ids): {twice}"
     return {name: set(pids) for name, pids in seen.items()}
 
 
+CHECKPOINT = "checkpoint.json"  # the master's (or local runner's) totals as they go
 FINISHED = {
     "summary.json",
     "histograms.json",

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 
 from tpot_locust.common.checked_numbers import option_number
 from tpot_locust.common.results_folder import REPORT_FILE, ResultsFolder
-from tpot_locust.common.run_facts import json_default
+from tpot_locust.common.run_facts import NO_FACTS, json_default
 from tpot_locust.common.text_safety import printable
 from tpot_locust.common.version import __version__
 from tpot_locust.scenario.capacity import AUTO_WORKERS
@@ -101,8 +101,8 @@ def _report(args: argparse.Namespace) -> int:
     args.out = args.out[0]
     folder = ResultsFolder.of(Path(args.out))
     if not folder.histograms.exists():  # a crash left it: rebuilt from what survived
-        finish_saved(folder)
-        print(f"tpot-locust: {folder.root}: rebuilt from its workers' records", file=sys.stderr)
+        rebuilt = finish_saved(folder).summary.get("run", NO_FACTS).recovered
+        print(f"tpot-locust: {folder.root}: {rebuilt or 'rebuilt'}", file=sys.stderr)
     summary = saved_summary(folder.root)
     verdict_path = folder.verdict
     verdict = read_checked(verdict_path, VERDICT) if verdict_path.exists() else None

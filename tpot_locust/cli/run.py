@@ -253,7 +253,7 @@ def run_scenario(options: RunOptions) -> int:
         folder.root.mkdir(parents=True, exist_ok=True)
         check_writable([folder.root / name for name in RESULTS_FILES])
         # a reused folder's last results: never this run's, nor rebuilt into it after a crash
-        clear_results(folder.histograms, folder.summary, folder.workers)
+        clear_results(folder.histograms, folder.checkpoint, folder.summary, folder.workers)
         clear_temporaries(folder.root)
     except OSError as error:
         raise ValueError(f"results folder {folder.root}: {error.strerror or error}") from None
@@ -322,11 +322,12 @@ def run_scenario(options: RunOptions) -> int:
         print("\n" + "\n".join(lines), flush=True)
     if code >= 128:
         return code  # stopped by a signal: say so
-    if code < 0:  # Locust's master was killed (-9: SIGKILL): what survived is no whole run
+    if code < 0:  # Locust (the master, or a local run) killed (-9: SIGKILL): no whole run
         run = finished.summary.get("run", NO_FACTS)
         what = run.recovered or "its results are incomplete"
+        role = "master" if options.workers else "process"
         print(
-            f"tpot-locust: the Locust master was killed ({_signal_name(-code)}); {what}",
+            f"tpot-locust: the Locust {role} was killed ({_signal_name(-code)}); {what}",
             file=sys.stderr,
             flush=True,
         )

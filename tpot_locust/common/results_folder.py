@@ -11,6 +11,9 @@ While the run goes (each file by one process, as it learns its part):
 - ``gpu_metrics/<label>.jsonl``: each DCGM exporter of ``server.gpu_metrics``, likewise;
 - ``client_stalls/local.json``: a local runner's stall windows, at its end;
 - ``workers/<id>.json``: what each worker recorded and sent, at its end;
+- ``checkpoint.json``: the merged totals and facts as they stood at the last report
+  interval (the master, or a local runner; ``report.checkpoint``), removed once
+  ``histograms.json`` is written: what a process killed mid-run leaves to rebuild from;
 - ``histograms.json``: the run's merged totals and facts, at its end (the master): the
   input of the finishing pass, and all ``tpot-locust report`` needs to report again.
 
@@ -30,6 +33,7 @@ from tpot_locust.common.text_safety import safe_slug
 
 SUMMARY_FILE = "summary.json"
 HISTOGRAMS_FILE = "histograms.json"
+CHECKPOINT_FILE = "checkpoint.json"
 REPORT_FILE = "report.html"
 REPORT_TEXT_FILE = "report.txt"
 SCENARIO_FILE = "scenario.yaml"
@@ -42,6 +46,7 @@ SERVER_METRICS_FILE = "server_metrics.jsonl"
 RESULTS_FILES = (
     SUMMARY_FILE,
     HISTOGRAMS_FILE,
+    CHECKPOINT_FILE,
     REPORT_FILE,
     REPORT_TEXT_FILE,
     SCENARIO_FILE,
@@ -75,6 +80,10 @@ class ResultsFolder:
     @property
     def histograms(self) -> Path:
         return self.root / HISTOGRAMS_FILE
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.root / CHECKPOINT_FILE
 
     @property
     def report(self) -> Path:

@@ -38,6 +38,7 @@ from tpot_locust.metrics.collector import Collector
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.metrics.phases import RunClock
 from tpot_locust.metrics.recorder import Recorder
+from tpot_locust.report.checkpoint import Checkpoint
 from tpot_locust.report.finishing import finish_run, guarded
 from tpot_locust.report.first_screen import first_screen
 from tpot_locust.report.gate import EXIT_INVALID
@@ -81,6 +82,7 @@ class RunState:
         self.tests_started = 0
         self.reported = False  # this test's report was printed already (web UI: at its stop)
         self.ticks = RunTicks(self)  # every interval: totals, time series, progress, live page
+        self.checkpoint: Checkpoint | None = None  # the totals on disk as they go (not a worker)
 
     def attach(self, runner: Any) -> None:
         """Link this process to its master or workers, handing each link what it uses."""
@@ -152,6 +154,8 @@ class RunState:
             self.recorder.causes.archive = PrefillArchive()
             self.sampling.start(self.environment.host, self.folder)
         self.collector.start(self.folder)
+        folder = self.folder
+        self.checkpoint = Checkpoint(folder) if folder is not None and self.worker is None else None
         self.summary = None
         self.running = True
         self.ticks.publish_live()
@@ -312,6 +316,11 @@ class RunState:
         """This process's stall windows, as saved (``OUT/client_stalls/local.json``, or a
         worker's ``OUT/workers/<id>.json``)."""
         return self.recorder.stalls.to_record(self.probe.threshold_ns / 1e6)
+
+    def save_checkpoint(self) -> None:
+        """The totals and facts as they stand, on disk (``report.checkpoint``)."""
+        if self.checkpoint is not None and self.running:
+            self.checkpoint.save(self.collector.totals, self.run_info)
 
     def run_info(self) -> RunFacts:
         """The run's facts as they stand (``run_facts_of``)."""

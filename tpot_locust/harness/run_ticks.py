@@ -1,7 +1,8 @@
 """The run's clockwork: every report interval, this process's new samples into the totals
-(a master's come from its workers' reports), the time series' next point, the progress line
-and the live metrics page. Stopped only between two ticks: a tick yields (so stamping goes
-on), and one killed halfway had moved its interval into the totals but not the time series.
+(a master's come from its workers' reports), the time series' next point, the progress line,
+the checkpoint and the live metrics page. Stopped only between two ticks: a tick yields (so
+stamping goes on), and one killed halfway had moved its interval into the totals but not the
+time series.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class TickedRun(Protocol):
     @property
     def interval_s(self) -> float: ...
 
+    def save_checkpoint(self) -> None: ...
+
 
 class RunTicks:
     """A run's ticks, and the live metrics page they keep (``--tpot-metrics-address``)."""
@@ -71,6 +74,8 @@ class RunTicks:
         run.collector.tick(self._users() + in_flight, final)
         if run.progress is not None and not final:
             run.progress.maybe_print(run.collector)
+        if not final:  # the final one's totals go to histograms.json
+            run.save_checkpoint()
         self.publish_live()
 
     def serve_live_metrics(self, host: str, port: int) -> None:

@@ -40,6 +40,7 @@ def write_histograms(folder: ResultsFolder, totals: MetricSet, run: RunFacts) ->
         run_facts["report_error"] = "; ".join([known, *problems] if known else problems)
         run_facts["complete"] = False
     write_json(folder.histograms, document)
+    folder.checkpoint.unlink(missing_ok=True)  # saved whole: nothing to rebuild from
     return problems
 
 
@@ -55,9 +56,15 @@ def load_results(out_dir: Path) -> tuple[MetricSet, RunFacts]:
     ``ValueError`` naming the file and key, nothing else."""
     path = ResultsFolder.of(out_dir).histograms
     try:
-        saved = read_checked(path, HISTOGRAMS)
+        return read_results(path)
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: no saved histograms (is this a run's output?)") from None
+
+
+def read_results(path: Path) -> tuple[MetricSet, RunFacts]:
+    """The totals and facts of a file in ``histograms.json``'s shape (``checkpoint.json``
+    too), checked as ``load_results`` says."""
+    saved = read_checked(path, HISTOGRAMS)
     refuse_too_many_histograms(path, saved)
     encoded = saved if "client" in saved else saved["classes"]  # older runs: classes only
     try:
