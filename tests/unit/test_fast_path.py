@@ -228,3 +228,25 @@ def test_an_answer_kept_for_the_next_turn_stops_at_its_limit_on_every_path() -> 
     ) <= MAX_KEPT_TEXT + 2 * len(text)
     whole = StreamDecoder("chat", want_text=False)
     assert not whole.result.text_cut
+
+
+def test_a_token_with_invalid_utf8_counts_the_same_on_both_paths() -> None:
+    """A server that sends a byte JSON may not hold (invalid UTF-8, here ``\\xff``) in a
+    token's text: the fast path (comparisons on bytes) counted the token, the full decoder
+    failed the request as ``bad_json``. Both count it now, its text with U+FFFD."""
+
+    def frame(content: bytes) -> bytes:
+        head = b'{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":'
+        return head + b'{"content":"' + content + b'"},"finish_reason":null}]}'
+
+    finish = frame(b"").replace(b'{"content":""}', b"{}").replace(b"null", b'"stop"')
+    payloads = [frame(b"a"), frame(b"b\xff"), frame(b"c"), finish, b"[DONE]"]
+    stamps = list(range(len(payloads)))
+    decoder = StreamDecoder("chat")
+    for stamp, payload in zip(stamps, payloads, strict=True):
+        decoder.feed(stamp, [payload])
+    fast = decoder.finish()
+    full = decode_events(stamps, payloads, "chat", fast=False)
+    assert fast.error is None and full.error is None
+    assert list(fast.token_stamps) == list(full.token_stamps) == [0, 1, 2]
+    assert fast.text == full.text == "ab\ufffdc"

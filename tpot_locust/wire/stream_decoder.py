@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from array import array
 from dataclasses import dataclass, field
+from typing import Any
 
 from tpot_locust.apis import dialect_named
 from tpot_locust.apis.dialect import Dialect, EventReading
@@ -59,6 +60,15 @@ def plain_text_at(payload: bytes, start: int) -> bytes:
             return payload[start:end]
         end = payload.find(b'"', end + 1)
     return b""
+
+
+def _loads_lenient(payload: bytes) -> Any:
+    """The event's JSON; a byte that is not UTF-8 read as U+FFFD, as the fast path (which
+    compares bytes) keeps such a token's text: both count it, neither fails the request."""
+    try:
+        return json.loads(payload)
+    except UnicodeDecodeError:  # a ValueError; anything else wrong is the caller's bad_json
+        return json.loads(payload.decode("utf-8", "replace"))
 
 
 def _text_in_frame(data: bytes, head: bytes, tail: bytes, not_in_text: bytes) -> bytes | None:
@@ -294,8 +304,8 @@ class StreamDecoder:
             self._fail(StreamError(STREAM_ERROR_EVENT, raw_error(payload)))
             return
         try:
-            event = json.loads(payload)
-        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+            event = _loads_lenient(payload)
+        except (ValueError, RecursionError):
             self._fail(StreamError(BAD_JSON, f"invalid JSON in event: {payload[:80]!r}"))
             return
         if not isinstance(event, dict):
