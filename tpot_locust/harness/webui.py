@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.cooperation import let_streams_run
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from tpot_locust.harness.server_sampler import ServerSampler
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 TAB_KEY = TPOT.name  # the tab is named after its headline metric
 TAB_METRICS = catalogue.names("in_tab")
 PER_TOKEN = catalogue.names("per_token")
@@ -113,6 +115,27 @@ def _interval_row(scope: str, label: str, found: dict[float, PercentileInterval]
 def _ms(microseconds: float) -> str:
     """A figure of the tab: ms to three decimals, every column alike."""
     return f"{microseconds / 1000:,.3f}"
+
+
+class PerTick:
+    """What a page makes from the totals, made again only once they changed: they move at
+    a report interval's close (``Collector.tick``), a test's start, a reset and its end, so
+    a page polled back to back costs one build an interval (``/tpot/charts/fragment``
+    polled in a loop had held a local run's token-reading loop ~50 %)."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+        self._made: dict[str, tuple[tuple[int, bool, float], Any]] = {}
+
+    def get(self, name: str, make: Callable[[], T]) -> T:
+        state = self.state
+        key = (state.tests_started, state.running, state.collector.last_tick_wall_s)
+        known = self._made.get(name)
+        if known is not None and known[0] == key:
+            return cast(T, known[1])
+        made = make()
+        self._made[name] = (key, made)
+        return made
 
 
 def install(environment: Environment, state: RunState) -> None:
@@ -188,11 +211,20 @@ def install(environment: Environment, state: RunState) -> None:
     def _charts_fragment() -> Response:
         return Response(_fragment_html(), mimetype="text/html")
 
+    per_tick = PerTick(state)
+
     def _fragment_html() -> str:
-        return charts_fragment(_live_summary(), state.collector.totals, running=state.running)
+        return per_tick.get(
+            "fragment",
+            lambda: charts_fragment(_live_summary(), state.collector.totals, state.running),
+        )
 
     def _live_summary() -> Summary:
-        """The summary as it would be now, with the server's sampled metrics so far."""
+        """The summary as it would be now, with the server's sampled metrics so far (as of
+        the last report interval: a shallow copy, for a caller to add to)."""
+        return per_tick.get("summary", _made_summary).copy()
+
+    def _made_summary() -> Summary:
         run = state.run_info()
         if (server := _server_metrics_now()) is not None:
             run = replace(run, server_metrics=server)
