@@ -15,7 +15,8 @@ with two local workers (12 s), one of its processes killed 5 s in:
   ``tpot-locust report`` makes the folder's report from what was saved.
 
 - the **master** as it spawns or drains (its steady state: ``test_master_death.py``);
-- a **local run's** Locust process: rebuilt from its ``checkpoint.json``.
+- a **local run's** Locust process: rebuilt from its ``checkpoint.json``;
+- the **master stopped** (SIGSTOP) for 30 s: nothing lost, the report says it was held.
 
 A full disk: ``test_full_disk`` below.
 """
@@ -215,6 +216,36 @@ def test_a_master_killed_while_spawning_or_draining(tmp_path: Path, phase: str) 
     truth = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines() if line]
     window = summary["run"]["window_wall_ns"] or [0, kill_wall_ns]
     assert summary["metrics"]["itl"]["count"] <= window_truth_gaps(truth, [window[0], 2**63])
+
+
+def test_a_master_stopped_thirty_seconds_loses_nothing_and_says_so(tmp_path: Path) -> None:
+    """SIGSTOP of the master for 30 s (a paused VM or container): its workers stream on and
+    their deltas wait for it. Once it runs again the run ends within 15 s, exit 0, every
+    gap of the window counted once, and the report says the master was held."""
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    run = _start(out, log)
+    try:
+        master = _role(psutil.Process(run.pid), "--master")
+        _when_said(log, "All users spawned")
+        time.sleep(1)
+        master.suspend()
+        time.sleep(30)
+        master.resume()
+        resumed = time.monotonic()
+        code = run.wait(timeout=60)
+        took = time.monotonic() - resumed
+    finally:
+        if run.poll() is None:
+            run.kill()
+    said = log.read_text()
+    assert took < 15 and code == 0, (took, code, said[-3000:])
+    assert "! the master was held 3" in said, said[-3000:]  # 30-something seconds
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is True
+    truth = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines() if line]
+    in_window = window_truth_gaps(truth, summary["run"]["window_wall_ns"])
+    assert summary["metrics"]["itl"]["count"] == in_window > 1000
+    assert not _left_running(out)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")

@@ -229,3 +229,35 @@ def format_client_stalls(summary: Summary) -> list[str]:
         "  samples across a stall are tagged and also shown set aside (stall-free);",
         f"  {client['shared_stamp_events']:,} token events shared a read with the one before",
     ]
+
+
+# A report interval that closed this many times its length late (and 5 s at least): the
+# process that merges the run was held, not busy (a busy one closes intervals 1.1-1.5x).
+HELD_INTERVALS = 5
+HELD_AT_LEAST_S = 5.0
+
+
+def format_held_reporting(summary: Summary) -> list[str]:
+    """The merging process (the master, or a local run's only one) held: SIGSTOP, a paused
+    VM or container, swapping. Its report intervals closed late, so its time series has a
+    hole; a master's workers kept streaming and their deltas waited for it (no figure lost),
+    a local run's streams were not read meanwhile (its client stalls say how long)."""
+    run = summary.get("run", NO_FACTS)
+    every = run.report_interval_s or 1.0
+    limit = max(HELD_INTERVALS * every, HELD_AT_LEAST_S)
+    held = [p for p in summary.get("timeseries") or [] if (p.get("interval_s") or 0) > limit]
+    if not held:
+        return []
+    longest = max(held, key=lambda point: point.get("interval_s") or 0)
+    length, end = longest.get("interval_s") or 0.0, longest.get("t") or 0.0
+    others = len(held) - 1
+    more = f"; {others} more such hold{'s' * (others != 1)}" if others else ""
+    if summary.get("workers"):
+        what = "master", "the workers streamed on and their deltas waited for it: none lost"
+    else:
+        what = "Locust process", "its streams were not read meanwhile (client stalls)"
+    return [
+        f"! the {what[0]} was held {length:.1f} s (no report interval closed from "
+        f"{end - length:.1f} s to {end:.1f} s{more}): its time series has a hole there; "
+        f"{what[1]}"
+    ]

@@ -27,6 +27,7 @@ from tpot_locust.report.client_figures import (
     format_busy_workers,
     format_client_busy,
     format_client_stalls,
+    format_held_reporting,
 )
 from tpot_locust.report.server_view import format_gpu_state, format_server_view
 from tpot_locust.report.summary_types import (
@@ -434,6 +435,7 @@ def format_report(summary: Summary, scope: str = "all classes") -> str:
             f"requests; {dropped} open-loop arrivals dropped (max_in_flight full)"
         )
     lines.extend(format_client_stalls(summary))
+    lines.extend(format_held_reporting(summary))
     if problem := burst_problem(summary):
         lines.append(f"! {problem}")
     for name in METRICS:
