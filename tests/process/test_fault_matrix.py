@@ -132,6 +132,66 @@ def test_a_killed_worker_or_simulator_ends_the_run_in_bounded_time_and_says_so(
     assert not _left_running(out)
 
 
+SPAWN, DRAIN = "Sending spawn jobs", "--run-time limit reached"  # Locust's lines of each
+
+
+@pytest.mark.parametrize(
+    "phase", [pytest.param(SPAWN, id="spawn"), pytest.param(DRAIN, id="drain")]
+)
+@pytest.mark.parametrize("role", ["--worker", "tpot_locust.sim", "supervisor"])
+def test_any_process_killed_while_spawning_or_draining(
+    tmp_path: Path, role: str, phase: str
+) -> None:
+    """The rest of the matrix, what must hold whatever the kill catches: the run (or, with
+    the supervisor killed, ``report``) ends in bounded time without a traceback, no process
+    is left, every results file reads whole, and no gap is counted that the truth did not
+    send; a worker that sent no final report is named."""
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    run = _start(out, log)
+    try:
+        supervisor = psutil.Process(run.pid)
+        victim = supervisor if role == "supervisor" else _role(supervisor, role)
+        _role(supervisor, "--master")
+        _when_said(log, phase)
+        victim.send_signal(signal.SIGKILL)
+        code = run.wait(timeout=RUN_S + 60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    deadline = time.monotonic() + 30
+    while _left_running(out) and time.monotonic() < deadline:  # the supervisor's children
+        time.sleep(0.5)
+    assert not _left_running(out), _left_running(out)
+    said = log.read_text()
+    assert "Traceback" not in said, said[-3000:]
+    for saved in [*out.glob("*.json"), *out.glob("workers/*.json")]:
+        json.loads(saved.read_text())  # whole: written via a rename, or not at all
+    if role == "supervisor":  # its Locust processes saved what they had; report reads it
+        made = run_command([sys.executable, "-m", "tpot_locust", "report", str(out), "--json"], 60)
+        assert made.returncode == 0, made.stderr[-2000:]
+        summary = json.loads(made.stdout)
+    elif (out / "summary.json").exists():
+        assert code in (0, 1, 3), said[-3000:]
+        summary = json.loads((out / "summary.json").read_text())
+    else:
+        assert "nothing was measured" in said and code == 3, said[-3000:]
+        return
+    if missing := (summary.get("workers") or {}).get("missing"):
+        assert "INCOMPLETE RUN: no final report from worker(s)" in said and code != 0
+        assert len(missing) == 1 and role == "--worker"
+    if role != "tpot_locust.sim":  # a killed simulator's last buffered truth died with it
+        truth = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines()]
+        # each process's own window where it said it (a worker's closes at its own stop),
+        # the run's for the rest (a worker that died said none), as the truth check
+        run = summary["run"]
+        window, own = run["window_wall_ns"], run.get("process_windows_wall_ns") or {}
+        sent = window_truth_gaps(truth, window) + sum(
+            window_truth_gaps(truth, its, tag) - window_truth_gaps(truth, window, tag)
+            for tag, its in own.items()
+        )
+        assert summary["metrics"]["itl"]["count"] <= sent
+
+
 def test_a_killed_supervisor_takes_its_children_and_report_makes_the_folder(tmp_path: Path) -> None:
     out, log = tmp_path / "out", tmp_path / "run.log"
     run = _start(out, log)
@@ -180,11 +240,7 @@ def test_a_killed_local_run_is_rebuilt_from_its_checkpoint(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize(
-    "phase",
-    [
-        pytest.param("Sending spawn jobs", id="spawn"),
-        pytest.param("--run-time limit reached", id="drain"),
-    ],
+    "phase", [pytest.param(SPAWN, id="spawn"), pytest.param(DRAIN, id="drain")]
 )
 def test_a_master_killed_while_spawning_or_draining(tmp_path: Path, phase: str) -> None:
     """The master SIGKILLed as it sends the workers their users, or as the run time ends

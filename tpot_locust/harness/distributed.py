@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import gevent
+from gevent.event import Event
 from gevent.lock import Semaphore
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
@@ -37,6 +38,7 @@ from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import Workers
 from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.common.version import __version__
+from tpot_locust.harness.stop_now import stop_users_now
 from tpot_locust.harness.traffic import ProcessShare
 from tpot_locust.harness.worker_names import WorkerNames
 from tpot_locust.metrics.metric_set import MetricSet
@@ -165,6 +167,7 @@ class WorkerLink:
         # cannot overtake a periodic report still being assembled.
         self._taking = Semaphore()
         self._final_sent = False
+        self._final_done = Event()  # set once the final is sent (a second caller waits)
         self._asked_to_stop = False
         environment.events.report_to_master.add_listener(self._attach_delta)
         runner.register_message(FLUSH, self._on_flush, concurrent=True)
@@ -188,6 +191,7 @@ class WorkerLink:
 
     def _on_plan(self, environment: Any, msg: Any, **_: Any) -> None:
         self._final_sent = False  # a new test
+        self._final_done = Event()
         self._asked_to_stop = False
         self.figures = WorkerFigures()
         plan = msg.data
@@ -227,17 +231,38 @@ class WorkerLink:
     def _on_flush(self, environment: Any, msg: Any, **_: Any) -> None:
         self.send_final()
 
-    def send_final(self) -> None:
-        """Stop this worker's users and send everything not yet sent; once per test."""
-        if self._final_sent:
+    def send_final(self, at_once: bool = False) -> None:
+        """Stop this worker's users and send everything not yet sent; once per test.
+
+        ``at_once`` (this worker quits on its own: SIGTERM, its supervisor's death): its
+        users are killed, their requests in flight interrupted, and the final goes now,
+        even while a flush waits on them (a graceful stop waits ``stop_timeout``, a user
+        backing off from a dead server longer; the dying master, or a pod's grace period,
+        will not). Any other second caller waits for the final: Locust's "quit", sent
+        after, must not overtake it (a master that hears its last worker quit stops
+        reading)."""
+        if self._final_done.is_set():
+            return
+        if self._final_sent and not at_once:
+            self._final_done.wait(timeout=(self.environment.stop_timeout or 0) + 3)
             return
         self._final_sent = True
+        try:
+            self._stop_and_send_final(at_once)
+        finally:
+            self._final_done.set()
+
+    def _stop_and_send_final(self, at_once: bool) -> None:
         runner = self.runner
-        if runner.user_count:
+        if at_once:
+            stop_users_now(self.environment)
+        elif runner.user_count:
             runner.stop()  # headless quit path: the master did not send "stop" first
         deadline = time.monotonic() + (self.environment.stop_timeout or 0) + 2
         while runner.user_count and time.monotonic() < deadline:
             gevent.sleep(0.05)
+        if self._final_done.is_set():
+            return  # sent at once meanwhile: this worker quits
         self.hooks.end_traffic()
         self.publish_causes()
         start, end = self.recorder.window_ns()

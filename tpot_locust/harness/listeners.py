@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import signal
 import sys
 from typing import Any
 
@@ -137,6 +138,8 @@ def _on_init(environment: Environment, **_: Any) -> None:
     locust.runners.WORKER_REPORT_INTERVAL = state.interval_s
     runner = environment.runner
     state.attach(runner)
+    if isinstance(runner, WorkerRunner):  # after Locust's own: fired in reverse, it runs first
+        environment.events.quitting.add_listener(_on_worker_quitting)
     stop_now.install(environment)
     if not isinstance(runner, WorkerRunner):
         webui.install(environment, state)
@@ -229,21 +232,40 @@ def _on_reset_stats(**_: Any) -> None:
         state.reset()
 
 
+def _on_worker_quitting(environment: Environment, **_: Any) -> None:
+    """A worker told to quit on its own (SIGTERM; its supervisor's death): its users stop at
+    once and its final delta goes to the master before Locust's "quit" does (a master that
+    hears its last worker quit stops reading: both finals were lost when a killed
+    supervisor's SIGTERM reached every process as the run time ended); then its record
+    (``workers/<id>.json``)."""
+    if hasattr(signal, "SIGTERM"):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # ending already (_on_quitting says)
+    state = get_state(environment)
+    if (worker := state.worker) is None:
+        return
+    worker.send_final(at_once=True)
+    folder = state.folder
+    if folder is not None:  # a full disk loses the record, not the run's end
+        guarded([], "this worker's record (workers/*.json)", lambda: worker.write_audit(folder))
+
+
 @events.quitting.add_listener
 def _on_quitting(environment: Environment, **_: Any) -> None:
     """Locust quits (run time over, SIGTERM, Ctrl-C): its users are still running when this
     fires, and are killed only afterwards. Stop them first, so that requests still streaming
-    count as interrupted and every worker's final delta is in before the results are made."""
+    count as interrupted and every worker's final delta is in before the results are made.
+
+    From here on a SIGTERM is ignored: this process is ending already, and Locust's handler,
+    run again (the supervisor's death sends one as the run time ends), exits from inside
+    the event loop with a traceback. Ctrl-C, SIGUSR1 (stop now) and SIGKILL still act."""
+    if hasattr(signal, "SIGTERM"):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     state = get_state(environment)
     runner = environment.runner
     if state.worker is not None:
-        state.worker.send_final()  # a worker told to quit on its own (e.g. SIGTERM)
-        folder, worker = state.folder, state.worker
-        if folder is not None:  # a full disk loses the record, not the run's end
-            guarded([], "this worker's record (workers/*.json)", lambda: worker.write_audit(folder))
-        return
+        return  # _on_worker_quitting, before Locust's own
     if state.running and runner is not None and runner.state not in (STATE_STOPPED, STATE_INIT):
-        runner.stop()  # fires test_stop: the run finishes there
+        runner.stop()  # fires test_stop: the run finishes there (one under way: waited for)
     if state.running:
         state.finish()
     # our screen (printed on quit, or by `tpot-locust run` after its truth check) replaces

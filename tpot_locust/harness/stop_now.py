@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import logging
 import signal
+import time
+from typing import Any
 
 import gevent
 from locust.env import Environment
+from locust.runners import STATE_CLEANUP, STATE_STOPPING, Runner
 
 from tpot_locust.common.child_process import STOP_NOW_SIGNAL
 
@@ -24,7 +27,10 @@ logger = logging.getLogger(__name__)
 
 
 def install(environment: Environment) -> None:
-    """Stop ``environment``'s users at once on ``STOP_NOW_SIGNAL`` (POSIX only)."""
+    """Stop ``environment``'s users at once on ``STOP_NOW_SIGNAL`` (POSIX only); a second
+    stop waits for the first (``stop_once``)."""
+    if environment.runner is not None:
+        stop_once(environment.runner, environment)
     if hasattr(signal, "SIGUSR1"):
         gevent.signal_handler(STOP_NOW_SIGNAL, stop_users_now, environment)
 
@@ -41,4 +47,26 @@ def stop_users_now(environment: Environment) -> None:
         runner.user_greenlets.kill(block=False)
 
 
-__all__ = ["install", "stop_users_now"]
+def stop_once(runner: Runner, environment: Environment) -> None:
+    """Make ``runner.stop()`` wait for a stop already under way instead of stopping again.
+
+    Locust's stop waits on its users (up to ``stop_timeout``) and is not re-entrant: a
+    second call meanwhile (the master's "stop" message and this worker's own SIGTERM, the
+    run time's end and a signal) stops each user again, and each raises "Tried to stop User
+    in an unexpected state: stopping", a traceback a user on the terminal. Locust's message
+    handlers call ``self.stop()``, so the instance's own method is the one place to guard.
+    """
+    locust_stop = runner.stop
+
+    def stop(*args: Any, **kwargs: Any) -> None:  # a master's: send_stop_to_client
+        if runner.state not in (STATE_CLEANUP, STATE_STOPPING):
+            locust_stop(*args, **kwargs)
+            return
+        deadline = time.monotonic() + (environment.stop_timeout or 0) + 2
+        while runner.user_count and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+
+    runner.stop = stop  # type: ignore[method-assign]
+
+
+__all__ = ["install", "stop_once", "stop_users_now"]

@@ -383,15 +383,38 @@ class _Output:
                     shown["gpu"] = line["gpu"]
             self._print((json.dumps(shown, separators=(",", ":")) + "\n").encode(), final)
             if to_file and self.out is not None:
-                self.out.write(json.dumps(line, separators=(",", ":")) + "\n")
-                self.out.flush()
+                try:
+                    self.out.write(json.dumps(line, separators=(",", ":")) + "\n")
+                    self.out.flush()
+                except OSError as error:  # a full disk: the file stops, the samples go on
+                    self._file_failed(error)
+
+    def _file_failed(self, error: OSError) -> None:
+        """The file cannot take a line (ENOSPC): said once, on stderr; the lines go on to
+        the parent on stdout, which summarises them (the run's ``server_metrics``)."""
+        out, self.out = self.out, None
+        name = getattr(out, "name", "the file")
+        print(
+            f"tpot-locust: server metrics: {name}: {error.strerror or error}: its lines stop "
+            "here; the samples still reach the run",
+            file=sys.stderr,
+            flush=True,
+        )
+        try:
+            if out is not None:
+                out.close()
+        except OSError:  # its buffered rest cannot be written either
+            pass
 
     def close(self, final: Mapping[str, Any]) -> None:
         self.emit(dict(final), True)
         with self.lock:
             self.closed = True
             if self.out is not None:
-                self.out.close()
+                try:
+                    self.out.close()
+                except OSError as error:
+                    self._file_failed(error)
 
 
 def _sampling(scraper: Scraper, stop: threading.Event) -> None:
