@@ -201,7 +201,7 @@ class Collector:
         }
         for name in TIMESERIES_METRICS:
             let_streams_run()
-            stats = histogram_stats(combined.histogram(name), TIMESERIES_PERCENTILES)
+            stats = histogram_stats(combined.read(name), TIMESERIES_PERCENTILES)
             point[name] = {"count": stats.count} | {
                 f"p{p:g}": stats.percentiles[p] / 1000 for p in TIMESERIES_PERCENTILES
             }

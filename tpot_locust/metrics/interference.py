@@ -29,17 +29,17 @@ def phase_histogram(metrics: ClassMetrics, name: str, phase: str) -> HdrHistogra
     sample (the whole less the burst, exactly; results saved before kept it as tagged)."""
     tagged = metrics.histograms.get(phase_metric(name, phase))
     if phase == BURST:
-        return metrics.histogram(phase_metric(name, phase))
+        return metrics.read(phase_metric(name, phase))
     if tagged is not None and tagged.total_count:  # saved before: no declared name now
         return tagged
-    return without(metrics.histogram(name), metrics.histogram(phase_metric(name, BURST)))
+    return without(metrics.read(name), metrics.read(phase_metric(name, BURST)))
 
 
 def phase_summary(metrics: ClassMetrics, tail_min_samples: int) -> dict[str, Any] | None:
     """Steady vs burst percentiles and their ratios; None when no gap fell in a burst.
     A percentile with fewer than ``tail_min_samples`` samples above it in its phase is
     listed as ``unmeasured`` (a short burst phase's p99.9 is its max)."""
-    burst_count = metrics.histogram(phase_metric(catalogue.TPOT.name, BURST)).total_count
+    burst_count = metrics.read(phase_metric(catalogue.TPOT.name, BURST)).total_count
     if not burst_count:
         return None
     phases: dict[str, Any] = {phase: {} for phase in PHASES}

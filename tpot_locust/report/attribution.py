@@ -152,7 +152,7 @@ def worker_shares(metrics: ClassMetrics, pause: Callable[[], None] | None = None
 def _metric_shares(
     metrics: ClassMetrics, name: str, pause: Callable[[], None] | None = None
 ) -> dict[str, TailShares]:
-    whole = metrics.histogram(name)
+    whole = metrics.read(name)
     stats = histogram_stats(whole, TAIL_PERCENTILES)
     parts = {
         cause: metrics.histograms[phase_metric(name, cause)]

@@ -175,7 +175,7 @@ def _histograms(scopes: list[Scope]) -> Iterable[Metric]:
             labels=[*SCOPE_LABELS, "quantile"],
         )
         for labels, metrics in scopes:
-            histogram = metrics.histogram(name)
+            histogram = metrics.read(name)
             stats = histogram_stats(histogram)
             cumulative = bucket_counts(histogram, bounds)
             pairs = zip(bounds, cumulative, strict=True)

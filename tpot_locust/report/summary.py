@@ -62,7 +62,7 @@ TITLES = catalogue.titles()
 
 
 def metric_summary(metrics: ClassMetrics, name: str) -> MetricFigures:
-    stats = histogram_stats(metrics.histogram(name))
+    stats = histogram_stats(metrics.read(name))
     summary: MetricFigures = {
         "unit": "ms",
         "count": stats.count,
@@ -92,7 +92,7 @@ def stall_summary(metrics: ClassMetrics, name: str, percentiles: dict[float, int
     tagged = metrics.histograms.get(phase_metric(name, CLIENT_STALL))
     if tagged is None or not tagged.total_count:
         return {"count": 0}
-    clean = histogram_stats(without(metrics.histogram(name), tagged))
+    clean = histogram_stats(without(metrics.read(name), tagged))
     set_aside: SetAside = {"count": clean.count}
     for p in PERCENTILES:
         set_aside[key_of(p)] = clean.percentiles[p] / 1000
