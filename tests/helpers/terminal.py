@@ -43,6 +43,7 @@ class Terminal:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: the session leader, the pty its controlling terminal
             try:
+                _as_a_login_shell_starts_it()
                 if cwd is not None:
                     os.chdir(cwd)
                 os.execvpe(argv[0], argv, env if env is not None else dict(os.environ))
@@ -74,9 +75,11 @@ class Terminal:
             self._reap()
             time.sleep(0.05)
         if self.returncode is None:
+            signals = _signal_state(self.pid)
             self.kill()
             raise AssertionError(
-                f"still running after {timeout_s:g} s; the terminal showed:\n{self.text[-4000:]}"
+                f"still running after {timeout_s:g} s ({signals}); the terminal showed:\n"
+                f"{self.text[-4000:]}"
             )
         return self.returncode
 
@@ -139,3 +142,33 @@ def display_width(text: str) -> int:
 
 
 __all__ = ["CTRL_C", "Terminal", "display_width"]
+
+
+def _as_a_login_shell_starts_it() -> None:
+    """The child's signals as a user's terminal gives them: none blocked, none ignored.
+    A forked child keeps its parent's mask and ignored signals across exec (Python itself
+    ignores SIGPIPE and SIGXFSZ; a test run may have left more): a command that ignored
+    SIGINT this way would not be the one a user runs."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    for number in (
+        signal.SIGINT,
+        signal.SIGQUIT,
+        signal.SIGTERM,
+        signal.SIGHUP,
+        signal.SIGTSTP,
+        signal.SIGTTIN,
+        signal.SIGTTOU,
+        signal.SIGPIPE,
+        signal.SIGXFSZ,
+    ):
+        signal.signal(number, signal.SIG_DFL)
+
+
+def _signal_state(pid: int) -> str:
+    """What a command that ignored a Ctrl-C had: its state and signal masks (Linux)."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return "its /proc status unreadable"
+    kept = ("State", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt", "Threads")
+    return "; ".join(line.replace("\t", " ") for line in lines if line.startswith(kept))
