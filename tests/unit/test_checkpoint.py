@@ -119,3 +119,11 @@ def test_a_linked_checkpoint_is_not_read(tmp_path: Path) -> None:
     (run / "checkpoint.json").symlink_to(elsewhere / "checkpoint.json")
     with pytest.raises(FileNotFoundError):
         recovered_results(ResultsFolder(run), None)
+
+
+def test_a_number_json_cannot_hold_is_written_as_null(tmp_path: Path) -> None:
+    """The compact write refuses NaN (``allow_nan=False``); the strict writer takes it."""
+    folder = ResultsFolder(tmp_path)
+    Checkpoint(folder).save(_totals(2), lambda: RunFacts(scenario="nan", duration_s=float("nan")))
+    totals, facts = read_results(folder.checkpoint)
+    assert token_gaps(totals) == 2 and facts.duration_s is None and facts.scenario == "nan"
