@@ -35,7 +35,8 @@ def test_a_series_of_runs_and_how_far_apart_they_land(tmp_path: Path) -> None:
     figures = json.loads((out / "repeats.json").read_text())
     p50 = figures["metrics"]["tpot"]["p50"]
     assert len(p50["values"]) == 2 and p50["min"] <= p50["median"] <= p50["max"]
-    assert p50["across_runs"][0] < p50["median"] < p50["across_runs"][1]
+    # two runs' p50 in one HDR bucket make the interval a point (seen once: 1.277 both)
+    assert p50["across_runs"][0] <= p50["median"] <= p50["across_runs"][1]
     assert p50["pooled_ci95"][0] <= p50["pooled"] <= p50["pooled_ci95"][1]
     assert "runs of the scenario (fresh seeds)" in result.stdout
     # the series as one run: every run's histograms merged, reported again by `report`

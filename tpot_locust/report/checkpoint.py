@@ -51,7 +51,10 @@ class Checkpoint:
         if self.failed is not None or started < self._next_at:
             return
         try:
-            _write(self.folder.checkpoint, histograms_document(totals, _up_to_now(facts())))
+            # cooperative: the totals change only in the tick that calls this, and a local
+            # run's users stream in this loop meanwhile
+            document = histograms_document(totals, _up_to_now(facts()), cooperative=True)
+            _write(self.folder.checkpoint, document)
         except OSError as error:  # a full disk: the run goes on, its end says what was lost
             self.failed = str(error)
             logger.warning("tpot-locust: checkpoint.json could not be written: %s", error)

@@ -44,10 +44,13 @@ def write_histograms(folder: ResultsFolder, totals: MetricSet, run: RunFacts) ->
     return problems
 
 
-def histograms_document(totals: MetricSet, run: RunFacts) -> dict[str, Any]:
-    """``histograms.json``: the run's totals as HdrHistogram blobs, with the run's facts."""
+def histograms_document(
+    totals: MetricSet, run: RunFacts, cooperative: bool = False
+) -> dict[str, Any]:
+    """``histograms.json``: the run's totals as HdrHistogram blobs, with the run's facts
+    (``cooperative``: yielding between blobs, where nothing else changes ``totals``)."""
     saved = {"format": "hdrhistogram-v2-base64", "unit": "us", "run": run.to_json()}
-    return saved | totals.encode()  # "classes" and "client"
+    return saved | totals.encode(cooperative)  # "classes" and "client"
 
 
 def load_results(out_dir: Path) -> tuple[MetricSet, RunFacts]:
