@@ -1,5 +1,5 @@
 """The metrics scraper's output on a full disk: its file stops with one line on stderr; the
-samples go on reaching the run on stdout (``server_state.scraper._Output``)."""
+samples go on reaching the run on stdout (``server_state.scraper_output``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tpot_locust.server_state.scraper import _Output
+from tpot_locust.server_state.scraper_output import ScraperOutput
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
@@ -17,7 +17,7 @@ def test_a_full_disk_stops_the_file_not_the_samples(
 ) -> None:
     stdout = (tmp_path / "stdout").open("wb")
     full = Path("/dev/full").open("w")  # every flush: ENOSPC
-    output = _Output(full, stdout.fileno())
+    output = ScraperOutput(full, stdout.fileno())
     output.emit({"kind": "note", "what": "a", "message": "first"}, True)
     output.emit({"kind": "note", "what": "b", "message": "second"}, True)
     output.close({"kind": "final", "samples": 2})

@@ -34,18 +34,15 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import math
 import os
-import select
 import signal
-import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import Any, cast
 
 from tpot_locust.common import env_vars
 from tpot_locust.common.bounded_http import ExchangeError, exchange
@@ -56,6 +53,7 @@ from tpot_locust.common.results_files import open_for_writing
 from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.text_safety import printable
 from tpot_locust.server_state.engines import COUNTERS, GAUGES, HISTOGRAMS
+from tpot_locust.server_state.scraper_output import ScraperOutput
 from tpot_locust.server_state.snapshots import (
     MAX_BODY_BYTES,
     ServerHistogram,
@@ -82,22 +80,6 @@ MISSING, UNREACHABLE, SLOW, GARBAGE, UNKNOWN, PARTIAL = (
     "garbage",
     "unknown_engine",
     "partial",
-)
-_STDOUT_KEYS = (
-    "kind",
-    "i",
-    "t_wall_s",
-    "engine",
-    *GAUGES,
-    *COUNTERS,
-    "dt_s",
-    "preemptions",
-    "prompt_tokens_per_s",
-    "generation_tokens_per_s",
-    "itl_p99_low_ms",
-    "itl_p99_high_ms",
-    "resets",
-    "slow",
 )
 
 
@@ -332,91 +314,6 @@ def _fetch(url: str, total_s: float) -> bytes:
     return answer.body
 
 
-class _Output:
-    """The lines, to stdout (compact, no histograms) and the file, one writer at a time.
-
-    A pipe to the parent is written without blocking: a parent whose loop is held up does
-    not hold up the sampling. A line that finds the pipe full is dropped from stdout (the
-    file has it) and counted; the final line waits for room (the parent is reading it)."""
-
-    def __init__(self, out: IO[str] | None, fd: int) -> None:
-        self.out = out
-        self.fd = fd
-        self.lock = threading.Lock()
-        self.closed = False
-        self.dropped = 0
-        try:
-            self.pipe = stat.S_ISFIFO(os.fstat(fd).st_mode)
-        except OSError:
-            self.pipe = False
-        if self.pipe:
-            os.set_blocking(fd, False)
-
-    def _print(self, data: bytes, final: bool) -> None:
-        try:
-            if not self.pipe or final:
-                if self.pipe:
-                    os.set_blocking(self.fd, True)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(self.fd, view) :]
-            elif len(data) <= select.PIPE_BUF:  # all or nothing: never half a line
-                os.write(self.fd, data)
-            else:
-                self.dropped += 1
-        except BlockingIOError:
-            self.dropped += 1
-        except OSError:  # the parent is gone: the file still gets every line
-            pass
-
-    def emit(self, line: dict[str, Any], to_file: bool) -> None:
-        with self.lock:
-            if self.closed:
-                return
-            final = line["kind"] == "final"
-            if final:
-                line = {**line, "stdout_dropped": self.dropped}
-            shown = line
-            if line["kind"] == "sample":  # a GPU's state is small: it goes too
-                shown = {k: line[k] for k in _STDOUT_KEYS}
-                if "gpu" in line:
-                    shown["gpu"] = line["gpu"]
-            self._print((json.dumps(shown, separators=(",", ":")) + "\n").encode(), final)
-            if to_file and self.out is not None:
-                try:
-                    self.out.write(json.dumps(line, separators=(",", ":")) + "\n")
-                    self.out.flush()
-                except OSError as error:  # a full disk: the file stops, the samples go on
-                    self._file_failed(error)
-
-    def _file_failed(self, error: OSError) -> None:
-        """The file cannot take a line (ENOSPC): said once, on stderr; the lines go on to
-        the parent on stdout, which summarises them (the run's ``server_metrics``)."""
-        out, self.out = self.out, None
-        name = getattr(out, "name", "the file")
-        print(
-            f"tpot-locust: server metrics: {name}: {error.strerror or error}: its lines stop "
-            "here; the samples still reach the run",
-            file=sys.stderr,
-            flush=True,
-        )
-        try:
-            if out is not None:
-                out.close()
-        except OSError:  # its buffered rest cannot be written either
-            pass
-
-    def close(self, final: Mapping[str, Any]) -> None:
-        self.emit(dict(final), True)
-        with self.lock:
-            self.closed = True
-            if self.out is not None:
-                try:
-                    self.out.close()
-                except OSError as error:
-                    self._file_failed(error)
-
-
 def _sampling(scraper: Scraper, stop: threading.Event) -> None:
     """Tick ``k`` at start + ``k`` x interval; a sample past its tick skips the ticks it
     ran over (counted slow by the scraper), never queues them."""
@@ -488,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda signum, _: terminated.append(signum))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us, in order
     out = open_for_writing(options.out, "a") if options.out is not None else None
-    output = _Output(out, sys.stdout.fileno())
+    output = ScraperOutput(out, sys.stdout.fileno())
     scraper = Scraper(options.url, options.interval, output.emit)
     threading.Thread(target=_watch_stdin, args=(stop,), daemon=True).start()
     sampler = threading.Thread(target=_sampling, args=(scraper, stop), daemon=True)
