@@ -36,6 +36,7 @@ import pytest
 
 from tests.conftest import ROOT, run_command
 from tests.helpers.distributed import window_truth_gaps
+from tests.helpers.why_runs import truth_lines
 from tpot_locust.common.child_process import child_options
 
 KILL_AFTER_S = 5.0
@@ -90,6 +91,12 @@ def _kill_and_wait(run: subprocess.Popen[bytes], victim: psutil.Process) -> tupl
     return kill_wall_ns, code, time.monotonic() - killed
 
 
+def _assert_each_file_whole(out: Path) -> None:
+    """Every JSON results file reads whole: written via a rename, or not at all."""
+    for saved in [*out.glob("*.json"), *out.glob("workers/*.json")]:
+        json.loads(saved.read_text())
+
+
 def _left_running(out: Path) -> list[str]:
     left = []
     for process in psutil.process_iter(["cmdline"]):
@@ -116,7 +123,7 @@ def test_a_killed_worker_or_simulator_ends_the_run_in_bounded_time_and_says_so(
     said = log.read_text()
     assert "Traceback" not in said, said[-3000:]
     summary = json.loads((out / "summary.json").read_text())
-    truth = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines() if line]
+    truth = truth_lines(out)
     window = summary["run"]["window_wall_ns"]
     if role == "--worker":
         assert code == 1, said[-3000:]
@@ -166,8 +173,7 @@ def test_any_process_killed_while_spawning_or_draining(
     assert not _left_running(out), _left_running(out)
     said = log.read_text()
     assert "Traceback" not in said, said[-3000:]
-    for saved in [*out.glob("*.json"), *out.glob("workers/*.json")]:
-        json.loads(saved.read_text())  # whole: written via a rename, or not at all
+    _assert_each_file_whole(out)
     if role == "supervisor":  # its Locust processes saved what they had; report reads it
         made = run_command([sys.executable, "-m", "tpot_locust", "report", str(out), "--json"], 60)
         assert made.returncode == 0, made.stderr[-2000:]
@@ -182,7 +188,7 @@ def test_any_process_killed_while_spawning_or_draining(
         assert "INCOMPLETE RUN: no final report from worker(s)" in said and code != 0
         assert len(missing) == 1 and role == "--worker"
     if role != "tpot_locust.sim":  # a killed simulator's last buffered truth died with it
-        truth = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines()]
+        truth = truth_lines(out)
         # each process's own window where it said it (a worker's closes at its own stop),
         # the run's for the rest (a worker that died said none), as the truth check
         run = summary["run"]
@@ -232,7 +238,7 @@ def test_a_killed_local_run_is_rebuilt_from_its_checkpoint(tmp_path: Path) -> No
     assert summary["complete"] is False
     assert "rebuilt from its last checkpoint" in summary["run"]["recovered"]
     assert not (out / "checkpoint.json").exists()  # histograms.json holds it now
-    truth = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines() if line]
+    truth = truth_lines(out)
     window = summary["run"]["window_wall_ns"]
     assert window[1] <= kill_wall_ns  # the window the checkpoint holds, not the planned one
     up_to = window_truth_gaps(truth, [window[0], kill_wall_ns - 4_000_000_000])
@@ -263,15 +269,14 @@ def test_a_master_killed_while_spawning_or_draining(tmp_path: Path, phase: str) 
     assert took < 20 and code == 3, (took, code, said[-3000:])
     assert "Traceback" not in said, said[-3000:]
     assert not _left_running(out)
-    for saved in [*out.glob("*.json"), *out.glob("workers/*.json")]:
-        json.loads(saved.read_text())  # whole: written via a rename, or not at all
+    _assert_each_file_whole(out)
     if not (out / "summary.json").exists():  # killed before a worker had a user: none saved
         assert phase == "Sending spawn jobs", said[-3000:]
         assert "nothing was measured: the run saved no results (Locust exited -9)" in said
         return
     summary = json.loads((out / "summary.json").read_text())
     assert summary["complete"] is False
-    truth = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines() if line]
+    truth = truth_lines(out)
     window = summary["run"]["window_wall_ns"] or [0, kill_wall_ns]
     assert summary["metrics"]["itl"]["count"] <= window_truth_gaps(truth, [window[0], 2**63])
 
@@ -300,7 +305,7 @@ def test_a_master_stopped_thirty_seconds_loses_nothing_and_says_so(tmp_path: Pat
     assert "! the master was held 3" in said, said[-3000:]  # 30-something seconds
     summary = json.loads((out / "summary.json").read_text())
     assert summary["complete"] is True
-    truth = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines() if line]
+    truth = truth_lines(out)
     in_window = window_truth_gaps(truth, summary["run"]["window_wall_ns"])
     assert summary["metrics"]["itl"]["count"] == in_window > 1000
     assert not _left_running(out)

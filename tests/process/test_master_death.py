@@ -22,6 +22,7 @@ import psutil
 
 from tests.conftest import ROOT, run_command
 from tests.helpers.distributed import window_truth_gaps
+from tests.helpers.why_runs import truth_lines
 from tpot_locust.common.child_process import child_options
 
 KILL_AFTER_S = 12.0
@@ -75,7 +76,7 @@ def test_a_killed_master_loses_nothing_the_workers_recorded(tmp_path: Path) -> N
     assert "rebuilt from 2 worker records" in summary["run"]["recovered"]
     assert "INCOMPLETE RUN: the Locust master's results were lost" in said
     # every gap the truth sent from the window's start up to 4 s before the kill is there
-    truth = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines()]
+    truth = truth_lines(out)
     start_ns = summary["run"]["window_wall_ns"][0]
     before_kill = window_truth_gaps(truth, [start_ns, kill_wall_ns - 4_000_000_000])
     assert before_kill > 1000 and summary["metrics"]["itl"]["count"] >= before_kill

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from tpot_locust.wire.chunked import ChunkedDecoder
 from tpot_locust.wire.sse import SSEParser
-from tpot_locust.wire.stream_decoder import StreamDecoder, decode_events, feed_read
+from tpot_locust.wire.stream_decoder import DecodedStream, StreamDecoder, decode_events, feed_read
 
 TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=6)
 
@@ -125,17 +125,22 @@ def test_template_path_leaves_unusual_texts_and_frames_to_full_decoding() -> Non
         frame("", "stop", usage={"prompt_tokens": 1, "completion_tokens": 7}),
         b"[DONE]",
     ]
-    stamps = list(range(len(payloads)))
-    decoder = StreamDecoder("chat")
-    for stamp, payload in zip(stamps, payloads, strict=True):
-        decoder.feed(stamp, [payload])
-    fast = decoder.finish()
-    full = decode_events(stamps, payloads, "chat", fast=False)
+    fast, full = decoded_both_ways(payloads)
     assert fast.token_stamps == full.token_stamps
     assert list(fast.token_stamps) == [0, 1, 2, 3, 4, 5, 6]
     assert fast.text == full.text == 'absay "hi"back' + "\\" + "\\n" + "cd"
     assert fast.output_tokens == full.output_tokens == 7
     assert fast.finish_reason == full.finish_reason == "stop"
+
+
+def decoded_both_ways(payloads: list[bytes]) -> tuple[DecodedStream, DecodedStream]:
+    """A chat stream's events, one a read stamped 0, 1, ...: through the fast path as a
+    stream feeds it, and decoded in full."""
+    stamps = list(range(len(payloads)))
+    decoder = StreamDecoder("chat")
+    for stamp, payload in zip(stamps, payloads, strict=True):
+        decoder.feed(stamp, [payload])
+    return decoder.finish(), decode_events(stamps, payloads, "chat", fast=False)
 
 
 def chunk_ends(body: bytes) -> list[int]:
@@ -241,12 +246,7 @@ def test_a_token_with_invalid_utf8_counts_the_same_on_both_paths() -> None:
 
     finish = frame(b"").replace(b'{"content":""}', b"{}").replace(b"null", b'"stop"')
     payloads = [frame(b"a"), frame(b"b\xff"), frame(b"c"), finish, b"[DONE]"]
-    stamps = list(range(len(payloads)))
-    decoder = StreamDecoder("chat")
-    for stamp, payload in zip(stamps, payloads, strict=True):
-        decoder.feed(stamp, [payload])
-    fast = decoder.finish()
-    full = decode_events(stamps, payloads, "chat", fast=False)
+    fast, full = decoded_both_ways(payloads)
     assert fast.error is None and full.error is None
     assert list(fast.token_stamps) == list(full.token_stamps) == [0, 1, 2]
     assert fast.text == full.text == "ab\ufffdc"

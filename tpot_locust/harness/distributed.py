@@ -38,7 +38,7 @@ from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import Workers
 from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.common.version import __version__
-from tpot_locust.harness.stop_now import stop_users_now
+from tpot_locust.harness.stop_now import stop_users_now, wait_for_users
 from tpot_locust.harness.traffic import ProcessShare
 from tpot_locust.harness.worker_names import WorkerNames
 from tpot_locust.metrics.metric_set import MetricSet
@@ -258,9 +258,7 @@ class WorkerLink:
             stop_users_now(self.environment)
         elif runner.user_count:
             runner.stop()  # headless quit path: the master did not send "stop" first
-        deadline = time.monotonic() + (self.environment.stop_timeout or 0) + 2
-        while runner.user_count and time.monotonic() < deadline:
-            gevent.sleep(0.05)
+        wait_for_users(runner, self.environment)
         if self._final_done.is_set():
             return  # sent at once meanwhile: this worker quits
         self.hooks.end_traffic()

@@ -232,14 +232,19 @@ def _on_reset_stats(**_: Any) -> None:
         state.reset()
 
 
+def _ignore_sigterm() -> None:
+    """This process is ending already (``_on_quitting`` says why a SIGTERM now hurts)."""
+    if hasattr(signal, "SIGTERM"):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def _on_worker_quitting(environment: Environment, **_: Any) -> None:
     """A worker told to quit on its own (SIGTERM; its supervisor's death): its users stop at
     once and its final delta goes to the master before Locust's "quit" does (a master that
     hears its last worker quit stops reading: both finals were lost when a killed
     supervisor's SIGTERM reached every process as the run time ended); then its record
     (``workers/<id>.json``)."""
-    if hasattr(signal, "SIGTERM"):
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # ending already (_on_quitting says)
+    _ignore_sigterm()
     state = get_state(environment)
     if (worker := state.worker) is None:
         return
@@ -258,8 +263,7 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
     From here on a SIGTERM is ignored: this process is ending already, and Locust's handler,
     run again (the supervisor's death sends one as the run time ends), exits from inside
     the event loop with a traceback. Ctrl-C, SIGUSR1 (stop now) and SIGKILL still act."""
-    if hasattr(signal, "SIGTERM"):
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _ignore_sigterm()
     state = get_state(environment)
     runner = environment.runner
     if state.worker is not None:

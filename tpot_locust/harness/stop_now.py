@@ -62,11 +62,16 @@ def stop_once(runner: Runner, environment: Environment) -> None:
         if runner.state not in (STATE_CLEANUP, STATE_STOPPING):
             locust_stop(*args, **kwargs)
             return
-        deadline = time.monotonic() + (environment.stop_timeout or 0) + 2
-        while runner.user_count and time.monotonic() < deadline:
-            gevent.sleep(0.05)
+        wait_for_users(runner, environment)
 
     runner.stop = stop  # type: ignore[method-assign]
 
 
-__all__ = ["install", "stop_once", "stop_users_now"]
+def wait_for_users(runner: Runner, environment: Environment) -> None:
+    """Until ``runner``'s users are gone, ``stop_timeout`` and 2 s at most."""
+    deadline = time.monotonic() + (environment.stop_timeout or 0) + 2
+    while runner.user_count and time.monotonic() < deadline:
+        gevent.sleep(0.05)
+
+
+__all__ = ["install", "stop_once", "stop_users_now", "wait_for_users"]

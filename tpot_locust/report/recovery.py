@@ -24,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tpot_locust.common.metric_catalogue import ITL
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import RunFacts
 from tpot_locust.metrics.histograms import HistogramDecodeError
@@ -57,12 +58,9 @@ def recovered_results(folder: ResultsFolder, scenario: str | None) -> tuple[Metr
 
 
 def token_gaps(totals: MetricSet) -> int:
-    """The token gaps ``totals`` counted (its ITL histogram's count, over every class)."""
-    return sum(
-        part.histograms["itl"].get_total_count()
-        for part in totals.by_class().values()
-        if "itl" in part.histograms
-    )
+    """The token gaps ``totals`` counted (its ITL histograms' counts: each gap is in one
+    metric group, so no group needs merging first)."""
+    return sum(part.read(ITL.name).get_total_count() for part in totals.groups.values())
 
 
 def _from_checkpoint(
