@@ -14,12 +14,13 @@ import math
 import signal
 import sys
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import gevent
 import locust.runners
 from locust import events
 from locust.env import Environment
-from locust.runners import STATE_INIT, STATE_STOPPED, MasterRunner, WorkerRunner
+from locust.runners import STATE_INIT, STATE_STOPPED
 
 from tpot_locust.common import env_vars
 from tpot_locust.events import tpot_events
@@ -27,10 +28,10 @@ from tpot_locust.harness import loop_yield, quiet_loop, stop_now, webui
 from tpot_locust.harness.loop_probe import StallTracer
 from tpot_locust.harness.metrics_endpoint import parse_address
 from tpot_locust.harness.orphan_watch import watch_parent
-from tpot_locust.harness.process_context import PROCESS, context_of
+from tpot_locust.harness.process_context import context_of
 from tpot_locust.harness.run_options import DEFAULT_REPORT_INTERVAL_S, slo_of
 from tpot_locust.harness.run_state import RunState
-from tpot_locust.report.finishing import guarded
+from tpot_locust.harness.scenario_in_use import scenario_in_use
 
 __all__ = ["get_state"]
 logger = logging.getLogger(__name__)
@@ -67,19 +68,27 @@ def report_interval(text: str) -> float:
     return seconds
 
 
+# Each Environment's run, kept here, by the listeners that make it: Locust hands them the
+# Environment alone (gone with it).
+_runs: WeakKeyDictionary[Environment, RunState] = WeakKeyDictionary()
+
+
 def get_state(environment: Environment) -> RunState:
-    """``environment``'s run (``process_context``), made at its first use: the recorder is
-    connected to our events, and aggregation from then on yields to gevent's loop."""
-    context = context_of(environment)
-    if context.run is None:
+    """``environment``'s run, made at its first use (with the scenario locustfile's
+    scenario): the recorder is connected to our events, and aggregation from then on yields
+    to gevent's loop."""
+    state = _runs.get(environment)
+    if state is None:
         loop_yield.install()
-        context.run = state = RunState(environment)
-        PROCESS.runs.append(state)
+        _runs[environment] = state = RunState(environment, scenario_in_use())
+        context_of(environment).recorded = True
+        # Locust's reset_stats event carries no environment: this one's listener knows it
+        environment.events.reset_stats.add_listener(lambda **_: state.reset())
         hooks = tpot_events(environment.events)
         hooks.token_timings.add_listener(state.recorder.record)
         hooks.token_timings.add_listener(state.client_errors.observe)
         hooks.prefill_window.add_listener(state.recorder.on_prefill)
-    return context.run
+    return state
 
 
 @events.init_command_line_parser.add_listener
@@ -133,19 +142,18 @@ def _on_init(environment: Environment, **_: Any) -> None:
     state = get_state(environment)
     if env_vars.is_set(env_vars.SUPERVISED):
         watch_parent()  # started by tpot-locust run: never outlive it
-    state.use_slo(slo_of(environment.parsed_options))
+    state.use_slo(slo_of(environment.parsed_options, state.scenario))
     # Locust re-reads this module global on every report loop.
     locust.runners.WORKER_REPORT_INTERVAL = state.interval_s
-    runner = environment.runner
-    state.attach(runner)
-    if isinstance(runner, WorkerRunner):  # after Locust's own: fired in reverse, it runs first
-        environment.events.quitting.add_listener(_on_worker_quitting)
+    role = state.attach(environment.runner)
+    # after Locust's own quitting listeners: fired in reverse, this one runs first
+    environment.events.quitting.add_listener(_on_quitting_first)
     stop_now.install(environment)
-    if not isinstance(runner, WorkerRunner):
+    if role.reports:
         webui.install(environment, state)
         _warn_if_open_to_all(environment)
         _serve_live_metrics(environment, state)
-    if not isinstance(runner, MasterRunner):
+    if role.reads_streams:
         quiet_loop.open_readers()
     quiet_loop.collect_garbage_now()
     _count_run_time_from_now()
@@ -195,14 +203,15 @@ def _warn_if_open_to_all(environment: Environment) -> None:
 def _on_test_start(environment: Environment, **_: Any) -> None:
     get_state(environment).recorder.open_window()  # every process, a worker's too
     quiet_loop.before_streams_start()
-    probe = get_state(environment).probe
-    if not isinstance(environment.runner, MasterRunner) and not probe.running:
+    state = get_state(environment)
+    probe = state.probe
+    if state.role.reads_streams and not probe.running:
         probe.start()  # this process reads streams: watch its loop from now on
-        get_state(environment).collections.install()  # and name the stalls its GC caused
+        state.collections.install()  # and name the stalls its GC caused
         if env_vars.is_set(env_vars.STALL_TRACE):
             StallTracer(probe).start()
-    if not isinstance(environment.runner, WorkerRunner):
-        get_state(environment).start()
+    if state.role.reports:
+        state.start()
 
 
 @events.test_stopping.add_listener
@@ -215,21 +224,8 @@ def _on_test_stopping(environment: Environment, **_: Any) -> None:
 @events.test_stop.add_listener
 def _on_test_stop(environment: Environment, **_: Any) -> None:
     state = get_state(environment)
-    if state.worker is not None:
-        # The master's stop (its Stop button, a web-UI run time): send the final delta now,
-        # before Locust's "stopped" message, after which the master forgets this worker
-        # until it reports ready again.
-        state.worker.send_final()
-        return
-    if state.running:
+    if not state.role.end_test(state) and state.running:
         state.finish()
-
-
-@events.reset_stats.add_listener
-def _on_reset_stats(**_: Any) -> None:
-    # Locust's reset_stats event carries no environment; reset every state we know.
-    for state in PROCESS.runs:
-        state.reset()
 
 
 def _ignore_sigterm() -> None:
@@ -238,20 +234,12 @@ def _ignore_sigterm() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
-def _on_worker_quitting(environment: Environment, **_: Any) -> None:
-    """A worker told to quit on its own (SIGTERM; its supervisor's death): its users stop at
-    once and its final delta goes to the master before Locust's "quit" does (a master that
-    hears its last worker quit stops reading: both finals were lost when a killed
-    supervisor's SIGTERM reached every process as the run time ended); then its record
-    (``workers/<id>.json``)."""
+def _on_quitting_first(environment: Environment, **_: Any) -> None:
+    """Locust quits: before its own quitting listeners, what this process's part must do
+    first (``roles``: a worker's final delta and record)."""
     _ignore_sigterm()
     state = get_state(environment)
-    if (worker := state.worker) is None:
-        return
-    worker.send_final(at_once=True)
-    folder = state.folder
-    if folder is not None:  # a full disk loses the record, not the run's end
-        guarded([], "this worker's record (workers/*.json)", lambda: worker.write_audit(folder))
+    state.role.quit_first(state)
 
 
 @events.quitting.add_listener
@@ -266,8 +254,8 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
     _ignore_sigterm()
     state = get_state(environment)
     runner = environment.runner
-    if state.worker is not None:
-        return  # _on_worker_quitting, before Locust's own
+    if not state.role.reports:
+        return  # _on_quitting_first did its part, before Locust's own
     if state.running and runner is not None and runner.state not in (STATE_STOPPED, STATE_INIT):
         runner.stop()  # fires test_stop: the run finishes there (one under way: waited for)
     if state.running:

@@ -11,17 +11,16 @@ from tpot_locust.common.clock import SEGMENT_CLOCK
 from tpot_locust.common.run_facts import Prefill, RunFacts
 from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.version import __version__
-from tpot_locust.harness.process_context import scenario_in_use
 from tpot_locust.metrics.phases import NO_END_NS
-from tpot_locust.metrics.stalls import PROCESS_TAG
 from tpot_locust.wire.loop_reads import read_batch_s
 from tpot_locust.wire.segment_stamps import arrival_clock
 
 if TYPE_CHECKING:
     from locust.env import Environment
 
-    from tpot_locust.harness.distributed import MasterLink
     from tpot_locust.harness.loop_probe import LagProbe
+    from tpot_locust.harness.roles import Role
+    from tpot_locust.harness.scenario_in_use import ScenarioInUse
     from tpot_locust.metrics.collector import Collector
     from tpot_locust.metrics.recorder import Recorder
     from tpot_locust.scenario.slo import SloSpec
@@ -34,7 +33,8 @@ class RunParts(Protocol):
     recorder: Recorder
     collector: Collector
     probe: LagProbe
-    master: MasterLink | None
+    role: Role
+    scenario: ScenarioInUse | None
     slo: SloSpec | None
     stopped_because: str | None
     tests_started: int
@@ -53,14 +53,12 @@ ALWAYS_WRITTEN = frozenset(
 def run_facts_of(state: RunParts) -> RunFacts:
     """``state``'s facts now (a master's with its workers' summary)."""
     options = state.environment.parsed_options
-    in_use = scenario_in_use()
+    in_use = state.scenario
     scenario = getattr(options, "tpot_scenario_name", None) if options is not None else None
     if not scenario and in_use is not None:
         scenario = in_use.scenario.name
     named = options is not None or in_use is not None  # else no "scenario" (a library's)
-    slo, workers, clock = state.slo, None, state.recorder.clock
-    if state.master is not None:
-        workers = state.master.summary()
+    slo, workers, clock = state.slo, state.role.workers_summary(), state.recorder.clock
     clock_name = arrival_clock()  # the master's: workers started with another may differ
     start_ns = state.collector.start_wall_s * 1e9
     bursts = state.recorder.causes.bursts
@@ -77,8 +75,7 @@ def run_facts_of(state: RunParts) -> RunFacts:
     windows = None  # each measuring process's own (a worker's closes at its own stop),
     if window_start or window_end != NO_END_NS:  # by its request ids' prefix: truth
         window = [window_start, window_end]
-        own = {PROCESS_TAG: [window_start, window_end]}
-        windows = own if state.master is None else state.master.windows
+        windows = state.role.windows(window_start, window_end)
     return RunFacts(
         host=redact_url(state.environment.host),
         complete=not workers["missing"] if workers is not None else True,

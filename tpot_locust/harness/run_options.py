@@ -12,17 +12,17 @@ from pathlib import Path
 from typing import Any
 
 from tpot_locust.common.results_folder import ResultsFolder
-from tpot_locust.harness.process_context import scenario_in_use
+from tpot_locust.harness.scenario_in_use import ScenarioInUse
 from tpot_locust.scenario.loader import ScenarioError, load_scenario
 from tpot_locust.scenario.slo import SloSpec
 
 DEFAULT_REPORT_INTERVAL_S = 1.0
 
 
-def slo_of(options: Any) -> SloSpec | None:
+def slo_of(options: Any, in_use: ScenarioInUse | None) -> SloSpec | None:
     """The SLOs this run is gated on: the scenario's (``tpot-locust run``), or those of
     ``--tpot-slo FILE`` (plain Locust); None when there are none."""
-    if (in_use := scenario_in_use()) is not None:
+    if in_use is not None:
         spec = in_use.scenario.slo
     elif path := getattr(options, "tpot_slo", None):
         try:

@@ -7,7 +7,6 @@ call into it at Locust's lifecycle events. What it reads of Locust's options:
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import time
@@ -16,21 +15,19 @@ from typing import Any
 
 import gevent
 from locust.env import Environment
-from locust.runners import MasterRunner, WorkerRunner
 
 from tpot_locust.common import env_vars
-from tpot_locust.common.results_files import make_folder, write_file
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import RunFacts
-from tpot_locust.harness.distributed import MasterLink, WorkerHooks, WorkerLink
 from tpot_locust.harness.failures import ClientErrorStreak
 from tpot_locust.harness.gc_watch import CollectorWatch
 from tpot_locust.harness.loop_probe import LagProbe
-from tpot_locust.harness.process_context import scenario_in_use
+from tpot_locust.harness.roles import LocalRole, Role, choose_role
 from tpot_locust.harness.run_facts_of import run_facts_of
 from tpot_locust.harness.run_options import is_headless, report_interval_s, results_folder, slo_of
 from tpot_locust.harness.run_ticks import RunTicks
 from tpot_locust.harness.sampling import ServerSampling
+from tpot_locust.harness.scenario_in_use import ScenarioInUse
 from tpot_locust.harness.traffic import ProcessShare, TrafficDriver
 from tpot_locust.harness.user_context import user_context
 from tpot_locust.metrics.causes import CauseWindow, PrefillArchive
@@ -48,16 +45,19 @@ from tpot_locust.report.summary import format_full_report
 from tpot_locust.report.summary_types import Summary, Verdict
 from tpot_locust.report.verdict_files import format_verdict
 from tpot_locust.scenario.loader import ScenarioError, split_settings
+from tpot_locust.scenario.model import Server
 from tpot_locust.scenario.slo import SloSpec
 
 logger = logging.getLogger(__name__)
 
 
 class RunState:
-    """This process's recorder and, on a master or local runner, the collector."""
+    """This process's recorder and, on a master or local runner, the collector; its part
+    in the run (``roles``) chosen once, when it attaches to Locust's runner."""
 
-    def __init__(self, environment: Environment) -> None:
+    def __init__(self, environment: Environment, scenario: ScenarioInUse | None = None) -> None:
         self.environment = environment
+        self.scenario = scenario  # the scenario locustfile's (None: a plain locustfile)
         self.recorder = Recorder()
         self.probe = LagProbe(self.recorder.on_stall)  # this process's loop, once it streams
         self.recorder.probe = self.probe
@@ -67,8 +67,7 @@ class RunState:
         self.users = user_context(environment)
         self.users.live_streams = self.recorder.token_flow
         self.collector = Collector()
-        self.master: MasterLink | None = None
-        self.worker: WorkerLink | None = None
+        self.role: Role = LocalRole()  # until it attaches
         self.summary: Summary | None = None
         self.running = False
         self.driver: TrafficDriver | None = None
@@ -84,24 +83,13 @@ class RunState:
         self.ticks = RunTicks(self)  # every interval: totals, time series, progress, live page
         self.checkpoint: Checkpoint | None = None  # the totals on disk as they go (not a worker)
 
-    def attach(self, runner: Any) -> None:
-        """Link this process to its master or workers, handing each link what it uses."""
-        if isinstance(runner, WorkerRunner):
-            self.users.process_share = None  # until the master's plan says
-            hooks = WorkerHooks(self._begin_worker_test, self._end_worker_test, self.stall_record)
-            self.worker = WorkerLink(runner, self.environment, self.recorder, hooks)
-            self.recorder.causes.sharing = True
-        elif isinstance(runner, MasterRunner):
-            self.master = MasterLink(
-                runner, self.environment, self.collector, self.recorder.causes, self.stop_run
-            )
-            self.recorder.causes.sharing = True
+    def attach(self, runner: Any) -> Role:
+        """Take this process's part in the run, linked to its master or workers."""
+        self.role = choose_role(runner, self.environment, self)
+        return self.role
 
-    def _end_worker_test(self) -> None:
-        self.end_traffic()
-        self.users.process_share = None  # the next test's plan gives it again
-
-    def _begin_worker_test(self, share: ProcessShare, settings: list[str]) -> None:
+    def begin_worker_test(self, share: ProcessShare, settings: list[str]) -> None:
+        """A worker's test, at its master's plan."""
         self.client_errors.reset()
         self._use_test_settings(settings)
         self.begin_traffic(share)
@@ -128,8 +116,7 @@ class RunState:
     def stop_run(self, reason: str) -> None:
         """End the run early (exit code 1) because it cannot measure anything; a worker
         asks its master, which stops every worker."""
-        if self.worker is not None:
-            self.worker.ask_master_to_stop(reason)
+        if self.role.ask_to_stop(reason):
             return
         if self.stopped_because is not None:
             return
@@ -150,12 +137,14 @@ class RunState:
         self.ticks.stop()
         self.recorder.reset()
         self.recorder.causes.clear()
-        if self.worker is None:  # the reporting process keeps every prefill, to draw them
-            self.recorder.causes.archive = PrefillArchive()
-            self.sampling.start(self.environment.host, self.folder)
+        # the reporting process (a worker's tests begin at its master's plan) keeps every
+        # prefill, to draw them
+        self.recorder.causes.archive = PrefillArchive()
+        server = self.scenario.scenario.server if self.scenario is not None else Server()
+        self.sampling.start(server, self.environment.host, self.folder)
         self.collector.start(self.folder)
         folder = self.folder
-        self.checkpoint = Checkpoint(folder) if folder is not None and self.worker is None else None
+        self.checkpoint = Checkpoint(folder) if folder is not None else None
         self.summary = None
         self.running = True
         self.ticks.publish_live()
@@ -165,16 +154,11 @@ class RunState:
             assert options is not None  # the settings came from it
             options.tpot_set = ""
         self._use_test_settings(settings)
-        in_use = scenario_in_use()
+        in_use = self.scenario
         if in_use is not None and getattr(options, "headless", False):
             self.progress = ProgressPrinter(in_use.scenario.duration_s, in_use.scenario.warmup_s)
         start_wall_ns = time.time_ns()
-        if self.master is not None:
-            self.master.reset()
-            self.master.send_plans(start_wall_ns, settings)
-            self.recorder.clock = self._run_clock(start_wall_ns)  # the timeline, for results
-        else:
-            self.begin_traffic(ProcessShare(0, 1, start_wall_ns))
+        self.role.begin_test(self, start_wall_ns, settings)
         self.ticks.start()
 
     def _server_windows(self, windows: list[CauseWindow]) -> None:
@@ -184,7 +168,7 @@ class RunState:
     def _use_test_settings(self, settings: list[str]) -> None:
         """This test's own scenario settings (``--tpot-set``: a sweep's step on a running
         session); ones it cannot take end the test, named."""
-        in_use = scenario_in_use()
+        in_use = self.scenario
         if in_use is None:
             if settings:
                 self.stop_run("--tpot-set needs the scenario locustfile (TPOT_SCENARIO)")
@@ -194,24 +178,24 @@ class RunState:
         except (ScenarioError, ValueError) as error:
             self.stop_run(f"--tpot-set: {error}")
             return
-        if changed and self.worker is None:
-            self.use_slo(slo_of(self.environment.parsed_options))
+        if changed and self.role.reports:
+            self.use_slo(slo_of(self.environment.parsed_options, in_use))
 
     def begin_traffic(self, share: ProcessShare) -> None:
         """This process's part of a scenario: its clock, open-loop share and bursts."""
         self.users.process_share = (share.index, share.count)  # sequential datasets' share
-        in_use = scenario_in_use()
+        in_use = self.scenario
         if in_use is None:
             return
         scenario, classes = in_use.scenario, in_use.classes
-        self.recorder.clock = self._run_clock(share.start_wall_ns)
+        self.recorder.clock = self.run_clock(share.start_wall_ns)
         self.end_traffic()
         self.driver = TrafficDriver(self.environment, scenario, classes, share, self.recorder)
         self.driver.start()
 
-    @staticmethod
-    def _run_clock(start_wall_ns: int) -> RunClock | None:
-        in_use = scenario_in_use()
+    def run_clock(self, start_wall_ns: int) -> RunClock | None:
+        """The run's timeline from ``start_wall_ns`` (None: no scenario)."""
+        in_use = self.scenario
         if in_use is None:
             return None
         scenario = in_use.scenario
@@ -232,8 +216,7 @@ class RunState:
         other part (histograms.json first) is still written."""
         errors: list[str] = []
         guarded(errors, "traffic stop", self.end_traffic)
-        if self.master is not None:
-            guarded(errors, "final worker reports", self.master.flush)
+        self.role.flush_workers(errors)
         server_metrics = guarded(errors, "server metrics", self.sampling.stop_server)
         gpu_metrics = guarded(errors, "gpu metrics", self.gpu_samplers.stop)
         guarded(errors, "ticker stop", self.ticks.stop)
@@ -246,11 +229,11 @@ class RunState:
         run = guarded(errors, "run facts", self.run_info) or RunFacts(complete=False)
         run = replace(run, server_metrics=server_metrics, gpu_metrics=gpu_metrics)
         folder, totals = self.folder, self.collector.totals
-        if folder is not None and self.master is None:
-            guarded(errors, "client stalls", lambda: self._write_stalls(folder))
+        if folder is not None:
+            guarded(errors, "client stalls", lambda: self.role.save_own_record(self, folder))
         if errors:
             run = replace(run, report_error="; ".join(errors))
-        missing_workers = self.master is not None and bool(self.master.missing())
+        missing_workers = bool(self.role.missing_workers())
         if folder is not None and env_vars.is_set(env_vars.SUPERVISED) and self.headless:
             # tpot-locust run finishes the run, with the simulator's truth: its input only
             # (a test of its --web session finishes here, as plain Locust's does)
@@ -286,10 +269,6 @@ class RunState:
         finished = finish_run(None, totals, replace(run, report_error=unsaved))
         print("\n" + format_full_report(finished.summary), flush=True)
         print(f"tpot-locust: the results could not be saved: {unsaved}", file=sys.stderr)
-
-    def _write_stalls(self, folder: ResultsFolder) -> None:
-        make_folder(folder.client_stalls)
-        write_file(folder.local_stalls, json.dumps(self.stall_record()))
 
     def print_report(self) -> None:
         """The end-of-test report and the SLO verdict, once per test (under ``tpot-locust

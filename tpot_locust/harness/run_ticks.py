@@ -19,7 +19,7 @@ from tpot_locust.report.live_metrics import LiveFacts, render
 if TYPE_CHECKING:
     from locust.env import Environment
 
-    from tpot_locust.harness.distributed import MasterLink
+    from tpot_locust.harness.roles import Role
     from tpot_locust.harness.traffic import TrafficDriver
     from tpot_locust.metrics.collector import Collector
     from tpot_locust.metrics.recorder import Recorder
@@ -34,7 +34,7 @@ class TickedRun(Protocol):
     environment: Environment
     recorder: Recorder
     collector: Collector
-    master: MasterLink | None
+    role: Role
     driver: TrafficDriver | None
     progress: ProgressPrinter | None
     running: bool
@@ -68,8 +68,8 @@ class RunTicks:
 
     def tick(self, final: bool = False) -> None:
         run = self.run
-        if run.master is None:
-            run.collector.add_delta(run.recorder.take_interval(final=final))
+        # this process's own samples (a master's come from its workers' reports)
+        run.role.add_own_interval(run.collector, run.recorder, final)
         in_flight = run.driver.in_flight if run.driver else 0
         run.collector.tick(self._users() + in_flight, final)
         if run.progress is not None and not final:
@@ -95,7 +95,7 @@ class RunTicks:
             running=self.run.running,
             users=self._users(),
             tokens_per_s=timeseries[-1].get("tokens_per_s") if timeseries else None,
-            workers_missing=self._workers_lost(),
+            workers_missing=self.run.role.workers_lost(self.run.running),
         )
         try:
             self.live_metrics.update(render(self.run.collector.totals, facts))
@@ -105,13 +105,6 @@ class RunTicks:
     def _users(self) -> int:
         runner = self.run.environment.runner
         return runner.user_count if runner is not None else 0
-
-    def _workers_lost(self) -> int:
-        """While a test runs, workers Locust's heartbeats miss; after, those with no final."""
-        master = self.run.master
-        if master is None:
-            return 0
-        return len(master.unreachable() if self.run.running else master.missing())
 
     def _tick_forever(self, stop: Event) -> None:
         while not stop.wait(timeout=self.run.interval_s):

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import ServerMetrics
 from tpot_locust.harness.gpu_samplers import GpuSamplers
-from tpot_locust.harness.process_context import scenario_in_use
 from tpot_locust.harness.server_sampler import ServerSampler
 from tpot_locust.metrics.causes import CauseWindow
 from tpot_locust.scenario.model import Server
@@ -27,11 +26,10 @@ class ServerSampling:
         self.gpu_samplers = GpuSamplers()  # the DCGM exporters' (``server.gpu_metrics``)
         self._on_windows = on_windows
 
-    def start(self, host: str | None, folder: ResultsFolder | None) -> None:
-        """Sample the server's own metrics while the test runs (``host``: Locust's)."""
+    def start(self, server: Server, host: str | None, folder: ResultsFolder | None) -> None:
+        """Sample the server's own metrics while the test runs (``server``: the scenario's
+        block; ``host``: Locust's)."""
         self.stop_server()
-        in_use = scenario_in_use()
-        server = in_use.scenario.server if in_use is not None else Server()
         gpu_urls = server.gpu_metrics_urls(host)
         self.gpu_samplers.start(gpu_urls, server.metrics_interval, folder, self._on_windows)
         url = server.metrics_url(host)

@@ -1,5 +1,4 @@
-"""The scenario this process runs, and the settings one test adds on top of it (which
-scenario it is: ``process_context.PROCESS``).
+"""The scenario this process runs, and the settings one test adds on top of it.
 
 The scenario locustfile builds the user classes once, at import, and Locust keeps those
 class objects for the whole session. A sweep over a running cluster changes one value per
@@ -15,7 +14,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpot_locust.harness.process_context import PROCESS
 from tpot_locust.harness.scenario_users import retune_user_classes
 from tpot_locust.scenario.loader import load_scenario
 from tpot_locust.scenario.model import Scenario
@@ -59,6 +57,12 @@ class ScenarioInUse:
         return scenario
 
 
+# The scenario locustfile's, set at its import: before Locust has made any Environment, so
+# it has a home of its own; ``listeners`` hands it to the run it makes (None: a plain
+# locustfile).
+_in_use: ScenarioInUse | None = None
+
+
 def use_scenario(
     scenario: Scenario,
     classes: dict[str, type],
@@ -66,4 +70,10 @@ def use_scenario(
     overrides: Iterable[str] = (),
 ) -> None:
     """Called by the scenario locustfile: open-loop classes, bursts and phases come from it."""
-    PROCESS.scenario = ScenarioInUse(scenario, classes, path, tuple(overrides))
+    global _in_use
+    _in_use = ScenarioInUse(scenario, classes, path, tuple(overrides))
+
+
+def scenario_in_use() -> ScenarioInUse | None:
+    """The scenario this process runs (None: a plain locustfile)."""
+    return _in_use

@@ -30,6 +30,6 @@ def warn_without_plugin(environment: object) -> None:
     """The user classes stream without the plugin, but nothing would record them: say so,
     once per process (the plugin is imported by the locustfile, never as a side effect)."""
     context = context_of(environment)
-    if context.run is None and not context.plugin_warned:
+    if not context.recorded and not context.plugin_warned:
         context.plugin_warned = True
         logger.error(_PLUGIN_HINT)

@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from tpot_locust.harness.process_context import scenario_in_use
+from tpot_locust.harness.scenario_in_use import ScenarioInUse
 from tpot_locust.scenario.loader import split_settings
 from tpot_locust.scenario.tunable import untunable
 from tpot_locust.scenario.yaml_source import ScenarioError
@@ -37,10 +37,14 @@ MAX_USER_BODY = 64 * 1024
 
 
 def swarm_refusal(
-    form: Mapping[str, str], parsed: Mapping[str, Any], shown: set[str]
+    form: Mapping[str, str],
+    parsed: Mapping[str, Any],
+    shown: set[str],
+    in_use: ScenarioInUse | None = None,
 ) -> str | None:
     """Why this Start form is refused (None: Locust may run it). ``parsed``: Locust's parsed
-    options; ``shown``: the options the page itself shows as custom parameters."""
+    options; ``shown``: the options the page itself shows as custom parameters; ``in_use``:
+    the scenario a test's settings would change (None: a plain locustfile)."""
     for name in form:
         if name in LOCUST_FIELDS or name in shown or name == SETTINGS_FIELD:
             continue
@@ -54,7 +58,7 @@ def swarm_refusal(
         ("spawn_rate", _spawn_rate),
         ("run_time", _run_time),
         ("host", _host),
-        (SETTINGS_FIELD, _settings),
+        (SETTINGS_FIELD, lambda value: _settings(value, in_use)),
     )
     for name, check in checks:
         value = form.get(name)
@@ -103,14 +107,13 @@ def _host(value: str) -> str | None:
     return None
 
 
-def _settings(value: str) -> str | None:
+def _settings(value: str, in_use: ScenarioInUse | None) -> str | None:
     """A sweep step's settings: tunable keys, plain values, and a scenario that loads."""
     settings = split_settings(value)
     if not settings:
         return None
     if why := untunable(settings):
         return why
-    in_use = scenario_in_use()
     if in_use is None:
         return "test settings need the scenario locustfile (TPOT_SCENARIO)"
     try:

@@ -169,7 +169,7 @@ def install(environment: Environment, state: RunState) -> None:
         if request.path == f"{base}/swarm":
             shown = set(web_ui.template_args.get("extra_options") or {})
             parsed = vars(environment.parsed_options) if environment.parsed_options else {}
-            why = swarm_refusal(request.form, parsed, shown)
+            why = swarm_refusal(request.form, parsed, shown, state.scenario)
         elif request.path == f"{base}/user":
             classes = environment.available_user_classes or {}
             why = user_settings_refusal(request.get_data(), classes)
