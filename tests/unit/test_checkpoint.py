@@ -10,10 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from tpot_locust.common import cooperation
+from tpot_locust.common.cooperation import WorkSlices
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import RunFacts
+from tpot_locust.harness import loop_yield
 from tpot_locust.metrics.metric_set import MetricSet
-from tpot_locust.report.checkpoint import Checkpoint
+from tpot_locust.report.checkpoint import LIST_CHUNK, Checkpoint, _dumps
 from tpot_locust.report.histograms_file import read_results, write_histograms
 from tpot_locust.report.recovery import recovered_results, token_gaps
 
@@ -127,3 +130,32 @@ def test_a_number_json_cannot_hold_is_written_as_null(tmp_path: Path) -> None:
     Checkpoint(folder).save(_totals(2), lambda: RunFacts(scenario="nan", duration_s=float("nan")))
     totals, facts = read_results(folder.checkpoint)
     assert token_gaps(totals) == 2 and facts.duration_s is None and facts.scenario == "nan"
+
+
+def test_the_dump_is_json_dumps_text_made_in_pieces_with_a_yield_between() -> None:
+    """In one ``json.dumps`` a busy run's document held a local run's loop ~5 ms each
+    interval (its tail gaps' list, mostly): a client stall each time on the user clock."""
+    document = {
+        "format": "tpot-locust/histograms/v1",
+        "classes": {
+            "chat": {
+                "tail_gaps": [
+                    {"id": f"r{i}", "gap_ms": i / 7, "causes": ["prefill"]} for i in range(450)
+                ],
+                "histograms": {"itl": {"counts": "HISTFAAAA", "n": 3}, "e2e": None},
+            },
+            "ünïcode \u2028": {"1": [1, 2.5, True, None]},
+        },
+        "deep": {"a": {"b": {"c": {"d": {"e": [1] * 250}}}}},
+        "small": list(range(LIST_CHUNK)),
+    }
+    yields = []
+    cooperation.use_yield(lambda: yields.append(1))
+    try:
+        text = _dumps(document, WorkSlices(slice_ns=0))
+    finally:
+        loop_yield.install()  # the suite's (tests/conftest.py)
+    assert text == json.dumps(document, separators=(",", ":"), allow_nan=False)
+    assert len(yields) >= 450 // LIST_CHUNK + 5  # the long list in chunks, each leaf apart
+    with pytest.raises(ValueError):  # the strict way takes a NaN (_write: written as null)
+        _dumps({"a": [float("nan")] * (LIST_CHUNK + 1)}, WorkSlices())

@@ -8,10 +8,12 @@ temporary file and a rename, so a reader never sees half of one). ``write_histog
 removes it once the run's own results are saved; one left in a folder means the run died,
 and ``report.recovery`` rebuilds from it.
 
-Writing one costs the process's loop ~6 ms for the quickstart (encoding, one compact JSON
-dump, the write), more as the time series grows: the next is written no sooner than 50
-times the last one's cost (at most 2 % of the loop), so a long run checkpoints less often
-than every interval.
+Writing one costs the process ~6 ms for the quickstart (encoding, a compact JSON dump, the
+write), more as the time series grows: the next is written no sooner than 50 times the last
+one's cost (at most 2 % of the loop), so a long run checkpoints less often than every
+interval. The dump goes in pieces with a yield between (``_dumps``): in one piece its ~5 ms
+(the tail gaps' list, mostly) held a local run's loop each interval, a client stall each
+time on the ``user`` clock.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tpot_locust.common.cooperation import WorkSlices
 from tpot_locust.common.results_files import write_file
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import RunFacts, json_default
@@ -34,6 +37,8 @@ from tpot_locust.report.strict_json import write_json
 logger = logging.getLogger(__name__)
 
 COST_SHARE = 50  # the next checkpoint waits at least this many times the last one's cost
+DUMP_DEPTH = 4  # dicts this deep are dumped key by key; deeper ones whole
+LIST_CHUNK = 100  # a longer list is dumped this many items at a time
 
 
 class Checkpoint:
@@ -64,15 +69,34 @@ class Checkpoint:
 
 
 def _write(path: Path, document: dict[str, Any]) -> None:
-    """Compact, as one dumps: ~5 ms for the quickstart where ``write_json``'s walk for
-    NaN and its indenting took ~35 ms of the loop; a NaN or infinity (``allow_nan=False``
-    finds it) goes the strict way, written as null."""
+    """Compact (``write_json``'s walk for NaN and its indenting took ~35 ms of the loop); a
+    NaN or infinity (``allow_nan=False`` finds it) goes the strict way, written as null."""
     try:
-        text = json.dumps(document, separators=(",", ":"), allow_nan=False, default=json_default)
+        text = _dumps(document, WorkSlices())
     except ValueError:
         write_json(path, document)
         return
     write_file(path, text + "\n")
+
+
+def _plain(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False, default=json_default)
+
+
+def _dumps(value: Any, slices: WorkSlices, depth: int = 0) -> str:
+    """``_plain(value)``, the same text, made in pieces with a yield between them."""
+    if isinstance(value, dict) and depth < DUMP_DEPTH and all(isinstance(k, str) for k in value):
+        parts = [f"{_plain(key)}:{_dumps(item, slices, depth + 1)}" for key, item in value.items()]
+        return "{" + ",".join(parts) + "}"
+    if isinstance(value, list) and len(value) > LIST_CHUNK:
+        chunks = []
+        for start in range(0, len(value), LIST_CHUNK):
+            chunks.append(_plain(value[start : start + LIST_CHUNK])[1:-1])
+            slices.after_item()
+        return "[" + ",".join(chunks) + "]"
+    text = _plain(value)
+    slices.after_item()
+    return text
 
 
 def _up_to_now(facts: RunFacts) -> RunFacts:
