@@ -59,7 +59,6 @@ class Role:
     prefill, samples the server, writes checkpoints, gates on the SLO, serves the web UI and
     live metrics); ``reads_streams``: its users stream (its loop is watched for stalls)."""
 
-    name = ""
     reports = True
     reads_streams = True
 
@@ -107,8 +106,6 @@ class Role:
 class LocalRole(Role):
     """Alone: sends all of its traffic and reports the run."""
 
-    name = "local"
-
     def begin_test(self, run: RoleRun, start_wall_ns: int, settings: list[str]) -> None:
         run.begin_traffic(ProcessShare(0, 1, start_wall_ns))
 
@@ -124,7 +121,6 @@ class LocalRole(Role):
 class MasterRole(Role):
     """The master: plans each test for its workers, merges their reports, reports the run."""
 
-    name = "master"
     reads_streams = False
 
     def __init__(self, link: MasterLink) -> None:
@@ -154,7 +150,6 @@ class MasterRole(Role):
 class WorkerRole(Role):
     """A worker: sends its share of the traffic at its master's word, reports to it."""
 
-    name = "worker"
     reports = False
 
     def __init__(self, link: WorkerLink) -> None:
@@ -183,7 +178,7 @@ class WorkerRole(Role):
             guarded([], "this worker's record (workers/*.json)", lambda: link.write_audit(folder))
 
 
-def choose_role(runner: Any, environment: Environment, run: RoleRun) -> Role:
+def choose_role(runner: Any, run: RoleRun) -> Role:
     """The part ``runner`` plays, its link to the others made (Locust's runner, once)."""
     if isinstance(runner, WorkerRunner):
         run.users.process_share = None  # until the master's plan says
@@ -194,9 +189,9 @@ def choose_role(runner: Any, environment: Environment, run: RoleRun) -> Role:
             run.users.process_share = None  # the next test's plan gives it again
 
         hooks = WorkerHooks(run.begin_worker_test, end_worker_test, run.stall_record)
-        return WorkerRole(WorkerLink(runner, environment, run.recorder, hooks))
+        return WorkerRole(WorkerLink(runner, run.environment, run.recorder, hooks))
     if isinstance(runner, MasterRunner):
         run.recorder.causes.sharing = True
-        link = MasterLink(runner, environment, run.collector, run.recorder.causes, run.stop_run)
-        return MasterRole(link)
+        causes = run.recorder.causes
+        return MasterRole(MasterLink(runner, run.environment, run.collector, causes, run.stop_run))
     return LocalRole()

@@ -85,7 +85,7 @@ class RunState:
 
     def attach(self, runner: Any) -> Role:
         """Take this process's part in the run, linked to its master or workers."""
-        self.role = choose_role(runner, self.environment, self)
+        self.role = choose_role(runner, self)
         return self.role
 
     def begin_worker_test(self, share: ProcessShare, settings: list[str]) -> None:
