@@ -10,8 +10,9 @@ msgpack message with the worker's row (``report.worker_rows``, as of its deltas)
 Locust's master reads it (``Message.unserialize``). ``--after S``: the reports of a worker
 S seconds into its run (its first ones ship its whole kept tail of gaps; later ones only
 the gaps new to it). Per report the master unpacks the message, decodes the delta
-(``unpack_delta``: its format checked, then ``decode_delta``) and checks the row
-(``unpack_row``), and merges them as ``MasterLink._merge`` does (the pending interval, and
+(``unpack_delta``: its format checked, then ``decode_delta``) and takes the row as it came
+(``unpack_row``: bytes, read when the summary asks), and merges them as
+``MasterLink._merge`` does (the pending interval, and
 the worker's latest row; 20 workers in the timed loop, ``--workers`` in the CPU
 loop); once a second it closes the interval (``Collector.tick``: add to totals, time-series
 point, interval histogram log). Each memory variant (``common.VARIANTS``: as a run does,
@@ -56,8 +57,11 @@ def timed_us(function, *args):
 
 def master_state(collector):
     """What ``MasterLink._merge`` reads and fills: the collector and each worker's latest
-    row (before 2026-12-05: each worker's figures as buckets, ``by_worker``)."""
-    return SimpleNamespace(collector=collector, rows={}, names=str)
+    row (before 2026-12-05: each worker's figures as buckets, ``by_worker``), as it came
+    (since 2026-12-06: read when the summary asks)."""
+    from tpot_locust.report.worker_rows import LatestRows
+
+    return SimpleNamespace(collector=collector, rows=LatestRows(), names=str)
 
 
 def with_every_cause(delta):

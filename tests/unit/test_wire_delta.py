@@ -37,7 +37,7 @@ from tpot_locust.metrics.stalls import ClientHealth
 from tpot_locust.metrics.wire_delta import decode_delta, encode_delta
 from tpot_locust.metrics.worker_figures import WorkerFigures
 from tpot_locust.report.attribution import worker_shares
-from tpot_locust.report.worker_rows import worker_row
+from tpot_locust.report.worker_rows import LatestRows, worker_row
 
 CLASSES = ("chat", "arrivals", "chat@model-b")
 
@@ -117,7 +117,7 @@ def a_master(folder: Path) -> SimpleNamespace:
     collector.start(ResultsFolder(folder))
     return SimpleNamespace(
         collector=collector,
-        rows={},
+        rows=LatestRows(),
         client_health={},
         causes_by_worker={},
         read_delays={},

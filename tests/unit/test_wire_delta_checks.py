@@ -66,6 +66,7 @@ def spans_of(*counts: list[int], width: str = "<u1") -> Callable[[dict[str, Any]
             first=[100] * len(counts),
             widths=[size] * len(counts),
             lengths=[len(c) for c in counts],
+            copy_of=[-1] * len(counts),
             data=zlib.compress(raw),
         )
 
@@ -135,6 +136,59 @@ def test_a_hostile_delta_is_refused_whole_with_what_is_wrong(case: str) -> None:
         decode_delta(delta)
 
 
+def a_delta_with_twins() -> dict[str, Any]:
+    """ITL and TPOT one histogram (each event one token), its ``@none`` part all of it."""
+    delta = MetricSet()
+    chat = delta.for_group("chat")
+    for name in ("itl", "tpot", "itl@none"):
+        record_many(chat.histogram(name), np.arange(1000, 9000, 3))
+    record_many(chat.histogram("ttft"), np.array([250_000, 260_000]))
+    return encode_delta(delta)
+
+
+def test_a_twin_span_travels_once_and_reads_back_as_itself() -> None:
+    wire = a_delta_with_twins()
+    block = wire["histograms"]
+    assert block["names"] == ["itl", "tpot", "itl@none", "ttft"]
+    assert block["copy_of"] == [-1, 0, 0, -1]
+    single = encode_delta(MetricSet.decode(decode_delta(wire).to_metric_set().encode()))
+    assert len(zlib.decompress(block["data"])) == sum(
+        w * n
+        for w, n, c in zip(block["widths"], block["lengths"], block["copy_of"], strict=True)
+        if c < 0
+    )
+    histograms = decode_delta(wire).to_metric_set().groups["chat"].histograms
+    assert all(
+        (counts_view(histograms[name]) == counts_view(histograms["itl"])).all()
+        and histograms[name].total_count == histograms["itl"].total_count
+        for name in ("tpot", "itl@none")
+    )
+    assert single == wire
+
+
+TWIN_HOSTILE = {
+    "a copy of a later span": ([-1, 2, 0, -1], "not its twin"),
+    "a copy of itself": ([-1, 1, 0, -1], "not its twin"),
+    "a copy of a copy": ([-1, 0, 1, -1], "not its twin"),
+    "a copy of another length": ([-1, 0, 0, 0], "not its twin"),
+    "a copy index below -1": ([-1, -2, 0, -1], "not its twin"),
+    "a copy index past the spans": ([-1, 9, 0, -1], "not its twin"),
+    "a float for an index": ([-1, 0.0, 0, -1], "not one"),
+    "a bool for an index": ([-1, False, 0, -1], "not one"),
+    "a copy that has data of its own": ([-1, -1, 0, -1], "not the"),
+    "copies short": ([-1, 0, 0], "different lengths"),
+}
+
+
+@pytest.mark.parametrize("case", list(TWIN_HOSTILE))
+def test_a_copy_that_is_no_twin_is_refused(case: str) -> None:
+    copy_of, expected = TWIN_HOSTILE[case]
+    delta = a_delta_with_twins()
+    delta["histograms"]["copy_of"] = copy_of
+    with pytest.raises(HistogramDecodeError, match=expected):
+        decode_delta(delta)
+
+
 def test_a_block_is_bounded_before_it_is_inflated() -> None:
     delta = a_delta()
     block = delta["histograms"]
@@ -145,6 +199,7 @@ def test_a_block_is_bounded_before_it_is_inflated() -> None:
         first=[0] * count,
         widths=[8] * count,
         lengths=[23_000] * count,
+        copy_of=[-1] * count,
     )
     with pytest.raises(HistogramDecodeError, match="more than any delta"):
         decode_delta(delta)

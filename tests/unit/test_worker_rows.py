@@ -19,7 +19,13 @@ from tpot_locust.metrics.histogram_names import CAUSE_METRICS
 from tpot_locust.metrics.histograms import add_into, new_histogram
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.metrics.worker_figures import WorkerFigures
-from tpot_locust.report.worker_rows import RowError, check_row, worker_row
+from tpot_locust.report.worker_rows import (
+    MAX_ROW_BYTES,
+    LatestRows,
+    RowError,
+    check_row,
+    worker_row,
+)
 
 
 def busy_row(every_cause: bool = False) -> dict[str, Any]:
@@ -106,24 +112,40 @@ def test_a_hostile_row_is_refused(row: Any) -> None:
         check_row(through_msgpack(row))
 
 
-def test_the_master_refuses_a_hostile_row_with_its_delta_merging_neither() -> None:
-    """As a damaged delta: the worker refused once, the run stopped, nothing merged."""
+def test_the_master_leaves_out_a_hostile_row_when_read_its_delta_merged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A row is read when the summary asks (the next report replaces it): a hostile one is
+    left out then, logged with its worker, and its delta was merged as any other; a row that
+    cannot be one (not bytes, or too large) is refused with its delta, as a damaged delta."""
     stops: list[str] = []
     merged: list[Any] = []
-    master = SimpleNamespace(
-        refused=set(), on_stop_run=stops.append, rows={}, _merge=lambda *args: merged.append(args)
-    )
+    rows = LatestRows()
+
+    def merge(client_id: str, delta: Any, row: bytes | None) -> None:
+        merged.append(client_id)
+        if row is not None:
+            rows.keep(client_id, row)
+
+    master = SimpleNamespace(refused=set(), on_stop_run=stops.append, _merge=merge)
     delta = MetricSet()
     delta.for_group("chat").counters.ok = 3
-    packed = through_msgpack(pack_delta(delta, HOSTILE["a share NaN"]))
-    MasterLink._add_delta(master, "w1", packed)  # type: ignore[arg-type]
-    MasterLink._add_delta(master, "w1", packed)  # type: ignore[arg-type]
-    assert merged == [] and master.rows == {} and master.refused == {"w1"}
-    assert len(stops) == 1 and "worker w1 sent a delta this master cannot read" in stops[0]
-    assert "attribution.itl.p99.shares.none" in stops[0]
+    hostile = through_msgpack(pack_delta(delta, HOSTILE["a share NaN"]))
     good = through_msgpack(pack_delta(delta, busy_row()))
-    MasterLink._add_delta(master, "w2", good)  # type: ignore[arg-type]
-    assert len(merged) == 1 and merged[0][0] == "w2" and merged[0][2] == good["row"]
+    for worker, packed in (("w1", hostile), ("w2", good), ("w3", good)):
+        MasterLink._add_delta(master, worker, packed)  # type: ignore[arg-type]
+    assert merged == ["w1", "w2", "w3"] and stops == []
+    with caplog.at_level("ERROR"):
+        assert rows.read() == {"w2": BUSY, "w3": BUSY}
+        assert rows.read() == {"w2": BUSY, "w3": BUSY}  # read once
+    (logged,) = [r.getMessage() for r in caplog.records if "cannot read" in r.getMessage()]
+    assert "worker w1 sent a row" in logged and "attribution.itl.p99.shares.none" in logged
+    rows.keep("w1", good["row"])  # its next report's row replaces it
+    assert rows.read()["w1"] == BUSY
+    for row in ("a text", b"x" * (MAX_ROW_BYTES + 1)):
+        MasterLink._add_delta(master, "w4", good | {"row": row})  # type: ignore[arg-type]
+    assert "w4" not in merged and master.refused == {"w4"} and len(stops) == 1
+    assert "not msgpack bytes" in stops[0]
 
 
 def test_a_histogram_a_delta_holds_empty_makes_no_part() -> None:

