@@ -14,7 +14,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, NoReturn, Protocol, cast
 
 from tpot_locust.common.bounded_files import (
     DISTRIBUTION_FILE_MAX_BYTES,
@@ -24,6 +24,7 @@ from tpot_locust.common.bounded_files import (
 
 __all__ = [
     "Distribution",
+    "DistributionSpec",
     "Fixed",
     "Uniform",
     "Normal",
@@ -54,6 +55,11 @@ class Distribution(Protocol):
 
     @property
     def mean(self) -> float: ...
+
+
+# A length or a time as code writes it (a user class's attribute): a number, a mapping with
+# a ``dist`` key, or a distribution itself
+DistributionSpec = int | float | Distribution | Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -163,11 +169,11 @@ def load_empirical(path: Path, field: str | None) -> Empirical:
     return Empirical(tuple(values))
 
 
-def _refuse_constant(name: str) -> Any:
+def _refuse_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a number")
 
 
-def _rows(path: Path, lines: list[tuple[int, str]], field: str | None) -> list[tuple[int, Any]]:
+def _rows(path: Path, lines: list[tuple[int, str]], field: str | None) -> list[tuple[int, object]]:
     """Each row with its number (CSV: the row after the header; JSONL: the line)."""
     if path.suffix.lower() == ".csv":
         try:
@@ -185,7 +191,7 @@ def _rows(path: Path, lines: list[tuple[int, str]], field: str | None) -> list[t
     return rows
 
 
-def _length(path: Path, number: int, row: Any, field: str | None) -> float:
+def _length(path: Path, number: int, row: object, field: str | None) -> float:
     value = row.get(field) if isinstance(row, dict) and field else row
     if isinstance(value, str):
         text = value
@@ -201,7 +207,7 @@ def _length(path: Path, number: int, row: Any, field: str | None) -> float:
     return float(value)
 
 
-def _number(spec: Mapping[str, Any], key: str, *, positive: bool = True) -> float:
+def _number(spec: Mapping[str, object], key: str, *, positive: bool = True) -> float:
     if key not in spec:
         raise DistributionError("is required", key)
     value = spec[key]
@@ -224,7 +230,7 @@ def _check_range(value: float, key: str | None = None) -> None:
         raise DistributionError(f"must be <= {MAX_VALUE:,}", key)
 
 
-def _short(value: Any) -> str:
+def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
@@ -239,7 +245,7 @@ _KEYS: dict[str, set[str]] = {
 }
 
 
-def parse_distribution(spec: Any, base_dir: Path | None = None) -> Distribution:
+def parse_distribution(spec: object, base_dir: Path | None = None) -> Distribution:
     """Build a distribution from a number or a ``{"dist": ...}`` mapping.
 
     ``base_dir`` resolves an empirical distribution's relative ``file`` (the scenario's folder).
@@ -283,8 +289,9 @@ def parse_distribution(spec: Any, base_dir: Path | None = None) -> Distribution:
     return Exponential(_number(spec, "mean"))
 
 
-def as_distribution(value: Any, base_dir: Path | None = None) -> Distribution:
-    """Accept an already-built distribution as well as a spec."""
+def as_distribution(value: object, base_dir: Path | None = None) -> Distribution:
+    """Accept an already-built distribution as well as a spec (a user class's are taken
+    once per class: ``harness.turn_settings``)."""
     if hasattr(value, "sample") and hasattr(value, "mean"):
         return cast(Distribution, value)  # duck-typed, as the protocol is
     return parse_distribution(value, base_dir)

@@ -8,6 +8,7 @@ import gevent
 from locust import LoadTestShape, User, between, constant
 
 from tpot_locust.common.distributions import Fixed, Uniform
+from tpot_locust.harness.turn_settings import forget_turn_settings
 from tpot_locust.harness.users import ChatUser
 from tpot_locust.scenario.model import Scenario, TrafficClass, scenario_keys
 from tpot_locust.scenario.parsed_values import OrZero, ParsedDistribution
@@ -43,10 +44,13 @@ def build_user_classes(scenario: Scenario) -> list[type[User]]:
 
 def retune_user_classes(scenario: Scenario, classes: dict[str, type]) -> None:
     """Set a reloaded scenario's values on the classes built from it before (a test's own
-    settings on a running session: Locust keeps the class objects)."""
+    settings on a running session: Locust keeps the class objects); their turn settings
+    are parsed anew from them at their next use."""
     for traffic in scenario.classes:
+        user_class = classes[traffic.name]
         for name, value in class_attributes(scenario, traffic).items():
-            setattr(classes[traffic.name], name, value)
+            setattr(user_class, name, value)
+        forget_turn_settings(user_class)
 
 
 def class_attributes(scenario: Scenario, traffic: TrafficClass) -> dict[str, object]:

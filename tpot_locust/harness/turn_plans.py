@@ -10,13 +10,14 @@ from __future__ import annotations
 import random
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Protocol
 
 import gevent
 
 from tpot_locust.common.cooperation import let_streams_run
-from tpot_locust.common.distributions import as_distribution, sample_int
+from tpot_locust.common.distributions import Distribution, sample_int
 from tpot_locust.common.tokens import Tokenizer, load_tokenizer
+from tpot_locust.harness.turn_settings import TurnAttributes, TurnSettings, turn_settings
 from tpot_locust.harness.turns import PlannedTurn
 from tpot_locust.scenario.datasets import Conversation
 from tpot_locust.scenario.prompts import WORDS, blocks_text, synthetic_text
@@ -25,38 +26,34 @@ from tpot_locust.scenario.prompts import WORDS, blocks_text, synthetic_text
 _PREFIXES: weakref.WeakKeyDictionary[type, str] = weakref.WeakKeyDictionary()
 
 
-class PlanSettings(Protocol):
-    """What planning reads of a user: its class's settings, read at each use (a test's
-    settings retune the class), and its seeded random stream."""
+class PlanUser(TurnAttributes, Protocol):
+    """What planning reads of a user: its class's settings (``turn_settings``: parsed once
+    per class, again after a test's settings retune it), and its seeded random stream."""
 
     rng: random.Random
-
-    @property
-    def prompt_tokens(self) -> Any: ...
-    @property
-    def followup_tokens(self) -> Any: ...
-    @property
-    def output_tokens(self) -> Any: ...
-    @property
-    def turns(self) -> int: ...
-    @property
-    def think_time(self) -> Any: ...
-    @property
-    def shared_prefix_tokens(self) -> int: ...
-    @property
-    def shared_prefix_ratio(self) -> float: ...
-    @property
-    def tokenizer(self) -> str | None: ...
 
 
 class TurnPlanner:
     """One user's turns, drawn from its class's settings with its random stream."""
 
-    def __init__(self, settings: PlanSettings) -> None:
-        self.settings = settings
+    def __init__(self, user: PlanUser) -> None:
+        self.user = user
+
+    @property
+    def rng(self) -> random.Random:
+        return self.user.rng
+
+    @property
+    def settings(self) -> TurnSettings:
+        """The class's settings, as parsed now (read at each use, as the attributes were)."""
+        return turn_settings(self.user)
 
     def session_turns(
-        self, t_intended_ns: int | None, prompt_tokens: Any, output_tokens: Any, turns: int | None
+        self,
+        t_intended_ns: int | None,
+        prompt_tokens: Distribution | None,
+        output_tokens: Distribution | None,
+        turns: int | None,
     ) -> Iterator[PlannedTurn]:
         """The class's synthetic turns: the first of ``prompt_tokens`` (else the class's),
         later ones of ``followup_tokens``, think time between."""
@@ -78,7 +75,7 @@ class TurnPlanner:
             )
 
     def dataset_turns(
-        self, turns: Conversation, t_intended_ns: int | None, output_tokens: Any
+        self, turns: Conversation, t_intended_ns: int | None, output_tokens: Distribution | None
     ) -> Iterator[PlannedTurn]:
         """A dataset's conversation, its user turns in order, each turn's answer the
         server's (its recorded answer's length, or the length given with it, is
@@ -103,15 +100,15 @@ class TurnPlanner:
 
     def _think(self) -> None:
         """The class's think time between two turns (none: no pause at all)."""
-        if think_time := self.settings.think_time:
-            gevent.sleep(as_distribution(think_time).sample(self.settings.rng))
+        if (think_time := self.settings.think_time) is not None:
+            gevent.sleep(think_time.sample(self.rng))
 
     def user_message(
-        self, spec: Any, first: bool, pause: Callable[[], None] | None = None
+        self, spec: Distribution, first: bool, pause: Callable[[], None] | None = None
     ) -> tuple[str, int]:
         """A new user message of ``spec`` tokens (the shared prefix first, if any)."""
-        rng = self.settings.rng
-        new_tokens = sample_int(as_distribution(spec), rng)
+        rng = self.rng
+        new_tokens = sample_int(spec, rng)
         prefix = self._shared_prefix() if first else ""
         if (exact := self.tokenizer()) is not None:  # exactly new_tokens after the prefix
             text = exact.text_of(new_tokens, rng, WORDS, prefix, pause)
@@ -137,14 +134,14 @@ class TurnPlanner:
         if blocks and block_tokens:
             text = blocks_text(blocks, block_tokens, tokens, self.tokenizer())
             return text, self.count_tokens(text, tokens)
-        rng = self.settings.rng
+        rng = self.rng
         if (exact := self.tokenizer()) is not None:
             return exact.text_of(tokens, rng, WORDS, pause=let_streams_run), tokens
         return synthetic_text(tokens, rng, let_streams_run), tokens
 
-    def max_tokens(self, output_tokens: Any = None) -> int:
+    def max_tokens(self, output_tokens: Distribution | None = None) -> int:
         length = output_tokens if output_tokens is not None else self.settings.output_tokens
-        return sample_int(as_distribution(length), self.settings.rng)
+        return sample_int(length, self.rng)
 
     def tokenizer(self) -> Tokenizer | None:
         name = self.settings.tokenizer
@@ -171,11 +168,9 @@ class TurnPlanner:
     def _shared_prefix(self) -> str:
         """The class's common prefix (same text for every session of the class), or ""."""
         settings = self.settings
-        if not settings.shared_prefix_tokens or settings.rng.random() >= (
-            settings.shared_prefix_ratio
-        ):
+        if not settings.shared_prefix_tokens or self.rng.random() >= settings.shared_prefix_ratio:
             return ""
-        cls = type(settings)
+        cls = type(self.user)
         prefix = _PREFIXES.get(cls)
         if prefix is None:
             exact, seeded = self.tokenizer(), random.Random(cls.__name__)

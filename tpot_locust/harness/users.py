@@ -1,7 +1,8 @@
 """Locust user classes that hold multi-turn chat sessions over streaming APIs.
 
-Configure by subclassing and setting class attributes (lengths are token counts: a number
-or a distribution spec such as ``{"dist": "uniform", "min": 100, "max": 300}``)::
+Configure by subclassing and setting class attributes (lengths are token counts: a number,
+a distribution spec such as ``{"dist": "uniform", "min": 100, "max": 300}`` or a
+``Distribution``; the turns' are parsed once per class: ``turn_settings``)::
 
     class Chat(ChatUser):
         host = "http://127.0.0.1:8000"
@@ -23,6 +24,7 @@ from locust.user.task import LOCUST_STATE_STOPPING
 from tpot_locust.apis import dialect_named
 from tpot_locust.apis.dialect import Dialect, refuse_several_choices
 from tpot_locust.common.cooperation import let_streams_run
+from tpot_locust.common.distributions import Distribution, DistributionSpec
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.common.tls import client_tls_context
 from tpot_locust.harness.conversation_picks import next_conversation
@@ -46,11 +48,12 @@ class ChatUser(User):
 
     api: ClassVar[str] = "chat"
     model: ClassVar[str | None] = None  # None: the first model the API's models list names
-    prompt_tokens: ClassVar[Any] = 256
-    followup_tokens: ClassVar[Any] = None  # later turns' new user message; None: prompt_tokens
-    output_tokens: ClassVar[Any] = 128
+    prompt_tokens: ClassVar[DistributionSpec] = 256
+    # later turns' new user message; None: prompt_tokens
+    followup_tokens: ClassVar[DistributionSpec | None] = None
+    output_tokens: ClassVar[DistributionSpec] = 128
     turns: ClassVar[int] = 1
-    think_time: ClassVar[Any] = 0.0  # seconds between turns (number or distribution)
+    think_time: ClassVar[DistributionSpec] = 0.0  # seconds between turns (0: none)
     ignore_eos: ClassVar[bool] = True
     force_min_tokens: ClassVar[bool] = True  # send min_tokens = max_tokens (vLLM, SGLang)
     include_usage: ClassVar[bool] = True  # stream_options.include_usage
@@ -109,8 +112,8 @@ class ChatUser(User):
     def run_session(
         self,
         t_intended_ns: int | None = None,
-        prompt_tokens: Any = None,
-        output_tokens: Any = None,
+        prompt_tokens: Distribution | None = None,
+        output_tokens: Distribution | None = None,
         turns: int | None = None,
     ) -> RequestTimings | None:
         """One conversation: each turn appends the answer and a new user message (a dataset
@@ -155,13 +158,15 @@ class ChatUser(User):
             prompt_so_far += self.planner.count_tokens(answer, timings.output_tokens)
         return timings
 
-    def prepare_turn(self, prompt_tokens: Any = None, output_tokens: Any = None) -> PreparedTurn:
+    def prepare_turn(
+        self, prompt_tokens: Distribution | None = None, output_tokens: Distribution | None = None
+    ) -> PreparedTurn:
         """A one-turn request built and encoded ahead of its send time, yielding as it goes.
 
         Why: a burst of eight 16k-token prompts built at send time held the event loop for
         ~25 ms (3 ms each), and every decode stream read in this process showed the burst's
         "interference" without the server making any."""
-        spec = prompt_tokens if prompt_tokens is not None else self.prompt_tokens
+        spec = prompt_tokens if prompt_tokens is not None else self.planner.settings.prompt_tokens
         text, tokens = self.planner.user_message(spec, first=True, pause=let_streams_run)
         history = [{"role": "user", "content": text}]
         self.bodies.choose_model()
@@ -194,7 +199,7 @@ class ChatUser(User):
         (``prepare_turn``); ``keep_answer``: rebuild the answer's text for a later turn
         (default: when the class has later turns)."""
         if keep_answer is None:
-            keep_answer = self.turns > 1
+            keep_answer = self.planner.settings.turns > 1
         served = self.planner.served_prompt_tokens(history, prompt_tokens, self.dialect.templated)
 
         def encode() -> bytes:
