@@ -149,12 +149,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
     # after Locust's own quitting listeners: fired in reverse, this one runs first
     environment.events.quitting.add_listener(_on_quitting_first)
     stop_now.install(environment)
-    if role.reports:
-        webui.install(environment, state)
-        _warn_if_open_to_all(environment)
-        _serve_live_metrics(environment, state)
-    if role.reads_streams:
-        quiet_loop.open_readers()
+    role.set_up(lambda: _serve_results(environment, state), quiet_loop.open_readers)
     quiet_loop.collect_garbage_now()
     _count_run_time_from_now()
 
@@ -164,6 +159,13 @@ def _count_run_time_from_now() -> None:
     clock, which has not moved since the loop last turned (before the imports and this set-up):
     a 20 s run stopped 0.6 s early, its window 3 % short. Bring that clock to now."""
     gevent.get_hub().loop.update_now()
+
+
+def _serve_results(environment: Environment, state: RunState) -> None:
+    """This process reports the run: its web UI (the TPOT tab) and live metrics."""
+    webui.install(environment, state)
+    _warn_if_open_to_all(environment)
+    _serve_live_metrics(environment, state)
 
 
 def _serve_live_metrics(environment: Environment, state: RunState) -> None:
@@ -204,14 +206,18 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
     get_state(environment).recorder.open_window()  # every process, a worker's too
     quiet_loop.before_streams_start()
     state = get_state(environment)
+    state.role.start_test(lambda: _watch_loop(state), state.start)
+
+
+def _watch_loop(state: RunState) -> None:
+    """This process reads streams: its loop watched from its first test on, and the stalls
+    its garbage collections cause named."""
     probe = state.probe
-    if state.role.reads_streams and not probe.running:
-        probe.start()  # this process reads streams: watch its loop from now on
-        state.collections.install()  # and name the stalls its GC caused
+    if not probe.running:
+        probe.start()
+        state.collections.install()
         if env_vars.is_set(env_vars.STALL_TRACE):
             StallTracer(probe).start()
-    if state.role.reports:
-        state.start()
 
 
 @events.test_stopping.add_listener

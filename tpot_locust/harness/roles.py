@@ -9,6 +9,7 @@ and at the quit; ``choose_role`` is the one place that asks which part this proc
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from locust.runners import MasterRunner, WorkerRunner
@@ -57,10 +58,21 @@ class RoleRun(Protocol):
 class Role:
     """A part in the run. ``reports``: this process makes the run's results (keeps every
     prefill, samples the server, writes checkpoints, gates on the SLO, serves the web UI and
-    live metrics); ``reads_streams``: its users stream (its loop is watched for stalls)."""
+    live metrics); a part whose users stream has its loop watched for stalls. Alone, both."""
 
     reports = True
-    reads_streams = True
+
+    def set_up(self, serve_results: Callable[[], None], read_streams: Callable[[], None]) -> None:
+        """At Locust's init: the web UI and live metrics where this part reports the run,
+        the stream readers where its users stream."""
+        serve_results()
+        read_streams()
+
+    def start_test(self, watch_loop: Callable[[], None], start_results: Callable[[], None]) -> None:
+        """A test starts (every process): this loop watched where its users stream, the
+        run's results begun where this part reports them."""
+        watch_loop()
+        start_results()
 
     def begin_test(self, run: RoleRun, start_wall_ns: int, settings: list[str]) -> None:
         """A test starts here (a worker's starts at its master's plan instead)."""
@@ -121,10 +133,14 @@ class LocalRole(Role):
 class MasterRole(Role):
     """The master: plans each test for its workers, merges their reports, reports the run."""
 
-    reads_streams = False
-
     def __init__(self, link: MasterLink) -> None:
         self.link = link
+
+    def set_up(self, serve_results: Callable[[], None], read_streams: Callable[[], None]) -> None:
+        serve_results()  # no users of its own: nothing to read
+
+    def start_test(self, watch_loop: Callable[[], None], start_results: Callable[[], None]) -> None:
+        start_results()
 
     def begin_test(self, run: RoleRun, start_wall_ns: int, settings: list[str]) -> None:
         self.link.reset()
@@ -154,6 +170,12 @@ class WorkerRole(Role):
 
     def __init__(self, link: WorkerLink) -> None:
         self.link = link
+
+    def set_up(self, serve_results: Callable[[], None], read_streams: Callable[[], None]) -> None:
+        read_streams()  # its master reports the run
+
+    def start_test(self, watch_loop: Callable[[], None], start_results: Callable[[], None]) -> None:
+        watch_loop()
 
     def ask_to_stop(self, reason: str) -> bool:
         self.link.ask_master_to_stop(reason)  # which stops every worker
