@@ -8,17 +8,18 @@ those that explain it, and this process's stall windows (``metrics.stalls``): co
 its ITL and TPOT samples go into ``metric@<cause>``, into ``metric@none`` when nothing
 overlapped it, and into ``metric@burst`` (the phase, a view of the prefill windows; steady
 is the rest, taken apart where it is read); the gaps that enter this process's largest are
-kept with their stories (``metrics.tail_gaps``). The samples go to a ``SampleSink`` (the
-recorder), so this module owns the rules and nothing of the bucketing.
+kept with their stories (``metrics.tail_gaps``). A pass hands what it tagged back, a batch
+at a time (``TaggedSamples``), for the recorder to bucket: this module owns the rules, calls
+nothing of the recorder's and knows nothing of the bucketing.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -90,14 +91,20 @@ class HeldGaps:
         return time.time_ns() + int(TAG_HOLD_S * 1e9)
 
 
-class SampleSink(Protocol):
-    """Where tagged samples go (the recorder's interval)."""
+@dataclass
+class TaggedSamples:
+    """What one step of a tagging pass made: samples (microseconds) and scalars
+    (nanoseconds) by figures' key and metric, and a class's new tail gaps."""
 
-    def add_samples(self, user_class: str, metric: str, values_us: np.ndarray) -> None: ...
+    samples: list[tuple[str, str, np.ndarray]] = field(default_factory=list)
+    scalars: list[tuple[str, str, float]] = field(default_factory=list)
+    tail_gaps: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
-    def add_scalar(self, user_class: str, metric: str, value_ns: float) -> None: ...
+    def add_samples(self, user_class: str, metric: str, values_us: np.ndarray) -> None:
+        self.samples.append((user_class, metric, values_us))
 
-    def add_tail_gaps(self, user_class: str, gaps: list[dict[str, Any]]) -> None: ...
+    def add_scalar(self, user_class: str, metric: str, value_ns: float) -> None:
+        self.scalars.append((user_class, metric, value_ns))
 
 
 class GapTagger:
@@ -124,10 +131,11 @@ class GapTagger:
         self.scale = GapScale()
         self._tail_floors.clear()
 
-    def tag(self, sink: SampleSink, everything: bool, in_flight_sends: Iterable[int]) -> None:
-        """Tag the held gaps whose hold is over (``everything``: all of them), then forget
+    def tag(self, everything: bool, in_flight_sends: Iterable[int]) -> Iterator[TaggedSamples]:
+        """Tag the held gaps whose hold is over (``everything``: all of them), each step's
+        samples handed back as made (a batch's copies at most: bounded memory), then forget
         the windows no gap still to be tagged can overlap (``in_flight_sends``: the wall
-        send times of this process's requests not yet held).
+        send times of this process's requests not yet held); consume it whole.
 
         Gaps are tagged a class's batch at a time (all its released requests, up to
         ``BATCH_GAPS`` gaps): a few numpy calls per batch, not per request, which kept
@@ -142,15 +150,19 @@ class GapTagger:
             in_stall = None
             if (self.stalls and not held.recovered) or held.read_together is not None:
                 slices.after_item()
-                in_stall = self._tag_stalls(sink, held)
+                tagged = TaggedSamples()
+                in_stall = self._tag_stalls(tagged, held)
+                yield tagged
             if held.itl_ns.size:
                 batches.setdefault(held.user_class, []).append((held, in_stall))
         for user_class, batch in batches.items():
             tails: list[dict[str, Any]] = []
             for part in _parts(batch):
                 slices.after_item()
-                self._tag_batch(sink, user_class, part, tails)
-            sink.add_tail_gaps(user_class, tails)  # merged once a pass: a merge costs K
+                tagged = TaggedSamples()
+                self._tag_batch(tagged, user_class, part, tails)
+                yield tagged
+            yield TaggedSamples(tail_gaps={user_class: tails})  # merged once: a merge costs K
         # held in the order they ended, not sent: a long request ends after shorter ones
         oldest = [held.send_wall_ns for held in self.held]
         oldest.extend(in_flight_sends)
@@ -160,7 +172,7 @@ class GapTagger:
 
     def _tag_batch(
         self,
-        sink: SampleSink,
+        sink: TaggedSamples,
         user_class: str,
         batch: list[tuple[HeldGaps, np.ndarray | None]],
         tails: list[dict[str, Any]],
@@ -230,7 +242,7 @@ class GapTagger:
                 }
             )
 
-    def _tag_stalls(self, sink: SampleSink, held: HeldGaps) -> np.ndarray:
+    def _tag_stalls(self, sink: TaggedSamples, held: HeldGaps) -> np.ndarray:
         """Copies of the samples of a request whose stamps were not all recovered that
         overlap a stall, or that a shared read distorted (a hold of the loop too short for
         a stall window can still merge events sent closer together than it), into
@@ -338,7 +350,7 @@ class _BatchGaps:
 
     def split(
         self,
-        sink: SampleSink,
+        sink: TaggedSamples,
         user_class: str,
         metrics: tuple[str, ...],
         part: tuple[str, np.ndarray],

@@ -28,7 +28,7 @@ from tpot_locust.common.metric_groups import metric_group
 from tpot_locust.common.timings import RequestTimings, to_us
 from tpot_locust.metrics.causes import FAILED_END, PREFILL, CauseWindow
 from tpot_locust.metrics.fluidity import ReadingPace, token_deadlines
-from tpot_locust.metrics.gap_tagging import GapTagger, HeldGaps, read_together
+from tpot_locust.metrics.gap_tagging import GapTagger, HeldGaps, TaggedSamples, read_together
 from tpot_locust.metrics.histogram_names import PREFILL_AT_GAP, phase_metric
 from tpot_locust.metrics.histograms import record_many, warm_up
 from tpot_locust.metrics.metric_set import (
@@ -86,7 +86,7 @@ class Recorder:
         self.stalls = self.tagger.stalls  # this process's loop stalls (``metrics.stalls``)
         # this process's requests in flight (sent, not yet recorded): their send, wall ns
         self._sending: dict[str, int] = {}
-        # the harness's loop probe (``harness.loop_probe``): its lags join each interval
+        # the harness's loop probe (``harness.watch.loop_probe``): its lags join each interval
         self.probe: LagSource | None = None
         self.collections: CollectionLookup | None = None  # the harness's GC watch, if any
         self.clock: RunClock | None = None
@@ -404,15 +404,18 @@ class Recorder:
             sends.append(self.to_wall_ns(min(t.t_send_ns for t, _, _ in self._finished)))
         return sends
 
-    # --- the sink of tagged samples (``gap_tagging.SampleSink``)
     def add_samples(self, group: str, metric: str, values_us: np.ndarray) -> None:
+        """Samples of ``metric`` into the interval (bucketed in bulk, ``_bucket``)."""
         self._add_pending(group, metric, values_us)
 
-    def add_scalar(self, group: str, metric: str, value_ns: float) -> None:
-        self._pending_scalars.setdefault((group, metric), []).append(value_ns)
-
-    def add_tail_gaps(self, group: str, gaps: list[dict[str, Any]]) -> None:
-        self._interval.for_group(group).add_tail_gaps(gaps)
+    def _add_tagged(self, tagged: TaggedSamples) -> None:
+        """A tagging step's samples, scalars and tail gaps (``gap_tagging``)."""
+        for group, metric, values_us in tagged.samples:
+            self._add_pending(group, metric, values_us)
+        for group, metric, value_ns in tagged.scalars:
+            self._pending_scalars.setdefault((group, metric), []).append(value_ns)
+        for group, gaps in tagged.tail_gaps.items():
+            self._interval.for_group(group).add_tail_gaps(gaps)
 
     def _add_pending(self, group: str, metric: str, values_us: np.ndarray) -> None:
         if values_us.size == 0:
@@ -454,7 +457,8 @@ class Recorder:
         tokens_by_group, live_gaps = self.token_flow.take()
         for live in live_gaps:  # streams still going: their gaps so far (``token_flow``)
             self._hold_live(live)
-        self.tagger.tag(self, final, self._in_flight_sends())
+        for tagged in self.tagger.tag(final, self._in_flight_sends()):
+            self._add_tagged(tagged)
         self._bucket()
         if self.probe is not None:
             self._interval.client.record_lags(*self.probe.take_lags())
