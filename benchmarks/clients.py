@@ -17,7 +17,7 @@ from baseline_client import BaselineClient, Sent
 from hdrh.histogram import HdrHistogram
 
 from tpot_locust.common.clock import KERNEL_CLOCK, USER_CLOCK
-from tpot_locust.harness import loop_yield
+from tpot_locust.harness.watch import loop_yield
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.wire import loop_reads

@@ -44,7 +44,7 @@ REPORTS = 400
 
 def unpack(packed):
     """What ``MasterLink._add_delta`` reads of a report: the delta and the row, checked."""
-    from tpot_locust.harness.distributed import unpack_delta, unpack_row
+    from tpot_locust.harness.run.distributed import unpack_delta, unpack_row
 
     return unpack_delta("worker", packed), unpack_row(packed)
 
@@ -120,14 +120,14 @@ def measure(args) -> dict:
     from locust.rpc.protocol import Message
 
     from tpot_locust.common.results_folder import ResultsFolder
-    from tpot_locust.harness.distributed import DELTA_KEY, MasterLink, pack_delta
+    from tpot_locust.harness.run.distributed import DELTA_KEY, MasterLink, pack_delta
     from tpot_locust.metrics.collector import Collector
     from tpot_locust.metrics.metric_set import MetricSet
 
     apply_variant(args.variant)
     classes = [f"class{i}" for i in range(args.classes)]
     deltas = encoded_deltas(8, args.tokens, args.requests, classes, after=args.after)
-    # as a worker's report carries it (harness.distributed.pack_delta, its metrics encoded)
+    # as a worker's report carries it (harness.run.distributed.pack_delta, its metrics encoded)
     rows, worker_cost = rows_of(deltas)
     packed = [
         pack_delta(MetricSet(), row) | {"metrics": delta}

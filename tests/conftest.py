@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tpot_locust.harness import loop_yield
+from tpot_locust.harness.watch import loop_yield
 
 # In-process tests stream under gevent as the harness does: aggregation yields to its loop.
 loop_yield.install()

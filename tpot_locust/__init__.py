@@ -15,7 +15,7 @@ __all__ = ["ChatUser", "CompletionsUser", "RequestTimings", "__version__"]
 
 def __getattr__(name: str) -> Any:
     if name in ("ChatUser", "CompletionsUser"):
-        from tpot_locust.harness import users
+        from tpot_locust.harness.users import users
 
         return getattr(users, name)
     if name == "RequestTimings":

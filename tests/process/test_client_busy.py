@@ -23,7 +23,7 @@ import pytest  # noqa: E402
 
 from tests.helpers.scripted_server import request  # noqa: E402
 from tpot_locust.common.clock import SEGMENT_CLOCK  # noqa: E402
-from tpot_locust.harness.loop_probe import LagProbe  # noqa: E402
+from tpot_locust.harness.watch.loop_probe import LagProbe  # noqa: E402
 from tpot_locust.metrics.recorder import Recorder  # noqa: E402
 from tpot_locust.report.summary import build_summary, format_report  # noqa: E402
 from tpot_locust.sim.process import start_simulator  # noqa: E402

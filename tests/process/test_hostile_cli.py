@@ -65,7 +65,7 @@ def test_a_run_that_measured_nothing_exits_3_whatever_locust_said(tmp_path: Path
 
 LEAF = """\
 import signal, sys, time
-from tpot_locust.harness.orphan_watch import watch_parent
+from tpot_locust.harness.watch.orphan_watch import watch_parent
 signal.signal(signal.SIGTERM, signal.SIG_IGN)  # as a process whose loop is wedged
 watch_parent(grace_s=0.5)
 print("ready", flush=True)

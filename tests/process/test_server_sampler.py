@@ -23,7 +23,7 @@ import pytest
 
 from tests.helpers.hostile_http import hostile_http
 from tests.helpers.metrics_server import metrics_server
-from tpot_locust.harness.server_sampler import ServerSampler
+from tpot_locust.harness.watch.server_sampler import ServerSampler
 from tpot_locust.metrics.causes import KV_PRESSURE, PREEMPTION, QUEUEING, SERVER_CAUSES, CauseWindow
 from tpot_locust.sim.process import start_simulator
 
@@ -392,7 +392,7 @@ def test_a_parent_that_does_not_read_never_holds_up_the_sampling(tmp_path: Path)
 
 PARENT = textwrap.dedent("""
     import sys, gevent
-    from tpot_locust.harness.server_sampler import ServerSampler
+    from tpot_locust.harness.watch.server_sampler import ServerSampler
     sampler = ServerSampler(sys.argv[1], 0.1, sys.argv[2])
     sampler.start()
     print(sampler.process.pid, flush=True)

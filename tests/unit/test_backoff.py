@@ -8,7 +8,7 @@ import random
 import pytest
 
 from tpot_locust.common.timings import RequestTimings
-from tpot_locust.harness.failures import Backoff, ClientErrorStreak, likely_fix
+from tpot_locust.harness.users.failures import Backoff, ClientErrorStreak, likely_fix
 
 
 def _failed(message: str, category: str = "http_4xx") -> RequestTimings:
@@ -46,7 +46,7 @@ def test_the_same_client_error_in_a_row_trips_once_with_the_fix() -> None:
 def test_the_first_refusal_names_the_fix_at_once(caplog: pytest.LogCaptureFixture) -> None:
     streak = ClientErrorStreak(lambda reason: None, limit=20)
     refusal = "HTTP 422: {'loc': ['body', 'ignore_eos'], 'msg': 'Extra inputs are not permitted'}"
-    with caplog.at_level(logging.WARNING, logger="tpot_locust.harness.failures"):
+    with caplog.at_level(logging.WARNING, logger="tpot_locust.harness.users.failures"):
         for _ in range(3):
             streak.observe(_failed(refusal))
     (warning,) = caplog.records  # once, at the first failure

@@ -14,7 +14,7 @@ from tpot_locust.common import cooperation
 from tpot_locust.common.cooperation import WorkSlices
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import RunFacts
-from tpot_locust.harness import loop_yield
+from tpot_locust.harness.watch import loop_yield
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.report.checkpoint import LIST_CHUNK, Checkpoint, _dumps
 from tpot_locust.report.histograms_file import read_results, write_histograms

@@ -11,7 +11,7 @@ import pytest
 
 from tpot_locust.common import cooperation
 from tpot_locust.common.cooperation import let_streams_run
-from tpot_locust.harness import loop_yield
+from tpot_locust.harness.watch import loop_yield
 
 loop_yield.install()  # aggregation's yield: one poll of gevent's loop
 

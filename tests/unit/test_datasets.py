@@ -84,7 +84,7 @@ def test_a_bad_dataset_names_file_and_line(
 
 
 def test_sequential_entries_are_dealt_every_count_th_from_the_process_index() -> None:
-    from tpot_locust.harness.turns import dataset_position
+    from tpot_locust.harness.users.turns import dataset_position
 
     assert [dataset_position(k, 0, 1, 4) for k in range(6)] == [0, 1, 2, 3, 0, 1]
     dealt = [[dataset_position(k, index, 3, 7) for k in range(3)] for index in range(3)]
@@ -98,8 +98,8 @@ def test_a_workers_users_wait_for_its_plan_before_taking_a_sequential_entry() ->
 
     import gevent
 
-    from tpot_locust.harness.conversation_picks import process_share
-    from tpot_locust.harness.user_context import user_context
+    from tpot_locust.harness.users.conversation_picks import process_share
+    from tpot_locust.harness.users.user_context import user_context
 
     user = SimpleNamespace(environment=SimpleNamespace())
     context = user_context(user.environment)

@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 
 from tpot_locust.common.version import __version__
-from tpot_locust.harness.distributed import DELTA_FORMAT, DeltaFormatError, pack_delta, unpack_delta
+from tpot_locust.harness.run.distributed import (
+    DELTA_FORMAT,
+    DeltaFormatError,
+    pack_delta,
+    unpack_delta,
+)
 from tpot_locust.metrics.metric_set import ClassCounters, MetricSet
 
 

@@ -24,7 +24,7 @@ from tpot_locust.common.secrets import (
     redact_url,
 )
 from tpot_locust.common.timings import MAX_TOKEN_COUNT, RequestTimings
-from tpot_locust.harness.model_lookup import first_model_id
+from tpot_locust.harness.users.model_lookup import first_model_id
 from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.sim.request import RequestError, parse_request
 from tpot_locust.wire.http_client import HTTPConnection, Origin

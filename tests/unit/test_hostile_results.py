@@ -255,7 +255,7 @@ def test_the_end_of_a_run_writes_everything_but_the_failed_part(
 ) -> None:
     from locust.env import Environment
 
-    from tpot_locust.harness import run_state
+    from tpot_locust.harness.run import run_state
     from tpot_locust.report import finishing
 
     def broken(*_: Any) -> None:

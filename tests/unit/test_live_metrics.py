@@ -125,7 +125,7 @@ def test_the_grafana_dashboard_reads_only_metrics_the_page_has() -> None:
 def test_a_bare_port_listens_on_loopback_only() -> None:
     import argparse
 
-    from tpot_locust.harness.metrics_endpoint import parse_address
+    from tpot_locust.harness.run.metrics_endpoint import parse_address
 
     assert parse_address("9464") == ("127.0.0.1", 9464)
     assert parse_address("0.0.0.0:9464") == ("0.0.0.0", 9464)

@@ -12,7 +12,7 @@ import pytest
 
 from tests.helpers.every_histogram import every_histogram_run
 from tpot_locust.common import metric_catalogue as catalogue
-from tpot_locust.harness import webui
+from tpot_locust.harness.web import webui
 from tpot_locust.metrics import collector, histogram_names, metric_set
 from tpot_locust.metrics.histogram_names import DECLARED, UndeclaredHistogram
 from tpot_locust.metrics.metric_set import ClassCounters, ClassMetrics, MetricSet

@@ -10,7 +10,7 @@ import pytest
 
 from tpot_locust.common.errors import CLIENT_ERROR
 from tpot_locust.common.timings import COUNT_SOURCES, RequestTimings
-from tpot_locust.harness.distributed import pack_delta, unpack_delta
+from tpot_locust.harness.run.distributed import pack_delta, unpack_delta
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.metrics.metric_set import COUNT_SOURCE_COUNTERS, ClassCounters, MetricSet
 from tpot_locust.metrics.recorder import Recorder

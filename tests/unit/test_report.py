@@ -236,7 +236,7 @@ def test_the_report_says_how_the_bodies_were_read() -> None:
 
 def test_the_tpot_tab_shows_figures_as_the_terminal_writes_them() -> None:
     """Locust's table prints a value bare: a mean of 2 beside 1.999, a count of 12422."""
-    from tpot_locust.harness.webui import tab_rows
+    from tpot_locust.harness.web.webui import tab_rows
 
     totals = MetricSet()
     metrics = totals.for_group("chat")

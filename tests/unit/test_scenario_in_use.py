@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import ROOT
-from tpot_locust.harness.scenario_in_use import ScenarioInUse
-from tpot_locust.harness.scenario_users import build_user_classes
+from tpot_locust.harness.load.scenario_in_use import ScenarioInUse
+from tpot_locust.harness.load.scenario_users import build_user_classes
 from tpot_locust.scenario.loader import ScenarioError, load_scenario, split_settings
 
 SWEEP = ROOT / "scenarios/sweep.yaml"

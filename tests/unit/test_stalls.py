@@ -13,7 +13,7 @@ from gevent import monkey
 
 from tpot_locust.common.run_facts import NO_FACTS, RunFacts
 from tpot_locust.common.timings import RequestTimings
-from tpot_locust.harness.loop_probe import LagProbe
+from tpot_locust.harness.watch.loop_probe import LagProbe
 from tpot_locust.metrics.collector import Collector
 from tpot_locust.metrics.histograms import count_above, histogram_stats, new_histogram, record_many
 from tpot_locust.metrics.histograms import without as histogram_without
@@ -222,7 +222,7 @@ def test_a_short_last_interval_has_no_extrapolated_rate() -> None:
 
 
 def test_a_stall_while_the_collector_ran_is_a_client_gc() -> None:
-    from tpot_locust.harness.gc_watch import CollectorWatch
+    from tpot_locust.harness.watch.gc_watch import CollectorWatch
 
     watch = CollectorWatch()
     watch._callback("start", {"generation": 2})

@@ -11,12 +11,12 @@ import pytest
 
 from tests.conftest import ROOT
 from tpot_locust.common.distributions import DistributionError, Normal, Uniform, parse_distribution
-from tpot_locust.harness import turn_plans, turn_settings
-from tpot_locust.harness.scenario_in_use import ScenarioInUse
-from tpot_locust.harness.scenario_users import build_user_classes
-from tpot_locust.harness.turn_plans import TurnPlanner
-from tpot_locust.harness.turn_settings import Refused, TurnSettings
-from tpot_locust.harness.users import ChatUser
+from tpot_locust.harness.load.scenario_in_use import ScenarioInUse
+from tpot_locust.harness.load.scenario_users import build_user_classes
+from tpot_locust.harness.users import turn_plans, turn_settings
+from tpot_locust.harness.users.turn_plans import TurnPlanner
+from tpot_locust.harness.users.turn_settings import Refused, TurnSettings
+from tpot_locust.harness.users.users import ChatUser
 from tpot_locust.scenario.loader import load_scenario
 
 

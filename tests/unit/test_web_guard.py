@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from tpot_locust.harness.web_guard import allowed_hosts, host_refusal, origin_refusal
+from tpot_locust.harness.web.web_guard import allowed_hosts, host_refusal, origin_refusal
 from tpot_locust.scenario.tunable import untunable
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from tpot_locust.harness.webui import PerTick
+from tpot_locust.harness.web.webui import PerTick
 
 
 def test_a_page_polled_back_to_back_is_made_once_an_interval() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tpot_locust.harness.worker_names import WorkerNames, host_of
+from tpot_locust.harness.run.worker_names import WorkerNames, host_of
 
 UUID = "54b3b0e0a0cf455bb8525da11ee92103"
 

@@ -59,13 +59,13 @@ class Messages(Dialect):
 
     # -- client side -------------------------------------------------------------------------
 
-    def body(self, history: list[dict[str, str]], options: BodyOptions) -> dict[str, Any]:
+    def body(self, history: list[dict[str, str]], options: BodyOptions) -> dict[str, object]:
         """Anthropic's request: system messages go in ``system``. Nothing asks for an
         exact length: the API has no ``ignore_eos``/``min_tokens`` (Anthropic refuses
         unknown fields, vLLM drops them), and usage always comes."""
         system = [message["content"] for message in history if message.get("role") == "system"]
         messages = [message for message in history if message.get("role") != "system"]
-        body: dict[str, Any] = {
+        body: dict[str, object] = {
             "model": options.model,
             "max_tokens": options.max_tokens,
             "messages": messages,
@@ -83,7 +83,7 @@ class Messages(Dialect):
             headers["x-api-key"] = api_key
         return headers
 
-    def read(self, event: dict[str, Any], name: str | None) -> EventReading:
+    def read(self, event: dict[str, object], name: str | None) -> EventReading:
         kind = event.get("type")
         if not isinstance(kind, str):
             kind = name  # the JSON names its event; the SSE name only where it does not
@@ -138,7 +138,7 @@ class Messages(Dialect):
             "cache_read_input_tokens": cached,
             "output_tokens": 1,
         }
-        message: dict[str, Any] = {
+        message: dict[str, object] = {
             "id": context.response_id,
             "type": "message",
             "role": "assistant",
@@ -148,7 +148,7 @@ class Messages(Dialect):
             "stop_sequence": None,
             "usage": usage,
         }
-        first: dict[str, Any] = {"type": "text", "text": ""}
+        first: dict[str, object] = {"type": "text", "text": ""}
         if context.reasoning_tokens:  # a thinking block before the text block
             first = {"type": "thinking", "thinking": "", "signature": ""}
         block = {"type": "content_block_start", "index": 0, "content_block": first}
@@ -204,14 +204,14 @@ class Messages(Dialect):
             ("message_stop", {"type": "message_stop"}),
         ]
 
-    def sim_whole(self, context: SimContext, text: str) -> dict[str, Any] | None:
+    def sim_whole(self, context: SimContext, text: str) -> dict[str, object] | None:
         usage = {
             "input_tokens": context.ask.prompt_tokens,
             "output_tokens": context.completion_tokens,
         }
-        content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+        content: list[dict[str, object]] = [{"type": "text", "text": text}]
         if context.reasoning_tokens and context.reasoning_text is not None:
-            thinking = {
+            thinking: dict[str, object] = {
                 "type": "thinking",
                 "thinking": context.reasoning_text(),
                 "signature": SIGNATURE,
@@ -230,7 +230,7 @@ class Messages(Dialect):
 
     def sim_models(
         self, model: str, created: int, adapters: tuple[str, ...] = ()
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """Anthropic's models list (the client reads ``data[0].id`` in either shape)."""
         when = datetime.fromtimestamp(created, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         names = (model, *adapters)
@@ -241,7 +241,7 @@ class Messages(Dialect):
         return {"data": cards, "has_more": False, "first_id": model, "last_id": names[-1]}
 
 
-def _delta(delta: Any) -> EventReading:
+def _delta(delta: object) -> EventReading:
     """A content block's delta: text, thinking (reasoning) or a tool call's JSON."""
     if not isinstance(delta, dict):
         return EventReading()
@@ -256,7 +256,7 @@ def _delta(delta: Any) -> EventReading:
     return EventReading()  # signature_delta, citations_delta: no generated token
 
 
-def _block_start(block: Any) -> EventReading:
+def _block_start(block: object) -> EventReading:
     """A block's start: empty as Anthropic and vLLM send it; text in it is a token."""
     if not isinstance(block, dict):
         return EventReading()
@@ -270,7 +270,7 @@ def _block_start(block: Any) -> EventReading:
 _CACHE_FIELDS = {"cache_read_input_tokens", "cache_creation_input_tokens"}
 
 
-def _usage_reading(usage: Any, where: str) -> EventReading:
+def _usage_reading(usage: object, where: str) -> EventReading:
     """Prompt counts: Anthropic's ``input_tokens`` leaves out the prompt tokens read from
     or written to the cache, so the prompt is the sum of the three."""
     fresh = token_count(usage, "input_tokens", where)
@@ -280,7 +280,7 @@ def _usage_reading(usage: Any, where: str) -> EventReading:
     return EventReading(prompt=prompt, cached=read)
 
 
-def _system_tokens(system: Any, count: CountText) -> int:
+def _system_tokens(system: object, count: CountText) -> int:
     """``system``: a text, or text blocks."""
     if system is None:
         return 0

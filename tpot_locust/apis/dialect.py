@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from tpot_locust.common.errors import BAD_JSON, MODEL_LOOKUP, StreamError
 from tpot_locust.common.timings import is_token_count
 
 Framing = Literal["sse", "ndjson"]
-CountText = Callable[[Any], int]  # the simulator's prompt counter: words, or a tokenizer's
-SimEvent = tuple[str | None, Any]  # (SSE event name or None, a JSON object or raw bytes)
+CountText = Callable[[str], int]  # the simulator's prompt counter: words, or a tokenizer's
+SimEvent = tuple[str | None, object]  # (SSE event name or None, a JSON object or raw bytes)
 
 # Slots in the simulator's event templates: TEXT inside a JSON string (the token's escaped
 # text), the others as whole JSON numbers (tokens so far; prompt + tokens so far; the
@@ -48,7 +48,7 @@ class BodyOptions:
     include_usage: bool = True
 
 
-def refuse_several_choices(class_name: str, extra_body: dict[str, Any]) -> None:
+def refuse_several_choices(class_name: str, extra_body: Mapping[str, object]) -> None:
     """``n`` other than 1 asks for several answers in one stream, whose events we would
     time as one answer's: refused, with the reason (``ValueError``)."""
     choices = extra_body.get("n", 1)
@@ -152,7 +152,7 @@ class Dialect:
 
     # -- client side -------------------------------------------------------------------------
 
-    def body(self, history: list[dict[str, str]], options: BodyOptions) -> dict[str, Any]:
+    def body(self, history: list[dict[str, str]], options: BodyOptions) -> dict[str, object]:
         raise NotImplementedError
 
     def headers(self, api_key: str | None) -> dict[str, str]:
@@ -172,13 +172,13 @@ class Dialect:
         needs to remember earlier events (SGLang's text comes whole, not as deltas)."""
         return self
 
-    def read(self, event: dict[str, Any], name: str | None) -> EventReading:
+    def read(self, event: dict[str, object], name: str | None) -> EventReading:
         """What one event (a JSON object; ``name``: its SSE event name) says."""
         raise NotImplementedError
 
     # -- simulator side ----------------------------------------------------------------------
 
-    def sim_ask(self, data: dict[str, Any], count: CountText, default_max_tokens: int) -> SimAsk:
+    def sim_ask(self, data: dict[str, object], count: CountText, default_max_tokens: int) -> SimAsk:
         """The request's numbers; raises ``BadAsk`` for one the server would refuse."""
         raise NotImplementedError
 
@@ -210,13 +210,13 @@ class Dialect:
         """Events after the last token (finish, usage, the end marker)."""
         return []
 
-    def sim_whole(self, context: SimContext, text: str) -> dict[str, Any] | None:
+    def sim_whole(self, context: SimContext, text: str) -> dict[str, object] | None:
         """The body of a non-streaming answer; None: this API is only served streaming."""
         return None
 
     def sim_models(
         self, model: str, created: int, adapters: tuple[str, ...] = ()
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """The models list the simulator serves at ``models_path``: the base model first,
         then its LoRA adapters (vLLM lists each with the base as ``parent``)."""
         cards = [
@@ -233,14 +233,14 @@ class Dialect:
         return {"object": "list", "data": cards}
 
 
-def checked_model(model: Any, body: bytes, where: str | None) -> str:
+def checked_model(model: object, body: bytes, where: str | None) -> str:
     """``model`` when it is a believable model id, else ``StreamError`` (model_lookup)."""
     if not isinstance(model, str) or not model or len(model) > MAX_MODEL_ID_CHARS:
         raise StreamError(MODEL_LOOKUP, f"GET {where} gave no model: {body[:200]!r}")
     return model
 
 
-def token_count(container: Any, key: str, where: str = "usage") -> int | None:
+def token_count(container: object, key: str, where: str = "usage") -> int | None:
     """``container[key]`` as a token count; None when absent (or ``container`` is None);
     ``where`` names the container in messages.
 
@@ -260,7 +260,7 @@ def token_count(container: Any, key: str, where: str = "usage") -> int | None:
     return value
 
 
-def nested(container: Any, *keys: str) -> Any:
+def nested(container: object, *keys: str) -> object:
     """``container[k1][k2]...`` or None where any level is missing or not an object."""
     for key in keys:
         if not isinstance(container, dict):
@@ -269,30 +269,30 @@ def nested(container: Any, *keys: str) -> Any:
     return container
 
 
-def details(usage: Any, key: str) -> dict[str, Any] | None:
+def details(usage: object, key: str) -> dict[str, object] | None:
     """A usage details object (``prompt_tokens_details``...), or None: servers send null
     or leave it out, and neither is an error."""
     found = usage.get(key) if isinstance(usage, dict) else None
     return found if isinstance(found, dict) else None
 
 
-def list_length(value: Any) -> int | None:
+def list_length(value: object) -> int | None:
     """The length of a non-empty list (token ids, logprob entries), else None."""
     return len(value) if isinstance(value, list) and value else None
 
 
-def finish_words(value: Any) -> str | None:
+def finish_words(value: object) -> str | None:
     """A finish reason as text, cut short; None for none."""
     if value is None or value == "":
         return None
     return str(value)[:MAX_FINISH_REASON_CHARS]
 
 
-def text_of(value: Any) -> str:
+def text_of(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def described(value: Any) -> str:
+def described(value: object) -> str:
     """A short description of a JSON value for a message (never the whole of a huge one)."""
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
@@ -308,7 +308,7 @@ def described(value: Any) -> str:
     return f"a JSON {'array' if isinstance(value, list) else 'object'}"
 
 
-def int_field(data: dict[str, Any], key: str, default: int, minimum: int) -> int:
+def int_field(data: Mapping[str, object], key: str, default: int, minimum: int) -> int:
     """An integer field of a request (simulator side), checked as vLLM checks it."""
     value = data.get(key)
     if value is None:
@@ -322,7 +322,7 @@ def int_field(data: dict[str, Any], key: str, default: int, minimum: int) -> int
     return value
 
 
-def bool_field(data: dict[str, Any], key: str) -> bool:
+def bool_field(data: Mapping[str, object], key: str) -> bool:
     value = data.get(key)
     if value is None:
         return False
@@ -331,7 +331,7 @@ def bool_field(data: dict[str, Any], key: str) -> bool:
     return value
 
 
-def object_field(data: dict[str, Any], key: str) -> dict[str, Any]:
+def object_field(data: Mapping[str, object], key: str) -> dict[str, object]:
     value = data.get(key)
     if value is None:
         return {}

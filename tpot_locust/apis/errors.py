@@ -10,12 +10,11 @@ with the server's message.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 MAX_MESSAGE_CHARS = 200
 
 
-def error_message(error: Any) -> str:
+def error_message(error: object) -> str:
     """An error member's message: ``{"message": ...}``, ``{"error": ...}``, a text, or the
     whole value."""
     if isinstance(error, dict):
@@ -26,7 +25,7 @@ def error_message(error: Any) -> str:
     return str(error)[:MAX_MESSAGE_CHARS]
 
 
-def shared_error(event: dict[str, Any], name: str | None) -> str | None:
+def shared_error(event: dict[str, object], name: str | None) -> str | None:
     """The server's message when ``event`` (its SSE event ``name``) reports an error."""
     if name == "error":
         return error_message(event) or "error event"

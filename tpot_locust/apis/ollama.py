@@ -58,7 +58,7 @@ class OllamaChat(Dialect):
     templated: ClassVar[bool] = True  # Ollama renders the model's template around messages
     sim_reasoning: ClassVar[bool] = True  # a thinking model's message.thinking
 
-    def body(self, history: list[dict[str, str]], options: BodyOptions) -> dict[str, Any]:
+    def body(self, history: list[dict[str, str]], options: BodyOptions) -> dict[str, object]:
         """``options.ignore_eos`` and ``force_min_tokens`` have no Ollama option; usage
         comes on the last line unasked."""
         return {
@@ -77,7 +77,7 @@ class OllamaChat(Dialect):
             model = None
         return checked_model(model, body, self.models_path)
 
-    def read(self, event: dict[str, Any], name: str | None) -> EventReading:
+    def read(self, event: dict[str, object], name: str | None) -> EventReading:
         reading = EventReading()
         message = event.get("message")
         if isinstance(message, dict):
@@ -96,7 +96,7 @@ class OllamaChat(Dialect):
 
     # -- simulator side ----------------------------------------------------------------------
 
-    def sim_ask(self, data: dict[str, Any], count: CountText, default_max_tokens: int) -> SimAsk:
+    def sim_ask(self, data: dict[str, object], count: CountText, default_max_tokens: int) -> SimAsk:
         """``num_predict`` -1 (no limit), -2 (fill the context) and 0 ask the simulator's
         default; ``stream`` is true unless set false."""
         model = data.get("model")
@@ -127,7 +127,7 @@ class OllamaChat(Dialect):
         zero durations out too)."""
         return [(None, self._last(context, ""))]
 
-    def sim_whole(self, context: SimContext, text: str) -> dict[str, Any] | None:
+    def sim_whole(self, context: SimContext, text: str) -> dict[str, object] | None:
         whole = self._last(context, text)
         if context.reasoning_tokens and context.reasoning_text is not None:
             whole["message"]["thinking"] = context.reasoning_text()
@@ -135,7 +135,7 @@ class OllamaChat(Dialect):
 
     def sim_models(
         self, model: str, created: int, adapters: tuple[str, ...] = ()
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         cards = []
         for name in (model, *adapters):
             details = {
@@ -176,7 +176,7 @@ class OllamaChat(Dialect):
         return line
 
 
-def _num_predict(options: dict[str, Any], default: int) -> int:
+def _num_predict(options: dict[str, object], default: int) -> int:
     value = options.get("num_predict")
     if value is None:
         return default
@@ -187,7 +187,7 @@ def _num_predict(options: dict[str, Any], default: int) -> int:
     return int(value) if value >= 1 else default  # Go truncates a JSON number to int
 
 
-def _unmarshal(field: str, kind: str, value: Any) -> str:
+def _unmarshal(field: str, kind: str, value: object) -> str:
     """Go's message for a field of the wrong JSON type."""
     kinds: dict[type, str] = {str: "string", list: "array", dict: "object"}
     got = kinds.get(type(value), "number")

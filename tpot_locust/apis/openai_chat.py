@@ -53,8 +53,8 @@ class OpenAIStream(Dialect):
     chunk_object: ClassVar[str]
     whole_object: ClassVar[str]
 
-    def body(self, history: list[dict[str, str]], options: BodyOptions) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": options.model, "stream": True}
+    def body(self, history: list[dict[str, str]], options: BodyOptions) -> dict[str, object]:
+        body: dict[str, object] = {"model": options.model, "stream": True}
         body.update(self.prompt_fields(history))
         body["max_tokens"] = options.max_tokens
         if options.ignore_eos:
@@ -65,10 +65,10 @@ class OpenAIStream(Dialect):
             body["stream_options"] = {"include_usage": True}
         return body
 
-    def prompt_fields(self, history: list[dict[str, str]]) -> dict[str, Any]:
+    def prompt_fields(self, history: list[dict[str, str]]) -> dict[str, object]:
         raise NotImplementedError
 
-    def read(self, event: dict[str, Any], name: str | None) -> EventReading:
+    def read(self, event: dict[str, object], name: str | None) -> EventReading:
         usage = event.get("usage")
         reading = EventReading(
             completion=token_count(usage, "completion_tokens"),
@@ -93,10 +93,10 @@ class OpenAIStream(Dialect):
                 reading.count, reading.count_source = entries, "logprobs"
         return reading
 
-    def read_choice(self, choice: dict[str, Any], reading: EventReading) -> None:
+    def read_choice(self, choice: dict[str, object], reading: EventReading) -> None:
         raise NotImplementedError
 
-    def logprob_entries(self, choice: dict[str, Any]) -> int | None:
+    def logprob_entries(self, choice: dict[str, object]) -> int | None:
         raise NotImplementedError
 
     # -- simulator side ----------------------------------------------------------------------
@@ -123,10 +123,10 @@ class OpenAIStream(Dialect):
             model=model if model is not None else None,
         )
 
-    def sim_prompt(self, data: dict[str, Any], count: CountText) -> int:
+    def sim_prompt(self, data: dict[str, object], count: CountText) -> int:
         raise NotImplementedError
 
-    def _base(self, context: SimContext) -> dict[str, Any]:
+    def _base(self, context: SimContext) -> dict[str, object]:
         return {
             "id": context.response_id,
             "object": self.chunk_object,
@@ -137,15 +137,15 @@ class OpenAIStream(Dialect):
     def _event(
         self,
         context: SimContext,
-        choice: dict[str, Any],
-        usage: dict[str, Any] | None,
+        choice: dict[str, object],
+        usage: dict[str, object] | None,
         finish: str | None = None,
-    ) -> dict[str, Any]:
-        full_choice: dict[str, Any] = {"index": 0, **choice, "logprobs": None}
+    ) -> dict[str, object]:
+        full_choice: dict[str, object] = {"index": 0, **choice, "logprobs": None}
         full_choice["finish_reason"] = finish
         if finish is not None:
             full_choice["stop_reason"] = None
-        event: dict[str, Any] = {**self._base(context), "choices": [full_choice]}
+        event: dict[str, object] = {**self._base(context), "choices": [full_choice]}
         if usage is not None and context.ask.continuous_usage:
             event["usage"] = usage
         return event
@@ -160,7 +160,7 @@ class OpenAIStream(Dialect):
         running = {"prompt_tokens": prompt, "total_tokens": TOTAL, "completion_tokens": COMPLETION}
         return None, self._event(context, self.reasoning_choice(TEXT), running)
 
-    def reasoning_choice(self, text: str) -> dict[str, Any]:
+    def reasoning_choice(self, text: str) -> dict[str, object]:
         """The choice of a reasoning token's event (only where ``sim_reasoning``)."""
         raise NotImplementedError
 
@@ -173,8 +173,8 @@ class OpenAIStream(Dialect):
         events.append((None, DONE))
         return events
 
-    def sim_whole(self, context: SimContext, text: str) -> dict[str, Any] | None:
-        choice: dict[str, Any] = {"index": 0, **self.whole_choice(text)}
+    def sim_whole(self, context: SimContext, text: str) -> dict[str, object] | None:
+        choice: dict[str, object] = {"index": 0, **self.whole_choice(text)}
         if context.reasoning_tokens and context.reasoning_text is not None:
             self.whole_reasoning(choice, context.reasoning_text())
         choice.update(logprobs=None, finish_reason=context.finish_reason, stop_reason=None)
@@ -187,14 +187,14 @@ class OpenAIStream(Dialect):
             "usage": _usage(context, context.completion_tokens),
         }
 
-    def text_choice(self, text: str | None) -> dict[str, Any]:
+    def text_choice(self, text: str | None) -> dict[str, object]:
         """The choice of a token event (``text`` None: the finish event's, empty)."""
         raise NotImplementedError
 
-    def whole_choice(self, text: str) -> dict[str, Any]:
+    def whole_choice(self, text: str) -> dict[str, object]:
         raise NotImplementedError
 
-    def whole_reasoning(self, choice: dict[str, Any], text: str) -> None:
+    def whole_reasoning(self, choice: dict[str, object], text: str) -> None:
         """Put the reasoning's text into a whole answer's choice (only where
         ``sim_reasoning``)."""
         raise NotImplementedError
@@ -210,10 +210,10 @@ class ChatCompletions(OpenAIStream):
     whole_object: ClassVar[str] = "chat.completion"
     sim_reasoning: ClassVar[bool] = True  # vLLM's reasoning parser: delta.reasoning_content
 
-    def prompt_fields(self, history: list[dict[str, str]]) -> dict[str, Any]:
+    def prompt_fields(self, history: list[dict[str, str]]) -> dict[str, object]:
         return {"messages": history}
 
-    def read_choice(self, choice: dict[str, Any], reading: EventReading) -> None:
+    def read_choice(self, choice: dict[str, object], reading: EventReading) -> None:
         delta = choice.get("delta") or choice.get("message") or {}
         if not isinstance(delta, dict):
             return
@@ -224,24 +224,24 @@ class ChatCompletions(OpenAIStream):
         reading.reasoning = not answer and bool(reasoning)
         reading.text = text_of(content) or text_of(refusal)
 
-    def logprob_entries(self, choice: dict[str, Any]) -> int | None:
+    def logprob_entries(self, choice: dict[str, object]) -> int | None:
         return list_length(nested(choice, "logprobs", "content"))
 
-    def sim_prompt(self, data: dict[str, Any], count: CountText) -> int:
+    def sim_prompt(self, data: dict[str, object], count: CountText) -> int:
         return count_chat_prompt(data.get("messages"), count)
 
     def sim_opening(self, context: SimContext) -> list[SimEvent]:
         """Chat streams open with an assistant role chunk."""
-        choice = {"delta": {"role": "assistant", "content": ""}}
+        choice: dict[str, object] = {"delta": {"role": "assistant", "content": ""}}
         return [(None, self._event(context, choice, _usage(context, 0)))]
 
-    def text_choice(self, text: str | None) -> dict[str, Any]:
+    def text_choice(self, text: str | None) -> dict[str, object]:
         return {"delta": {"content": text}} if text is not None else {"delta": {}}
 
-    def whole_choice(self, text: str) -> dict[str, Any]:
+    def whole_choice(self, text: str) -> dict[str, object]:
         return {"message": {"role": "assistant", "content": text}}
 
-    def reasoning_choice(self, text: str) -> dict[str, Any]:
+    def reasoning_choice(self, text: str) -> dict[str, object]:
         """vLLM's reasoning delta (a reasoning parser on): its own field, no content."""
         return {"delta": {"reasoning_content": text}}
 
@@ -249,11 +249,11 @@ class ChatCompletions(OpenAIStream):
         choice["message"]["reasoning_content"] = text
 
 
-def _usage(context: SimContext, completion: int) -> dict[str, Any]:
+def _usage(context: SimContext, completion: int) -> dict[str, object]:
     """vLLM's usage; ``prompt_tokens_details`` only where the simulator has a prefix cache
     (vLLM's ``--enable-prompt-tokens-details``)."""
     prompt = context.ask.prompt_tokens
-    usage: dict[str, Any] = {
+    usage: dict[str, object] = {
         "prompt_tokens": prompt,
         "total_tokens": prompt + completion,
         "completion_tokens": completion,

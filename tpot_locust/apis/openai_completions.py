@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from tpot_locust.apis.dialect import CountText, EventReading, FastPath, list_length, nested, text_of
 from tpot_locust.apis.openai_chat import OpenAIStream
@@ -21,24 +21,24 @@ class Completions(OpenAIStream):
     chunk_object: ClassVar[str] = "text_completion"
     whole_object: ClassVar[str] = "text_completion"
 
-    def prompt_fields(self, history: list[dict[str, str]]) -> dict[str, Any]:
+    def prompt_fields(self, history: list[dict[str, str]]) -> dict[str, object]:
         return {"prompt": "\n\n".join(message["content"] for message in history)}
 
-    def read_choice(self, choice: dict[str, Any], reading: EventReading) -> None:
+    def read_choice(self, choice: dict[str, object], reading: EventReading) -> None:
         text = choice.get("text")
         reading.tokens = bool(text)
         reading.text = text_of(text)
 
-    def logprob_entries(self, choice: dict[str, Any]) -> int | None:
+    def logprob_entries(self, choice: dict[str, object]) -> int | None:
         return list_length(nested(choice, "logprobs", "tokens"))
 
-    def sim_prompt(self, data: dict[str, Any], count: CountText) -> int:
+    def sim_prompt(self, data: dict[str, object], count: CountText) -> int:
         return count_completion_prompt(data.get("prompt"), count)
 
-    def text_choice(self, text: str | None) -> dict[str, Any]:
+    def text_choice(self, text: str | None) -> dict[str, object]:
         return {"text": text if text is not None else ""}
 
-    def whole_choice(self, text: str) -> dict[str, Any]:
+    def whole_choice(self, text: str) -> dict[str, object]:
         return {"text": text}
 
 

@@ -22,6 +22,7 @@ as an ``error`` event (``apis.errors``).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from tpot_locust.apis.dialect import (
@@ -88,18 +89,18 @@ class Responses(Dialect):
 
     # -- client side -------------------------------------------------------------------------
 
-    def body(self, history: list[dict[str, str]], options: BodyOptions) -> dict[str, Any]:
+    def body(self, history: list[dict[str, str]], options: BodyOptions) -> dict[str, object]:
         """The conversation as ``input`` messages; usage always comes with the last event,
         and vLLM's ``ResponsesRequest`` has ``ignore_eos`` but no ``min_tokens`` (nothing
         else asks for an exact length). ``store: false``: a load test's answers are not to
         be kept (OpenAI keeps them by default; vLLM would, with its store enabled)."""
-        body: dict[str, Any] = {"model": options.model, "input": history, "stream": True}
+        body: dict[str, object] = {"model": options.model, "input": history, "stream": True}
         body.update(max_output_tokens=options.max_tokens, store=False)
         if options.ignore_eos:
             body["ignore_eos"] = True
         return body
 
-    def read(self, event: dict[str, Any], name: str | None) -> EventReading:
+    def read(self, event: dict[str, object], name: str | None) -> EventReading:
         kind = event.get("type")
         if not isinstance(kind, str):
             kind = name  # the JSON names its event; the SSE name only where it does not
@@ -189,7 +190,7 @@ class Responses(Dialect):
         sequence = _OPENING_EVENTS + context.reasoning_tokens
         text = context.reasoning_text() if context.reasoning_text is not None else ""
         item_id = _reasoning_id(context)
-        part = {"text": text, "type": "reasoning_text"}
+        part: dict[str, object] = {"text": text, "type": "reasoning_text"}
         return [
             _event(
                 "response.reasoning_text.done",
@@ -219,7 +220,7 @@ class Responses(Dialect):
         item_id = _item_id(context)
         index = _message_index(context)
         text = context.answer_text() if context.answer_text is not None else ""
-        part: dict[str, Any] = {
+        part: dict[str, object] = {
             "annotations": [],
             "text": text,
             "type": "output_text",
@@ -251,8 +252,8 @@ class Responses(Dialect):
             _event("response.completed", {"response": response}, sequence + 3),
         ]
 
-    def sim_whole(self, context: SimContext, text: str) -> dict[str, Any] | None:
-        part: dict[str, Any] = {
+    def sim_whole(self, context: SimContext, text: str) -> dict[str, object] | None:
+        part: dict[str, object] = {
             "annotations": [],
             "text": text,
             "type": "output_text",
@@ -263,7 +264,7 @@ class Responses(Dialect):
         return _response(context, status, output, _usage(context))
 
 
-def _text_delta(event: dict[str, Any]) -> EventReading:
+def _text_delta(event: dict[str, object]) -> EventReading:
     """An answer text delta; its logprob entries, when there are some, count its tokens."""
     text = text_of(event.get("delta"))
     reading = EventReading(tokens=bool(text), text=text)
@@ -272,7 +273,7 @@ def _text_delta(event: dict[str, Any]) -> EventReading:
     return reading
 
 
-def _terminal(kind: str, response: Any) -> EventReading:
+def _terminal(kind: str, response: object) -> EventReading:
     """The last event's response object: usage, and why it ended (or how it failed). The
     event's kind says it where the object's ``status`` does not."""
     if not isinstance(response, dict):
@@ -298,7 +299,7 @@ def _terminal(kind: str, response: Any) -> EventReading:
     return reading
 
 
-def _input_tokens(value: Any, count: CountText) -> int:
+def _input_tokens(value: object, count: CountText) -> int:
     """``input`` as vLLM takes it: a text, or a list of items (messages, by content)."""
     if isinstance(value, str):
         return count(value)
@@ -307,7 +308,7 @@ def _input_tokens(value: Any, count: CountText) -> int:
     return count_chat_prompt(value, count, key="input")
 
 
-def _event(kind: str, fields: dict[str, Any], sequence: int) -> SimEvent:
+def _event(kind: str, fields: dict[str, object], sequence: int) -> SimEvent:
     """An event as vLLM writes it: named, its fields, then ``sequence_number`` and
     ``type`` (pydantic's alphabetical-by-model order)."""
     return kind, {**fields, "sequence_number": sequence, "type": kind}
@@ -340,7 +341,7 @@ def _message_opening(context: SimContext, index: int, sequence: int) -> list[Sim
     ]
 
 
-def _reasoning_item(context: SimContext, content: list[dict[str, Any]]) -> dict[str, Any]:
+def _reasoning_item(context: SimContext, content: list[dict[str, object]]) -> dict[str, object]:
     """vLLM's reasoning item: its text in ``content`` (``reasoning_text`` parts)."""
     return {
         "id": _reasoning_id(context),
@@ -352,7 +353,7 @@ def _reasoning_item(context: SimContext, content: list[dict[str, Any]]) -> dict[
     }
 
 
-def _reasoning_output(context: SimContext) -> list[dict[str, Any]]:
+def _reasoning_output(context: SimContext) -> list[dict[str, object]]:
     """The reasoning item of a finished response (none without reasoning)."""
     if not context.reasoning_tokens:
         return []
@@ -360,7 +361,7 @@ def _reasoning_output(context: SimContext) -> list[dict[str, Any]]:
     return [_reasoning_item(context, [{"text": text, "type": "reasoning_text"}])]
 
 
-def _message_item(context: SimContext, content: list[dict[str, Any]]) -> dict[str, Any]:
+def _message_item(context: SimContext, content: list[dict[str, object]]) -> dict[str, object]:
     return {
         "id": _item_id(context),
         "content": content,
@@ -370,7 +371,7 @@ def _message_item(context: SimContext, content: list[dict[str, Any]]) -> dict[st
     }
 
 
-def _usage(context: SimContext) -> dict[str, Any]:
+def _usage(context: SimContext) -> dict[str, object]:
     prompt, completion = context.ask.prompt_tokens, context.completion_tokens
     cached = context.cached_tokens or 0
     return {
@@ -383,8 +384,8 @@ def _usage(context: SimContext) -> dict[str, Any]:
 
 
 def _response(
-    context: SimContext, status: str, output: list[Any], usage: dict[str, Any] | None
-) -> dict[str, Any]:
+    context: SimContext, status: str, output: Sequence[object], usage: dict[str, object] | None
+) -> dict[str, object]:
     """The response object, with vLLM's fields in its order."""
     incomplete = {"reason": "max_output_tokens"} if status == "incomplete" else None
     return {

@@ -6,8 +6,6 @@ tokens, each message on its own (``CountText``).
 
 from __future__ import annotations
 
-from typing import Any
-
 from tpot_locust.apis.dialect import BadAsk, CountText
 
 # Python's ASCII whitespace, as ``str.split()`` splits on it.
@@ -17,7 +15,7 @@ _OTHER_SPACES = tuple(chr(code) for code in _ASCII_SPACE if code != 32)
 _SPACE_TO_0 = bytes(0 if i in _ASCII_SPACE else 1 for i in range(256))
 
 
-def count_words(value: Any) -> int:
+def count_words(value: object) -> int:
     """``len(value.split())``; without the list of words for long ASCII text, whose
     building (2.3 ms for a 16k-word prompt) held the server's loop and every stream's
     next token: a burst of long prompts then slowed the gap-mode streams it must not."""
@@ -32,17 +30,19 @@ def count_words(value: Any) -> int:
     return marks.count(b"\x00\x01") + (marks[:1] == b"\x01")
 
 
-def _content_words(content: Any, count: CountText) -> int:
+def _content_words(content: object, count: CountText) -> int:
     if isinstance(content, list):  # multi-part content: count the text parts
         return sum(_text_tokens(p.get("text"), count) for p in content if isinstance(p, dict))
     return _text_tokens(content, count)
 
 
-def _text_tokens(value: Any, count: CountText) -> int:
+def _text_tokens(value: object, count: CountText) -> int:
     return count(value) if isinstance(value, str) else 0
 
 
-def count_chat_prompt(messages: Any, count: CountText = count_words, key: str = "messages") -> int:
+def count_chat_prompt(
+    messages: object, count: CountText = count_words, key: str = "messages"
+) -> int:
     """Prompt tokens of a list of messages = the words (or tokens by ``count``) of every
     message's content (a string, or parts whose ``text`` is counted)."""
     if not isinstance(messages, list) or not messages:
@@ -56,7 +56,7 @@ def count_chat_prompt(messages: Any, count: CountText = count_words, key: str = 
 
 
 def count_completion_prompt(
-    prompt: Any, count: CountText = count_words, key: str = "prompt"
+    prompt: object, count: CountText = count_words, key: str = "prompt"
 ) -> int:
     """Words (or tokens by ``count``) of a prompt string; token-id lists count one per id."""
     if isinstance(prompt, str):

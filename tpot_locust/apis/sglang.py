@@ -26,7 +26,8 @@ when the server runs a reasoning parser (0 otherwise, so 0 is not taken as a cou
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import ClassVar
 
 from tpot_locust.apis.dialect import (
     COMPLETION,
@@ -68,8 +69,8 @@ class SGLangGenerate(Dialect):
     sim_reasoning: ClassVar[bool] = True  # inline, between <think> tags
     sim_think_tags: ClassVar[tuple[str, str] | None] = (THINK_OPEN, THINK_CLOSE)
 
-    def body(self, history: list[dict[str, str]], options: BodyOptions) -> dict[str, Any]:
-        params: dict[str, Any] = {"max_new_tokens": options.max_tokens}
+    def body(self, history: list[dict[str, str]], options: BodyOptions) -> dict[str, object]:
+        params: dict[str, object] = {"max_new_tokens": options.max_tokens}
         if options.force_min_tokens:
             params["min_new_tokens"] = options.max_tokens
         if options.ignore_eos:
@@ -80,13 +81,13 @@ class SGLangGenerate(Dialect):
     def for_stream(self) -> Dialect:
         return SGLangStream()
 
-    def read(self, event: dict[str, Any], name: str | None) -> EventReading:
+    def read(self, event: dict[str, object], name: str | None) -> EventReading:
         """One event read on its own (no stream: its text taken as new text)."""
         return SGLangStream().read(event, name)
 
     # -- simulator side ----------------------------------------------------------------------
 
-    def sim_ask(self, data: dict[str, Any], count: CountText, default_max_tokens: int) -> SimAsk:
+    def sim_ask(self, data: dict[str, object], count: CountText, default_max_tokens: int) -> SimAsk:
         params = object_field(data, "sampling_params")
         max_tokens = _max_new_tokens(params, default_max_tokens)
         min_tokens = _min_new_tokens(params, max_tokens)
@@ -118,7 +119,7 @@ class SGLangGenerate(Dialect):
     def sim_closing(self, context: SimContext) -> list[SimEvent]:
         return [(None, DONE)]
 
-    def sim_whole(self, context: SimContext, text: str) -> dict[str, Any] | None:
+    def sim_whole(self, context: SimContext, text: str) -> dict[str, object] | None:
         ids = list(range(context.completion_tokens))
         if context.reasoning_tokens and context.reasoning_text is not None:
             text = f"{THINK_OPEN}{context.reasoning_text()}{THINK_CLOSE}{text}"
@@ -135,11 +136,11 @@ class SGLangGenerate(Dialect):
         self,
         context: SimContext,
         text: str,
-        ids: list[Any],
-        finish: dict[str, Any] | None,
-        completion: Any,
+        ids: Sequence[object],
+        finish: dict[str, object] | None,
+        completion: object,
         reasoning: int = 0,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """An output as ``_handle_batch_output`` builds it (no ``e2e_latency``: the
         simulator renders the last event before it is sent)."""
         meta = {
@@ -164,7 +165,7 @@ class SGLangStream(SGLangGenerate):
         self._head = ""  # the text so far (whole-text mode; until the mode is told)
         self._thinking = InlineThinking()
 
-    def read(self, event: dict[str, Any], name: str | None) -> EventReading:
+    def read(self, event: dict[str, object], name: str | None) -> EventReading:
         meta = event.get(_META)
         if not isinstance(meta, dict):
             meta = None
@@ -193,7 +194,7 @@ class SGLangStream(SGLangGenerate):
         reading.reasoning = reasoning and reading.tokens
         return reading
 
-    def _new_text(self, text: str, ids: Any, completion: int | None) -> str:
+    def _new_text(self, text: str, ids: object, completion: int | None) -> str:
         """The event's new text, in either mode (told from the second text, and undone if a
         later text does not start with all earlier text)."""
         head = self._head
@@ -210,7 +211,7 @@ class SGLangStream(SGLangGenerate):
         self._head = text
         return text[len(head) :]
 
-    def _whole_text(self, text: str, ids: Any, completion: int | None) -> bool:
+    def _whole_text(self, text: str, ids: object, completion: int | None) -> bool:
         """Whether events carry the whole text so far: their ``output_ids`` are every id
         (as many as the running count), or the text is longer than all earlier text and
         starts with it (some SGLang versions send the whole text with only the new ids)."""
@@ -220,7 +221,7 @@ class SGLangStream(SGLangGenerate):
         return len(text) > len(self._head) and text.startswith(self._head)
 
 
-def _prompt_tokens(data: dict[str, Any], count: CountText) -> int:
+def _prompt_tokens(data: dict[str, object], count: CountText) -> int:
     """Prompt tokens of ``text`` (one prompt: a list of texts is a batch, not simulated) or
     of ``input_ids``."""
     text, ids = data.get("text"), data.get("input_ids")
@@ -234,7 +235,7 @@ def _prompt_tokens(data: dict[str, Any], count: CountText) -> int:
     raise BadAsk("only one prompt is simulated: 'text' a string or 'input_ids' a list of ids")
 
 
-def _max_new_tokens(params: dict[str, Any], default: int) -> int:
+def _max_new_tokens(params: dict[str, object], default: int) -> int:
     value = params.get("max_new_tokens")
     if value is None:
         return default
@@ -249,7 +250,7 @@ def _max_new_tokens(params: dict[str, Any], default: int) -> int:
     return value
 
 
-def _min_new_tokens(params: dict[str, Any], max_tokens: int) -> int:
+def _min_new_tokens(params: dict[str, object], max_tokens: int) -> int:
     value = params.get("min_new_tokens", 0)
     if isinstance(value, bool) or not isinstance(value, int):
         raise BadAsk("'min_new_tokens' must be an integer")
@@ -260,7 +261,7 @@ def _min_new_tokens(params: dict[str, Any], max_tokens: int) -> int:
     return value
 
 
-def _finish(context: SimContext) -> dict[str, Any]:
+def _finish(context: SimContext) -> dict[str, object]:
     """The finish reason as SGLang's scheduler words it."""
     if context.finish_reason == "length":
         return {"type": "length", "length": context.ask.max_tokens}

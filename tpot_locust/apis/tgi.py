@@ -18,7 +18,7 @@ reasoning channel: a reasoning model's thinking is inline text between ``<think>
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from tpot_locust.apis.dialect import (
     COMPLETION,
@@ -53,7 +53,7 @@ class TextGenerationInference(Dialect):
     sim_reasoning: ClassVar[bool] = True  # inline, between <think> tags
     sim_think_tags: ClassVar[tuple[str, str] | None] = (THINK_OPEN, THINK_CLOSE)
 
-    def body(self, history: list[dict[str, str]], options: BodyOptions) -> dict[str, Any]:
+    def body(self, history: list[dict[str, str]], options: BodyOptions) -> dict[str, object]:
         """``options.ignore_eos`` and ``force_min_tokens`` have no TGI parameter."""
         inputs = "\n\n".join(message["content"] for message in history)
         return {
@@ -64,13 +64,13 @@ class TextGenerationInference(Dialect):
     def for_stream(self) -> Dialect:
         return TGIStream()
 
-    def read(self, event: dict[str, Any], name: str | None) -> EventReading:
+    def read(self, event: dict[str, object], name: str | None) -> EventReading:
         """One event read on its own (no stream: thinking tags are not followed)."""
         return TGIStream().read(event, name)
 
     # -- simulator side ----------------------------------------------------------------------
 
-    def sim_ask(self, data: dict[str, Any], count: CountText, default_max_tokens: int) -> SimAsk:
+    def sim_ask(self, data: dict[str, object], count: CountText, default_max_tokens: int) -> SimAsk:
         """TGI's default ``max_new_tokens`` is what the model's context leaves; here it is
         the simulator's default. ``details`` asks for the last event's details (usage)."""
         inputs = data.get("inputs")
@@ -123,7 +123,7 @@ class TGIStream(TextGenerationInference):
     def __init__(self) -> None:
         self._thinking = InlineThinking()
 
-    def read(self, event: dict[str, Any], name: str | None) -> EventReading:
+    def read(self, event: dict[str, object], name: str | None) -> EventReading:
         details = event.get("details")
         details = details if isinstance(details, dict) else None
         reading = EventReading(
@@ -142,7 +142,9 @@ class TGIStream(TextGenerationInference):
         return reading
 
 
-def _event(text: str, generated_text: str | None, details: dict[str, Any] | None) -> dict[str, Any]:
+def _event(
+    text: str, generated_text: str | None, details: dict[str, object] | None
+) -> dict[str, object]:
     """A ``StreamResponse`` as TGI serializes it (``top_tokens`` left out when empty)."""
     token = {"id": SEQUENCE, "text": text, "logprob": LOGPROB, "special": False}
     return {
@@ -153,7 +155,7 @@ def _event(text: str, generated_text: str | None, details: dict[str, Any] | None
     }
 
 
-def _max_new_tokens(params: dict[str, Any], default: int) -> int:
+def _max_new_tokens(params: dict[str, object], default: int) -> int:
     value = params.get("max_new_tokens")
     if value is None:
         return default

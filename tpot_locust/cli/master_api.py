@@ -39,7 +39,7 @@ class MasterAPI:
             raise ValueError(f"--master-url {url}: expected http://HOST:PORT[/base-path]")
         self.url = url.rstrip("/")
 
-    def _call(self, path: str, form: dict[str, str] | None = None) -> Any:
+    def _call(self, path: str, form: dict[str, str] | None = None) -> object:
         data = None if form is None else urllib.parse.urlencode(form).encode()
         headers = {} if form is None else {"Content-Type": "application/x-www-form-urlencoded"}
         try:
@@ -73,11 +73,11 @@ class MasterAPI:
                 ) from None
             raise
 
-    def histograms(self) -> dict[str, Any]:
+    def histograms(self) -> dict[str, object]:
         """The current test's totals as ``histograms.json`` holds them (with ``test``)."""
         return self._document("/tpot/histograms.json")
 
-    def _document(self, path: str) -> dict[str, Any]:
+    def _document(self, path: str) -> dict[str, object]:
         document = self._call(path)
         if not isinstance(document, dict):
             raise MasterError(f"{self.url}{path}: not a JSON object")
@@ -93,7 +93,7 @@ class MasterAPI:
         self._call("/stop", {})
 
 
-def _json(body: bytes, where: str) -> Any:
+def _json(body: bytes, where: str) -> object:
     try:
         return json.loads(body)
     except (ValueError, RecursionError):

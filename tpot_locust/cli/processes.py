@@ -8,7 +8,7 @@ should this process die without doing so (``PR_SET_PDEATHSIG``), so none is orph
 On SIGINT or SIGTERM, ``Supervisor`` asks the Locust master (or local runner) to stop with
 SIGTERM: Locust stops the users, the flush handshake collects every worker's final delta,
 the results and the report are written. A second signal stops it at once: every Locust
-process kills its users (``STOP_NOW_SIGNAL``, see ``harness/stop_now.py``), whose requests
+process kills its users (``STOP_NOW_SIGNAL``, see ``harness/run/stop_now.py``), whose requests
 in flight count as interrupted, and the results are written as after the first; a third
 kills everything. The run's exit code is then 128 + the first signal's number (130, 143).
 

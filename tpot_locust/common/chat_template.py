@@ -94,7 +94,7 @@ def _read(path: Path, max_bytes: int) -> str:
         raise ChatTemplateError(f"{path}: {error}") from None
 
 
-def _read_config(path: Path) -> dict[str, Any]:
+def _read_config(path: Path) -> dict[str, object]:
     try:
         config = json.loads(_read(path, MAX_CONFIG_BYTES))
     except json.JSONDecodeError as error:
@@ -104,7 +104,7 @@ def _read_config(path: Path) -> dict[str, Any]:
     return config
 
 
-def _config_template(path: Path, config: dict[str, Any]) -> str | None:
+def _config_template(path: Path, config: dict[str, object]) -> str | None:
     """The config's ``chat_template``: a string, or the ``default`` one of a list of
     ``{name, template}`` (None: no template)."""
     template = config.get("chat_template")
@@ -124,7 +124,7 @@ def _config_template(path: Path, config: dict[str, Any]) -> str | None:
     raise ChatTemplateError(f"{path}: chat_template must be a string or a list of templates")
 
 
-def _special_tokens(config: dict[str, Any]) -> dict[str, Any]:
+def _special_tokens(config: dict[str, object]) -> dict[str, object]:
     """The config's special tokens as a template sees them: each a string (the config may
     hold ``{"content": ...}``), a list for ``additional_special_tokens``; unset ones left
     out, so that a template reads them as undefined, as under transformers."""
@@ -139,7 +139,7 @@ def _special_tokens(config: dict[str, Any]) -> dict[str, Any]:
     return tokens
 
 
-def _token_text(value: Any) -> str | None:
+def _token_text(value: object) -> str | None:
     if isinstance(value, dict):
         value = value.get("content")
     return value if isinstance(value, str) else None
@@ -181,7 +181,7 @@ def _raise_exception(message: str) -> None:
 
 
 def _tojson(
-    value: Any,
+    value: object,
     ensure_ascii: bool = False,
     indent: int | None = None,
     separators: tuple[str, str] | None = None,
@@ -211,7 +211,7 @@ class _Generation(jinja2.ext.Extension):
         return str(caller())
 
 
-def _checked_name(name: Any) -> None:
+def _checked_name(name: object) -> None:
     if isinstance(name, str) and name.startswith("_"):
         raise SecurityError(f"a template's namespace cannot hold {name!r}")
 
@@ -220,14 +220,14 @@ class _TemplateNamespace(Namespace):
     """jinja2's ``namespace`` refusing underscore names, as transformers' does: a template
     must not reach interpreter internals through one."""
 
-    def __init__(*args: Any, **kwargs: Any) -> None:
+    def __init__(*args: object, **kwargs: object) -> None:
         self, rest = args[0], args[1:]
         attributes = dict(*rest, **kwargs)
         for name in attributes:
             _checked_name(name)
         Namespace.__init__(self, attributes)
 
-    def __setitem__(self, name: str, value: Any) -> None:
+    def __setitem__(self, name: str, value: object) -> None:
         _checked_name(name)
         Namespace.__setitem__(self, name, value)
 
@@ -235,10 +235,10 @@ class _TemplateNamespace(Namespace):
 class _TemplateDict:
     """``dict(...)`` and ``dict.fromkeys(...)`` for a template, and no type to poke at."""
 
-    def __call__(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
+    def __call__(self, *args: Any, **kwargs: object) -> dict[object, object]:
         return dict(*args, **kwargs)
 
-    def fromkeys(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
+    def fromkeys(self, *args: Any, **kwargs: object) -> dict[object, object]:
         return dict.fromkeys(*args, **kwargs)
 
 

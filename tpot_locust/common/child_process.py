@@ -22,7 +22,7 @@ import sys
 from typing import Any
 
 _PR_SET_PDEATHSIG = 1
-# what a Locust process of ours takes as "stop your users now" (harness/stop_now.py)
+# what a Locust process of ours takes as "stop your users now" (harness/run/stop_now.py)
 STOP_NOW_SIGNAL = getattr(signal, "SIGUSR1", signal.SIGTERM)
 
 

@@ -1,11 +1,11 @@
 """Yielding from long aggregation work so that streams get read in between.
 
 This module holds only the policy (how often) and the hook; the yield itself comes from the
-harness (``harness.loop_yield``, installed by a process's run), so the metrics and report
+harness (``harness.watch.loop_yield``, installed by a process's run), so the metrics and report
 layers never import gevent. Until a yield is installed (the CLI's supervisor, plain
 scripts), aggregation runs through.
 
-Why a yield must poll sockets and not merely switch greenlets: ``harness.loop_yield``.
+Why a yield must poll sockets and not merely switch greenlets: ``harness.watch.loop_yield``.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, Protocol, cast
+from typing import NoReturn, Protocol, cast
 
 from tpot_locust.common.bounded_files import (
     DISTRIBUTION_FILE_MAX_BYTES,
@@ -59,7 +59,7 @@ class Distribution(Protocol):
 
 # A length or a time as code writes it (a user class's attribute): a number, a mapping with
 # a ``dist`` key, or a distribution itself
-DistributionSpec = int | float | Distribution | Mapping[str, Any]
+DistributionSpec = int | float | Distribution | Mapping[str, object]
 
 
 @dataclass(frozen=True)
@@ -291,7 +291,7 @@ def parse_distribution(spec: object, base_dir: Path | None = None) -> Distributi
 
 def as_distribution(value: object, base_dir: Path | None = None) -> Distribution:
     """Accept an already-built distribution as well as a spec (a user class's are taken
-    once per class: ``harness.turn_settings``)."""
+    once per class: ``harness.users.turn_settings``)."""
     if hasattr(value, "sample") and hasattr(value, "mean"):
         return cast(Distribution, value)  # duck-typed, as the protocol is
     return parse_distribution(value, base_dir)

@@ -1,5 +1,5 @@
 """One process-wide value, made at its first use: the typed home of a true per-process
-resource in a layer below the harness's context (``harness.process_context``).
+resource in a layer below the harness's context (``harness.users.process_context``).
 
 A few things are one per process by nature: the packet tap (one kernel ring per process,
 ``wire.segment_stamps``), the batched reader (one timer in the event loop,

@@ -1,5 +1,5 @@
 """The run's facts (``summary.json``'s and ``histograms.json``'s ``"run"``): one frozen
-dataclass, gathered by the harness (``harness.run_facts_of``) and read by attribute in the
+dataclass, gathered by the harness (``harness.run.run_facts_of``) and read by attribute in the
 report, so that a misspelt fact fails the type check, not a report.
 
 Here, in the lowest layer, because both the harness and the report read it. In JSON it is
@@ -54,7 +54,7 @@ class GpuSummary(TypedDict, total=False):
 
 class ServerMetrics(TypedDict, total=False):
     """``run.server_metrics`` (and each of ``run.gpu_metrics``): the sampler's summary
-    (``harness.server_sampler``)."""
+    (``harness.watch.server_sampler``)."""
 
     gpu: GpuSummary
     url: str | None
@@ -76,7 +76,7 @@ class _WorkersSeen(TypedDict):
 
 
 class Workers(_WorkersSeen, total=False):
-    """``summary["workers"]``: a distributed run's workers (``harness.distributed``)."""
+    """``summary["workers"]``: a distributed run's workers (``harness.run.distributed``)."""
 
     read_delay_p90_ms: dict[str, NonNegative]  # per worker: what ``! busy workers`` judges
     read_delay_p99_ms: dict[str, NonNegative]  # per worker

@@ -24,7 +24,7 @@ import base64
 import binascii
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, overload
+from typing import overload
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 REDACTED = "[redacted]"
@@ -156,7 +156,7 @@ def _redacted_query(query: str) -> str:
     )
 
 
-def redact_mapping(value: Any) -> Any:
+def redact_mapping(value: object) -> object:
     """A copy of a document (mappings, lists, scalars) with the value of every
     secret-named key replaced whole (a block too), URLs redacted and ``Bearer`` tokens
     removed from strings; for documents that are saved or shown."""
@@ -169,7 +169,7 @@ def redact_mapping(value: Any) -> Any:
     return value
 
 
-def _redacted_entry(key: Any, item: Any) -> Any:
+def _redacted_entry(key: object, item: object) -> object:
     if is_secret_name(key) and item is not None and not isinstance(item, bool):
         return REDACTED
     return redact_mapping(item)

@@ -3,4 +3,4 @@ into Locust's events, a process's run state, open-loop traffic and bursts, the m
 worker links, the web UI tab, and the event loop's lag probe.
 
 Importing it changes nothing: a process's run (``listeners.get_state``) connects
-aggregation's yield to gevent (``loop_yield``) when it makes its recorder."""
+aggregation's yield to gevent (``watch.loop_yield``) when it makes its recorder."""

@@ -24,14 +24,16 @@ from locust.runners import STATE_INIT, STATE_STOPPED
 
 from tpot_locust.common import env_vars
 from tpot_locust.events import tpot_events
-from tpot_locust.harness import loop_yield, quiet_loop, stop_now, webui
-from tpot_locust.harness.loop_probe import StallTracer
-from tpot_locust.harness.metrics_endpoint import parse_address
-from tpot_locust.harness.orphan_watch import watch_parent
-from tpot_locust.harness.process_context import context_of
-from tpot_locust.harness.run_options import DEFAULT_REPORT_INTERVAL_S, slo_of
-from tpot_locust.harness.run_state import RunState
-from tpot_locust.harness.scenario_in_use import scenario_in_use
+from tpot_locust.harness.load.scenario_in_use import scenario_in_use
+from tpot_locust.harness.run import stop_now
+from tpot_locust.harness.run.metrics_endpoint import parse_address
+from tpot_locust.harness.run.run_options import DEFAULT_REPORT_INTERVAL_S, slo_of
+from tpot_locust.harness.run.run_state import RunState
+from tpot_locust.harness.users.process_context import context_of
+from tpot_locust.harness.watch import loop_yield, quiet_loop
+from tpot_locust.harness.watch.loop_probe import StallTracer
+from tpot_locust.harness.watch.orphan_watch import watch_parent
+from tpot_locust.harness.web import webui
 
 __all__ = ["get_state"]
 logger = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ when several events wait in one socket: one read returns them all, with the newe
 stamp, and a single long gap swallows the others. Read delay tops out near one token gap,
 so a short, rare stall (a stop, a GC pass, a burst prompt built on the loop) never moves
 its P99 while it rewrites the P99.99. So every recording process runs a *lag probe*
-(``harness.loop_probe``: a repeating timer on gevent's loop whose lateness is the time the
+(``harness.watch.loop_probe``: a repeating timer on gevent's loop whose lateness is the time the
 loop could not run, ``loop_lag``). A tick later than the threshold closes a *stall
 window* from the previous tick (the last moment the loop was seen running) to this one;
 the recorder tags every token gap that overlaps a window of its own process
@@ -108,7 +108,7 @@ class ClientHealth:
     stalls: int = 0
     stalled_ns: int = 0
     watched_ns: int = 0  # the time the probe watched the loop: what ``held_share`` divides
-    # stalls during which this process's garbage collector ran (``harness.gc_watch``)
+    # stalls during which this process's garbage collector ran (``harness.watch.gc_watch``)
     gc_stalls: int = 0
     gc_stalled_ns: int = 0
     worst_stalls: list[dict[str, Any]] = field(default_factory=list)  # longest first

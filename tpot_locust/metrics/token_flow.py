@@ -5,7 +5,7 @@ is measured as it streams, not only once it ends (docs/metrics.md, "The window")
 Read at the recorder's ticks (a few hundred live streams, a slice each), never per event.
 Each ``Recorder`` owns one; a stream reaches it through ``StreamRequest.live`` (the
 ``wire.streaming.LiveStreams`` it implements), which the harness's users set from their
-``harness.user_context``: the recorder never reads the wire's state behind its back.
+``harness.users.user_context``: the recorder never reads the wire's state behind its back.
 
 A stream's gaps are taken in order, each once: by ``take`` while it goes (all but its
 newest gap, whose successor says whether a shared read moved it), and the rest by the

@@ -75,7 +75,7 @@ def cause_title(cause: str) -> str:
     return CAUSE_TITLES.get(cause) or cause.replace("_", " ")
 
 
-def shares_of_100(shares: Mapping[str, Any], digits: int = 0) -> dict[str, float]:
+def shares_of_100(shares: Mapping[str, object], digits: int = 0) -> dict[str, float]:
     """A tail's shares (``TailShares["shares"]``, overlapping) as parts of 100 % that add
     up, to ``digits`` decimals: the causes split what overlapped any cause (1 - none) in
     proportion to their shares (a gap of two causes counted in both: the saved shares add
@@ -139,7 +139,9 @@ def metric_tails(attribution: Attribution, name: str) -> dict[str, TailShares]:
     return cast("dict[str, TailShares]", attribution.get(name) or {})
 
 
-def worker_shares(metrics: ClassMetrics, pause: Callable[[], None] | None = None) -> dict[str, Any]:
+def worker_shares(
+    metrics: ClassMetrics, pause: Callable[[], None] | None = None
+) -> dict[str, object]:
     """One worker's shares (its ITL and TPOT and their per-cause parts), for the per-worker
     view (``report.worker_rows``); empty before any gap. ``pause``: called between a
     metric's tails (~0.3 ms each with every cause; a metric took ~1 ms in one piece)."""
@@ -307,12 +309,12 @@ def format_why_the_tail(summary: Summary) -> list[str]:
     return lines
 
 
-def _count(value: Any) -> int | None:
+def _count(value: object) -> int | None:
     """A saved count, or None (absent, or not a count: a file a person edited)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def prefill_scopes(tokens: Any) -> list[tuple[str, float | None, int | None, int | None]]:
+def prefill_scopes(tokens: object) -> list[tuple[str, float | None, int | None, int | None]]:
     """Each scope of ``attribution["prefill_tokens"]`` (every gap, then each ITL tail) as
     (scope, the share of its gaps that overlapped a prefill, the median prompt tokens of
     those, the median of all its gaps); None where unknown (an older or edited file)."""
@@ -336,7 +338,7 @@ def prefill_scopes(tokens: Any) -> list[tuple[str, float | None, int | None, int
     return scopes
 
 
-def format_prefill_tokens(tokens: Any) -> list[str]:
+def format_prefill_tokens(tokens: object) -> list[str]:
     """Prompt tokens in prefill at the gaps, as a person can square with the chart of the
     prompts in flight: the share of the gaps that overlapped a prefill and the median of
     those (most gaps overlap none: every gap's median alone read 0 beside thousands)."""

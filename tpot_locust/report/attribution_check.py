@@ -296,7 +296,7 @@ def _ratio(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
 
 
-def _our_tail(summary: Summary) -> dict[tuple[str, int], dict[str, Any]] | None:
+def _our_tail(summary: Summary) -> dict[tuple[str, int], dict[str, object]] | None:
     """Our listed tail gaps by (request_id, gap); None when the summary has none."""
     attribution = summary.get("attribution")
     # read as it comes (its entries each checked below), whatever its type says
@@ -313,7 +313,7 @@ def _our_tail(summary: Summary) -> dict[tuple[str, int], dict[str, Any]] | None:
     return ours
 
 
-def _causes(entry: dict[str, Any]) -> list[Any]:
+def _causes(entry: dict[str, object]) -> list[object]:
     causes = entry.get("causes")
     return causes if isinstance(causes, list) else []
 
@@ -381,7 +381,7 @@ def attribution_check(
 
 def _tail_level(
     gaps: TrueGaps,
-    ours: dict[tuple[str, int], dict[str, Any]],
+    ours: dict[tuple[str, int], dict[str, object]],
     percentile: float,
     listed_only: bool = False,
 ) -> tuple[float, np.ndarray, list[dict[str, Any] | None], dict[str, CauseScore], dict[str, int]]:
@@ -446,7 +446,7 @@ def _lower_level(
     }
 
 
-def _figure(row: dict[str, Any], measure: str, part: str) -> str:
+def _figure(row: dict[str, object], measure: str, part: str) -> str:
     value = row[measure]
     shown = "n/a" if value is None else f"{value:.2f}"
     return f"{measure} {shown} ({row['both']}/{row[part]})"

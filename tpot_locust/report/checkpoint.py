@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from tpot_locust.common.cooperation import WorkSlices
 from tpot_locust.common.results_files import write_file
@@ -68,7 +67,7 @@ class Checkpoint:
         self._next_at = started + COST_SHARE * (time.monotonic() - started)
 
 
-def _write(path: Path, document: dict[str, Any]) -> None:
+def _write(path: Path, document: dict[str, object]) -> None:
     """Compact (``write_json``'s walk for NaN and its indenting took ~35 ms of the loop); a
     NaN or infinity (``allow_nan=False`` finds it) goes the strict way, written as null."""
     try:
@@ -79,11 +78,11 @@ def _write(path: Path, document: dict[str, Any]) -> None:
     write_file(path, text + "\n")
 
 
-def _plain(value: Any) -> str:
+def _plain(value: object) -> str:
     return json.dumps(value, separators=(",", ":"), allow_nan=False, default=json_default)
 
 
-def _dumps(value: Any, slices: WorkSlices, depth: int = 0) -> str:
+def _dumps(value: object, slices: WorkSlices, depth: int = 0) -> str:
     """``_plain(value)``, the same text, made in pieces with a yield between them."""
     if isinstance(value, dict) and depth < DUMP_DEPTH and all(isinstance(k, str) for k in value):
         parts = [f"{_plain(key)}:{_dumps(item, slices, depth + 1)}" for key, item in value.items()]

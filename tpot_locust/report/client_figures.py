@@ -32,7 +32,7 @@ CLIENT_BUSY_READ_DELAY_MS = 1.0
 BUSY_PERCENTILE = 90.0
 
 
-def client_health(health: ClientHealth, start_wall_s: float | None) -> dict[str, Any]:
+def client_health(health: ClientHealth, start_wall_s: float | None) -> dict[str, object]:
     """The recording processes' own event loops: lag, stall windows, the worst of them."""
     lag = histogram_stats(health.loop_lag, (50.0, 99.0, 99.9))
     held_share = health.held_share

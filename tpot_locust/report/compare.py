@@ -73,7 +73,7 @@ class ComparisonResult:
     def exit_code(self) -> int:
         return 1 if self.regressions else 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "max_regression": self.max_regression,
             "regressed": bool(self.regressions),

@@ -7,7 +7,6 @@ read); every file's name and who writes it: ``common.results_folder``; when:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import NO_FACTS, RunFacts
@@ -46,7 +45,7 @@ def write_histograms(folder: ResultsFolder, totals: MetricSet, run: RunFacts) ->
 
 def histograms_document(
     totals: MetricSet, run: RunFacts, cooperative: bool = False
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """``histograms.json``: the run's totals as HdrHistogram blobs, with the run's facts
     (``cooperative``: yielding between blobs, where nothing else changes ``totals``)."""
     saved = {"format": "hdrhistogram-v2-base64", "unit": "us", "run": run.to_json()}

@@ -211,7 +211,7 @@ def _metadata(summary: Summary) -> list[str]:
     return [_rows(rows, ["", ""])]
 
 
-def _for_people(value: Any) -> str:
+def _for_people(value: object) -> str:
     """A run fact as a reader says it: no ``None``, ``True`` or ``False``."""
     if value is None:
         return "-"

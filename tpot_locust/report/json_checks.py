@@ -34,10 +34,10 @@ class Unusable:
         self.text = text if len(text) <= 24 else f"an integer of {len(text):,} digits"
 
 
-Check = Callable[[Any, str], Any]
+Check = Callable[[object, str], object]
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     if isinstance(value, Unusable):
         return value.text
     return {
@@ -50,7 +50,7 @@ def _kind(value: Any) -> str:
 
 
 def integer(low: int = 0, high: int = MAX_INT) -> Check:
-    def check(value: Any, key: str) -> Any:
+    def check(value: object, key: str) -> object:
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if not isinstance(value, int) or isinstance(value, bool):
@@ -70,7 +70,7 @@ def _shown(value: int | float) -> str:
 
 
 def number(low: float = -MAX_NUMBER, high: float = MAX_NUMBER) -> Check:
-    def check(value: Any, key: str) -> Any:
+    def check(value: object, key: str) -> object:
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise Problem(key, f"expected a finite number, found {_kind(value)}")
         if not math.isfinite(value) or not low <= value <= high:
@@ -81,7 +81,7 @@ def number(low: float = -MAX_NUMBER, high: float = MAX_NUMBER) -> Check:
 
 
 def text(max_length: int = MAX_TEXT) -> Check:
-    def check(value: Any, key: str) -> Any:
+    def check(value: object, key: str) -> object:
         if not isinstance(value, str):
             raise Problem(key, f"expected a string, found {_kind(value)}")
         if len(value) > max_length:
@@ -92,7 +92,7 @@ def text(max_length: int = MAX_TEXT) -> Check:
 
 
 def boolean() -> Check:
-    def check(value: Any, key: str) -> Any:
+    def check(value: object, key: str) -> object:
         if not isinstance(value, bool):
             raise Problem(key, f"expected true or false, found {_kind(value)}")
         return value
@@ -101,7 +101,7 @@ def boolean() -> Check:
 
 
 def one_of(*choices: str) -> Check:
-    def check(value: Any, key: str) -> Any:
+    def check(value: object, key: str) -> object:
         if value not in choices or not isinstance(value, str):
             raise Problem(key, f"expected one of {', '.join(choices)}, found {_kind(value)}")
         return value
@@ -110,14 +110,14 @@ def one_of(*choices: str) -> Check:
 
 
 def optional(inner: Check) -> Check:
-    def check(value: Any, key: str) -> Any:
+    def check(value: object, key: str) -> object:
         return None if value is None else inner(value, key)
 
     return check
 
 
 def list_of(inner: Check, max_items: int = MAX_ITEMS) -> Check:
-    def check(value: Any, key: str) -> Any:
+    def check(value: object, key: str) -> object:
         if not isinstance(value, list):
             raise Problem(key, f"expected a list, found {_kind(value)}")
         if len(value) > max_items:
@@ -130,7 +130,7 @@ def list_of(inner: Check, max_items: int = MAX_ITEMS) -> Check:
 def mapping(inner: Check, max_items: int = MAX_ITEMS) -> Check:
     """An object with names of its own (classes, histograms, error categories)."""
 
-    def check(value: Any, key: str) -> Any:
+    def check(value: object, key: str) -> object:
         if not isinstance(value, dict):
             raise Problem(key, f"expected an object, found {_kind(value)}")
         if len(value) > max_items:
@@ -144,7 +144,7 @@ def record(known: dict[str, Check], required: tuple[str, ...] = ()) -> Check:
     """An object of known keys: each one present is checked, the required ones must be;
     others pass as they are (a newer version's additions)."""
 
-    def check(value: Any, key: str) -> Any:
+    def check(value: object, key: str) -> object:
         if not isinstance(value, dict):
             raise Problem(key, f"expected an object, found {_kind(value)}")
         for name in required:
@@ -163,7 +163,7 @@ def _join(key: str, name: str) -> str:
     return f"{key}.{name}" if key else str(name)
 
 
-def scrubbed(value: Any) -> Any:
+def scrubbed(value: object) -> object:
     """Numbers kept aside in keys no shape names (a newer version's): null, so that what
     was read can be written again as JSON."""
     if isinstance(value, Unusable):
@@ -178,7 +178,7 @@ def scrubbed(value: Any) -> Any:
 def anything() -> Check:
     """A value of any type (a part typed ``Any``: what reads it checks it)."""
 
-    def check(value: Any, key: str) -> Any:
+    def check(value: object, key: str) -> object:
         return value
 
     return check
@@ -231,7 +231,7 @@ def _or(value: float | None, otherwise: float) -> float:
     return otherwise if value is None else value
 
 
-_BUILT: dict[tuple[Any, int], Check] = {}  # by type (and by_hand): a shape names itself
+_BUILT: dict[tuple[object, int], Check] = {}  # by type (and by_hand): a shape names itself
 
 
 def _typed_record(kind: Any, by_hand: Mapping[str, Check]) -> Check:
@@ -252,7 +252,7 @@ def _facts_record(kind: Any, by_hand: Mapping[str, Check]) -> Check:
     fields = [field.name for field in dataclasses.fields(kind) if field.metadata.get("json", 1)]
     checks = record({name: shaped(hints[name], by_hand) for name in fields})
 
-    def check(value: Any, key: str) -> Any:
+    def check(value: object, key: str) -> object:
         return kind.from_json(scrubbed(checks(value, key)))
 
     return check

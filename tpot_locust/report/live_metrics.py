@@ -123,7 +123,7 @@ class LiveFacts:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def bucket_counts(histogram: Any, bounds_s: tuple[float, ...]) -> list[int]:
+def bucket_counts(histogram: object, bounds_s: tuple[float, ...]) -> list[int]:
     """Cumulative counts of the samples at or below each bound: every HDR bucket up to the
     one holding the bound (exact below 2.048 ms, where a bucket is 1 us wide; above, a
     sample up to 0.1 % over a bound may count in it, as a percentile reads the bucket's

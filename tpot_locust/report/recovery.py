@@ -4,7 +4,7 @@ The master holds the merged totals of a distributed run; killed (OOM, an evicted
 SIGKILL), it takes them with it and writes no ``histograms.json``. Each worker keeps what it
 recorded: stopped (``cli.processes``: as soon as the master is gone; or by its own
 SIGTERM), it writes ``workers/<id>.json``, every delta of its test including the last one
-(``harness.distributed.WorkerLink.write_audit``). Every token gap is recorded by exactly one
+(``harness.run.distributed.WorkerLink.write_audit``). Every token gap is recorded by exactly one
 worker, so their totals added are the run's: nothing counted twice, nothing that reached a
 surviving worker lost. What died with the master: its time series and server samples, and
 the figures of a worker that died with it.
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from tpot_locust.common.metric_catalogue import ITL
 from tpot_locust.common.results_folder import ResultsFolder
@@ -110,7 +109,7 @@ def _from_workers(folder: ResultsFolder, scenario: str | None) -> tuple[MetricSe
     return totals, facts
 
 
-def _worker_totals(path: Path, saved: dict[str, Any]) -> MetricSet:
+def _worker_totals(path: Path, saved: dict[str, object]) -> MetricSet:
     refuse_too_many_histograms(path, saved)
     try:
         return MetricSet.decode(saved)

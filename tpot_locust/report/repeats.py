@@ -50,7 +50,7 @@ DRIFT_LEVEL = 0.05  # the chance that runs of a steady server are called driftin
 SHOWN_METRICS = ("tpot", "ttft")
 
 
-def repeat_figures(folders: list[Path], summaries: list[Summary]) -> dict[str, Any]:
+def repeat_figures(folders: list[Path], summaries: list[Summary]) -> dict[str, object]:
     """``repeats.json``: per metric and percentile, each run's figure, their spread, the
     interval across runs, one run's interval (median half-width) and the pooled interval."""
     figures: dict[str, Any] = {}
@@ -69,8 +69,8 @@ def _row(
     metric: str,
     key: str,
     percentile: float,
-    pooled: tuple[list[Any], float],
-) -> dict[str, Any]:
+    pooled: tuple[list[object], float],
+) -> dict[str, object]:
     values = [value for s in summaries if (value := _figure(s, metric, key)) is not None]
     row: dict[str, Any] = {"values": values}
     if not values:
@@ -126,7 +126,7 @@ def _figure(summary: Summary, metric: str, key: str) -> float | None:
 
 def _pooled_slices(
     folders: list[Path], summaries: list[Summary], metric: str
-) -> tuple[list[Any], float]:
+) -> tuple[list[object], float]:
     """Every run's time slices of ``metric``, run after run, and their windows' length."""
     slices: list[Any] = []
     window_s = 0.0
@@ -202,7 +202,7 @@ def _pair(bounds: list[float] | None) -> str:
     return "-" if bounds is None else f"{bounds[0]:.3f}-{bounds[1]:.3f}"
 
 
-def write_repeats(out: Path, figures: dict[str, Any]) -> Path:
+def write_repeats(out: Path, figures: dict[str, object]) -> Path:
     path = out / REPEATS_FILE
     write_file(path, json.dumps(figures, indent=2) + "\n")
     return path

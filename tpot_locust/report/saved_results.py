@@ -55,7 +55,7 @@ def _parse_int(text: str) -> int | Unusable:
     return int(text) if len(text.lstrip("-")) <= MAX_INT_DIGITS else Unusable(text)
 
 
-def read_json(path: Path) -> Any:
+def read_json(path: Path) -> object:
     """The JSON of a regular file of at most ``MAX_RESULTS_BYTES``; ``FileNotFoundError``
     when there is none, ``ResultsError`` for anything else wrong."""
     return _parse(path, _read_bytes(path, MAX_RESULTS_BYTES))
@@ -93,7 +93,7 @@ def read_text(path: Path, max_bytes: int = MAX_RESULTS_BYTES) -> str:
     return _read_bytes(path, max_bytes).decode("utf-8", errors="replace")
 
 
-def _parse(path: Path, data: bytes) -> Any:
+def _parse(path: Path, data: bytes) -> object:
     try:
         return json.loads(data.decode("utf-8"), parse_int=_parse_int, parse_constant=Unusable)
     except UnicodeDecodeError as error:
@@ -141,7 +141,7 @@ _POINT_DECLARED = shaped(typing.get_args(TimeseriesPoint)[0], {})  # t, users, .
 _POINT_METRICS = record({name: mapping(number()) for name in catalogue.names("in_timeseries")})
 
 
-def _point(value: Any, key: str) -> Any:
+def _point(value: object, key: str) -> object:
     """A time series point: its declared keys as its type says; its metrics', which its
     type cannot declare (``common.run_facts.interval_figures``), here."""
     return _POINT_METRICS(_POINT_DECLARED(value, key), key)
@@ -214,7 +214,7 @@ STEP_SUMMARY = _summary_part(
 )
 
 
-def checked(path: Path, document: Any, shape: Check) -> Any:
+def checked(path: Path, document: object, shape: Check) -> Any:
     """``document`` (read from ``path``) as ``shape`` has it, or ``ResultsError``."""
     try:
         return scrubbed(shape(document, ""))

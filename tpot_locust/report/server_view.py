@@ -90,7 +90,7 @@ def format_gpu_state(summary: Summary) -> list[str]:
     return lines
 
 
-def _count(value: Any) -> int:
+def _count(value: object) -> int:
     """A count read back: a whole, non-negative, exactly held number, else 0."""
     number = finite(value)
     return int(number) if number is not None and 0 <= number < 2**53 else 0

@@ -15,7 +15,7 @@ from tpot_locust.common.results_files import write_file
 from tpot_locust.common.run_facts import RunFacts, json_default
 
 
-def write_json(path: Path, data: Mapping[str, Any], problems: list[str] | None = None) -> None:
+def write_json(path: Path, data: Mapping[str, object], problems: list[str] | None = None) -> None:
     """Write ``data`` as strict JSON (via a temporary file, so a reader never sees half of
     it): a number JSON cannot hold (NaN, infinity) becomes null, named in ``problems``."""
     safe = json_safe(data, "", [] if problems is None else problems)

@@ -106,7 +106,7 @@ def stall_summary(metrics: ClassMetrics, name: str, percentiles: dict[float, int
 
 
 # A metric whose summary failed at the end of a run: no samples, as the tables skip it.
-_EMPTY_METRIC: dict[str, Any] = {
+_EMPTY_METRIC: dict[str, object] = {
     "unit": "ms",
     "count": 0,
     "mean": 0.0,

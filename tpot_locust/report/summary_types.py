@@ -486,6 +486,6 @@ class Summary(ClassSummary, total=False):
     slo: Verdict  # the verdict (``report.gate.evaluate``)
     truth_check: TruthCheck  # ``report.truth_check``
     attribution_check: AttributionCheck  # ``report.attribution_check``
-    # the web UI's /tpot/summary.json (``harness.webui``)
+    # the web UI's /tpot/summary.json (``harness.web.webui``)
     running: bool
     test: int  # the test of this web-UI session

@@ -56,7 +56,9 @@ def step_row(step: int, value: float, folder: Path, exit_code: int) -> dict[str,
     return row
 
 
-def sure_knee(rows: list[dict[str, Any]], limits: list[dict[str, Any]]) -> dict[str, Any] | None:
+def sure_knee(
+    rows: list[dict[str, object]], limits: list[dict[str, object]]
+) -> dict[str, object] | None:
     """The last step, from the first, that passed with every gated latency figure's interval
     wholly below its limit (a figure with no interval, a tail not measured: not sure)."""
     best = None
@@ -72,7 +74,7 @@ def _surely_below(row: dict[str, Any], objective: dict[str, Any]) -> bool:
     return bounds is not None and bounds[1] <= objective["limit"]
 
 
-def knee(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+def knee(rows: list[dict[str, object]]) -> dict[str, object] | None:
     """The last step of the passing run from the first: None when the first failed."""
     best = None
     for row in rows:
@@ -82,7 +84,7 @@ def knee(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None if best is None else {"step": best["step"], "value": best["value"]}
 
 
-def write_sweep(out: Path, document: dict[str, Any]) -> None:
+def write_sweep(out: Path, document: dict[str, object]) -> None:
     write_file(out / SWEEP_FILE, json.dumps(document, indent=2) + "\n")
     write_file(out / SWEEP_HTML, render_sweep(document))
 

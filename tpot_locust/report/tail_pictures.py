@@ -108,7 +108,7 @@ def why_the_tail(summary: Summary) -> list[str]:
     return parts
 
 
-def worst_stories(attribution: dict[str, Any], run: RunFacts) -> list[str]:
+def worst_stories(attribution: dict[str, object], run: RunFacts) -> list[str]:
     """Each worst gap's one-line story, with the server's state then where it was sampled."""
     origin = finite(run.start_wall_s)
     series = checked_series(as_dict(run.server_metrics))
@@ -122,7 +122,7 @@ def worst_stories(attribution: dict[str, Any], run: RunFacts) -> list[str]:
     return ["<h3>The worst gaps</h3>", '<ol class="stories">', *items, "</ol>"]
 
 
-def _story(gap: Any, origin: float | None, series: dict[str, list[Any]] | None) -> str | None:
+def _story(gap: object, origin: float | None, series: dict[str, list[object]] | None) -> str | None:
     """``attribution.gap_story`` of a gap whose every field was checked first."""
     if not isinstance(gap, dict) or finite(gap.get("ms")) is None:
         return None
@@ -139,7 +139,7 @@ def _story(gap: Any, origin: float | None, series: dict[str, list[Any]] | None) 
     return gap_story(clean, origin, series)
 
 
-def checked_series(server: dict[str, Any]) -> dict[str, list[Any]] | None:
+def checked_series(server: dict[str, object]) -> dict[str, list[object]] | None:
     """The server's sampled series as ``gap_story`` reads it: times all finite and in
     order, every other value a finite number or None; None when there is no such series."""
     series = as_dict(server.get("series"))
@@ -159,7 +159,7 @@ def checked_series(server: dict[str, Any]) -> dict[str, list[Any]] | None:
 # --- the timeline --------------------------------------------------------------------------
 
 
-def _interval_points(series: list[Any], metric: str, key: str) -> list[tuple[float, float]]:
+def _interval_points(series: list[object], metric: str, key: str) -> list[tuple[float, float]]:
     points = []
     for point in series:
         figures = as_dict(as_dict(point).get(metric))
@@ -169,7 +169,7 @@ def _interval_points(series: list[Any], metric: str, key: str) -> list[tuple[flo
     return points
 
 
-def _pairs(values: Any) -> list[tuple[float, float]]:
+def _pairs(values: object) -> list[tuple[float, float]]:
     """[[x, y], ...] as checked pairs (a saved ``tokens_s``)."""
     pairs = []
     for item in as_list(values):
@@ -182,7 +182,7 @@ def _pairs(values: Any) -> list[tuple[float, float]]:
 
 def _gpu_panels(
     run: RunFacts, origin: float | None
-) -> list[tuple[str, list[Curve], dict[str, Any]]]:
+) -> list[tuple[str, list[Curve], dict[str, object]]]:
     """A panel a DCGM exporter: its GPUs' lowest SM clock over the run (a throttled GPU's
     clock drops; ``gpu_throttle`` windows come from its clock event reasons)."""
     panels: list[tuple[str, list[Curve], dict[str, Any]]] = []
@@ -223,7 +223,7 @@ def _server_points(
     return points
 
 
-def _dot_kind(causes: list[Any]) -> str:
+def _dot_kind(causes: list[object]) -> str:
     """A dot's colour: the cause that says most about the gap. A client stall first (the
     gap is ours, not the server's), then a preemption, a prefill, the weaker server windows
     (KV pressure, queueing: common under any load), the network."""

@@ -22,7 +22,6 @@ shape is skipped), and every text is escaped (``shown``: ``printable``, then
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from tpot_locust.common import metric_catalogue as catalogue
 from tpot_locust.common.metric_catalogue import ITL, TTFT
@@ -42,7 +41,7 @@ OWN_METRICS = ((ITL.name, ITL.short), (TTFT.name, TTFT.short))
 # --- values read from a summary, checked ---------------------------------------------------
 
 
-def finite(value: Any) -> float | None:
+def finite(value: object) -> float | None:
     """A finite number, else None (absent, null, text, a bool, NaN)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -50,20 +49,20 @@ def finite(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def as_dict(value: Any) -> dict[str, Any]:
+def as_dict(value: object) -> dict[str, object]:
     return value if isinstance(value, dict) else {}
 
 
-def as_list(value: Any) -> list[Any]:
+def as_list(value: object) -> list[object]:
     return value if isinstance(value, list) else []
 
 
-def count_text(value: Any) -> str:
+def count_text(value: object) -> str:
     number = finite(value)
     return "-" if number is None else f"{number:,.0f}"
 
 
-def ms_text(value: Any, digits: int = 3) -> str:
+def ms_text(value: object, digits: int = 3) -> str:
     number = finite(value)
     return "-" if number is None else f"{number:.{digits}f}"
 
@@ -89,7 +88,7 @@ def note(text: str) -> str:
 # --- the shares ----------------------------------------------------------------------------
 
 
-def _causes_shown(attribution: dict[str, Any]) -> list[str]:
+def _causes_shown(attribution: dict[str, object]) -> list[str]:
     seen = {
         cause
         for name in CAUSE_METRICS
@@ -99,7 +98,7 @@ def _causes_shown(attribution: dict[str, Any]) -> list[str]:
     return [cause for cause in (*CAUSES, UNEXPLAINED) if cause in seen]
 
 
-def shares_table(attribution: dict[str, Any]) -> list[str]:
+def shares_table(attribution: dict[str, object]) -> list[str]:
     """Share of the samples above each percentile by the cause they overlapped, each row
     in parts that add up to 100 % (``attribution.shares_of_100``)."""
     causes = _causes_shown(attribution)
@@ -133,7 +132,7 @@ def shares_table(attribution: dict[str, Any]) -> list[str]:
     ]
 
 
-def prefill_tokens_table(attribution: dict[str, Any]) -> list[str]:
+def prefill_tokens_table(attribution: dict[str, object]) -> list[str]:
     """The prompt tokens in prefill at the gaps: the share of each scope's gaps that
     overlapped a prefill and the median of those, beside the median of all of them (0
     where most overlapped none, as most gaps do: the chart below draws what was in flight
@@ -166,7 +165,7 @@ def _share(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.1f} %"
 
 
-def server_facts(server: dict[str, Any]) -> list[str]:
+def server_facts(server: dict[str, object]) -> list[str]:
     """Where the server's metrics came from, how many samples, and its notes."""
     if not server:
         return []
@@ -207,7 +206,7 @@ def _bound(ms: float) -> str:
     return f"{number} {unit}"
 
 
-def bucket_text(bounds: Any) -> str:
+def bucket_text(bounds: object) -> str:
     """The server's figure as the bucket it lies in: "below 10 ms", "10-25 ms", "above 80 s";
     "-" when the histogram held nothing (or the entry is not a bucket)."""
     if not isinstance(bounds, dict):
@@ -229,7 +228,7 @@ def bucket_text(bounds: Any) -> str:
     return f"{low_n} {low_u}-{high_n} {high_u}"
 
 
-def coarseness(label: str, figures: dict[str, Any]) -> str:
+def coarseness(label: str, figures: dict[str, object]) -> str:
     """How coarse the server's figures are: which percentiles share a bucket, the widest
     bucket among them, and those below its first bound or past its last."""
     shown = [(key, figures.get(key)) for key in OWN_PERCENTILES]
@@ -263,7 +262,7 @@ def coarseness(label: str, figures: dict[str, Any]) -> str:
     return f"{label}: {'; '.join(told) if told else 'each percentile in a bucket of its own'}."
 
 
-def server_own_percentiles(summary: Summary, server: dict[str, Any]) -> list[str]:
+def server_own_percentiles(summary: Summary, server: dict[str, object]) -> list[str]:
     """Our ITL and TTFT percentiles beside the server's own (``own_percentiles``)."""
     own = as_dict(server.get("own_percentiles"))
     metrics = as_dict(summary.get("metrics"))
@@ -307,12 +306,12 @@ def server_own_percentiles(summary: Summary, server: dict[str, Any]) -> list[str
 # --- the attribution check -----------------------------------------------------------------
 
 
-def _ratio(value: Any) -> str:
+def _ratio(value: object) -> str:
     number = finite(value)
     return "n/a" if number is None else f"{number:.2f}"
 
 
-def attribution_check_parts(check: Any) -> list[str]:
+def attribution_check_parts(check: object) -> list[str]:
     """``summary["attribution_check"]``: precision and recall of our causes on the true
     gaps above the true ITL P99.9 (``report.attribution_check``)."""
     if not isinstance(check, dict):
@@ -371,7 +370,7 @@ def attribution_check_parts(check: Any) -> list[str]:
     return parts
 
 
-def _cause_rows(causes: Any) -> list[str]:
+def _cause_rows(causes: object) -> list[str]:
     """One row per checked cause: true, tagged by us, both, precision, recall."""
     rows = []
     for cause, row in as_dict(causes).items():

@@ -89,17 +89,17 @@ class TruthWindow:
         self.start_ns = start_ns + int((run.warmup_s or 0) * 1e9)
         self.end_ns = start_ns + int((duration - cooldown) * 1e9) if duration else 2**63 - 1
 
-    def _of(self, record: dict[str, Any]) -> tuple[int, int]:
+    def _of(self, record: dict[str, object]) -> tuple[int, int]:
         """The window of the process that sent ``record``'s request (else the run's)."""
         tag = str(record.get("request_id", ""))[: len(PROCESS_TAG)]
         return self.by_process.get(tag, (self.start_ns, self.end_ns))
 
-    def events(self, sends: np.ndarray, record: dict[str, Any]) -> np.ndarray:
+    def events(self, sends: np.ndarray, record: dict[str, object]) -> np.ndarray:
         """Which of ``sends`` (``record``'s token events) left inside the window."""
         start, end = self._of(record)
         return (sends >= start) & (sends <= end)
 
-    def gaps(self, sends: np.ndarray, record: dict[str, Any]) -> np.ndarray:
+    def gaps(self, sends: np.ndarray, record: dict[str, object]) -> np.ndarray:
         """Which gaps between ``sends`` (``record``'s) end inside the window: those whose
         later event left inside it."""
         return self.events(sends, record)[1:]
@@ -122,7 +122,7 @@ class ScheduleCount:
         # kernel stamped within their own write (the truth's ``kernel_sends``)
         self.written = self.sent_at_once = 0
 
-    def add(self, record: dict[str, Any], inside: np.ndarray) -> None:
+    def add(self, record: dict[str, object], inside: np.ndarray) -> None:
         """``record``'s events, ``inside`` the window's (``TruthWindow.events``)."""
         if (late := record.get("late_us")) is None:
             return
@@ -163,7 +163,7 @@ class ScheduleCount:
         }
 
 
-def streamed(record: dict[str, Any]) -> bool:
+def streamed(record: dict[str, object]) -> bool:
     """Whether a truth line is a request that sent a token event."""
     return "request_id" in record and bool(record.get("send_ns"))
 

@@ -47,7 +47,9 @@ class RowError(ValueError):
     """A worker's row this master cannot take: not the shape ``worker_row`` makes."""
 
 
-def worker_row(figures: WorkerFigures, pause: Callable[[], None] | None = None) -> dict[str, Any]:
+def worker_row(
+    figures: WorkerFigures, pause: Callable[[], None] | None = None
+) -> dict[str, object]:
     """The worker's figures as the master's summary shows them (``ROW_KEYS``), ~0.8 ms for
     a busy worker with every cause; ``pause``: called before each histogram read and each
     tail's shares (~0.1 ms apart; a worker passes ``WorkSlices.after_item``)."""
@@ -69,13 +71,13 @@ def worker_row(figures: WorkerFigures, pause: Callable[[], None] | None = None) 
     return row
 
 
-def pack_row(row: dict[str, Any]) -> bytes:
+def pack_row(row: dict[str, object]) -> bytes:
     """A row as it travels: its own msgpack bytes, read by the master only when needed."""
     packed: bytes = msgpack.packb(row)
     return packed
 
 
-def sent_row(sent: Any) -> bytes:
+def sent_row(sent: object) -> bytes:
     """What a master checks of a row as it arrives: bytes, bounded; else ``RowError``."""
     if not isinstance(sent, bytes) or len(sent) > MAX_ROW_BYTES:
         raise RowError(f"a worker's row is not msgpack bytes of at most {MAX_ROW_BYTES:,}")
@@ -89,13 +91,13 @@ class LatestRows:
 
     def __init__(self) -> None:
         self._sent: dict[str, bytes] = {}
-        self._read: dict[str, dict[str, Any] | None] = {}
+        self._read: dict[str, dict[str, object] | None] = {}
 
     def keep(self, worker: str, sent: bytes) -> None:
         self._sent[worker] = sent
         self._read.pop(worker, None)
 
-    def read(self) -> dict[str, dict[str, Any]]:
+    def read(self) -> dict[str, dict[str, object]]:
         """Each worker's latest row that reads as one, by worker."""
         for worker, sent in self._sent.items():
             if worker not in self._read:
@@ -103,7 +105,7 @@ class LatestRows:
         return {worker: row for worker, row in self._read.items() if row is not None}
 
 
-def _read_row(worker: str, sent: bytes) -> dict[str, Any] | None:
+def _read_row(worker: str, sent: bytes) -> dict[str, object] | None:
     try:
         return check_row(msgpack.unpackb(sent, raw=False, strict_map_key=False))
     except Exception as error:  # noqa: BLE001 - damage of any kind: msgpack's vary
@@ -121,7 +123,7 @@ def _no_pause() -> None:
     """Not cooperative: run through."""
 
 
-def check_row(row: Any) -> dict[str, Any]:
+def check_row(row: object) -> dict[str, object]:
     """The row as sent, if it is one ``worker_row`` could make; else ``RowError``."""
     if not isinstance(row, dict) or not set(_ALWAYS) <= row.keys() <= set(ROW_KEYS):
         raise RowError(f"a worker's row has keys other than {ROW_KEYS}")
@@ -142,7 +144,7 @@ def check_row(row: Any) -> dict[str, Any]:
     return row
 
 
-def _check_tail(tail: Any, where: str) -> None:
+def _check_tail(tail: object, where: str) -> None:
     if not isinstance(tail, dict) or tail.keys() != _SHARE_KEYS:
         raise RowError(f"{where}: not a map of {sorted(_SHARE_KEYS)}")
     _number(tail["above_ms"], _LARGEST_MS, f"{where}.above_ms")
@@ -160,12 +162,12 @@ def _number(value: Any, largest: float, what: str) -> None:
         raise RowError(f"{what}: {value!r} is not a number in [0, {largest:g}]")
 
 
-def _count(value: Any, what: str) -> None:
+def _count(value: object, what: str) -> None:
     if type(value) is not int or not 0 <= value < 1 << 63:
         raise RowError(f"{what}: {value!r} is not a count in [0, 2**63)")
 
 
-def workers_view(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def workers_view(rows: dict[str, dict[str, object]]) -> dict[str, dict[str, Any]]:
     """The summary's per-worker part: each of ``ROW_KEYS`` a map of worker name -> its
     value, the workers in name order, each with the keys its row has."""
     named = sorted(rows.items())

@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from tpot_locust.common.bounded_files import (
     DATA_FILE_MAX_BYTES,
@@ -74,19 +74,19 @@ def _error(source: str, line: int, message: str) -> ScenarioError:
     return ScenarioError(source, line, 1, "", message)
 
 
-def _refuse_constant(name: str) -> Any:
+def _refuse_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a JSON number")
 
 
 _STRICT_JSON = json.JSONDecoder(parse_constant=_refuse_constant)  # one for every line
 
 
-def _json(text: str) -> Any:
+def _json(text: str) -> object:
     """``json.loads`` without NaN or Infinity (Python's json accepts both)."""
     return _STRICT_JSON.decode(text)
 
 
-def _one_turn(source: str, line: int, entry: Any) -> Conversation:
+def _one_turn(source: str, line: int, entry: object) -> Conversation:
     if not isinstance(entry, dict):
         raise _error(source, line, "must be an object with a text field")
     text = next((entry[f] for f in TEXT_FIELDS if f in entry), None)
@@ -167,7 +167,7 @@ def _sharegpt(source: str, text: str) -> list[Conversation]:
     return conversations
 
 
-def _conversation(source: str, line: int, item: Any) -> Conversation:
+def _conversation(source: str, line: int, item: object) -> Conversation:
     messages = item.get("conversations", item.get("messages")) if isinstance(item, dict) else None
     if not isinstance(messages, list):
         raise _error(source, line, "a conversation needs a conversations (or messages) list")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import hashlib
 from pathlib import Path
-from typing import Any
 
 from tpot_locust.scenario.model import Scenario
 from tpot_locust.scenario.schema import validate
@@ -71,7 +70,7 @@ class ScenarioText:
         simulator's own check of ``simulator.profile``/``engine`` (the CLI passes it)."""
         return validate(self._with_overrides(overrides, labels), check_engine)
 
-    def document(self, overrides: list[str] | None = None) -> Any:
+    def document(self, overrides: list[str] | None = None) -> object:
         """The scenario as data, with its overrides applied (what a run ran)."""
         return self._with_overrides(overrides, None).data
 
@@ -91,7 +90,7 @@ def load_scenario(
     return validate(_overridden(_parsed(path), overrides, labels), check_engine)
 
 
-def scenario_document(path: Path, overrides: list[str] | None = None) -> Any:
+def scenario_document(path: Path, overrides: list[str] | None = None) -> object:
     """The scenario file as data, with its overrides applied (what a run ran)."""
     return _overridden(_parsed(path), overrides, None).data
 

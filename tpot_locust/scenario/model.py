@@ -8,6 +8,7 @@ See ``scenarios/README.md`` for the language.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from tpot_locust.scenario.datasets import Conversation
 from tpot_locust.scenario.limits import DEFAULT_METRICS_INTERVAL_S
 from tpot_locust.scenario.parsed_values import OrZero, ParsedDistribution, fixed
 from tpot_locust.scenario.slo import SloSpec
+from tpot_locust.scenario.trace import TraceRequest
 from tpot_locust.scenario.yaml_source import ScenarioError
 
 __all__ = [
@@ -36,12 +38,12 @@ __all__ = [
 
 
 def key(
-    default: Any = None,
+    default: object = None,
     *,
     check: str,
     user: str | None = None,
     flag: str | None = None,
-    factory: Any = None,
+    factory: Callable[[], object] | None = None,
     name: str | None = None,
     required: bool = False,
 ) -> Any:
@@ -94,12 +96,12 @@ class Server:
     host: str | None = key(check="url")
     api: str = key("chat", check="api")
     model: str | None = key(check="text", user="model")
-    headers: dict[str, Any] | None = key(check="headers", user="headers")
+    headers: dict[str, object] | None = key(check="headers", user="headers")
     api_key_env: str | None = key(check="env_name", user="api_key_env")
     ignore_eos: bool | None = key(check="flag", user="ignore_eos")
     min_tokens: bool | None = key(check="flag", user="force_min_tokens")
     include_usage: bool | None = key(check="flag", user="include_usage")
-    extra_body: dict[str, Any] | None = key(check="mapping", user="extra_body")
+    extra_body: dict[str, object] | None = key(check="mapping", user="extra_body")
     # one SSE event or NDJSON line at most; a larger one fails its request (oversized_event)
     max_event_bytes: int | None = key(check="event_bytes", user="max_event_bytes")
     # a local tokenizer (tokenizer.json or a folder with one): prompts of exact token counts;
@@ -159,7 +161,7 @@ class Simulator:
     # a non-token event of filler_bytes after every filler_every-th token (sim.chunks)
     filler_bytes: int | None = key(check="count", flag="--filler-bytes")
     filler_every: int | None = key(check="positive_integer", flag="--filler-every")
-    engine: dict[str, Any] = key(check="mapping", factory=dict)  # --set KEY=VALUE each
+    engine: dict[str, object] = key(check="mapping", factory=dict)  # --set KEY=VALUE each
 
 
 @dataclass
@@ -195,7 +197,9 @@ class TrafficClass:
     # open loop: a trace replayed as timed, a file name (our JSONL) or ``TraceSpec``
     trace: TraceSpec | None = key(check="trace")
     speedup: float = key(1.0, check="positive")  # 2 replays the trace twice as fast
-    trace_requests: list[Any] = field(default_factory=list, repr=False)  # the trace's lines
+    trace_requests: list[TraceRequest] = field(
+        default_factory=list, repr=False
+    )  # the trace's lines
 
     @property
     def open_loop(self) -> bool:
@@ -253,7 +257,7 @@ class StageSpec:
 
     duration: float | None = key(check="duration")  # required
     users: int | None = key(check="count")  # total closed-loop users from here on
-    rate: dict[str, Any] | None = key(check="part")  # open-loop class -> sessions per second
+    rate: dict[str, object] | None = key(check="part")  # open-loop class -> sessions per second
 
 
 @dataclass
@@ -262,7 +266,7 @@ class BurstSpec:
 
     class_name: str | None = key(check="part", name="class")  # must name a class
     count: int = key(1, check="positive_integer")
-    at: Any = key(check="part")  # a time or a list of times ...
+    at: object = key(check="part")  # a time or a list of times ...
     every: float | None = key(check="duration")  # ... or a period
     start: float | None = key(check="duration_or_zero")  # with every; default: every
     prompt_tokens: ParsedDistribution | None = key(check="distribution")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any
 
 from tpot_locust.common.distributions import Distribution, Fixed
 
@@ -21,7 +20,7 @@ class ParsedDistribution:
     """A number or a ``{dist: ...}`` mapping: as written (``written``, which the
     simulator's flags repeat) and as parsed (``distribution``). A ``Distribution`` itself."""
 
-    written: Any
+    written: object
     distribution: Distribution = field(repr=False)
 
     def sample(self, rng: random.Random) -> float:

@@ -42,7 +42,7 @@ ARRIVALS = ("poisson", "gamma", "constant")
 _Section = TypeVar("_Section")  # a section's dataclass (``parse_section``)
 
 
-def check_keys(located: Located, path: str, data: Any, allowed: set[str]) -> dict[str, Any]:
+def check_keys(located: Located, path: str, data: object, allowed: set[str]) -> dict[str, object]:
     """The known keys of a mapping; each unknown one is noted as a problem (with the
     allowed key it is closest to) and left out, so validation goes on."""
     if data is None:
@@ -65,7 +65,7 @@ def check_keys(located: Located, path: str, data: Any, allowed: set[str]) -> dic
     return known
 
 
-def distribution(located: Located, path: str, value: Any, base_dir: Path) -> ParsedDistribution:
+def distribution(located: Located, path: str, value: object, base_dir: Path) -> ParsedDistribution:
     """A number or a distribution, parsed here once (an empirical file read once)."""
     try:
         return ParsedDistribution(value, parse_distribution(value, base_dir))
@@ -151,8 +151,13 @@ def validate(located: Located, check_engine: EngineCheck | None = None) -> Scena
 
 
 def parse_section(
-    located: Located, path: str, data: Any, section: type[_Section], base_dir: Path, **fixed: Any
-) -> tuple[_Section, dict[str, Any]]:
+    located: Located,
+    path: str,
+    data: object,
+    section: type[_Section],
+    base_dir: Path,
+    **fixed: object,
+) -> tuple[_Section, dict[str, object]]:
     """The section's dataclass from its mapping, each key checked as its ``key`` declares
     (``CHECKS``); also the keys as given, for rules between keys."""
     allowed = scenario_keys(section)
@@ -167,7 +172,7 @@ def parse_section(
     return section(**fixed, **values), given
 
 
-def _validate_class(located: Located, name: str, data: Any, base_dir: Path) -> TrafficClass:
+def _validate_class(located: Located, name: str, data: object, base_dir: Path) -> TrafficClass:
     path = f"classes.{name}"
     if not checks.IDENTIFIER.fullmatch(name):
         raise located.error(path, "class names must be identifiers (letters, digits, _)")
@@ -211,21 +216,21 @@ def _validate_class(located: Located, name: str, data: Any, base_dir: Path) -> T
     return traffic
 
 
-def _api(located: Located, path: str, value: Any, base_dir: Path) -> str:
+def _api(located: Located, path: str, value: object, base_dir: Path) -> str:
     if value not in API_NAMES:
         raise located.error(path, f"must be one of {', '.join(API_NAMES)}")
     return str(value)  # one of the names: a str
 
 
-def _timeouts(located: Located, path: str, value: Any, base_dir: Path) -> Timeouts:
+def _timeouts(located: Located, path: str, value: object, base_dir: Path) -> Timeouts:
     return parse_section(located, path, value, Timeouts, base_dir)[0]
 
 
-def _tls(located: Located, path: str, value: Any, base_dir: Path) -> Tls:
+def _tls(located: Located, path: str, value: object, base_dir: Path) -> Tls:
     return parse_section(located, path, value, Tls, base_dir)[0]
 
 
-def _ca_file(located: Located, path: str, value: Any, base_dir: Path) -> str:
+def _ca_file(located: Located, path: str, value: object, base_dir: Path) -> str:
     """A CA file, loaded here once so that a bad one stops the run before it starts."""
     given = Path(checks.path_text(located, path, value)).expanduser()
     resolved = given if given.is_absolute() else base_dir / given
@@ -237,29 +242,29 @@ def _ca_file(located: Located, path: str, value: Any, base_dir: Path) -> str:
     return str(resolved)
 
 
-def _arrival(located: Located, path: str, value: Any, base_dir: Path) -> str:
+def _arrival(located: Located, path: str, value: object, base_dir: Path) -> str:
     if value not in ARRIVALS:
         raise located.error(path, f"must be one of {', '.join(ARRIVALS)}")
     return str(value)  # one of the names: a str
 
 
-def _time(located: Located, path: str, value: Any, base_dir: Path) -> OrZero:
+def _time(located: Located, path: str, value: object, base_dir: Path) -> OrZero:
     """Seconds: 0 (none) or a distribution."""
     return value if value == 0 else distribution(located, path, value, base_dir)
 
 
-def _distribution_or_zero(located: Located, path: str, value: Any, base_dir: Path) -> OrZero:
+def _distribution_or_zero(located: Located, path: str, value: object, base_dir: Path) -> OrZero:
     """A length: 0 (none) or a distribution."""
     if value == 0 and not isinstance(value, bool):
         return cast(float, value)  # 0 or 0.0 as written: the simulator's flag repeats it
     return distribution(located, path, value, base_dir)
 
 
-def _as_given(located: Located, path: str, value: Any, base_dir: Path) -> Any:
+def _as_given(located: Located, path: str, value: object, base_dir: Path) -> object:
     return value  # checked by its owner (the simulator's profile check)
 
 
-def _tokenizer(located: Located, path: str, value: Any, base_dir: Path) -> str:
+def _tokenizer(located: Located, path: str, value: object, base_dir: Path) -> str:
     """A local tokenizer, loaded here once so that a bad one stops the run before it starts."""
     given = Path(checks.path_text(located, path, value)).expanduser()
     resolved = given if given.is_absolute() else base_dir / given
@@ -270,7 +275,9 @@ def _tokenizer(located: Located, path: str, value: Any, base_dir: Path) -> str:
     return str(resolved.resolve())
 
 
-def _dataset(located: Located, path: str, value: Any, base_dir: Path) -> tuple[Conversation, ...]:
+def _dataset(
+    located: Located, path: str, value: object, base_dir: Path
+) -> tuple[Conversation, ...]:
     """A dataset file's conversations, read here once: its errors (file:line) stop the run
     before it, and the user classes take what was read."""
     given = Path(checks.path_text(located, path, value)).expanduser()
@@ -281,13 +288,13 @@ def _dataset(located: Located, path: str, value: Any, base_dir: Path) -> tuple[C
 DATASET_ORDERS = ("random", "sequential")
 
 
-def _dataset_order(located: Located, path: str, value: Any, base_dir: Path) -> str:
+def _dataset_order(located: Located, path: str, value: object, base_dir: Path) -> str:
     if value not in DATASET_ORDERS:
         raise located.error(path, f"must be one of {', '.join(DATASET_ORDERS)}")
     return str(value)  # one of the names: a str
 
 
-def _trace(located: Located, path: str, value: Any, base_dir: Path) -> TraceSpec | None:
+def _trace(located: Located, path: str, value: object, base_dir: Path) -> TraceSpec | None:
     """A trace's file name (ours, or a published format told by its first row), or
     ``{file, format, start, duration, ...}`` (``TraceSpec``); None when a key of it was
     refused (the problem is noted; nothing is read)."""
@@ -304,19 +311,19 @@ def _trace(located: Located, path: str, value: Any, base_dir: Path) -> TraceSpec
     return spec if noted() == before else None
 
 
-def _trace_file(located: Located, path: str, value: Any, base_dir: Path) -> str:
+def _trace_file(located: Located, path: str, value: object, base_dir: Path) -> str:
     trace = Path(checks.path_text(located, path, value))
     return str(trace if trace.is_absolute() else base_dir / trace)
 
 
-def _trace_format(located: Located, path: str, value: Any, base_dir: Path) -> str:
+def _trace_format(located: Located, path: str, value: object, base_dir: Path) -> str:
     if value != AUTO and value not in FORMATS:
         raise located.error(path, f"must be one of {AUTO}, {', '.join(FORMATS)}")
     return str(value)
 
 
 def _validate_sweep(
-    located: Located, data: Any, classes: list[TrafficClass], base_dir: Path
+    located: Located, data: object, classes: list[TrafficClass], base_dir: Path
 ) -> Sweep:
     sweep, given = parse_section(located, "sweep", data, Sweep, base_dir)
     fitting = [c.name for c in classes if _sweepable(c, sweep.vary)]
@@ -352,7 +359,7 @@ def _sweepable(traffic: TrafficClass, vary: str) -> bool:
     return (traffic.rate if vary == "rate" else traffic.trace) is not None
 
 
-CHECKS: dict[str, Callable[[Located, str, Any, Path], Any]] = {
+CHECKS: dict[str, Callable[[Located, str, object, Path], object]] = {
     "api": _api,
     "arrival": _arrival,
     "count": checks.count,
@@ -398,7 +405,7 @@ CHECKS: dict[str, Callable[[Located, str, Any, Path], Any]] = {
 }
 
 
-def _validate_stages(located: Located, data: Any, classes: list[TrafficClass]) -> list[Stage]:
+def _validate_stages(located: Located, data: object, classes: list[TrafficClass]) -> list[Stage]:
     if data is None:
         return []
     if not isinstance(data, list) or not data:
@@ -415,11 +422,8 @@ def _validate_stages(located: Located, data: Any, classes: list[TrafficClass]) -
         for name, rate in rates.items():
             checks.number(located, f"{path}.rate.{name}", rate, strict=False)  # <= MAX_NUMBER
         if spec.duration is not None:  # else its error is noted already
-            stages.append(
-                Stage(
-                    spec.duration, spec.users, {name: float(rate) for name, rate in rates.items()}
-                )
-            )
+            numbers = {name: float(cast(float, rate)) for name, rate in rates.items()}  # checked
+            stages.append(Stage(spec.duration, spec.users, numbers))
     return stages
 
 
@@ -435,7 +439,7 @@ def _count_bursts(located: Located, path: str, so_far: int, count: int) -> int:
 
 
 def _validate_bursts(
-    located: Located, data: Any, names: set[str], duration_s: float, base_dir: Path
+    located: Located, data: object, names: set[str], duration_s: float, base_dir: Path
 ) -> list[Burst]:
     if data is None:
         return []

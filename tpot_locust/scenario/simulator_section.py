@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from tpot_locust.apis import API_NAMES, dialect_named
 from tpot_locust.scenario.model import Server, Simulator
 from tpot_locust.scenario.yaml_source import Located
 
 # The simulator's own check of a profile and its overrides (``sim.profiles``, from the CLI)
-EngineCheck = Callable[[str, dict[str, Any]], None]
+EngineCheck = Callable[[str, dict[str, object]], None]
 
 
 def validate_reasoning(located: Located, simulator: Simulator, server: Server) -> None:
@@ -32,7 +31,10 @@ def validate_reasoning(located: Located, simulator: Simulator, server: Server) -
 
 
 def validate_engine(
-    located: Located, simulator: Simulator, given: dict[str, Any], check_engine: EngineCheck | None
+    located: Located,
+    simulator: Simulator,
+    given: dict[str, object],
+    check_engine: EngineCheck | None,
 ) -> None:
     """``profile`` (a shipped name or a YAML file) and ``engine`` overrides of its keys;
     the profile itself is the simulator's to check (``check_engine``, from the CLI)."""
@@ -55,7 +57,7 @@ def validate_engine(
         ) from None
 
 
-def resolve_profile(profile: Any, base_dir: Path) -> str:
+def resolve_profile(profile: object, base_dir: Path) -> str:
     """A shipped profile name as is; a file path relative to the scenario's folder."""
     text = str(profile)
     if text.endswith((".yaml", ".yml")) and not Path(text).is_absolute():

@@ -139,7 +139,7 @@ class SloSpec:
     insufficient: str = "fail"
     baseline: Baseline | None = None
     client_stalls: str = "invalid"
-    raw: dict[str, Any] = field(default_factory=dict)  # as written, for the results
+    raw: dict[str, object] = field(default_factory=dict)  # as written, for the results
     pace: Pace | None = None  # a reader's deadlines: fluidity and stall time
 
     @property
@@ -152,7 +152,7 @@ def format_limit(objective: Objective) -> str:
 
 
 def parse_slo(
-    located: Located, data: Any, class_names: set[str], model_names: frozenset[str] = frozenset()
+    located: Located, data: object, class_names: set[str], model_names: frozenset[str] = frozenset()
 ) -> SloSpec:
     """The validated ``slo`` block; each problem is noted on ``located`` (validation goes on).
     ``model_names``: the models the classes name (``slo.models`` may hold only those)."""
@@ -210,12 +210,12 @@ def parse_slo(
 
 def _named_scopes(
     located: Located,
-    data: dict[str, Any],
+    data: dict[str, object],
     key: str,
     known: AbstractSet[str],
     unknown: str,
     known_words: str = "",
-) -> Iterator[tuple[str, str, dict[str, Any]]]:
+) -> Iterator[tuple[str, str, dict[str, object]]]:
     """``slo.classes`` or ``slo.models``: each known name, its path and its mapping; an
     unknown name (``unknown``, a did-you-mean and ``known_words``) or a spec that is no
     mapping is noted on ``located``."""
@@ -249,9 +249,9 @@ _TOP_KEYS = _SCOPE_KEYS | {
 _PACE_KEYS = ("tokens_per_s", TPOT.name, TTFT.name, "min_on_time")  # deadlines of those
 
 
-def _migrate_legacy(located: Located, data: dict[str, Any]) -> dict[str, Any]:
+def _migrate_legacy(located: Located, data: dict[str, object]) -> dict[str, object]:
     """``tpot_p99_ms: 25`` reads as ``tpot: {p99: 25ms}`` (the block's first, flat form)."""
-    migrated: dict[str, Any] = {}
+    migrated: dict[str, object] = {}
     for key, value in data.items():
         match = _LEGACY_KEY.match(str(key))
         if match and match.group(1) in LATENCY_METRICS and str(key) not in _TOP_KEYS:
@@ -274,7 +274,7 @@ def _migrate_legacy(located: Located, data: dict[str, Any]) -> dict[str, Any]:
 def _scope_objectives(
     located: Located,
     path: str,
-    data: dict[str, Any],
+    data: dict[str, object],
     class_name: str | None,
     min_samples: int,
     top: bool,
@@ -340,7 +340,7 @@ def _latency(
     return objectives
 
 
-def _statistic_key(statistic: Any) -> str:
+def _statistic_key(statistic: object) -> str:
     """``p99``, ``P99``, ``99`` and ``99.0`` name the same percentile."""
     text = str(statistic).strip().lower()
     if re.fullmatch(r"\d+(\.\d+)?", text):
@@ -368,7 +368,7 @@ def _throughput(located: Located, path: str, value: Any, class_name: str | None)
 
 
 def _interference(
-    located: Located, path: str, value: Any, class_name: str | None
+    located: Located, path: str, value: object, class_name: str | None
 ) -> list[Objective]:
     if not isinstance(value, dict):
         raise located.error(path, "must be a mapping, e.g. {tpot_p99: 3.0}")
@@ -393,7 +393,7 @@ def _interference(
 _GOODPUT_TARGETS = ("min_fraction", "min_per_s")
 
 
-def _goodput(located: Located, value: Any) -> tuple[GoodputRule, list[Objective]]:
+def _goodput(located: Located, value: object) -> tuple[GoodputRule, list[Objective]]:
     path = "slo.goodput"
     allowed = (*GOODPUT_METRICS, *_GOODPUT_TARGETS)
     if not isinstance(value, dict):
@@ -429,7 +429,7 @@ def _goodput(located: Located, value: Any) -> tuple[GoodputRule, list[Objective]
     return GoodputRule(limits), objectives
 
 
-def _pace(located: Located, value: Any) -> tuple[Pace, list[Objective]]:
+def _pace(located: Located, value: object) -> tuple[Pace, list[Objective]]:
     """``pace: 20`` (tokens/s) or ``{tokens_per_s | tpot, ttft, min_on_time}``."""
     path = "slo.pace"
     if not isinstance(value, dict):
@@ -462,7 +462,7 @@ def _pace(located: Located, value: Any) -> tuple[Pace, list[Objective]]:
     return Pace(max(1, round(ttft_ms * 1e6)), max(1, round(tpot_ms * 1e6))), objectives
 
 
-def _baseline(located: Located, value: Any) -> Baseline:
+def _baseline(located: Located, value: object) -> Baseline:
     path = "slo.baseline"
     if isinstance(value, str):
         return Baseline(value)

@@ -7,7 +7,6 @@ Why its own room: the block's parsers (``slo``) share these; kept apart they sta
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from tpot_locust.scenario.yaml_source import Located
 
@@ -16,7 +15,7 @@ MAX_SLO_COUNT = 1_000_000_000  # a count of samples
 
 
 def field_names(
-    located: Located, path: str, value: Any, allowed: tuple[str, ...] | None
+    located: Located, path: str, value: object, allowed: tuple[str, ...] | None
 ) -> list[str]:
     if value is None:
         return []
@@ -28,14 +27,14 @@ def field_names(
     return names
 
 
-def parsed(located: Located, path: str, value: Any, parse: Callable[[Any], float]) -> float:
+def parsed(located: Located, path: str, value: object, parse: Callable[[object], float]) -> float:
     try:
         return parse(value)
     except ValueError as error:
         raise located.error(path, str(error)) from None
 
 
-def positive(located: Located, path: str, value: Any) -> float:
+def positive(located: Located, path: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise located.error(path, "must be a number > 0")
     if value > MAX_SLO_NUMBER:  # also infinity
@@ -43,7 +42,7 @@ def positive(located: Located, path: str, value: Any) -> float:
     return float(value)
 
 
-def count(located: Located, path: str, value: Any) -> int:
+def count(located: Located, path: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise located.error(path, "must be an integer >= 0")
     if value > MAX_SLO_COUNT:

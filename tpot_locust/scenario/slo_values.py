@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
 
 MAX_TIME_MS = 30 * 24 * 3600 * 1000.0  # an SLO's time limit: 30 days, as any duration
 _TIME = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*(us|ms|s|m)?\s*$")
@@ -27,7 +26,7 @@ def format_value(value: float, unit: str, fraction_digits: str = ".4g") -> str:
     return f"{value:g}"
 
 
-def parse_time_ms(value: Any) -> float:
+def parse_time_ms(value: object) -> float:
     """``15ms``, ``1.5s``, ``800 us`` or a bare number of milliseconds."""
     if isinstance(value, bool):
         raise ValueError("must be a time like 15ms or 1.5s")
@@ -47,7 +46,7 @@ def parse_time_ms(value: Any) -> float:
     return milliseconds
 
 
-def parse_fraction(value: Any) -> float:
+def parse_fraction(value: object) -> float:
     """``0.1%`` or a fraction ``0.001`` (0 .. 1)."""
     if isinstance(value, bool):
         raise ValueError("must be a percentage like 0.1% or a fraction like 0.001")

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import NoReturn
 
 from tpot_locust.common.bounded_files import (
     DATA_FILE_MAX_BYTES,
@@ -93,19 +94,22 @@ def _request(source: str, number: int, line: str) -> TraceRequest:
     )
 
 
-def _refuse_constant(name: str) -> Any:
+_Error = Callable[[str], ScenarioError]  # one line's error, from its message
+
+
+def _refuse_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a JSON number")
 
 
 _STRICT_JSON = json.JSONDecoder(parse_constant=_refuse_constant)  # one for every line
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _number(value: Any, key: str, error: Any, minimum: float, maximum: float) -> float:
+def _number(value: object, key: str, error: _Error, minimum: float, maximum: float) -> float:
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
@@ -118,7 +122,7 @@ def _number(value: Any, key: str, error: Any, minimum: float, maximum: float) ->
     return float(value)
 
 
-def _integer(value: Any, key: str, error: Any) -> int:
+def _integer(value: object, key: str, error: _Error) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOKENS:
         raise error(f"{key}: must be an integer >= 1 and <= {MAX_TOKENS:,}, got {_shown(value)}")
     return value

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from tpot_locust.common.bounded_files import DATA_FILE_MAX_BYTES, BoundedFileError, read_lines
 from tpot_locust.scenario.limits import MAX_DURATION_S, MAX_TOKENS
@@ -46,6 +46,7 @@ _BAILIAN_KEYS = _MOONCAKE_KEYS | {"chat_id", "parent_chat_id", "type", "turn"}
 MAX_BLOCK_IDS = 1_000_000  # hash ids of one request (a 512-token block each: far past any model)
 
 Row = tuple[int, Any]  # (line number, the parsed row)
+_Error = Callable[[str], ScenarioError]  # one file:line's error, from its message (``_error``)
 
 
 def detect_format(source: str, first_line: str) -> str:
@@ -157,7 +158,7 @@ def _lines(path: Path) -> list[tuple[int, str]]:
         raise ScenarioError(str(path), error.line or 1, 1, "", str(error)) from None
 
 
-def _mooncake(source: str, lines: list[tuple[int, str]], *_: Any) -> list[TraceRequest]:
+def _mooncake(source: str, lines: list[tuple[int, str]], *_: object) -> list[TraceRequest]:
     requests = []
     for number, row in _json_rows(source, lines, _MOONCAKE_KEYS):
         error = _error(source, number)
@@ -177,7 +178,7 @@ def _mooncake(source: str, lines: list[tuple[int, str]], *_: Any) -> list[TraceR
     return requests
 
 
-def _bailian(source: str, lines: list[tuple[int, str]], *_: Any) -> list[TraceRequest]:
+def _bailian(source: str, lines: list[tuple[int, str]], *_: object) -> list[TraceRequest]:
     rows: dict[int, tuple[int, dict[str, Any]]] = {}
     for number, row in _json_rows(source, lines, _BAILIAN_KEYS):
         chat_id = _identifier(row.get("chat_id"), "chat_id", _error(source, number))
@@ -212,7 +213,7 @@ def _bailian(source: str, lines: list[tuple[int, str]], *_: Any) -> list[TraceRe
 
 
 def _root(
-    chat_id: int, rows: dict[int, tuple[int, dict[str, Any]]], error: Any, roots: dict[int, int]
+    chat_id: int, rows: dict[int, tuple[int, dict[str, Any]]], error: _Error, roots: dict[int, int]
 ) -> int:
     """The first chat of ``chat_id``'s conversation, following the parent links; every
     chat on the way remembers it in ``roots``, so a file's chains cost their length once
@@ -236,7 +237,7 @@ def _root(
     return root
 
 
-def _azure(source: str, lines: list[tuple[int, str]], *_: Any) -> list[TraceRequest]:
+def _azure(source: str, lines: list[tuple[int, str]], *_: object) -> list[TraceRequest]:
     requests = []
     for number, cells in _csv_rows(source, lines, AZURE_HEADER):
         error = _error(source, number)
@@ -315,7 +316,7 @@ def _csv_cells(source: str, number: int, line: str) -> list[str]:
         raise _error(source, number)(f"not CSV: {error}") from None
 
 
-def _blocks(value: Any, inputs: int, block_tokens: int, error: Any) -> tuple[int, ...]:
+def _blocks(value: object, inputs: int, block_tokens: int, error: _Error) -> tuple[int, ...]:
     """The prefix block ids: one per ``block_tokens`` of the input, the last one partial."""
     if value is None:
         return ()
@@ -332,7 +333,7 @@ def _blocks(value: Any, inputs: int, block_tokens: int, error: Any) -> tuple[int
     return tuple(value)
 
 
-def _datetime(text: str, error: Any) -> float:
+def _datetime(text: str, error: _Error) -> float:
     """Seconds since the epoch of Azure's TIMESTAMP (a time without an offset is UTC)."""
     try:
         stamp = datetime.fromisoformat(text.strip())  # 3.11+: 7 fractional digits, offsets
@@ -341,33 +342,33 @@ def _datetime(text: str, error: Any) -> float:
     return (stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)).timestamp()
 
 
-def _int(text: str) -> Any:
+def _int(text: str) -> int | str:
     try:
         return int(text)
     except ValueError:
         return text
 
 
-def _float(text: str) -> Any:
+def _float(text: str) -> float | str:
     try:
         return float(text)
     except ValueError:
         return text
 
 
-def _tokens(value: Any, key: str, error: Any) -> int:
+def _tokens(value: object, key: str, error: _Error) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOKENS:
         raise error(f"{key}: must be an integer >= 1 and <= {MAX_TOKENS:,}, got {value!r:.40}")
     return value
 
 
-def _identifier(value: Any, key: str, error: Any) -> int:
+def _identifier(value: object, key: str, error: _Error) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
         raise error(f"{key}: must be an integer >= 0, got {value!r:.40}")
     return value
 
 
-def _number(value: Any, key: str, error: Any, minimum: float, maximum: float) -> float:
+def _number(value: object, key: str, error: _Error, minimum: float, maximum: float) -> float:
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
@@ -384,7 +385,7 @@ def _error(source: str, number: int) -> Callable[[str], ScenarioError]:
     return lambda message: ScenarioError(source, number, 1, "", message)
 
 
-def _refuse_constant(name: str) -> Any:
+def _refuse_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a JSON number")
 
 

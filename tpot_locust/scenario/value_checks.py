@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from tpot_locust.scenario.limits import (
@@ -31,7 +30,7 @@ MAX_NAME = 200  # characters of a scenario's name
 _TOO_LONG = f"must be <= 30 days ({MAX_DURATION_S:.0f} s)"
 
 
-def parse_duration(value: Any) -> float:
+def parse_duration(value: object) -> float:
     """Seconds from ``90``, ``"90s"``, ``"2m"`` or ``"1h30m"`` (Locust's -t syntax): finite,
     0 .. 30 days (``MAX_DURATION_S``; a 400-digit integer is refused, never overflows)."""
     if isinstance(value, bool):
@@ -55,7 +54,7 @@ def parse_duration(value: Any) -> float:
     return total
 
 
-def _shown(value: Any, limit: int = 80) -> str:
+def _shown(value: object, limit: int = 80) -> str:
     """A value as an error quotes it: a megabyte of text is not repeated whole."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -68,7 +67,7 @@ def _limit(value: float) -> str:
 def number(
     located: Located,
     path: str,
-    value: Any,
+    value: object,
     *,
     integer: bool = False,
     minimum: float = 0,
@@ -90,7 +89,7 @@ def number(
     return value
 
 
-def duration(located: Located, path: str, value: Any, *, positive: bool = True) -> float:
+def duration(located: Located, path: str, value: object, *, positive: bool = True) -> float:
     try:
         seconds = parse_duration(value)
     except ValueError as error:
@@ -100,7 +99,7 @@ def duration(located: Located, path: str, value: Any, *, positive: bool = True) 
     return seconds
 
 
-def url(located: Located, path: str, value: Any, base_dir: Path) -> str:
+def url(located: Located, path: str, value: object, base_dir: Path) -> str:
     if not isinstance(value, str) or "://" not in value or not value.isprintable():
         raise located.error(path, "must be a URL like http://127.0.0.1:8000")
     if " " in value:  # it would go into the request line raw
@@ -108,7 +107,7 @@ def url(located: Located, path: str, value: Any, base_dir: Path) -> str:
     return value
 
 
-def metrics_url(located: Located, path: str, value: Any, base_dir: Path) -> bool | str:
+def metrics_url(located: Located, path: str, value: object, base_dir: Path) -> bool | str:
     """``server.metrics``: true (``<host>/metrics``), false (off) or an http(s) URL."""
     if isinstance(value, bool):
         return value
@@ -131,7 +130,7 @@ GPU_LABEL = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 MAX_GPU_ENDPOINTS = 16
 
 
-def gpu_metrics(located: Located, path: str, value: Any, base_dir: Path) -> dict[str, str]:
+def gpu_metrics(located: Located, path: str, value: object, base_dir: Path) -> dict[str, str]:
     """``server.gpu_metrics``: a DCGM exporter's URL (labelled ``gpu``), or a mapping of
     labels to URLs (one exporter a node); labels name the results' files. A path (``/...``)
     is on the server's own host (a gateway's, the embedded simulator's ``/dcgm/metrics``)."""
@@ -165,7 +164,7 @@ def gpu_metrics(located: Located, path: str, value: Any, base_dir: Path) -> dict
     return checked
 
 
-def metrics_interval(located: Located, path: str, value: Any, base_dir: Path) -> float:
+def metrics_interval(located: Located, path: str, value: object, base_dir: Path) -> float:
     """``server.metrics_interval``: seconds between samples."""
     return float(
         number(
@@ -179,7 +178,7 @@ def metrics_interval(located: Located, path: str, value: Any, base_dir: Path) ->
     )
 
 
-def event_bytes(located: Located, path: str, value: Any, base_dir: Path) -> int:
+def event_bytes(located: Located, path: str, value: object, base_dir: Path) -> int:
     """``server.max_event_bytes``: one event's size limit, in bytes."""
     return int(
         number(
@@ -194,13 +193,13 @@ def event_bytes(located: Located, path: str, value: Any, base_dir: Path) -> int:
     )
 
 
-def plain_text(located: Located, path: str, value: Any, base_dir: Path) -> str:
+def plain_text(located: Located, path: str, value: object, base_dir: Path) -> str:
     if isinstance(value, (dict, list)) or value is None:
         raise located.error(path, "must be a name")
     return str(value)
 
 
-def name(located: Located, path: str, value: Any, base_dir: Path) -> str:
+def name(located: Located, path: str, value: object, base_dir: Path) -> str:
     """The scenario's name: printable text (it labels the results folder, junit.xml and the
     terminal: a NUL, a lone surrogate, a newline or an escape sequence breaks them), so
     ``validate`` refuses what ``run`` could not use."""
@@ -215,7 +214,7 @@ def name(located: Located, path: str, value: Any, base_dir: Path) -> str:
     return text
 
 
-def path_text(located: Located, path: str, value: Any) -> str:
+def path_text(located: Located, path: str, value: object) -> str:
     """A file or folder name as given: text without NUL or control characters."""
     if isinstance(value, (dict, list, bool)) or value is None:
         raise located.error(path, "must be a path")
@@ -225,11 +224,11 @@ def path_text(located: Located, path: str, value: Any) -> str:
     return text
 
 
-def output(located: Located, path: str, value: Any, base_dir: Path) -> str:
+def output(located: Located, path: str, value: object, base_dir: Path) -> str:
     return path_text(located, path, value)
 
 
-def mapping(located: Located, path: str, value: Any, base_dir: Path) -> dict[str, Any]:
+def mapping(located: Located, path: str, value: object, base_dir: Path) -> dict[object, object]:
     if not isinstance(value, dict):
         raise located.error(path, "must be a mapping")
     return value
@@ -238,7 +237,7 @@ def mapping(located: Located, path: str, value: Any, base_dir: Path) -> dict[str
 CHOICES_REFUSED = "n > 1 is not measured: each choice would need its own stream timing; remove n"
 
 
-def extra_body(located: Located, path: str, value: Any, base_dir: Path) -> dict[str, Any]:
+def extra_body(located: Located, path: str, value: object, base_dir: Path) -> dict[object, object]:
     """Extra request fields. ``n`` other than 1 is refused: the server would interleave
     several choices in one stream, and every token timing here is of one answer."""
     body = mapping(located, path, value, base_dir)
@@ -269,7 +268,7 @@ FRAMING_HEADERS = frozenset(
 )
 
 
-def headers(located: Located, path: str, value: Any, base_dir: Path) -> dict[str, Any]:
+def headers(located: Located, path: str, value: object, base_dir: Path) -> dict[object, object]:
     """Request headers as HTTP can carry them: token names, latin-1 values without line
     breaks (``validate`` refuses what every request of ``run`` would fail with)."""
     headers = mapping(located, path, value, base_dir)
@@ -299,11 +298,11 @@ MAX_MODEL_NAME = 256  # characters of a model (or adapter) name
 MAX_SPLIT_MODELS = 1_000  # models one class's traffic is split over
 
 
-def model_split(located: Located, path: str, value: Any, base_dir: Path) -> dict[str, float]:
+def model_split(located: Located, path: str, value: object, base_dir: Path) -> dict[str, float]:
     """``classes.<name>.model``: one model name, or model names with weights (a LoRA
     adapter traffic split): printable names, finite weights > 0."""
     if isinstance(value, str):
-        weights: dict[Any, Any] = {value: 1}
+        weights: dict[object, object] = {value: 1}
     elif isinstance(value, dict) and 0 < len(value) <= MAX_SPLIT_MODELS:
         weights = value
     else:
@@ -324,58 +323,58 @@ def model_split(located: Located, path: str, value: Any, base_dir: Path) -> dict
     return split
 
 
-def env_name(located: Located, path: str, value: Any, base_dir: Path) -> str:
+def env_name(located: Located, path: str, value: object, base_dir: Path) -> str:
     if not IDENTIFIER.fullmatch(str(value)):
         raise located.error(path, "must be the NAME of an environment variable, not a key")
     return str(value)
 
 
-def flag(located: Located, path: str, value: Any, base_dir: Path) -> bool:
+def flag(located: Located, path: str, value: object, base_dir: Path) -> bool:
     if not isinstance(value, bool):
         raise located.error(path, "must be true or false")
     return value
 
 
-def positive(located: Located, path: str, value: Any, base_dir: Path) -> float:
+def positive(located: Located, path: str, value: object, base_dir: Path) -> float:
     return float(number(located, path, value))
 
 
-def positive_integer(located: Located, path: str, value: Any, base_dir: Path) -> int:
+def positive_integer(located: Located, path: str, value: object, base_dir: Path) -> int:
     return int(number(located, path, value, integer=True, maximum=MAX_USERS))
 
 
-def count(located: Located, path: str, value: Any, base_dir: Path) -> int:
+def count(located: Located, path: str, value: object, base_dir: Path) -> int:
     return int(number(located, path, value, integer=True, strict=False, maximum=MAX_USERS))
 
 
-def tokens(located: Located, path: str, value: Any, base_dir: Path) -> int:
+def tokens(located: Located, path: str, value: object, base_dir: Path) -> int:
     return int(number(located, path, value, integer=True, strict=False, maximum=MAX_TOKENS))
 
 
-def rate(located: Located, path: str, value: Any, base_dir: Path) -> float:
+def rate(located: Located, path: str, value: object, base_dir: Path) -> float:
     return float(number(located, path, value, strict=False))
 
 
-def ratio(located: Located, path: str, value: Any, base_dir: Path) -> float:
+def ratio(located: Located, path: str, value: object, base_dir: Path) -> float:
     ratio = number(located, path, value, strict=False)
     if ratio > 1:
         raise located.error(path, "must be <= 1")
     return float(ratio)
 
 
-def seed(located: Located, path: str, value: Any, base_dir: Path) -> int:
+def seed(located: Located, path: str, value: object, base_dir: Path) -> int:
     return int(number(located, path, value, integer=True, strict=False, maximum=MAX_SEED))
 
 
-def duration_key(located: Located, path: str, value: Any, base_dir: Path) -> float:
+def duration_key(located: Located, path: str, value: object, base_dir: Path) -> float:
     return duration(located, path, value)
 
 
-def duration_or_zero(located: Located, path: str, value: Any, base_dir: Path) -> float:
+def duration_or_zero(located: Located, path: str, value: object, base_dir: Path) -> float:
     return duration(located, path, value, positive=False)
 
 
-def whole_seconds(located: Located, path: str, value: Any, base_dir: Path) -> float:
+def whole_seconds(located: Located, path: str, value: object, base_dir: Path) -> float:
     """A duration Locust itself reads (``--stop-timeout``): whole seconds, none after the
     point (its parser refused 1.5 after the simulator had started)."""
     seconds = duration(located, path, value, positive=False)
@@ -392,13 +391,13 @@ def whole_seconds(located: Located, path: str, value: Any, base_dir: Path) -> fl
 SWEEP_VARIABLES = ("users", "rate", "speedup")  # closed-loop users, open-loop rate, a trace's
 
 
-def sweep_variable(located: Located, path: str, value: Any, base_dir: Path) -> str:
+def sweep_variable(located: Located, path: str, value: object, base_dir: Path) -> str:
     if value not in SWEEP_VARIABLES:
         raise located.error(path, f"must be one of {', '.join(SWEEP_VARIABLES)}")
     return str(value)  # one of the names: a str
 
 
-def sweep_values(located: Located, path: str, value: Any, base_dir: Path) -> list[float]:
+def sweep_values(located: Located, path: str, value: object, base_dir: Path) -> list[float]:
     if not isinstance(value, list) or not value:
         raise located.error(path, "must be a list of numbers, in increasing order")
     numbers = [number(located, f"{path}.{i}", v) for i, v in enumerate(value)]

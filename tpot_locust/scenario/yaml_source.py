@@ -19,7 +19,6 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 from yaml.composer import ComposerError
@@ -102,7 +101,7 @@ class Located:
     """
 
     source: str
-    data: Any
+    data: object
     positions: dict[str, tuple[int, int]]
     # key path -> the command-line option that set it: its errors name the option, not a line
     overridden: dict[str, str] = field(default_factory=dict)
@@ -187,7 +186,7 @@ class _BoundedLoader(yaml.SafeLoader):
         super().__init__(stream)
         self._depth = 0
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
@@ -232,7 +231,7 @@ class _Builder:
     def error(self, node: yaml.Node, path: str, message: str) -> ScenarioError:
         return ScenarioError(self.source, *_mark(node), path, message)
 
-    def build(self, node: yaml.Node, path: str, depth: int) -> Any:
+    def build(self, node: yaml.Node, path: str, depth: int) -> object:
         self.built += 1
         if self.built > MAX_NODES:
             raise self.error(node, path, f"more than {MAX_NODES:,} values (aliases expanded)")
@@ -266,8 +265,8 @@ class _Builder:
                 f"more than {MAX_EXPANDED_CHARS:,} characters of keys and texts (aliases expanded)",
             )
 
-    def mapping(self, node: yaml.MappingNode, path: str, depth: int) -> dict[str, Any]:
-        result: dict[str, Any] = {}
+    def mapping(self, node: yaml.MappingNode, path: str, depth: int) -> dict[str, object]:
+        result: dict[str, object] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
                 raise self.error(
@@ -287,7 +286,7 @@ class _Builder:
             self.positions[child] = _mark(key_node)
         return result
 
-    def scalar(self, node: yaml.Node, path: str) -> Any:
+    def scalar(self, node: yaml.Node, path: str) -> object:
         """safe_load's value for a scalar (a bad date or a 5,000-digit integer is an error
         at its line, not a traceback)."""
         try:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 GPU_PREFIX = "DCGM_FI_"  # every field dcgm-exporter serves
 SM_CLOCK = "DCGM_FI_DEV_SM_CLOCK"
@@ -66,7 +65,7 @@ class GpuState:
     clock_events: int | None
     xid: int | None
 
-    def line(self) -> dict[str, Any]:
+    def line(self) -> dict[str, object]:
         """The sample line's ``gpu`` fields; ``slowing`` names the slowing reasons set."""
         return {
             "gpus": self.gpus,
@@ -79,7 +78,7 @@ class GpuState:
         }
 
 
-def is_dcgm(names: Mapping[str, Any]) -> bool:
+def is_dcgm(names: Mapping[str, object]) -> bool:
     """The page is a DCGM exporter's: some sample is one of its fields."""
     return any(name.startswith(GPU_PREFIX) for name in names)
 

@@ -105,7 +105,7 @@ def bounds_ms(histogram: ServerHistogram, q: float) -> dict[str, float | None] |
 
 def histogram_figures(
     histogram: ServerHistogram, percentiles: tuple[tuple[str, float], ...]
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """A histogram's count, sum (s) and percentiles as bucket bounds."""
     count = histogram.count
     figures: dict[str, Any] = {
@@ -117,7 +117,7 @@ def histogram_figures(
     return figures
 
 
-def own_percentiles(first: Snapshot | None, latest: Snapshot | None) -> dict[str, Any]:
+def own_percentiles(first: Snapshot | None, latest: Snapshot | None) -> dict[str, object]:
     """The server's own run-level percentiles: its histograms' observations between the
     first and the latest good sample (``reset``: the server restarted in between, so these
     count only since then)."""
@@ -148,7 +148,7 @@ class Scraper:
         self,
         url: str,
         interval_s: float,
-        emit: Callable[[dict[str, Any], bool], None],
+        emit: Callable[[dict[str, object], bool], None],
         fetch: Callable[[str, float], bytes] | None = None,
     ) -> None:
         self.url = url
@@ -215,8 +215,8 @@ class Scraper:
         self.note(kind, message)
         self.emit({"kind": "failed", "what": kind, "t_wall_s": time.time(), "slow": slow}, True)
 
-    def _line(self, snapshot: Snapshot, slow: bool) -> dict[str, Any]:
-        line: dict[str, Any] = {
+    def _line(self, snapshot: Snapshot, slow: bool) -> dict[str, object]:
+        line: dict[str, object] = {
             "kind": "sample",
             "i": self.samples,
             "t_wall_s": snapshot.wall_time_s,
@@ -257,7 +257,7 @@ class Scraper:
             line["gpu"] = snapshot.gpu.line()
         return line
 
-    def final(self) -> dict[str, Any]:
+    def final(self) -> dict[str, object]:
         if not self.samples and not self.failed:  # the run ended inside the first scrape
             self.note(
                 SLOW,

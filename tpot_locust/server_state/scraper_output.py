@@ -12,7 +12,7 @@ import stat
 import sys
 import threading
 from collections.abc import Mapping
-from typing import IO, Any
+from typing import IO
 
 from tpot_locust.server_state.engines import COUNTERS, GAUGES
 
@@ -71,7 +71,7 @@ class ScraperOutput:
         except OSError:  # the parent is gone: the file still gets every line
             pass
 
-    def emit(self, line: dict[str, Any], to_file: bool) -> None:
+    def emit(self, line: dict[str, object], to_file: bool) -> None:
         with self.lock:
             if self.closed:
                 return
@@ -108,7 +108,7 @@ class ScraperOutput:
         except OSError:  # its buffered rest cannot be written either
             pass
 
-    def close(self, final: Mapping[str, Any]) -> None:
+    def close(self, final: Mapping[str, object]) -> None:
         self.emit(dict(final), True)
         with self.lock:
             self.closed = True

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any
 
 from ..apis import dialect_named
 from ..apis.dialect import SimAsk, SimContext, SimEvent
@@ -23,7 +22,7 @@ _SLOT_RE = re.compile(r'\\u0000(t)\\u0000|"\\u0000([cas])\\u0000"')
 LAST_CHUNK = b"0\r\n\r\n"
 
 
-def dumps(obj: Any) -> bytes:
+def dumps(obj: object) -> bytes:
     """Compact UTF-8 JSON, like vLLM's pydantic output."""
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 

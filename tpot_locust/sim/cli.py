@@ -9,7 +9,6 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -27,7 +26,7 @@ READY_PREFIX = "tpot-sim listening on "
 def distribution_arg(text: str) -> Distribution:
     """A number or a JSON/YAML mapping such as ``{"dist": "uniform", "min": 1, "max": 3}``."""
     try:
-        spec: Any = yaml.safe_load(text)
+        spec: object = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise argparse.ArgumentTypeError(f"not a number or JSON/YAML mapping: {exc}") from None
     try:

@@ -110,7 +110,7 @@ class Seq:
     def finished(self) -> bool:
         return self.generated >= self.total
 
-    def truth_fields(self, offset_ns: int) -> dict[str, Any]:
+    def truth_fields(self, offset_ns: int) -> dict[str, object]:
         """Engine additions to the request's truth line (stamps on the truth file's scale)."""
 
         def wall(value: int | None) -> int | None:
@@ -152,7 +152,7 @@ class Step:
     first_prompt_tokens: int = 0  # prompts of the requests that got their first token in it
     adapter_loads: int = 0  # LoRA adapters it loaded into a GPU slot (each adapter_load_ms)
 
-    def record(self, offset_ns: int = 0) -> dict[str, Any]:
+    def record(self, offset_ns: int = 0) -> dict[str, object]:
         """The step's truth line: no ``request_id`` key, so per-request readers skip it."""
         return {
             "type": "step",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
 from .engine import EngineCore, Seq, Step
 from .precise_timer import PreciseTimer
@@ -107,7 +106,7 @@ class EngineLoop:
                 sink.emit(index, due)
         if self._steps_out is not None:
             done = time.perf_counter_ns()
-            record: dict[str, Any] = step.record(self._offset_ns)
+            record: dict[str, object] = step.record(self._offset_ns)
             record["sent_ns"] = sent + self._offset_ns
             record["done_ns"] = done + self._offset_ns
             self._steps_out.record(record)

@@ -7,8 +7,6 @@ plus the engine's fields (steps, preemptions) in the truth line.
 
 from __future__ import annotations
 
-from typing import Any
-
 from .engine import Seq
 from .http import HttpConnection
 from .request import SimRequest
@@ -48,7 +46,7 @@ class EngineStream(StreamedResponse):
         if last:
             self._complete()
 
-    def truth_record(self, aborted: bool) -> dict[str, Any]:
+    def truth_record(self, aborted: bool) -> dict[str, object]:
         return {
             **super().truth_record(aborted),
             **self.seq.truth_fields(self._clock.offset_ns),

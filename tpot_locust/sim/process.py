@@ -63,7 +63,7 @@ class SimProcess:
     def host(self) -> str:
         return self.url.split("://", 1)[1].rsplit(":", 1)[0].strip("[]")
 
-    def read_truth(self) -> list[dict[str, Any]]:
+    def read_truth(self) -> list[dict[str, object]]:
         """Truth lines flushed so far (the server flushes at least every 100 ms)."""
         if self.truth_path is None:
             raise SimulatorError("simulator was started without a truth file")

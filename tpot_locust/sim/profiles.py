@@ -220,7 +220,7 @@ class EngineParams:
     def throttle_distribution(self) -> Distribution | None:
         return _duration(self.throttle_ms, "throttle_ms")
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """Plain values (for the truth file's step lines and ``--show-profile``)."""
         out = dataclasses.asdict(self)
         for name in ("stall_ms", "throttle_ms"):
@@ -229,7 +229,7 @@ class EngineParams:
         return out
 
 
-def _duration(spec: Any, name: str) -> Distribution | None:
+def _duration(spec: object, name: str) -> Distribution | None:
     """A profile's duration spec in ms as a distribution; None for 0 (never)."""
     if hasattr(spec, "sample") and hasattr(spec, "mean"):
         return cast(Distribution, spec)  # duck-typed, as the protocol is
@@ -260,7 +260,7 @@ def profile_text(name: str) -> str:
         ) from None
 
 
-def _bounded_yaml(text: str, where: str) -> Any:
+def _bounded_yaml(text: str, where: str) -> object:
     """``yaml.safe_load``, refusing what would expand without bound (aliases of aliases)
     or nest past any profile's shape, before anything is built."""
     try:
@@ -274,7 +274,7 @@ def _bounded_yaml(text: str, where: str) -> Any:
     return yaml.safe_load(text)
 
 
-def _count(node: Any, depth: int, budget: list[int], where: str) -> None:
+def _count(node: object, depth: int, budget: list[int], where: str) -> None:
     if node is None:
         return
     budget[0] -= 1
@@ -292,14 +292,14 @@ def _count(node: Any, depth: int, budget: list[int], where: str) -> None:
             _count(item, depth + 1, budget, where)
 
 
-def _mapping(text: str, where: str) -> dict[str, Any]:
+def _mapping(text: str, where: str) -> dict[str, object]:
     data = _bounded_yaml(text, where)
     if not isinstance(data, dict):
         raise ProfileError(f"{where}: a profile must be a YAML mapping")
     return data
 
 
-def load_profile(name_or_path: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
+def load_profile(name_or_path: str, _seen: tuple[str, ...] = ()) -> dict[str, object]:
     """Keys of a shipped profile (by name) or of a YAML file (which may ``extends: NAME``)."""
     if name_or_path in _seen:
         raise ProfileError(f"profile {name_or_path!r} extends itself")
@@ -327,7 +327,7 @@ def load_profile(name_or_path: str, _seen: tuple[str, ...] = ()) -> dict[str, An
     return data
 
 
-def parse_assignment(text: str) -> tuple[str, Any]:
+def parse_assignment(text: str) -> tuple[str, object]:
     """``key=value`` (value read as YAML: numbers, true/false, ``{dist: ...}``)."""
     key, sep, raw = text.partition("=")
     key = key.strip()
@@ -355,7 +355,7 @@ def engine_params(
     return params
 
 
-def check_engine(profile: str, overrides: dict[str, Any]) -> None:
+def check_engine(profile: str, overrides: dict[str, object]) -> None:
     """A scenario's ``simulator.profile`` with its ``engine`` overrides, or ProfileError
     (a ValueError) with the reason: the check the scenario schema is handed by the CLI."""
     engine_params(profile, overrides)

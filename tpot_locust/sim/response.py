@@ -199,7 +199,7 @@ class StreamedResponse:
         if self._truth.enabled:
             self._truth.record(self.truth_record(aborted))
 
-    def truth_record(self, aborted: bool) -> dict[str, Any]:
+    def truth_record(self, aborted: bool) -> dict[str, object]:
         sends = self._sends
         kernel_sends = 0 if sends is None else sends.settle(self._send_ns, self._offset_ns)
         record = request_truth(self.request, self._clock, self._send_ns, self._tokens, aborted)

@@ -485,7 +485,7 @@ class _ShortLoopErrors:
         self._last: dict[str, float] = {}
         self._skipped: dict[str, int] = {}
 
-    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
         error = context.get("exception")
         message = str(context.get("message") or "event loop error")
         kind = type(error).__name__ if error is not None else message

@@ -8,7 +8,7 @@ cost by prompt length, KV cache) is a separate path, see ``engine.py`` and ``eng
 from __future__ import annotations
 
 import random
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..common.distributions import Distribution, Fixed, as_distribution
 from .request import SimRequest
@@ -31,7 +31,7 @@ class GapModel:
     request order reproducible.
     """
 
-    def __init__(self, ttft_ms: Any, gap_ms: Any, seed: int = 0) -> None:
+    def __init__(self, ttft_ms: object, gap_ms: object, seed: int = 0) -> None:
         self.ttft_ms: Distribution = as_distribution(ttft_ms)
         self.gap_ms: Distribution = as_distribution(gap_ms)
         self._rng = random.Random(seed)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tpot_locust.common.results_files import open_for_writing
 
@@ -37,7 +37,7 @@ class TruthWriter:
     def enabled(self) -> bool:
         return self._file is not None
 
-    def record(self, record: dict[str, Any]) -> None:
+    def record(self, record: dict[str, object]) -> None:
         if self._file is None:
             return
         self._lines.append(json.dumps(record, separators=(",", ":")) + "\n")
@@ -61,7 +61,7 @@ class TruthWriter:
             self._file = None
 
 
-def read_truth(path: Path | str) -> list[dict[str, Any]]:
+def read_truth(path: Path | str) -> list[dict[str, object]]:
     """All complete lines of a truth file (a partial last line is skipped)."""
     records = []
     with open(path, encoding="utf-8") as f:
@@ -73,7 +73,7 @@ def read_truth(path: Path | str) -> list[dict[str, Any]]:
 
 def request_truth(
     request: SimRequest, clock: WallClock, send_ns: list[int], tokens: list[int], aborted: bool
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The keys every request line has, in either timing mode (see docs/simulator.md)."""
     return {
         "request_id": request.request_id,

@@ -46,7 +46,7 @@ class VirtualRun:
         return ttft_ns / 1e6
 
 
-def _request_record(seq: Seq, send: list[int], steps: list[int], stream: bool) -> dict[str, Any]:
+def _request_record(seq: Seq, send: list[int], steps: list[int], stream: bool) -> dict[str, object]:
     tokens = [1] * len(send)
     if not stream:  # the whole body goes out with the last token
         send, steps, tokens = send[-1:], steps[-1:], [seq.total]
@@ -68,7 +68,7 @@ def _request_record(seq: Seq, send: list[int], steps: list[int], stream: bool) -
 
 
 def run_virtual(
-    params: EngineParams | str | Mapping[str, Any],
+    params: EngineParams | str | Mapping[str, object],
     requests: Iterable[VirtualRequest],
     seed: int = 0,
     max_steps: int = 10_000_000,

@@ -16,7 +16,6 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK
@@ -368,10 +367,10 @@ class HTTPConnection:
         )
 
 
-_RESOLVED: dict[tuple[str, int], tuple[int, tuple[Any, ...]]] = {}
+_RESOLVED: dict[tuple[str, int], tuple[int, tuple[object, ...]]] = {}
 
 
-def resolve(host: str, port: int) -> tuple[int, tuple[Any, ...]]:
+def resolve(host: str, port: int) -> tuple[int, tuple[object, ...]]:
     """The address to connect to, looked up once per host and port.
 
     Why: ``socket.create_connection`` asks gevent's resolver every time, which runs

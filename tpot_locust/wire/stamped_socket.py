@@ -106,7 +106,7 @@ class StampedSocket:
 
     @classmethod
     def connect(
-        cls, family: int, address: tuple[Any, ...], clock: str, timeout_s: float
+        cls, family: int, address: tuple[object, ...], clock: str, timeout_s: float
     ) -> StampedSocket:
         """Connected within ``timeout_s``; raises ``TimeoutError`` or ``OSError``."""
         sock = socket.socket(family, socket.SOCK_STREAM)

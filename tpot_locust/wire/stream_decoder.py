@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 from array import array
 from dataclasses import dataclass, field
-from typing import Any
 
 from tpot_locust.apis import dialect_named
 from tpot_locust.apis.dialect import Dialect, EventReading
@@ -62,7 +61,7 @@ def plain_text_at(payload: bytes, start: int) -> bytes:
     return b""
 
 
-def _loads_lenient(payload: bytes) -> Any:
+def _loads_lenient(payload: bytes) -> object:
     """The event's JSON; a byte that is not UTF-8 read as U+FFFD, as the fast path (which
     compares bytes) keeps such a token's text: both count it, neither fails the request."""
     try:

@@ -15,8 +15,8 @@ from pathlib import Path
 from tpot_locust.common import env_vars
 from tpot_locust.common.text_safety import printable
 from tpot_locust.harness import listeners  # noqa: F401  (the plugin: our listeners on Locust's events)
-from tpot_locust.harness.scenario_in_use import use_scenario
-from tpot_locust.harness.scenario_users import build_shape_class, build_user_classes
+from tpot_locust.harness.load.scenario_in_use import use_scenario
+from tpot_locust.harness.load.scenario_users import build_shape_class, build_user_classes
 from tpot_locust.scenario.loader import ScenarioError, load_scenario, overrides_from_env
 
 _scenario_path = env_vars.text(env_vars.SCENARIO) or None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from tpot_locust.harness.process_context import ALONE, UserContext, context_of
+from tpot_locust.harness.users.process_context import ALONE, UserContext, context_of
 
 __all__ = ["ALONE", "UserContext", "user_context", "warn_without_plugin"]
 

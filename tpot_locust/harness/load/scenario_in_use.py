@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpot_locust.harness.scenario_users import retune_user_classes
+from tpot_locust.harness.load.scenario_users import retune_user_classes
 from tpot_locust.scenario.loader import load_scenario
 from tpot_locust.scenario.model import Scenario
 

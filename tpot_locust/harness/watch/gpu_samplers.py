@@ -1,6 +1,6 @@
 """The GPUs' own state while a test runs: one sampler a DCGM exporter (``server.gpu_metrics``).
 
-Each endpoint is sampled exactly as the server's ``/metrics`` is (``harness.server_sampler``:
+Each endpoint is sampled exactly as the server's ``/metrics`` is (``harness.watch.server_sampler``:
 a child process, its lines in the results folder), at the same interval; its samples give
 ``gpu_throttle`` cause windows and the GPU's state over the run (``run["gpu_metrics"]``).
 """
@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import ServerMetrics
-from tpot_locust.harness.server_sampler import ServerSampler
+from tpot_locust.harness.watch.server_sampler import ServerSampler
 from tpot_locust.metrics.causes import CauseWindow
 
 logger = logging.getLogger(__name__)

@@ -13,9 +13,9 @@ from typing import Any, Protocol
 
 from tpot_locust.apis.dialect import BodyOptions, Dialect
 from tpot_locust.common import env_vars
-from tpot_locust.harness.model_lookup import first_listed_model, lookup_timeout
-from tpot_locust.harness.model_split import ModelSplit
-from tpot_locust.harness.user_context import user_context
+from tpot_locust.harness.users.model_lookup import first_listed_model, lookup_timeout
+from tpot_locust.harness.users.model_split import ModelSplit
+from tpot_locust.harness.users.user_context import user_context
 from tpot_locust.wire.http_client import HTTPConnection
 
 # the first listed model, asked once per process for each (host, models path)

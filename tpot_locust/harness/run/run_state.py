@@ -19,17 +19,22 @@ from locust.env import Environment
 from tpot_locust.common import env_vars
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import RunFacts
-from tpot_locust.harness.failures import ClientErrorStreak
-from tpot_locust.harness.gc_watch import CollectorWatch
-from tpot_locust.harness.loop_probe import LagProbe
-from tpot_locust.harness.roles import LocalRole, Role, choose_role
-from tpot_locust.harness.run_facts_of import run_facts_of
-from tpot_locust.harness.run_options import is_headless, report_interval_s, results_folder, slo_of
-from tpot_locust.harness.run_ticks import RunTicks
-from tpot_locust.harness.sampling import ServerSampling
-from tpot_locust.harness.scenario_in_use import ScenarioInUse
-from tpot_locust.harness.traffic import ProcessShare, TrafficDriver
-from tpot_locust.harness.user_context import user_context
+from tpot_locust.harness.load.scenario_in_use import ScenarioInUse
+from tpot_locust.harness.load.traffic import ProcessShare, TrafficDriver
+from tpot_locust.harness.run.roles import LocalRole, Role, choose_role
+from tpot_locust.harness.run.run_facts_of import run_facts_of
+from tpot_locust.harness.run.run_options import (
+    is_headless,
+    report_interval_s,
+    results_folder,
+    slo_of,
+)
+from tpot_locust.harness.run.run_ticks import RunTicks
+from tpot_locust.harness.users.failures import ClientErrorStreak
+from tpot_locust.harness.users.user_context import user_context
+from tpot_locust.harness.watch.gc_watch import CollectorWatch
+from tpot_locust.harness.watch.loop_probe import LagProbe
+from tpot_locust.harness.watch.sampling import ServerSampling
 from tpot_locust.metrics.causes import CauseWindow, PrefillArchive
 from tpot_locust.metrics.collector import Collector
 from tpot_locust.metrics.metric_set import MetricSet

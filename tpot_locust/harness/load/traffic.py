@@ -22,15 +22,15 @@ from gevent.pool import Group
 from locust.env import Environment
 
 from tpot_locust.common.cooperation import let_streams_run
-from tpot_locust.harness.turns import PlannedTurn
+from tpot_locust.harness.users.turns import PlannedTurn
 from tpot_locust.metrics.metric_set import BURST_LATE_S
 from tpot_locust.scenario.arrivals import arrival_times
 from tpot_locust.scenario.model import Burst, Scenario, TrafficClass
 from tpot_locust.scenario.trace import TraceRequest, sessions, share_of
 
 if TYPE_CHECKING:  # users imports the plugin, which imports this module
-    from tpot_locust.harness.turns import PreparedTurn
-    from tpot_locust.harness.users import ChatUser
+    from tpot_locust.harness.users.turns import PreparedTurn
+    from tpot_locust.harness.users.users import ChatUser
 
 logger = logging.getLogger(__name__)
 # Burst requests are built and connected this long before their send time: long enough for

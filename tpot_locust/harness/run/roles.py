@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from locust.runners import MasterRunner, WorkerRunner
 
 from tpot_locust.common.results_files import make_folder, write_file
-from tpot_locust.harness.distributed import MasterLink, WorkerHooks, WorkerLink
-from tpot_locust.harness.traffic import ProcessShare
+from tpot_locust.harness.load.traffic import ProcessShare
+from tpot_locust.harness.run.distributed import MasterLink, WorkerHooks, WorkerLink
 from tpot_locust.metrics.stalls import PROCESS_TAG
 from tpot_locust.report.finishing import guarded
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from tpot_locust.common.results_folder import ResultsFolder
     from tpot_locust.common.run_facts import Workers
-    from tpot_locust.harness.user_context import UserContext
+    from tpot_locust.harness.users.user_context import UserContext
     from tpot_locust.metrics.collector import Collector
     from tpot_locust.metrics.phases import RunClock
     from tpot_locust.metrics.recorder import Recorder

@@ -37,7 +37,7 @@ from tpot_locust.metrics.server_windows import MAX_POINTS, GpuFigures, SeriesRed
 
 logger = logging.getLogger(__name__)
 
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 _MAX_LINE = 1024 * 1024  # a line of ours is ~400 bytes; the final one a few KB
 STOP_TIMEOUT_S = 2.0  # for the final line after stdin closed; then SIGTERM, then kill
 

@@ -1,7 +1,7 @@
 """The server's own metrics while a test runs (``server.metrics``, ``server.gpu_metrics``):
 sampled on the master or the single process, each page in a child process
-(``harness.server_sampler``, ``harness.gpu_samplers``); the cause windows they find go to
-the run's recorder."""
+(``harness.watch.server_sampler``, ``harness.watch.gpu_samplers``); the cause windows they
+find go to the run's recorder."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import ServerMetrics
-from tpot_locust.harness.gpu_samplers import GpuSamplers
-from tpot_locust.harness.server_sampler import ServerSampler
+from tpot_locust.harness.watch.gpu_samplers import GpuSamplers
+from tpot_locust.harness.watch.server_sampler import ServerSampler
 from tpot_locust.metrics.causes import CauseWindow
 from tpot_locust.scenario.model import Server
 

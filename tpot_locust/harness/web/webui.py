@@ -25,8 +25,8 @@ from tpot_locust.common.metric_catalogue import TPOT
 from tpot_locust.common.run_facts import NO_FACTS, ServerMetrics, json_default
 from tpot_locust.common.secrets import redact_url
 from tpot_locust.common.text_safety import printable
-from tpot_locust.harness import web_guard
-from tpot_locust.harness.web_form import swarm_refusal, user_settings_refusal
+from tpot_locust.harness.web import web_guard
+from tpot_locust.harness.web.web_form import swarm_refusal, user_settings_refusal
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.metrics.intervals import PercentileInterval
 from tpot_locust.metrics.metric_set import ClassMetrics
@@ -38,8 +38,8 @@ from tpot_locust.report.summary_types import Summary
 if TYPE_CHECKING:
     from locust.env import Environment
 
-    from tpot_locust.harness.run_state import RunState
-    from tpot_locust.harness.server_sampler import ServerSampler
+    from tpot_locust.harness.run.run_state import RunState
+    from tpot_locust.harness.watch.server_sampler import ServerSampler
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -17,8 +17,8 @@ import gevent
 from tpot_locust.common.cooperation import let_streams_run
 from tpot_locust.common.distributions import Distribution, sample_int
 from tpot_locust.common.tokens import Tokenizer, load_tokenizer
-from tpot_locust.harness.turn_settings import TurnAttributes, TurnSettings, turn_settings
-from tpot_locust.harness.turns import PlannedTurn
+from tpot_locust.harness.users.turn_settings import TurnAttributes, TurnSettings, turn_settings
+from tpot_locust.harness.users.turns import PlannedTurn
 from tpot_locust.scenario.datasets import Conversation
 from tpot_locust.scenario.prompts import WORDS, blocks_text, synthetic_text
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tpot_locust.common.results_folder import ResultsFolder
-from tpot_locust.harness.scenario_in_use import ScenarioInUse
+from tpot_locust.harness.load.scenario_in_use import ScenarioInUse
 from tpot_locust.scenario.loader import ScenarioError, load_scenario
 from tpot_locust.scenario.slo import SloSpec
 

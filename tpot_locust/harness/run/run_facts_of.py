@@ -18,9 +18,9 @@ from tpot_locust.wire.segment_stamps import arrival_clock
 if TYPE_CHECKING:
     from locust.env import Environment
 
-    from tpot_locust.harness.loop_probe import LagProbe
-    from tpot_locust.harness.roles import Role
-    from tpot_locust.harness.scenario_in_use import ScenarioInUse
+    from tpot_locust.harness.load.scenario_in_use import ScenarioInUse
+    from tpot_locust.harness.run.roles import Role
+    from tpot_locust.harness.watch.loop_probe import LagProbe
     from tpot_locust.metrics.collector import Collector
     from tpot_locust.metrics.recorder import Recorder
     from tpot_locust.scenario.slo import SloSpec

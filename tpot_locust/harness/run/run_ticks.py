@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Protocol
 import gevent
 from gevent.event import Event
 
-from tpot_locust.harness.metrics_endpoint import MetricsEndpoint
+from tpot_locust.harness.run.metrics_endpoint import MetricsEndpoint
 from tpot_locust.report.live_metrics import LiveFacts, render
 
 if TYPE_CHECKING:
     from locust.env import Environment
 
-    from tpot_locust.harness.roles import Role
-    from tpot_locust.harness.traffic import TrafficDriver
+    from tpot_locust.harness.load.traffic import TrafficDriver
+    from tpot_locust.harness.run.roles import Role
     from tpot_locust.metrics.collector import Collector
     from tpot_locust.metrics.recorder import Recorder
     from tpot_locust.report.progress import ProgressPrinter

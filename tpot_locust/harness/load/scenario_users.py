@@ -8,8 +8,8 @@ import gevent
 from locust import LoadTestShape, User, between, constant
 
 from tpot_locust.common.distributions import Fixed, Uniform
-from tpot_locust.harness.turn_settings import forget_turn_settings
-from tpot_locust.harness.users import ChatUser
+from tpot_locust.harness.users.turn_settings import forget_turn_settings
+from tpot_locust.harness.users.users import ChatUser
 from tpot_locust.scenario.model import Scenario, TrafficClass, scenario_keys
 from tpot_locust.scenario.parsed_values import OrZero, ParsedDistribution
 

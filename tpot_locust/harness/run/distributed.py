@@ -38,9 +38,9 @@ from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import Workers
 from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.common.version import __version__
-from tpot_locust.harness.stop_now import stop_users_now, wait_for_users
-from tpot_locust.harness.traffic import ProcessShare
-from tpot_locust.harness.worker_names import WorkerNames
+from tpot_locust.harness.load.traffic import ProcessShare
+from tpot_locust.harness.run.stop_now import stop_users_now, wait_for_users
+from tpot_locust.harness.run.worker_names import WorkerNames
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_KEY
 from tpot_locust.metrics.wire_delta import WireDelta, decode_delta, encode_delta

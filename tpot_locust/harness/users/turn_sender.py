@@ -18,9 +18,9 @@ import gevent
 from tpot_locust.common.errors import INTERRUPTED, MODEL_LOOKUP, StreamError
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.events import PrefillWindow, ensure_prefill_window, ensure_token_timings
-from tpot_locust.harness.failures import RequestFailed, ended_unstreamed
-from tpot_locust.harness.request_bodies import RequestBodies
-from tpot_locust.harness.user_context import user_context
+from tpot_locust.harness.users.failures import RequestFailed, ended_unstreamed
+from tpot_locust.harness.users.request_bodies import RequestBodies
+from tpot_locust.harness.users.user_context import user_context
 from tpot_locust.metrics.stalls import PROCESS_TAG
 from tpot_locust.wire.http_client import ReadTimeout
 from tpot_locust.wire.streaming import StreamRequest, redact, stream_request

@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 import gevent
 
-from tpot_locust.harness.turns import dataset_position
-from tpot_locust.harness.user_context import ALONE, user_context
+from tpot_locust.harness.users.turns import dataset_position
+from tpot_locust.harness.users.user_context import ALONE, user_context
 from tpot_locust.scenario.datasets import Conversation
 
 logger = logging.getLogger(__name__)

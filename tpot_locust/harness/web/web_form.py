@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from tpot_locust.harness.scenario_in_use import ScenarioInUse
+from tpot_locust.harness.load.scenario_in_use import ScenarioInUse
 from tpot_locust.scenario.loader import split_settings
 from tpot_locust.scenario.tunable import untunable
 from tpot_locust.scenario.yaml_source import ScenarioError

@@ -27,13 +27,13 @@ from tpot_locust.common.cooperation import let_streams_run
 from tpot_locust.common.distributions import Distribution, DistributionSpec
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.common.tls import client_tls_context
-from tpot_locust.harness.conversation_picks import next_conversation
-from tpot_locust.harness.failures import Backoff
-from tpot_locust.harness.request_bodies import RequestBodies
-from tpot_locust.harness.turn_plans import TurnPlanner
-from tpot_locust.harness.turn_sender import TurnSender
-from tpot_locust.harness.turns import PlannedTurn, PreparedTurn
-from tpot_locust.harness.user_context import warn_without_plugin
+from tpot_locust.harness.users.conversation_picks import next_conversation
+from tpot_locust.harness.users.failures import Backoff
+from tpot_locust.harness.users.request_bodies import RequestBodies
+from tpot_locust.harness.users.turn_plans import TurnPlanner
+from tpot_locust.harness.users.turn_sender import TurnSender
+from tpot_locust.harness.users.turns import PlannedTurn, PreparedTurn
+from tpot_locust.harness.users.user_context import warn_without_plugin
 from tpot_locust.scenario.datasets import Conversation
 from tpot_locust.wire.http_client import HTTPConnection, Origin
 from tpot_locust.wire.sse import DEFAULT_MAX_EVENT_BYTES
