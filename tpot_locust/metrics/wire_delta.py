@@ -22,12 +22,11 @@ from tpot_locust.metrics.metric_set import MAX_INTERRUPTED_IDS, ClassCounters, M
 from tpot_locust.metrics.span_counts import BucketSpan, pack_spans, unpack_spans
 from tpot_locust.metrics.stalls import CLIENT_SCALARS, WORST_STALLS_KEPT, ClientHealth
 from tpot_locust.metrics.tail_gaps import TAIL_GAPS_KEPT
-from tpot_locust.metrics.wire_tail import WireTail, check_sizes, pack_tail, unpack_tail
+from tpot_locust.metrics.wire_tail import INT_LIMIT, WireTail, check_sizes, pack_tail, unpack_tail
 
 MAX_GROUPS = 1000  # metric groups in one delta (classes x models)
 MAX_TEXT_CHARS = 200  # a group's name, an error's category, a request id
 MAX_ERROR_KINDS = 1000
-_INT_LIMIT = 1 << 63
 _INT_COUNTERS = frozenset(f.name for f in fields(ClassCounters) if f.type == "int")
 
 
@@ -184,7 +183,7 @@ def _counters(data: Any) -> dict[str, Any]:
 
 
 def _count(value: Any, what: str) -> int:
-    if type(value) is not int or not 0 <= value < _INT_LIMIT:
+    if type(value) is not int or not 0 <= value < INT_LIMIT:
         raise HistogramDecodeError(f"{what}: {value!r} is not a count in [0, 2**63)")
     return value
 

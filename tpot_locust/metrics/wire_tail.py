@@ -19,7 +19,7 @@ from tpot_locust.metrics.tail_gaps import TAIL_GAPS_KEPT
 
 MAX_KEYS = 64
 MAX_KEY_CHARS = 200
-_INT_LIMIT = 1 << 63
+INT_LIMIT = 1 << 63  # a count or a size on the wire: an int below it (int64, as we keep them)
 
 
 def pack_tail(gaps: list[dict[str, Any]]) -> dict[str, Any]:
@@ -88,7 +88,7 @@ def check_sizes(sizes: list[Any], what: str) -> None:
     report, twice as fast as one numpy array of them."""
     if not all(
         (type(size) is float and 0.0 <= size < math.inf)
-        or (type(size) is int and 0 <= size < _INT_LIMIT)
+        or (type(size) is int and 0 <= size < INT_LIMIT)
         for size in sizes
     ):
         raise HistogramDecodeError(f"{what}: a record without a finite size in ms")
