@@ -137,6 +137,28 @@ def test_kv_loaded_back_from_cpu_memory_is_a_kv_offload_window() -> None:
     assert parse_snapshot(sglang, 0.0).kv_loaded_total == 512
 
 
+def test_kv_stored_to_cpu_memory_is_a_kv_offload_window_too() -> None:
+    """A preempted sequence's KV swapped out (``kv_offload_store_bytes``) holds the step as
+    a swap-in does: the simulator's truth counts both ways, and a CI run where only loads
+    were read named 0.70 of its true ``kv_offload`` gaps above P99 (the swap-out steps
+    missed)."""
+    before = {"t_wall_s": 1.0, "i": 1, "engine": "vllm", "kv_loaded_total": 1e6}
+    stored = before | {"t_wall_s": 1.25, "i": 2, "kv_stored_total": 5e5}
+    assert server_windows(before, stored) == []  # the store counter appeared: no rise yet
+    after = stored | {"t_wall_s": 1.5, "i": 3, "kv_stored_total": 8e5}
+    (window,) = server_windows(stored, after)
+    assert window.kind == KV_OFFLOAD and window.size == 3e5
+    both = after | {"t_wall_s": 1.75, "i": 4, "kv_loaded_total": 2e6, "kv_stored_total": 9e5}
+    (window,) = server_windows(after, both)
+    assert window.size == 1e6 + 1e5
+    text = (
+        "# TYPE vllm:kv_offload_store_bytes counter\n"
+        'vllm:kv_offload_store_bytes_total{model_name="m",engine="0"} 8192\n'
+    )
+    snapshot = parse_snapshot(text, 0.0)
+    assert snapshot.kv_stored_total == 8192 and snapshot.kv_loaded_total is None
+
+
 def test_an_edited_gpu_summary_is_shown_not_raised() -> None:
     from tpot_locust.report.tail_pictures import why_the_tail
 

@@ -13,8 +13,9 @@ processes) with a kind and a size:
   its Python process, ``python_gc_collections_total{generation="2"}``, rose); size = the
   preemptions, the usage (0..1), the requests waiting or the collections.
 - ``kv_offload``: between two samples where the server brought KV cache back from CPU
-  memory (vLLM's ``kv_offload_load_bytes``, SGLang's HiCache ``load_back_*``); size = how
-  much (bytes or tokens). Its transfers hold the step every stream waits on.
+  memory (vLLM's ``kv_offload_load_bytes``, SGLang's HiCache ``load_back_*``) or stored a
+  preempted sequence's KV there (vLLM's ``kv_offload_store_bytes``); size = how much, both
+  ways (bytes or tokens). Its transfers hold the step every stream waits on.
 - ``gpu_throttle``: from two consecutive samples of a DCGM exporter (``server.gpu_metrics``):
   a GPU's clock event reasons had a slowing one set at either end (a power cap, a thermal
   slowdown, a power brake); size = the lowest SM clock (MHz) at either end, made by the

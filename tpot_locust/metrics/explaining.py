@@ -18,8 +18,8 @@ a prefill window, and it stays below the rare gaps something else stretched). Th
   stream as well), and the server counted no preemption over the gap (its recompute is a
   silence of every stream too, and is ``preemption``'s); a pause beside a big enough prefill
   is named with both;
-- ``kv_offload`` (the server's count of KV brought back from CPU memory rose over the gap)
-  is named for such a silence instead of ``server_pause``: the swap-in held the step (a
+- ``kv_offload`` (the server's count of KV moved to CPU memory or back from it rose over the gap)
+  is named for such a silence instead of ``server_pause``: the transfer held the step (a
   preempted stream's own long wait is ``preemption``'s, not the transfer's);
 - ``server_gc`` (its count of full collections rose over the gap, a window as wide as its
   metrics' sampling) is named for such a silence, beside ``server_pause``: a collection is
@@ -153,7 +153,7 @@ class GapScale:
             unexplained = excess - prefill_part - slowed  # a slow step is a silence too
             silence &= explains(np.minimum(paused_ns, excess), excess)
             silence &= explains(unexplained, excess)
-        # a silence while the server counted KV brought back from CPU memory is that swap-in;
+        # a silence while the server counted KV moved to or from CPU memory is that transfer;
         # while it counted preemptions, a recompute's; else it paused
         pause = silence.copy()
         if KV_OFFLOAD in masks:

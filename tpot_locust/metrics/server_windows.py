@@ -13,7 +13,7 @@ lines:
   server's Python process counted more full collections (size: how many), ``gpu_throttle``
   where a DCGM exporter's clock event reasons had a slowing one set at either end (size:
   the lowest SM clock), ``kv_offload`` where the server's count of KV brought back from CPU
-  memory rose (size: how much). Ids are
+  memory or stored to it rose (size: how much, both ways). Ids are
   ``server:<kind>:<index of the current sample>``: unique in a run and the same in every
   process that derives them.
 - ``SeriesReducer`` / ``downsample``: the series for ``summary.json`` in at most
@@ -105,9 +105,16 @@ def server_windows(previous: Mapping[str, Any], current: Mapping[str, Any]) -> l
     )
     if same_engine and before is not None and after is not None and after > before:
         add(SERVER_GC, after - before)  # its Python process ran a full collection
-    before, after = _value(previous, "kv_loaded_total"), _value(current, "kv_loaded_total")
-    if same_engine and before is not None and after is not None and after > before:
-        add(KV_OFFLOAD, after - before)  # KV cache brought back from CPU memory
+    moved = [
+        after - before
+        for before, after in (
+            (_value(previous, name), _value(current, name))
+            for name in ("kv_loaded_total", "kv_stored_total")
+        )
+        if before is not None and after is not None and after > before
+    ]
+    if same_engine and moved:
+        add(KV_OFFLOAD, sum(moved))  # KV cache moved to or back from CPU memory
     gpus = [line.get("gpu") for line in (previous, current)]
     if any(isinstance(gpu, Mapping) and gpu.get("slowing") for gpu in gpus):
         clocks = [_value(gpu, "sm_clock_mhz") for gpu in gpus if isinstance(gpu, Mapping)]

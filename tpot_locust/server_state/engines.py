@@ -14,13 +14,15 @@ from tpot_locust.common.metric_catalogue import ITL, TTFT
 
 GAUGES = ("running", "waiting", "kv_usage")
 # kv_loaded_total: KV cache brought back to the GPU from CPU memory (an offloading server's
-# swap-in; bytes for vLLM, tokens for SGLang's HiCache: only its rises are read)
+# swap-in; bytes for vLLM, tokens for SGLang's HiCache: only its rises are read);
+# kv_stored_total: KV cache moved from the GPU to CPU memory (vLLM's swap-out, bytes)
 COUNTERS = (
     "preemptions_total",
     "prompt_tokens_total",
     "generation_tokens_total",
     "gc_collections_total",
     "kv_loaded_total",
+    "kv_stored_total",
 )
 SERIES = GAUGES + COUNTERS
 HISTOGRAMS = (ITL.name, TTFT.name, "queue_time", "prefill_time", "decode_time")
@@ -58,6 +60,8 @@ VLLM = EngineNames(
             # the OffloadingConnector (--kv-offloading-size): bytes loaded from CPU memory
             # (vllm/distributed/kv_transfer/kv_connector/v1/offloading/metrics.py)
             "kv_loaded_total": ("vllm:kv_offload_load_bytes_total",),
+            # ... and bytes stored to it (a preempted sequence's KV swapped out)
+            "kv_stored_total": ("vllm:kv_offload_store_bytes_total",),
         }
     ),
     histograms=MappingProxyType(

@@ -72,6 +72,7 @@ class Snapshot:
     generation_tokens_total: float | None = None
     gc_collections_total: float | None = None  # full (generation 2) collections
     kv_loaded_total: float | None = None  # KV brought back from CPU memory (bytes or tokens)
+    kv_stored_total: float | None = None  # KV moved to CPU memory (bytes)
     histograms: Mapping[str, ServerHistogram] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     gpu: GpuState | None = None  # a DCGM exporter's page (``server_state.dcgm_page``)
@@ -281,6 +282,7 @@ def parse_snapshot(body: bytes | str, wall_time_s: float) -> Snapshot:
         generation_tokens_total=values["generation_tokens_total"],
         gc_collections_total=_full_collections(samples),
         kv_loaded_total=values["kv_loaded_total"],
+        kv_stored_total=values["kv_stored_total"],
     )
 
 
