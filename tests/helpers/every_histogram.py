@@ -11,7 +11,7 @@ from tests.helpers.attribution_world import MS, Extra, Req, World, brute_gaps, m
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.metrics.causes import GPU_THROTTLE, KV_OFFLOAD, SERVER_GC, SERVER_PAUSE
 from tpot_locust.metrics.metric_set import MetricSet
-from tpot_locust.metrics.recorder import Recorder
+from tpot_locust.metrics.recorder import Recorder, RecordingRules
 from tpot_locust.scenario.slo import Pace
 
 
@@ -59,8 +59,7 @@ def every_histogram_world(seed: int = 2, requests: int = 40) -> World:
 def every_histogram_run(seed: int = 2) -> MetricSet:
     """The run's totals, as the master holds them (deltas through the wire form)."""
     world = every_histogram_world(seed)
-    recorder = Recorder()
-    recorder.pace = Pace(40 * MS, 2 * MS)
+    recorder = Recorder(rules=RecordingRules(pace=Pace(40 * MS, 2 * MS)))
     # a stall over a prefill (send to first token): TTFT's samples are set aside too
     first = world.requests[0]
     offset = recorder.to_wall_ns(0)

@@ -47,9 +47,9 @@ def hold_the_loop(until: list[bool]) -> None:
 
 
 def streamed_summary(url: str, busy: bool) -> dict[str, Any]:
-    recorder = Recorder()
-    recorder.probe = probe = LagProbe(recorder.on_stall)  # as the harness watches its loop
-    probe.start()
+    probe = LagProbe()
+    recorder = Recorder(probe)
+    probe.start(recorder.on_stall)  # as the harness watches its loop
     body = json.dumps(
         {
             "model": "tpot-sim",

@@ -13,7 +13,7 @@ from tests.helpers.scripted_server import (
     sse_head,
     token,
 )
-from tpot_locust.metrics.recorder import Recorder
+from tpot_locust.metrics.recorder import Recorder, RecordingRules
 from tpot_locust.report.summary import build_summary
 from tpot_locust.scenario.slo import Pace
 from tpot_locust.wire.http_client import HTTPConnection, Origin
@@ -43,8 +43,7 @@ def test_planted_pauses_are_the_stalls_the_pace_sees() -> None:
         at_s += PAUSE_S if number in PAUSED_BEFORE else GAP_S
         steps.append((at_s, token(f" t{number}")))
     script = Script([*steps, (at_s + GAP_S, FINISH + DONE)])
-    recorder = Recorder()
-    recorder.pace = PACE
+    recorder = Recorder(rules=RecordingRules(pace=PACE))
     with scripted_server([script]) as url:
         timings, _ = stream_request(HTTPConnection(Origin.parse(url)), request())
     assert timings.ok, timings.error_message

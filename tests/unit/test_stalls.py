@@ -43,8 +43,8 @@ def test_windows_mark_exactly_the_overlapping_gaps() -> None:
 
 def test_probe_sees_a_held_loop() -> None:
     seen: list[tuple[int, int]] = []
-    probe = LagProbe(lambda start, end: seen.append((start, end)), threshold_ms=5)
-    probe.start()
+    probe = LagProbe(threshold_ms=5)
+    probe.start(lambda start, end: seen.append((start, end)))
     try:
         gevent.sleep(0.02)
         monkey.get_original("time", "sleep")(0.03)  # hold the loop 30 ms

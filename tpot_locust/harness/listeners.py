@@ -216,7 +216,7 @@ def _watch_loop(state: RunState) -> None:
     its garbage collections cause named."""
     probe = state.probe
     if not probe.running:
-        probe.start()
+        probe.start(state.recorder.on_stall)
         state.collections.install()
         if env_vars.is_set(env_vars.STALL_TRACE):
             StallTracer(probe).start()

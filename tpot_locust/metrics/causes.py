@@ -194,6 +194,15 @@ class CauseTimeline:
         if self._apply(window) and share and self.sharing:
             self._outgoing.append(window.to_wire())
 
+    def add_all(self, windows: list[CauseWindow]) -> None:
+        """Windows found elsewhere (the server's samplers), each as ``add``."""
+        for window in windows:
+            self.add(window)
+
+    def keep_prefills(self) -> None:
+        """Keep every prefill window from now on, to draw them (the reporting process)."""
+        self.archive = PrefillArchive()
+
     def fail(self, kind: str, window_id: str, burst: bool = False, share: bool = True) -> None:
         """A prefill that ended with no first token: it ran no prefill, so no window."""
         self.add(CauseWindow(kind, window_id, 0, FAILED_END, 0.0, burst), share)

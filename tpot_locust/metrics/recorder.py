@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from array import array
 from collections import deque
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -67,10 +68,28 @@ class GoodputRule(Protocol):
     def met_by(self, request_ns: dict[str, float]) -> bool: ...
 
 
-class Recorder:
-    """Listener of ``token_timings``: one per process."""
+@dataclass(frozen=True)
+class RecordingRules:
+    """What one test asks of the recorder beyond its samples, replaced whole as a test's
+    plan and SLOs become known: its timeline (``clock``: the window, warm-up, cool-down;
+    None: the whole run counts), its per-request SLOs (``goodput``) and reading pace."""
 
-    def __init__(self) -> None:
+    clock: RunClock | None = None
+    goodput: GoodputRule | None = None
+    pace: ReadingPace | None = None
+
+
+class Recorder:
+    """Listener of ``token_timings``: one per process. Built whole: ``probe``, this
+    process's loop probe (``harness.watch.loop_probe``), its lags join each interval;
+    ``collections``, the harness's GC watch, names the stalls a collection caused."""
+
+    def __init__(
+        self,
+        probe: LagSource | None = None,
+        collections: CollectionLookup | None = None,
+        rules: RecordingRules = RecordingRules(),
+    ) -> None:
         self._interval = MetricSet()
         self._pending: dict[tuple[str, str], list[np.ndarray]] = {}
         self._pending_scalars: dict[tuple[str, str], list[float]] = {}  # one per request
@@ -86,19 +105,16 @@ class Recorder:
         self.stalls = self.tagger.stalls  # this process's loop stalls (``metrics.stalls``)
         # this process's requests in flight (sent, not yet recorded): their send, wall ns
         self._sending: dict[str, int] = {}
-        # the harness's loop probe (``harness.watch.loop_probe``): its lags join each interval
-        self.probe: LagSource | None = None
-        self.collections: CollectionLookup | None = None  # the harness's GC watch, if any
-        self.clock: RunClock | None = None
-        self.goodput: GoodputRule | None = None  # the scenario's per-request SLOs, if any
-        self.pace: ReadingPace | None = None  # the scenario's reading pace (slo.pace), if any
+        self._probe = probe
+        self._collections = collections
+        self.rules = rules
         warm_up()
 
     def on_stall(self, start_perf_ns: int, end_perf_ns: int) -> None:
         """A stall window of this process's loop (``perf_counter_ns``), from its probe."""
         start, end = self.to_wall_ns(start_perf_ns), self.to_wall_ns(end_perf_ns)
         self.stalls.add(start, end)
-        lookup = self.collections
+        lookup = self._collections
         generation = None if lookup is None else lookup.during(start_perf_ns, end_perf_ns)
         self._interval.client.note_stall(start, end, generation)
 
@@ -152,8 +168,8 @@ class Recorder:
     def window_ns(self) -> tuple[int, int]:
         """The measured window (wall ns): the warm-up's end to the cool-down's start or the
         stop; without a scenario's clock, the whole run to the stop."""
-        if self.clock is not None:
-            return self.clock.window_ns(self.stopped_wall_ns)
+        if (clock := self.rules.clock) is not None:
+            return clock.window_ns(self.stopped_wall_ns)
         return 0, NO_END_NS if self.stopped_wall_ns is None else self.stopped_wall_ns
 
     def record(self, timings: RequestTimings, **_: Any) -> None:
@@ -172,7 +188,8 @@ class Recorder:
             self._count_ended_early(counters, timings, send_wall)
         else:
             last_wall = self.to_wall_ns(timings.token_stamps[-1])
-            excluded = self.clock.excluded(send_wall, last_wall) if self.clock else None
+            clock = self.rules.clock
+            excluded = clock.excluded(send_wall, last_wall) if clock is not None else None
             if excluded == "warmup":
                 counters.excluded_warmup += 1
             elif excluded == "cooldown":
@@ -284,15 +301,16 @@ class Recorder:
         """A successful request's one-sample figures, its pace and goodput counted."""
         scalars = whole_scalars(timings, itl)
         counters = self._interval.for_group(group).counters
-        if self.pace is not None:
+        rules = self.rules
+        if rules.pace is not None:
             tokens, late, stall_ns = token_deadlines(
-                self.pace, timings.t_send_ns, stamps, timings.tokens_per_event()
+                rules.pace, timings.t_send_ns, stamps, timings.tokens_per_event()
             )
             counters.paced_tokens += tokens
             counters.late_tokens += late
             counters.late_requests += late > 0
             scalars[catalogue.STALL_TIME.name] = stall_ns
-        if self.goodput is not None and self.goodput.met_by(scalars):
+        if rules.goodput is not None and rules.goodput.met_by(scalars):
             counters.good += 1
         return scalars
 
@@ -460,8 +478,8 @@ class Recorder:
         for tagged in self.tagger.tag(final, self._in_flight_sends()):
             self._add_tagged(tagged)
         self._bucket()
-        if self.probe is not None:
-            self._interval.client.record_lags(*self.probe.take_lags())
+        if self._probe is not None:
+            self._interval.client.record_lags(*self._probe.take_lags())
         for group, tokens in tokens_by_group.items():
             self._interval.for_group(group).counters.arrived_tokens += tokens
         finished, self._interval = self._interval, MetricSet()

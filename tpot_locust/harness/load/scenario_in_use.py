@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tpot_locust.harness.load.scenario_users import retune_user_classes
+from tpot_locust.metrics.phases import RunClock
 from tpot_locust.scenario.loader import load_scenario
 from tpot_locust.scenario.model import Scenario
 
@@ -38,6 +39,11 @@ class ScenarioInUse:
         retune_user_classes(scenario, self.classes)
         self.scenario, self.settings = scenario, settings
         return True
+
+    def run_clock(self, start_wall_ns: int) -> RunClock:
+        """The run's timeline from ``start_wall_ns``: its warm-up, window and cool-down."""
+        scenario = self.scenario
+        return RunClock(start_wall_ns, scenario.duration_s, scenario.warmup_s, scenario.cooldown_s)
 
     def with_settings(self, settings: Iterable[str]) -> Scenario:
         """The scenario as a test with ``settings`` would run it, changing nothing: the web

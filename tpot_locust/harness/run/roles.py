@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from locust.runners import MasterRunner, WorkerRunner
@@ -145,7 +146,8 @@ class MasterRole(Role):
     def begin_test(self, run: RoleRun, start_wall_ns: int, settings: list[str]) -> None:
         self.link.reset()
         self.link.send_plans(start_wall_ns, settings)
-        run.recorder.clock = run.run_clock(start_wall_ns)  # the timeline, for the results
+        clock = run.run_clock(start_wall_ns)  # the timeline, for the results
+        run.recorder.rules = replace(run.recorder.rules, clock=clock)
 
     def flush_workers(self, errors: list[str]) -> None:
         guarded(errors, "final worker reports", self.link.flush)

@@ -58,7 +58,7 @@ def run_facts_of(state: RunParts) -> RunFacts:
     if not scenario and in_use is not None:
         scenario = in_use.scenario.name
     named = options is not None or in_use is not None  # else no "scenario" (a library's)
-    slo, workers, clock = state.slo, state.role.workers_summary(), state.recorder.clock
+    slo, workers, clock = state.slo, state.role.workers_summary(), state.recorder.rules.clock
     clock_name = arrival_clock()  # the master's: workers started with another may differ
     start_ns = state.collector.start_wall_s * 1e9
     bursts = state.recorder.causes.bursts

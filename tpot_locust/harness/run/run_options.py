@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tpot_locust.common import env_vars
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.harness.load.scenario_in_use import ScenarioInUse
-from tpot_locust.scenario.loader import ScenarioError, load_scenario
+from tpot_locust.scenario.loader import ScenarioError, load_scenario, split_settings
 from tpot_locust.scenario.slo import SloSpec
 
 DEFAULT_REPORT_INTERVAL_S = 1.0
@@ -45,8 +46,22 @@ def results_folder(options: Any, tests_started: int) -> ResultsFolder | None:
     return ResultsFolder(root)
 
 
+def take_test_settings(options: Any) -> list[str]:
+    """This test's ``--tpot-set`` settings, taken: the web form's next Start does not send
+    the field, so they are this test's only."""
+    settings = split_settings(getattr(options, "tpot_set", None))
+    if settings:
+        options.tpot_set = ""
+    return settings
+
+
 def is_headless(options: Any) -> bool:
     return bool(getattr(options, "headless", False))
+
+
+def is_supervised() -> bool:
+    """Under ``tpot-locust run``, which finishes the run itself (``env_vars.SUPERVISED``)."""
+    return env_vars.is_set(env_vars.SUPERVISED)
 
 
 def report_interval_s(options: Any) -> float:

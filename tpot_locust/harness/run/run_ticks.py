@@ -13,8 +13,12 @@ from typing import TYPE_CHECKING, Protocol
 import gevent
 from gevent.event import Event
 
+from tpot_locust.common.results_folder import ResultsFolder
+from tpot_locust.common.run_facts import RunFacts
 from tpot_locust.harness.run.metrics_endpoint import MetricsEndpoint
+from tpot_locust.report.checkpoint import Checkpoint
 from tpot_locust.report.live_metrics import LiveFacts, render
+from tpot_locust.report.progress import ProgressPrinter
 
 if TYPE_CHECKING:
     from locust.env import Environment
@@ -23,7 +27,6 @@ if TYPE_CHECKING:
     from tpot_locust.harness.run.roles import Role
     from tpot_locust.metrics.collector import Collector
     from tpot_locust.metrics.recorder import Recorder
-    from tpot_locust.report.progress import ProgressPrinter
 
 logger = logging.getLogger(__name__)
 
@@ -36,13 +39,12 @@ class TickedRun(Protocol):
     collector: Collector
     role: Role
     driver: TrafficDriver | None
-    progress: ProgressPrinter | None
     running: bool
 
     @property
     def interval_s(self) -> float: ...
 
-    def save_checkpoint(self) -> None: ...
+    def run_info(self) -> RunFacts: ...
 
 
 class RunTicks:
@@ -51,8 +53,16 @@ class RunTicks:
     def __init__(self, run: TickedRun) -> None:
         self.run = run
         self.live_metrics: MetricsEndpoint | None = None
+        self.progress: ProgressPrinter | None = None  # a headless scenario run's line
+        self.checkpoint: Checkpoint | None = None  # the totals on disk as they go (not a worker)
         self._greenlet: gevent.Greenlet | None = None
         self._stop = Event()
+
+    def begin_test(self, folder: ResultsFolder | None, progress: ProgressPrinter | None) -> None:
+        """A test's checkpoint (in its results folder, if any) and progress line, from its
+        next tick on."""
+        self.checkpoint = Checkpoint(folder) if folder is not None else None
+        self.progress = progress
 
     def start(self) -> None:
         self.stop()
@@ -72,11 +82,16 @@ class RunTicks:
         run.role.add_own_interval(run.collector, run.recorder, final)
         in_flight = run.driver.in_flight if run.driver else 0
         run.collector.tick(self._users() + in_flight, final)
-        if run.progress is not None and not final:
-            run.progress.maybe_print(run.collector)
+        if self.progress is not None and not final:
+            self.progress.maybe_print(run.collector)
         if not final:  # the final one's totals go to histograms.json
-            run.save_checkpoint()
+            self.save_checkpoint()
         self.publish_live()
+
+    def save_checkpoint(self) -> None:
+        """The totals and facts as they stand, on disk (``report.checkpoint``)."""
+        if self.checkpoint is not None and self.run.running:
+            self.checkpoint.save(self.run.collector.totals, self.run.run_info)
 
     def serve_live_metrics(self, host: str, port: int) -> None:
         """``--tpot-metrics-address``: the merged totals for Prometheus, from now on (an

@@ -37,17 +37,14 @@ class LagProbe:
     """A repeating timer on this process's gevent loop; lateness per tick, stalls."""
 
     def __init__(
-        self,
-        on_stall: OnStall,
-        threshold_ms: float | None = None,
-        interval_ms: float = PROBE_INTERVAL_MS,
+        self, threshold_ms: float | None = None, interval_ms: float = PROBE_INTERVAL_MS
     ) -> None:
         self.interval_ns = int(interval_ms * 1e6)
         threshold = stall_threshold_ms() if threshold_ms is None else threshold_ms
         self.threshold_ns = int(threshold * 1e6)
         self.lags_ns: array[int] = array("q")  # drained by the recorder with each interval
         self.watched_ns = 0  # the time its ticks spanned, drained with the lags
-        self._on_stall = on_stall
+        self._on_stall: OnStall | None = None
         self._timer: Any = None
         self._last_ns = 0
 
@@ -60,9 +57,11 @@ class LagProbe:
         """When the loop last ran this probe (``perf_counter_ns``)."""
         return self._last_ns
 
-    def start(self) -> None:
+    def start(self, on_stall: OnStall) -> None:
+        """Tick from now on, each stall handed to ``on_stall`` (the recorder's)."""
         if self._timer is not None:
             return
+        self._on_stall = on_stall
         self._timer = get_hub().loop.timer(self.interval_ns / 1e9, self.interval_ns / 1e9)
         self._last_ns = time.perf_counter_ns()
         self._timer.start(self._tick)
@@ -78,7 +77,7 @@ class LagProbe:
         lag = now - last - self.interval_ns
         self.watched_ns += now - last
         self.lags_ns.append(lag if lag > 0 else 0)
-        if lag > self.threshold_ns:
+        if lag > self.threshold_ns and self._on_stall is not None:
             self._on_stall(last, now)
 
     def take_lags(self) -> tuple[array[int], int]:

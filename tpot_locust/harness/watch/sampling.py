@@ -26,10 +26,11 @@ class ServerSampling:
         self.gpu_samplers = GpuSamplers()  # the DCGM exporters' (``server.gpu_metrics``)
         self._on_windows = on_windows
 
-    def start(self, server: Server, host: str | None, folder: ResultsFolder | None) -> None:
+    def start(self, server: Server | None, host: str | None, folder: ResultsFolder | None) -> None:
         """Sample the server's own metrics while the test runs (``server``: the scenario's
-        block; ``host``: Locust's)."""
+        block, None: a plain locustfile's defaults; ``host``: Locust's)."""
         self.stop_server()
+        server = server if server is not None else Server()
         gpu_urls = server.gpu_metrics_urls(host)
         self.gpu_samplers.start(gpu_urls, server.metrics_interval, folder, self._on_windows)
         url = server.metrics_url(host)
