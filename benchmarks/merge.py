@@ -44,7 +44,7 @@ REPORTS = 400
 
 def unpack(packed):
     """What ``MasterLink._add_delta`` reads of a report: the delta and the row, checked."""
-    from tpot_locust.harness.run.distributed import unpack_delta, unpack_row
+    from tpot_locust.harness.run.worker_deltas import unpack_delta, unpack_row
 
     return unpack_delta("worker", packed), unpack_row(packed)
 
@@ -103,7 +103,7 @@ def rows_of(deltas) -> tuple[list[dict], dict]:
         delta = with_every_cause(decode_delta(deltas[number % len(deltas)]).to_metric_set())
         pieces[:] = [0]
         last[0] = time.perf_counter_ns()
-        slices = WorkSlices()  # as ``WorkerLink._take_delta``
+        slices = WorkSlices()  # as ``worker_deltas.WorkerDeltas.take``
         cost["add"].append(timed_us(figures.add, delta, slices.after_item)[1])
         row, row_us = timed_us(worker_row, figures, slices.after_item)
         pieces.append(time.perf_counter_ns() - last[0])
@@ -120,14 +120,15 @@ def measure(args) -> dict:
     from locust.rpc.protocol import Message
 
     from tpot_locust.common.results_folder import ResultsFolder
-    from tpot_locust.harness.run.distributed import DELTA_KEY, MasterLink, pack_delta
+    from tpot_locust.harness.run.distributed import DELTA_KEY, MasterLink
+    from tpot_locust.harness.run.worker_deltas import pack_delta
     from tpot_locust.metrics.collector import Collector
     from tpot_locust.metrics.metric_set import MetricSet
 
     apply_variant(args.variant)
     classes = [f"class{i}" for i in range(args.classes)]
     deltas = encoded_deltas(8, args.tokens, args.requests, classes, after=args.after)
-    # as a worker's report carries it (harness.run.distributed.pack_delta, its metrics encoded)
+    # as a worker's report carries it (harness.run.worker_deltas.pack_delta, its metrics encoded)
     rows, worker_cost = rows_of(deltas)
     packed = [
         pack_delta(MetricSet(), row) | {"metrics": delta}

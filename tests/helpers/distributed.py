@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from tests.conftest import ROOT
+from tpot_locust.cli.locust_command import free_port
 from tpot_locust.cli.master_api import MasterAPI
-from tpot_locust.cli.run import free_port
 from tpot_locust.common.run_facts import RunFacts
 from tpot_locust.report.truth_check import TruthWindow
 

@@ -25,7 +25,8 @@ from tests.helpers.scripted_server import request  # noqa: E402
 from tpot_locust.common.clock import SEGMENT_CLOCK  # noqa: E402
 from tpot_locust.harness.watch.loop_probe import LagProbe  # noqa: E402
 from tpot_locust.metrics.recorder import Recorder  # noqa: E402
-from tpot_locust.report.summary import build_summary, format_report  # noqa: E402
+from tpot_locust.report.summary import build_summary  # noqa: E402
+from tpot_locust.report.terminal_report import format_report  # noqa: E402
 from tpot_locust.sim.process import start_simulator  # noqa: E402
 from tpot_locust.wire.http_client import HTTPConnection, Origin  # noqa: E402
 from tpot_locust.wire.loop_reads import use_read_batch  # noqa: E402

@@ -95,7 +95,7 @@ def test_headers_a_server_echoes_are_in_no_output(tmp_path: Path, python: str) -
     requests = json.loads((out / "summary.json").read_text())["requests"]
     assert requests["errors"].get("http_4xx") and requests["errors"].get("stream_error_event")
     texts = outputs(out)
-    # the saved scenario is redacted by the supervisor (cli/run.py: save_scenario), and
+    # the saved scenario is redacted by the supervisor (cli/run_folder.py: save_scenario), and
     # report.html shows it: those two are checked by the test below once that is wired
     texts = {k: v for k, v in texts.items() if not k.endswith(("scenario.yaml", "report.html"))}
     assert_nowhere(list(SECRETS.values()), {**texts, **said})

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import ROOT, run_command
 from tests.helpers.distributed import free_port, start_web_cluster, stop_processes, wait_for_workers
 from tests.process.test_web_ui import post, summary_now, wait_up
-from tpot_locust.cli.run import simulator_args
+from tpot_locust.cli.embedded_simulator import simulator_args
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.report.histograms_file import load_results
 from tpot_locust.scenario.loader import load_scenario

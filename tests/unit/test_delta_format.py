@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tpot_locust.common.version import __version__
-from tpot_locust.harness.run.distributed import (
+from tpot_locust.harness.run.worker_deltas import (
     DELTA_FORMAT,
     DeltaFormatError,
     pack_delta,

@@ -111,7 +111,7 @@ def saved(name: str) -> Summary:
 
 def end_screen(summary: Summary, sweep_step: bool = False) -> list[str]:
     """What the terminal prints at the end of a run: the first screen, and under it the
-    verdict's table where the run was gated (``cli.run``, ``harness.run.run_state``)."""
+    verdict's table where the run was gated (``cli.run_outcome``, ``report.run_end``)."""
     screen = first_screen(summary, Path("results/x/report.txt"), Path("results/x/report.html"))
     if verdict := summary.get("slo"):
         screen += [""] + format_verdict(verdict, sweep_step)

@@ -43,8 +43,9 @@ from tpot_locust.report.finishing import finish_run
 from tpot_locust.report.histograms_file import load_results
 from tpot_locust.report.html import RunView, render_report, write_html
 from tpot_locust.report.saved_results import ResultsError
-from tpot_locust.report.summary import build_summary, format_report
+from tpot_locust.report.summary import build_summary
 from tpot_locust.report.tail_tables import attribution_check_parts
+from tpot_locust.report.terminal_report import format_report
 from tpot_locust.report.verdict_files import format_verdict, junit_tree
 
 BOMB_BYTES = 256 * 1024 * 1024  # inflates 1000x: the compressed blob is ~250 KB
@@ -256,7 +257,7 @@ def test_the_end_of_a_run_writes_everything_but_the_failed_part(
     from locust.env import Environment
 
     from tpot_locust.harness.run import run_state
-    from tpot_locust.report import finishing
+    from tpot_locust.report import report_files
 
     def broken(*_: Any) -> None:
         raise OverflowError("int too large to convert to float")
@@ -265,7 +266,7 @@ def test_the_end_of_a_run_writes_everything_but_the_failed_part(
     state = run_state.RunState(Environment(user_classes=[], parsed_options=options))
     state.collector.start(state.folder)
     state.collector.totals.add(_totals())
-    monkeypatch.setattr(finishing, "render_report", broken)
+    monkeypatch.setattr(report_files, "render_report", broken)
     summary = state.finish()
     assert state.environment.process_exit_code == 3
     saved = json.loads((tmp_path / SUMMARY_FILE).read_text())

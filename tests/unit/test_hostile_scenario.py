@@ -447,7 +447,7 @@ def test_long_durations_reach_locust_as_plain_digits(tmp_path: Path) -> None:
     """A 12-day run and stop timeout: Locust's parser reads 1036800, never 1.0368e+06."""
     from locust.util.timespan import parse_timespan
 
-    from tpot_locust.cli.run import headless_options
+    from tpot_locust.cli.locust_command import headless_options
 
     path = scenario(
         tmp_path, "duration: 288h\nstop_timeout: 288h\nclasses:\n  chat:\n    users: 1\n"

@@ -285,7 +285,7 @@ def test_a_running_tests_sections_stay_bounded_and_lose_no_sample() -> None:
 def test_the_tpot_tab_shows_each_percentiles_interval_below_its_figures() -> None:
     from types import SimpleNamespace
 
-    from tpot_locust.harness.web.webui import tab_rows
+    from tpot_locust.harness.web.web_tab import tab_rows
     from tpot_locust.metrics.collector import INTERVAL_METRICS
     from tpot_locust.metrics.live_sections import LiveSections
     from tpot_locust.metrics.metric_set import MetricSet

@@ -12,14 +12,15 @@ import pytest
 
 from tests.helpers.every_histogram import every_histogram_run
 from tpot_locust.common import metric_catalogue as catalogue
-from tpot_locust.harness.web import webui
+from tpot_locust.harness.web import web_tab
 from tpot_locust.metrics import collector, histogram_names, metric_set
 from tpot_locust.metrics.histogram_names import DECLARED, UndeclaredHistogram
 from tpot_locust.metrics.metric_set import ClassCounters, ClassMetrics, MetricSet
 from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.metrics.samples import GAP_SAMPLES
-from tpot_locust.report import compare, gate, html, summary, truth_check
-from tpot_locust.report.summary import build_summary, format_report
+from tpot_locust.report import compare, gate, html, metric_figures, truth_check
+from tpot_locust.report.summary import build_summary
+from tpot_locust.report.terminal_report import format_report
 from tpot_locust.scenario import slo
 
 
@@ -33,8 +34,8 @@ def test_every_list_of_metrics_is_the_catalogues() -> None:
     assert html.TABLE_METRICS == catalogue.names("in_table")
     assert compare.DEFAULT_METRICS == catalogue.names("in_compare")
     assert truth_check.CHECKED_METRICS == catalogue.names("truth_checked")
-    assert set(summary.TITLES) == set(catalogue.names())
-    assert webui.TAB_METRICS == catalogue.names("in_tab")
+    assert set(metric_figures.TITLES) == set(catalogue.names())
+    assert web_tab.TAB_METRICS == catalogue.names("in_tab")
     assert collector.TIMESERIES_METRICS == catalogue.names("in_timeseries")
 
 

@@ -14,9 +14,9 @@ import pytest
 from tests.unit.test_reasoning_and_cache import timings
 from tpot_locust.common.metric_groups import group_parts, metric_group
 from tpot_locust.harness.load.scenario_users import build_user_classes
-from tpot_locust.harness.run.distributed import pack_delta, unpack_delta
+from tpot_locust.harness.run.worker_deltas import pack_delta, unpack_delta
 from tpot_locust.harness.users.model_split import ModelSplit
-from tpot_locust.harness.web.webui import tab_rows
+from tpot_locust.harness.web.web_tab import tab_rows
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.metrics.live_sections import LiveSections
 from tpot_locust.metrics.metric_set import MetricSet

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from tpot_locust.apis import dialect_named
-from tpot_locust.cli.run import simulator_args
+from tpot_locust.cli.embedded_simulator import simulator_args
 from tpot_locust.scenario.schema import validate
 from tpot_locust.scenario.yaml_source import Located
 from tpot_locust.sim.chunks import sim_context

@@ -10,12 +10,13 @@ import pytest
 
 from tpot_locust.common.errors import CLIENT_ERROR
 from tpot_locust.common.timings import COUNT_SOURCES, RequestTimings
-from tpot_locust.harness.run.distributed import pack_delta, unpack_delta
+from tpot_locust.harness.run.worker_deltas import pack_delta, unpack_delta
 from tpot_locust.metrics.histograms import histogram_stats
 from tpot_locust.metrics.metric_set import COUNT_SOURCE_COUNTERS, ClassCounters, MetricSet
 from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.report.html import RunView, render_report
-from tpot_locust.report.summary import build_summary, format_report
+from tpot_locust.report.summary import build_summary
+from tpot_locust.report.terminal_report import format_report
 from tpot_locust.scenario.loader import load_scenario
 from tpot_locust.scenario.value_checks import CHOICES_REFUSED
 from tpot_locust.scenario.yaml_source import ScenarioError

@@ -13,7 +13,8 @@ from tpot_locust.metrics.live_sections import LiveSections
 from tpot_locust.metrics.metric_set import ClassCounters, MetricSet
 from tpot_locust.report.client_figures import CLIENT_BUSY_READ_DELAY_MS, busy_advice
 from tpot_locust.report.progress import WIDTH, format_progress
-from tpot_locust.report.summary import build_summary, format_report
+from tpot_locust.report.summary import build_summary
+from tpot_locust.report.terminal_report import format_report
 from tpot_locust.report.token_figures import format_prompt_tokens, prompt_comparison
 
 
@@ -236,7 +237,7 @@ def test_the_report_says_how_the_bodies_were_read() -> None:
 
 def test_the_tpot_tab_shows_figures_as_the_terminal_writes_them() -> None:
     """Locust's table prints a value bare: a mean of 2 beside 1.999, a count of 12422."""
-    from tpot_locust.harness.web.webui import tab_rows
+    from tpot_locust.harness.web.web_tab import tab_rows
 
     totals = MetricSet()
     metrics = totals.for_group("chat")

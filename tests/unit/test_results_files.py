@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tpot_locust.common.results_files import make_folder, open_for_writing, write_file
-from tpot_locust.report.finishing import shown_scenario
+from tpot_locust.report.report_files import shown_scenario
 
 
 @pytest.fixture

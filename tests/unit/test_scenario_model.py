@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tpot_locust.cli.run import simulator_args
+from tpot_locust.cli.embedded_simulator import simulator_args
 from tpot_locust.harness.load.scenario_users import build_user_classes
 from tpot_locust.harness.users.users import ChatUser
 from tpot_locust.report.sweep_results import knee

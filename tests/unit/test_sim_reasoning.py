@@ -15,7 +15,7 @@ import pytest
 from tests.helpers.dialect_streams import CREATED, named_events
 from tpot_locust.apis import API_NAMES, dialect_named
 from tpot_locust.apis.dialect import BodyOptions
-from tpot_locust.cli.run import simulator_args
+from tpot_locust.cli.embedded_simulator import simulator_args
 from tpot_locust.common.distributions import Fixed, LogNormal, Uniform, sample_int
 from tpot_locust.scenario.loader import load_scenario
 from tpot_locust.scenario.yaml_source import ScenarioError

@@ -20,7 +20,8 @@ from tpot_locust.metrics.histograms import without as histogram_without
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.metrics.stalls import ClientHealth, StallWindows
-from tpot_locust.report.summary import build_summary, format_report
+from tpot_locust.report.summary import build_summary
+from tpot_locust.report.terminal_report import format_report
 from tpot_locust.report.truth_check import truth_check
 
 

@@ -17,7 +17,8 @@ from hdrh.histogram import HdrHistogram
 from tpot_locust.common.cooperation import WorkSlices
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.timings import RequestTimings
-from tpot_locust.harness.run.distributed import MasterLink, pack_delta, unpack_delta, unpack_row
+from tpot_locust.harness.run.distributed import MasterLink
+from tpot_locust.harness.run.worker_deltas import pack_delta, unpack_delta, unpack_row
 from tpot_locust.metrics.collector import Collector
 from tpot_locust.metrics.histogram_names import CAUSE_METRICS
 from tpot_locust.metrics.histograms import (

@@ -13,7 +13,8 @@ import pytest
 
 from tests.unit.test_wire_delta import worker_deltas
 from tpot_locust.common.percentiles import TAIL_KEYS
-from tpot_locust.harness.run.distributed import MasterLink, pack_delta
+from tpot_locust.harness.run.distributed import MasterLink
+from tpot_locust.harness.run.worker_deltas import pack_delta
 from tpot_locust.metrics.causes import CAUSES
 from tpot_locust.metrics.histogram_names import CAUSE_METRICS
 from tpot_locust.metrics.histograms import add_into, new_histogram

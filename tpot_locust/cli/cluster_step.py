@@ -5,29 +5,24 @@ step is one test of the master's web-UI session, started as its Start button wou
 step's total users, its run time, and its settings in the ``tpot_set`` field, which the
 master applies at the test's start and hands to every worker with its plan. The master
 ends the test itself at the run time, so a sweep that dies leaves no load running; the
-finished test's summary and histograms are read back and gated here, as a local step's
-are (``summary.json``, verdict, ``histograms.json``, ``report.html``).
+finished test's summary and histograms are read back and gated here (``cluster_results``),
+as a local step's are (``summary.json``, verdict, ``histograms.json``, ``report.html``).
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tpot_locust.cli.cluster_results import save_step
+from tpot_locust.cli.locust_command import locust_seconds
 from tpot_locust.cli.master_api import BUSY_STATES, MasterAPI, MasterError
-from tpot_locust.cli.run import locust_seconds, save_scenario
+from tpot_locust.cli.run_folder import save_scenario
 from tpot_locust.common.results_folder import ResultsFolder
-from tpot_locust.common.run_facts import NO_FACTS
-from tpot_locust.metrics.metric_set import MetricSet
-from tpot_locust.report.finishing import finish_run
 from tpot_locust.report.gate import EXIT_INVALID
-from tpot_locust.report.histograms_file import load_results
 from tpot_locust.report.saved_results import STEP_SUMMARY, checked
-from tpot_locust.report.strict_json import write_json
-from tpot_locust.report.summary_types import Summary, Verdict
-from tpot_locust.report.verdict_files import format_verdict
+from tpot_locust.report.summary_types import Summary
 from tpot_locust.scenario.loader import SETTINGS_SEPARATOR, ScenarioText
 from tpot_locust.scenario.model import Scenario
 from tpot_locust.scenario.tunable import CLIENT_ONLY_PREFIX, untunable
@@ -75,7 +70,7 @@ class ClusterSteps:
         except KeyboardInterrupt:
             self.api.stop()  # the step's load ends with the sweep; keep what it measured
             summary = self._finished(test, FINISH_GRACE_S)
-            self._save(ResultsFolder(folder), test, summary, scenario)
+            save_step(self.api, ResultsFolder(folder), test, summary, scenario)
             return INTERRUPTED
         if summary is None:
             self.api.stop()
@@ -85,7 +80,7 @@ class ClusterSteps:
                 flush=True,
             )
             return EXIT_INVALID
-        verdict = self._save(ResultsFolder(folder), test, summary, scenario)
+        verdict = save_step(self.api, ResultsFolder(folder), test, summary, scenario)
         return EXIT_INVALID if verdict is None else verdict["exit_code"]
 
     def _check_master(self, scenario: Scenario) -> int:
@@ -133,45 +128,3 @@ class ClusterSteps:
                 return None  # somebody else started a test on this master meanwhile
             time.sleep(POLL_S)
         return None
-
-    def _save(
-        self, folder: ResultsFolder, test: int, summary: Summary | None, scenario: Scenario
-    ) -> Verdict | None:
-        """The step's results as a local step has them (``tpot-locust report`` and
-        ``compare`` read the folder), through the one finishing pass: the master's summary,
-        gated here, and its histograms while the master still has this test's."""
-        if summary is None:
-            return None
-        summary.pop("running", None)  # the web UI's, not the run's
-        summary.pop("test", None)
-        totals, run = MetricSet(), summary.get("run", NO_FACTS)
-        try:
-            document = self.api.histograms()
-            if document.pop("test", None) == test:
-                write_json(folder.histograms, document)
-                totals, run = load_results(folder.root)  # checked as any saved file is
-            else:
-                print(
-                    f"tpot-locust sweep: the master moved on from test {test}: no "
-                    f"histograms in {folder.root}",
-                    flush=True,
-                )
-        except (MasterError, OSError, ValueError) as error:
-            # the step's summary and verdict are still written; it cannot vouch for itself
-            why = f"histograms: {error}"
-            print(f"tpot-locust sweep: {why}", file=sys.stderr, flush=True)
-            known = summary.get("report_error")
-            summary["report_error"] = f"{known}; {why}" if known else why
-            summary["complete"] = False
-        finished = finish_run(
-            folder,
-            totals,
-            run,
-            slo=scenario.slo,
-            suite=scenario.name,
-            save_histograms=False,
-            summary=summary,
-        )
-        if finished.verdict is not None:
-            print("\n".join(format_verdict(finished.verdict, sweep_step=True)), flush=True)
-        return finished.verdict

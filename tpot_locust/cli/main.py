@@ -3,23 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
 
+from tpot_locust.cli.report_commands import compare_runs, show_report
 from tpot_locust.common.checked_numbers import option_number
-from tpot_locust.common.results_folder import REPORT_FILE, ResultsFolder
-from tpot_locust.common.run_facts import NO_FACTS, json_default
 from tpot_locust.common.text_safety import printable
 from tpot_locust.common.version import __version__
 from tpot_locust.scenario.capacity import AUTO_WORKERS
 from tpot_locust.scenario.loader import ScenarioError, load_scenario
-
-if TYPE_CHECKING:
-    from tpot_locust.report.html import RunView
 
 EXIT_USAGE = 2
 TOKENIZER_HELP = (
@@ -39,7 +33,8 @@ def WORKERS(text: str) -> int:  # noqa: N802 - an argparse type, like the others
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tpot_locust.cli.run import RunOptions, run_scenario
+    from tpot_locust.cli.run import run_scenario
+    from tpot_locust.cli.run_inputs import RunOptions
 
     options = RunOptions(
         scenario_path=Path(args.scenario),
@@ -88,103 +83,6 @@ def _sweep(args: argparse.Namespace) -> int:
     return run_sweep(options)
 
 
-def _report(args: argparse.Namespace) -> int:
-    from tpot_locust.report.finishing import finish_saved, saved_summary
-    from tpot_locust.report.saved_results import VERDICT, read_checked
-    from tpot_locust.report.summary import format_full_report
-    from tpot_locust.report.verdict_files import format_verdict
-
-    if args.html:
-        return _html_report(args)
-    if len(args.out) > 1:
-        raise ValueError("several results folders: only with --html (their runs overlaid)")
-    args.out = args.out[0]
-    folder = ResultsFolder.of(Path(args.out))
-    if not folder.histograms.exists():  # a crash left it: rebuilt from what survived
-        rebuilt = finish_saved(folder).summary.get("run", NO_FACTS).recovered
-        print(f"tpot-locust: {folder.root}: {rebuilt or 'rebuilt'}", file=sys.stderr)
-    summary = saved_summary(folder.root)
-    verdict_path = folder.verdict
-    verdict = read_checked(verdict_path, VERDICT) if verdict_path.exists() else None
-    if args.json:
-        document = summary | ({"slo": verdict} if verdict else {})
-        print(json.dumps(document, indent=2, default=json_default))
-    else:
-        print(format_full_report(summary))
-        if verdict is not None:
-            print("\n" + "\n".join(format_verdict(verdict)))
-    return 0
-
-
-def _html_report(args: argparse.Namespace) -> int:
-    from tpot_locust.report.html import write_html
-
-    runs = [_run_view(Path(given)) for given in args.out]
-    if args.output:
-        target = Path(args.output)  # an existing folder: report.html inside it
-    elif len(runs) == 1:
-        target = ResultsFolder.of(Path(args.out[0])).report
-    else:
-        target = Path(REPORT_FILE)
-    print(write_html(target, runs))
-    return 0
-
-
-# What a saved summary.json adds to the summary rebuilt from its histograms (``_run_view``).
-_SavedPart = Literal["slo", "truth_check", "attribution_check", "report_error"]
-
-
-def _run_view(given: Path) -> RunView:
-    """One saved run for the HTML report: its summary rebuilt from the histograms, with the
-    verdict and truth check its ``summary.json`` gained at the end, and its scenario."""
-    from tpot_locust.report.finishing import shown_scenario
-    from tpot_locust.report.histograms_file import load_results
-    from tpot_locust.report.html import RunView
-    from tpot_locust.report.run_intervals import add_intervals
-    from tpot_locust.report.saved_results import SUMMARY_EXTRAS, read_checked
-    from tpot_locust.report.summary import build_summary
-
-    folder = ResultsFolder.of(given)
-    totals, run = load_results(folder.root)  # read once: the summary and the page's curves
-    summary = build_summary(totals, run)
-    add_intervals(summary, folder)
-    saved = folder.summary
-    if saved.exists():
-        extras = read_checked(saved, SUMMARY_EXTRAS)
-        kept: tuple[_SavedPart, ...] = ("slo", "truth_check", "attribution_check", "report_error")
-        for key in kept:
-            if extras.get(key) is not None:
-                summary[key] = extras[key]
-        if extras.get("complete") is False:
-            summary["complete"] = False
-    # a link there is not followed, a hand-placed scenario's secrets redacted
-    return RunView(
-        run.scenario or folder.root.name, summary, totals, shown_scenario(folder.scenario)
-    )
-
-
-def _compare(args: argparse.Namespace) -> int:
-    from tpot_locust.report import compare
-    from tpot_locust.report.finishing import saved_summary
-
-    metrics = compare.parse_choices(
-        args.metrics, compare.LATENCY_METRICS, compare.DEFAULT_METRICS, "metrics"
-    )
-    statistics = compare.parse_choices(
-        args.percentiles, compare.STATISTICS, compare.DEFAULT_STATISTICS, "percentiles"
-    )
-    threshold = compare.parse_regression(args.max_regression)
-    base, candidate = (saved_summary(Path(folder)) for folder in (args.base, args.candidate))
-    result = compare.compare_summaries(base, candidate, metrics, statistics, threshold)
-    if args.json:
-        print(compare.format_json(result))
-    elif args.markdown:
-        print(compare.format_markdown(result))
-    else:
-        print(compare.format_table(result))
-    return result.exit_code
-
-
 def _with_files(handler: Callable[[argparse.Namespace], int]) -> Callable[..., int]:
     """A command that reads saved results and writes reports: a file it cannot read or
     write (a folder where a file was meant, no permission) is one line and exit 2."""
@@ -225,7 +123,7 @@ def _locust_args(args: argparse.Namespace) -> int:
     ``TPOT_SCENARIO=FILE locust -f locustfiles/scenario.py --master
     $(tpot-locust locust-args FILE)``. The
     name is a slug, so that the shell's word splitting keeps each option whole."""
-    from tpot_locust.cli.run import headless_options
+    from tpot_locust.cli.locust_command import headless_options
     from tpot_locust.common.text_safety import safe_slug
     from tpot_locust.sim.profiles import check_engine
 
@@ -346,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="write report.html (one self-contained file; several runs overlaid)",
     )
     report.add_argument("--output", help="with --html: the file (default OUT/report.html)")
-    report.set_defaults(handler=_with_files(_report))
+    report.set_defaults(handler=_with_files(show_report))
 
     compare = commands.add_parser(
         "compare", help="compare two runs' saved histograms; exit 1 on a regression"
@@ -361,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     shown = compare.add_mutually_exclusive_group()
     shown.add_argument("--json", action="store_true", help="print the comparison as JSON")
     shown.add_argument("--markdown", action="store_true", help="print a Markdown table")
-    compare.set_defaults(handler=_with_files(_compare))
+    compare.set_defaults(handler=_with_files(compare_runs))
 
     validate = commands.add_parser("validate", help="check scenario files")
     validate.add_argument("files", nargs="+")

@@ -9,7 +9,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from tpot_locust.cli.run import RunOptions, output_dir, run_scenario
+from tpot_locust.cli.run import run_scenario
+from tpot_locust.cli.run_folder import output_dir
+from tpot_locust.cli.run_inputs import RunOptions
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.report.finishing import finish_run, saved_summary
 from tpot_locust.report.repeats import format_repeats, merged_results, repeat_figures, write_repeats

@@ -23,7 +23,8 @@ from typing import Any
 
 from tpot_locust.cli.cluster_step import ClusterSteps
 from tpot_locust.cli.master_api import MasterAPI
-from tpot_locust.cli.run import RunOptions, run_scenario
+from tpot_locust.cli.run import run_scenario
+from tpot_locust.cli.run_inputs import RunOptions
 from tpot_locust.common.text_safety import safe_slug
 from tpot_locust.report.gate import EXIT_FAIL, EXIT_INVALID, EXIT_PASS
 from tpot_locust.report.sweep_results import format_sweep, knee, step_row, sure_knee, write_sweep

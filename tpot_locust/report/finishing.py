@@ -16,32 +16,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
-
-from tpot_locust.common.bounded_files import BoundedFileError, read_text
-from tpot_locust.common.results_files import write_file
 from tpot_locust.common.results_folder import (
     REPORT_FILE,
     REPORT_TEXT_FILE,
     SUMMARY_FILE,
     ResultsFolder,
 )
-from tpot_locust.common.run_facts import NO_FACTS, RunFacts
-from tpot_locust.common.secrets import redact_mapping
+from tpot_locust.common.run_facts import RunFacts
 from tpot_locust.metrics.metric_set import MetricSet
-from tpot_locust.report.attribution_check import attribution_check, format_attribution_check
 from tpot_locust.report.gate import EXIT_INVALID, evaluate
 from tpot_locust.report.histograms_file import load_results, write_histograms
-from tpot_locust.report.html import RunView, render_report
 from tpot_locust.report.recovery import recovered_results
+from tpot_locust.report.report_files import write_page, write_text
 from tpot_locust.report.run_intervals import add_intervals
+from tpot_locust.report.simulator_checks import checked_attribution, checked_truth
 from tpot_locust.report.strict_json import json_safe, write_json
-from tpot_locust.report.summary import build_summary, format_full_report
+from tpot_locust.report.summary import build_summary
 from tpot_locust.report.summary_types import Summary, Verdict
-from tpot_locust.report.truth_check import format_truth_check, load_stall_windows, truth_check
-from tpot_locust.report.verdict_files import format_verdict, write_verdict
+from tpot_locust.report.verdict_files import write_verdict
 from tpot_locust.scenario.slo import SloSpec
-from tpot_locust.scenario.yaml_source import MAX_SOURCE_BYTES, ScenarioError, parse_located
 
 SLO_KEY: Final = "slo"  # the verdict's place in summary.json (Final: a TypedDict key)
 # Set by ``tpot-locust run`` for its Locust processes: their master saves histograms.json
@@ -119,26 +112,15 @@ def finish_run(
     late = finished.late_errors
     if (verdict := finished.verdict) is not None:
         guarded(late, "verdict files", lambda: write_verdict(folder, verdict, suite))
-    page = guarded(late, REPORT_FILE, lambda: _render(folder, summary, totals))
-    if page is not None:
-        guarded(late, REPORT_FILE, lambda: write_file(folder.report, page))
-    text = guarded(late, REPORT_TEXT_FILE, lambda: full_text(finished))
-    if text is not None:
-        guarded(late, REPORT_TEXT_FILE, lambda: write_file(folder.report_text, text))
+    guarded(late, REPORT_FILE, lambda: write_page(folder, summary, totals))
+    guarded(
+        late,
+        REPORT_TEXT_FILE,
+        lambda: write_text(folder, summary, finished.check_lines, finished.verdict),
+    )
     _note(summary, late)
     guarded(late, SUMMARY_FILE, lambda: write_json(folder.summary, summary))
     return finished
-
-
-def full_text(finished: Finished) -> str:
-    """The full terminal report (every table, every class) with the checks' lines and the
-    verdict: ``report.txt``, and the terminal's with ``--report full``."""
-    parts = [format_full_report(finished.summary)]
-    if finished.check_lines:
-        parts.append("\n".join(finished.check_lines))
-    if finished.verdict is not None:
-        parts.append("\n".join(format_verdict(finished.verdict, full=True)))
-    return "\n\n".join(parts) + "\n"
 
 
 def finish_saved(folder: ResultsFolder, **options: Any) -> Finished:
@@ -178,45 +160,16 @@ def _check_truth(
 ) -> None:
     """The truth check and the attribution check, into the summary and the printed lines."""
     summary = finished.summary
-    check = guarded(
-        errors,
-        "truth check",
-        lambda: truth_check(summary, folder.truth, tolerance_ms, load_stall_windows(folder)),
-    )
-    if check is not None:
+    truth = guarded(errors, "truth check", lambda: checked_truth(summary, folder, tolerance_ms))
+    if truth is not None:
+        check, lines = truth
         summary["truth_check"] = check
         finished.truth_passed = check["passed"]
-        finished.check_lines += format_truth_check(check)
-    attribution = guarded(
-        errors, "attribution check", lambda: attribution_check(summary, folder.truth)
-    )
+        finished.check_lines += lines
+    attribution = guarded(errors, "attribution check", lambda: checked_attribution(summary, folder))
     if attribution is not None:
-        summary["attribution_check"] = attribution
-        finished.check_lines += format_attribution_check(attribution)
-
-
-def _render(folder: ResultsFolder, summary: Summary, totals: MetricSet) -> str:
-    """``report.html``'s text, the scenario as run at its end."""
-    name = summary.get("run", NO_FACTS).scenario or folder.root.name
-    return render_report([RunView(name, summary, totals, shown_scenario(folder.scenario))])
-
-
-def shown_scenario(path: Path) -> str | None:
-    """The scenario as ``report.html`` embeds it: a regular file of the folder (a link in its
-    place is not followed: a planted one embedded a private key), parsed with the scenario's
-    own bounds, and its secrets redacted again (a hand-placed one's as well as ours); None
-    where there is no such file or it does not parse."""
-    try:
-        text = read_text(path, MAX_SOURCE_BYTES, follow_links=False)
-        document = parse_located(text, str(path)).data
-    except (OSError, BoundedFileError, ScenarioError):
-        return None
-    # our own header ("# PATH as run; set on the command line: KEYS") and no other comment:
-    # a hand-placed file's may hold what a key would (# token: sk-...)
-    first = text.split("\n", 1)[0]
-    header = [first] if first.startswith("# ") and " as run" in first else []
-    shown = yaml.safe_dump(redact_mapping(document), sort_keys=False)
-    return "\n".join([*header, shown])
+        summary["attribution_check"], lines = attribution
+        finished.check_lines += lines
 
 
 def _note(summary: Summary, errors: list[str]) -> None:

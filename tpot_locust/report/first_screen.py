@@ -32,7 +32,7 @@ from tpot_locust.common.text_safety import printable
 from tpot_locust.metrics.causes import UNEXPLAINED
 from tpot_locust.report.attribution import cause_title, gap_story, metric_tails, shares_of_100
 from tpot_locust.report.gate import format_measured
-from tpot_locust.report.summary import format_metric, format_report
+from tpot_locust.report.metric_figures import format_metric
 from tpot_locust.report.summary_types import (
     CheckRecord,
     MetricFigures,
@@ -40,6 +40,7 @@ from tpot_locust.report.summary_types import (
     TruthCheck,
     Verdict,
 )
+from tpot_locust.report.terminal_report import format_report
 from tpot_locust.report.truth_check import behind_warning, held_warning
 from tpot_locust.report.window_figures import format_window, throughput
 

@@ -54,7 +54,7 @@ _RatioToMedian = TypedDict(
 
 
 class MetricFigures(_Percentiles, _RatioToMedian, total=False):
-    """A metric's figures in ms (``report.summary.metric_summary``)."""
+    """A metric's figures in ms (``report.metric_figures.metric_summary``)."""
 
     unit: ShortText
     count: int

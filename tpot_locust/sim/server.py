@@ -6,7 +6,6 @@ import asyncio
 import gc
 import json
 import math
-import random
 import signal
 import socket
 import ssl
@@ -15,48 +14,27 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..apis import dialect_named, dialects
-from ..apis.dialect import Dialect
 from ..common.clock import WallClock
-from ..common.distributions import Distribution, Fixed, LogNormal, sample_int
-from ..common.tokens import load_tokenizer
-from .dcgm import render_dcgm
-from .engine import Seq
-from .engine_loop import EngineLoop
-from .engine_stream import EngineStream
+from ..common.distributions import Distribution, Fixed, LogNormal
+from .engine_front import EngineFront
 from .http import HttpConnection, HttpRequest, error_body, full_response
-from .prefix_cache import PrefixCache, PromptUnits, Units
+from .intake import RequestIntake
 from .profiles import EngineParams
 from .prometheus import CONTENT_TYPE, SimMetrics
-from .request import Api, RequestError, SimRequest, count_words, decide_length, parse_request
+from .request import Api, RequestError, SimRequest
 from .response import ResponseSetup, StreamedResponse
+from .routes import API_BY_PATH, MODELS_BY_PATH, ROUTES
 from .scheduler import Scheduler
 from .stream import Stream
 from .timing import GapModel, TimingModel
 from .truth import TruthWriter
 
 LARGE_BODY = 32 * 1024  # request bodies decoded one per loop iteration (long prompts)
-API_BY_PATH: dict[str, str] = {dialect.path: dialect.name for dialect in dialects()}
-# a models list per path, in the shape of the first API that names it
-MODELS_BY_PATH: dict[str, Dialect] = {}
-for _dialect in dialects():
-    if _dialect.models_path is not None:
-        MODELS_BY_PATH.setdefault(_dialect.models_path, _dialect)
-# the APIs whose streams can carry the simulator's reasoning tokens
-REASONING_PATHS = tuple(dialect.path for dialect in dialects() if dialect.sim_reasoning)
-ROUTES: dict[str, str] = {
-    **dict.fromkeys(API_BY_PATH, "POST"),
-    **dict.fromkeys(MODELS_BY_PATH, "GET"),
-    "/health": "GET",
-    "/metrics": "GET",
-    "/dcgm/metrics": "GET",
-}
 
 
 @dataclass
@@ -91,36 +69,26 @@ class SimServer:
 
     def __init__(self, config: SimConfig, timing: TimingModel | None = None) -> None:
         self.config = config
-        tokenizer = load_tokenizer(config.tokenizer_path) if config.tokenizer_path else None
-        self._count_text = tokenizer.count if tokenizer is not None else count_words
-        # A long prompt counted with a tokenizer takes 30-60 ms: on the loop it would hold
-        # every stream's next token (an engine's tokenizer runs beside its decode loop),
-        # so large bodies are counted on a thread of their own, which releases the GIL.
-        self._count_unlocked = tokenizer.count_unlocked if tokenizer is not None else None
-        # --prefix-cache: prompts as the tokens a cache hashes (words, or the tokenizer's
-        # ids: the thread's own encode for large bodies), looked up on the loop
-        self._units: Units = tokenizer.ids if tokenizer is not None else str.split
-        self._units_unlocked: Units | None = tokenizer.ids_unlocked if tokenizer else None
-        self.prefix_cache: PrefixCache | None = None
-        if config.prefix_cache:
-            engine = config.engine
-            self.prefix_cache = (
-                PrefixCache(engine.block_size, engine.kv_cache_tokens // engine.block_size)
-                if engine is not None
-                else PrefixCache(16)
-            )
-        self._counting: ThreadPoolExecutor | None = None
+        self._intake = RequestIntake(
+            model=config.model,
+            adapters=config.adapters,
+            default_max_tokens=config.default_max_tokens,
+            natural_tokens=config.natural_tokens,
+            reasoning_tokens=config.reasoning_tokens,
+            seed=config.seed,
+            tokenizer_path=config.tokenizer_path,
+            prefix_cache=config.prefix_cache,
+            engine=config.engine,
+        )
         self.timing: TimingModel = timing or GapModel(config.ttft_ms, config.gap_ms, config.seed)
         self.clock = WallClock()
-        self._natural_rng = random.Random(config.seed + 1_000_003)
-        self._reasoning_rng = random.Random(config.seed + 2_000_003)  # its own: other draws stay
         self._connections: set[HttpConnection] = set()
         self._streams: set[StreamedResponse] = set()
         self._server: asyncio.AbstractServer | None = None
         self._scheduler: Scheduler | None = None
         self._truth: TruthWriter | None = None
         self._steps: TruthWriter | None = None  # a separate step log (--steps)
-        self.engine: EngineLoop | None = None
+        self.engine: EngineFront | None = None
         profile = config.engine.name if config.engine is not None else "gap mode"
         self.metrics = SimMetrics(config.model, profile)
         # gap mode: every stream in flight runs, nothing waits, no KV cache, no preemption
@@ -137,26 +105,16 @@ class SimServer:
         if self.config.engine is not None:
             if self.config.steps_path is not None:
                 self._steps = TruthWriter(self.config.steps_path, loop)
-            self.engine = EngineLoop(
+            self.engine = EngineFront(
                 loop,
                 self.config.engine,
+                model=self.config.model,
                 seed=self.config.seed,
                 offset_ns=self.clock.offset_ns,
                 steps_out=self._steps or self._truth,
                 max_lead_ns=self.config.timer_lead_us * 1000,
                 metrics=self.metrics,
-            )
-            core = self.engine.core
-            self.metrics.bind(
-                running=lambda: len(core.running),
-                waiting=lambda: len(core.waiting),
-                kv_usage=lambda: (core.total_blocks - core.free_blocks) / max(1, core.total_blocks),
-                preemptions=lambda: core.preemptions,
-                in_flight=lambda: self._streams,
-                gc_collections=lambda: core.gc_collections,
-                kv_offload=(lambda: core.kv_loaded_bytes, lambda: core.kv_stored_bytes)
-                if core.params.kv_offload_tokens
-                else None,
+                in_flight=self._streams,
             )
         tls = None
         if self.config.tls_cert is not None:
@@ -202,8 +160,7 @@ class SimServer:
             self._truth.close()
         if self._steps is not None:
             self._steps.close()
-        if self._counting is not None:
-            self._counting.shutdown(wait=False, cancel_futures=True)
+        self._intake.close()
         await asyncio.sleep(0)  # let transports run connection_lost
 
     # -- routing -----------------------------------------------------------------------------
@@ -243,12 +200,11 @@ class SimServer:
         if self.engine is None:
             self._error(conn, request, 404, "no GPU in gap mode: run with --profile")
             return
-        core, keep = self.engine.core, request.keep_alive
-        page = render_dcgm(core.throttled, core.params.throttle_factor, core.params.name)
-        conn.respond(full_response(200, page, keep, CONTENT_TYPE), keep)
+        keep = request.keep_alive
+        conn.respond(full_response(200, self.engine.dcgm_page(), keep, CONTENT_TYPE), keep)
 
     def _next_large(self) -> None:
-        if self._count_unlocked is not None:
+        if self._intake.reads_apart:
             self._count_apart(*self._large.popleft())
         else:
             self._completion(*self._large.popleft())
@@ -259,29 +215,12 @@ class SimServer:
         self, conn: HttpConnection, http_request: HttpRequest, api: Api, arrival: int
     ) -> None:
         """Parse and count a large body on the counting thread; admit it back on the loop."""
-        assert self._count_unlocked is not None
-        if self._counting is None:
-            self._counting = ThreadPoolExecutor(1, thread_name_prefix="sim-count")
         request_id = _request_id(http_request)
-        parse = partial(
-            self._parse,
-            http_request,
-            api,
-            arrival,
-            request_id,
-            self._count_unlocked,
-            self._units_unlocked,
-        )
-        future = asyncio.get_running_loop().run_in_executor(self._counting, parse)
-        future.add_done_callback(partial(self._counted, conn, http_request, api, request_id))
+        future = self._intake.read_apart(http_request.body, api, arrival, request_id)
+        future.add_done_callback(partial(self._counted, conn, http_request))
 
     def _counted(
-        self,
-        conn: HttpConnection,
-        http_request: HttpRequest,
-        api: Api,
-        request_id: str,
-        future: asyncio.Future[SimRequest],
+        self, conn: HttpConnection, http_request: HttpRequest, future: asyncio.Future[SimRequest]
     ) -> None:
         if conn.closing:
             return  # the client went away while its prompt was counted
@@ -290,7 +229,7 @@ class SimServer:
         except RequestError as exc:
             self._error(conn, http_request, exc.status, exc.message)
             return
-        self._admit(conn, http_request, api, request, request_id)
+        self._admit(conn, http_request, request)
 
     def _error(
         self,
@@ -316,105 +255,27 @@ class SimServer:
     ) -> None:
         request_id = _request_id(http_request)
         try:
-            request = self._parse(
-                http_request, api, arrival, request_id, self._count_text, self._units
-            )
+            request = self._intake.read(http_request.body, api, arrival, request_id)
         except RequestError as exc:
             self._error(conn, http_request, exc.status, exc.message)
             return
-        self._admit(conn, http_request, api, request, request_id)
+        self._admit(conn, http_request, request)
 
-    def _parse(
-        self,
-        http_request: HttpRequest,
-        api: Api,
-        arrival: int,
-        request_id: str,
-        count_text: Callable[[str], int],
-        units: Units | None = None,
-    ) -> SimRequest:
-        """With a prefix cache, the prompt is counted as the tokens it keeps (``units``)."""
-        prompt = PromptUnits(units) if self.prefix_cache is not None and units else None
-        request = parse_request(
-            http_request.body,
-            api,
-            request_id=request_id,
-            default_model=self.config.model,
-            adapters=self.config.adapters,
-            default_max_tokens=self.config.default_max_tokens,
-            arrival_perf_ns=arrival,
-            count_text=prompt or count_text,
-        )
-        if prompt is not None:
-            request.prompt_units = prompt.units
-        return request
-
-    def _admit(
-        self,
-        conn: HttpConnection,
-        http_request: HttpRequest,
-        api: Api,
-        request: SimRequest,
-        request_id: str,
-    ) -> None:
-        dialect = dialect_named(api)
-        reasoning = self.config.reasoning_tokens
-        if reasoning is not None and not dialect.sim_reasoning:
-            message = (
-                f"the simulator's --reasoning-tokens (scenario: simulator.reasoning_tokens) "
-                f"has no form in {dialect.path}: it has no reasoning channel (serve "
-                f"reasoning over {', '.join(REASONING_PATHS)})"
-            )
-            self._error(conn, http_request, 400, message)
+    def _admit(self, conn: HttpConnection, http_request: HttpRequest, request: SimRequest) -> None:
+        try:
+            response_id = self._intake.admit(request)
+        except RequestError as exc:
+            self._error(conn, http_request, exc.status, exc.message)
             return
-        if self.engine is not None:
-            limit = self.engine.core.params.max_model_len
-            asked = request.prompt_tokens + request.max_tokens
-            if asked > limit:
-                message = (
-                    f"This model's maximum context length is {limit} tokens. However, you "
-                    f"requested {asked} tokens ({request.prompt_tokens} in the messages, "
-                    f"{request.max_tokens} in the completion). Please reduce the length of "
-                    "the messages or completion."
-                )
-                self._error(conn, http_request, 400, message)
-                return
-        drawn = 0 if reasoning is None else sample_int(reasoning, self._reasoning_rng, minimum=0)
-        decide_length(request, self.config.natural_tokens, self._natural_rng, drawn)
-        if self.prefix_cache is not None and request.prompt_units is not None:
-            request.cached_tokens = self.prefix_cache.cached_tokens(request.prompt_units)
-            request.prompt_units = None  # looked up: the cache keeps only its hashes
-        prefix = dialect.sim_id_prefix
         assert self._scheduler is not None
         if self.engine is not None:
-            self._engine_completion(conn, http_request, request, prefix + request_id)
+            setup = self._setup(http_request, response_id, self.engine.ended)
+            self.engine.submit(conn, request, setup)
             return
-        setup = self._setup(http_request, prefix + request_id, self._stream_end)
+        setup = self._setup(http_request, response_id, self._stream_end)
         stream = Stream(conn, request, setup, self.timing)
         self._streams.add(stream)
         self._scheduler.add(stream, stream.start())
-
-    def _engine_completion(
-        self, conn: HttpConnection, http_request: HttpRequest, request: SimRequest, rid: str
-    ) -> None:
-        engine = self.engine
-        assert engine is not None
-        arrival = request.arrival_perf_ns
-        frontend_ns = round(engine.core.params.frontend_ms * 1e6)
-        seq = Seq(
-            request.request_id,
-            arrival,
-            max(1, request.prompt_tokens),
-            request.completion_tokens,
-            ready_ns=arrival + frontend_ns,
-            adapter=None if request.model == self.config.model else request.model,
-            cached=request.cached_tokens or 0,
-        )
-        setup = self._setup(http_request, rid, self._engine_stream_end)
-        stream = EngineStream(conn, request, setup, seq)
-        self._streams.add(stream)
-        stream.start()
-        engine.submit(seq)
 
     def _setup(
         self, http_request: HttpRequest, response_id: str, on_end: Callable[[Any, bool], None]
@@ -435,20 +296,6 @@ class SimServer:
 
     def _stream_end(self, stream: Stream, aborted: bool) -> None:
         self._streams.discard(stream)
-
-    def _engine_stream_end(self, stream: EngineStream, aborted: bool) -> None:
-        self._streams.discard(stream)
-        if aborted:
-            if self.engine is not None:
-                self.engine.abort(stream.seq)
-            return
-        seq, last = stream.seq, stream.last_send_perf_ns
-        if seq.scheduled_ns is not None and seq.prefill_end_ns is not None and last is not None:
-            self.metrics.engine_request(
-                seq.scheduled_ns - seq.arrival_ns,  # the truth's queue_ns
-                seq.prefill_end_ns - seq.scheduled_ns,
-                last - seq.prefill_end_ns,
-            )
 
 
 def _request_id(http_request: HttpRequest) -> str:

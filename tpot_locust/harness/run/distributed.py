@@ -13,9 +13,9 @@ batches: each worker sends its new windows to the master every ``CAUSES_EVERY_S`
 master sends everything it received, with its own (the server's), to every worker, so each
 process tags its token gaps with every process's windows (``TAG_HOLD_S`` leaves the time).
 
-Each report also carries the worker's row of the summary's per-worker view, made by the
-worker from everything it sent this test (``report.worker_rows``): the master keeps the
-latest row of each worker, a few hundred bytes, never the worker's buckets.
+Each report also carries the worker's row of the summary's per-worker view, packed with its
+delta (``worker_deltas``): the master keeps the latest row of each worker, a few hundred
+bytes, never the worker's buckets.
 """
 
 from __future__ import annotations
@@ -29,23 +29,24 @@ from typing import TYPE_CHECKING, Any
 
 import gevent
 from gevent.event import Event
-from gevent.lock import Semaphore
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
-from tpot_locust.common.cooperation import WorkSlices
 from tpot_locust.common.results_files import make_folder, write_file
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.run_facts import Workers
 from tpot_locust.common.text_safety import safe_slug
-from tpot_locust.common.version import __version__
 from tpot_locust.harness.load.traffic import ProcessShare
 from tpot_locust.harness.run.stop_now import stop_users_now, wait_for_users
+from tpot_locust.harness.run.worker_deltas import (
+    DeltaFormatError,
+    WorkerDeltas,
+    unpack_delta,
+    unpack_row,
+)
 from tpot_locust.harness.run.worker_names import WorkerNames
-from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_KEY
-from tpot_locust.metrics.wire_delta import WireDelta, decode_delta, encode_delta
-from tpot_locust.metrics.worker_figures import WorkerFigures
-from tpot_locust.report.worker_rows import LatestRows, pack_row, sent_row, worker_row, workers_view
+from tpot_locust.metrics.wire_delta import WireDelta
+from tpot_locust.report.worker_rows import LatestRows, workers_view
 
 if TYPE_CHECKING:
     from locust.env import Environment
@@ -67,56 +68,6 @@ MAX_WINDOWS_PER_MESSAGE = 100_000
 STOP_RUN = "tpot_stop_run"  # worker -> master: the run cannot measure anything (why)
 FLUSH_MARGIN_S = 10.0
 MASTER_KEEPS_WINDOWS_S = 120.0  # the master tags no gaps: it keeps recent windows only
-# The form of a worker's delta (``encode_delta`` inside ``pack_delta``). Raise it when
-# a change means a master could misread a delta of the previous form: then a master and a
-# worker of different versions refuse each other with a message instead of a wrong merge.
-# 4: ``tail_gaps`` (with causes) for ``worst_gaps``; 5: histograms as spans of buckets and
-# new tail gaps as columns (``metrics.wire_delta``), added without a histogram per report;
-# 6: the worker's own row (``ROW_KEY``) beside its delta, the master keeping no buckets;
-# 7: that row as its own msgpack bytes (``worker_rows.pack_row``), read when needed, and
-# a span equal to an earlier one sent as its index (``span_counts``, ``copy_of``)
-DELTA_FORMAT = 7
-ROW_KEY = "row"  # in a packed delta: the worker's row of the per-worker view, as of it
-
-
-class DeltaFormatError(ValueError):
-    """A delta this master cannot merge: it comes from another version of tpot-locust."""
-
-
-def pack_delta(
-    delta: MetricSet, row: dict[str, Any] | None = None, cooperative: bool = False
-) -> dict[str, Any]:
-    packed = {
-        "format": DELTA_FORMAT,
-        "version": __version__,
-        "metrics": encode_delta(delta, cooperative=cooperative),
-    }
-    if row is not None:
-        packed[ROW_KEY] = pack_row(row)
-    return packed
-
-
-def unpack_delta(client_id: str, packed: Any) -> WireDelta:
-    """The worker's delta, or ``DeltaFormatError`` naming both sides' versions (a delta
-    without a format is the first one, before it was versioned)."""
-    is_packed = isinstance(packed, dict) and "format" in packed
-    form = packed["format"] if is_packed else 1
-    if form != DELTA_FORMAT:
-        theirs = packed.get("version", "unknown") if is_packed else "0.1.0 or older"
-        raise DeltaFormatError(
-            f"worker {client_id} runs tpot-locust {theirs} (delta format {form}); this master "
-            f"runs {__version__} (delta format {DELTA_FORMAT}): its metrics cannot be merged. "
-            "Install the same tpot-locust version on the master and every worker"
-        )
-    return decode_delta(packed["metrics"])
-
-
-def unpack_row(packed: dict[str, Any]) -> bytes | None:
-    """The worker's row beside a delta ``unpack_delta`` read (None: it sent none), as it
-    came (``RowError``, a ``ValueError``, for what cannot be one: refused with its delta,
-    before either is merged); read and checked when the summary asks (``LatestRows``)."""
-    row = packed.get(ROW_KEY)
-    return None if row is None else sent_row(row)
 
 
 def _every(seconds: float, job: Callable[[], None]) -> None:
@@ -164,11 +115,7 @@ class WorkerLink:
         self.environment = environment
         self.recorder = recorder
         self.hooks = hooks
-        self.sent = MetricSet()  # everything shipped, for the worker's own audit file
-        self.figures = WorkerFigures()  # of this test: its row of the per-worker view
-        # Taking a delta yields (so stamping goes on): one at a time, so the final delta
-        # cannot overtake a periodic report still being assembled.
-        self._taking = Semaphore()
+        self.deltas = WorkerDeltas(recorder)  # each report's, and all it sent
         self._final_sent = False
         self._final_done = Event()  # set once the final is sent (a second caller waits)
         self._asked_to_stop = False
@@ -178,25 +125,11 @@ class WorkerLink:
         runner.register_message(CAUSES, self._on_causes)
         self._publisher = gevent.spawn(_every, CAUSES_EVERY_S, self.publish_causes)
 
-    def _take_delta(self, final: bool = False) -> dict[str, Any]:
-        """The delta since the last, packed with this worker's row as of it (~1.4 ms a busy
-        report with every cause, figures and row, in slices of 0.2 ms of work between
-        yields: every report, so a worker that dies leaves the master the figures of all
-        it delivered)."""
-        with self._taking:
-            figures = self.figures  # a new test's plan may come while this one yields
-            delta = self.recorder.take_interval(final=final)
-            self.sent.add(delta)
-            slices = WorkSlices()  # a yield each 0.2 ms of work
-            figures.add(delta, slices.after_item)
-            row = worker_row(figures, slices.after_item)
-            return pack_delta(delta, row, cooperative=True)
-
     def _on_plan(self, environment: Any, msg: Any, **_: Any) -> None:
         self._final_sent = False  # a new test
         self._final_done = Event()
         self._asked_to_stop = False
-        self.figures = WorkerFigures()
+        self.deltas.new_test()
         plan = msg.data
         if plan.get("host") and not self.environment.host:
             self.environment.host = plan["host"]
@@ -217,14 +150,14 @@ class WorkerLink:
             self.runner.send_message(CAUSES, {"windows": windows})
 
     def _attach_delta(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
-        data[DELTA_KEY] = self._take_delta()
+        data[DELTA_KEY] = self.deltas.take()
 
     def write_audit(self, folder: ResultsFolder) -> None:
         """``OUT/workers/<id>.json``: what this worker recorded and sent, to check merges."""
         make_folder(folder.workers)
         audit = {
             "client_id": self.runner.client_id,
-            **self.sent.encode(),
+            **self.deltas.sent.encode(),
             STALLS_KEY: self.hooks.stall_record(),
             "window_wall_ns": list(self.recorder.window_ns()),
         }
@@ -268,7 +201,7 @@ class WorkerLink:
         self.publish_causes()
         start, end = self.recorder.window_ns()
         runner.send_message(
-            FINAL, {DELTA_KEY: self._take_delta(final=True), WINDOW_KEY: [PROCESS_TAG, start, end]}
+            FINAL, {DELTA_KEY: self.deltas.take(final=True), WINDOW_KEY: [PROCESS_TAG, start, end]}
         )
 
 

@@ -1,5 +1,6 @@
-"""A user's requests in its API's own words: the body (model, lengths, ``extra_body``), the
-headers (the key from the environment), and the model each conversation names.
+"""A user's requests in its API's own words: the API a class speaks, the body (model,
+lengths, ``extra_body``), the headers (the key from the environment), and the model each
+conversation names.
 
 Why its own room: ``ChatUser`` is what Locust drives; what a request says is the API's and
 the class's settings' business, the same for every turn that sends it (issue 47, item 4).
@@ -9,9 +10,11 @@ from __future__ import annotations
 
 import json
 import weakref
+from collections.abc import Mapping
 from typing import Any, Protocol
 
-from tpot_locust.apis.dialect import BodyOptions, Dialect
+from tpot_locust.apis import dialect_named
+from tpot_locust.apis.dialect import BodyOptions, Dialect, refuse_several_choices
 from tpot_locust.common import env_vars
 from tpot_locust.harness.users.model_lookup import first_listed_model, lookup_timeout
 from tpot_locust.harness.users.model_split import ModelSplit
@@ -22,6 +25,14 @@ from tpot_locust.wire.http_client import HTTPConnection
 _MODELS: dict[tuple[str, str], str] = {}
 # each user class's split over models (model_split): one round robin per class
 _SPLITS: weakref.WeakKeyDictionary[type, ModelSplit] = weakref.WeakKeyDictionary()
+
+
+def request_dialect(class_name: str, api: str, extra_body: Mapping[str, object]) -> Dialect:
+    """The API ``api`` names (``apis.API_NAMES``), as the class ``class_name`` speaks it; an
+    ``extra_body`` it could not measure (several choices) is refused before any request."""
+    dialect = dialect_named(api)
+    refuse_several_choices(class_name, extra_body)
+    return dialect
 
 
 class BodySettings(Protocol):

@@ -21,15 +21,13 @@ import gevent
 from locust import User, constant, task
 from locust.user.task import LOCUST_STATE_STOPPING
 
-from tpot_locust.apis import dialect_named
-from tpot_locust.apis.dialect import Dialect, refuse_several_choices
 from tpot_locust.common.cooperation import let_streams_run
 from tpot_locust.common.distributions import Distribution, DistributionSpec
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.common.tls import client_tls_context
 from tpot_locust.harness.users.conversation_picks import next_conversation
 from tpot_locust.harness.users.failures import Backoff
-from tpot_locust.harness.users.request_bodies import RequestBodies
+from tpot_locust.harness.users.request_bodies import RequestBodies, request_dialect
 from tpot_locust.harness.users.turn_plans import TurnPlanner
 from tpot_locust.harness.users.turn_sender import TurnSender
 from tpot_locust.harness.users.turns import PlannedTurn, PreparedTurn
@@ -88,8 +86,7 @@ class ChatUser(User):
         self._backoff = Backoff(self.rng)
         if not self.host:
             raise ValueError(f"{type(self).__name__}: no host (set it or pass --host)")
-        self.dialect: Dialect = dialect_named(self.api)
-        refuse_several_choices(type(self).__name__, self.extra_body)
+        self.dialect = request_dialect(type(self).__name__, self.api, self.extra_body)
         origin = Origin.parse(self.host)
         tls = client_tls_context(self.tls_ca, self.tls_verify) if origin.scheme == "https" else None
         self.connection = HTTPConnection(
