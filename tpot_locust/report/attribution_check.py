@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -463,7 +464,7 @@ def _figures(causes: dict[str, Any], every: bool = True) -> str:
     )
 
 
-def format_attribution_check(check: dict[str, Any] | None) -> list[str]:
+def format_attribution_check(check: Mapping[str, Any] | None) -> list[str]:
     if check is None:
         return []
     if not check.get("available"):

@@ -24,4 +24,4 @@ def checked_attribution(
 ) -> tuple[AttributionCheck, list[str]]:
     """The attribution check of ``summary`` against ``folder``'s truth, and its lines."""
     check = attribution_check(summary, folder.truth)
-    return check, format_attribution_check(dict(check))  # it reads a plain dict
+    return check, format_attribution_check(check)
