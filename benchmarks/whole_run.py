@@ -79,8 +79,10 @@ async def stream(model, deadline, gaps, counts):
             if not data:
                 return
             now = time.perf_counter_ns()
-            events = data.count(b"\ndata: ") + (tail + data[:6]).startswith(b"data: ")
-            if b"data: [DONE]" in tail + data:
+            # lines split across reads: seen in the joined bytes, not again in the tail
+            joined = tail + data
+            events = joined.count(b"\ndata: ") - tail.count(b"\ndata: ")
+            if not done and b"\ndata: [DONE]" in joined:
                 events -= 1
                 done = True
             if events > 0:
@@ -88,8 +90,8 @@ async def stream(model, deadline, gaps, counts):
                     gaps.append(now - last)
                 last = now
                 counts[0] += events
-            tail = data[-16:]
-            if done and (tail.endswith(b"0\r\n\r\n")):
+            tail = joined[-16:]
+            if done and tail.endswith(b"\r\n0\r\n\r\n"):
                 break
 
 async def main():
@@ -148,13 +150,17 @@ class CpuSampler:
         self.samples: list[tuple[int, float]] = []
         self._stop = threading.Event()
         self._totals: dict[int, int] = {}  # a process that ended keeps its last count
+        self._simulators: set[int] = set()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(SAMPLE_S):
             for pid in _tree(self.root):
-                if _is_simulator(pid):
+                if pid in self._simulators:
+                    continue
+                if _is_simulator(pid):  # moved off the client's core once, left out
+                    self._simulators.add(pid)
                     try:
                         os.sched_setaffinity(pid, SERVER_CPUS)
                     except OSError:
