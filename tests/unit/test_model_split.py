@@ -66,7 +66,8 @@ def test_the_class_model_key_is_one_name_or_names_with_weights() -> None:
         }
     )
     chat, solo = build_user_classes(scenario)
-    assert chat.model_split == {"lora-a": 3.0, "b": 1.0} and solo.model_split == {"base": 1.0}
+    assert chat.current_settings().request.model_split == {"lora-a": 3.0, "b": 1.0}
+    assert solo.current_settings().request.model_split == {"base": 1.0}
     for bad, message in (
         ({"a": 0}, "classes.chat.model.a: must be > 0"),
         ({"a": float("nan")}, "classes.chat.model.a: must be a finite number"),

@@ -58,10 +58,12 @@ def test_a_document_sets_what_the_model_says() -> None:
         }
     )
     (user_class,) = build_user_classes(scenario)
-    assert user_class.model == "m" and user_class.force_min_tokens is False
-    assert user_class.idle_timeout == 7 and user_class.turns == 3
-    assert user_class.output_tokens.sample(None) == 9  # a Fixed distribution, built once
-    assert user_class.connect_timeout == ChatUser.connect_timeout  # not given: the default
+    settings = user_class.current_settings()  # held whole, made once from the scenario
+    assert settings is user_class.settings and settings.seed == 3
+    assert settings.request.model == "m" and settings.request.force_min_tokens is False
+    assert settings.limits.idle == 7 and settings.turns.turns == 3
+    assert settings.turns.output_tokens.sample(None) == 9  # a Fixed distribution, built once
+    assert settings.limits.connect == ChatUser.connect_timeout  # not given: the default
     assert simulator_args(scenario) == ["--gap-ms", "2", "--seed", "3", "--model", "sim"]
 
 

@@ -13,9 +13,9 @@ from tests.conftest import ROOT
 from tpot_locust.common.distributions import DistributionError, Normal, Uniform, parse_distribution
 from tpot_locust.harness.load.scenario_in_use import ScenarioInUse
 from tpot_locust.harness.load.scenario_users import build_user_classes
-from tpot_locust.harness.users import turn_plans, turn_settings
+from tpot_locust.harness.users import turn_plans, user_settings
 from tpot_locust.harness.users.turn_plans import TurnPlanner
-from tpot_locust.harness.users.turn_settings import Refused, TurnSettings
+from tpot_locust.harness.users.user_settings import Refused, TurnSettings
 from tpot_locust.harness.users.users import ChatUser
 from tpot_locust.scenario.loader import load_scenario
 
@@ -67,8 +67,8 @@ def test_the_settings_are_parsed_once_per_class_and_frozen(
         parsed.append(spec)
         return real(spec)
 
-    real = turn_settings.as_distribution
-    monkeypatch.setattr(turn_settings, "as_distribution", counted)
+    real = user_settings.as_distribution
+    monkeypatch.setattr(user_settings, "as_distribution", counted)
 
     class Once(Planned):
         abstract = True
@@ -110,7 +110,7 @@ def test_a_bad_spec_fails_at_its_draw_with_the_same_error(sleeps: list[float]) -
     with pytest.raises(DistributionError, match="must be > 0"):  # the think time, first
         list(planner(BadFollowup).session_turns(None, None, None, 2))
     BadFollowup.think_time = 0
-    turn_settings.forget_turn_settings(BadFollowup)
+    user_settings.forget_class_settings(BadFollowup)
     with pytest.raises(DistributionError, match="is required") as missing:
         list(planner(BadFollowup).session_turns(None, None, None, 2))
     assert missing.value.key == "max"

@@ -291,7 +291,7 @@ def parse_distribution(spec: object, base_dir: Path | None = None) -> Distributi
 
 def as_distribution(value: object, base_dir: Path | None = None) -> Distribution:
     """Accept an already-built distribution as well as a spec (a user class's are taken
-    once per class: ``harness.users.turn_settings``)."""
+    once per class: ``harness.users.user_settings``)."""
     if hasattr(value, "sample") and hasattr(value, "mean"):
         return cast(Distribution, value)  # duck-typed, as the protocol is
     return parse_distribution(value, base_dir)

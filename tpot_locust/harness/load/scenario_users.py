@@ -1,4 +1,6 @@
-"""User classes built from a scenario: one ``ChatUser`` subclass per traffic class."""
+"""User classes built from a scenario: one ``ChatUser`` subclass per traffic class, each
+holding its ``UserSettings`` whole (made once from the scenario: ``traffic_settings``) and
+Locust's own attributes (its count or weight, its wait time)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import gevent
 from locust import LoadTestShape, User, between, constant
 
 from tpot_locust.common.distributions import Fixed, Uniform
-from tpot_locust.harness.users.turn_settings import forget_turn_settings
+from tpot_locust.harness.users.user_settings import UserSettings
 from tpot_locust.harness.users.users import ChatUser
 from tpot_locust.scenario.model import Scenario, TrafficClass, scenario_keys
 from tpot_locust.scenario.parsed_values import OrZero, ParsedDistribution
@@ -28,12 +30,11 @@ def _wait_time(spec: OrZero) -> Callable[[ChatUser], float]:
 
 
 def build_user_classes(scenario: Scenario) -> list[type[User]]:
-    api = {"api": scenario.server.api}
     classes: list[type[User]] = [
         type(
             traffic.name,
             (ChatUser,),
-            dict(class_attributes(scenario, traffic), **api, __module__=__name__),
+            dict(locust_attributes(scenario, traffic), __module__=__name__),
         )
         for traffic in scenario.classes
     ]
@@ -43,34 +44,44 @@ def build_user_classes(scenario: Scenario) -> list[type[User]]:
 
 
 def retune_user_classes(scenario: Scenario, classes: dict[str, type]) -> None:
-    """Set a reloaded scenario's values on the classes built from it before (a test's own
-    settings on a running session: Locust keeps the class objects); their turn settings
-    are parsed anew from them at their next use."""
+    """Set a reloaded scenario's settings on the classes built from it before (a test's own
+    settings on a running session: Locust keeps the class objects); their users read them
+    at their next use, as do subclasses that hold none of their own."""
     for traffic in scenario.classes:
         user_class = classes[traffic.name]
-        for name, value in class_attributes(scenario, traffic).items():
+        for name, value in locust_attributes(scenario, traffic).items():
             setattr(user_class, name, value)
-        forget_turn_settings(user_class)
 
 
-def class_attributes(scenario: Scenario, traffic: TrafficClass) -> dict[str, object]:
-    """A traffic class's user-class attributes: the server's, its own, and its count."""
-    attributes: dict[str, object] = {"seed": scenario.seed}
-    for section in (scenario.server, scenario.server.timeouts, scenario.server.tls):
-        for meta in scenario_keys(type(section)).values():
-            value = getattr(section, meta["field"])
-            if meta["user"] and value is not None:  # None: the class's default
-                attributes[meta["user"]] = value
-    for meta in scenario_keys(TrafficClass).values():
-        if meta["user"]:  # the value as the schema's check parsed it
-            attributes[meta["user"]] = getattr(traffic, meta["field"])
-    attributes["wait_time"] = _wait_time(traffic.wait_time)  # Locust's, from ours
+def locust_attributes(scenario: Scenario, traffic: TrafficClass) -> dict[str, object]:
+    """A traffic class's user-class attributes: its settings whole, and what Locust reads
+    (its count or weight, its wait time)."""
+    attributes: dict[str, object] = {
+        "settings": traffic_settings(scenario, traffic),
+        "wait_time": _wait_time(traffic.wait_time),  # Locust's, from ours
+    }
     if scenario.stages:  # a shape sets the total; closed classes share it by their users
         attributes["weight"] = traffic.users
         attributes["fixed_count"] = 0
     else:
         attributes["fixed_count"] = traffic.users
     return attributes
+
+
+def traffic_settings(scenario: Scenario, traffic: TrafficClass) -> UserSettings:
+    """A traffic class's settings: the keys that name a ``ChatUser`` attribute (``key``'s
+    ``user``: the server's, its timeouts' and TLS's where given, the class's own) over
+    ``ChatUser``'s defaults, parsed as a locustfile class's attributes are."""
+    given: dict[str, object] = {"seed": scenario.seed, "api": scenario.server.api}
+    for section in (scenario.server, scenario.server.timeouts, scenario.server.tls):
+        for meta in scenario_keys(type(section)).values():
+            value = getattr(section, meta["field"])
+            if meta["user"] and value is not None:  # None: the class's default
+                given[meta["user"]] = value
+    for meta in scenario_keys(TrafficClass).values():
+        if meta["user"]:  # the value as the schema's check parsed it
+            given[meta["user"]] = getattr(traffic, meta["field"])
+    return UserSettings.parse(lambda name: given.get(name, getattr(ChatUser, name)))
 
 
 def _idle_class() -> type[User]:

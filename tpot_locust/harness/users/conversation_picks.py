@@ -11,13 +11,13 @@ import logging
 import random
 import time
 import weakref
-from collections.abc import Sequence
 from typing import Any, Protocol
 
 import gevent
 
 from tpot_locust.harness.users.turns import dataset_position
 from tpot_locust.harness.users.user_context import ALONE, user_context
+from tpot_locust.harness.users.user_settings import UserSettings
 from tpot_locust.scenario.datasets import Conversation
 
 logger = logging.getLogger(__name__)
@@ -34,21 +34,20 @@ class DatasetUser(Protocol):
 
     @property
     def environment(self) -> Any: ...
-    @property
-    def dataset(self) -> Sequence[Conversation]: ...
-    @property
-    def dataset_order(self) -> str: ...
+    def current_settings(self) -> UserSettings: ...
 
 
 def next_conversation(user: DatasetUser) -> Conversation:
     """``user``'s next conversation of its class's dataset (``dataset_order``)."""
-    if user.dataset_order != "sequential":
-        return user.rng.choice(user.dataset)
+    settings = user.current_settings()
+    dataset = settings.dataset
+    if settings.dataset_order != "sequential":
+        return user.rng.choice(dataset)
     share = process_share(user.environment)
     cls = type(user)
     taken = _TAKEN.get(cls, 0)
     _TAKEN[cls] = taken + 1
-    return user.dataset[dataset_position(taken, *share, len(user.dataset))]
+    return dataset[dataset_position(taken, *share, len(dataset))]
 
 
 def process_share(environment: Any) -> tuple[int, int]:

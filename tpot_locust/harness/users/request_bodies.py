@@ -19,6 +19,7 @@ from tpot_locust.common import env_vars
 from tpot_locust.harness.users.model_lookup import first_listed_model, lookup_timeout
 from tpot_locust.harness.users.model_split import ModelSplit
 from tpot_locust.harness.users.user_context import user_context
+from tpot_locust.harness.users.user_settings import RequestSettings, UserSettings
 from tpot_locust.wire.http_client import HTTPConnection
 
 # the first listed model, asked once per process for each (host, models path)
@@ -35,7 +36,7 @@ def request_dialect(class_name: str, api: str, extra_body: Mapping[str, object])
     return dialect
 
 
-class BodySettings(Protocol):
+class BodyUser(Protocol):
     """What a request's body and headers read of a user: its class's settings, read at
     each use (a test's settings retune the class), and where it runs."""
 
@@ -43,37 +44,23 @@ class BodySettings(Protocol):
     def environment(self) -> Any: ...
     @property
     def host(self) -> str | None: ...
-    @property
-    def model(self) -> str | None: ...
-    @property
-    def model_split(self) -> dict[str, float] | None: ...
-    @property
-    def ignore_eos(self) -> bool: ...
-    @property
-    def force_min_tokens(self) -> bool: ...
-    @property
-    def include_usage(self) -> bool: ...
-    @property
-    def extra_body(self) -> dict[str, Any]: ...
-    @property
-    def headers(self) -> dict[str, str]: ...
-    @property
-    def api_key_env(self) -> str | None: ...
-    @property
-    def first_token_timeout(self) -> float: ...
+    def current_settings(self) -> UserSettings: ...
 
 
 class RequestBodies:
     """One user's requests: its API (``dialect``) over its connection (for the models
     list), and the model of its current conversation (``session_model``)."""
 
-    def __init__(
-        self, settings: BodySettings, dialect: Dialect, connection: HTTPConnection
-    ) -> None:
-        self.settings = settings
+    def __init__(self, user: BodyUser, dialect: Dialect, connection: HTTPConnection) -> None:
+        self.user = user
         self.dialect = dialect
         self.connection = connection
         self.session_model: str | None = None  # this conversation's, from model_split
+
+    @property
+    def settings(self) -> RequestSettings:
+        """The class's request settings, as they are now."""
+        return self.user.current_settings().request
 
     def choose_model(self) -> None:
         """The next conversation's model, when the class splits its traffic over models;
@@ -82,10 +69,10 @@ class RequestBodies:
         if not weights:
             self.session_model = None
             return
-        cls = type(self.settings)
+        cls = type(self.user)
         split = _SPLITS.get(cls)
         if split is None or split.weights != weights:  # first, or retuned
-            share = user_context(self.settings.environment).process_share
+            share = user_context(self.user.environment).process_share
             split = _SPLITS[cls] = ModelSplit(weights, share[0] if share else 0)
         self.session_model = split.pick()
 
@@ -136,13 +123,13 @@ class RequestBodies:
         (``model_lookup``)."""
         if model := self.settings.model:
             return model
-        where = (self.settings.host or "", self.dialect.models_path or "")
+        where = (self.user.host or "", self.dialect.models_path or "")
         cached = _MODELS.get(where)
         if cached is None:
             cached = _MODELS[where] = first_listed_model(
                 self.connection,
                 self.dialect,
                 self.headers("models"),
-                lookup_timeout(self.settings.first_token_timeout),
+                lookup_timeout(self.user.current_settings().limits.first_token),
             )
         return cached

@@ -17,8 +17,8 @@ import gevent
 from tpot_locust.common.cooperation import let_streams_run
 from tpot_locust.common.distributions import Distribution, sample_int
 from tpot_locust.common.tokens import Tokenizer, load_tokenizer
-from tpot_locust.harness.users.turn_settings import TurnAttributes, TurnSettings, turn_settings
 from tpot_locust.harness.users.turns import PlannedTurn
+from tpot_locust.harness.users.user_settings import TurnSettings, UserSettings
 from tpot_locust.scenario.datasets import Conversation
 from tpot_locust.scenario.prompts import WORDS, blocks_text, synthetic_text
 
@@ -26,11 +26,14 @@ from tpot_locust.scenario.prompts import WORDS, blocks_text, synthetic_text
 _PREFIXES: weakref.WeakKeyDictionary[type, str] = weakref.WeakKeyDictionary()
 
 
-class PlanUser(TurnAttributes, Protocol):
-    """What planning reads of a user: its class's settings (``turn_settings``: parsed once
-    per class, again after a test's settings retune it), and its seeded random stream."""
+class PlanUser(Protocol):
+    """What planning reads of a user: its class's settings (``ChatUser.current_settings``:
+    parsed once per class, anew after a test's settings retune it), and its seeded random
+    stream."""
 
     rng: random.Random
+
+    def current_settings(self) -> UserSettings: ...
 
 
 class TurnPlanner:
@@ -45,8 +48,9 @@ class TurnPlanner:
 
     @property
     def settings(self) -> TurnSettings:
-        """The class's settings, as parsed now (read at each use, as the attributes were)."""
-        return turn_settings(self.user)
+        """The class's turn settings, as they are now (read at each use: a test's settings
+        retune the class)."""
+        return self.user.current_settings().turns
 
     def session_turns(
         self,

@@ -21,36 +21,26 @@ from tpot_locust.events import PrefillWindow, ensure_prefill_window, ensure_toke
 from tpot_locust.harness.users.failures import RequestFailed, ended_unstreamed
 from tpot_locust.harness.users.request_bodies import RequestBodies
 from tpot_locust.harness.users.user_context import user_context
+from tpot_locust.harness.users.user_settings import UserSettings
 from tpot_locust.metrics.stalls import PROCESS_TAG
 from tpot_locust.wire.http_client import ReadTimeout
 from tpot_locust.wire.streaming import StreamRequest, redact, stream_request
 
 
-class SendSettings(Protocol):
+class SendUser(Protocol):
     """What sending reads of a user: its class's settings, read at each send (a test's
     settings retune the class), and where it runs (its events)."""
 
     @property
     def environment(self) -> Any: ...
-    @property
-    def api(self) -> str: ...
-    @property
-    def request_name(self) -> str | None: ...
-    @property
-    def first_token_timeout(self) -> float: ...
-    @property
-    def idle_timeout(self) -> float: ...
-    @property
-    def total_timeout(self) -> float: ...
-    @property
-    def max_event_bytes(self) -> int: ...
+    def current_settings(self) -> UserSettings: ...
 
 
 class TurnSender:
     """Sends one user's turns over its connection (``bodies.connection``); the user is
     what the events name (``user=``), its class what the figures are kept under."""
 
-    def __init__(self, user: SendSettings, bodies: RequestBodies) -> None:
+    def __init__(self, user: SendUser, bodies: RequestBodies) -> None:
         self.user = user
         self.bodies = bodies
         self._tag = f"{PROCESS_TAG}{uuid.uuid4().hex[:6]}"  # which process sent it, first
@@ -75,6 +65,8 @@ class TurnSender:
         ``bursts:`` (its prefill makes the burst phase); ``max_tokens``: the output tokens
         it asks for (more in its answer: a server that ignores it, counted)."""
         user, bodies, connection = self.user, self.bodies, self.bodies.connection
+        settings = user.current_settings()
+        limits = settings.limits
         self._requests_sent += 1
         request_id = f"{self._tag}-{self._requests_sent}"
         path = bodies.dialect.path
@@ -99,18 +91,18 @@ class TurnSender:
             cut: list[RequestTimings] = []  # what came before the stop, if it cut the stream
             request = StreamRequest(
                 user_class=type(user).__name__,
-                api=user.api,
+                api=settings.request.api,
                 request_id=request_id,
                 path=path,
                 headers=bodies.headers(request_id),
                 body=body,
                 prompt_tokens_requested=prompt_tokens,
-                first_token_timeout=user.first_token_timeout,
-                idle_timeout=user.idle_timeout,
-                total_timeout=user.total_timeout,
+                first_token_timeout=limits.first_token,
+                idle_timeout=limits.idle,
+                total_timeout=limits.total,
                 t_intended_ns=intended_ns,
                 on_first_token=prefill.first_token,
-                max_event_bytes=user.max_event_bytes,
+                max_event_bytes=settings.request.max_event_bytes,
                 live=self._live_streams,
                 model=bodies.session_model,
                 on_cut=cut.append,
@@ -135,7 +127,7 @@ class TurnSender:
         self._token_timings.fire(timings=timings, user=user)
         user.environment.events.request.fire(
             request_type="POST",
-            name=user.request_name or path,
+            name=settings.request.request_name or path,
             response_time=timings.e2e_ns / 1e6,
             response_length=timings.output_tokens,
             response=None,
@@ -164,7 +156,7 @@ class TurnSender:
     def _unsent(self, request_id: str, intended_ns: int, sent_ns: int) -> RequestTimings:
         return RequestTimings(
             type(self.user).__name__,
-            self.user.api,
+            self.user.current_settings().request.api,
             request_id,
             intended_ns,
             sent_ns,

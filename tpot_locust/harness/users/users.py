@@ -2,13 +2,17 @@
 
 Configure by subclassing and setting class attributes (lengths are token counts: a number,
 a distribution spec such as ``{"dist": "uniform", "min": 100, "max": 300}`` or a
-``Distribution``; the turns' are parsed once per class: ``turn_settings``)::
+``Distribution``), parsed once per class into one frozen ``UserSettings``::
 
     class Chat(ChatUser):
         host = "http://127.0.0.1:8000"
         prompt_tokens = 512
         output_tokens = {"dist": "normal", "mean": 200, "stddev": 50}
         turns = 3
+
+A scenario's classes hold their ``UserSettings`` whole (``settings``, made from the
+scenario: ``harness.load.scenario_users``); a class that holds them is run by them, not by
+its attributes.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from tpot_locust.harness.users.turn_plans import TurnPlanner
 from tpot_locust.harness.users.turn_sender import TurnSender
 from tpot_locust.harness.users.turns import PlannedTurn, PreparedTurn
 from tpot_locust.harness.users.user_context import warn_without_plugin
+from tpot_locust.harness.users.user_settings import UserSettings, class_settings
 from tpot_locust.scenario.datasets import Conversation
 from tpot_locust.wire.http_client import HTTPConnection, Origin
 from tpot_locust.wire.sse import DEFAULT_MAX_EVENT_BYTES
@@ -77,21 +82,33 @@ class ChatUser(User):
     # figures are kept per model too (``common.metric_groups``)
     model_split: ClassVar[dict[str, float] | None] = None
 
+    # all of the above, parsed once (``current_settings``); a scenario's class holds its own
+    settings: ClassVar[UserSettings | None] = None
+
     _user_counter: ClassVar[int] = 0
+
+    @classmethod
+    def current_settings(cls) -> UserSettings:
+        """The class's settings: those it holds (a scenario's class, retuned by a test's
+        settings), else its attributes parsed at its first use. Read at each use."""
+        return cls.settings if cls.settings is not None else class_settings(cls)
 
     def on_start(self) -> None:
         ChatUser._user_counter += 1
-        seed = None if self.seed is None else self.seed * 100_003 + ChatUser._user_counter
+        settings = self.current_settings()
+        seed = None if settings.seed is None else settings.seed * 100_003 + ChatUser._user_counter
         self.rng = random.Random(seed)
         self._backoff = Backoff(self.rng)
         if not self.host:
             raise ValueError(f"{type(self).__name__}: no host (set it or pass --host)")
-        self.dialect = request_dialect(type(self).__name__, self.api, self.extra_body)
+        request = settings.request
+        self.dialect = request_dialect(type(self).__name__, request.api, request.extra_body)
         origin = Origin.parse(self.host)
-        tls = client_tls_context(self.tls_ca, self.tls_verify) if origin.scheme == "https" else None
-        self.connection = HTTPConnection(
-            origin, self.connect_timeout, self.idle_timeout, tls_context=tls
-        )
+        tls = None
+        if origin.scheme == "https":
+            tls = client_tls_context(settings.tls_ca, settings.tls_verify)
+        limits = settings.limits
+        self.connection = HTTPConnection(origin, limits.connect, limits.idle, tls_context=tls)
         self.planner = TurnPlanner(self)
         self.bodies = RequestBodies(self, self.dialect, self.connection)
         self.sender = TurnSender(self, self.bodies)
@@ -119,7 +136,7 @@ class ChatUser(User):
         ``t_intended_ns`` is the open-loop arrival time of the first turn; the length
         arguments override the class's (burst requests). Returns the last turn's timings.
         """
-        if self.dataset and prompt_tokens is None:
+        if self.current_settings().dataset and prompt_tokens is None:
             conversation = next_conversation(self)
             return self.converse(
                 self.planner.dataset_turns(conversation, t_intended_ns, output_tokens)
