@@ -103,6 +103,8 @@ def test_a_client_holding_its_loop_is_reported_busy(batch_ms: int) -> None:
     assert "! client busy" in format_report(busy)
     # calm: 0-0.01 here (a neighbour taking the CPU could raise it, never to the held loop's)
     assert calm["client"]["loop_held_share"] < busy["client"]["loop_held_share"]
+    # the same streams, and a holder that spins 6 ms in every 10: the CPU measured says so
+    assert 0 < calm["client"]["cpu_s"] < busy["client"]["cpu_s"]
     if not batch_ms:  # a batched read's delay is its batch's: the held share says it
         # The same streams without the holder read on time by comparison. (A read that found
         # several events waiting counts from the oldest one: up to the whole 6 ms hold. In

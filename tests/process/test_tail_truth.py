@@ -4,6 +4,7 @@ the client stall detector: every stall seen, tagged and set aside (issue 13)."""
 from __future__ import annotations
 
 import json
+import resource
 from pathlib import Path
 
 import numpy as np
@@ -97,7 +98,9 @@ def test_whole_run_tail_matches_truth(tmp_path: Path, python: str, workers: int)
     for attempt in (1, 2):
         out = tmp_path / f"attempt{attempt}"
         out.mkdir()
+        before = _children_cpu_s()
         summary, stdout = _run(out, python, "tail_truth.yaml", "--workers", str(workers))
+        children_cpu_s = _children_cpu_s() - before  # every process the run started
         try:
             assert_tail_true(summary, WHOLE_RUN_TOLERANCES_MS)
             break
@@ -124,6 +127,16 @@ def test_whole_run_tail_matches_truth(tmp_path: Path, python: str, workers: int)
     # unchecked: one second the OS gives a neighbour is not this test's to fail on
     assert summary["client"]["loop_saturated"] is False
     assert any("loop_held_share" in point for point in summary["timeseries"])
+    # what reading cost: the stamping processes' CPU, a part of all the run's processes'
+    client = summary["client"]
+    assert 0 < client["cpu_s"] <= children_cpu_s, (client["cpu_s"], children_cpu_s)
+    assert client["cpu_us_per_token"] * client["tokens_per_core_s"] == pytest.approx(1e6, 1e-3)
+
+
+def _children_cpu_s() -> float:
+    """The CPU time of this test's processes that ended, and of theirs (``RUSAGE_CHILDREN``)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def _burst_windows_truth(truth: Path) -> tuple[np.ndarray, np.ndarray]:

@@ -27,6 +27,7 @@ def _totals() -> tuple[MetricSet, dict[str, np.ndarray]]:
             record_many(metrics.histogram(metric), sample)
     totals.client.stalls, totals.client.stalled_ns = 3, 45_000_000
     totals.client.watched_ns = 9_000_000_000
+    totals.client.cpu_ns = 2_500_000_000
     return totals, values
 
 
@@ -78,6 +79,7 @@ def test_every_exported_metric_has_buckets_counts_and_percentiles() -> None:
     assert page[("tpot_locust_client_stalls_total", ())] == 3
     assert page[("tpot_locust_client_stalled_seconds_total", ())] == pytest.approx(0.045)
     assert page[("tpot_locust_client_watched_seconds_total", ())] == pytest.approx(9.0)
+    assert page[("tpot_locust_client_cpu_seconds_total", ())] == pytest.approx(2.5)
     assert page[("tpot_locust_tokens_per_second", ())] == 812.5
     assert page[("tpot_locust_running", ())] == 1 and page[("tpot_locust_users", ())] == 8
 

@@ -97,6 +97,34 @@ def test_a_saturated_loop_marks_the_client_busy_however_late_its_reads() -> None
     assert calm_summary["client"]["busy"] is None  # no kernel stamps: unknown, not fine
 
 
+def test_the_client_cpu_a_token_is_the_processes_cpu_over_their_tokens() -> None:
+    totals = MetricSet()
+    for group, tokens in (("chat", 30_000), ("chat@m", 10_000)):
+        totals.for_group(group).counters.arrived_tokens = tokens
+    totals.client.record_lags(array("q", [0]), watched_ns=10**9, cpu_ns=300_000_000)
+    totals.client.record_lags(array("q", [0]), watched_ns=10**9, cpu_ns=100_000_000)
+    client = build_summary(totals)["client"]
+    assert (client["cpu_s"], client["cpu_us_per_token"]) == (0.4, 10.0)
+    assert client["tokens_per_core_s"] == 100_000  # 1 s of one core at 10 us a token
+    line = "client CPU: 0.4 s, 10 us a token that arrived: at that cost one core reads ~100,000"
+    assert line in format_report(build_summary(totals))
+    unmeasured = build_summary(MetricSet())["client"]  # no probe, no token: said as such
+    assert unmeasured["cpu_us_per_token"] is None and unmeasured["tokens_per_core_s"] is None
+    assert "client CPU" not in format_report(build_summary(MetricSet()))
+
+
+def test_a_busy_clients_advice_counts_the_cores_its_measured_cost_needs() -> None:
+    summary = summary_with_read_delays([5_000] * 1000)
+    summary["client"] |= {"cpu_us_per_token": 25.0, "tokens_per_core_s": 40_000}
+    summary["tokens"]["per_s"] = 90_000.0
+    report = format_report(summary)
+    assert "! client busy" in report
+    assert (
+        "(measured: 25 us of CPU a token, so one core reads ~40,000 tokens/s; this run's "
+        "90,000 tokens/s need about 3 processes with a core each)"
+    ) in " ".join(report.split())
+
+
 def test_a_worker_with_a_saturated_loop_is_named_busy() -> None:
     summary = summary_with_read_delays([100] * 1000)
     summary["workers"] = {

@@ -55,10 +55,33 @@ def test_probe_sees_a_held_loop() -> None:
     assert len(seen) == 1
     start, end = seen[0]
     assert 30e6 <= end - start < 60e6
-    taken, watched_ns = probe.take_lags()
+    taken, watched_ns, cpu_ns = probe.take_lags()
     lags = np.asarray(taken)
     assert lags.max() >= 28e6 and lags.size >= 20
     assert 60e6 <= watched_ns < 1e9  # the ~70 ms it ran, to its last tick (1 ms apart)
+    assert 0 < cpu_ns < 1e9  # the process's CPU while it watched, to its stop
+
+
+def test_probe_takes_the_cpu_its_process_spent_while_it_watched() -> None:
+    probe = LagProbe()
+    assert probe.take_lags()[2] == 0  # none before it starts
+    probe.start(lambda start, end: None)
+    try:
+        spin_until = time.process_time_ns() + 50_000_000
+        while time.process_time_ns() < spin_until:  # 50 ms of this process's CPU
+            pass
+        wall_start = time.perf_counter_ns()
+        _, _, spent_ns = probe.take_lags()
+        gevent.sleep(0.02)
+        spin_until = time.process_time_ns() + 20_000_000
+        while time.process_time_ns() < spin_until:
+            pass
+    finally:
+        probe.stop()
+    assert 50e6 <= spent_ns < 50e6 + 1e9
+    _, _, after_ns = probe.take_lags()  # to the stop, though taken after it
+    assert 20e6 <= after_ns <= time.perf_counter_ns() - wall_start + 5e6
+    assert probe.take_lags()[2] == 0  # stopped: nothing more
 
 
 def _timings(request_id: str, send: int, stamps: list[int]) -> RequestTimings:
@@ -112,9 +135,9 @@ def test_recorder_sets_aside_the_gaps_across_a_stall() -> None:
 
 def test_client_health_merges_and_survives_encoding() -> None:
     one, two = ClientHealth(), ClientHealth()
-    one.record_lags(array("q", [100_000, 2_000_000]), watched_ns=100_000_000)
+    one.record_lags(array("q", [100_000, 2_000_000]), watched_ns=100_000_000, cpu_ns=70_000_000)
     one.note_stall(0, 30_000_000)
-    two.record_lags(array("q", []), watched_ns=250_000_000)
+    two.record_lags(array("q", []), watched_ns=250_000_000, cpu_ns=5)
     two.note_stall(10**9, 10**9 + 5_000_000)
     two.name_worker("w2")
     merged = MetricSet()
@@ -128,6 +151,7 @@ def test_client_health_merges_and_survives_encoding() -> None:
     assert merged.client.worst_stalls[1]["worker"] == "w2"
     assert merged.client.loop_lag.total_count == 2
     assert merged.client.watched_ns == 350_000_000
+    assert merged.client.cpu_ns == 70_000_005  # every process's CPU, exactly
     assert merged.client.held_share == 0.1  # every process's stalls over every one's time
     assert not merged.client.saturated and ClientHealth().held_share is None
 

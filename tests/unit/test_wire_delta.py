@@ -79,7 +79,8 @@ def worker_deltas(count: int, seed: int) -> list[MetricSet]:
             recorder.record(timings(rng, number * 100 + index, 40 + 7 * index, user_class))
         delta = recorder.take_interval(final=True)
         lags = rng.integers(0, 3_000_000, 50 + number).tolist()
-        delta.client.record_lags(array("q", lags), watched_ns=10**9)
+        cpu_ns = int(rng.integers(0, 10**9))
+        delta.client.record_lags(array("q", lags), watched_ns=10**9, cpu_ns=cpu_ns)
         delta.client.note_stall(10**18, 10**18 + int(rng.integers(10**6, 10**8)), number % 3)
         counters = delta.for_group("chat").counters
         counters.errors["timeout"] += number

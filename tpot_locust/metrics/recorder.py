@@ -52,7 +52,7 @@ class LagSource(Protocol):
     """What the recorder needs of the loop probe: the lags since the last call, and the
     time their ticks spanned (ns)."""
 
-    def take_lags(self) -> tuple[array[int], int]: ...
+    def take_lags(self) -> tuple[array[int], int, int]: ...
 
 
 class CollectionLookup(Protocol):

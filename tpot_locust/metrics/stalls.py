@@ -39,7 +39,7 @@ STALLS_KEY = "client_stalls"  # a worker audit's stall windows (common.results_f
 PROCESS_TAG = uuid.uuid4().hex[:4]
 WORST_STALLS_KEPT = 10
 # ``ClientHealth``'s counts that add (all but the lag histogram and the worst stalls)
-CLIENT_SCALARS = ("stalls", "stalled_ns", "watched_ns", "gc_stalls", "gc_stalled_ns")
+CLIENT_SCALARS = ("stalls", "stalled_ns", "watched_ns", "gc_stalls", "gc_stalled_ns", "cpu_ns")
 # Held in stalls more than this share of the time, a loop is saturated (``client.busy``).
 # Measured here: a loop held 6 ms in every 10 (an overloaded worker) 0.65-0.69; a quiet
 # quickstart 0.004; 64 streams x 2 ms 0.08 (0.24 in 40 ms batches, each batch over 2 ms
@@ -112,12 +112,17 @@ class ClientHealth:
     gc_stalls: int = 0
     gc_stalled_ns: int = 0
     worst_stalls: list[dict[str, Any]] = field(default_factory=list)  # longest first
+    # the CPU time the process spent while its probe watched, every thread's (the cost of
+    # reading and stamping: ``report.client_figures.client_cost``)
+    cpu_ns: int = 0
 
-    def record_lags(self, lags_ns: array[int], watched_ns: int = 0) -> None:
-        """The probe's lags, and the time its ticks spanned (``LagProbe.take_lags``)."""
+    def record_lags(self, lags_ns: array[int], watched_ns: int = 0, cpu_ns: int = 0) -> None:
+        """The probe's lags, the time its ticks spanned and the process's CPU time in it
+        (``LagProbe.take_lags``)."""
         if lags_ns:
             record_many(self.loop_lag, to_us(np.asarray(lags_ns, dtype=np.int64)))
         self.watched_ns += watched_ns
+        self.cpu_ns += cpu_ns
 
     @property
     def held_share(self) -> float | None:
@@ -166,6 +171,7 @@ class ClientHealth:
         self.watched_ns += other.watched_ns
         self.gc_stalls += other.gc_stalls
         self.gc_stalled_ns += other.gc_stalled_ns
+        self.cpu_ns += other.cpu_ns
         if other.worst_stalls:
             self._keep_worst([dict(stall) for stall in other.worst_stalls])
 
@@ -186,6 +192,7 @@ class ClientHealth:
             "watched_ns": self.watched_ns,
             "gc_stalls": self.gc_stalls,
             "gc_stalled_ns": self.gc_stalled_ns,
+            "cpu_ns": self.cpu_ns,
             "worst_stalls": self.worst_stalls,
         }
 
@@ -197,6 +204,7 @@ class ClientHealth:
             watched_ns=int(data.get("watched_ns", 0)),
             gc_stalls=int(data.get("gc_stalls", 0)),
             gc_stalled_ns=int(data.get("gc_stalled_ns", 0)),
+            cpu_ns=int(data.get("cpu_ns", 0)),  # 0: saved before it was measured
         )
         health.worst_stalls = list(data.get("worst_stalls", []))
         if data.get("loop_lag"):

@@ -7,6 +7,7 @@ own (``client_busy``) that the progress line, the report and per-worker lines sh
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -52,6 +53,23 @@ def client_health(health: ClientHealth, start_wall_s: float | None) -> dict[str,
         "loop_held_share": None if held_share is None else round(held_share, 4),
         "loop_saturated": loop_saturated(held_share),
         "worst_stalls": worst,
+    }
+
+
+def client_cost(cpu_ns: int, arrived_tokens: int) -> dict[str, object]:
+    """What reading the streams cost: the CPU time the stamping processes spent while their
+    loops were watched (every thread's: reads, stamps, the tap, Locust, the recorder) per
+    token that arrived in that time, and the tokens/s one core would read at that cost.
+    Measured, for the clock and load in use; a lower bound of a process's capacity, since
+    the fixed costs (timers, the report) weigh less per token at a higher load
+    (``benchmarks/whole_run.py`` measures the same against a reader that parses nothing)."""
+    cost: dict[str, object] = {"cpu_s": round(cpu_ns / 1e9, 3)}
+    if cpu_ns <= 0 or arrived_tokens <= 0:
+        return cost | {"cpu_us_per_token": None, "tokens_per_core_s": None}
+    per_token_ns = cpu_ns / arrived_tokens
+    return cost | {
+        "cpu_us_per_token": round(per_token_ns / 1000, 3),
+        "tokens_per_core_s": round(1e9 / per_token_ns),
     }
 
 
@@ -138,7 +156,33 @@ def busy_advice(summary: Summary) -> str:
             "the client reads with, which more workers cannot give back: run the server, or the "
             "client, on another machine, or give each its own cores (taskset)."
         )
-    return "Use more workers or less load per worker."
+    return "Use more workers or less load per worker" + _measured_capacity(summary) + "."
+
+
+def _measured_capacity(summary: Summary) -> str:
+    """The workers this run's token rate needs at the CPU per token it measured, or ""."""
+    client = summary.get("client") or {}
+    per_core = client.get("tokens_per_core_s")
+    per_s = summary["tokens"]["per_s"] if "tokens" in summary else 0.0
+    if not per_core or not per_s:
+        return ""
+    return (
+        f" (measured: {client['cpu_us_per_token']:g} us of CPU a token, so one core reads "
+        f"~{per_core:,} tokens/s; this run's {per_s:,.0f} tokens/s need "
+        f"about {math.ceil(per_s / per_core)} processes with a core each)"
+    )
+
+
+def format_client_cost(summary: Summary) -> list[str]:
+    """What reading cost, in a line (``client_cost``); nothing where it was not measured."""
+    client = summary["client"]
+    if not client.get("tokens_per_core_s"):
+        return []
+    return [
+        f"client CPU: {client['cpu_s']:,.1f} s, {client['cpu_us_per_token']:g} us a token that "
+        f"arrived: at that cost one core reads ~{client['tokens_per_core_s']:,} tokens/s (more "
+        "at a higher load, where its fixed costs spread over more tokens)"
+    ]
 
 
 def token_gap_ms(summary: Summary) -> float:

@@ -234,7 +234,13 @@ def _counters(scopes: list[Scope], totals: MetricSet) -> Iterable[Metric]:
         "stalled over watched is the held share",
     )
     watched.add_metric([], totals.client.watched_ns / 1e9)
-    return [requests, errors, tokens, arrived, stalls, stalled, watched]
+    cpu = CounterMetricFamily(
+        f"{PREFIX}_client_cpu_seconds",
+        "the CPU time the load processes spent while watched: over arrived tokens, the "
+        "client's CPU a token",
+    )
+    cpu.add_metric([], totals.client.cpu_ns / 1e9)
+    return [requests, errors, tokens, arrived, stalls, stalled, watched, cpu]
 
 
 def _gauges(facts: LiveFacts) -> Iterable[Metric]:

@@ -17,7 +17,7 @@ from tpot_locust.metrics.histogram_names import METRICS
 from tpot_locust.metrics.interference import phase_summary
 from tpot_locust.metrics.metric_set import ClassCounters, ClassMetrics, MetricSet
 from tpot_locust.report.attribution import attribution_summary
-from tpot_locust.report.client_figures import client_check, client_health
+from tpot_locust.report.client_figures import client_check, client_cost, client_health
 from tpot_locust.report.metric_figures import EMPTY_METRIC, metric_summary
 from tpot_locust.report.summary_types import ClassSummary, Fluidity, Goodput, Summary, TailGap
 from tpot_locust.report.terminal_report import format_report
@@ -160,6 +160,10 @@ def build_summary(
     client = summary.setdefault("client", {})
     client |= built_part(
         errors, "client health", lambda: client_health(totals.client, run.start_wall_s), {}
+    )
+    arrived = sum(metrics.counters.arrived_tokens for metrics in totals.groups.values())
+    client |= built_part(
+        errors, "client cost", lambda: client_cost(totals.client.cpu_ns, arrived), {}
     )
     if client.get("loop_saturated"):  # however late its reads seem (``client_check``)
         client["busy"] = True

@@ -220,6 +220,11 @@ class ClientFigures(TypedDict, total=False):
     loop_saturated: bool  # held over ``LOOP_SATURATED_SHARE``: busy, however late its reads
     worst_stalls: list[WorstStall]
     stall_threshold_ms: float | None
+    # what reading cost (``client_cost``): the stamping processes' CPU while their loops
+    # were watched, per token that arrived, and the tokens/s one core would read at that
+    cpu_s: float
+    cpu_us_per_token: float | None
+    tokens_per_core_s: int | None
 
 
 class Interference(TypedDict):

@@ -18,6 +18,7 @@ from tpot_locust.report.client_figures import (
     format_arrival_clocks,
     format_busy_workers,
     format_client_busy,
+    format_client_cost,
     format_client_stalls,
     format_held_reporting,
 )
@@ -102,6 +103,7 @@ def format_report(summary: Summary, scope: str = "all classes") -> str:
             f"good ({limits})"
         )
     lines.extend(format_arrival_clocks(summary))
+    lines.extend(format_client_cost(summary))
     lines.extend(format_client_busy(summary))
     excluded, dropped = summary["excluded"], summary["dropped_arrivals"]
     if excluded["warmup"] or excluded["cooldown"] or dropped:

@@ -37,7 +37,11 @@ from tpot_locust.scenario.parsed_values import OrZero, ParsedDistribution
 # - segment (where the tap opens; bodies read in 40 ms batches, the default), from
 #   ``benchmarks/stamp_cost.py``: one pinned core read 118-124k events/s at 256 streams x
 #   2 ms (the simulator's limit, not ours) with TPOT p99 and max exact.
-# Rounded down; raise them when the benchmarks show a faster path.
+#   ``benchmarks/whole_run.py`` (2026-12-06): a full core read 130k events/s at 256 streams
+#   x 2 ms (7.7 us an event) and 174-183k at 1,024, ITL p99 within 0.02 ms.
+# Rounded down; raise them when the benchmarks show a faster path. This is the guess before
+# a run; each run measures its own cost (``report.client_figures.client_cost``: CPU a token,
+# tokens/s a core at it), which ``! client busy`` counts the processes it needs by.
 EVENTS_PER_S_BY_CLOCK = {SEGMENT_CLOCK: 100_000, KERNEL_CLOCK: 30_000, USER_CLOCK: 30_000}
 EVENTS_PER_S_PER_WORKER = EVENTS_PER_S_BY_CLOCK[KERNEL_CLOCK]  # a clock every process has
 # The embedded simulator (one asyncio process): sharing 2 cores with the client, its sends

@@ -44,6 +44,8 @@ class LagProbe:
         self.threshold_ns = int(threshold * 1e6)
         self.lags_ns: array[int] = array("q")  # drained by the recorder with each interval
         self.watched_ns = 0  # the time its ticks spanned, drained with the lags
+        self._cpu_mark_ns = 0  # this process's CPU time when the lags were last taken
+        self._cpu_banked_ns = 0  # spent from then to a stop, taken with the next lags
         self._on_stall: OnStall | None = None
         self._timer: Any = None
         self._last_ns = 0
@@ -64,12 +66,14 @@ class LagProbe:
         self._on_stall = on_stall
         self._timer = get_hub().loop.timer(self.interval_ns / 1e9, self.interval_ns / 1e9)
         self._last_ns = time.perf_counter_ns()
+        self._cpu_mark_ns = time.process_time_ns()
         self._timer.start(self._tick)
 
     def stop(self) -> None:
         if self._timer is not None:
             self._timer.close()
             self._timer = None
+            self._cpu_banked_ns += self._cpu_since_mark()
 
     def _tick(self) -> None:
         now = time.perf_counter_ns()
@@ -80,11 +84,20 @@ class LagProbe:
         if lag > self.threshold_ns and self._on_stall is not None:
             self._on_stall(last, now)
 
-    def take_lags(self) -> tuple[array[int], int]:
-        """The lags since the last call, and the time their ticks spanned (ns)."""
+    def take_lags(self) -> tuple[array[int], int, int]:
+        """The lags since the last call, the time their ticks spanned and the CPU time this
+        process spent meanwhile, every thread's (ns; none before the probe started)."""
         lags, self.lags_ns = self.lags_ns, array("q")
         watched, self.watched_ns = self.watched_ns, 0
-        return lags, watched
+        spent, self._cpu_banked_ns = self._cpu_banked_ns, 0
+        if self.running:
+            spent += self._cpu_since_mark()
+        return lags, watched, spent
+
+    def _cpu_since_mark(self) -> int:
+        now_ns = time.process_time_ns()
+        spent, self._cpu_mark_ns = now_ns - self._cpu_mark_ns, now_ns
+        return max(spent, 0)
 
 
 class StallTracer:
