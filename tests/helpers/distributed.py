@@ -57,7 +57,9 @@ def start_cluster(
     *extra: str,
     env: dict[str, str] | None = None,
     locustfile: str = LOCUSTFILE,
+    worker_env: dict[str, str] | None = None,
 ) -> Cluster:
+    """``worker_env``: the first worker's own environment on top (a machine set up apart)."""
     port = free_port()
     environment = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
     locust = [sys.executable, "-m", "locust", "-f", locustfile]
@@ -96,10 +98,10 @@ def start_cluster(
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             text=True,
-            env=environment,
+            env=dict(environment, **(worker_env or {})) if number == 0 else environment,
             cwd=ROOT,
         )
-        for _ in range(workers)
+        for number in range(workers)
     ]
     return Cluster(master, worker_processes)
 

@@ -129,6 +129,22 @@ def test_workers_slow_to_stop_lose_nothing(tmp_path: Path) -> None:
     assert summary["requests"]["ok"] >= 4
 
 
+def test_a_worker_with_other_settings_stops_the_run_named(tmp_path: Path) -> None:
+    """A worker whose locustfile made its class otherwise (another file on that machine)
+    would skew the merged figures: each test's plan carries the master's settings digest,
+    and such a worker stops the run at its start, naming the class."""
+    out = tmp_path / "out"
+    with start_simulator("--gap-ms", "2", "--ttft-ms", "5") as sim:
+        started = time.monotonic()
+        cluster = start_cluster(
+            sim.url, out, 2, 4, "30s", worker_env={"TPOT_TEST_OUTPUT_TOKENS": "600"}
+        )
+        code, output = cluster.wait(timeout=120)
+    assert time.monotonic() - started < 25, output[-3000:]  # stopped, not run out
+    assert "its Stream settings differ from the master's" in output, output[-3000:]
+    assert code != 0, output[-3000:]
+
+
 def test_dead_worker_is_named_and_run_marked_incomplete(tmp_path: Path) -> None:
     truth_path, out = tmp_path / "truth.jsonl", tmp_path / "out"
     with start_simulator("--gap-ms", "2", "--ttft-ms", "5", truth=truth_path) as sim:

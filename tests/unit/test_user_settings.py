@@ -5,6 +5,8 @@ the same attributes parses to; a test's settings replace it whole."""
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,14 @@ import pytest
 from tests.conftest import ROOT
 from tpot_locust.harness.load.scenario_in_use import ScenarioInUse
 from tpot_locust.harness.load.scenario_users import build_user_classes
-from tpot_locust.harness.users.user_settings import UserSettings, class_settings
+from tpot_locust.harness.run.distributed import _differing_classes
+from tpot_locust.harness.users import user_settings
+from tpot_locust.harness.users.user_settings import (
+    UserSettings,
+    class_settings,
+    settings_digest,
+    settings_digests,
+)
 from tpot_locust.harness.users.users import ChatUser
 from tpot_locust.scenario.loader import load_scenario
 from tpot_locust.scenario.model import Scenario, Server, Timeouts, Tls, TrafficClass, scenario_keys
@@ -151,3 +160,50 @@ def test_a_tests_settings_replace_the_settings_whole() -> None:
     assert after is not before and before.turns.output_tokens.mean == 32
     assert after.turns.output_tokens.mean == 16 and after.limits.idle == 9
     assert after.request == before.request and set(vars(chat)) <= LOCUST_ATTRIBUTES
+
+
+def test_a_digest_is_the_same_in_every_process_that_made_the_same_settings() -> None:
+    code = (
+        "from tpot_locust.harness.load.scenario_users import build_user_classes;"
+        "from tpot_locust.harness.users.user_settings import settings_digests;"
+        "from tpot_locust.scenario.loader import load_scenario;"
+        "import sys; print(settings_digests(build_user_classes(load_scenario(sys.argv[1]))))"
+    )
+    scenario_path = ROOT / "scenarios/prefill-burst.yaml"
+    here = settings_digests(build_user_classes(load_scenario(scenario_path)))
+    there = subprocess.run(
+        [sys.executable, "-c", code, str(scenario_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
+    assert here and str(here) == there.strip()  # another process: no address in the digest
+
+
+def test_a_digest_changes_with_any_setting_and_never_holds_an_address() -> None:
+    class Drawn:  # a distribution a locustfile built in code, with no repr of its own
+        mean = 3.0
+
+        def sample(self, rng: object) -> float:
+            return 3.0
+
+    class Mine(ChatUser):
+        abstract = True
+        output_tokens = Drawn()
+
+    digest = settings_digest(Mine.current_settings())
+    assert "0x" not in repr(user_settings._canonical(Mine.current_settings()))
+    Mine.extra_body = {"temperature": 0.1}
+    user_settings.forget_class_settings(Mine)
+    assert settings_digest(Mine.current_settings()) != digest
+    assert settings_digests([Mine, int]) == {"Mine": settings_digest(Mine.current_settings())}
+
+
+def test_a_worker_names_the_classes_it_made_otherwise() -> None:
+    scenario = _scenario(EVERY_KEY)
+    classes = build_user_classes(scenario)
+    masters = settings_digests(classes)
+    assert _differing_classes(masters, classes) == []
+    assert _differing_classes(None, classes) == []  # an older master sent none
+    assert _differing_classes({"chat": "0" * 16, "other": "1"}, classes) == ["chat", "other"]

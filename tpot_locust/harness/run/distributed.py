@@ -44,6 +44,7 @@ from tpot_locust.harness.run.worker_deltas import (
     unpack_row,
 )
 from tpot_locust.harness.run.worker_names import WorkerNames
+from tpot_locust.harness.users.user_settings import settings_digests
 from tpot_locust.metrics.stalls import PROCESS_TAG, STALLS_KEY
 from tpot_locust.metrics.wire_delta import WireDelta
 from tpot_locust.report.worker_rows import LatestRows, workers_view
@@ -135,6 +136,13 @@ class WorkerLink:
             self.environment.host = plan["host"]
         share = ProcessShare(plan["index"], plan["count"], plan["start_wall_ns"])
         self.hooks.begin_traffic(share, plan.get("settings", []))
+        if differing := _differing_classes(plan.get("classes"), self.environment.user_classes):
+            reason = (
+                f"its {', '.join(differing)} settings differ from the master's (another "
+                "scenario file or locustfile?)"
+            )
+            logger.error("tpot-locust: %s", reason)
+            self.ask_master_to_stop(reason)
 
     def _on_causes(self, environment: Any, msg: Any, **_: Any) -> None:
         _apply_causes(self.recorder.causes, msg.data, "the master")
@@ -258,6 +266,9 @@ class MasterLink:
                 "start_wall_ns": start_wall_ns,
                 "host": self.environment.host,
                 "settings": settings,
+                # each class's settings as the master made them (``settings_digests``): a
+                # worker that made others stops the run at the start, named
+                "classes": settings_digests(self.environment.user_classes),
             }
             self.runner.send_message(PLAN, plan, client_id)
 
@@ -378,4 +389,15 @@ def _is_window(window: list[Any]) -> bool:
         and isinstance(window[0], str)
         and 0 < len(window[0]) <= 64
         and all(type(t) is int and 0 <= t < 2**63 for t in window[1:])
+    )
+
+
+def _differing_classes(masters: Any, user_classes: list[type]) -> list[str]:
+    """The classes whose settings this process made otherwise than the master did (by
+    ``settings_digests``; a master that sent none, an older one, is taken at its word)."""
+    if not isinstance(masters, dict):
+        return []
+    own = settings_digests(user_classes)
+    return sorted(
+        str(name)[:100] for name, digest in masters.items() if own.get(str(name)) != digest
     )

@@ -14,9 +14,11 @@ like a distribution for one.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import random
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,6 +161,40 @@ def class_settings(user_class: type) -> UserSettings:
     if settings is None:
         settings = _PARSED[user_class] = UserSettings.parse(lambda name: getattr(user_class, name))
     return settings
+
+
+def settings_digests(user_classes: Iterable[type]) -> dict[str, str]:
+    """Each user class's settings as a short digest, by class name: what a master hands its
+    workers with each test's plan, so that a worker whose own settings differ (another
+    scenario file or locustfile on that machine) stops the run at its start, named."""
+    digests = {}
+    for user_class in user_classes:
+        current = getattr(user_class, "current_settings", None)  # a ChatUser's (not Locust's)
+        if callable(current):
+            digests[user_class.__name__] = settings_digest(current())
+    return digests
+
+
+def settings_digest(settings: UserSettings) -> str:
+    """The same in every process that made the same settings (no object's address in it)."""
+    return hashlib.sha256(repr(_canonical(settings)).encode()).hexdigest()[:16]
+
+
+def _canonical(value: object) -> object:
+    """``value`` as plain data: a dataclass (a distribution, a turn) by its type and fields,
+    containers by their items; an object of any other type by its type's name only."""
+    if value is None or isinstance(value, bool | int | float | str | bytes):
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = dataclasses.fields(value)
+        return (type(value).__name__, *(_canonical(getattr(value, f.name)) for f in fields))
+    if isinstance(value, Mapping):
+        return tuple((_canonical(key), _canonical(item)) for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return tuple(_canonical(item) for item in value)
+    if isinstance(value, BaseException):
+        return (type(value).__name__, str(value))
+    return type(value).__qualname__
 
 
 def forget_class_settings(user_class: type) -> None:
