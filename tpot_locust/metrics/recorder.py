@@ -49,8 +49,8 @@ BUCKET_SLICE = 4096  # values bucketed between two yields
 
 
 class LagSource(Protocol):
-    """What the recorder needs of the loop probe: the lags since the last call, and the
-    time their ticks spanned (ns)."""
+    """What the recorder needs of the loop probe: the lags since the last call, the time
+    their ticks spanned and the process's CPU time in it (ns)."""
 
     def take_lags(self) -> tuple[array[int], int, int]: ...
 

@@ -257,6 +257,9 @@ class MasterLink:
         """Give each live worker its index and share of the open-loop traffic, and the
         test's own scenario settings (``--tpot-set``)."""
         alive = sorted(self._alive(), key=self.runner.get_worker_index)
+        # each class's settings as the master made them (``settings_digests``): a worker that
+        # made others stops the run at the start, named
+        digests = settings_digests(self.environment.user_classes)
         for index, client_id in enumerate(alive):
             # the host too: Locust's spawn message, which carries it, may come after the
             # first open-loop arrival or burst (a session at t = 0 found no host and was lost)
@@ -266,9 +269,7 @@ class MasterLink:
                 "start_wall_ns": start_wall_ns,
                 "host": self.environment.host,
                 "settings": settings,
-                # each class's settings as the master made them (``settings_digests``): a
-                # worker that made others stops the run at the start, named
-                "classes": settings_digests(self.environment.user_classes),
+                "classes": digests,
             }
             self.runner.send_message(PLAN, plan, client_id)
 
