@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from collections.abc import Callable
 from typing import Protocol
 
 from baseline_client import BaselineClient, Sent
 from hdrh.histogram import HdrHistogram
 
-from tpot_locust.common.clock import KERNEL_CLOCK, USER_CLOCK
+from tpot_locust.common.clock import KERNEL_CLOCK, USER_CLOCK, stamp_ns
 from tpot_locust.harness.watch import loop_yield
 from tpot_locust.metrics.metric_set import MetricSet
 from tpot_locust.metrics.recorder import Recorder
@@ -169,5 +168,5 @@ def chat_request(request_id: str, tokens: int, prompt_words: int = 32) -> Stream
         first_token_timeout=60,
         idle_timeout=60,
         total_timeout=600,
-        t_intended_ns=time.perf_counter_ns(),
+        t_intended_ns=stamp_ns(),
     )

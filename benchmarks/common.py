@@ -17,7 +17,8 @@ and the simulator and the pipe writer to the others (``set_pinning``).
 
 Measured and true TPOT are compared as distributions over the same requests, both as
 HdrHistograms in whole microseconds (same buckets); the truth is the simulator's send stamp
-of each token event (``send_ns - perf_offset_ns`` is on this machine's ``perf_counter_ns``).
+of each token event (``send_ns - perf_offset_ns`` is on this machine's ``perf_counter_ns``,
+put on the client's stamp clock by ``from_perf_ns``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from clients import Client, chat_request, make_client
 from hdrh.histogram import HdrHistogram
 from probes import HubLagProbe, IOLagProbe, pin_other, sched_s
 
+from tpot_locust.common.clock import from_perf_ns, stamp_ns
 from tpot_locust.common.timings import to_us
 from tpot_locust.metrics.histograms import count_below, histogram_stats, new_histogram, record_many
 from tpot_locust.sim.process import start_simulator
@@ -110,7 +112,7 @@ def run_streams(
     rng = random.Random(seed)
     sent: list[Sent] = []
     origin = Origin.parse(url) if url else None
-    start_ns = time.perf_counter_ns()
+    start_ns = stamp_ns()
     stop_ns = start_ns + int(duration_s * 1e9)
     stop_at = stop_ns / 1e9
     running = True
@@ -126,7 +128,7 @@ def run_streams(
                 connection = HTTPConnection(origin, clock=client.clock)
             length = tokens if fixed_length else lengths.randint(tokens // 2, tokens * 3 // 2)
             request = chat_request(f"{client.name}-{streams}-{index}-{number}", max(length, 2))
-            t_call_ns = time.perf_counter_ns()
+            t_call_ns = stamp_ns()
             result = client.request(connection, request)
             in_window = 0 if result.stamps is None else bisect.bisect_right(result.stamps, stop_ns)
             sent.append(
@@ -180,12 +182,12 @@ def run_streams(
 
 @dataclass
 class TruthRecord:
-    send_perf_ns: np.ndarray  # perf_counter_ns of each token event's write
-    arrival_perf_ns: int  # when the server had the request
+    send_ns: np.ndarray  # each token event's write (the client's stamp clock)
+    arrival_ns: int  # when the server had the request
 
     @property
     def ttft_ns(self) -> int:
-        return int(self.send_perf_ns[0]) - self.arrival_perf_ns if self.send_perf_ns.size else 0
+        return int(self.send_ns[0]) - self.arrival_ns if self.send_ns.size else 0
 
 
 def load_truth(path: Path) -> dict[str, TruthRecord]:
@@ -193,9 +195,9 @@ def load_truth(path: Path) -> dict[str, TruthRecord]:
     for record in read_truth(path):
         if record.get("aborted") or not record.get("send_ns"):  # (engine step lines too)
             continue
-        offset = record["perf_offset_ns"]
+        offset = from_perf_ns(0) - record["perf_offset_ns"]  # the server's wall to our clock
         truth[record["request_id"]] = TruthRecord(
-            np.asarray(record["send_ns"], dtype=np.int64) - offset, record["arrival_ns"] - offset
+            np.asarray(record["send_ns"], dtype=np.int64) + offset, record["arrival_ns"] + offset
         )
     return truth
 
@@ -333,15 +335,15 @@ def evaluate(case: Case, truth: dict[str, TruthRecord]) -> Case:
     sequence: list[int] = []
     for sent in case.run.ok:
         record = truth.get(sent.request_id)
-        if record is None or record.send_perf_ns.size != sent.events:
+        if record is None or record.send_ns.size != sent.events:
             case.unmatched += 1
             continue
-        gaps.append(np.diff(record.send_perf_ns))
-        case.true_events += record.send_perf_ns.size
+        gaps.append(np.diff(record.send_ns))
+        case.true_events += record.send_ns.size
         assert sent.first_ns is not None
         measured_ttft.append(sent.first_ns - sent.t_send_ns)
         true_ttft.append(record.ttft_ns)
-        first_late.append(sent.first_ns - int(record.send_perf_ns[0]))
+        first_late.append(sent.first_ns - int(record.send_ns[0]))
         connect.append(sent.t_send_ns - sent.t_call_ns)
         sequence.append(sent.sequence)
     if gaps:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import ctypes
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from tpot_locust.common.clock import stamp_ns
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.metrics.wire_delta import encode_delta
@@ -21,7 +21,7 @@ def synthetic_timings(
     """A finished request: ``tokens`` one-token events, log-normal gaps around 5 ms; every
     second one open-loop (``scheduled``), so every metric gets samples."""
     gaps = rng.lognormal(np.log(5e6), 0.4, tokens - 1).astype(np.int64)
-    t_send = time.perf_counter_ns() - int(gaps.sum()) - 30_000_000
+    t_send = stamp_ns() - int(gaps.sum()) - 30_000_000
     stamps = (t_send + 25_000_000 + np.concatenate(([0], np.cumsum(gaps)))).tolist()
     return RequestTimings(
         user_class=user_class,

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 from output import Table, base_parser, print_header
 
+from tpot_locust.common.clock import from_perf_ns
 from tpot_locust.sim.process import start_simulator
 from tpot_locust.sim.truth import read_truth
 from tpot_locust.wire.http_client import HTTPConnection, Origin
@@ -79,7 +80,7 @@ def run_case(
             measured = arrivals.get(record["request_id"])
             if measured is None:
                 continue
-            true = [send - record["perf_offset_ns"] for send in record["send_ns"]]
+            true = [from_perf_ns(send - record["perf_offset_ns"]) for send in record["send_ns"]]
             errors += [(a - t) / 1e6 for a, t in zip(measured, true, strict=True)]
             kernel_sends += record["kernel_sends"]
     return errors, kernel_sends

@@ -26,11 +26,10 @@ stream's read, while the stream goes on). A listener:
 
 from __future__ import annotations
 
-import time
-
 from locust import events
 from locust.event import EventHook, Events
 
+from tpot_locust.common.clock import stamp_ns
 from tpot_locust.metrics.causes import FAILED_END as PREFILL_FAILED
 
 __all__ = [
@@ -78,8 +77,9 @@ class TpotEvents:
     Event arguments:
 
     :param request_id: the request's id
-    :param start_perf_ns: just before the send (``perf_counter_ns``)
-    :param end_perf_ns: None at the send; then the first token event's stamp, or -1 when
+    :param start_ns: just before the send (the stamp clock, ``tpot_locust.common.clock``:
+        wall-clock ns that no step of the wall clock moves)
+    :param end_ns: None at the send; then the first token event's stamp, or -1 when
         the request ended without a token, so no prefill ran
     :param prompt_tokens: the prompt's tokens, as requested
     :param burst: whether it is a request of the scenario's ``bursts:``
@@ -122,15 +122,15 @@ class PrefillWindow:
     def __init__(self, hook: EventHook, request_id: str, prompt_tokens: int, burst: bool) -> None:
         self._hook, self._request_id, self._burst = hook, request_id, burst
         self._prompt_tokens = prompt_tokens
-        self.start_ns = time.perf_counter_ns()
+        self.start_ns = stamp_ns()
         self._open = True
         self._fire(None)
 
-    def _fire(self, end_perf_ns: int | None) -> None:
+    def _fire(self, end_ns: int | None) -> None:
         self._hook.fire(
             request_id=self._request_id,
-            start_perf_ns=self.start_ns,
-            end_perf_ns=end_perf_ns,
+            start_ns=self.start_ns,
+            end_ns=end_ns,
             prompt_tokens=self._prompt_tokens,
             burst=self._burst,
         )

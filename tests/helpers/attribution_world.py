@@ -52,11 +52,8 @@ class Req:
     retransmits: int = 0  # TCP retransmissions on its connection: every gap is ``network``
 
     def timings(self, recorder: Recorder) -> RequestTimings:
-        offset = recorder.to_wall_ns(0)
-        timings = RequestTimings(
-            self.user_class, "chat", self.request_id, self.send - offset, self.send - offset
-        )
-        timings.token_stamps.extend(stamp - offset for stamp in self.stamps)
+        timings = RequestTimings(self.user_class, "chat", self.request_id, self.send, self.send)
+        timings.token_stamps.extend(self.stamps)
         timings.token_counts.extend(self.counts)
         timings.output_tokens = sum(self.counts)
         timings.counts_from_usage = any(count != 1 for count in self.counts)
@@ -126,9 +123,7 @@ def play(
         recorder.tagger.scale = GapScale(learning=learning)
     if world.stall:
         for index in route(world.stall):
-            recorder = recorders[index]
-            offset = recorder.to_wall_ns(0)
-            recorder.on_stall(world.stall[0] - offset, world.stall[1] - offset)
+            recorders[index].on_stall(world.stall[0], world.stall[1])
     for t, _, what, item in events:
         if what == "tick":
             if relay:
@@ -141,13 +136,12 @@ def play(
             continue
         for index in route(item):
             recorder = recorders[index]
-            offset = recorder.to_wall_ns(0)
             if isinstance(item, Req):
-                start = item.send - offset
+                start = item.send
                 if what == "open":
                     recorder.on_prefill(item.request_id, start, None, item.prompt)
                 elif what == "first":
-                    recorder.on_prefill(item.request_id, start, t - offset, item.prompt)
+                    recorder.on_prefill(item.request_id, start, t, item.prompt)
                 else:
                     recorder.record(item.timings(recorder))
             else:

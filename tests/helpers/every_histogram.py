@@ -62,7 +62,6 @@ def every_histogram_run(seed: int = 2) -> MetricSet:
     recorder = Recorder(rules=RecordingRules(pace=Pace(40 * MS, 2 * MS)))
     # a stall over a prefill (send to first token): TTFT's samples are set aside too
     first = world.requests[0]
-    offset = recorder.to_wall_ns(0)
-    recorder.on_stall(first.send + 1 * MS - offset, first.stamps[0] - 1 * MS - offset)
+    recorder.on_stall(first.send + 1 * MS, first.stamps[0] - 1 * MS)
     (total,) = play(world, [recorder], lambda item: [0], learning=True)  # a throttle's step
     return total

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from tpot_locust.common.clock import stamp_ns
 from tpot_locust.wire.streaming import StreamRequest
 
 
@@ -25,7 +26,7 @@ class Script:
     steps: list[tuple[float, bytes]]
     reset: bool = False  # end with an RST instead of a FIN
     keep_open_s: float = 0.0  # linger before closing (keep-alive tests)
-    write_ns: list[int] = field(default_factory=list)  # perf_counter_ns of each write
+    write_ns: list[int] = field(default_factory=list)  # each write (the stamp clock)
 
 
 def chunk(data: bytes) -> bytes:
@@ -60,7 +61,7 @@ def request(**overrides: float) -> StreamRequest:
         headers={"Content-Type": "application/json"},
         body=b"{}",
         prompt_tokens_requested=5,
-        t_intended_ns=time.perf_counter_ns(),
+        t_intended_ns=stamp_ns(),
         **values,
     )
 
@@ -102,7 +103,7 @@ def scripted_server(scripts: list[Script]) -> Iterator[str]:
                 target = start + delay_s
                 while (remaining := target - time.perf_counter()) > 0:
                     time.sleep(min(remaining, 0.0005))
-                script.write_ns.append(time.perf_counter_ns())
+                script.write_ns.append(stamp_ns())
                 conn.sendall(data)
             time.sleep(script.keep_open_s)
         except OSError:

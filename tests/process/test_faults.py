@@ -23,6 +23,7 @@ from tests.conftest import ROOT, run_command
 from tests.helpers.fault_catalogue import FAULTS, PARTIAL_FAULTS, expected_text
 from tests.helpers.fault_server import FaultServer
 from tests.helpers.locust_faults import OUTPUT_TOKENS, REQUESTS
+from tpot_locust.common.clock import stamp_ns
 from tpot_locust.wire.http_client import HTTPConnection, Origin
 from tpot_locust.wire.streaming import StreamRequest, stream_request
 
@@ -201,7 +202,7 @@ def completions_request(fault: str, **timeouts: float) -> StreamRequest:
         headers={"X-Fault": fault, "Content-Type": "application/json"},
         body=json.dumps(body).encode(),
         prompt_tokens_requested=1,
-        t_intended_ns=time.perf_counter_ns(),
+        t_intended_ns=stamp_ns(),
         **values,
     )
 

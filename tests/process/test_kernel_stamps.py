@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK, USER_CLOCK
+from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK, USER_CLOCK, from_perf_ns, stamp_ns
 from tpot_locust.sim.process import start_simulator
 from tpot_locust.wire.http_client import HTTPConnection, Origin
 from tpot_locust.wire.segment_stamps import process_tap
@@ -56,7 +56,7 @@ def true_sends(truth: Path, request_id: str) -> list[int]:
     for line in truth.read_text().splitlines():
         record = json.loads(line)
         if record["request_id"] == request_id:
-            return [send - record["perf_offset_ns"] for send in record["send_ns"]]
+            return [from_perf_ns(send - record["perf_offset_ns"]) for send in record["send_ns"]]
     raise AssertionError(f"no truth for {request_id}")
 
 
@@ -168,7 +168,7 @@ def test_a_request_leaves_when_the_tap_saw_it_leave(tmp_path: Path) -> None:
         ).encode()
         for index in range(20):
             headers = {"Content-Type": "application/json", "X-Request-Id": f"left-{index}"}
-            before_ns = time.perf_counter_ns()
+            before_ns = stamp_ns()
             response, left_ns = connection.request("POST", "/v1/chat/completions", headers, body)
             response.read_into(lambda stamp, data: None)
             sends[f"left-{index}"] = (before_ns, left_ns)
@@ -177,7 +177,7 @@ def test_a_request_leaves_when_the_tap_saw_it_leave(tmp_path: Path) -> None:
     for line in truth.read_text().splitlines():
         record = json.loads(line)
         before_ns, left_ns = sends[record["request_id"]]
-        arrival_ns = record["arrival_ns"] - record["perf_offset_ns"]
+        arrival_ns = from_perf_ns(record["arrival_ns"] - record["perf_offset_ns"])
         assert before_ns <= left_ns < arrival_ns + 50_000, (before_ns, left_ns, arrival_ns)
         errors_us.append((arrival_ns - left_ns) / 1e3)
     assert len(errors_us) == 20

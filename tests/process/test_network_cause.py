@@ -28,7 +28,6 @@ import random
 import shutil
 import socket
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ import pytest
 
 from tests.conftest import ROOT, run_command
 from tests.helpers.netns import drop_share, free_third_octet, in_netns, ip, start_simulator_in_netns
+from tpot_locust.common.clock import stamp_ns
 from tpot_locust.sim.process import SimProcess, start_simulator
 from tpot_locust.wire.http_client import HTTPConnection, Origin
 from tpot_locust.wire.streaming import StreamRequest, stream_request
@@ -153,7 +153,7 @@ def _chat_request(request_id: str, tokens: int) -> StreamRequest:
         first_token_timeout=30,
         idle_timeout=30,
         total_timeout=60,
-        t_intended_ns=time.perf_counter_ns(),
+        t_intended_ns=stamp_ns(),
     )
 
 

@@ -194,7 +194,7 @@ def _gaps_against_truth(stamps_file: Path, truth_path: Path, out: Path, run: dic
         # a request the stop cut: the server may have sent a token more than was read
         assert stamps.size == sends.size or (record["aborted"] and stamps.size < sends.size)
         sends = sends[: stamps.size]
-        walls = stamps + record["perf_offset_ns"]  # the same machine's clock, as wall ns
+        walls = stamps  # the stamp clock: wall ns already (common.clock)
         gaps = np.diff(stamps)
         shared = gaps == 0
         read_together = shared.copy()

@@ -232,9 +232,8 @@ def staggered(base: int) -> tuple[Req, Req, list[Req]]:
 
 
 def open_and_first(recorder: Recorder, req: Req) -> None:
-    offset = recorder.to_wall_ns(0)
-    recorder.on_prefill(req.request_id, req.send - offset, None, req.prompt)
-    recorder.on_prefill(req.request_id, req.send - offset, req.stamps[0] - offset, req.prompt)
+    recorder.on_prefill(req.request_id, req.send, None, req.prompt)
+    recorder.on_prefill(req.request_id, req.send, req.stamps[0], req.prompt)
 
 
 def long_first_gap(metrics: ClassMetrics) -> dict:

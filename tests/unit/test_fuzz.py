@@ -9,14 +9,13 @@ token count, and the recorder puts a failed request's timings in no histogram.
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tpot_locust.common import errors
-from tpot_locust.common.clock import USER_CLOCK
+from tpot_locust.common.clock import USER_CLOCK, stamp_ns
 from tpot_locust.metrics.recorder import Recorder
 from tpot_locust.wire.chunked import ChunkedDecoder
 from tpot_locust.wire.http_client import HTTPConnection, Origin
@@ -83,7 +82,7 @@ def request(api: str = "chat") -> StreamRequest:
         first_token_timeout=60.0,
         idle_timeout=60.0,
         total_timeout=600.0,
-        t_intended_ns=time.perf_counter_ns(),
+        t_intended_ns=stamp_ns(),
     )
 
 

@@ -9,13 +9,13 @@ nested JSON), 9 (the model lookup's answer).
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from tests.helpers.hostile_stream_server import HUGE, HostileStreamServer, stream_events
 from tests.unit.test_fuzz import ScriptedConnection, check_invariants
 from tpot_locust.common import errors
+from tpot_locust.common.clock import stamp_ns
 from tpot_locust.common.secrets import (
     REDACTED,
     is_secret_name,
@@ -51,7 +51,7 @@ def request(headers: dict[str, str] | None = None) -> StreamRequest:
         first_token_timeout=5.0,
         idle_timeout=5.0,
         total_timeout=30.0,
-        t_intended_ns=time.perf_counter_ns(),
+        t_intended_ns=stamp_ns(),
     )
 
 

@@ -26,6 +26,7 @@ from tests.helpers.scripted_server import (  # noqa: E402
     token,
 )
 from tpot_locust.common import env_vars  # noqa: E402
+from tpot_locust.common.clock import stamp_ns  # noqa: E402
 from tpot_locust.common.errors import (  # noqa: E402
     BAD_HTTP,
     BAD_JSON,
@@ -266,7 +267,7 @@ def test_a_batched_bodys_first_read_and_end_are_noticed_at_once(
     on_readable = loop_reads._LoopRead._on_readable
 
     def noted(self: loop_reads._LoopRead, batch: object = None) -> bool:
-        reads.append((time.perf_counter_ns(), batch is not None))
+        reads.append((stamp_ns(), batch is not None))
         return on_readable(self, batch)  # type: ignore[arg-type]
 
     monkeypatch.setattr(loop_reads._LoopRead, "_on_readable", noted)
@@ -274,7 +275,7 @@ def test_a_batched_bodys_first_read_and_end_are_noticed_at_once(
     with read_in_batches(0.5), scripted_server([script]) as url:
         connection = HTTPConnection(Origin.parse(url))
         timings = stream_request(connection, request())[0]
-        returned_ns = time.perf_counter_ns()
+        returned_ns = stamp_ns()
         connection.close()
     assert timings.ok, timings.error_message
     assert timings.read_in_batches

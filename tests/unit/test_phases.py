@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
+from tpot_locust.common.clock import stamp_ns
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.metrics.causes import PREFILL, CauseTimeline, CauseWindow
 from tpot_locust.metrics.interference import format_interference, phase_histogram, phase_summary
@@ -37,15 +36,12 @@ def recorded(recorder: Recorder, stamps: list[int]) -> ClassMetrics:
 
 def test_phase_tagging_by_window_overlap() -> None:
     recorder = Recorder()
-    now_perf, now_wall = time.perf_counter_ns(), time.time_ns()
-    offset = now_wall - now_perf
-    stamps = [now_perf + i * 2_000_000 for i in range(10)]
+    now = stamp_ns()
+    stamps = [now + i * 2_000_000 for i in range(10)]
     stamps[6] += 50_000_000  # a 52 ms gap between events 5 and 6
     stamps[7:] = [s + 50_000_000 for s in stamps[7:]]
     # a burst window inside that gap only
-    burst_window(
-        recorder.causes, "w", stamps[5] + offset + 10_000_000, stamps[5] + offset + 40_000_000
-    )
+    burst_window(recorder.causes, "w", stamps[5] + 10_000_000, stamps[5] + 40_000_000)
     metrics = recorded(recorder, stamps)
     assert metrics.histogram(phase_metric("tpot", "burst")).total_count == 1
     assert phase_histogram(metrics, "tpot", "steady").total_count == 8
@@ -80,11 +76,10 @@ def test_a_burst_request_that_failed_before_its_first_token_opens_no_window() ->
 
 def test_a_phase_with_few_samples_marks_its_tail_unmeasured() -> None:
     recorder = Recorder()
-    now_perf, now_wall = time.perf_counter_ns(), time.time_ns()
+    now = stamp_ns()
     gaps = np.random.default_rng(1).integers(1_000_000, 3_000_000, 399)
-    stamps = [now_perf, *(now_perf + np.cumsum(gaps)).tolist()]  # 400 events, varied gaps
-    offset = now_wall - now_perf
-    burst_window(recorder.causes, "w", stamps[0] + offset, stamps[30] + offset)  # ~30 gaps
+    stamps = [now, *(now + np.cumsum(gaps)).tolist()]  # 400 events, varied gaps
+    burst_window(recorder.causes, "w", stamps[0], stamps[30])  # ~30 gaps
     metrics = recorded(recorder, stamps)
     summary = phase_summary(metrics, tail_min_samples=10)
     assert summary is not None

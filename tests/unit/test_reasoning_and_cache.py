@@ -3,11 +3,11 @@ request, recorded per class, merged across workers, reported; and ``n > 1`` refu
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
+from tpot_locust.common.clock import stamp_ns
 from tpot_locust.common.errors import CLIENT_ERROR
 from tpot_locust.common.timings import COUNT_SOURCES, RequestTimings
 from tpot_locust.harness.run.worker_deltas import pack_delta, unpack_delta
@@ -34,7 +34,7 @@ def timings(
 ) -> RequestTimings:
     """A successful request: its first token ``gaps_ms[0]`` after the send, one token per
     event, its first ``reasoning_events`` events reasoning."""
-    send = send or time.perf_counter_ns()
+    send = send or stamp_ns()
     request = RequestTimings("chat", "chat", request_id, send, send)
     stamp = send
     for gap in gaps_ms:

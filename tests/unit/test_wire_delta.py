@@ -3,7 +3,6 @@ master exactly as the HdrHistogram V2 form did, bucket for bucket, counter for c
 
 from __future__ import annotations
 
-import time
 from array import array
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,6 +13,7 @@ import numpy as np
 import pytest
 from hdrh.histogram import HdrHistogram
 
+from tpot_locust.common.clock import stamp_ns
 from tpot_locust.common.cooperation import WorkSlices
 from tpot_locust.common.results_folder import ResultsFolder
 from tpot_locust.common.timings import RequestTimings
@@ -47,7 +47,7 @@ def timings(rng: np.random.Generator, index: int, tokens: int, user_class: str) 
     """A finished request whose gaps spread wide (log-normal, a few far outliers)."""
     gaps = rng.lognormal(np.log(5e6), 0.8, tokens - 1).astype(np.int64)
     gaps[rng.random(tokens - 1) < 0.01] *= 200
-    t_send = time.perf_counter_ns() - int(gaps.sum()) - 30_000_000
+    t_send = stamp_ns() - int(gaps.sum()) - 30_000_000
     stamps = (t_send + 25_000_000 + np.concatenate(([0], np.cumsum(gaps)))).tolist()
     request = RequestTimings(
         user_class=user_class,

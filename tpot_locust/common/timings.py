@@ -1,8 +1,9 @@
 """Per-request token timings and the samples each metric takes from them.
 
-All clocks are ``time.perf_counter_ns()`` in the process that sent the request (see
-docs/metrics.md, "Metric definitions"). This object is what the ``token_timings`` event
-carries, so a locustfile's own listener sees exactly what our recorder sees.
+Every time is on the stamp clock of the process that sent the request (``common.clock``:
+wall-clock ns that no step of the wall clock moves; docs/metrics.md, "Metric
+definitions"). This object is what the ``token_timings`` event carries, so a locustfile's
+own listener sees exactly what our recorder sees.
 """
 
 from __future__ import annotations
@@ -67,9 +68,9 @@ MAX_KEPT_TEXT = 1 << 20
 class RequestTimings:
     """One request as the client saw it: what ``token_timings`` listeners receive.
 
-    Every time is ``time.perf_counter_ns()`` of the process that sent the request (token
-    stamps: the kernel's receive stamp converted to that clock where available; see the
-    docs/metrics.md, "Metric definitions"). Fields:
+    Every time is on the stamp clock of the process that sent the request
+    (``common.clock.stamp_ns()``; token stamps: the kernel's receive stamp converted to that
+    clock where available; see docs/metrics.md, "Metric definitions"). Fields:
 
     - ``user_class``, ``api`` (one of ``tpot_locust.apis.API_NAMES``: ``chat``,
       ``completions``, ...), ``request_id`` (also sent as ``X-Request-Id``; starts with the

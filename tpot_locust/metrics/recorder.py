@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from tpot_locust.common import metric_catalogue as catalogue
-from tpot_locust.common.clock import ARRIVAL_CLOCKS, WallClock
+from tpot_locust.common.clock import ARRIVAL_CLOCKS
 from tpot_locust.common.cooperation import WorkSlices, let_streams_run
 from tpot_locust.common.errors import INTERRUPTED, TIMEOUT_IDLE, TIMEOUT_TOTAL
 from tpot_locust.common.metric_groups import metric_group
@@ -59,7 +59,7 @@ class CollectionLookup(Protocol):
     """What the recorder needs of the harness's GC watch: the oldest generation collected
     during a span of this process's clock (None: the collector did not run)."""
 
-    def during(self, start_perf_ns: int, end_perf_ns: int) -> int | None: ...
+    def during(self, start_ns: int, end_ns: int) -> int | None: ...
 
 
 class GoodputRule(Protocol):
@@ -97,8 +97,6 @@ class Recorder:
         # ended requests, the gaps already taken while they went, whether they count whole
         self._finished: deque[tuple[RequestTimings, int, bool]] = deque()
         self.stopped_wall_ns: int | None = None  # the run's stop: the window's end
-        # one offset for the whole run, as every process's windows (common.clock)
-        self._wall_offset_ns = WallClock().offset_ns
         self.tagger = GapTagger()
         self.token_flow = TokenFlow()  # live streams' tokens, for tokens/s per interval
         self.causes = self.tagger.causes  # every process's cause windows (``metrics.causes``)
@@ -110,39 +108,34 @@ class Recorder:
         self.rules = rules
         warm_up()
 
-    def on_stall(self, start_perf_ns: int, end_perf_ns: int) -> None:
-        """A stall window of this process's loop (``perf_counter_ns``), from its probe."""
-        start, end = self.to_wall_ns(start_perf_ns), self.to_wall_ns(end_perf_ns)
-        self.stalls.add(start, end)
+    def on_stall(self, start_ns: int, end_ns: int) -> None:
+        """A stall window of this process's loop, from its probe."""
+        self.stalls.add(start_ns, end_ns)
         lookup = self._collections
-        generation = None if lookup is None else lookup.during(start_perf_ns, end_perf_ns)
-        self._interval.client.note_stall(start, end, generation)
+        generation = None if lookup is None else lookup.during(start_ns, end_ns)
+        self._interval.client.note_stall(start_ns, end_ns, generation)
 
     def on_prefill(
         self,
         request_id: str,
-        start_perf_ns: int,
-        end_perf_ns: int | None,
+        start_ns: int,
+        end_ns: int | None,
         prompt_tokens: int,
         burst: bool = False,
         **_: Any,
     ) -> None:
         """Listener of ``prefill_window``: a request of this process sent (``end`` None),
         given its first token (``end``: its stamp) or failed before one (``end`` -1)."""
-        start = self.to_wall_ns(start_perf_ns)
-        if end_perf_ns is None:
-            self._sending[request_id] = start
-            window = CauseWindow(PREFILL, request_id, start, None, float(prompt_tokens), burst)
+        if end_ns is None:
+            self._sending[request_id] = start_ns
+            window = CauseWindow(PREFILL, request_id, start_ns, None, float(prompt_tokens), burst)
             self.causes.add(window)
             return
-        if end_perf_ns == FAILED_END:
+        if end_ns == FAILED_END:
             self.causes.fail(PREFILL, request_id, burst)
             return
-        end = self.to_wall_ns(end_perf_ns)
-        self.causes.add(CauseWindow(PREFILL, request_id, start, end, float(prompt_tokens), burst))
-
-    def to_wall_ns(self, perf_ns: int) -> int:
-        return perf_ns + self._wall_offset_ns
+        window = CauseWindow(PREFILL, request_id, start_ns, end_ns, float(prompt_tokens), burst)
+        self.causes.add(window)
 
     def count_dropped(self, user_class: str) -> None:
         self._interval.for_group(user_class).counters.dropped_arrivals += 1
@@ -182,12 +175,12 @@ class Recorder:
         taken = self.token_flow.finished(timings.request_id)  # gaps reported while it went
         group = metric_group(timings.user_class, timings.model)
         counters = self._interval.for_group(group).counters
-        send_wall = self.to_wall_ns(timings.t_send_ns)
+        send_wall = timings.t_send_ns
         whole = False
         if not timings.ok:
             self._count_ended_early(counters, timings, send_wall)
         else:
-            last_wall = self.to_wall_ns(timings.token_stamps[-1])
+            last_wall = timings.token_stamps[-1]
             clock = self.rules.clock
             excluded = clock.excluded(send_wall, last_wall) if clock is not None else None
             if excluded == "warmup":
@@ -274,7 +267,7 @@ class Recorder:
         scalars = self._whole_scalars(group, timings, stamps, itl) if whole else {}
         if not whole:
             start, end = self.window_ns()
-            if start <= self.to_wall_ns(timings.t_send_ns) <= end:
+            if start <= timings.t_send_ns <= end:
                 scalars = first_token_scalars(timings)
         for name, value in scalars.items():
             self._pending_scalars.setdefault((group, name), []).append(value)
@@ -354,14 +347,13 @@ class Recorder:
         first; None: one each) that end inside the window, counted and held for tagging;
         ``first_tokens``: the tokens of ``stamps[0]`` when it is its stream's first event;
         events before ``answer_stamp_ns`` (all, when None) are its reasoning."""
-        walls = stamps + self._wall_offset_ns
-        starts, ends = walls[:-1], walls[1:]
+        starts, ends = stamps[:-1], stamps[1:]
         itl = stamps[1:] - stamps[:-1]
         tokens = None if counts is None else counts[: itl.size]
         start, end = self.window_ns()
         counters = self._interval.for_group(group).counters
         answer_from = NO_END_NS if answer_stamp_ns is None else answer_stamp_ns
-        if first_tokens and start <= walls[0] <= end:
+        if first_tokens and start <= stamps[0] <= end:
             counters.window_tokens += first_tokens
             counters.window_reasoning_tokens += first_tokens * int(stamps[0] < answer_from)
         inside = (ends >= start) & (ends <= end)
@@ -401,7 +393,7 @@ class Recorder:
                 user_class=group,  # the figures' key
                 request_id=request_id,
                 release_wall_ns=HeldGaps.release_at(),
-                send_wall_ns=self.to_wall_ns(t_send_ns),
+                send_wall_ns=t_send_ns,
                 scalars=scalars,
                 starts_wall=starts,
                 ends_wall=ends,
@@ -419,7 +411,7 @@ class Recorder:
         """The wall send times of this process's requests not yet held for tagging."""
         sends = list(self._sending.values())
         if self._finished:
-            sends.append(self.to_wall_ns(min(t.t_send_ns for t, _, _ in self._finished)))
+            sends.append(min(t.t_send_ns for t, _, _ in self._finished))
         return sends
 
     def add_samples(self, group: str, metric: str, values_us: np.ndarray) -> None:

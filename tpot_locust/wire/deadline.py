@@ -9,7 +9,7 @@ Nothing else keeps a timeout, so what ended a request is read off this one objec
 
 from __future__ import annotations
 
-NEVER_NS = 1 << 62  # ~146 years of perf_counter_ns: a limit that never comes
+NEVER_NS = 1 << 62  # the year 2116 on the stamp clock (``common.clock``): a limit that never comes
 
 
 def _limit_ns(seconds: float) -> int:

@@ -14,11 +14,10 @@ from __future__ import annotations
 import re
 import socket
 import ssl
-import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK
+from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK, stamp_ns
 from tpot_locust.common.errors import (
     BAD_HTTP,
     CLIENT_ERROR,
@@ -172,9 +171,9 @@ class HTTPConnection:
         return stamped
 
     def recv_stamped(self, deadline: Deadline) -> tuple[bytes, int]:
-        """The next piece of what arrived (b"" at end of stream) and its arrival
-        (``perf_counter_ns``): its segment's kernel stamp, or its read's, else the time the
-        read returned (``StampedSocket``).
+        """The next piece of what arrived (b"" at end of stream) and its arrival (the stamp
+        clock, ``common.clock``): its segment's kernel stamp, or its read's, else the time
+        the read returned (``StampedSocket``).
 
         Raises ``ReadTimeout`` (nothing before ``deadline.at_ns``),
         ``ConnectionResetError`` (reset, broken pipe, aborted) or ``StreamError`` (any
@@ -182,10 +181,10 @@ class HTTPConnection:
         """
         stamped = self._stamped
         if stamped is None:
-            return b"", time.perf_counter_ns()
+            return b"", stamp_ns()
         if stamped.pending:
             return stamped.pending.popleft()
-        timeout = deadline.timeout_s(time.perf_counter_ns())
+        timeout = deadline.timeout_s(stamp_ns())
         if timeout <= 0:
             raise ReadTimeout()  # a zero timeout would make the read non-blocking
         try:
@@ -256,7 +255,7 @@ class HTTPConnection:
         deadline: Deadline | None = None,
     ) -> tuple[Response, int]:
         """Send a request; returns the response head and when the request left
-        (``perf_counter_ns``: the segment tap's stamp of its first segment, where this
+        (the stamp clock: the segment tap's stamp of its first segment, where this
         connection has the tap; else just before the send: ``departure_ns``).
 
         A reused connection that the server closed while idle fails before any response
@@ -276,7 +275,7 @@ class HTTPConnection:
             stamped.begin_request()
             self.read_delays_ns = stamped.read_delays_ns
             self._retransmits_at_send = retransmissions(stamped.sock)
-            send_ns = time.perf_counter_ns()
+            send_ns = stamp_ns()
             stamped.sent_at(send_ns)
             deadline.start(send_ns)
             try:
@@ -324,7 +323,7 @@ class HTTPConnection:
 
     def _read_head(self, deadline: Deadline) -> Response:
         buffer = b""
-        stamp = time.perf_counter_ns()
+        stamp = stamp_ns()
         while True:
             end = buffer.find(b"\r\n\r\n")
             if end >= 0:

@@ -26,11 +26,11 @@ from tpot_locust.wire.inflate import (
 )
 from tpot_locust.wire.stamped_socket import Batch, Run, Split
 
-Consume = Callable[[int, bytes], None]  # (arrival perf_counter_ns, body payload)
+Consume = Callable[[int, bytes], None]  # (arrival on the stamp clock, body payload)
 # Takes pieces already read as far as they are one run of events; the pieces left, or None
 TakeRun = Callable[[list[tuple[bytes, int]]], "list[tuple[bytes, int]] | None"]
 MAX_LENGTH_DIGITS = 18  # a Content-Length below 10^18 bytes still fits int64
-Pieces = list[tuple[bytes, int]]  # what one read brought: (bytes, arrival perf_counter_ns)
+Pieces = list[tuple[bytes, int]]  # what one read brought: (bytes, arrival on the stamp clock)
 
 
 class BodyConnection(Protocol):

@@ -40,13 +40,13 @@ began; a read after the end was heard, how long after the hearing.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from gevent import get_hub
 from gevent.hub import Waiter
 
 from tpot_locust.common import env_vars
+from tpot_locust.common.clock import stamp_ns
 from tpot_locust.common.process_wide import ProcessWide
 from tpot_locust.wire.end_watch import EndWatch
 from tpot_locust.wire.http_client import ReadTimeout
@@ -178,7 +178,7 @@ class _LoopRead:
     def wait(self) -> None:
         """Block this greenlet until the body has ended; raise why it ended early."""
         self._watcher.start(self._on_readable)  # the first token noticed as it comes
-        self._arm(self._response.deadline.at_ns - time.perf_counter_ns())
+        self._arm(self._response.deadline.at_ns - stamp_ns())
         try:
             self._waiter.get()
         finally:
@@ -226,7 +226,7 @@ class _LoopRead:
         """The body is cut (its user stopped) while its data may wait for a batch: what
         came counts, as reading at once would have read it (its stamps are the tap's, so
         gaps that arrived inside the run's window are measured, every one)."""
-        now_ns = time.perf_counter_ns()
+        now_ns = stamp_ns()
         for _ in range(_FULL_READS_PER_TICK):
             if self._ended or not self._on_readable((now_ns, now_ns)):
                 break
@@ -247,13 +247,13 @@ class _LoopRead:
         self._batcher.remove(self._fileno)  # type: ignore[union-attr]
         self._batcher = None
         self._response.connection.ack_on_arrival(False)
-        self._heard_ns = time.perf_counter_ns()
+        self._heard_ns = stamp_ns()
         self._watcher.start(self._read_to_end)
 
     def _read_to_end(self) -> None:
         """A read after the end was heard: what came before waited for its batch by design,
         so its read delay runs from the hearing (``_read_delay``)."""
-        self._on_readable((self._heard_ns, time.perf_counter_ns()))
+        self._on_readable((self._heard_ns, stamp_ns()))
 
     def batch_read(self, batch: Batch) -> bool:
         """A batch's read (``_on_readable``), where the tap saw data come since the last
@@ -269,11 +269,11 @@ class _LoopRead:
 
     def _on_deadline(self) -> None:
         if self._batched:  # what waits unread counts: the deadline is the stamps', not ours
-            now_ns = time.perf_counter_ns()
+            now_ns = stamp_ns()
             self._on_readable((now_ns, now_ns))
             if self._ended:
                 return
-        left_ns = self._response.deadline.at_ns - time.perf_counter_ns()
+        left_ns = self._response.deadline.at_ns - stamp_ns()
         if left_ns > 0:
             self._arm(left_ns)  # the deadline moved on since the timer was set
             return
@@ -334,7 +334,7 @@ class _Batcher:
             period_s = self._period_ns / 1e9
             self._timer = get_hub().loop.timer(period_s, period_s)
             self._timer.start(self._tick)
-            self._last_tick_ns = time.perf_counter_ns()
+            self._last_tick_ns = stamp_ns()
 
     def remove(self, fileno: int) -> None:
         read = self._reads.pop(fileno, None)
@@ -350,7 +350,7 @@ class _Batcher:
                 self._slice = None
 
     def _tick(self) -> None:
-        began_ns = time.perf_counter_ns()
+        began_ns = stamp_ns()
         self._batch = (self._last_tick_ns + self._period_ns, began_ns)  # late: the loop was busy
         self._last_tick_ns = began_ns
         self._draining = process_tap() is not None  # (batches are read on the segment clock)
@@ -362,7 +362,7 @@ class _Batcher:
     def _next_slice(self) -> None:
         """One slice of the batch in progress; the next one after the loop has run again."""
         self._slice = None
-        until_ns = time.perf_counter_ns() + _SLICE_NS
+        until_ns = stamp_ns() + _SLICE_NS
         if self._draining:
             tap = process_tap()
             if tap is not None and tap.drain(limit=_SLICE_COPIES):
@@ -378,7 +378,7 @@ class _Batcher:
                 read = reads.get(fileno)
                 if read is None or not read.batch_read(batch):
                     break
-            if queue and time.perf_counter_ns() >= until_ns:
+            if queue and stamp_ns() >= until_ns:
                 self._go_on()
                 return
 

@@ -13,12 +13,17 @@ from __future__ import annotations
 
 import socket
 import ssl
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from tpot_locust.common.clock import KERNEL_CLOCK, SEGMENT_CLOCK, USER_CLOCK, wall_minus_perf_ns
+from tpot_locust.common.clock import (
+    KERNEL_CLOCK,
+    SEGMENT_CLOCK,
+    USER_CLOCK,
+    stamp_ns,
+    wall_drift_ns,
+)
 from tpot_locust.common.errors import CONNECTION_ERROR, StreamError
 from tpot_locust.common.kernel_stamps import (
     ANCILLARY_BYTES,
@@ -47,8 +52,8 @@ ACK_MSS = 1448
 # The wall clock's offset from ours is read once a request (~0.1 us of jitter): a departure
 # this much before the stamp taken before the send is that, not a stale copy.
 _CLOCK_SLACK_NS = 20_000
-Piece = tuple[bytes, int]  # (bytes, arrival perf_counter_ns); b"": the peer closed
-# A batched read's batch (``loop_reads``): when it was due and when it began (perf ns)
+Piece = tuple[bytes, int]  # (bytes, arrival on the stamp clock); b"": the peer closed
+# A batched read's batch (``loop_reads``): when it was due and when it began (the stamp clock)
 Batch = tuple[int, int]
 # Finds the whole events a read begins with: what it found (handed on), the offset of
 # each event's last byte in the read (ascending) and the bytes they take; else None.
@@ -57,7 +62,7 @@ Split = Callable[[bytes], "tuple[Any, list[int], int] | None"]
 
 class Run:
     """A read whose beginning was taken whole: what ``Split`` found there, the arrival
-    of the read's first byte and of each event (``perf_counter_ns``: each the stamp a
+    of the read's first byte and of each event (the stamp clock: each the stamp a
     ``cut`` piece would carry), and the rest of the read in pieces."""
 
     __slots__ = ("found", "rest", "stamps")
@@ -87,7 +92,7 @@ class StampedSocket:
         if self.clock == SEGMENT_CLOCK:
             self._watch()
         self.pending: deque[Piece] = deque()  # pieces read, not yet handed on
-        self._real_minus_perf_ns = 0
+        self._wall_drift_ns = 0
         self._last_stamp_ns = 0
         # How late each read came: our clock at the read minus its newest piece's stamp
         # (kernel stamps only). A new array for every request.
@@ -148,7 +153,7 @@ class StampedSocket:
     def begin_request(self) -> None:
         """A request is about to be sent: its own delays and clock offset."""
         # per request, so that a step of the wall clock spoils at most one request
-        self._real_minus_perf_ns = wall_minus_perf_ns()
+        self._wall_drift_ns = wall_drift_ns()
         self.read_delays_ns = int_array()
         self.unrecovered_reads = 0
         self.departed = False
@@ -173,7 +178,7 @@ class StampedSocket:
             self._sent += len(data)
 
     def departure_ns(self, send_ns: int) -> int:
-        """When the request last sent left this host (``perf_counter_ns``): the tap's stamp
+        """When the request last sent left this host (the stamp clock): the tap's stamp
         of the segment its first byte began, where there is one after ``send_ns`` (taken
         just before the send); else ``send_ns``. Asked once the answer's head came, so the
         copy of a segment sent on this host is in the tap by then (it was made as the
@@ -186,8 +191,8 @@ class StampedSocket:
         wall_ns = track.departure(self._request_at)
         if wall_ns is None:
             return send_ns
-        left_ns = wall_ns - self._real_minus_perf_ns
-        if send_ns - _CLOCK_SLACK_NS <= left_ns <= time.perf_counter_ns():
+        left_ns = wall_ns - self._wall_drift_ns
+        if send_ns - _CLOCK_SLACK_NS <= left_ns <= stamp_ns():
             self.departed = True
             return max(left_ns, send_ns)
         return send_ns
@@ -320,7 +325,7 @@ class StampedSocket:
                 data, ancillary, _, _ = sock.recvmsg(RECV_BYTES, ANCILLARY_BYTES)
                 wall_ns = kernel_wall_ns(ancillary)
             self.read_full = len(data) == RECV_BYTES
-            return data, wall_ns, time.perf_counter_ns()
+            return data, wall_ns, stamp_ns()
         except (TimeoutError, BlockingIOError):
             raise
         except ConnectionError:
@@ -372,7 +377,7 @@ class StampedSocket:
         previous one (so gaps stay non-negative across a clock step)."""
         stamp = now_ns
         if wall_ns is not None:
-            kernel_ns = wall_ns - self._real_minus_perf_ns
+            kernel_ns = wall_ns - self._wall_drift_ns
             if now_ns - MAX_KERNEL_AGE_NS <= kernel_ns <= now_ns:
                 stamp = kernel_ns
         if stamp < self._last_stamp_ns:

@@ -18,7 +18,6 @@ Error messages never show the request's credentials, even when a server echoes t
 
 from __future__ import annotations
 
-import time
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from typing import Protocol
 
 from tpot_locust.apis.dialect import Dialect
 from tpot_locust.common import secrets
-from tpot_locust.common.clock import SEGMENT_CLOCK
+from tpot_locust.common.clock import SEGMENT_CLOCK, stamp_ns
 from tpot_locust.common.errors import (
     BAD_JSON,
     CLIENT_ERROR,
@@ -166,7 +165,7 @@ def stream_request(
 def _cut(timings: RequestTimings, collected: _Collected) -> RequestTimings:
     """``timings`` of a stream cut where it stood: its send and its token events so far."""
     timings.t_send_ns = collected.t_send_ns
-    timings.t_end_ns = time.perf_counter_ns()
+    timings.t_end_ns = stamp_ns()
     timings.token_stamps = collected.token_stamps
     timings.token_counts = collected.token_counts
     timings.output_tokens = sum(collected.token_counts)
@@ -198,7 +197,7 @@ def _stream(
         else:
             failure = StreamError(CLIENT_ERROR, f"{error.__class__.__name__}: {error}")
     timings.t_send_ns = collected.t_send_ns
-    timings.t_end_ns = time.perf_counter_ns()
+    timings.t_end_ns = stamp_ns()
     timings.read_delays_ns = connection.read_delays_ns
     timings.arrival_clock = connection.request_clock
     timings.departed = connection.request_departed
@@ -242,7 +241,7 @@ def _new_timings(request: StreamRequest) -> RequestTimings:
         api=request.api,
         request_id=request.request_id,
         t_intended_ns=request.t_intended_ns,
-        t_send_ns=time.perf_counter_ns(),
+        t_send_ns=stamp_ns(),
         prompt_tokens_requested=request.prompt_tokens_requested,
         model=request.model,
     )
@@ -300,7 +299,7 @@ def _send_and_collect(
     collected.read_in_batches = read_body(response, consume, runs)
     collected.reset = response.reset
     if events := parser.close():
-        decoder.feed(time.perf_counter_ns(), events)
+        decoder.feed(stamp_ns(), events)
 
 
 def event_parser(dialect: Dialect, max_event_bytes: int) -> SSEParser | NDJSONParser:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -21,6 +20,7 @@ import gevent
 from gevent.pool import Group
 from locust.env import Environment
 
+from tpot_locust.common.clock import stamp_ns, wall_drift_ns
 from tpot_locust.common.cooperation import let_streams_run
 from tpot_locust.harness.users.turns import PlannedTurn
 from tpot_locust.metrics.metric_set import BURST_LATE_S
@@ -46,8 +46,9 @@ class ProcessShare:
     count: int
     start_wall_ns: int
 
-    def start_perf_ns(self) -> int:
-        return time.perf_counter_ns() + (self.start_wall_ns - time.time_ns())
+    def start_ns(self) -> int:
+        """The traffic's start on the stamp clock (``common.clock``)."""
+        return self.start_wall_ns - wall_drift_ns()
 
 
 class AgentPool:
@@ -131,9 +132,9 @@ class TrafficDriver:
     def in_flight(self) -> int:
         return len(self.sessions)
 
-    def _sleep_until(self, start_perf_ns: int, t_s: float) -> int:
-        intended = start_perf_ns + int(t_s * 1e9)
-        delay = (intended - time.perf_counter_ns()) / 1e9
+    def _sleep_until(self, start_ns: int, t_s: float) -> int:
+        intended = start_ns + int(t_s * 1e9)
+        delay = (intended - stamp_ns()) / 1e9
         if delay > 0:
             gevent.sleep(delay)
         return intended
@@ -141,7 +142,7 @@ class TrafficDriver:
     def _dispatch(self, traffic: TrafficClass, rng: random.Random) -> None:
         limit = max(traffic.max_in_flight // self.share.count, 1)
         in_flight = Group()
-        start = self.share.start_perf_ns()
+        start = self.share.start_ns()
         times = arrival_times(
             traffic.arrival,
             traffic.rate or 0.0,
@@ -163,7 +164,7 @@ class TrafficDriver:
     def _replay(self, traffic: TrafficClass) -> None:
         """This process's conversations of the trace, each started at its first turn's
         time; none is dropped (a trace is replayed whole: lateness shows as schedule lag)."""
-        start = self.share.start_perf_ns()
+        start = self.share.start_ns()
         mine = share_of(sessions(traffic.trace_requests), self.share.index, self.share.count)
         for turns in mine:
             t_s = turns[0].t_s / traffic.speedup
@@ -175,17 +176,17 @@ class TrafficDriver:
             )
 
     def _trace_turns(
-        self, agent: ChatUser, traffic: TrafficClass, turns: list[TraceRequest], start_perf_ns: int
+        self, agent: ChatUser, traffic: TrafficClass, turns: list[TraceRequest], start_ns: int
     ) -> None:
         """One conversation of a trace: each turn at its time, with the answers before it."""
-        agent.converse(self._planned_trace_turns(agent, traffic, turns, start_perf_ns))
+        agent.converse(self._planned_trace_turns(agent, traffic, turns, start_ns))
 
     def _planned_trace_turns(
-        self, agent: ChatUser, traffic: TrafficClass, turns: list[TraceRequest], start_perf_ns: int
+        self, agent: ChatUser, traffic: TrafficClass, turns: list[TraceRequest], start_ns: int
     ) -> Iterator[PlannedTurn]:
         for number, turn in enumerate(turns):
             # every turn is an arrival of the trace: its lateness is schedule lag
-            intended = self._sleep_until(start_perf_ns, turn.t_s / traffic.speedup)
+            intended = self._sleep_until(start_ns, turn.t_s / traffic.speedup)
             text, tokens = agent.planner.trace_message(
                 turn.prompt, turn.input_tokens, turn.blocks, turn.block_tokens
             )
@@ -214,7 +215,7 @@ class TrafficDriver:
             pool.give_back(agent)
 
     def _bursts(self, burst: Burst, number: int) -> None:
-        start = self.share.start_perf_ns()
+        start = self.share.start_ns()
         lengths = (burst.prompt_tokens, burst.output_tokens)  # as parsed by the schema
         pool = self.pools[burst.class_name]
         for t_s in burst.times_s:
@@ -229,7 +230,7 @@ class TrafficDriver:
             late_ns = start + int((t_s + BURST_LATE_S) * 1e9)
             for agent, turn in prepared:
                 self.sessions.spawn(self._burst_request, burst, agent, turn)
-                late = time.perf_counter_ns() > late_ns  # preparing them outlasted their time
+                late = stamp_ns() > late_ns  # preparing them outlasted their time
                 self.counts.count_burst(burst.class_name, 0, 1, int(late))
                 let_streams_run()  # one send per loop iteration: streams are read between
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 import random
 import re
-import time
 from collections.abc import Callable
 
 from tpot_locust.common import env_vars
+from tpot_locust.common.clock import stamp_ns
 from tpot_locust.common.errors import INTERRUPTED, MODEL_LOOKUP
 from tpot_locust.common.timings import RequestTimings
 
@@ -128,7 +128,7 @@ def ended_unstreamed(timings: RequestTimings, category: str, message: str) -> Re
     """``timings`` of a request that ended before or while it streamed, now: the stop
     (``interrupted``) or a failed model lookup, counted with its reason so the totals still
     add up."""
-    timings.t_end_ns = time.perf_counter_ns()
+    timings.t_end_ns = stamp_ns()
     timings.error_category = category
     timings.error_message = message
     return timings

@@ -8,13 +8,13 @@ the recorder's events, the same for sessions, dataset conversations, traces and 
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import gevent
 
+from tpot_locust.common.clock import stamp_ns
 from tpot_locust.common.errors import INTERRUPTED, MODEL_LOOKUP, StreamError
 from tpot_locust.common.timings import RequestTimings
 from tpot_locust.events import PrefillWindow, ensure_prefill_window, ensure_token_timings
@@ -70,7 +70,7 @@ class TurnSender:
         self._requests_sent += 1
         request_id = f"{self._tag}-{self._requests_sent}"
         path = bodies.dialect.path
-        intended_ns = t_intended_ns or time.perf_counter_ns()
+        intended_ns = t_intended_ns or stamp_ns()
         try:
             body = encode()
         except gevent.GreenletExit:  # the stop came during the model lookup: counted too
@@ -80,7 +80,7 @@ class TurnSender:
             # The model lookup (GET /v1/models) failed: this request fails with its reason.
             detail = f"model lookup: {getattr(error, 'message', error)}"
             timings = ended_unstreamed(
-                self._unsent(request_id, intended_ns, time.perf_counter_ns()),
+                self._unsent(request_id, intended_ns, stamp_ns()),
                 getattr(error, "category", MODEL_LOOKUP),
                 redact(detail, bodies.headers(request_id)),
             )
@@ -148,7 +148,7 @@ class TurnSender:
         came before the stop): counted, with its token events, so the totals still add up
         and its gaps inside the window count (docs/metrics.md, "The window")."""
         self.bodies.connection.close()
-        timings = cut or self._unsent(request_id, intended_ns, sent_ns or time.perf_counter_ns())
+        timings = cut or self._unsent(request_id, intended_ns, sent_ns or stamp_ns())
         ended = ended_unstreamed(timings, INTERRUPTED, "stopped by the end of the run")
         ended.refuse_out_of_range()
         self._token_timings.fire(timings=ended, user=self.user)

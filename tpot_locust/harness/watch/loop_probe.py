@@ -19,6 +19,7 @@ from typing import Any
 from gevent import get_hub, monkey
 
 from tpot_locust.common import env_vars
+from tpot_locust.common.clock import stamp_ns
 
 PROBE_INTERVAL_MS = 1.0
 # Later than this, a probe tick marks a stall window. Normal lateness on an idle or
@@ -56,7 +57,7 @@ class LagProbe:
 
     @property
     def last_tick_ns(self) -> int:
-        """When the loop last ran this probe (``perf_counter_ns``)."""
+        """When the loop last ran this probe (the stamp clock, ``common.clock``)."""
         return self._last_ns
 
     def start(self, on_stall: OnStall) -> None:
@@ -65,7 +66,7 @@ class LagProbe:
             return
         self._on_stall = on_stall
         self._timer = get_hub().loop.timer(self.interval_ns / 1e9, self.interval_ns / 1e9)
-        self._last_ns = time.perf_counter_ns()
+        self._last_ns = stamp_ns()
         self._cpu_mark_ns = time.process_time_ns()
         self._timer.start(self._tick)
 
@@ -76,7 +77,7 @@ class LagProbe:
             self._cpu_banked_ns += self._cpu_since_mark()
 
     def _tick(self) -> None:
-        now = time.perf_counter_ns()
+        now = stamp_ns()
         last, self._last_ns = self._last_ns, now
         lag = now - last - self.interval_ns
         self.watched_ns += now - last
@@ -122,7 +123,7 @@ class StallTracer:
         while True:
             sleep(0.001)
             last = self.probe.last_tick_ns
-            held = time.perf_counter_ns() - last - self.probe.interval_ns
+            held = stamp_ns() - last - self.probe.interval_ns
             if held > self.probe.threshold_ns and last != reported and self.probe.running:
                 reported = last
                 frame = sys._current_frames().get(self._main)
