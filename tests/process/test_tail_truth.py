@@ -108,10 +108,9 @@ def test_whole_run_tail_matches_truth(tmp_path: Path, python: str, workers: int)
             if attempt == 2:
                 raise
             print(f"attempt 1 missed: {missed}")
-    check = summary["truth_check"]
-    assert (
-        check["metrics"]["tpot"]["count"]["measured"] == check["metrics"]["tpot"]["count"]["true"]
-    )
+    count = summary["truth_check"]["metrics"]["tpot"]["count"]
+    edge = _sent_at_the_edges(out / "out" / "truth.jsonl", summary["run"]["window_wall_ns"])
+    assert abs(count["measured"] - count["true"]) <= edge, (count, edge)
     assert_no_own_stall_at_stop(summary)
     # the window is the run asked for (Locust's --run-time counted from the loop's clock at
     # start, not from before the imports: 0.6 s of 20 went missing)
@@ -131,6 +130,26 @@ def test_whole_run_tail_matches_truth(tmp_path: Path, python: str, workers: int)
     client = summary["client"]
     assert 0 < client["cpu_s"] <= children_cpu_s, (client["cpu_s"], children_cpu_s)
     assert client["cpu_us_per_token"] * client["tokens_per_core_s"] == pytest.approx(1e6, 1e-3)
+
+
+# Two processes' stamps of one token, the server's send and our arrival, lie a few us apart
+# on loopback, and each process puts perf_counter_ns on the wall's scale by its own offset
+# (here they agree within ~3 us: common.clock): a token that left this close to the window's
+# edge may count on either side of it, in the truth or in the run.
+EDGE_NS = 20_000
+
+
+def _sent_at_the_edges(truth: Path, window_wall_ns: list[int]) -> int:
+    """The true token events (after each request's first) that left within ``EDGE_NS`` of
+    the window's start or end: the most the measured gaps of the window may differ by."""
+    start, end = window_wall_ns
+    near = 0
+    for line in truth.read_text().splitlines():
+        sends = np.asarray(json.loads(line).get("send_ns") or [], dtype=np.int64)[1:]
+        near += int(
+            np.count_nonzero((abs(sends - start) <= EDGE_NS) | (abs(sends - end) <= EDGE_NS))
+        )
+    return near
 
 
 def _children_cpu_s() -> float:
