@@ -83,7 +83,10 @@ def test_a_broken_tpot_slo_fails_with_exit_1(runs: dict[str, Any]) -> None:
     failed = [c for c in verdict["checks"] if c["verdict"] != "pass"]
     assert [(c["metric"], c["statistic"], c["limit"]) for c in failed] == [("tpot", "p99", 1.0)]
     measured = summary["metrics"]["tpot"]["p99"]
-    assert failed[0]["measured"] == measured and 2.9 < measured < 5
+    # what the server sent, 3 ms gaps and whatever lateness a busy machine gave it (a full
+    # suite here: the simulator's p99 5.07 ms, 2.2 % of its events over 2 ms late), exactly
+    assert failed[0]["measured"] == measured and measured > 2.9
+    assert abs(summary["truth_check"]["metrics"]["tpot"]["p99"]["error"]) <= 0.1
     assert failed[0]["samples_above"] == summary["metrics"]["tpot"]["above"]["p99"]
     cases = junit_cases(out)
     failures = [(case.get("name"), case.find("failure")) for case in cases]
