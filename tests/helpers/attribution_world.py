@@ -51,7 +51,7 @@ class Req:
     process: int = 0  # which recorder sends it (the merge test's two workers)
     retransmits: int = 0  # TCP retransmissions on its connection: every gap is ``network``
 
-    def timings(self, recorder: Recorder) -> RequestTimings:
+    def timings(self) -> RequestTimings:
         timings = RequestTimings(self.user_class, "chat", self.request_id, self.send, self.send)
         timings.token_stamps.extend(self.stamps)
         timings.token_counts.extend(self.counts)
@@ -143,7 +143,7 @@ def play(
                 elif what == "first":
                     recorder.on_prefill(item.request_id, start, t, item.prompt)
                 else:
-                    recorder.record(item.timings(recorder))
+                    recorder.record(item.timings())
             else:
                 assert isinstance(item, Extra)
                 end = None if what == "x-open" else item.end

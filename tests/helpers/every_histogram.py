@@ -20,8 +20,8 @@ class RichReq(Req):
     """A request of the world that was also an open-loop arrival, reasoned over its first
     events and had its reads' delays stamped by the kernel."""
 
-    def timings(self, recorder: Recorder) -> RequestTimings:
-        timings = super().timings(recorder)
+    def timings(self) -> RequestTimings:
+        timings = super().timings()
         timings.scheduled = True
         timings.t_intended_ns = timings.t_send_ns - 3 * MS
         timings.reasoning_tokens = sum(self.counts[:3])

@@ -131,7 +131,7 @@ def test_no_gap_no_attribution() -> None:
     assert attribution_summary(ClassMetrics(), keep_tail=False) is None
     recorder = Recorder()
     req = Req("one", "chat", 10**18, [10**18 + MS], [1], 10)  # one event: no gap
-    recorder.record(req.timings(recorder))
+    recorder.record(req.timings())
     metrics = recorder.take_interval(final=True).for_group("chat")
     assert attribution_summary(metrics, keep_tail=False) is None
 
@@ -249,9 +249,9 @@ def test_a_request_in_flight_keeps_a_window_that_closed_early_in_its_life() -> N
     total = MetricSet()
     for short in [early, *later]:
         open_and_first(recorder, short)
-        recorder.record(short.timings(recorder))
+        recorder.record(short.timings())
         total.add(recorder.take_interval(final=True))  # tags it, then prunes
-    recorder.record(long.timings(recorder))
+    recorder.record(long.timings())
     total.add(recorder.take_interval(final=True))
     metrics = total.for_group("chat")
     gap = long_first_gap(metrics)
@@ -284,13 +284,13 @@ def test_a_held_request_sent_first_keeps_its_windows_whatever_the_order_they_end
     for req in (long, early, *later):
         open_and_first(recorder, req)
     hold_for(monkeypatch, 0.0)
-    recorder.record(early.timings(recorder))
-    recorder.record(later[0].timings(recorder))
+    recorder.record(early.timings())
+    recorder.record(later[0].timings())
     recorder.flush()  # held, due now
     hold_for(monkeypatch, 1000.0)
-    recorder.record(later[1].timings(recorder))  # held first of those not due yet
-    recorder.record(long.timings(recorder))  # then the long one, sent before them all
-    recorder.record(later[2].timings(recorder))
+    recorder.record(later[1].timings())  # held first of those not due yet
+    recorder.record(long.timings())  # then the long one, sent before them all
+    recorder.record(later[2].timings())
     recorder.flush()
     total = MetricSet()
     total.add(recorder.take_interval())  # tags the two due, prunes

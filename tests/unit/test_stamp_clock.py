@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+from locust.event import EventHook
 
 from tests.helpers.scripted_server import DONE, FINISH, Script, scripted_server, sse_head, token
 from tests.helpers.scripted_server import request as stream_request_of
@@ -66,7 +67,9 @@ def test_the_recorder_lines_a_prefill_window_up_with_gaps_unconverted() -> None:
     """A prefill window fired as ``ChatUser`` fires it and a request's stamps reach the
     cause timeline as they were stamped: the window is where the gaps are, in wall ns."""
     recorder = Recorder()
-    window = PrefillWindow(recorder_hook(recorder), "r1", 512, False)
+    hook = EventHook()
+    hook.add_listener(recorder.on_prefill)
+    window = PrefillWindow(hook, "r1", 512, False)
     time.sleep(0.01)
     first_token = stamp_ns()
     window.first_token(first_token)
@@ -79,14 +82,6 @@ def test_the_recorder_lines_a_prefill_window_up_with_gaps_unconverted() -> None:
     assert causes.prefill_tokens.tolist() == [512, 0]
 
 
-class recorder_hook:  # noqa: N801 - an EventHook's one method, for one listener
-    def __init__(self, recorder: Recorder) -> None:
-        self._recorder = recorder
-
-    def fire(self, **kwargs: object) -> None:
-        self._recorder.on_prefill(**kwargs)  # type: ignore[arg-type]
-
-
 def test_the_kernel_stamp_is_taken_less_the_drift_at_the_send(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -95,6 +90,6 @@ def test_the_kernel_stamp_is_taken_less_the_drift_at_the_send(
     monkeypatch.setattr(stamped_socket, "wall_drift_ns", lambda: 7_000)
     sock = stamped_socket.StampedSocket.__new__(stamped_socket.StampedSocket)
     sock._last_stamp_ns = 0
-    sock._wall_drift_ns = stamped_socket.wall_drift_ns()
+    sock.begin_request()  # the send: its drift taken
     now = stamp_ns()
     assert sock._arrival_ns(now - 1_000 + 7_000, now) == now - 1_000
